@@ -94,7 +94,7 @@ func (b Buffer) refAfterFree() {
 
 //go:noinline
 func (b Buffer) useAfterFree(op string) {
-	panic(b.misuseMessage("membuf: use of freed buffer in "+op+" "))
+	panic(b.misuseMessage("membuf: use of freed buffer in " + op + " "))
 }
 
 func (b Buffer) misuseMessage(prefix string) string {
