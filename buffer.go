@@ -96,7 +96,7 @@ func Alloc(pool BufferPool, n int) Buffer {
 // frames between newRoot and the caller whose stack debug mode records.
 func newRoot(data *[]byte, pool BufferPool, skip int) Buffer {
 	var h *header
-	if debugFromEnv || poolDebug(pool) {
+	if debugFromEnv || wantsBufferDebug(pool) {
 		h = newDebugHeader(skip)
 	} else {
 		h = headers.Get()

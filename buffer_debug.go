@@ -26,8 +26,8 @@ type bufferDebug struct {
 	cleanup runtime.Cleanup
 }
 
-// poolDebug reports whether pool asks for debug mode.
-func poolDebug(pool BufferPool) bool {
+// wantsBufferDebug reports whether pool asks for debug mode.
+func wantsBufferDebug(pool BufferPool) bool {
 	p, ok := pool.(*Pool)
 	return ok && p.debugOn()
 }
