@@ -1,0 +1,576 @@
+package cas
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Errors returned by the Store. Compare with errors.Is.
+var (
+	// ErrNotFound: the blob or action result is not in the store.
+	ErrNotFound = errors.New("not found")
+	// ErrMismatch: uploaded content does not match its digest (size or hash).
+	ErrMismatch = errors.New("content does not match digest")
+	// ErrTooLarge: an entry is larger than the store's maximum size.
+	ErrTooLarge = errors.New("larger than the store's maximum size")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store is closed")
+)
+
+// entryKind separates the two namespaces on disk and in the index.
+type entryKind uint8
+
+const (
+	kindCAS entryKind = iota // content-addressed blob, named by its own hash
+	kindAC                   // action result, named by its action's hash
+)
+
+func (k entryKind) dir() string {
+	if k == kindAC {
+		return "ac"
+	}
+	return "cas"
+}
+
+type entryKey struct {
+	kind entryKind
+	hash string
+}
+
+type entry struct {
+	key  entryKey
+	size int64
+}
+
+// Store is a content-addressed disk store with least-recently-used eviction.
+//
+// On disk, under its directory:
+//
+//	cas/ab/ab12...   one file per blob, named by its SHA-256 in hex, sharded by the first two hex characters
+//	ac/ab/ab12...    one file per action result (a serialized ActionResult), named by the action digest's hash
+//	tmp/             uploads in progress; emptied at start
+//
+// A file appears under cas/ or ac/ only by a rename from tmp/ after its
+// content was checked and fsynced, so every visible file is complete.
+//
+// The index (which entries exist, their sizes and recency) lives in memory and
+// is rebuilt from the directory at start, ordered by modification time.
+// A Store is safe for concurrent use.
+type Store struct {
+	dir     string
+	tmpDir  string
+	maxSize int64
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	index     map[entryKey]*list.Element // Value is *entry
+	lru       *list.List                 // front: most recently used
+	bytes     int64
+	acEntries int64 // how many index entries are action results
+	evictions int64
+	hits      int64
+	misses    int64
+	closed    bool
+}
+
+// StoreStats is a snapshot of a Store's counters.
+type StoreStats struct {
+	Blobs         int64 // CAS blobs stored (the empty blob is not stored)
+	ActionResults int64 // action cache entries stored
+	Bytes         int64 // bytes of blobs and action results on disk
+	MaxBytes      int64 // the configured maximum size; 0 means no limit
+	Evictions     int64 // entries removed to stay under MaxBytes
+	Hits          int64 // lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)
+	Misses        int64 // lookups that did not
+}
+
+// OpenStore opens (creating if needed) the store in dir. maxSize is the
+// number of bytes of blobs and action results kept on disk; 0 means no limit.
+// It removes files left in tmp/ by a previous run, rebuilds the index from
+// disk and evicts down to maxSize. logger may be nil.
+func OpenStore(dir string, maxSize int64, logger *slog.Logger) (*Store, error) {
+	if maxSize < 0 {
+		return nil, fmt.Errorf("cas: max size %d is negative", maxSize)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{
+		dir:     dir,
+		tmpDir:  filepath.Join(dir, "tmp"),
+		maxSize: maxSize,
+		log:     logger,
+		index:   make(map[entryKey]*list.Element),
+		lru:     list.New(),
+	}
+	for _, sub := range []string{"cas", "ac", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("cas: %w", err)
+		}
+	}
+	if err := s.removeTemps(); err != nil {
+		return nil, err
+	}
+	if err := s.rebuild(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.evictLocked(nil)
+	s.mu.Unlock()
+	logger.Info("cas store opened", "dir", dir, "entries", s.lru.Len(), "bytes", s.bytes, "max_bytes", maxSize)
+	return s, nil
+}
+
+// removeTemps deletes whatever a previous run left in tmp/: uploads that
+// never completed.
+func (s *Store) removeTemps() error {
+	ents, err := os.ReadDir(s.tmpDir)
+	if err != nil {
+		return fmt.Errorf("cas: %w", err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(s.tmpDir, e.Name())
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("cas: removing stray temporary file: %w", err)
+		}
+		s.log.Info("removed stray temporary file", "path", p)
+	}
+	return nil
+}
+
+// rebuild fills the index from cas/ and ac/, oldest modification first.
+func (s *Store) rebuild() error {
+	type found struct {
+		e     *entry
+		mtime time.Time
+	}
+	var all []found
+	for _, kind := range []entryKind{kindCAS, kindAC} {
+		root := filepath.Join(s.dir, kind.dir())
+		shards, err := os.ReadDir(root)
+		if err != nil {
+			return fmt.Errorf("cas: %w", err)
+		}
+		for _, shard := range shards {
+			if !shard.IsDir() {
+				s.log.Warn("ignoring unexpected file in store", "path", filepath.Join(root, shard.Name()))
+				continue
+			}
+			files, err := os.ReadDir(filepath.Join(root, shard.Name()))
+			if err != nil {
+				return fmt.Errorf("cas: %w", err)
+			}
+			for _, f := range files {
+				name := f.Name()
+				p := filepath.Join(root, shard.Name(), name)
+				if checkHash(name) != nil || name[:2] != shard.Name() || !f.Type().IsRegular() {
+					s.log.Warn("ignoring unexpected file in store", "path", p)
+					continue
+				}
+				info, err := f.Info()
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("cas: %w", err)
+				}
+				all = append(all, found{&entry{entryKey{kind, name}, info.Size()}, info.ModTime()})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b found) int { return a.mtime.Compare(b.mtime) })
+	for _, f := range all {
+		s.insertLocked(f.e)
+	}
+	return nil
+}
+
+// Close marks the store closed; later calls fail with ErrClosed. Files in
+// tmp/ are removed (uploads still running fail when they try to commit).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	return s.removeTemps()
+}
+
+// Stats returns a snapshot of the store's counters.
+func (s *Store) Stats() StoreStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return StoreStats{
+		Blobs:         int64(len(s.index)) - s.acEntries,
+		ActionResults: s.acEntries,
+		Bytes:         s.bytes,
+		MaxBytes:      s.maxSize,
+		Evictions:     s.evictions,
+		Hits:          s.hits,
+		Misses:        s.misses,
+	}
+}
+
+// MaxSize returns the configured maximum size; 0 means no limit.
+func (s *Store) MaxSize() int64 { return s.maxSize }
+
+func (s *Store) path(k entryKey) string {
+	return filepath.Join(s.dir, k.kind.dir(), k.hash[:2], k.hash)
+}
+
+// lookup finds k, marks it most recently used and counts a hit or a miss.
+// For CAS blobs, a digest whose size differs from the stored file's is a
+// different blob and so a miss.
+func (s *Store) lookup(k entryKey, size int64) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.index[k]
+	if ok && (k.kind == kindAC || el.Value.(*entry).size == size) {
+		s.lru.MoveToFront(el)
+		s.hits++
+		return el.Value.(*entry).size, true
+	}
+	s.misses++
+	return 0, false
+}
+
+// Has reports whether the blob d is stored (the empty blob always is) and
+// marks it recently used.
+func (s *Store) Has(d Digest) bool {
+	if d.isEmpty() {
+		return true
+	}
+	_, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size)
+	return ok
+}
+
+// Missing returns the digests in ds that are not stored, marking the others
+// recently used.
+func (s *Store) Missing(ds []Digest) []Digest {
+	var missing []Digest
+	for _, d := range ds {
+		if !s.Has(d) {
+			missing = append(missing, d)
+		}
+	}
+	return missing
+}
+
+// Blob is an open stored blob. Reads at an offset use pread (ReadAt), so an
+// offset read never reads and discards. The open file keeps the data
+// readable even if the blob is evicted meanwhile (POSIX keeps an unlinked
+// file's data until its last descriptor closes).
+type Blob struct {
+	f    *os.File // nil for the empty blob
+	size int64
+}
+
+// Size returns the blob's size in bytes.
+func (b *Blob) Size() int64 { return b.size }
+
+// ReadAt implements io.ReaderAt.
+func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
+	if b.f == nil {
+		return 0, io.EOF
+	}
+	return b.f.ReadAt(p, off)
+}
+
+// Close releases the file.
+func (b *Blob) Close() error {
+	if b.f == nil {
+		return nil
+	}
+	return b.f.Close()
+}
+
+// Open opens blob d for reading. It returns an error wrapping ErrNotFound if
+// the blob is not stored. The caller must Close the Blob.
+func (s *Store) Open(d Digest) (*Blob, error) {
+	if d.isEmpty() {
+		return &Blob{}, nil
+	}
+	return s.open(entryKey{kindCAS, d.Hash}, d.Size)
+}
+
+func (s *Store) open(k entryKey, size int64) (*Blob, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	size, ok := s.lookup(k, size)
+	if !ok {
+		return nil, ErrNotFound
+	}
+	f, err := os.Open(s.path(k))
+	if errors.Is(err, fs.ErrNotExist) {
+		// Evicted between the lookup and the open.
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Blob{f: f, size: size}, nil
+}
+
+// ReadAll returns the whole content of blob d.
+func (s *Store) ReadAll(d Digest) ([]byte, error) {
+	if d.isEmpty() {
+		return []byte{}, nil
+	}
+	return s.readAll(entryKey{kindCAS, d.Hash}, d.Size)
+}
+
+func (s *Store) readAll(k entryKey, size int64) ([]byte, error) {
+	b, err := s.open(k, size)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	buf := make([]byte, b.size)
+	if _, err := b.f.ReadAt(buf, 0); err != nil && !(err == io.EOF && b.size == 0) {
+		return nil, fmt.Errorf("cas: reading %s: %w", k.hash, err)
+	}
+	return buf, nil
+}
+
+// Put stores data as blob d after checking that it matches d. Storing a blob
+// that is already present succeeds.
+func (s *Store) Put(d Digest, data []byte) error {
+	if d.isEmpty() && len(data) == 0 {
+		return nil
+	}
+	w, err := s.NewWriter(d)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Commit()
+}
+
+// GetActionResult returns the serialized ActionResult stored for the action
+// digest d, or an error wrapping ErrNotFound.
+func (s *Store) GetActionResult(d Digest) ([]byte, error) {
+	return s.readAll(entryKey{kindAC, d.Hash}, 0)
+}
+
+// PutActionResult stores data, a serialized ActionResult, for the action
+// digest d, replacing any earlier entry.
+func (s *Store) PutActionResult(d Digest, data []byte) error {
+	if s.maxSize > 0 && int64(len(data)) > s.maxSize {
+		return fmt.Errorf("action result of %d bytes: %w", len(data), ErrTooLarge)
+	}
+	f, err := s.createTemp()
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		discardTemp(f)
+		return err
+	}
+	return s.commitTemp(f, entryKey{kindAC, d.Hash}, int64(len(data)))
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Store) createTemp() (*os.File, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	return os.CreateTemp(s.tmpDir, "upload-*")
+}
+
+// discardTemp closes and removes a temporary file.
+func discardTemp(f *os.File) {
+	f.Close()
+	os.Remove(f.Name())
+}
+
+// commitTemp makes the temporary file f, whose content is complete and
+// checked, the entry k: it fsyncs f, renames it into place, fsyncs the
+// directory, indexes the entry and evicts down to the maximum size. On error
+// f is removed.
+func (s *Store) commitTemp(f *os.File, k entryKey, size int64) error {
+	if err := f.Sync(); err != nil {
+		discardTemp(f)
+		return fmt.Errorf("cas: fsync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("cas: %w", err)
+	}
+	final := s.path(k)
+	shard := filepath.Dir(final)
+	if err := os.MkdirAll(shard, 0o755); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("cas: %w", err)
+	}
+
+	// The rename and the index update happen under the lock so that an
+	// eviction (which removes files under the same lock) can never delete a
+	// file that a later commit has just put in place.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		os.Remove(f.Name())
+		return ErrClosed
+	}
+	if err := os.Rename(f.Name(), final); err != nil {
+		s.mu.Unlock()
+		os.Remove(f.Name())
+		return fmt.Errorf("cas: %w", err)
+	}
+	if el, ok := s.index[k]; ok {
+		e := el.Value.(*entry)
+		s.bytes += size - e.size
+		e.size = size
+		s.lru.MoveToFront(el)
+	} else {
+		s.insertLocked(&entry{k, size})
+	}
+	s.evictLocked(s.index[k])
+	s.mu.Unlock()
+
+	// Make the rename durable.
+	if d, err := os.Open(shard); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// insertLocked adds a new entry as the most recently used.
+func (s *Store) insertLocked(e *entry) {
+	s.index[e.key] = s.lru.PushFront(e)
+	s.bytes += e.size
+	if e.key.kind == kindAC {
+		s.acEntries++
+	}
+}
+
+// evictLocked removes least recently used entries until the store fits its
+// maximum size. keep, if not nil, is never evicted (the entry just written).
+func (s *Store) evictLocked(keep *list.Element) {
+	if s.maxSize <= 0 {
+		return
+	}
+	for s.bytes > s.maxSize {
+		el := s.lru.Back()
+		if el == keep {
+			el = el.Prev()
+		}
+		if el == nil {
+			return
+		}
+		e := el.Value.(*entry)
+		if err := os.Remove(s.path(e.key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Error("evicting", "hash", e.key.hash, "err", err)
+		}
+		s.lru.Remove(el)
+		delete(s.index, e.key)
+		s.bytes -= e.size
+		if e.key.kind == kindAC {
+			s.acEntries--
+		}
+		s.evictions++
+		s.log.Debug("evicted", "kind", e.key.kind.dir(), "hash", e.key.hash, "size", e.size)
+	}
+}
+
+// Writer writes one blob: content goes to a temporary file and is hashed as
+// it streams; Commit checks size and hash and only then makes the blob
+// visible. A Writer is not safe for concurrent use.
+type Writer struct {
+	s   *Store
+	d   Digest
+	f   *os.File
+	h   hashState
+	n   int64
+	end bool
+}
+
+type hashState interface {
+	io.Writer
+	Sum([]byte) []byte
+}
+
+// NewWriter starts writing blob d. The caller must call Commit or Abort.
+func (s *Store) NewWriter(d Digest) (*Writer, error) {
+	if s.maxSize > 0 && d.Size > s.maxSize {
+		return nil, fmt.Errorf("blob %s: %w (%d bytes)", d, ErrTooLarge, s.maxSize)
+	}
+	f, err := s.createTemp()
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{s: s, d: d, f: f, h: sha256.New()}, nil
+}
+
+// Digest returns the digest the writer was started with.
+func (w *Writer) Digest() Digest { return w.d }
+
+// Written returns the number of bytes written so far.
+func (w *Writer) Written() int64 { return w.n }
+
+// Write appends p. Writing past the digest's size fails with ErrMismatch
+// and writes nothing.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.end {
+		return 0, errors.New("cas: write after Commit or Abort")
+	}
+	if int64(len(p)) > w.d.Size-w.n {
+		return 0, fmt.Errorf("%w: more than the %d bytes the digest says", ErrMismatch, w.d.Size)
+	}
+	n, err := w.f.Write(p)
+	w.h.Write(p[:n])
+	w.n += int64(n)
+	return n, err
+}
+
+// Commit checks that the content matches the digest, then fsyncs it and
+// makes it visible. On a mismatch or any other error nothing is stored and
+// the temporary file is removed.
+func (w *Writer) Commit() error {
+	if w.end {
+		return errors.New("cas: Commit after Commit or Abort")
+	}
+	w.end = true
+	if w.n != w.d.Size {
+		discardTemp(w.f)
+		return fmt.Errorf("%w: received %d bytes, the digest says %d", ErrMismatch, w.n, w.d.Size)
+	}
+	if got := hex.EncodeToString(w.h.Sum(nil)); got != w.d.Hash {
+		discardTemp(w.f)
+		return fmt.Errorf("%w: content hashes to %s, the digest says %s", ErrMismatch, got, w.d.Hash)
+	}
+	return w.s.commitTemp(w.f, entryKey{kindCAS, w.d.Hash}, w.n)
+}
+
+// Abort discards the upload. It is safe to call after Commit (it does
+// nothing then).
+func (w *Writer) Abort() {
+	if w.end {
+		return
+	}
+	w.end = true
+	discardTemp(w.f)
+}
