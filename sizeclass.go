@@ -1,0 +1,58 @@
+package membuf
+
+import "math/bits"
+
+// classTable maps sizes to size classes and back in O(1), with bit
+// arithmetic and no loop over classes.
+//
+// With k = 2^shift classes per doubling, the classes in [2^e, 2^(e+1)) are
+// (k+j) << (e-shift) for j in [0, k): 256, 320, 384, 448, 512, ... for k = 4.
+// Every class has a global index L = ((e-shift) << shift) + j, so that
+// size(L) = (k + L&(k-1)) << (L >> shift); the pool's class i is global
+// index base+i, where base is the index of MinSize. MinSize >= 16 >= 2k
+// keeps every shift non-negative.
+type classTable struct {
+	shift   uint // log2 of classes per doubling
+	k       int  // classes per doubling
+	base    int  // global index of MinSize
+	minSize int
+	maxSize int
+	n       int // number of classes, MinSize and MaxSize included
+}
+
+func newClassTable(shift uint, minSize, maxSize int) classTable {
+	t := classTable{shift: shift, k: 1 << shift, minSize: minSize, maxSize: maxSize}
+	t.base = t.globalFloor(minSize)
+	t.n = t.globalFloor(maxSize) - t.base + 1
+	return t
+}
+
+// getIndex returns the pool class of the smallest class that holds n bytes,
+// for 0 < n <= maxSize.
+func (t *classTable) getIndex(n int) int {
+	if n <= t.minSize {
+		return 0
+	}
+	m := uint(n - 1)
+	e := uint(bits.Len(m)) - 1
+	q := int(m >> (e - t.shift)) // in [k, 2k): m's top shift+1 bits
+	return int((e-t.shift)<<t.shift) + q + 1 - t.k - t.base
+}
+
+// putIndex returns the pool class of the largest class whose size is at most
+// c, for minSize <= c <= maxSize: the class a buffer of capacity c fills.
+func (t *classTable) putIndex(c int) int {
+	return t.globalFloor(c) - t.base
+}
+
+func (t *classTable) globalFloor(c int) int {
+	e := uint(bits.Len(uint(c))) - 1
+	q := int(uint(c) >> (e - t.shift))
+	return int((e-t.shift)<<t.shift) + q - t.k
+}
+
+// size returns the size of pool class i.
+func (t *classTable) size(i int) int {
+	L := i + t.base
+	return (t.k + L&(t.k-1)) << (L >> t.shift)
+}
