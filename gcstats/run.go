@@ -170,15 +170,15 @@ func (r *Run) Stop(ops int64) Result {
 	}
 
 	res := Result{
-		Ops:             ops,
-		Wall:            wall,
-		CPUSeconds:      end.float(iTotalCPU) - r.start.float(iTotalCPU),
-		IdleCPUSeconds:  end.float(iIdleCPU) - r.start.float(iIdleCPU),
-		GCCPUSeconds:    end.float(iGCCPU) - r.start.float(iGCCPU),
-		GCPauseTotal:    pauseTotal(r.start.samples[iGCPauses].Value, end.samples[iGCPauses].Value),
-		GCCycles:        end.uint(iGCCycles) - r.start.uint(iGCCycles),
-		PeakHeapInUse:   peak,
-		AllocatedBytes:  end.uint(iAllocBytes) - r.start.uint(iAllocBytes),
+		Ops:              ops,
+		Wall:             wall,
+		CPUSeconds:       end.float(iTotalCPU) - r.start.float(iTotalCPU),
+		IdleCPUSeconds:   end.float(iIdleCPU) - r.start.float(iIdleCPU),
+		GCCPUSeconds:     end.float(iGCCPU) - r.start.float(iGCCPU),
+		GCPauseTotal:     pauseTotal(r.start.samples[iGCPauses].Value, end.samples[iGCPauses].Value),
+		GCCycles:         end.uint(iGCCycles) - r.start.uint(iGCCycles),
+		PeakHeapInUse:    peak,
+		AllocatedBytes:   end.uint(iAllocBytes) - r.start.uint(iAllocBytes),
 		AllocatedObjects: end.uint(iAllocObjects) - r.start.uint(iAllocObjects),
 	}
 	res.derive()
