@@ -234,17 +234,32 @@ func (s *Store) path(k entryKey) string {
 // lookup finds k, marks it most recently used and counts a hit or a miss.
 // For CAS blobs, a digest whose size differs from the stored file's is a
 // different blob and so a miss.
-func (s *Store) lookup(k entryKey, size int64) (int64, bool) {
+// Internal checks (is an upload already complete? are an action result's
+// outputs present?) pass count=false so the counters measure clients' lookups.
+func (s *Store) lookup(k entryKey, size int64, count bool) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.index[k]
 	if ok && (k.kind == kindAC || el.Value.(*entry).size == size) {
 		s.lru.MoveToFront(el)
-		s.hits++
+		if count {
+			s.hits++
+		}
 		return el.Value.(*entry).size, true
 	}
-	s.misses++
+	if count {
+		s.misses++
+	}
 	return 0, false
+}
+
+// contains is Has without counting a hit or miss.
+func (s *Store) contains(d Digest) bool {
+	if d.isEmpty() {
+		return true
+	}
+	_, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, false)
+	return ok
 }
 
 // Has reports whether the blob d is stored (the empty blob always is) and
@@ -253,7 +268,7 @@ func (s *Store) Has(d Digest) bool {
 	if d.isEmpty() {
 		return true
 	}
-	_, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size)
+	_, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, true)
 	return ok
 }
 
@@ -310,7 +325,7 @@ func (s *Store) open(k entryKey, size int64) (*Blob, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	size, ok := s.lookup(k, size)
+	size, ok := s.lookup(k, size, true)
 	if !ok {
 		return nil, ErrNotFound
 	}

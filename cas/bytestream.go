@@ -1,0 +1,185 @@
+package cas
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// byteStreamService implements google.bytestream.ByteStream for blobs, with
+// the resource names remote_execution.proto defines.
+type byteStreamService struct {
+	bspb.UnimplementedByteStreamServer
+	s *Server
+}
+
+// Read streams a blob, or the part of it that read_offset and read_limit
+// select, in chunks of at most Options.ChunkSize bytes.
+func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_ReadServer) error {
+	rn, err := parseReadName(req.ResourceName)
+	if err != nil {
+		return nameError(err)
+	}
+	d := rn.Digest
+	if req.ReadOffset < 0 {
+		return status.Errorf(codes.OutOfRange, "read_offset %d is negative", req.ReadOffset)
+	}
+	if req.ReadLimit < 0 {
+		return status.Errorf(codes.InvalidArgument, "read_limit %d is negative (0 means no limit)", req.ReadLimit)
+	}
+	blob, err := b.s.store.Open(d)
+	if err != nil {
+		return storeError(err, "blob "+d.String())
+	}
+	defer blob.Close()
+	size := blob.Size()
+	if req.ReadOffset > size {
+		return status.Errorf(codes.OutOfRange, "read_offset %d is past the end of blob %s (%d bytes)", req.ReadOffset, d, size)
+	}
+	end := size
+	if req.ReadLimit > 0 && req.ReadLimit < size-req.ReadOffset {
+		end = req.ReadOffset + req.ReadLimit
+	}
+	// One response message serves every chunk: Send marshals it before it
+	// returns (see chunkReader).
+	resp := &bspb.ReadResponse{}
+	err = b.s.chunks.each(blob, req.ReadOffset, end, func(p []byte) error {
+		resp.Data = p
+		return stream.Send(resp)
+	})
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			return err
+		}
+		return status.Errorf(codes.Internal, "reading blob %s: %v", d, err)
+	}
+	return nil
+}
+
+// Write receives a blob. See docs/cas.md for how offsets, finish_write,
+// existing blobs and resumption are handled.
+func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
+	s := b.s
+	req, err := stream.Recv()
+	if err == io.EOF {
+		return status.Error(codes.InvalidArgument, "Write stream ended before its first request")
+	}
+	if err != nil {
+		return err
+	}
+	name := req.ResourceName
+	if name == "" {
+		return status.Error(codes.InvalidArgument, "the first WriteRequest must set resource_name")
+	}
+	rn, err := parseWriteName(name)
+	if err != nil {
+		return nameError(err)
+	}
+	d := rn.Digest
+	if max := s.store.MaxSize(); max > 0 && d.Size > max {
+		return status.Errorf(codes.InvalidArgument, "blob %s is larger than this server accepts (%d bytes, max_cas_blob_size_bytes)", d, max)
+	}
+	if s.store.contains(d) {
+		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
+	}
+
+	u, err := s.uploads.acquire(stream.Context(), rn.uploadKey(), func() (*Writer, error) { return s.store.NewWriter(d) })
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return status.FromContextError(err).Err()
+		}
+		return storeError(err, "upload "+name)
+	}
+	keep := true // keep the partial upload for resumption unless its content is bad or done
+	defer func() { s.uploads.release(u, keep) }()
+
+	committed := u.w.Written()
+	var skip int64 // bytes the client resends that are already committed
+	switch req.WriteOffset {
+	case committed:
+	case 0:
+		// The client starts over; the bytes already committed are skipped
+		// (the final hash check still covers all of them), so the
+		// committed size never decreases.
+		skip = committed
+	default:
+		return status.Errorf(codes.InvalidArgument, "write_offset %d on the first request of upload %s: the committed size is %d (resume from it or start at 0)", req.WriteOffset, name, committed)
+	}
+	next := req.WriteOffset // the write_offset the next request must carry
+	for {
+		if req.ResourceName != "" && req.ResourceName != name {
+			return status.Errorf(codes.InvalidArgument, "resource_name %q differs from the stream's first, %q", clip(req.ResourceName), clip(name))
+		}
+		if req.WriteOffset != next {
+			return status.Errorf(codes.InvalidArgument, "write_offset %d, expected %d (the previous offset plus the data sent)", req.WriteOffset, next)
+		}
+		data := req.Data
+		next += int64(len(data))
+		if skip > 0 {
+			k := min(skip, int64(len(data)))
+			data, skip = data[k:], skip-k
+		}
+		if len(data) > 0 {
+			if _, err := u.w.Write(data); err != nil {
+				keep = false
+				return storeError(err, "upload "+name)
+			}
+			u.committed.Store(u.w.Written())
+		}
+		if req.FinishWrite {
+			break
+		}
+		if s.store.contains(d) {
+			// Another upload completed this blob meanwhile.
+			keep = false
+			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
+		}
+		req, err = stream.Recv()
+		if err == io.EOF {
+			// Ended without finish_write: not complete, kept for resumption.
+			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: u.w.Written()})
+		}
+		if err != nil {
+			return err
+		}
+	}
+
+	if next != d.Size {
+		keep = false
+		return status.Errorf(codes.InvalidArgument, "finish_write at offset %d but blob %s is %d bytes", next, d, d.Size)
+	}
+	// Nothing may follow finish_write: the client must close its side.
+	if _, err := stream.Recv(); err != io.EOF {
+		if err == nil {
+			keep = false
+			return status.Error(codes.InvalidArgument, "a WriteRequest followed the one with finish_write")
+		}
+		return err
+	}
+	keep = false
+	if err := u.w.Commit(); err != nil {
+		return storeError(err, "upload "+name)
+	}
+	return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
+}
+
+// QueryWriteStatus reports how much of an upload is committed: the full
+// size and complete if the blob is stored, the bytes received so far if an
+// interrupted upload is kept, NOT_FOUND otherwise.
+func (b *byteStreamService) QueryWriteStatus(ctx context.Context, req *bspb.QueryWriteStatusRequest) (*bspb.QueryWriteStatusResponse, error) {
+	rn, err := parseWriteName(req.ResourceName)
+	if err != nil {
+		return nil, nameError(err)
+	}
+	if b.s.store.contains(rn.Digest) {
+		return &bspb.QueryWriteStatusResponse{CommittedSize: rn.Digest.Size, Complete: true}, nil
+	}
+	if n, ok := b.s.uploads.committed(rn.uploadKey()); ok {
+		return &bspb.QueryWriteStatusResponse{CommittedSize: n}, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "no upload %s is in progress or kept for resumption", clip(req.ResourceName))
+}

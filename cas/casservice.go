@@ -1,0 +1,239 @@
+package cas
+
+import (
+	"context"
+	"strconv"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"golang.org/x/sync/errgroup"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// casService implements build.bazel.remote.execution.v2.ContentAddressableStorage.
+type casService struct {
+	repb.UnimplementedContentAddressableStorageServer
+	s *Server
+}
+
+// batchParallelism bounds how many blobs of one batch are written at once;
+// each write ends in an fsync, which is what a batch of small blobs waits on.
+const batchParallelism = 8
+
+// FindMissingBlobs returns the requested digests that are not stored. A
+// malformed digest fails the whole request (the response has no per-blob
+// status).
+func (c *casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissingBlobsRequest) (*repb.FindMissingBlobsResponse, error) {
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	ds := make([]Digest, len(req.BlobDigests))
+	for i, p := range req.BlobDigests {
+		d, err := ParseDigest(p)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "blob_digests[%d]: %v", i, err)
+		}
+		ds[i] = d
+	}
+	resp := &repb.FindMissingBlobsResponse{}
+	for _, d := range c.s.store.Missing(ds) {
+		resp.MissingBlobDigests = append(resp.MissingBlobDigests, d.Proto())
+	}
+	return resp, nil
+}
+
+func okStatus() *statuspb.Status { return &statuspb.Status{Code: int32(codes.OK)} }
+
+func statusProto(err error) *statuspb.Status { return status.Convert(err).Proto() }
+
+// BatchUpdateBlobs stores each blob independently, with a status per blob.
+// A request whose data adds up to more than max_batch_total_size_bytes is
+// INVALID_ARGUMENT as a whole.
+func (c *casService) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdateBlobsRequest) (*repb.BatchUpdateBlobsResponse, error) {
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	var total int64
+	for _, r := range req.Requests {
+		total += int64(len(r.Data))
+	}
+	if max := c.s.opts.MaxBatchBytes; total > max {
+		return nil, status.Errorf(codes.InvalidArgument, "batch carries %d bytes of data, over max_batch_total_size_bytes %d; split it or use ByteStream Write", total, max)
+	}
+	resp := &repb.BatchUpdateBlobsResponse{Responses: make([]*repb.BatchUpdateBlobsResponse_Response, len(req.Requests))}
+	var g errgroup.Group
+	g.SetLimit(batchParallelism)
+	for i, r := range req.Requests {
+		resp.Responses[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: r.Digest}
+		g.Go(func() error {
+			resp.Responses[i].Status = c.updateOne(ctx, r)
+			return nil
+		})
+	}
+	g.Wait()
+	return resp, nil
+}
+
+func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequest_Request) *statuspb.Status {
+	d, err := ParseDigest(r.Digest)
+	if err != nil {
+		return statusProto(status.Error(codes.InvalidArgument, err.Error()))
+	}
+	if r.Compressor != repb.Compressor_IDENTITY {
+		return statusProto(status.Errorf(codes.InvalidArgument, "blob %s: compressor %s is not supported (this server advertises none)", d, r.Compressor))
+	}
+	if got := DigestOf(r.Data); got != d {
+		return statusProto(status.Errorf(codes.InvalidArgument, "blob %s: data does not match its digest (the data is %s)", d, got))
+	}
+	if err := ctx.Err(); err != nil {
+		return statusProto(status.FromContextError(err).Err())
+	}
+	if c.s.store.contains(d) {
+		return okStatus()
+	}
+	if err := c.s.store.Put(d, r.Data); err != nil {
+		return statusProto(storeError(err, "blob "+d.String()))
+	}
+	return okStatus()
+}
+
+// BatchReadBlobs returns each blob with its own status. A request whose
+// digests add up to more than max_batch_total_size_bytes is
+// INVALID_ARGUMENT as a whole. Blobs come back uncompressed (identity is
+// always acceptable).
+func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobsRequest) (*repb.BatchReadBlobsResponse, error) {
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	var total int64
+	for _, p := range req.Digests {
+		if p.GetSizeBytes() > 0 {
+			total += p.GetSizeBytes()
+		}
+		if total > c.s.opts.MaxBatchBytes {
+			return nil, status.Errorf(codes.InvalidArgument, "batch asks for more than max_batch_total_size_bytes %d; split it or use ByteStream Read", c.s.opts.MaxBatchBytes)
+		}
+	}
+	resp := &repb.BatchReadBlobsResponse{Responses: make([]*repb.BatchReadBlobsResponse_Response, len(req.Digests))}
+	for i, p := range req.Digests {
+		r := &repb.BatchReadBlobsResponse_Response{Digest: p, Compressor: repb.Compressor_IDENTITY}
+		resp.Responses[i] = r
+		d, err := ParseDigest(p)
+		if err != nil {
+			r.Status = statusProto(status.Error(codes.InvalidArgument, err.Error()))
+			continue
+		}
+		// The data is allocated plainly: a unary response is marshalled after
+		// the handler returns, with no hook to give a pooled buffer back.
+		data, err := c.s.store.ReadAll(d)
+		if err != nil {
+			r.Status = statusProto(storeError(err, "blob "+d.String()))
+			continue
+		}
+		r.Data = data
+		r.Status = okStatus()
+	}
+	return resp, nil
+}
+
+// getTreePageSize bounds the directories in one GetTreeResponse when the
+// client sets no page_size; getTreePageBytes bounds its encoded size.
+const (
+	getTreePageSize  = 10000
+	getTreePageBytes = 2 << 20
+)
+
+// GetTree returns the directories under root, breadth first, each once.
+// Directories missing from the CAS are left out with what they contain. The
+// page token is the decimal index of the next directory in that order, which
+// is stable while the tree's blobs stay stored. With page_size set, one page
+// is sent; without, all pages are streamed.
+func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddressableStorage_GetTreeServer) error {
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	root, err := ParseDigest(req.RootDigest)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "root_digest: %v", err)
+	}
+	if req.PageSize < 0 {
+		return status.Errorf(codes.InvalidArgument, "page_size %d is negative", req.PageSize)
+	}
+	var start int
+	if req.PageToken != "" {
+		n, err := strconv.Atoi(req.PageToken)
+		if err != nil || n < 0 {
+			return status.Errorf(codes.InvalidArgument, "page_token %q is not one this server issued", clip(req.PageToken))
+		}
+		start = n
+	}
+	dirs, err := c.walkTree(root)
+	if err != nil {
+		return err
+	}
+	if start > len(dirs) {
+		return status.Errorf(codes.InvalidArgument, "page_token %q is past the end of the tree (%d directories)", req.PageToken, len(dirs))
+	}
+	pageSize := getTreePageSize
+	if req.PageSize > 0 {
+		pageSize = int(req.PageSize)
+	}
+	for i := start; ; {
+		resp := &repb.GetTreeResponse{}
+		bytes := 0
+		for i < len(dirs) && len(resp.Directories) < pageSize && (len(resp.Directories) == 0 || bytes+proto.Size(dirs[i]) <= getTreePageBytes) {
+			bytes += proto.Size(dirs[i])
+			resp.Directories = append(resp.Directories, dirs[i])
+			i++
+		}
+		if i < len(dirs) {
+			resp.NextPageToken = strconv.Itoa(i)
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		if i >= len(dirs) || req.PageSize > 0 {
+			return nil
+		}
+	}
+}
+
+// walkTree reads the Directory tree under root breadth first, each distinct
+// directory once.
+func (c *casService) walkTree(root Digest) ([]*repb.Directory, error) {
+	data, err := c.s.store.ReadAll(root)
+	if err != nil {
+		return nil, storeError(err, "tree root "+root.String())
+	}
+	rootDir := &repb.Directory{}
+	if err := proto.Unmarshal(data, rootDir); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "tree root %s is not a Directory message: %v", root, err)
+	}
+	dirs := []*repb.Directory{rootDir}
+	seen := map[Digest]bool{root: true}
+	for i := 0; i < len(dirs); i++ {
+		for _, n := range dirs[i].Directories {
+			d, err := ParseDigest(n.Digest)
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "directory %q in the tree: %v", clip(n.Name), err)
+			}
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			data, err := c.s.store.ReadAll(d)
+			if err != nil {
+				continue // missing: omitted, as the spec says
+			}
+			sub := &repb.Directory{}
+			if err := proto.Unmarshal(data, sub); err != nil {
+				c.s.log.Warn("GetTree: blob is not a Directory; left out", "digest", d.String(), "err", err)
+				continue
+			}
+			dirs = append(dirs, sub)
+		}
+	}
+	return dirs, nil
+}

@@ -1,0 +1,143 @@
+package cas
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"syscall"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/membuf/membuf"
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultChunkSize = 64 << 10
+	// DefaultMaxBatchBytes keeps a batch request, with its per-blob framing,
+	// under grpc-go's default 4 MiB receive limit.
+	DefaultMaxBatchBytes = 4<<20 - 64<<10
+	// DefaultPartialUploadTTL is how long an interrupted upload is kept,
+	// idle, for a client to resume it.
+	DefaultPartialUploadTTL = 10 * time.Minute
+)
+
+// Options configure a Server.
+type Options struct {
+	// Dir and MaxSize describe the disk store. NewServer does not use them:
+	// the caller opens the Store (OpenStore) and passes it in.
+	Dir     string
+	MaxSize int64
+
+	// Pool provides the buffers ByteStream Read fills from disk, one chunk
+	// at a time. nil allocates each chunk plainly.
+	Pool membuf.BufferPool
+	// ChunkSize is the largest data payload of one ReadResponse;
+	// 0 means DefaultChunkSize.
+	ChunkSize int
+	// MaxBatchBytes is the max_batch_total_size_bytes advertised in the
+	// capabilities and enforced on BatchUpdateBlobs and BatchReadBlobs;
+	// 0 means DefaultMaxBatchBytes. The gRPC server's receive limit must
+	// leave room for it.
+	MaxBatchBytes int64
+	// PartialUploadTTL is how long an interrupted ByteStream upload is kept
+	// for resumption after its last activity; 0 means
+	// DefaultPartialUploadTTL.
+	PartialUploadTTL time.Duration
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server implements ByteStream, ContentAddressableStorage, ActionCache and
+// Capabilities over a Store.
+type Server struct {
+	store   *Store
+	opts    Options
+	log     *slog.Logger
+	chunks  chunkReader
+	uploads *uploads
+}
+
+// NewServer returns a Server over store.
+func NewServer(store *Store, opts Options) (*Server, error) {
+	if store == nil {
+		return nil, errors.New("cas: NewServer needs a store")
+	}
+	if opts.ChunkSize < 0 || opts.MaxBatchBytes < 0 || opts.PartialUploadTTL < 0 {
+		return nil, fmt.Errorf("cas: negative option: ChunkSize %d, MaxBatchBytes %d, PartialUploadTTL %v", opts.ChunkSize, opts.MaxBatchBytes, opts.PartialUploadTTL)
+	}
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	if opts.MaxBatchBytes == 0 {
+		opts.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if opts.PartialUploadTTL == 0 {
+		opts.PartialUploadTTL = DefaultPartialUploadTTL
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	pool := opts.Pool
+	if pool == nil {
+		pool = plainPool{}
+	}
+	return &Server{
+		store:   store,
+		opts:    opts,
+		log:     opts.Logger,
+		chunks:  chunkReader{pool: pool, chunkSize: opts.ChunkSize},
+		uploads: newUploads(opts.PartialUploadTTL),
+	}, nil
+}
+
+// Register registers the ByteStream, ContentAddressableStorage, ActionCache
+// and Capabilities services on g.
+func (s *Server) Register(g *grpc.Server) {
+	bspb.RegisterByteStreamServer(g, &byteStreamService{s: s})
+	repb.RegisterContentAddressableStorageServer(g, &casService{s: s})
+	repb.RegisterActionCacheServer(g, &actionCacheService{s: s})
+	repb.RegisterCapabilitiesServer(g, &capabilitiesService{s: s})
+}
+
+// Close discards the interrupted uploads kept for resumption. Uploads still
+// streaming are discarded when their stream ends. Call it after the gRPC
+// server has stopped and before closing the Store.
+func (s *Server) Close() error {
+	s.uploads.close()
+	return nil
+}
+
+// storeError maps an error from the Store to a gRPC status whose message
+// starts with what; the codes are the ones remote_execution.proto names.
+func storeError(err error, what string) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, ErrMismatch), errors.Is(err, ErrTooLarge):
+		code = codes.InvalidArgument
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		code = codes.ResourceExhausted
+	case errors.Is(err, ErrClosed):
+		code = codes.Unavailable
+	case errors.Is(err, fs.ErrPermission):
+		code = codes.Internal
+	}
+	return status.Errorf(code, "%s: %v", what, err)
+}
+
+// nameError maps a resource-name parse error to a status: a well-formed
+// compressed-blobs name is UNIMPLEMENTED (the feature is not supported and
+// not advertised), anything else INVALID_ARGUMENT.
+func nameError(err error) error {
+	if errors.Is(err, errCompressed) {
+		return status.Error(codes.Unimplemented, err.Error())
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
+}
