@@ -1,0 +1,5 @@
+//go:build !race
+
+package grpcmem
+
+const raceEnabled = false
