@@ -1,0 +1,193 @@
+package grpcmem
+
+import (
+	"errors"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// wireReader reads protobuf wire format from a mem.BufferSlice in place,
+// without joining its buffers: a message received by gRPC arrives as the
+// buffers of the HTTP/2 frames it came in, split anywhere, tags and varints
+// included.
+type wireReader struct {
+	bufs mem.BufferSlice
+	i    int    // the buffer cur lies in
+	off  int    // where cur starts in bufs[i]
+	cur  []byte // the unread bytes of bufs[i]
+	rest int    // unread bytes in all buffers
+}
+
+// A span is a run of bytes in the buffers, from offset off of buffer i.
+type span struct {
+	i, off, n int
+}
+
+func (r *wireReader) init(bufs mem.BufferSlice) {
+	*r = wireReader{bufs: bufs, i: -1, rest: bufs.Len()}
+	r.nextBuffer()
+}
+
+// nextBuffer moves cur to the next non-empty buffer if cur is used up.
+func (r *wireReader) nextBuffer() {
+	for len(r.cur) == 0 && r.i+1 < len(r.bufs) {
+		r.i++
+		r.off = 0
+		r.cur = r.bufs[r.i].ReadOnlyData()
+	}
+}
+
+// here returns the span of the next n bytes; n must be at most r.rest.
+func (r *wireReader) here(n int) span { return span{r.i, r.off, n} }
+
+// skip moves past n bytes; n must be at most r.rest.
+func (r *wireReader) skip(n int) {
+	r.rest -= n
+	for n > 0 {
+		if n < len(r.cur) {
+			r.cur = r.cur[n:]
+			r.off += n
+			return
+		}
+		n -= len(r.cur)
+		r.off += len(r.cur)
+		r.cur = nil
+		r.nextBuffer()
+	}
+}
+
+// peek copies the next bytes, up to len(dst), into dst without moving.
+func (r *wireReader) peek(dst []byte) int {
+	n := copy(dst, r.cur)
+	for i := r.i + 1; n < len(dst) && i < len(r.bufs); i++ {
+		n += copy(dst[n:], r.bufs[i].ReadOnlyData())
+	}
+	return n
+}
+
+// varint reads a varint exactly as protowire.ConsumeVarint does, including
+// its errors (truncated, overflow); n < 0 is a protowire error code.
+func (r *wireReader) varint() (v uint64, n int) {
+	v, n = protowire.ConsumeVarint(r.cur)
+	if n < 0 && len(r.cur) < r.rest {
+		// The varint may go on in the next buffer.
+		var tmp [binaryMaxVarintLen]byte
+		k := r.peek(tmp[:])
+		v, n = protowire.ConsumeVarint(tmp[:k])
+	}
+	if n < 0 {
+		return 0, n
+	}
+	r.skip(n)
+	return v, n
+}
+
+const binaryMaxVarintLen = 10
+
+// length reads the length prefix of a length-delimited field and checks it
+// against what is left, as protowire.ConsumeBytes does.
+func (r *wireReader) length() (int, error) {
+	l, n := r.varint()
+	if n < 0 {
+		return 0, protowire.ParseError(n)
+	}
+	if l > uint64(r.rest) {
+		return 0, errTruncated
+	}
+	return int(l), nil
+}
+
+var errTruncated = errors.New("unexpected end of input")
+
+// skipField skips the value of a field with the given number and wire type,
+// exactly as protowire.ConsumeFieldValue does: groups are skipped through
+// their matching end-group tag, at most depth deep.
+func (r *wireReader) skipField(num protowire.Number, typ protowire.Type, depth int) error {
+	switch typ {
+	case protowire.VarintType:
+		if _, n := r.varint(); n < 0 {
+			return protowire.ParseError(n)
+		}
+	case protowire.Fixed32Type:
+		if r.rest < 4 {
+			return errTruncated
+		}
+		r.skip(4)
+	case protowire.Fixed64Type:
+		if r.rest < 8 {
+			return errTruncated
+		}
+		r.skip(8)
+	case protowire.BytesType:
+		l, err := r.length()
+		if err != nil {
+			return err
+		}
+		r.skip(l)
+	case protowire.StartGroupType:
+		if depth < 0 {
+			return errors.New("exceeded maximum recursion depth")
+		}
+		for {
+			v, n := r.varint()
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			num2, typ2 := protowire.DecodeTag(v)
+			if num2 < protowire.MinValidNumber {
+				return errors.New("invalid field number")
+			}
+			if typ2 == protowire.EndGroupType {
+				if num2 != num {
+					return errors.New("mismatching end group marker")
+				}
+				return nil
+			}
+			if err := r.skipField(num2, typ2, depth-1); err != nil {
+				return err
+			}
+		}
+	case protowire.EndGroupType:
+		return errors.New("mismatching end group marker")
+	default:
+		return errors.New("cannot parse reserved wire type")
+	}
+	return nil
+}
+
+// pieces calls f with each piece of sp: the buffer it lies in and its bytes.
+func (r *wireReader) pieces(sp span, f func(b mem.Buffer, data []byte)) {
+	for i, off, n := sp.i, sp.off, sp.n; n > 0; i, off = i+1, 0 {
+		data := r.bufs[i].ReadOnlyData()[off:]
+		if len(data) > n {
+			data = data[:n]
+		}
+		if len(data) > 0 {
+			f(r.bufs[i], data)
+		}
+		n -= len(data)
+	}
+}
+
+// contiguous returns the bytes of sp if they lie in one buffer.
+func (r *wireReader) contiguous(sp span) ([]byte, bool) {
+	if sp.n == 0 {
+		return nil, true
+	}
+	data := r.bufs[sp.i].ReadOnlyData()[sp.off:]
+	if len(data) < sp.n {
+		return nil, false
+	}
+	return data[:sp.n], true
+}
+
+// bytes returns the bytes of sp, joined into a new slice if they are split.
+func (r *wireReader) bytes(sp span) []byte {
+	if b, ok := r.contiguous(sp); ok {
+		return b
+	}
+	out := make([]byte, 0, sp.n)
+	r.pieces(sp, func(_ mem.Buffer, data []byte) { out = append(out, data...) })
+	return out
+}
