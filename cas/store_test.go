@@ -1,0 +1,286 @@
+package cas
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func openTestStore(t *testing.T, dir string, maxSize int64) *Store {
+	t.Helper()
+	s, err := OpenStore(dir, maxSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// tmpFiles lists what is left in the store's temporary directory.
+func tmpFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, "tmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func blobOf(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7) + seed
+	}
+	return b
+}
+
+func TestStorePutOpenReadAt(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, 0)
+	data := blobOf(1000, 1)
+	d := DigestOf(data)
+	if s.Has(d) {
+		t.Fatal("Has before Put")
+	}
+	if err := s.Put(d, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cas", d.Hash[:2], d.Hash)); err != nil {
+		t.Fatalf("blob file not in its shard: %v", err)
+	}
+	b, err := s.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := make([]byte, 100)
+	if _, err := b.ReadAt(got, 500); err != nil || !bytes.Equal(got, data[500:600]) {
+		t.Fatalf("ReadAt(500): %v", err)
+	}
+	if _, err := s.Open(Digest{d.Hash, d.Size + 1}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Open with the wrong size: %v, want ErrNotFound", err)
+	}
+	empty, err := s.Open(DigestOf(nil))
+	if err != nil || empty.Size() != 0 {
+		t.Fatalf("empty blob: %v", err)
+	}
+	if st := s.Stats(); st.Blobs != 1 || st.Bytes != 1000 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestStoreMismatchLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, 0)
+	data := blobOf(100, 2)
+	d := DigestOf(data)
+	bad := append([]byte{}, data...)
+	bad[5]++
+	if err := s.Put(d, bad); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("Put with wrong content: %v, want ErrMismatch", err)
+	}
+	if err := s.Put(d, data[:99]); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("Put with short content: %v, want ErrMismatch", err)
+	}
+	if err := s.Put(d, append(data, 1)); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("Put with long content: %v, want ErrMismatch", err)
+	}
+	if s.Has(d) {
+		t.Fatal("mismatched blob is visible")
+	}
+	if left := tmpFiles(t, dir); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+func TestStoreRestartKeepsBlobsAndRemovesStrayTemps(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := blobOf(300, 3)
+	d := DigestOf(data)
+	ad := DigestOf([]byte("action"))
+	if err := s.Put(d, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutActionResult(ad, []byte("result")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.NewWriter(DigestOf(blobOf(10, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("abc")) // an upload in flight when the process dies
+	if err := os.WriteFile(filepath.Join(dir, "tmp", "upload-crashed"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// No Close: simulate a crash, then reopen.
+	s2 := openTestStore(t, dir, 0)
+	if got, err := s2.ReadAll(d); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("blob after restart: %v", err)
+	}
+	if got, err := s2.GetActionResult(ad); err != nil || string(got) != "result" {
+		t.Fatalf("action result after restart: %q, %v", got, err)
+	}
+	if left := tmpFiles(t, dir); len(left) != 0 {
+		t.Fatalf("stray temporary files survived the restart: %v", left)
+	}
+	if st := s2.Stats(); st.Blobs != 1 || st.ActionResults != 1 || st.Bytes != 306 {
+		t.Fatalf("stats after restart %+v", st)
+	}
+}
+
+func TestStoreEvictsLeastRecentlyUsed(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, 1000)
+	var ds []Digest
+	for i := range 4 {
+		data := blobOf(300, byte(10+i))
+		d := DigestOf(data)
+		ds = append(ds, d)
+		if err := s.Put(d, data); err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			// Touch the first blob: the second becomes the oldest.
+			b, err := s.Open(ds[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+		}
+	}
+	if st := s.Stats(); st.Bytes > 1000 || st.Evictions != 1 || st.Blobs != 3 {
+		t.Fatalf("stats %+v, want 3 blobs within 1000 bytes after 1 eviction", st)
+	}
+	if s.Has(ds[1]) {
+		t.Fatal("the least recently used blob survived")
+	}
+	for _, i := range []int{0, 2, 3} {
+		if !s.Has(ds[i]) {
+			t.Fatalf("blob %d was evicted", i)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cas", ds[1].Hash[:2], ds[1].Hash)); !os.IsNotExist(err) {
+		t.Fatalf("evicted blob's file still exists: %v", err)
+	}
+	if _, err := s.NewWriter(Digest{ds[0].Hash, 1001}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("blob over the max size: %v, want ErrTooLarge", err)
+	}
+
+	// Reopening with a smaller limit evicts the oldest at start.
+	s.Close()
+	s2 := openTestStore(t, dir, 700)
+	if st := s2.Stats(); st.Bytes > 700 {
+		t.Fatalf("after reopening smaller: %+v", st)
+	}
+}
+
+func TestStoreReadAfterEvictionWhileOpen(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), 500)
+	data := blobOf(400, 20)
+	d := DigestOf(data)
+	if err := s.Put(d, data); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	other := blobOf(400, 21)
+	if err := s.Put(DigestOf(other), other); err != nil {
+		t.Fatal(err)
+	}
+	if s.Has(d) {
+		t.Fatal("first blob should have been evicted")
+	}
+	got, err := io.ReadAll(io.NewSectionReader(b, 0, b.Size()))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("reading an evicted but open blob: %v", err)
+	}
+}
+
+func TestStoreConcurrentWritesOfOneBlob(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, 0)
+	data := blobOf(64<<10, 30)
+	d := DigestOf(data)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			w, err := s.NewWriter(d)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for off := 0; off < len(data); off += 1000 {
+				if _, err := w.Write(data[off:min(off+1000, len(data))]); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- w.Commit()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.ReadAll(d); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("after concurrent writes: %v", err)
+	}
+	if st := s.Stats(); st.Blobs != 1 || st.Bytes != int64(len(data)) {
+		t.Fatalf("stats %+v", st)
+	}
+	if left := tmpFiles(t, dir); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+func TestStoreActionResultReplace(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), 0)
+	ad := DigestOf([]byte("an action"))
+	if _, err := s.GetActionResult(ad); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("miss: %v", err)
+	}
+	for i := range 3 {
+		v := []byte(fmt.Sprint("result ", i, " ", bytes.Repeat([]byte("x"), i)))
+		if err := s.PutActionResult(ad, v); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetActionResult(ad)
+		if err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("get %d: %q, %v", i, got, err)
+		}
+		if st := s.Stats(); st.ActionResults != 1 || st.Bytes != int64(len(v)) {
+			t.Fatalf("stats %+v", st)
+		}
+	}
+}
+
+func TestOpenStoreErrors(t *testing.T) {
+	if _, err := OpenStore(t.TempDir(), -1, nil); err == nil {
+		t.Fatal("negative max size accepted")
+	}
+	f := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(f, nil, 0o644)
+	if _, err := OpenStore(f, 0, nil); err == nil {
+		t.Fatal("a file as the store directory was accepted")
+	}
+}
