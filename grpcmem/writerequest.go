@@ -128,9 +128,10 @@ func (m *WriteRequest) unmarshal(bufs mem.BufferSlice) error {
 	// paths above have nothing to release.
 	m.WriteOffset = offset
 	m.FinishWrite = finish
-	m.ResourceName = ""
 	if haveName {
 		m.setResourceName(&r, name)
+	} else {
+		m.ResourceName = ""
 	}
 	r.pieces(data, func(gb mem.Buffer, piece []byte) {
 		if _, ok := gb.(mem.SliceBuffer); ok {
