@@ -96,7 +96,7 @@ func Alloc(pool BufferPool, n int) Buffer {
 // frames between newRoot and the caller whose stack debug mode records.
 func newRoot(data *[]byte, pool BufferPool, skip int) Buffer {
 	var h *header
-	if debugFromEnv || wantsBufferDebug(pool) {
+	if buffersDebugBuilt && (debugFromEnv || wantsBufferDebug(pool)) {
 		h = newDebugHeader(skip)
 	} else {
 		h = headers.Get()
@@ -115,7 +115,7 @@ func newRoot(data *[]byte, pool BufferPool, skip int) Buffer {
 // beyond a recycled header.
 func Wrap(b []byte) Buffer {
 	var h *header
-	if debugFromEnv {
+	if buffersDebugBuilt && debugFromEnv {
 		h = newDebugHeader(1)
 	} else {
 		h = headers.Get()
@@ -188,7 +188,7 @@ func (b Buffer) Free() {
 func (h *header) end() {
 	h.freedLen = len(h.data)
 	h.data = nil
-	if h.dbg != nil {
+	if buffersDebugBuilt && h.dbg != nil {
 		h.dbg.freed(h.freedLen)
 	}
 	root := h.root
@@ -204,7 +204,10 @@ func (h *header) end() {
 // releaseOwner drops one owner of the root header r, returning the memory
 // to its pool and the header to the free list with the last.
 func (r *header) releaseOwner() {
-	if r.owners.Add(-1) != 0 {
+	// If the caller is the only owner, nobody can add one: a new child needs
+	// a live reference, and the caller's last one has just gone. So the
+	// common case (a buffer never split) skips the atomic add.
+	if r.owners.Load() != 1 && r.owners.Add(-1) != 0 {
 		return
 	}
 	if r.pool != nil {
@@ -222,7 +225,7 @@ func (r *header) releaseOwner() {
 func (b Buffer) child(data []byte) Buffer {
 	root := b.h.root
 	var c *header
-	if root.dbg != nil {
+	if buffersDebugBuilt && root.dbg != nil {
 		c = newDebugHeader(2)
 	} else {
 		c = headers.Get()
