@@ -66,7 +66,7 @@ func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.U
 			return nil, status.Errorf(codes.InvalidArgument, "action_result %s: %v", ref.what, err)
 		}
 	}
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(ar)
+	data, err := marshalDeterministic(ar)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "action_result does not serialize: %v", err)
 	}

@@ -237,3 +237,7 @@ func (c *casService) walkTree(root Digest) ([]*repb.Directory, error) {
 	}
 	return dirs, nil
 }
+
+func marshalDeterministic(m proto.Message) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
