@@ -96,6 +96,11 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	}
 	keep := true // keep the partial upload for resumption unless its content is bad or done
 	defer func() { s.uploads.release(u, keep) }()
+	if s.store.contains(d) {
+		// Completed by another stream while this one waited for the upload.
+		keep = false
+		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
+	}
 
 	committed := u.w.Written()
 	var skip int64 // bytes the client resends that are already committed

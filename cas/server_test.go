@@ -846,3 +846,31 @@ func TestNewServerOptions(t *testing.T) {
 	}
 	var _ = errors.New
 }
+
+func TestPartialUploadsDiscarded(t *testing.T) {
+	e := newEnv(t, 0, Options{})
+	data := blobOf(5000, 11)
+	d := DigestOf(data)
+
+	// A stream that sent only a name keeps nothing.
+	e.sendRaw(&bspb.WriteRequest{ResourceName: writeName("nodata", d), WriteOffset: 7})
+	e.sendRaw(&bspb.WriteRequest{ResourceName: writeName("nodata2", d)})
+	for _, u := range []string{"nodata", "nodata2"} {
+		_, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: writeName(u, d)})
+		wantCode(t, err, codes.NotFound, "no upload")
+	}
+
+	// An interrupted upload is kept until the server closes.
+	if resp, err := e.sendRaw(&bspb.WriteRequest{ResourceName: writeName("part", d), Data: data[:100]}); err != nil || resp.CommittedSize != 100 {
+		t.Fatalf("partial upload: %v, %v", resp, err)
+	}
+	if left := tmpFiles(t, e.dir); len(left) != 1 {
+		t.Fatalf("temporary files %v, want the one partial upload", left)
+	}
+	e.srv.Close()
+	if left := tmpFiles(t, e.dir); len(left) != 0 {
+		t.Fatalf("temporary files after Server.Close: %v", left)
+	}
+	_, err := e.sendRaw(&bspb.WriteRequest{ResourceName: writeName("late", d), Data: data[:100]})
+	wantCode(t, err, codes.Unavailable, "closed")
+}

@@ -82,11 +82,14 @@ func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (*W
 	}
 }
 
-// release gives u back. If keep, u stays for resumption for the TTL;
-// otherwise it is removed and its writer aborted (a no-op after Commit).
+// release gives u back. If keep, and some data was received, u stays for
+// resumption for the TTL; otherwise it is removed and its writer aborted (a
+// no-op after Commit). An upload with no data is not kept: there is nothing
+// to resume, and QueryWriteStatus answers NOT_FOUND as for one that never
+// reached the server.
 func (us *uploads) release(u *upload, keep bool) {
 	us.mu.Lock()
-	if !keep || us.closed {
+	if !keep || us.closed || u.w.Written() == 0 {
 		us.removeLocked(u)
 	} else {
 		u.gen++
