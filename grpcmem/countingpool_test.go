@@ -16,6 +16,7 @@ type countingPool struct {
 	mu      sync.Mutex
 	out     map[*[]byte]bool
 	gets    int
+	reused  int // Gets served with memory that had been returned
 	puts    int
 	errs    []string
 	recycle []*[]byte // returned slices, handed out again by Get (LIFO)
@@ -37,6 +38,7 @@ func (p *countingPool) Get(n int) *[]byte {
 			b = p.recycle[i]
 			p.recycle = append(p.recycle[:i], p.recycle[i+1:]...)
 			*b = (*b)[:n]
+			p.reused++
 			break
 		}
 	}
