@@ -1,0 +1,298 @@
+package compare
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"weak"
+
+	"github.com/bytedance/gopkg/lang/mcache"
+	"github.com/membuf/membuf"
+	"google.golang.org/grpc/mem"
+)
+
+// A pool under test: get returns a slice of length n that put takes back.
+// Every pool goes through the same two indirect calls, so the comparison
+// is of the pools, not of the call sites.
+type benchPool struct {
+	name string
+	get  func(n int) *[]byte
+	put  func(*[]byte)
+}
+
+func fromBufferPool(name string, p membuf.BufferPool) benchPool {
+	return benchPool{name: name, get: p.Get, put: p.Put}
+}
+
+func mustMembuf(cfg membuf.Config) *membuf.Pool {
+	p, err := membuf.NewPool(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+func grpcBinary9to20() mem.BufferPool {
+	p, err := mem.NewBinaryTieredBufferPool(9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// bareSyncPool is the floor: one sync.Pool of *[]byte, no classes, no
+// statistics. A buffer too small for the request is dropped and replaced.
+type bareSyncPool struct {
+	p     sync.Pool
+	clear bool
+}
+
+func (s *bareSyncPool) Get(n int) *[]byte {
+	if b, _ := s.p.Get().(*[]byte); b != nil && cap(*b) >= n {
+		*b = (*b)[:n]
+		if s.clear {
+			clear(*b)
+		}
+		return b
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+func (s *bareSyncPool) Put(b *[]byte) { s.p.Put(b) }
+
+// pools returns fresh instances of every pool compared, so that no run
+// inherits another's retained buffers (grpc-go's default pool is the
+// process-wide one, as users get it).
+func pools() []benchPool {
+	// mcache's API is a bare []byte; its adapter allocates the *[]byte
+	// each Get returns (24 B/op), a cost of the API, not of the pool.
+	mc := benchPool{name: "mcache"}
+	mc.get = func(n int) *[]byte {
+		b := mcache.Malloc(n)
+		return &b
+	}
+	mc.put = func(b *[]byte) { mcache.Free(*b) }
+	return []benchPool{
+		fromBufferPool("membuf-clearlen", mustMembuf(membuf.Config{Clearing: membuf.ClearLength})),
+		fromBufferPool("membuf-clearcap", mustMembuf(membuf.Config{Clearing: membuf.ClearCapacity})),
+		fromBufferPool("membuf-clearnone", mustMembuf(membuf.Config{Clearing: membuf.ClearNone})),
+		fromBufferPool("membuf-syncpool-clearlen", mustMembuf(membuf.Config{Retention: membuf.RetainSyncPool})),
+		fromBufferPool("grpc-default", mem.DefaultBufferPool()),
+		fromBufferPool("grpc-binary9to20", grpcBinary9to20()),
+		fromBufferPool("syncpool", &bareSyncPool{}),
+		fromBufferPool("syncpool-clear", &bareSyncPool{clear: true}),
+		mc,
+	}
+}
+
+var sizes = []int{512, 4096, 16384, 32769, 33000, 65537, 262144, 1 << 20}
+
+// BenchmarkGetPut is one Get and one Put of the same size, one goroutine.
+// mcache's Get allocates the *[]byte its adapter returns (24 B/op): its API
+// hands out bare slices.
+func BenchmarkGetPut(b *testing.B) {
+	for _, size := range sizes {
+		for _, p := range pools() {
+			b.Run("size="+strconv.Itoa(size)+"/pool="+p.name, func(b *testing.B) {
+				b.ReportAllocs()
+				p.put(p.get(size)) // warm: the first Get of a class allocates
+				for b.Loop() {
+					p.put(p.get(size))
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkGetPutParallel is BenchmarkGetPut from GOMAXPROCS goroutines.
+func BenchmarkGetPutParallel(b *testing.B) {
+	for _, size := range sizes {
+		for _, p := range pools() {
+			b.Run("size="+strconv.Itoa(size)+"/pool="+p.name, func(b *testing.B) {
+				b.ReportAllocs()
+				p.put(p.get(size))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						p.put(p.get(size))
+					}
+				})
+			})
+		}
+	}
+}
+
+// logNormalSizes draws n sizes from a log-normal spread (median 32 KiB,
+// sigma 1.5 in natural log) clamped to [1 KiB, 4 MiB], with a fixed seed.
+func logNormalSizes(n int) []int {
+	r := rand.New(rand.NewPCG(2026, 11))
+	out := make([]int, n)
+	for i := range out {
+		s := math.Exp(math.Log(32<<10) + 1.5*r.NormFloat64())
+		out[i] = int(min(max(s, 1<<10), 4<<20))
+	}
+	return out
+}
+
+// hitCounter tells reused buffers from new ones for any pool, including
+// those that keep no statistics: it remembers, by weak pointer to the first
+// byte, every buffer it saw Put, and a Get that returns one of them is a
+// hit. Weak pointers keep no buffer alive and, unlike addresses, never
+// mistake a new buffer that got a collected buffer's address for the old
+// one. Its cost (a weak-pointer lookup per Get and Put, and an 8-byte handle
+// per new buffer) is the same for every pool.
+type hitCounter struct {
+	seen       map[weak.Pointer[byte]]struct{}
+	gets, hits uint64
+}
+
+func newHitCounter() *hitCounter {
+	return &hitCounter{seen: make(map[weak.Pointer[byte]]struct{})}
+}
+
+func first(b *[]byte) *byte { return &(*b)[:1][0] }
+
+func (h *hitCounter) got(b *[]byte) {
+	h.gets++
+	if _, ok := h.seen[weak.Make(first(b))]; ok {
+		h.hits++
+	}
+}
+
+func (h *hitCounter) putting(b *[]byte) {
+	h.seen[weak.Make(first(b))] = struct{}{}
+	if len(h.seen) > 1<<12 {
+		for k := range h.seen {
+			if k.Value() == nil {
+				delete(h.seen, k)
+			}
+		}
+	}
+}
+
+func (h *hitCounter) rate() float64 { return 100 * float64(h.hits) / float64(h.gets) }
+
+// mixedPools are the pools that serve every size of the mixed workloads.
+func mixedPools() []benchPool {
+	var out []benchPool
+	for _, p := range pools() {
+		switch p.name {
+		case "membuf-clearcap", "syncpool-clear":
+			continue // the workloads measure retention and waste, not clearing
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// BenchmarkMixedSizes runs a log-normal mix of sizes with 8 buffers in
+// flight (each op Puts the oldest and Gets the next size). It reports the
+// hit rate (Gets that did not allocate), the average extra capacity over
+// the requested length (waste-%) and the worst seen (maxwaste-%).
+func BenchmarkMixedSizes(b *testing.B) {
+	sz := logNormalSizes(1 << 14)
+	for _, p := range mixedPools() {
+		b.Run("pool="+p.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var ring [8]*[]byte
+			var reqBytes, capBytes uint64
+			var maxWaste float64
+			h := newHitCounter()
+			i := 0
+			step := func() {
+				slot := &ring[i%len(ring)]
+				if *slot != nil {
+					h.putting(*slot)
+					p.put(*slot)
+				}
+				n := sz[i%len(sz)]
+				buf := p.get(n)
+				h.got(buf)
+				*slot = buf
+				reqBytes += uint64(n)
+				capBytes += uint64(cap(*buf))
+				maxWaste = max(maxWaste, float64(cap(*buf)-n)/float64(n))
+				i++
+			}
+			for range len(sz) { // warm up: one pass over the sizes
+				step()
+			}
+			h.gets, h.hits, reqBytes, capBytes, maxWaste = 0, 0, 0, 0, 0
+			for b.Loop() {
+				step()
+			}
+			b.ReportMetric(h.rate(), "hit-%")
+			b.ReportMetric(100*float64(capBytes-reqBytes)/float64(reqBytes), "waste-%")
+			b.ReportMetric(100*maxWaste, "maxwaste-%")
+		})
+	}
+}
+
+// BenchmarkGCPressure forces a garbage collection between batches of 64
+// Get+Put round trips (log-normal sizes, 8 in flight) and reports the hit
+// rate: what a GC-bound server sees. One op is one batch; the collection
+// is outside the timer.
+func BenchmarkGCPressure(b *testing.B) {
+	sz := logNormalSizes(1 << 12)
+	for _, p := range mixedPools() {
+		b.Run("pool="+p.name, func(b *testing.B) {
+			var ring [8]*[]byte
+			h := newHitCounter()
+			i := 0
+			step := func() {
+				slot := &ring[i%len(ring)]
+				if *slot != nil {
+					h.putting(*slot)
+					p.put(*slot)
+				}
+				*slot = p.get(sz[i%len(sz)])
+				h.got(*slot)
+				i++
+			}
+			for range len(sz) { // warm up
+				step()
+			}
+			h.gets, h.hits = 0, 0
+			for b.Loop() {
+				for range 64 {
+					step()
+				}
+				b.StopTimer()
+				runtime.GC()
+				b.StartTimer()
+			}
+			b.ReportMetric(h.rate(), "hit-%")
+		})
+	}
+}
+
+// TestHitCounter guards the hit counter the workloads rely on, with a pool
+// that loses everything at a GC.
+func TestHitCounter(t *testing.T) {
+	p := &bareSyncPool{}
+	h := newHitCounter()
+	b := p.Get(4096)
+	h.got(b)
+	h.putting(b)
+	p.Put(b)
+	b = p.Get(4096)
+	h.got(b)
+	if h.gets != 2 || h.hits != 1 {
+		t.Fatalf("gets %d hits %d, want 2 and 1", h.gets, h.hits)
+	}
+	h.putting(b)
+	p.Put(b)
+	b = nil
+	runtime.GC()
+	runtime.GC()
+	for range 100 {
+		b := p.Get(4096) // new, possibly at the old address
+		h.got(b)
+	}
+	if h.hits != 1 {
+		t.Fatalf("%d hits after the pool was emptied by GC; new buffers counted as reused", h.hits)
+	}
+}
