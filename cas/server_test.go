@@ -874,3 +874,56 @@ func TestPartialUploadsDiscarded(t *testing.T) {
 	_, err := e.sendRaw(&bspb.WriteRequest{ResourceName: writeName("late", d), Data: data[:100]})
 	wantCode(t, err, codes.Unavailable, "closed")
 }
+
+func TestWriteCompletedByAnotherUpload(t *testing.T) {
+	e := newEnv(t, 0, Options{})
+	data := blobOf(30000, 12)
+	d := DigestOf(data)
+	stream, err := e.bs.Write(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.Send(&bspb.WriteRequest{ResourceName: writeName("slow", d), Data: data[:1000]})
+	waitFor(t, func() bool {
+		qs, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: writeName("slow", d)})
+		return err == nil && qs.CommittedSize == 1000
+	})
+	e.put(data) // another client, another uuid, completes the blob
+	stream.Send(&bspb.WriteRequest{WriteOffset: 1000, Data: data[1000:2000]})
+	resp, err := stream.CloseAndRecv()
+	if err != nil || resp.CommittedSize != d.Size {
+		t.Fatalf("upload overtaken by another: %v, %v (want committed_size %d at once)", resp, err, d.Size)
+	}
+	waitFor(t, func() bool { return len(tmpFiles(t, e.dir)) == 0 })
+}
+
+func TestWriteWaitForBusyUploadHonoursDeadline(t *testing.T) {
+	e := newEnv(t, 0, Options{})
+	data := blobOf(3000, 13)
+	d := DigestOf(data)
+	name := writeName("busy", d)
+	first, err := e.bs.Write(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Send(&bspb.WriteRequest{ResourceName: name, Data: data[:1000]})
+	waitFor(t, func() bool {
+		qs, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: name})
+		return err == nil && qs.CommittedSize == 1000
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	second, err := e.bs.Write(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Send(&bspb.WriteRequest{ResourceName: name, WriteOffset: 1000, Data: data[1000:], FinishWrite: true})
+	if _, err := second.CloseAndRecv(); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("second stream on a busy upload: %v, want DEADLINE_EXCEEDED", err)
+	}
+	// The first stream is unharmed.
+	first.Send(&bspb.WriteRequest{WriteOffset: 1000, Data: data[1000:], FinishWrite: true})
+	if resp, err := first.CloseAndRecv(); err != nil || resp.CommittedSize != d.Size {
+		t.Fatalf("first stream: %v, %v", resp, err)
+	}
+}
