@@ -55,6 +55,7 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 		if _, ok := status.FromError(err); ok {
 			return err
 		}
+		b.s.log.Error("ByteStream Read failed", "digest", d.String(), "err", err)
 		return status.Errorf(codes.Internal, "reading blob %s: %v", d, err)
 	}
 	return nil
@@ -167,8 +168,13 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	}
 	keep = false
 	if err := u.w.Commit(); err != nil {
-		return storeError(err, "upload "+name)
+		err = storeError(err, "upload "+name)
+		if status.Code(err) != codes.InvalidArgument {
+			s.log.Error("ByteStream Write could not store a blob", "digest", d.String(), "err", err)
+		}
+		return err
 	}
+	s.log.Debug("blob stored", "digest", d.String())
 	return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
 }
 

@@ -94,6 +94,7 @@ func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequ
 		return okStatus()
 	}
 	if err := c.s.store.Put(d, r.Data); err != nil {
+		c.s.log.Error("BatchUpdateBlobs could not store a blob", "digest", d.String(), "err", err)
 		return statusProto(storeError(err, "blob "+d.String()))
 	}
 	return okStatus()
