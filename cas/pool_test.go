@@ -1,0 +1,40 @@
+package cas
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/membuf/membuf"
+)
+
+// TestReadWithMembufPool runs ByteStream Read on the project's own pool in
+// debug mode (which panics on a double Put) and checks that every buffer
+// taken for a chunk was given back and reused.
+func TestReadWithMembufPool(t *testing.T) {
+	pool, err := membuf.NewPool(membuf.Config{Debug: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, 0, Options{Pool: pool})
+	data := blobOf(300<<10+123, 14)
+	d := e.put(data)
+	for range 3 {
+		got, _, err := e.read(readName(d), 0, 0)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read: %v", err)
+		}
+	}
+	var gets, puts, hits uint64
+	st := pool.Stats()
+	for _, c := range append(st.Classes, st.Oversize) {
+		gets += c.Gets
+		puts += c.Puts
+		hits += c.Hits
+	}
+	if gets == 0 || gets != puts {
+		t.Fatalf("pool: %d gets, %d puts; every chunk buffer must come back", gets, puts)
+	}
+	if hits == 0 {
+		t.Fatal("no buffer was reused across reads")
+	}
+}
