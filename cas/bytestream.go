@@ -93,7 +93,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return status.FromContextError(err).Err()
 		}
-		return storeError(err, "upload "+name)
+		return storeError(err, "upload "+clip(name))
 	}
 	keep := true // keep the partial upload for resumption unless its content is bad or done
 	defer func() { s.uploads.release(u, keep) }()
@@ -113,7 +113,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		// committed size never decreases.
 		skip = committed
 	default:
-		return status.Errorf(codes.InvalidArgument, "write_offset %d on the first request of upload %s: the committed size is %d (resume from it or start at 0)", req.WriteOffset, name, committed)
+		return status.Errorf(codes.InvalidArgument, "write_offset %d on the first request of upload %s: the committed size is %d (resume from it or start at 0)", req.WriteOffset, clip(name), committed)
 	}
 	next := req.WriteOffset // the write_offset the next request must carry
 	for {
@@ -132,7 +132,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		if len(data) > 0 {
 			if _, err := u.w.Write(data); err != nil {
 				keep = false
-				return storeError(err, "upload "+name)
+				return storeError(err, "upload "+clip(name))
 			}
 			u.committed.Store(u.w.Written())
 		}
@@ -168,7 +168,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	}
 	keep = false
 	if err := u.w.Commit(); err != nil {
-		err = storeError(err, "upload "+name)
+		err = storeError(err, "upload "+clip(name))
 		if status.Code(err) != codes.InvalidArgument {
 			s.log.Error("ByteStream Write could not store a blob", "digest", d.String(), "err", err)
 		}
