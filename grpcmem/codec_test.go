@@ -6,6 +6,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -187,4 +188,40 @@ func BenchmarkUnmarshalWriteRequest(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestSendReadWithoutCodecFreesChunk(t *testing.T) {
+	pool := newCountingPool(t, 0)
+	chunk := membuf.Alloc(pool, 4096)
+	err := SendRead(fakeStream{codec: encoding.GetCodecV2("proto")}, chunk)
+	if err == nil {
+		t.Fatal("SendRead through the proto codec: want an error")
+	}
+	pool.check() // freed, not leaked
+	m := &ReadResponse{Data: membuf.Alloc(pool, 10)}
+	if s := m.String(); s != "grpcmem.ReadResponse(unsent)" {
+		t.Errorf("String %q", s)
+	}
+	out, _ := NewCodec().Marshal(m)
+	out.Free()
+	if s := m.String(); s != "grpcmem.ReadResponse(sent 10 bytes)" {
+		t.Errorf("String %q", s)
+	}
+	pool.check()
+}
+
+// fakeStream is a grpc.ServerStream whose SendMsg only marshals, as grpc-go
+// does first, with the codec it is given.
+type fakeStream struct {
+	grpc.ServerStream
+	codec encoding.CodecV2
+}
+
+func (s fakeStream) SendMsg(m any) error {
+	out, err := s.codec.Marshal(m)
+	if err != nil {
+		return err
+	}
+	out.Free()
+	return nil
 }

@@ -1,6 +1,8 @@
 package grpcmem
 
 import (
+	"strconv"
+
 	"github.com/membuf/membuf"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
@@ -34,6 +36,7 @@ type ReadResponse struct {
 	Data membuf.Buffer
 
 	marshaled bool
+	n         int // len(Data) when marshalled
 	hdr       [1 + binaryMaxVarintLen]byte
 	hdrBuf    mem.SliceBuffer
 	out       [2]mem.Buffer
@@ -43,6 +46,7 @@ type ReadResponse struct {
 func (m *ReadResponse) marshal() mem.BufferSlice {
 	m.marshaled = true
 	n := m.Data.Len()
+	m.n = n
 	if n == 0 {
 		// proto3 leaves an empty bytes field out: an empty message.
 		m.Data.Free()
@@ -55,6 +59,16 @@ func (m *ReadResponse) marshal() mem.BufferSlice {
 	// the value), and putting a pointer in an interface does not allocate.
 	m.out = [2]mem.Buffer{&m.hdrBuf, ToGRPC(m.Data)}
 	return m.out[:]
+}
+
+// String describes m without reading Data, which after a send belongs to
+// gRPC: grpc-go's tracing (grpc.EnableTracing) formats sent messages with %v
+// later, possibly after the chunk has gone back to its pool.
+func (m *ReadResponse) String() string {
+	if m.marshaled {
+		return "grpcmem.ReadResponse(sent " + strconv.Itoa(m.n) + " bytes)"
+	}
+	return "grpcmem.ReadResponse(unsent)"
 }
 
 // SendRead sends chunk as a google.bytestream.ReadResponse on stream, which
