@@ -23,7 +23,7 @@ import (
 // testEnv is a Server on a real loopback TCP listener with the generated
 // clients connected to it.
 type testEnv struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	maxSize int64
 	opts    Options
@@ -38,7 +38,7 @@ type testEnv struct {
 	caps repb.CapabilitiesClient
 }
 
-func newEnv(t *testing.T, maxSize int64, opts Options) *testEnv {
+func newEnv(t testing.TB, maxSize int64, opts Options) *testEnv {
 	t.Helper()
 	e := &testEnv{t: t, dir: t.TempDir(), maxSize: maxSize, opts: opts}
 	e.start()
