@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"regexp"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+)
+
+// newRegistry returns a registry with the Go runtime's figures (GC cycles,
+// pauses and CPU, heap, scheduler, from runtime/metrics), the process's, and
+// the pool's and the store's statistics, read at scrape time.
+func newRegistry(pool *membuf.Pool, store *cas.Store) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.MetricsGC,
+			collectors.MetricsMemory,
+			collectors.MetricsScheduler,
+			// GC CPU time (/cpu/classes/gc/...) beside total CPU time.
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/.*`)},
+		)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newPoolCollector(pool),
+		newStoreCollector(store),
+	)
+	return reg
+}
+
+// newHTTPHandler serves /metrics from reg and the runtime profiles under
+// /debug/pprof/.
+func newHTTPHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "membuf serve: /metrics (Prometheus), /debug/pprof/ (profiles)")
+	})
+	return mux
+}
+
+// poolCollector exports a membuf.Pool's statistics, one series per size
+// class (label class: the class's buffer size in bytes, or "oversize").
+type poolCollector struct {
+	pool *membuf.Pool
+
+	gets, hits, misses, puts, drops, released *prometheus.Desc
+	retainedBuffers, retainedBytes            *prometheus.Desc
+	undersize, totalRetainedBytes, budget     *prometheus.Desc
+}
+
+func newPoolCollector(pool *membuf.Pool) *poolCollector {
+	class := []string{"class"}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc("membuf_pool_"+name, help, labels, nil)
+	}
+	return &poolCollector{
+		pool:               pool,
+		gets:               d("gets_total", "Buffers asked of the pool, by size class.", class),
+		hits:               d("hits_total", "Gets served with a retained buffer, by size class.", class),
+		misses:             d("misses_total", "Gets that had to allocate a new buffer, by size class.", class),
+		puts:               d("puts_total", "Buffers returned to the pool, by size class.", class),
+		drops:              d("drops_total", "Returned buffers the pool did not keep (over budget, or oversize), by size class.", class),
+		released:           d("released_total", "Retained buffers let go after staying unused for the idle timeout, by size class.", class),
+		retainedBuffers:    d("retained_buffers", "Free buffers the pool holds now, by size class.", class),
+		retainedBytes:      d("retained_bytes", "Bytes of free buffers the pool holds now, by size class.", class),
+		undersize:          d("undersize_puts_total", "Returned buffers dropped because they were smaller than the smallest class.", nil),
+		totalRetainedBytes: d("total_retained_bytes", "Bytes of free buffers the pool holds now, all classes; never above the budget.", nil),
+		budget:             d("budget_bytes", "Most bytes of free buffers the pool keeps (--pool-budget).", nil),
+	}
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.gets, c.hits, c.misses, c.puts, c.drops, c.released,
+		c.retainedBuffers, c.retainedBytes, c.undersize, c.totalRetainedBytes, c.budget} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.pool.Stats()
+	class := func(cs membuf.ClassStats, label string) {
+		counter := func(d *prometheus.Desc, v uint64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), label)
+		}
+		gauge := func(d *prometheus.Desc, v int64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), label)
+		}
+		counter(c.gets, cs.Gets)
+		counter(c.hits, cs.Hits)
+		counter(c.misses, cs.Misses)
+		counter(c.puts, cs.Puts)
+		counter(c.drops, cs.Drops)
+		counter(c.released, cs.Released)
+		gauge(c.retainedBuffers, cs.RetainedBuffers)
+		gauge(c.retainedBytes, cs.RetainedBytes)
+	}
+	for _, cs := range st.Classes {
+		class(cs, strconv.Itoa(cs.Size))
+	}
+	class(st.Oversize, "oversize")
+	ch <- prometheus.MustNewConstMetric(c.undersize, prometheus.CounterValue, float64(st.Undersize))
+	ch <- prometheus.MustNewConstMetric(c.totalRetainedBytes, prometheus.GaugeValue, float64(st.RetainedBytes))
+	ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(st.Budget))
+}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+)
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "run the content-addressed blob cache (ByteStream and the REAPI cache services)",
+		flags:   serveFlags,
+	})
+}
+
+// serveConfig is everything `membuf serve` is told on its command line.
+type serveConfig struct {
+	listen          string
+	httpAddr        string
+	dir             string
+	maxSize         int64
+	chunkSize       int64
+	maxBatchSize    int64
+	poolBudget      int64
+	logLevel        slog.Level
+	logFormat       string
+	readyFile       string
+	uploadTTL       time.Duration
+	shutdownTimeout time.Duration
+}
+
+const (
+	defaultMaxSize      = 10 << 30
+	defaultChunkSize    = cas.DefaultChunkSize
+	defaultMaxBatchSize = cas.DefaultMaxBatchBytes
+	defaultPoolBudget   = membuf.DefaultBudget
+	maxChunkSize        = 2 << 20 // a read chunk must fit a client's default 4 MiB receive limit
+	maxMaxBatchSize     = 256 << 20
+)
+
+func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) error) {
+	cfg := serveConfig{
+		maxSize:      defaultMaxSize,
+		chunkSize:    defaultChunkSize,
+		maxBatchSize: defaultMaxBatchSize,
+		poolBudget:   defaultPoolBudget,
+		logLevel:     slog.LevelInfo,
+		logFormat:    "text",
+		uploadTTL:    cas.DefaultPartialUploadTTL,
+	}
+	fs := newFlagSet("serve", "[flags]",
+		"Serve a content-addressed blob cache over gRPC: ByteStream, ContentAddressableStorage,\n"+
+			"ActionCache and Capabilities (REAPI v2), on a disk store under --dir. Point Bazel at it\n"+
+			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully.\n"+
+			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
+	fs.StringVar(&cfg.httpAddr, "http", "127.0.0.1:8981", "`address` for HTTP /metrics and /debug/pprof/; empty disables it")
+	fs.StringVar(&cfg.dir, "dir", "membuf-data", "`directory` holding the store, created if missing")
+	fs.Var(sizeFlag{&cfg.maxSize}, "max-size", "`size` of blobs and action results kept on disk; beyond it the least recently used are evicted")
+	fs.Var(sizeFlag{&cfg.chunkSize}, "chunk-size", "`size` of each ByteStream Read response, at most 2MiB")
+	fs.Var(sizeFlag{&cfg.maxBatchSize}, "max-batch-size", "largest total `size` of a BatchUpdateBlobs or BatchReadBlobs request, advertised as max_batch_total_size_bytes")
+	fs.Var(sizeFlag{&cfg.poolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections")
+	fs.Var(levelFlag{&cfg.logLevel}, "log-level", "least severe log `level`: debug, info, warn or error")
+	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
+	fs.StringVar(&cfg.readyFile, "ready-file", "", "once serving, write the listen line to this `file` (written whole, by rename)")
+	fs.DurationVar(&cfg.uploadTTL, "upload-ttl", cfg.uploadTTL, "how long an interrupted ByteStream upload is kept, idle, for its client to resume it")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
+	return fs, func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usageError("unexpected arguments %q: serve takes only flags", args)
+		}
+		if err := cfg.validate(); err != nil {
+			return err
+		}
+		return serve(ctx, &cfg, std)
+	}
+}
+
+func (c *serveConfig) validate() error {
+	switch {
+	case c.listen == "":
+		return usageError("--listen must not be empty")
+	case c.dir == "":
+		return usageError("--dir must not be empty")
+	case c.maxSize <= 0:
+		return usageError("--max-size must be positive, got %d", c.maxSize)
+	case c.chunkSize <= 0 || c.chunkSize > maxChunkSize:
+		return usageError("--chunk-size must be between 1 byte and %s, got %s", formatSize(maxChunkSize), formatSize(c.chunkSize))
+	case c.maxBatchSize <= 0 || c.maxBatchSize > maxMaxBatchSize:
+		return usageError("--max-batch-size must be between 1 byte and %s, got %s", formatSize(maxMaxBatchSize), formatSize(c.maxBatchSize))
+	case c.poolBudget < 0:
+		return usageError("--pool-budget must not be negative")
+	case c.uploadTTL <= 0:
+		return usageError("--upload-ttl must be positive")
+	case c.shutdownTimeout < 0:
+		return usageError("--shutdown-timeout must not be negative")
+	}
+	return nil
+}
+
+// maxMessageSize is the largest gRPC message the server sends or receives: a
+// whole batch plus room for its digests and framing, and never less than what
+// ByteStream clients send per Write message (the SDK sends 1 MiB chunks, and
+// gRPC's default limit is 4 MiB).
+func (c *serveConfig) maxMessageSize() int {
+	return int(max(c.maxBatchSize, 4<<20) + 1<<20)
+}
+
+// poolMaxSize is the pool's largest class for messages of up to msgSize
+// bytes: the next power of two, within what the pool accepts.
+func poolMaxSize(msgSize int) int {
+	n := membuf.DefaultMaxSize
+	for n < msgSize && n < 1<<30 {
+		n <<= 1
+	}
+	return n
+}
+
+func newLogger(c *serveConfig, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.logLevel}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the server until ctx is cancelled, then stops it gracefully.
+func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
+	log := newLogger(cfg, std.err)
+
+	dir, err := filepath.Abs(cfg.dir)
+	if err != nil {
+		return fmt.Errorf("--dir %q: %w", cfg.dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--dir: %w", err)
+	}
+
+	msgSize := cfg.maxMessageSize()
+	pool, err := membuf.NewPool(membuf.Config{
+		// Classes up to the largest message, so that gRPC's reads of whole
+		// batch messages are pooled too, not only the read chunks.
+		MaxSize: poolMaxSize(msgSize),
+		Budget:  cfg.poolBudget,
+	})
+	if err != nil {
+		return fmt.Errorf("buffer pool: %w", err)
+	}
+
+	store, err := cas.OpenStore(dir, cfg.maxSize, log)
+	if err != nil {
+		return fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	defer func() {
+		if cerr := store.Close(); cerr != nil {
+			log.Error("closing store", "err", cerr)
+			if err == nil {
+				err = fmt.Errorf("close store: %w", cerr)
+			}
+		}
+	}()
+
+	casServer, err := cas.NewServer(store, cas.Options{
+		Dir:              dir,
+		MaxSize:          cfg.maxSize,
+		Pool:             pool,
+		ChunkSize:        int(cfg.chunkSize),
+		MaxBatchBytes:    cfg.maxBatchSize,
+		PartialUploadTTL: cfg.uploadTTL,
+		Logger:           log,
+	})
+	if err != nil {
+		return fmt.Errorf("cas server: %w", err)
+	}
+
+	grpcServer := grpc.NewServer(
+		// grpc-go's process-wide default pool does not reach a server's
+		// transport reads; only this option does.
+		experimental.BufferPool(pool),
+		grpc.MaxRecvMsgSize(msgSize),
+		grpc.MaxSendMsgSize(msgSize),
+	)
+	casServer.Register(grpcServer)
+
+	grpcLis, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	var httpServer *http.Server
+	var httpLis net.Listener
+	if cfg.httpAddr != "" {
+		httpLis, err = net.Listen("tcp", cfg.httpAddr)
+		if err != nil {
+			grpcLis.Close()
+			return fmt.Errorf("--http: %w", err)
+		}
+		httpServer = &http.Server{
+			Handler:           newHTTPHandler(newRegistry(pool, store)),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+	}
+
+	errc := make(chan error, 2)
+	go func() {
+		if err := grpcServer.Serve(grpcLis); err != nil {
+			errc <- fmt.Errorf("grpc: %w", err)
+		}
+	}()
+	if httpServer != nil {
+		go func() {
+			if err := httpServer.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("http: %w", err)
+			}
+		}()
+	}
+
+	line := "listening grpc=" + grpcLis.Addr().String()
+	httpShown := "off"
+	if httpLis != nil {
+		httpShown = httpLis.Addr().String()
+		line += " http=" + httpShown
+	}
+	log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpShown, "dir", dir,
+		"max_size", cfg.maxSize, "chunk_size", cfg.chunkSize, "max_batch_size", cfg.maxBatchSize)
+	fmt.Fprintln(std.out, line)
+	if cfg.readyFile != "" {
+		if err := writeFileAtomic(cfg.readyFile, []byte(line+"\n")); err != nil {
+			log.Error("writing --ready-file", "err", err)
+		}
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: waiting for open RPCs", "timeout", cfg.shutdownTimeout)
+	case err = <-errc:
+		log.Error("server failed; stopping", "err", err)
+	}
+	stopGracefully(grpcServer, httpServer, cfg.shutdownTimeout, log)
+	// The deferred store.Close runs after this: the services must let go of
+	// their uploads before the store under them closes.
+	if cerr := casServer.Close(); cerr != nil {
+		log.Error("closing cas server", "err", cerr)
+	}
+	log.Info("stopped")
+	return err
+}
+
+// stopGracefully lets open RPCs and HTTP requests finish for up to timeout,
+// then cuts off whatever is left.
+func stopGracefully(g *grpc.Server, h *http.Server, timeout time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(done)
+	}()
+	if h != nil {
+		if err := h.Shutdown(ctx); err != nil {
+			h.Close()
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		log.Warn("graceful stop timed out; closing open RPCs", "timeout", timeout)
+		g.Stop()
+		<-done
+	}
+}
+
+// writeFileAtomic writes data to a temporary file beside name and renames it
+// into place, so that a reader polling for name never sees it half written.
+func writeFileAtomic(name string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), name); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// levelFlag is a flag.Value for a slog level given by name.
+type levelFlag struct{ l *slog.Level }
+
+func (f levelFlag) String() string {
+	if f.l == nil {
+		return ""
+	}
+	return strings.ToLower(f.l.String())
+}
+
+func (f levelFlag) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "debug":
+		*f.l = slog.LevelDebug
+	case "info":
+		*f.l = slog.LevelInfo
+	case "warn", "warning":
+		*f.l = slog.LevelWarn
+	case "error":
+		*f.l = slog.LevelError
+	default:
+		return errors.New("want debug, info, warn or error")
+	}
+	return nil
+}
+
+// choiceFlag is a flag.Value that accepts one of a fixed set of words.
+type choiceFlag struct {
+	s       *string
+	choices []string
+}
+
+func (f choiceFlag) String() string {
+	if f.s == nil {
+		return ""
+	}
+	return *f.s
+}
+
+func (f choiceFlag) Set(s string) error {
+	for _, c := range f.choices {
+		if s == c {
+			*f.s = s
+			return nil
+		}
+	}
+	return fmt.Errorf("want one of %s", strings.Join(f.choices, ", "))
+}

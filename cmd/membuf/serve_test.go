@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// TestMain lets a test start this test binary as the membuf command itself,
+// so the signal test needs no separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("MEMBUF_TEST_RUN_MAIN") == "1" {
+		os.Args = append([]string{"membuf"}, os.Args[1:]...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+var listenLine = regexp.MustCompile(`^listening grpc=(\S+)(?: http=(\S+))?$`)
+
+// serverProcess is a `membuf serve` running in-process.
+type serverProcess struct {
+	grpcAddr, httpAddr string
+	stop               func() (code int, stdout, stderr string)
+}
+
+// startServe runs `membuf serve` in-process on free loopback ports with a
+// temporary store, waits until it is ready and returns where it listens.
+func startServe(t *testing.T, extra ...string) *serverProcess {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--dir", filepath.Join(t.TempDir(), "data"), "--ready-file", ready}, extra...)
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errb lockedBuffer
+		code := run(ctx, args, &stdio{out: &out, err: &errb})
+		done <- result{code, out.String(), errb.String()}
+	}()
+	var (
+		once sync.Once
+		res  result
+	)
+	// stop cancels serve and waits for it, once; later calls return the
+	// same result.
+	stop := func() (int, string, string) {
+		once.Do(func() {
+			cancel()
+			select {
+			case res = <-done:
+			case <-time.After(30 * time.Second):
+				res = result{code: -1, errOut: "serve did not return within 30s of cancellation"}
+			}
+		})
+		return res.code, res.out, res.errOut
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		data, err := os.ReadFile(ready)
+		if err == nil {
+			m := listenLine.FindStringSubmatch(strings.TrimSpace(string(data)))
+			if m == nil {
+				stop()
+				t.Fatalf("ready file holds %q; want a listen line", data)
+			}
+			p := &serverProcess{grpcAddr: m[1], httpAddr: m[2], stop: stop}
+			t.Cleanup(func() { stop() })
+			return p
+		}
+		select {
+		case r := <-done:
+			cancel()
+			t.Fatalf("serve exited with %d before it was ready; stderr:\n%s", r.code, r.errOut)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("serve not ready within 30s")
+		}
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
+	}
+	return string(body)
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func TestServeMetricsAndShutdown(t *testing.T) {
+	s := startServe(t)
+	conn := dial(t, s.grpcAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	caps, err := repb.NewCapabilitiesClient(conn).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatalf("GetCapabilities: %v", err)
+	}
+	if caps.GetCacheCapabilities() == nil {
+		t.Fatalf("GetCapabilities returned no cache capabilities: %v", caps)
+	}
+
+	// A 1 MiB blob in and out over ByteStream: its read chunks come from the
+	// pool, and the store counts it.
+	blob := bytes.Repeat([]byte("membuf!!"), 1<<17)
+	sum := sha256.Sum256(blob)
+	name := fmt.Sprintf("blobs/%x/%d", sum, len(blob))
+	bs := bspb.NewByteStreamClient(conn)
+	w, err := bs.Write(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Send(&bspb.WriteRequest{ResourceName: "uploads/6ba7b810-9dad-11d1-80b4-00c04fd430c8/" + name, Data: blob, FinishWrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := w.CloseAndRecv(); err != nil || resp.CommittedSize != int64(len(blob)) {
+		t.Fatalf("ByteStream Write: %v, %v", resp, err)
+	}
+	r, err := bs.Read(ctx, &bspb.ReadRequest{ResourceName: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for {
+		resp, err := r.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("ByteStream Read: %v", err)
+		}
+		got = append(got, resp.Data...)
+	}
+	if !bytes.Equal(got, blob) {
+		t.Fatalf("ByteStream Read returned %d bytes that differ from the %d written", len(got), len(blob))
+	}
+
+	metrics := httpGet(t, "http://"+s.httpAddr+"/metrics")
+	for name, min := range map[string]float64{
+		`membuf_pool_gets_total{class="65536"}`: 16, // 1 MiB read in 64 KiB chunks
+		`membuf_pool_puts_total{class="65536"}`: 1,
+		"membuf_store_blobs":                    1,
+		"membuf_store_bytes":                    1 << 20,
+	} {
+		if v := metricValue(t, metrics, name); v < min {
+			t.Errorf("%s = %v; want at least %v", name, v, min)
+		}
+	}
+	for _, want := range []string{
+		// The pool, per class and in all.
+		`membuf_pool_gets_total{class="256"} `,
+		`membuf_pool_hits_total{class="oversize"} `,
+		`membuf_pool_retained_bytes{class="4096"} `,
+		"membuf_pool_budget_bytes 6.7108864e+07",
+		"membuf_pool_total_retained_bytes ",
+		// The store.
+		"membuf_store_action_results 0",
+		"membuf_store_hits_total ",
+		"membuf_store_max_bytes 1.073741824e+10",
+		// The Go runtime's GC figures, from runtime/metrics and MemStats.
+		"go_gc_cycles_total_gc_cycles_total ",
+		"go_cpu_classes_gc_total_cpu_seconds_total ",
+		"go_gc_duration_seconds",
+		"go_memory_classes_heap_objects_bytes ",
+		// The process.
+		"process_resident_memory_bytes ",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", metrics)
+	}
+	if !strings.Contains(httpGet(t, "http://"+s.httpAddr+"/debug/pprof/"), "goroutine") {
+		t.Error("/debug/pprof/ does not list the goroutine profile")
+	}
+
+	code, out, errOut := s.stop()
+	if code != 0 {
+		t.Fatalf("serve exited %d after cancellation; stderr:\n%s", code, errOut)
+	}
+	if !listenLine.MatchString(strings.TrimSpace(out)) {
+		t.Errorf("stdout %q; want one listen line", out)
+	}
+	for _, want := range []string{"msg=serving", "msg=stopped"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("log has no %q:\n%s", want, errOut)
+		}
+	}
+}
+
+// metricValue returns the value of the sample named name (with its labels)
+// in a Prometheus text exposition.
+func metricValue(t *testing.T, exposition, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", name, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
+}
+
+func TestServeHTTPDisabled(t *testing.T) {
+	s := startServe(t, "--http", "", "--log-format", "json")
+	if s.httpAddr != "" {
+		t.Errorf("--http '': listen line names http=%s", s.httpAddr)
+	}
+	_, _, errOut := s.stop()
+	if !strings.Contains(errOut, `"msg":"serving"`) || !strings.Contains(errOut, `"http":"off"`) {
+		t.Errorf("--log-format json: log is not JSON or does not say http is off:\n%s", errOut)
+	}
+}
+
+func TestServeBadFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string // in stderr
+	}{
+		{"bad size", []string{"--max-size", "10X"}, 2, []string{`invalid value "10X" for flag -max-size`, `unknown unit "X"`}},
+		{"zero size", []string{"--max-size", "0"}, 2, []string{"--max-size must be positive"}},
+		{"huge chunk", []string{"--chunk-size", "3MiB"}, 2, []string{"--chunk-size must be between 1 byte and 2MiB, got 3MiB"}},
+		{"zero batch", []string{"--max-batch-size", "0"}, 2, []string{"--max-batch-size must be between"}},
+		{"bad level", []string{"--log-level", "loud"}, 2, []string{`invalid value "loud" for flag -log-level: want debug, info, warn or error`}},
+		{"bad format", []string{"--log-format", "xml"}, 2, []string{`invalid value "xml" for flag -log-format: want one of text, json`}},
+		{"unknown flag", []string{"--max_size", "1G"}, 2, []string{"flag provided but not defined: -max_size"}},
+		{"argument", []string{"now"}, 2, []string{`unexpected arguments ["now"]`}},
+		{"empty listen", []string{"--listen", ""}, 2, []string{"--listen must not be empty"}},
+		{"bad listen", []string{"--listen", "127.0.0.1:99999"}, 1, []string{"--listen:", "invalid port"}},
+		{"busy listen", []string{"--listen", busy.Addr().String()}, 1, []string{"--listen:", "address already in use"}},
+		{"busy http", []string{"--listen", "127.0.0.1:0", "--http", busy.Addr().String()}, 1, []string{"--http:", "address already in use"}},
+		{"dir is a file", []string{"--dir", file}, 1, []string{"--dir:", "not a directory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--dir", dir, "--http", ""}, tc.args...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			code, out, errOut := runCLI(t, ctx, args...)
+			if code != tc.code {
+				t.Errorf("membuf %q: exit %d; want %d\nstdout: %s\nstderr: %s", args, code, tc.code, out, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("membuf %q: stderr does not say %q:\n%s", args, w, errOut)
+				}
+			}
+			if strings.Contains(errOut, "panic") {
+				t.Errorf("membuf %q panicked:\n%s", args, errOut)
+			}
+		})
+	}
+}
+
+// TestServeSignal runs membuf as its own process and stops it with SIGTERM
+// and SIGINT, as a service manager or a terminal would.
+func TestServeSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+				"--dir", filepath.Join(t.TempDir(), "data"))
+			cmd.Env = append(os.Environ(), "MEMBUF_TEST_RUN_MAIN=1")
+			var errb lockedBuffer
+			cmd.Stderr = &errb
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			lines := make(chan string, 1)
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				if sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+				io.Copy(io.Discard, stdout)
+				exited <- cmd.Wait()
+			}()
+			select {
+			case line, ok := <-lines:
+				m := listenLine.FindStringSubmatch(line)
+				if !ok || m == nil {
+					cmd.Process.Kill()
+					t.Fatalf("first stdout line %q; want a listen line; stderr:\n%s", line, errb.String())
+				}
+				// It answers before the signal...
+				httpGet(t, "http://"+m[2]+"/metrics")
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("no listen line within 60s; stderr:\n%s", errb.String())
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("after %v: %v; stderr:\n%s", sig, err, errb.String())
+				}
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("still running 30s after %v; stderr:\n%s", sig, errb.String())
+			}
+			if !strings.Contains(errb.String(), "msg=stopped") {
+				t.Errorf("log does not say it stopped:\n%s", errb.String())
+			}
+		})
+	}
+}

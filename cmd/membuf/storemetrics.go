@@ -1,0 +1,54 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// storeCollector exports the disk store's statistics, read at scrape time.
+type storeCollector struct {
+	store *cas.Store
+
+	blobs, actionResults, bytes, maxBytes *prometheus.Desc
+	evictions, hits, misses               *prometheus.Desc
+}
+
+func newStoreCollector(store *cas.Store) *storeCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("membuf_store_"+name, help, nil, nil)
+	}
+	return &storeCollector{
+		store:         store,
+		blobs:         d("blobs", "CAS blobs on disk (the empty blob, always present, is not stored)."),
+		actionResults: d("action_results", "Action cache entries on disk."),
+		bytes:         d("bytes", "Bytes of blobs and action results on disk."),
+		maxBytes:      d("max_bytes", "Bytes the store keeps before it evicts the least recently used entries (--max-size)."),
+		evictions:     d("evictions_total", "Entries removed to stay under --max-size."),
+		hits:          d("hits_total", "Lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)."),
+		misses:        d("misses_total", "Lookups that did not find their entry."),
+	}
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.blobs, c.actionResults, c.bytes, c.maxBytes, c.evictions, c.hits, c.misses} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.store.Stats()
+	gauge := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	gauge(c.blobs, st.Blobs)
+	gauge(c.actionResults, st.ActionResults)
+	gauge(c.bytes, st.Bytes)
+	gauge(c.maxBytes, st.MaxBytes)
+	counter(c.evictions, st.Evictions)
+	counter(c.hits, st.Hits)
+	counter(c.misses, st.Misses)
+}
