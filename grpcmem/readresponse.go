@@ -36,7 +36,6 @@ type ReadResponse struct {
 	Data membuf.Buffer
 
 	marshaled bool
-	n         int // len(Data) when marshalled
 	hdr       [1 + binaryMaxVarintLen]byte
 	hdrBuf    mem.SliceBuffer
 	out       [2]mem.Buffer
@@ -46,7 +45,6 @@ type ReadResponse struct {
 func (m *ReadResponse) marshal() mem.BufferSlice {
 	m.marshaled = true
 	n := m.Data.Len()
-	m.n = n
 	if n == 0 {
 		// proto3 leaves an empty bytes field out: an empty message.
 		m.Data.Free()
@@ -66,7 +64,12 @@ func (m *ReadResponse) marshal() mem.BufferSlice {
 // later, possibly after the chunk has gone back to its pool.
 func (m *ReadResponse) String() string {
 	if m.marshaled {
-		return "grpcmem.ReadResponse(sent " + strconv.Itoa(m.n) + " bytes)"
+		// The length is in the header the codec wrote (none: empty).
+		var n uint64
+		if len(m.hdrBuf) > 1 {
+			n, _ = protowire.ConsumeVarint(m.hdrBuf[1:])
+		}
+		return "grpcmem.ReadResponse(sent " + strconv.FormatUint(n, 10) + " bytes)"
 	}
 	return "grpcmem.ReadResponse(unsent)"
 }
