@@ -16,8 +16,8 @@ func Example() {
 		sink = make([]byte, 1024)
 	}
 	res := run.Stop(ops)
-	fmt.Printf("%.0f KiB and %.0f object per op\n", res.BytesPerOp/1024, res.ObjectsPerOp)
 	// fmt.Print(res) prints a table of every figure.
+	fmt.Printf("%.0f KiB and %.0f object per op\n", res.BytesPerOp/1024, res.ObjectsPerOp)
 	// Output: 1 KiB and 1 object per op
 }
 
