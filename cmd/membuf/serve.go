@@ -217,7 +217,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		}
 	}
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() {
 		if err := grpcServer.Serve(grpcLis); err != nil {
 			errc <- fmt.Errorf("grpc: %w", err)
@@ -241,8 +241,9 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		"max_size", cfg.maxSize, "chunk_size", cfg.chunkSize, "max_batch_size", cfg.maxBatchSize)
 	fmt.Fprintln(std.out, line)
 	if cfg.readyFile != "" {
-		if err := writeFileAtomic(cfg.readyFile, []byte(line+"\n")); err != nil {
-			log.Error("writing --ready-file", "err", err)
+		// Whoever waits for this file would wait forever without it.
+		if werr := writeFileAtomic(cfg.readyFile, []byte(line+"\n")); werr != nil {
+			errc <- fmt.Errorf("--ready-file: %w", werr)
 		}
 	}
 
@@ -250,7 +251,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	case <-ctx.Done():
 		log.Info("stopping: waiting for open RPCs", "timeout", cfg.shutdownTimeout)
 	case err = <-errc:
-		log.Error("server failed; stopping", "err", err)
+		log.Error("stopping after a failure", "err", err)
 	}
 	stopGracefully(grpcServer, httpServer, cfg.shutdownTimeout, log)
 	// The deferred store.Close runs after this: the services must let go of

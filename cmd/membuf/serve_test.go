@@ -304,6 +304,7 @@ func TestServeBadFlags(t *testing.T) {
 		{"busy listen", []string{"--listen", busy.Addr().String()}, 1, []string{"--listen:", "address already in use"}},
 		{"busy http", []string{"--listen", "127.0.0.1:0", "--http", busy.Addr().String()}, 1, []string{"--http:", "address already in use"}},
 		{"dir is a file", []string{"--dir", file}, 1, []string{"--dir:", "not a directory"}},
+		{"bad ready file", []string{"--listen", "127.0.0.1:0", "--ready-file", filepath.Join(file, "ready")}, 1, []string{"--ready-file:", "not a directory", "msg=stopped"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"serve", "--dir", dir, "--http", ""}, tc.args...)
@@ -322,6 +323,52 @@ func TestServeBadFlags(t *testing.T) {
 				t.Errorf("membuf %q panicked:\n%s", args, errOut)
 			}
 		})
+	}
+}
+
+// TestServeShutdownTimeout holds an upload open across the stop: the
+// graceful stop waits --shutdown-timeout for it, then cuts it off.
+func TestServeShutdownTimeout(t *testing.T) {
+	s := startServe(t, "--shutdown-timeout", "300ms")
+	conn := dial(t, s.grpcAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bs := bspb.NewByteStreamClient(conn)
+	w, err := bs.Write(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := []byte("never finished")
+	sum := sha256.Sum256(blob)
+	upload := fmt.Sprintf("uploads/6ba7b810-9dad-11d1-80b4-00c04fd430c8/blobs/%x/%d", sum, len(blob))
+	if err := w.Send(&bspb.WriteRequest{ResourceName: upload, Data: blob[:5]}); err != nil {
+		t.Fatal(err)
+	}
+	// Stop only once the server holds the upload open.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := bs.QueryWriteStatus(ctx, &bspb.QueryWriteStatusRequest{ResourceName: upload})
+		if err == nil && st.CommittedSize == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server never took the first 5 bytes: %v, %v", st, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	code, _, errOut := s.stop()
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errOut)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 10*time.Second {
+		t.Errorf("stop took %v; want about the 300ms shutdown timeout", d)
+	}
+	if !strings.Contains(errOut, "graceful stop timed out") {
+		t.Errorf("log does not say the graceful stop timed out:\n%s", errOut)
+	}
+	if _, err := w.CloseAndRecv(); err == nil {
+		t.Error("the cut-off upload succeeded")
 	}
 }
 
