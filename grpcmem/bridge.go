@@ -51,7 +51,8 @@ func (a *toGRPCAdapter) Put(*[]byte) {
 // the interface box) and a copy of at most 1 KiB. The capacity, not the
 // length, decides, as it does in grpc-go: a short root buffer taken from a
 // pool class above 1 KiB is still passed by reference; short views made by
-// Split or Slice (which cap their capacity at their length) are copied.
+// Slice, or the left part of a Split (which cap their capacity at their
+// length), are copied.
 //
 // The zero Buffer gives an empty mem.SliceBuffer.
 func ToGRPC(b membuf.Buffer) mem.Buffer {

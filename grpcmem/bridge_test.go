@@ -199,9 +199,7 @@ func TestSlices(t *testing.T) {
 }
 
 func TestBridgeAllocatesNothing(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector makes sync.Pool drop items")
-	}
+	skipUnlessAllocsCount(t)
 	pool := newCountingPool(t, 0)
 	raw := pool.Get(1 << 16)
 	gpool := newCountingPool(t, 0)

@@ -105,9 +105,7 @@ func TestReadResponseSendsChunkByReference(t *testing.T) {
 }
 
 func TestCodecAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector makes sync.Pool drop items")
-	}
+	skipUnlessAllocsCount(t)
 	codec := NewCodec()
 	data := make([]byte, 65536)
 	msg := new(ReadResponse)
