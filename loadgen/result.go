@@ -1,0 +1,263 @@
+package loadgen
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/membuf/membuf/gcstats"
+)
+
+// A Case is one point a workload measures: a mode of operation and a
+// payload size.
+type Case struct {
+	// Mode is "unary" or "streaming" for the echo workload, "read" or
+	// "write" for the blobs workload.
+	Mode string `json:"mode"`
+	// Size is the payload of one operation in bytes; 0 when sizes are drawn
+	// from a mix, which Label then describes.
+	Size  int64  `json:"size"`
+	Label string `json:"label"`
+}
+
+func (c Case) String() string { return c.Mode + " " + c.Label }
+
+// Result is what one configuration did on one case, totalled over every
+// round.
+type Result struct {
+	Case
+	Config string `json:"config"`
+	Rounds int    `json:"rounds"`
+	// Ops counts the operations that completed without error; a run stops
+	// at the first error, so a finished run has none that failed.
+	Ops int64 `json:"ops"`
+	// ServerOps counts the same operations as the in-process server saw
+	// them complete; it is absent for a server in another process.
+	ServerOps *int64 `json:"server_ops,omitempty"`
+	// Bytes is the payload moved by the operations, both directions
+	// counted: an echo of n bytes moves 2n, a blob read or write of n
+	// bytes moves n.
+	Bytes int64 `json:"bytes"`
+	// Wall is the time the workers ran, summed over rounds.
+	Wall      time.Duration `json:"wall_ns"`
+	OpsPerSec float64       `json:"ops_per_sec"`
+	// MBPerSec is Bytes per second in megabytes (10^6 bytes).
+	MBPerSec float64 `json:"mb_per_sec"`
+	// Latency percentiles of one operation, as the client saw it.
+	P50 time.Duration `json:"p50_ns"`
+	P90 time.Duration `json:"p90_ns"`
+	P99 time.Duration `json:"p99_ns"`
+	Max time.Duration `json:"max_ns"`
+	// GC is what the garbage collector took in the whole process during the
+	// measured stretches, with Ops set; absent when the server measured is
+	// in another process (the figures would be the client's alone).
+	GC *gcstats.Result `json:"gc,omitempty"`
+	// AllocPerByte is GC.AllocatedBytes over Bytes: heap allocated per
+	// payload byte moved.
+	AllocPerByte float64 `json:"alloc_per_byte,omitempty"`
+
+	latency Histogram
+}
+
+// Machine describes where a report was measured.
+type Machine struct {
+	GoVersion  string `json:"go_version"`
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	CPUModel   string `json:"cpu_model,omitempty"`
+}
+
+// ThisMachine describes the machine and runtime this process runs on.
+func ThisMachine() Machine {
+	return Machine{
+		GoVersion:  runtime.Version(),
+		GOOS:       runtime.GOOS,
+		GOARCH:     runtime.GOARCH,
+		NumCPU:     runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		CPUModel:   cpuModel(),
+	}
+}
+
+// cpuModel reads the CPU's name from /proc/cpuinfo where there is one.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func (m Machine) String() string {
+	s := fmt.Sprintf("%s %s/%s, %d CPUs, GOMAXPROCS=%d", m.GoVersion, m.GOOS, m.GOARCH, m.NumCPU, m.GOMAXPROCS)
+	if m.CPUModel != "" {
+		s += ", " + m.CPUModel
+	}
+	return s
+}
+
+// Report is the outcome of one run of a workload.
+type Report struct {
+	Workload string    `json:"workload"`
+	Started  time.Time `json:"started"`
+	Machine  Machine   `json:"machine"`
+	// Settings are the workload's parameters, by name, as given.
+	Settings map[string]string `json:"settings"`
+	// Configs names the configurations compared; the first is the
+	// baseline the table's ratios divide by.
+	Configs []string `json:"configs"`
+	// Results holds one entry per case and configuration, cases in the
+	// order they ran, configurations in the order of Configs.
+	Results []Result `json:"results"`
+}
+
+// WriteJSON writes r as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// ReadReport decodes a report written by WriteJSON.
+func ReadReport(rd io.Reader) (*Report, error) {
+	var r Report
+	if err := json.NewDecoder(rd).Decode(&r); err != nil {
+		return nil, fmt.Errorf("decoding report: %w", err)
+	}
+	return &r, nil
+}
+
+// Cases returns the report's cases in the order they ran.
+func (r *Report) Cases() []Case {
+	var cases []Case
+	seen := map[Case]bool{}
+	for _, res := range r.Results {
+		if !seen[res.Case] {
+			seen[res.Case] = true
+			cases = append(cases, res.Case)
+		}
+	}
+	return cases
+}
+
+// Find returns the result for case c under config, or nil.
+func (r *Report) Find(c Case, config string) *Result {
+	for i := range r.Results {
+		if r.Results[i].Case == c && r.Results[i].Config == config {
+			return &r.Results[i]
+		}
+	}
+	return nil
+}
+
+// WriteTable prints r as a table, one block per case, one line per
+// configuration, with the ratios of throughput and of GC CPU and bytes
+// allocated per operation to the baseline (the first configuration).
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "case\tconfig\tops/s\tMB/s\tp50\tp90\tp99\tGC CPU\tGC/kop\talloc/op\tallocs/op\tops/s vs base\talloc/op vs base\t\n")
+	for _, c := range r.Cases() {
+		var base *Result
+		if len(r.Configs) > 0 {
+			base = r.Find(c, r.Configs[0])
+		}
+		for _, cfg := range r.Configs {
+			res := r.Find(c, cfg)
+			if res == nil {
+				continue
+			}
+			gcCPU, gcPerK, alloc, allocs := "-", "-", "-", "-"
+			if res.GC != nil {
+				gcCPU = fmt.Sprintf("%.1f%%", res.GC.GCCPUShare*100)
+				gcPerK = fmt.Sprintf("%.2f", res.GC.GCCyclesPerKOp)
+				alloc = formatFloatBytes(res.GC.BytesPerOp)
+				allocs = fmt.Sprintf("%.1f", res.GC.ObjectsPerOp)
+			}
+			opsRatio, allocRatio := "", ""
+			if base != nil && base != res {
+				opsRatio = ratio(res.OpsPerSec, base.OpsPerSec)
+				if res.GC != nil && base.GC != nil {
+					allocRatio = ratio(res.GC.BytesPerOp, base.GC.BytesPerOp)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+				c, cfg, res.OpsPerSec, res.MBPerSec,
+				formatLatency(res.P50), formatLatency(res.P90), formatLatency(res.P99),
+				gcCPU, gcPerK, alloc, allocs, opsRatio, allocRatio)
+		}
+	}
+	return tw.Flush()
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+func formatLatency(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.1fµs", float64(d)/1e3)
+}
+
+func formatFloatBytes(n float64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", n/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", n/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", n)
+}
+
+// addGC adds the totals of b to a and recomputes the derived figures, as
+// gcstats does for one run. The peak heap is the larger of the two.
+func addGC(a *gcstats.Result, b gcstats.Result) {
+	a.Ops += b.Ops
+	a.Wall += b.Wall
+	a.CPUSeconds += b.CPUSeconds
+	a.IdleCPUSeconds += b.IdleCPUSeconds
+	a.GCCPUSeconds += b.GCCPUSeconds
+	a.GCPauseTotal += b.GCPauseTotal
+	a.GCCycles += b.GCCycles
+	a.PeakHeapInUse = max(a.PeakHeapInUse, b.PeakHeapInUse)
+	a.AllocatedBytes += b.AllocatedBytes
+	a.AllocatedObjects += b.AllocatedObjects
+
+	a.GCCPUShare, a.GCBusyShare = 0, 0
+	if a.CPUSeconds > 0 {
+		a.GCCPUShare = a.GCCPUSeconds / a.CPUSeconds
+	}
+	if busy := a.CPUSeconds - a.IdleCPUSeconds; busy > 0 {
+		a.GCBusyShare = min(a.GCCPUSeconds/busy, 1)
+	}
+	a.GCPausePerOp, a.GCCyclesPerKOp, a.BytesPerOp, a.ObjectsPerOp = 0, 0, 0, 0
+	if a.Ops > 0 {
+		ops := float64(a.Ops)
+		a.GCPausePerOp = a.GCPauseTotal / time.Duration(a.Ops)
+		a.GCCyclesPerKOp = float64(a.GCCycles) * 1000 / ops
+		a.BytesPerOp = float64(a.AllocatedBytes) / ops
+		a.ObjectsPerOp = float64(a.AllocatedObjects) / ops
+	}
+}

@@ -1,0 +1,246 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/membuf/membuf/gcstats"
+)
+
+// Bounds say how long each case runs under each configuration, in total
+// over all rounds: for Duration, or for Count operations, whichever is set
+// (Count wins when both are).
+type Bounds struct {
+	Duration time.Duration
+	Count    int64
+	// Rounds splits the run into this many rounds; each runs every case
+	// under every configuration for Duration/Rounds or Count/Rounds.
+	Rounds int
+	// Concurrency is the number of workers issuing operations at once.
+	Concurrency int
+}
+
+func (b Bounds) validate() error {
+	switch {
+	case b.Rounds < 1:
+		return fmt.Errorf("rounds must be at least 1, got %d", b.Rounds)
+	case b.Concurrency < 1:
+		return fmt.Errorf("concurrency must be at least 1, got %d", b.Concurrency)
+	case b.Count < 0:
+		return fmt.Errorf("count must not be negative, got %d", b.Count)
+	case b.Count == 0 && b.Duration <= 0:
+		return errors.New("a run needs a positive duration or count")
+	case b.Count > 0 && b.Count < int64(b.Rounds):
+		return fmt.Errorf("count %d is less than one operation per round (%d rounds)", b.Count, b.Rounds)
+	}
+	return nil
+}
+
+// Event tells a progress display that one measured stretch has finished.
+type Event struct {
+	Done, Total   int // stretches finished and planned
+	Round, Rounds int // 1-based
+	Case          Case
+	Config        string
+	OpsPerSec     float64
+	Elapsed       time.Duration // since the run started
+}
+
+// Progress receives an Event after each stretch; nil means none.
+type Progress func(Event)
+
+// An op performs one operation for a worker and returns the payload bytes it
+// moved. seq is unique in the whole run.
+type op func(ctx context.Context, seq int64) (int64, error)
+
+// A target is one configuration under test.
+type target struct {
+	name string
+	// prepare runs before each stretch of this configuration, with nothing
+	// else running (it may switch process-wide settings).
+	prepare func()
+	// worker returns the op of worker w for case c and a function that
+	// releases what the worker holds; it is called for every worker before
+	// the measurement starts, so that its set-up is not measured.
+	worker func(ctx context.Context, c Case, w int) (op, func(), error)
+	// serverOps, when set, returns how many operations the server has
+	// completed so far.
+	serverOps func() int64
+	// measureGC says whether the process's GC figures describe this
+	// target (its server runs in this process).
+	measureGC bool
+}
+
+// runRounds measures every case under every target in interleaved rounds
+// and returns the results, cases outermost.
+func runRounds(ctx context.Context, cases []Case, targets []*target, b Bounds, progress Progress) ([]Result, error) {
+	if err := b.validate(); err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(cases)*len(targets))
+	for i, c := range cases {
+		for j, t := range targets {
+			r := &results[i*len(targets)+j]
+			r.Case, r.Config = c, t.name
+			if t.measureGC {
+				r.GC = &gcstats.Result{}
+			}
+			if t.serverOps != nil {
+				r.ServerOps = new(int64)
+			}
+		}
+	}
+	var seq atomic.Int64
+	total, done := b.Rounds*len(cases)*len(targets), 0
+	start := time.Now()
+	for round := range b.Rounds {
+		for i, c := range cases {
+			for k := range targets {
+				// Rotate the order each round, so that no configuration
+				// always runs first (after a warm-up) or last.
+				j := (k + round + i) % len(targets)
+				t := targets[j]
+				res := &results[i*len(targets)+j]
+				dur, count := b.Duration/time.Duration(b.Rounds), b.Count/int64(b.Rounds)
+				if b.Count > 0 && round < int(b.Count%int64(b.Rounds)) {
+					count++ // spread the remainder so the total is exact
+				}
+				if b.Count > 0 {
+					dur = 0
+				}
+				if err := runStretch(ctx, t, c, b.Concurrency, dur, count, &seq, res); err != nil {
+					return nil, fmt.Errorf("%s, %s: %w", c, t.name, err)
+				}
+				res.Rounds++
+				done++
+				if progress != nil {
+					progress(Event{Done: done, Total: total, Round: round + 1, Rounds: b.Rounds,
+						Case: c, Config: t.name, OpsPerSec: res.OpsPerSec, Elapsed: time.Since(start)})
+				}
+			}
+		}
+	}
+	for i := range results {
+		finish(&results[i])
+	}
+	return results, nil
+}
+
+// runStretch runs case c under t with n workers, for dur or until count
+// operations, and adds what it measured to res.
+func runStretch(ctx context.Context, t *target, c Case, n int, dur time.Duration, count int64, seq *atomic.Int64, res *Result) error {
+	if t.prepare != nil {
+		t.prepare()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ops := make([]op, n)
+	for w := range ops {
+		o, release, err := t.worker(ctx, c, w)
+		if err != nil {
+			return err
+		}
+		defer release()
+		ops[w] = o
+	}
+	type tally struct {
+		hist       Histogram
+		ops, bytes int64
+		err        error
+	}
+	tallies := make([]tally, n)
+	var claimed atomic.Int64
+	var serverBefore int64
+	if t.serverOps != nil {
+		serverBefore = t.serverOps()
+	}
+
+	// Start every stretch from a collected heap, so that one stretch's
+	// garbage is not charged to the next.
+	runtime.GC()
+	var run *gcstats.Run
+	if t.measureGC {
+		run = gcstats.Start()
+	}
+	began := time.Now()
+	deadline := began.Add(dur)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			tl := &tallies[w]
+			for ctx.Err() == nil {
+				if count > 0 {
+					if claimed.Add(1) > count {
+						return
+					}
+				} else if !time.Now().Before(deadline) {
+					return
+				}
+				t0 := time.Now()
+				moved, err := ops[w](ctx, seq.Add(1))
+				if err != nil {
+					if ctx.Err() == nil {
+						tl.err = err
+					}
+					cancel()
+					return
+				}
+				tl.hist.Record(time.Since(t0))
+				tl.ops++
+				tl.bytes += moved
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(began)
+	var total int64
+	for i := range tallies {
+		total += tallies[i].ops
+	}
+	var gc gcstats.Result
+	if run != nil {
+		gc = run.Stop(total)
+	}
+	for i := range tallies {
+		if tallies[i].err != nil {
+			return tallies[i].err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i := range tallies {
+		res.latency.Merge(&tallies[i].hist)
+		res.Ops += tallies[i].ops
+		res.Bytes += tallies[i].bytes
+	}
+	res.Wall += wall
+	if res.GC != nil {
+		addGC(res.GC, gc)
+	}
+	if t.serverOps != nil {
+		*res.ServerOps += t.serverOps() - serverBefore
+	}
+	res.OpsPerSec = float64(res.Ops) / res.Wall.Seconds()
+	return nil
+}
+
+// finish fills in the rates and percentiles of a result from its totals.
+func finish(r *Result) {
+	if s := r.Wall.Seconds(); s > 0 {
+		r.OpsPerSec = float64(r.Ops) / s
+		r.MBPerSec = float64(r.Bytes) / s / 1e6
+	}
+	r.P50 = r.latency.Quantile(0.50)
+	r.P90 = r.latency.Quantile(0.90)
+	r.P99 = r.latency.Quantile(0.99)
+	r.Max = r.latency.Max()
+	if r.GC != nil && r.Bytes > 0 {
+		r.AllocPerByte = float64(r.GC.AllocatedBytes) / float64(r.Bytes)
+	}
+}
