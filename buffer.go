@@ -103,7 +103,11 @@ func newRoot(data *[]byte, pool BufferPool, skip int) Buffer {
 	}
 	h.data = *data
 	h.root = h
-	h.owners.Store(1)
+	// A recycled root that was never split still holds 1 (releaseOwner's
+	// fast path leaves it): skip the locked store then.
+	if h.owners.Load() != 1 {
+		h.owners.Store(1)
+	}
 	h.orig = data
 	h.pool = pool
 	return Buffer{h: h, gen: h.refs.issue()}
@@ -122,7 +126,9 @@ func Wrap(b []byte) Buffer {
 	}
 	h.data = b
 	h.root = h
-	h.owners.Store(1)
+	if h.owners.Load() != 1 {
+		h.owners.Store(1)
+	}
 	return Buffer{h: h, gen: h.refs.issue()}
 }
 
