@@ -1,0 +1,617 @@
+package loadgen
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/grpcmem"
+)
+
+// Blob modes.
+const (
+	ModeRead  = "read"
+	ModeWrite = "write"
+)
+
+// Configuration names of the blobs workload.
+const (
+	// ConfigFreshSlice is the cas server as bb-storage served before its
+	// PR 339: a fresh slice per read chunk, grpc-go's default buffer pool
+	// and its proto codec.
+	ConfigFreshSlice = "fresh-slice"
+	// ConfigMembufZeroCopy is the cas server as `membuf serve` runs it: a
+	// membuf.Pool for read chunks and for gRPC's buffers, and membuf's
+	// ByteStream codec.
+	ConfigMembufZeroCopy = "membuf"
+	// ConfigRemote is a server at an address, in another process.
+	ConfigRemote = "remote"
+)
+
+// DefaultBlobSizes are sizes of the zero-copy benchmarks in docs/benchmarks.md
+// that finish in seconds.
+var DefaultBlobSizes = []int64{64 << 10, 1 << 20, 16 << 20}
+
+// BlobsOptions configure the blobs workload.
+type BlobsOptions struct {
+	// Addr is the address of a ByteStream server to measure; empty starts
+	// the cas server in this process, once per configuration, each on a
+	// store in a directory under Dir.
+	Addr string
+	// Instance is the REAPI instance name that prefixes resource names.
+	Instance string
+	// Dir holds the in-process servers' stores; empty means a new
+	// temporary directory, removed at the end.
+	Dir string
+	// Modes are ModeRead and ModeWrite; empty means both.
+	Modes []string
+	// Sizes are fixed blob sizes, one case each; ignored when Mix is set.
+	// Empty means DefaultBlobSizes.
+	Sizes []int64
+	// Mix, when set, draws blob sizes from a log-normal spread with Seed.
+	Mix  *LogNormal
+	Seed uint64
+	// Blobs is how many blobs each case uploads before measuring and then
+	// reads (or, for writes, how many sizes it cycles through); 0 means 16.
+	Blobs int
+	// ChunkSize is the data size of one ReadResponse the in-process server
+	// sends and of one WriteRequest the client sends; 0 means
+	// cas.DefaultChunkSize.
+	ChunkSize int
+	// StoreSize bounds each in-process store; 0 means 8 GiB.
+	StoreSize int64
+	Bounds    Bounds
+	Progress  Progress
+}
+
+// Blobs measures ByteStream reads and writes of whole blobs. Before
+// measuring it uploads, per case, a set of blobs of the case's size (or of
+// sizes drawn from the mix); a read operation reads one of them, a write
+// operation uploads a new blob (its last 16 bytes make it unique) and waits
+// for the server to commit it, fsync included.
+//
+// With no Addr it compares two in-process cas servers, ConfigFreshSlice and
+// ConfigMembufZeroCopy, and reports the process's GC figures for each. With
+// Addr it measures that server alone and reports no GC figures (they would
+// be this client's).
+//
+// The client is the same for every configuration and allocates little per
+// operation and nothing per chunk: it counts read data without copying it
+// (blobCodec) and sends write data by reference from one buffer shared by
+// all writes, so the GC figures are mostly the server's. What it does
+// allocate is gRPC's per-call overhead: a few KiB per operation on each
+// side.
+func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
+	cases, sets, err := o.plan()
+	if err != nil {
+		return nil, err
+	}
+	chunk := o.ChunkSize
+	if chunk == 0 {
+		chunk = cas.DefaultChunkSize
+	}
+	if chunk < 0 || chunk > 2<<20 {
+		return nil, fmt.Errorf("chunk size %d: want 1 byte to 2 MiB", chunk)
+	}
+
+	clientPool, err := membuf.NewPool(membuf.Config{})
+	if err != nil {
+		return nil, err
+	}
+	grpcDefault := mem.DefaultBufferPool()
+	defer experimental.SetDefaultBufferPool(grpcDefault)
+
+	var targets []*blobTarget
+	var configs []string
+	if o.Addr != "" {
+		c, err := dialBlobs(o.Addr, clientPool)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		targets = append(targets, newBlobTarget(ConfigRemote, c, nil, o.Instance, chunk, sets))
+		configs = []string{ConfigRemote}
+	} else {
+		dir := o.Dir
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "membuf-bench-*"); err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(dir)
+		}
+		storeSize := o.StoreSize
+		if storeSize == 0 {
+			storeSize = 8 << 30
+		}
+		serverPool, err := membuf.NewPool(membuf.Config{})
+		if err != nil {
+			return nil, err
+		}
+		for _, cfg := range []struct {
+			name string
+			pool *membuf.Pool // nil: plain slices and grpc-go's default pool
+		}{{ConfigFreshSlice, nil}, {ConfigMembufZeroCopy, serverPool}} {
+			s, err := startBlobServer(filepath.Join(dir, cfg.name), storeSize, chunk, cfg.pool)
+			if err != nil {
+				return nil, fmt.Errorf("%s server: %w", cfg.name, err)
+			}
+			defer s.close()
+			c, err := dialBlobs(s.addr, clientPool)
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			t := newBlobTarget(cfg.name, c, s, o.Instance, chunk, sets)
+			var codecPool mem.BufferPool = grpcDefault
+			if cfg.pool != nil {
+				codecPool = cfg.pool
+			}
+			t.prepare = func() { experimental.SetDefaultBufferPool(codecPool) }
+			targets = append(targets, t)
+			configs = append(configs, cfg.name)
+		}
+	}
+
+	// Upload every case's read set to every server, outside the measure.
+	for _, t := range targets {
+		if t.prepare != nil {
+			t.prepare()
+		}
+		for _, set := range sets {
+			if err := set.upload(ctx, t); err != nil {
+				return nil, fmt.Errorf("%s: uploading the blobs to read: %w", t.name, err)
+			}
+		}
+	}
+
+	report := &Report{
+		Workload: "blobs",
+		Started:  time.Now().UTC(),
+		Machine:  ThisMachine(),
+		Settings: map[string]string{
+			"addr":        o.Addr,
+			"modes":       fmt.Sprint(o.modes()),
+			"blobs":       strconv.Itoa(o.blobs()),
+			"chunk_size":  strconv.Itoa(chunk),
+			"concurrency": fmt.Sprint(o.Bounds.Concurrency),
+			"rounds":      fmt.Sprint(o.Bounds.Rounds),
+			"duration":    o.Bounds.Duration.String(),
+			"count":       fmt.Sprint(o.Bounds.Count),
+		},
+		Configs: configs,
+	}
+	if o.Mix != nil {
+		report.Settings["mix"] = o.Mix.String()
+		report.Settings["seed"] = strconv.FormatUint(o.Seed, 10)
+	} else {
+		report.Settings["sizes"] = fmt.Sprint(o.sizes())
+	}
+	plain := make([]*target, len(targets))
+	for i, t := range targets {
+		plain[i] = &t.target
+	}
+	res, err := runRounds(ctx, cases, plain, o.Bounds, o.Progress)
+	if err != nil {
+		return nil, err
+	}
+	report.Results = res
+	return report, nil
+}
+
+func (o *BlobsOptions) modes() []string {
+	if len(o.Modes) == 0 {
+		return []string{ModeRead, ModeWrite}
+	}
+	return o.Modes
+}
+
+func (o *BlobsOptions) sizes() []int64 {
+	if len(o.Sizes) == 0 {
+		return DefaultBlobSizes
+	}
+	return o.Sizes
+}
+
+func (o *BlobsOptions) blobs() int {
+	if o.Blobs == 0 {
+		return 16
+	}
+	return o.Blobs
+}
+
+// maxBlobSize bounds one blob, so that a set of them fits a temporary
+// directory and memory.
+const maxBlobSize = 1 << 30
+
+// plan returns the cases and, per case, the set of blobs it uses.
+func (o *BlobsOptions) plan() ([]Case, map[Case]*blobSet, error) {
+	if o.Blobs < 0 || o.Blobs > 1<<16 {
+		return nil, nil, fmt.Errorf("blobs per case %d: want 1 to 65536", o.Blobs)
+	}
+	n := o.blobs()
+	// One random prefix serves every blob; its content is the same on
+	// every run with the same seed.
+	type sized struct {
+		label string
+		sizes []int64
+	}
+	var groups []sized
+	if o.Mix != nil {
+		if err := o.Mix.Validate(); err != nil {
+			return nil, nil, err
+		}
+		if o.Mix.Max > maxBlobSize {
+			return nil, nil, fmt.Errorf("mix maximum %d is over the %s a blob may have here", o.Mix.Max, FormatBytes(maxBlobSize))
+		}
+		groups = append(groups, sized{o.Mix.String(), o.Mix.Draw(n, o.Seed)})
+	} else {
+		for _, s := range o.sizes() {
+			if s < 1 || s > maxBlobSize {
+				return nil, nil, fmt.Errorf("blob size %d: want 1 byte to %s", s, FormatBytes(maxBlobSize))
+			}
+			groups = append(groups, sized{FormatBytes(s), slices.Repeat([]int64{s}, n)})
+		}
+	}
+	var largest int64
+	for _, g := range groups {
+		largest = max(largest, slices.Max(g.sizes))
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x626c6f6273)) // "blobs"
+	base := make([]byte, largest)
+	for i := 0; i < len(base); i += 8 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], rng.Uint64())
+		copy(base[i:], w[:])
+	}
+	// A nonce unique to this run keeps its blobs apart from any a server
+	// at --addr kept from an earlier run.
+	nonce := uint64(time.Now().UnixNano())
+
+	var cases []Case
+	sets := map[Case]*blobSet{}
+	for gi, g := range groups {
+		set := newBlobSet(base, g.sizes, nonce, uint64(gi))
+		for _, m := range o.modes() {
+			if m != ModeRead && m != ModeWrite {
+				return nil, nil, fmt.Errorf("unknown blobs mode %q: want %s or %s", m, ModeRead, ModeWrite)
+			}
+			var size int64
+			if o.Mix == nil {
+				size = g.sizes[0]
+			}
+			c := Case{Mode: m, Size: size, Label: g.label}
+			cases = append(cases, c)
+			sets[c] = set
+		}
+	}
+	return cases, sets, nil
+}
+
+// stampLen is the length of the suffix that makes each blob unique.
+const stampLen = 16
+
+// A blobSet is the blobs of one case. Blob i of the read set is
+// base[:size-16] followed by a 16-byte stamp: the run's nonce and a number.
+// Written blobs are built the same way with other numbers, so their digests
+// cost a hash of 16 bytes from a saved state, not of the whole blob.
+type blobSet struct {
+	base   []byte
+	sizes  []int64
+	nonce  uint64
+	group  uint64
+	states map[int64][]byte // sha256 state after base[:prefixLen(size)]
+	reads  []blobRef        // the read set
+}
+
+type blobRef struct {
+	size       int64
+	stamp      [stampLen]byte
+	digestName string // blobs/{hash}/{size}
+}
+
+func prefixLen(size int64) int64 { return max(size-stampLen, 0) }
+
+func newBlobSet(base []byte, sizes []int64, nonce, group uint64) *blobSet {
+	s := &blobSet{base: base, sizes: sizes, nonce: nonce, group: group, states: map[int64][]byte{}}
+	// Hash the base once, saving the state at each prefix length needed.
+	lens := make([]int64, 0, len(sizes))
+	for _, sz := range sizes {
+		lens = append(lens, prefixLen(sz))
+	}
+	slices.Sort(lens)
+	lens = slices.Compact(lens)
+	h := sha256.New()
+	var done int64
+	for _, l := range lens {
+		h.Write(base[done:l])
+		done = l
+		st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+		if err != nil {
+			panic(err) // crypto/sha256 always marshals
+		}
+		s.states[l] = st
+	}
+	h = sha256.New()
+	for i, sz := range sizes {
+		// Read-set numbers have the top bit set; write numbers never do.
+		ref := blobRef{size: sz}
+		ref.stamp = s.stamp(1<<63 | group<<32 | uint64(i))
+		ref.digestName = "blobs/" + s.digest(h, sz, &ref.stamp) + "/" + strconv.FormatInt(sz, 10)
+		s.reads = append(s.reads, ref)
+	}
+	return s
+}
+
+func (s *blobSet) stamp(n uint64) [stampLen]byte {
+	var st [stampLen]byte
+	binary.BigEndian.PutUint64(st[:8], s.nonce)
+	binary.BigEndian.PutUint64(st[8:], n)
+	return st
+}
+
+// digest returns the hex SHA-256 of the blob of size with stamp st, using h
+// as scratch.
+func (s *blobSet) digest(h hash.Hash, size int64, st *[stampLen]byte) string {
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(s.states[prefixLen(size)]); err != nil {
+		panic(err)
+	}
+	h.Write(st[:size-prefixLen(size)])
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0]))
+}
+
+// upload writes the read set to a server.
+func (s *blobSet) upload(ctx context.Context, bt *blobTarget) error {
+	for i := range s.reads {
+		ref := &s.reads[i]
+		if err := bt.write(ctx, uploadName(bt.instance, uint64(i), ref.digestName), s.base, ref.size, &ref.stamp); err != nil {
+			return fmt.Errorf("blob %s: %w", ref.digestName, err)
+		}
+	}
+	return nil
+}
+
+// uploadName returns {instance}/uploads/{uuid}/{digestName} with a UUID
+// made from n and the time.
+func uploadName(instance string, n uint64, digestName string) string {
+	t := uint64(time.Now().UnixNano())
+	uuid := fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(t>>32), uint16(t>>16), uint16(t)&0xfff, uint16(n>>48)&0xfff, n&0xffffffffffff)
+	return withInstance(instance, "uploads/"+uuid+"/"+digestName)
+}
+
+func withInstance(instance, name string) string {
+	if instance == "" {
+		return name
+	}
+	return instance + "/" + name
+}
+
+// blobTarget is one configuration of the blobs workload: a client
+// connection and, in process, the server it talks to.
+type blobTarget struct {
+	target
+	conn     *grpc.ClientConn
+	instance string
+	chunk    int
+	sets     map[Case]*blobSet
+}
+
+var (
+	readDesc  = grpc.StreamDesc{StreamName: "Read", ServerStreams: true}
+	writeDesc = grpc.StreamDesc{StreamName: "Write", ClientStreams: true}
+)
+
+const (
+	methodRead  = "/google.bytestream.ByteStream/Read"
+	methodWrite = "/google.bytestream.ByteStream/Write"
+)
+
+func dialBlobs(addr string, pool mem.BufferPool) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		experimental.WithBufferPool(pool),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newBlobCodec())),
+	)
+}
+
+func newBlobTarget(name string, conn *grpc.ClientConn, s *blobServer, instance string, chunk int, sets map[Case]*blobSet) *blobTarget {
+	bt := &blobTarget{conn: conn, instance: instance, chunk: chunk, sets: sets}
+	bt.target = target{name: name, worker: bt.worker}
+	if s != nil {
+		bt.serverOps = s.completed.Load
+		bt.measureGC = true
+	}
+	return bt
+}
+
+func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), error) {
+	set := bt.sets[c]
+	if set == nil {
+		return nil, nil, fmt.Errorf("no blobs for case %s", c)
+	}
+	switch c.Mode {
+	case ModeRead:
+		names := make([]string, len(set.reads))
+		for i, ref := range set.reads {
+			names[i] = withInstance(bt.instance, ref.digestName)
+		}
+		// Workers start at different blobs, so that they do not all read
+		// the same one at once.
+		start := int64(w) * 7
+		return func(ctx context.Context, seq int64) (int64, error) {
+			i := (start + seq) % int64(len(names))
+			size := set.reads[i].size
+			return size, bt.read(ctx, names[i], size)
+		}, func() {}, nil
+	case ModeWrite:
+		h := sha256.New()
+		var stamp [stampLen]byte
+		return func(ctx context.Context, seq int64) (int64, error) {
+			size := set.sizes[seq%int64(len(set.sizes))]
+			// seq is unique in the run and below 1<<63.
+			stamp = set.stamp(uint64(seq))
+			name := uploadName(bt.instance, uint64(seq), "blobs/"+set.digest(h, size, &stamp)+"/"+strconv.FormatInt(size, 10))
+			return size, bt.write(ctx, name, set.base, size, &stamp)
+		}, func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("unknown blobs mode %q", c.Mode)
+}
+
+// read reads a whole blob and checks its length.
+func (bt *blobTarget) read(ctx context.Context, name string, size int64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := bt.conn.NewStream(ctx, &readDesc, methodRead)
+	if err != nil {
+		return err
+	}
+	if err := stream.SendMsg(&bspb.ReadRequest{ResourceName: name}); err != nil {
+		return err
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	var got int64
+	var chunk readChunk
+	for {
+		err := stream.RecvMsg(&chunk)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		got += chunk.N
+	}
+	if got != size {
+		return fmt.Errorf("read %s: got %d bytes, want %d", name, got, size)
+	}
+	return nil
+}
+
+// write uploads the blob base[:prefixLen(size)] + stamp under name, in
+// messages of at most bt.chunk bytes, and checks the committed size.
+func (bt *blobTarget) write(ctx context.Context, name string, base []byte, size int64, stamp *[stampLen]byte) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := bt.conn.NewStream(ctx, &writeDesc, methodWrite)
+	if err != nil {
+		return err
+	}
+	prefix := base[:prefixLen(size)]
+	tail := stamp[:size-prefixLen(size)]
+	msg := writeChunk{ResourceName: name}
+	var off int64
+	for off < size {
+		if off < int64(len(prefix)) {
+			msg.Data = prefix[off:min(int64(len(prefix)), off+int64(bt.chunk))]
+		} else {
+			msg.Data = tail
+		}
+		msg.WriteOffset = off
+		off += int64(len(msg.Data))
+		msg.FinishWrite = off == size
+		if err := stream.SendMsg(&msg); err != nil {
+			if errors.Is(err, io.EOF) {
+				break // the server has answered already; RecvMsg says how
+			}
+			return err
+		}
+		msg.ResourceName = ""
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	var resp bspb.WriteResponse
+	if err := stream.RecvMsg(&resp); err != nil {
+		return err
+	}
+	if resp.CommittedSize != size {
+		return fmt.Errorf("write %s: committed %d bytes, want %d", name, resp.CommittedSize, size)
+	}
+	return nil
+}
+
+// blobServer is a cas server in this process.
+type blobServer struct {
+	store     *cas.Store
+	cas       *cas.Server
+	grpc      *grpc.Server
+	addr      string
+	completed atomic.Int64 // ByteStream Reads and Writes that succeeded
+}
+
+// startBlobServer starts a cas server on a store in dir. With a pool it is
+// wired as `membuf serve` wires it: the pool for read chunks and for gRPC's
+// buffers, and membuf's ByteStream codec. Without one it is the fresh-slice
+// design: plain chunk slices, grpc-go's default pool and proto codec.
+func startBlobServer(dir string, storeSize int64, chunk int, pool *membuf.Pool) (*blobServer, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	store, err := cas.OpenStore(dir, storeSize, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	opts := cas.Options{ChunkSize: chunk}
+	var serverOpts []grpc.ServerOption
+	if pool != nil {
+		opts.Pool = pool
+		serverOpts = append(serverOpts, experimental.BufferPool(pool), grpcmem.ServerOption())
+	}
+	srv, err := cas.NewServer(store, opts)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	s := &blobServer{store: store, cas: srv}
+	serverOpts = append(serverOpts, grpc.ChainStreamInterceptor(s.count))
+	s.grpc = grpc.NewServer(serverOpts...)
+	srv.Register(s.grpc)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	s.addr = lis.Addr().String()
+	go s.grpc.Serve(lis)
+	return s, nil
+}
+
+// count counts the ByteStream Reads and Writes that complete without error.
+func (s *blobServer) count(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	err := handler(srv, ss)
+	if err == nil && (info.FullMethod == methodRead || info.FullMethod == methodWrite) {
+		s.completed.Add(1)
+	}
+	return err
+}
+
+func (s *blobServer) close() {
+	s.grpc.Stop()
+	s.cas.Close()
+	s.store.Close()
+}

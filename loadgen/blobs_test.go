@@ -1,0 +1,62 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+)
+
+func TestBlobsReport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sizes := []int64{10, 200 << 10}
+	r, err := Blobs(ctx, BlobsOptions{
+		Dir:       t.TempDir(),
+		Sizes:     sizes,
+		Blobs:     3,
+		ChunkSize: 64 << 10,
+		Bounds:    Bounds{Count: 20, Rounds: 2, Concurrency: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.Configs, []string{ConfigFreshSlice, ConfigMembufZeroCopy}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("configs %q, want %q", got, want)
+	}
+	checkConsistent(t, r, 2*len(sizes), func(res Result) int64 { return res.Size })
+	for _, res := range r.Results {
+		if res.Ops != 20 {
+			t.Errorf("%s/%s: %d ops, want 20", res.Case, res.Config, res.Ops)
+		}
+		if res.GC == nil {
+			t.Errorf("%s/%s: no GC figures for an in-process server", res.Case, res.Config)
+		}
+	}
+	var table bytes.Buffer
+	r.WriteTable(&table)
+	t.Log("\n" + table.String())
+}
+
+func TestBlobsMix(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mix := &LogNormal{Median: 8 << 10, Sigma: 1.5, Min: 1, Max: 1 << 20}
+	r, err := Blobs(ctx, BlobsOptions{
+		Dir:    t.TempDir(),
+		Mix:    mix,
+		Seed:   7,
+		Blobs:  8,
+		Bounds: Bounds{Duration: 200 * time.Millisecond, Rounds: 2, Concurrency: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sizes vary, so bytes per op is bounded by the mix, not fixed.
+	checkConsistent(t, r, 2, func(Result) int64 { return -1 })
+	for _, res := range r.Results {
+		if per := res.Bytes / res.Ops; per < mix.Min || per > mix.Max {
+			t.Errorf("%s/%s: %d bytes per op, outside the mix's [%d, %d]", res.Case, res.Config, per, mix.Min, mix.Max)
+		}
+	}
+}
