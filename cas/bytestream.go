@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/grpcmem"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -44,13 +46,23 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 	if req.ReadLimit > 0 && req.ReadLimit < size-req.ReadOffset {
 		end = req.ReadOffset + req.ReadLimit
 	}
-	// One response message serves every chunk: Send marshals it before it
-	// returns (see chunkReader).
-	resp := &bspb.ReadResponse{}
-	err = b.s.chunks.each(blob, req.ReadOffset, end, func(p []byte) error {
-		resp.Data = p
-		return stream.Send(resp)
-	})
+	if zeroCopy(stream) {
+		// Each chunk goes to gRPC by reference; gRPC frees it, back into
+		// the pool, once it has written it to the wire.
+		err = b.s.chunks.eachBuffer(blob, req.ReadOffset, end, func(chunk membuf.Buffer) error {
+			return grpcmem.SendRead(stream, chunk)
+		})
+	} else {
+		// The proto codec: one response message serves every chunk, since
+		// Send marshals a copy before it returns (see chunkReader.each).
+		resp := &bspb.ReadResponse{}
+		err = b.s.chunks.each(blob, req.ReadOffset, end, func(p []byte) error {
+			resp.Data = p
+			err := stream.Send(resp)
+			resp.Data = nil
+			return err
+		})
+	}
 	if err != nil {
 		if _, ok := status.FromError(err); ok {
 			return err
@@ -65,7 +77,9 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 // existing blobs and resumption are handled.
 func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	s := b.s
-	req, err := stream.Recv()
+	in := &writeReceiver{stream: stream, zeroCopy: zeroCopy(stream)}
+	defer in.free()
+	req, err := in.recv()
 	if err == io.EOF {
 		return status.Error(codes.InvalidArgument, "Write stream ended before its first request")
 	}
@@ -123,17 +137,23 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		if req.WriteOffset != next {
 			return status.Errorf(codes.InvalidArgument, "write_offset %d, expected %d (the previous offset plus the data sent)", req.WriteOffset, next)
 		}
-		data := req.Data
-		next += int64(len(data))
-		if skip > 0 {
-			k := min(skip, int64(len(data)))
-			data, skip = data[k:], skip-k
-		}
-		if len(data) > 0 {
-			if _, err := u.w.Write(data); err != nil {
-				keep = false
-				return storeError(err, "upload "+clip(name))
+		next += int64(req.Data.Len())
+		wrote := false
+		for _, buf := range req.Data {
+			data := buf.Bytes()
+			if skip > 0 {
+				k := min(skip, int64(len(data)))
+				data, skip = data[k:], skip-k
 			}
+			if len(data) > 0 {
+				if _, err := u.w.Write(data); err != nil {
+					keep = false
+					return storeError(err, "upload "+clip(name))
+				}
+				wrote = true
+			}
+		}
+		if wrote {
 			u.committed.Store(u.w.Written())
 		}
 		if req.FinishWrite {
@@ -144,7 +164,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 			keep = false
 			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
 		}
-		req, err = stream.Recv()
+		req, err = in.recv()
 		if err == io.EOF {
 			// Ended without finish_write: not complete, kept for resumption.
 			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: u.w.Written()})
@@ -159,7 +179,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		return status.Errorf(codes.InvalidArgument, "finish_write at offset %d but blob %s is %d bytes", next, d, d.Size)
 	}
 	// Nothing may follow finish_write: the client must close its side.
-	if _, err := stream.Recv(); err != io.EOF {
+	if _, err := in.recv(); err != io.EOF {
 		if err == nil {
 			keep = false
 			return status.Error(codes.InvalidArgument, "a WriteRequest followed the one with finish_write")

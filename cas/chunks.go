@@ -7,26 +7,53 @@ import (
 )
 
 // chunkReader reads a byte range of a blob as a sequence of chunks, each read
-// with ReadAt (pread) into a buffer from the pool sized to what remains, and
-// hands each chunk to a callback.
-//
-// Ownership: the chunk belongs to the callback only until it returns; the
-// buffer then goes back to the pool. ByteStream Read's callback is
-// stream.Send with the standard proto codec, which marshals the message into
-// its own buffer before Send returns, so putting the buffer back after Send
-// is safe (grpc-go's contract asks that a sent message not be modified after
-// SendMsg; that holds for the codec, and this package registers no stats
-// handler that keeps messages). A later change swaps this type for one that
-// hands the pooled buffer to a zero-copy codec (grpcmem) by reference, with
-// gRPC freeing it after writing; keep the read logic here so that swap stays
-// local.
+// with ReadAt (pread, at its own offset: an offset read seeks, it never reads
+// and discards) into a buffer of its own from the pool, sized to what
+// remains.
 type chunkReader struct {
 	pool      membuf.BufferPool
 	chunkSize int
 }
 
-// each reads [off, end) of r in chunks of at most c.chunkSize bytes and calls
-// fn with each. It stops at the first error from r or fn.
+// eachBuffer reads [off, end) of r in chunks of at most c.chunkSize bytes and
+// calls fn with each, as a membuf.Buffer holding one reference to memory
+// taken from c.pool. It stops at the first error from r or fn.
+//
+// Ownership: fn receives that one reference and owns it from then on, until
+// it frees it or hands it to something that will: it must do one or the
+// other exactly once, whether or not it returns an error. eachBuffer keeps
+// nothing, so the chunk's memory goes back to the pool exactly when its last
+// holder frees it. ByteStream Read hands each chunk to gRPC by reference
+// (grpcmem.SendRead), which frees it after writing it to the wire, which may
+// be after fn returns; nothing here may touch a chunk once fn has it.
+//
+// Per chunk this takes one buffer from the pool and a membuf header
+// (recycled), and allocates nothing in the steady state.
+func (c chunkReader) eachBuffer(r io.ReaderAt, off, end int64, fn func(membuf.Buffer) error) error {
+	for off < end {
+		n := int(min(int64(c.chunkSize), end-off))
+		chunk := membuf.Alloc(c.pool, n)
+		m, err := r.ReadAt(chunk.Bytes(), off)
+		if m < n {
+			chunk.Free()
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if err := fn(chunk); err != nil {
+			return err
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// each is eachBuffer for a callback that only borrows the bytes: the chunk
+// belongs to fn until it returns, and then goes back to the pool. Use it only
+// where nothing can hold the bytes after fn returns (stream.Send with the
+// proto codec marshals a copy before it returns). It works on the pool's
+// slices directly, without a Buffer header.
 func (c chunkReader) each(r io.ReaderAt, off, end int64, fn func([]byte) error) error {
 	for off < end {
 		n := int(min(int64(c.chunkSize), end-off))

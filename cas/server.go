@@ -35,7 +35,8 @@ type Options struct {
 	MaxSize int64
 
 	// Pool provides the buffers ByteStream Read fills from disk, one chunk
-	// at a time. nil allocates each chunk plainly.
+	// at a time. nil allocates each chunk plainly. Give the gRPC server the
+	// same pool (ServerOptions) so that received frames come from it too.
 	Pool membuf.BufferPool
 	// ChunkSize is the largest data payload of one ReadResponse;
 	// 0 means DefaultChunkSize.
@@ -97,7 +98,9 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 }
 
 // Register registers the ByteStream, ContentAddressableStorage, ActionCache
-// and Capabilities services on g.
+// and Capabilities services on g. Make g with ServerOptions(Options.Pool)
+// for ByteStream's zero-copy data path; without them every RPC still works,
+// through the proto codec.
 func (s *Server) Register(g *grpc.Server) {
 	bspb.RegisterByteStreamServer(g, &byteStreamService{s: s})
 	repb.RegisterContentAddressableStorageServer(g, &casService{s: s})

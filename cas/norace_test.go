@@ -1,0 +1,5 @@
+//go:build !race
+
+package cas
+
+const raceEnabled = false

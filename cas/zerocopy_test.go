@@ -1,0 +1,585 @@
+package cas
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/grpcmem"
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
+)
+
+// newZeroCopyEnv is newEnv with the server made the way `membuf serve` makes
+// it: ServerOptions(opts.Pool), then extra. Its restart is not supported.
+func newZeroCopyEnv(t testing.TB, maxSize int64, opts Options, extra ...grpc.ServerOption) *testEnv {
+	t.Helper()
+	return newEnvWithServerOptions(t, maxSize, opts, append(ServerOptions(opts.Pool), extra...)...)
+}
+
+// newEnvWithServerOptions is newEnv with the gRPC server made with
+// grpcOpts. Its restart is not supported.
+func newEnvWithServerOptions(t testing.TB, maxSize int64, opts Options, grpcOpts ...grpc.ServerOption) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, dir: t.TempDir(), maxSize: maxSize, opts: opts}
+	store, err := OpenStore(e.dir, maxSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpcOpts...)
+	srv.Register(g)
+	go g.Serve(lis)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store, e.srv, e.g, e.conn = store, srv, g, conn
+	e.bs = bspb.NewByteStreamClient(conn)
+	e.cas = repb.NewContentAddressableStorageClient(conn)
+	e.ac = repb.NewActionCacheClient(conn)
+	e.caps = repb.NewCapabilitiesClient(conn)
+	t.Cleanup(e.stop)
+	return e
+}
+
+// randomBlob returns n bytes that differ from chunk to chunk (blobOf
+// repeats every 256 bytes, so its chunks are all alike), so that a chunk
+// whose memory went on to hold another shows it.
+func randomBlob(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := 0; i < n; i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8 && i+j < n; j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return b
+}
+
+// payloadTypes records the Go types of the messages the server's codec
+// handled, by RPC direction: it shows which path a handler took.
+type payloadTypes struct {
+	mu       sync.Mutex
+	out, in  map[string]bool
+	inStats  int
+	outStats int
+}
+
+func newPayloadTypes() *payloadTypes {
+	return &payloadTypes{out: map[string]bool{}, in: map[string]bool{}}
+}
+
+func (p *payloadTypes) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (p *payloadTypes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (p *payloadTypes) HandleConn(context.Context, stats.ConnStats) {}
+func (p *payloadTypes) HandleRPC(_ context.Context, s stats.RPCStats) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch s := s.(type) {
+	case *stats.OutPayload:
+		p.out[fmt.Sprintf("%T", s.Payload)] = true
+	case *stats.InPayload:
+		p.in[fmt.Sprintf("%T", s.Payload)] = true
+	}
+}
+
+func (p *payloadTypes) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprintf("sent %v, received %v", p.out, p.in)
+}
+
+// TestZeroCopyPathOnlyWithServerOptions checks that Read and Write take the
+// zero-copy path on a server made with ServerOptions, and fall back to the
+// proto codec, correctly, on one made without (as every test in
+// server_test.go does).
+func TestZeroCopyPathOnlyWithServerOptions(t *testing.T) {
+	for _, zc := range []bool{true, false} {
+		t.Run(fmt.Sprint("zerocopy=", zc), func(t *testing.T) {
+			types := newPayloadTypes()
+			var e *testEnv
+			if zc {
+				e = newZeroCopyEnv(t, 0, Options{}, grpc.StatsHandler(types))
+			} else {
+				// grpcmem's codec alone, without the rest of ServerOptions,
+				// must fall back too.
+				e = newEnvWithServerOptions(t, 0, Options{}, grpcmem.ServerOption(), grpc.StatsHandler(types))
+			}
+			data := randomBlob(200<<10, 1)
+			d := DigestOf(data)
+			if n, err := e.write(writeName("z", d), data, 50<<10); err != nil || n != d.Size {
+				t.Fatalf("write: %d, %v", n, err)
+			}
+			got, msgs, err := e.read(readName(d), 0, 0)
+			if err != nil || !bytes.Equal(got, data) || msgs != 4 {
+				t.Fatalf("read: %d bytes in %d messages, %v", len(got), msgs, err)
+			}
+			types.mu.Lock()
+			sentZC, recvZC := types.out["*grpcmem.ReadResponse"], types.in["*grpcmem.WriteRequest"]
+			sentPB, recvPB := types.out["*bytestream.ReadResponse"], types.in["*bytestream.WriteRequest"]
+			types.mu.Unlock()
+			if zc && (!sentZC || !recvZC || sentPB || recvPB) {
+				t.Fatalf("with ServerOptions: %v; want only grpcmem types for data", types)
+			}
+			if !zc && (sentZC || recvZC || !sentPB || !recvPB) {
+				t.Fatalf("without ServerOptions: %v; want only the generated types", types)
+			}
+		})
+	}
+}
+
+// TestZeroCopyReadRules repeats the Read rules of server_test.go on the
+// zero-copy path.
+func TestZeroCopyReadRules(t *testing.T) {
+	pool := &countingPool{}
+	e := newZeroCopyEnv(t, 0, Options{Pool: pool, ChunkSize: 1000})
+	data := blobOf(2500, 1)
+	d := e.put(data)
+	pool.mu.Lock()
+	pool.gets = nil // the upload's frames were small; count the read only
+	pool.mu.Unlock()
+	got, msgs, err := e.read(readName(d), 0, 0)
+	if err != nil || !bytes.Equal(got, data) || msgs != 3 {
+		t.Fatalf("read: %d bytes in %d messages, %v", len(got), msgs, err)
+	}
+	waitFor(t, func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
+	pool.mu.Lock()
+	if fmt.Sprint(pool.gets) != "[1000 1000 500]" {
+		t.Errorf("pool gets %v, want chunks sized to what remains", pool.gets)
+	}
+	pool.mu.Unlock()
+
+	e = newZeroCopyEnv(t, 0, Options{ChunkSize: 64})
+	data = blobOf(1000, 2)
+	d = e.put(data)
+	for _, tc := range []struct {
+		off, limit int64
+		want       []byte
+	}{
+		{0, 0, data}, {100, 0, data[100:]}, {100, 50, data[100:150]}, {990, 50, data[990:]},
+		{0, 5000, data}, {1000, 0, nil}, {999, 1, data[999:]},
+	} {
+		got, _, err := e.read(readName(d), tc.off, tc.limit)
+		if err != nil || !bytes.Equal(got, tc.want) {
+			t.Errorf("read offset %d limit %d: %d bytes, %v", tc.off, tc.limit, len(got), err)
+		}
+	}
+	_, _, err = e.read(readName(d), 1001, 0)
+	wantCode(t, err, codes.OutOfRange, "past the end")
+	_, _, err = e.read(readName(d), -1, 0)
+	wantCode(t, err, codes.OutOfRange, "negative")
+	_, _, err = e.read(readName(d), 0, -1)
+	wantCode(t, err, codes.InvalidArgument, "read_limit -1")
+	_, _, err = e.read(readName(DigestOf([]byte("never stored"))), 0, 0)
+	wantCode(t, err, codes.NotFound, "")
+	got, msgs, err = e.read(readName(DigestOf(nil)), 0, 0)
+	if err != nil || len(got) != 0 || msgs != 0 {
+		t.Fatalf("empty blob: %d bytes in %d messages, %v", len(got), msgs, err)
+	}
+}
+
+// TestZeroCopyWriteRules repeats the Write rules of server_test.go on the
+// zero-copy path, where a request's data arrives as several frames.
+func TestZeroCopyWriteRules(t *testing.T) {
+	pool := &countingPool{}
+	e := newZeroCopyEnv(t, 0, Options{Pool: pool})
+	for i, tc := range []struct{ size, chunk int }{
+		{300 << 10, 17 << 10}, {3<<20 + 5, 1 << 20}, {5000, 1}, {100 << 10, 100 << 10},
+	} {
+		data := randomBlob(tc.size, uint64(i+10))
+		d := DigestOf(data)
+		n, err := e.write("a/b/uploads/u1/blobs/"+d.String()+"/meta", data, tc.chunk)
+		if err != nil || n != d.Size {
+			t.Fatalf("write %d in %d: committed %d, %v", tc.size, tc.chunk, n, err)
+		}
+		if got, err := e.store.ReadAll(d); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("write %d in %d: stored blob differs (%v)", tc.size, tc.chunk, err)
+		}
+	}
+	waitFor(t, func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
+	pool.mu.Lock()
+	if len(pool.gets) == 0 {
+		t.Error("the server's pool received no frames")
+	}
+	pool.mu.Unlock()
+
+	// Mismatches store nothing.
+	data := blobOf(10000, 5)
+	d := DigestOf(data)
+	bad := bytes.Clone(data)
+	bad[9999]++
+	_, err := e.write(writeName("u", d), bad, 3000)
+	wantCode(t, err, codes.InvalidArgument, "hashes to")
+	_, err = e.write(writeName("u2", d), data[:9000], 3000)
+	wantCode(t, err, codes.InvalidArgument, "finish_write at offset 9000")
+	_, err = e.write(writeName("u3", d), append(bytes.Clone(data), 1, 2), 3000)
+	wantCode(t, err, codes.InvalidArgument, "more than the 10000 bytes")
+	if e.store.Has(d) {
+		t.Fatal("a mismatched upload was stored")
+	}
+
+	// Protocol violations.
+	small := []byte("0123456789")
+	ds := DigestOf(small)
+	name := writeName("p", ds)
+	_, err = e.sendRaw()
+	wantCode(t, err, codes.InvalidArgument, "before its first request")
+	_, err = e.sendRaw(&bspb.WriteRequest{Data: small, FinishWrite: true})
+	wantCode(t, err, codes.InvalidArgument, "must set resource_name")
+	_, err = e.sendRaw(&bspb.WriteRequest{ResourceName: name, WriteOffset: 3, Data: small})
+	wantCode(t, err, codes.InvalidArgument, "write_offset 3 on the first request")
+	_, err = e.sendRaw(
+		&bspb.WriteRequest{ResourceName: name, Data: small[:4]},
+		&bspb.WriteRequest{WriteOffset: 5, Data: small[4:], FinishWrite: true})
+	wantCode(t, err, codes.InvalidArgument, "write_offset 5, expected 4")
+	_, err = e.sendRaw(
+		&bspb.WriteRequest{ResourceName: writeName("p2", ds), Data: small[:4]},
+		&bspb.WriteRequest{ResourceName: writeName("other", ds), WriteOffset: 4, Data: small[4:], FinishWrite: true})
+	wantCode(t, err, codes.InvalidArgument, "differs from the stream's first")
+	_, err = e.sendRaw(
+		&bspb.WriteRequest{ResourceName: writeName("p3", ds), Data: small, FinishWrite: true},
+		&bspb.WriteRequest{WriteOffset: 10})
+	wantCode(t, err, codes.InvalidArgument, "followed the one with finish_write")
+	if e.store.Has(ds) {
+		t.Fatal("a blob was stored by a stream that broke the protocol")
+	}
+
+	// An existing blob returns at once with its full size.
+	big := randomBlob(200<<10, 3)
+	dbig := e.put(big)
+	resp, err := e.sendRaw(&bspb.WriteRequest{ResourceName: writeName("again", dbig), Data: big[:10]})
+	if err != nil || resp.CommittedSize != dbig.Size {
+		t.Fatalf("write of an existing blob: %v, %v", resp, err)
+	}
+
+	// Resumption, and a client starting over at 0 whose resent bytes are
+	// skipped across frame boundaries.
+	data = randomBlob(300<<10, 4)
+	d = DigestOf(data)
+	name = writeName("r", d)
+	resp, err = e.sendRaw(&bspb.WriteRequest{ResourceName: name, Data: data[:100<<10+7]})
+	if err != nil || resp.CommittedSize != 100<<10+7 {
+		t.Fatalf("partial write: %v, %v", resp, err)
+	}
+	resp, err = e.sendRaw(
+		&bspb.WriteRequest{ResourceName: name, Data: data[:60<<10]},
+		&bspb.WriteRequest{WriteOffset: 60 << 10, Data: data[60<<10 : 200<<10]},
+		&bspb.WriteRequest{WriteOffset: 200 << 10, Data: data[200<<10:], FinishWrite: true})
+	if err != nil || resp.CommittedSize != d.Size {
+		t.Fatalf("restarted write: %v, %v", resp, err)
+	}
+	if got, _ := e.store.ReadAll(d); !bytes.Equal(got, data) {
+		t.Fatal("restarted blob differs")
+	}
+	// Every received frame went back to the pool (partial uploads kept for
+	// resumption hold a file, not frames).
+	waitFor(t, func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
+}
+
+// holdingHandler is a stats handler that holds on to the chunks of the Read
+// responses the server sends, the way grpc-go's stats package allows: it
+// takes its own reference while HandleRPC runs ("must be copied if needed
+// later": for a membuf chunk, Ref is the copy), with a copy of the bytes the
+// chunk held when sent, and checks them when it lets the chunk go, several
+// chunks later or at the end of the RPC.
+type holdingHandler struct {
+	hold int // chunks held per RPC
+
+	mu        sync.Mutex
+	held      map[*int][]heldChunk
+	checked   int
+	corrupted int
+	// raw, for the proto path: hold the sent slice itself, without copying
+	// (what the stats contract forbids), to show the check can fail.
+	raw bool
+}
+
+type heldChunk struct {
+	buf  membuf.Buffer
+	data []byte // the sent bytes themselves (raw), or buf.Bytes()
+	want []byte
+}
+
+func (h *holdingHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, h, new(int)) // a key of its own per RPC
+}
+func (h *holdingHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (h *holdingHandler) HandleConn(context.Context, stats.ConnStats) {}
+
+func (h *holdingHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	k, _ := ctx.Value(h).(*int)
+	switch s := s.(type) {
+	case *stats.OutPayload:
+		if s.Client {
+			return
+		}
+		var c heldChunk
+		switch m := s.Payload.(type) {
+		case *grpcmem.ReadResponse:
+			m.Data.Ref() // SendMsg still holds its reference while this runs
+			c = heldChunk{buf: m.Data, data: m.Data.Bytes()}
+		case *bspb.ReadResponse:
+			if !h.raw {
+				return
+			}
+			c = heldChunk{data: m.Data}
+		default:
+			return
+		}
+		c.want = bytes.Clone(c.data)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.held[k] = append(h.held[k], c)
+		if len(h.held[k]) > h.hold {
+			h.release(h.held[k][0])
+			h.held[k] = h.held[k][1:]
+		}
+	case *stats.End:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, c := range h.held[k] {
+			h.release(c)
+		}
+		delete(h.held, k)
+	}
+}
+
+func (h *holdingHandler) release(c heldChunk) {
+	h.checked++
+	if !bytes.Equal(c.data, c.want) {
+		h.corrupted++
+	}
+	c.buf.Free() // the zero Buffer for raw holds: does nothing
+}
+
+// readConcurrently reads each blob on a stream of its own, rounds times,
+// and returns how many reads returned wrong bytes.
+func readConcurrently(t *testing.T, e *testEnv, blobs [][]byte, rounds int) (wrong int) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, data := range blobs {
+		d := DigestOf(data)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				got, _, err := e.read(readName(d), 0, 0)
+				if err != nil {
+					t.Errorf("read blob %d: %v", i, err)
+					return
+				}
+				if !bytes.Equal(got, data) {
+					mu.Lock()
+					wrong++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return wrong
+}
+
+func poolOutstanding(p *membuf.Pool) int64 {
+	t := p.Stats().Total()
+	return int64(t.Gets) - int64(t.Puts)
+}
+
+// TestZeroCopyReadsWhileStatsHandlerHoldsChunks runs reads on the real
+// server path while a stats handler holds on to sent chunks: the case that
+// makes reusing a buffer after Send unsafe (bb-storage PR 339). The pool is
+// membuf's, in debug mode: it poisons every buffer put back and hands it out
+// again, so a held chunk whose memory went back early, or on to another
+// chunk, changes. None may, the client must get every byte, the pool must
+// have reused memory meanwhile (or nothing was tested), and every chunk must
+// come back exactly once (debug mode panics on a second).
+func TestZeroCopyReadsWhileStatsHandlerHoldsChunks(t *testing.T) {
+	pool, err := membuf.NewPool(membuf.Config{Debug: true, Clearing: membuf.ClearNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holdingHandler{hold: 8, held: map[*int][]heldChunk{}}
+	e := newZeroCopyEnv(t, 0, Options{Pool: pool}, grpc.StatsHandler(h))
+	const streams, chunks = 4, 24
+	var blobs [][]byte
+	for i := range streams {
+		data := randomBlob(chunks*DefaultChunkSize-i*1000, uint64(i+100)) // the last chunk short
+		e.put(data)
+		blobs = append(blobs, data)
+	}
+	before := pool.Stats().Total()
+	if wrong := readConcurrently(t, e, blobs, 3); wrong != 0 {
+		t.Errorf("%d reads returned wrong bytes", wrong)
+	}
+	waitFor(t, func() bool { return poolOutstanding(pool) == 0 })
+	after := pool.Stats().Total()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if want := streams * chunks * 3; h.checked != want {
+		t.Errorf("the stats handler checked %d chunks, want %d", h.checked, want)
+	}
+	if h.corrupted != 0 {
+		t.Errorf("%d chunks changed while the stats handler held a reference", h.corrupted)
+	}
+	if after.Hits == before.Hits {
+		t.Error("the pool handed out no returned buffer again: nothing was tested")
+	}
+}
+
+// TestStatsHandlerCatchesReuseOnProtoPath shows that the check above can
+// fail: on the proto path (a server made without ServerOptions) the chunk
+// goes back to the pool once Send returns, which is allowed because gRPC's
+// proto codec copied it and the stats contract says a handler must copy a
+// payload it keeps. A handler that keeps the sent slice anyway sees it
+// change: exactly what the zero-copy path must never let happen.
+func TestStatsHandlerCatchesReuseOnProtoPath(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector reports the planted reuse as a data race")
+	}
+	pool, err := membuf.NewPool(membuf.Config{Debug: true, Clearing: membuf.ClearNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holdingHandler{hold: 8, held: map[*int][]heldChunk{}, raw: true}
+	e := newEnvWithServerOptions(t, 0, Options{Pool: pool}, grpc.StatsHandler(h))
+	data := randomBlob(24*DefaultChunkSize, 7)
+	e.put(data)
+	readConcurrently(t, e, [][]byte{data}, 2)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.corrupted == 0 {
+		t.Fatalf("chunks reused after Send went unnoticed (%d checked)", h.checked)
+	}
+}
+
+// TestZeroCopyReadStreamCancelled: clients that go away mid-read leave no
+// chunk with the server, and none is returned twice, apart from what grpc-go
+// itself drops: a data frame queued just after its stream was cleaned up is
+// discarded without freeing its buffers (grpc v1.85.0
+// internal/transport/controlbuf.go:853-857, preprocessData), so at most one
+// chunk per cancelled stream is left to the garbage collector instead of
+// going back to the pool. That memory is never reused while gRPC might hold
+// it, so it costs an allocation, not safety.
+func TestZeroCopyReadStreamCancelled(t *testing.T) {
+	pool, err := membuf.NewPool(membuf.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newZeroCopyEnv(t, 0, Options{Pool: pool})
+	data := randomBlob(4<<20, 9)
+	d := e.put(data)
+	const cancelled = 5
+	for range cancelled {
+		ctx, cancel := context.WithCancel(context.Background())
+		stream, err := e.bs.Read(ctx, &bspb.ReadRequest{ResourceName: readName(d)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		for {
+			if _, err := stream.Recv(); err != nil {
+				break
+			}
+		}
+	}
+	// Whole reads afterwards return every chunk.
+	if got, _, err := e.read(readName(d), 0, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after cancelled reads: %v", err)
+	}
+	waitFor(t, func() bool { return poolOutstanding(pool) <= cancelled })
+	if n := poolOutstanding(pool); n < 0 {
+		t.Fatalf("%d more buffers returned than taken", -n)
+	}
+}
+
+// TestChunkReaderBuffersAllocateNothing: reading chunks into a membuf.Pool
+// as Buffers, and freeing them, allocates nothing per chunk.
+func TestChunkReaderBuffersAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	pool, err := membuf.NewPool(membuf.Config{Clearing: membuf.ClearNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randomBlob(1<<20+100, 3)
+	r := bytes.NewReader(data)
+	c := chunkReader{pool: pool, chunkSize: 64 << 10}
+	var sum int
+	fn := func(b membuf.Buffer) error {
+		sum += int(b.Bytes()[0])
+		b.Free()
+		return nil
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		if err := c.eachBuffer(r, 0, int64(len(data)), fn); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per 17 chunks, want 0", allocs)
+	}
+	// Offsets and the short last chunk.
+	var got []byte
+	err = c.eachBuffer(r, 5, int64(len(data)), func(b membuf.Buffer) error {
+		got = append(got, b.Bytes()...)
+		b.Free()
+		return nil
+	})
+	if err != nil || !bytes.Equal(got, data[5:]) {
+		t.Fatalf("eachBuffer from 5: %v", err)
+	}
+	if err := c.eachBuffer(r, int64(len(data))-10, int64(len(data))+10, func(b membuf.Buffer) error { b.Free(); return nil }); err != io.ErrUnexpectedEOF {
+		t.Fatalf("past the end: %v", err)
+	}
+	if poolOutstanding(pool) != 0 {
+		t.Fatal("a chunk was not returned")
+	}
+}
+
+func TestServerOptionsLeaveOtherRPCsAlone(t *testing.T) {
+	e := newZeroCopyEnv(t, 0, Options{})
+	caps, err := e.caps.GetCapabilities(context.Background(), &repb.GetCapabilitiesRequest{})
+	if err != nil || caps.CacheCapabilities == nil {
+		t.Fatalf("GetCapabilities: %v, %v", caps, err)
+	}
+	data := []byte("batch")
+	d := DigestOf(data)
+	resp, err := e.cas.BatchUpdateBlobs(context.Background(), &repb.BatchUpdateBlobsRequest{
+		Requests: []*repb.BatchUpdateBlobsRequest_Request{{Digest: d.Proto(), Data: data}},
+	})
+	if err != nil || len(resp.Responses) != 1 || resp.Responses[0].Status.GetCode() != 0 {
+		t.Fatalf("BatchUpdateBlobs: %v, %v", resp, err)
+	}
+	got, _, err := e.read(readName(d), 0, 0)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %q, %v", got, err)
+	}
+}
