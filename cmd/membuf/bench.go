@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/membuf/membuf/loadgen"
+)
+
+func init() {
+	register(&command{
+		name:    "bench",
+		summary: "compare membuf's pool against grpc-go's defaults on this machine: bench blobs, bench grpc",
+		flags:   benchFlags,
+	})
+}
+
+// A workload is one `membuf bench` workload and its flags.
+type workload struct {
+	name, summary string
+	// flags returns the workload's flag set and the function that runs it
+	// with the common options once they are parsed.
+	flags func() (*flag.FlagSet, *benchCommon, func(ctx context.Context, common *benchCommon) (*loadgen.Report, error))
+}
+
+var workloads = []workload{
+	{"blobs", "ByteStream reads and writes of blobs against the cas server (in-process, or --addr)", blobsFlags},
+	{"grpc", "unary and streaming gRPC echo: grpc-go's default buffer pool against membuf's", grpcFlags},
+}
+
+const benchDescription = "Run a workload that compares configurations side by side, in interleaved rounds so\n" +
+	"that noise on the machine falls on all of them alike, and print a table with ratios\n" +
+	"against the first (the baseline). Traffic stays on loopback. A progress bar shows on a\n" +
+	"terminal; otherwise one line per measured stretch. Every run is bounded by --timeout.\n\n" +
+	"Workloads:\n"
+
+func benchFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) error) {
+	var desc strings.Builder
+	desc.WriteString(benchDescription)
+	for _, w := range workloads {
+		fmt.Fprintf(&desc, "\n  %-6s %s", w.name, w.summary)
+	}
+	desc.WriteString("\n\nRun 'membuf bench <workload> -h' for a workload's flags.")
+	fs := newFlagSet("bench", "<workload> [flags]", desc.String())
+	return fs, func(ctx context.Context, args []string) error {
+		if len(args) == 0 {
+			return usageError("bench needs a workload: blobs or grpc")
+		}
+		for _, w := range workloads {
+			if w.name == args[0] {
+				return runWorkload(ctx, w, args[1:], std)
+			}
+		}
+		return usageError("unknown workload %q: want blobs or grpc", args[0])
+	}
+}
+
+// benchCommon holds the flags every workload has.
+type benchCommon struct {
+	bounds   loadgen.Bounds
+	timeout  time.Duration
+	jsonFile string
+	plotDir  string
+	progress loadgen.Progress
+}
+
+func (c *benchCommon) register(fs *flag.FlagSet, duration time.Duration) {
+	c.bounds = loadgen.Bounds{Duration: duration, Rounds: 3, Concurrency: 8}
+	fs.DurationVar(&c.bounds.Duration, "duration", duration, "how long each case runs under each configuration, over all rounds")
+	fs.Int64Var(&c.bounds.Count, "count", 0, "run each case this many operations under each configuration instead of for --duration")
+	fs.IntVar(&c.bounds.Rounds, "rounds", 3, "split the run into this many interleaved rounds")
+	fs.IntVar(&c.bounds.Concurrency, "concurrency", 8, "operations in flight at once")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "stop the whole run, with an error, after this long")
+	fs.StringVar(&c.jsonFile, "json", "", "write the raw results as JSON to this `file`")
+	fs.StringVar(&c.plotDir, "plot", "", "write SVG charts (throughput and GC CPU against payload size) to this `directory`")
+}
+
+func (c *benchCommon) validate() error {
+	switch {
+	case c.bounds.Count < 0:
+		return usageError("--count must not be negative")
+	case c.bounds.Count == 0 && c.bounds.Duration <= 0:
+		return usageError("--duration must be positive (or give --count)")
+	case c.bounds.Rounds < 1:
+		return usageError("--rounds must be at least 1")
+	case c.bounds.Count > 0 && c.bounds.Count < int64(c.bounds.Rounds):
+		return usageError("--count %d is less than one operation per round (--rounds %d)", c.bounds.Count, c.bounds.Rounds)
+	case c.bounds.Concurrency < 1 || c.bounds.Concurrency > 4096:
+		return usageError("--concurrency must be between 1 and 4096")
+	case c.timeout <= 0:
+		return usageError("--timeout must be positive")
+	}
+	return nil
+}
+
+func runWorkload(ctx context.Context, w workload, args []string, std *stdio) error {
+	fs, common, run := w.flags()
+	fs.SetOutput(std.err)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageError("unexpected arguments %q: bench %s takes only flags", fs.Args(), w.name)
+	}
+	if err := common.validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, common.timeout)
+	defer cancel()
+	bar := newProgress(std.err)
+	common.progress = bar.event
+	report, err := run(ctx, common)
+	bar.finish()
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("stopped by --timeout %v: %w", common.timeout, err)
+		}
+		return err
+	}
+	fmt.Fprintf(std.out, "membuf bench %s on %s\n", w.name, report.Machine)
+	fmt.Fprintf(std.out, "%s\n\n", settingsLine(report))
+	if err := report.WriteTable(std.out); err != nil {
+		return err
+	}
+	if common.jsonFile != "" {
+		f, err := os.Create(common.jsonFile)
+		if err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+		err = report.WriteJSON(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+		fmt.Fprintf(std.err, "wrote %s\n", common.jsonFile)
+	}
+	if common.plotDir != "" {
+		paths, err := report.WritePlots(common.plotDir)
+		if err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+		for _, p := range paths {
+			fmt.Fprintf(std.err, "wrote %s\n", p)
+		}
+	}
+	return nil
+}
+
+func settingsLine(r *loadgen.Report) string {
+	var parts []string
+	for _, k := range []string{"addr", "modes", "sizes", "mix", "seed", "blobs", "chunk_size", "concurrency", "rounds", "duration", "count"} {
+		if v, ok := r.Settings[k]; ok && v != "" && v != "0" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return "settings: " + strings.Join(parts, " ") + "\nconfigs: " + strings.Join(r.Configs, ", ") + " (ratios are against " + r.Configs[0] + ")"
+}
+
+// listFlag is a flag.Value for a comma-separated list, each item checked
+// by parse.
+type listFlag[T any] struct {
+	items  *[]T
+	parse  func(string) (T, error)
+	format func(T) string
+}
+
+func (f listFlag[T]) String() string {
+	if f.items == nil {
+		return ""
+	}
+	var s []string
+	for _, it := range *f.items {
+		s = append(s, f.format(it))
+	}
+	return strings.Join(s, ",")
+}
+
+func (f listFlag[T]) Set(s string) error {
+	var items []T
+	for _, part := range strings.Split(s, ",") {
+		it, err := f.parse(strings.TrimSpace(part))
+		if err != nil {
+			return err
+		}
+		items = append(items, it)
+	}
+	*f.items = items
+	return nil
+}
+
+func sizeList(items *[]int64) listFlag[int64] {
+	return listFlag[int64]{items, parseSize, formatSize}
+}
+
+func choiceList(items *[]string, choices ...string) listFlag[string] {
+	return listFlag[string]{items, func(s string) (string, error) {
+		for _, c := range choices {
+			if s == c {
+				return s, nil
+			}
+		}
+		return "", fmt.Errorf("%q is not one of %s", s, strings.Join(choices, ", "))
+	}, func(s string) string { return s }}
+}
+
+func grpcFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*loadgen.Report, error)) {
+	fs := newFlagSet("bench grpc", "[flags]",
+		"Echo payloads through a gRPC service in this process, unary and streaming, with\n"+
+			"grpc-go's default buffer pool (grpc-default) and with a membuf.Pool installed on the\n"+
+			"server (experimental.BufferPool), the client (experimental.WithBufferPool) and the\n"+
+			"proto codec (experimental.SetDefaultBufferPool, switched between stretches). Reports\n"+
+			"echoes per second, latency percentiles, and the process's GC CPU and bytes and\n"+
+			"objects allocated per echo. Sizes take a suffix: K, M (powers of 1024) or KB, MB.")
+	common := &benchCommon{}
+	common.register(fs, time.Second)
+	o := loadgen.EchoOptions{
+		Modes: []string{loadgen.ModeUnary, loadgen.ModeStreaming},
+		Sizes: append([]int64(nil), loadgen.DefaultEchoSizes...),
+	}
+	fs.Var(choiceList(&o.Modes, loadgen.ModeUnary, loadgen.ModeStreaming), "mode", "comma-separated `modes`: unary, streaming")
+	fs.Var(sizeList(&o.Sizes), "size", "comma-separated payload `sizes`, as in grpc-go PR 8770's tables")
+	return fs, common, func(ctx context.Context, c *benchCommon) (*loadgen.Report, error) {
+		for _, s := range o.Sizes {
+			if s > 4<<20-1<<10 {
+				return nil, usageError("--size %s: at most 4MiB less 1KiB (grpc-go's default message limit)", formatSize(s))
+			}
+		}
+		o.Bounds, o.Progress = c.bounds, c.progress
+		return loadgen.Echo(ctx, o)
+	}
+}
+
+func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*loadgen.Report, error)) {
+	fs := newFlagSet("bench blobs", "[flags]",
+		"Upload a set of blobs to a ByteStream server, then read and write them concurrently.\n"+
+			"With no --addr, compares two cas servers started in this process on a temporary\n"+
+			"directory: fresh-slice (a new slice per chunk, grpc-go's default pool and proto\n"+
+			"codec, as bb-storage before PR 339) and membuf (the pool and codec `membuf serve`\n"+
+			"uses), with the process's GC figures. With --addr, measures that server alone.\n"+
+			"Sizes take a suffix: K, M, G (powers of 1024) or KB, MB, GB.")
+	common := &benchCommon{}
+	common.register(fs, time.Second)
+	o := loadgen.BlobsOptions{
+		Modes:     []string{loadgen.ModeRead, loadgen.ModeWrite},
+		Sizes:     append([]int64(nil), loadgen.DefaultBlobSizes...),
+		Seed:      1,
+		Blobs:     16,
+		ChunkSize: 64 << 10,
+	}
+	var mixMedian, mixMax, chunk int64 = 0, 16 << 20, int64(o.ChunkSize)
+	mixSigma := 1.5
+	fs.StringVar(&o.Addr, "addr", "", "`host:port` of a running ByteStream server to measure instead of in-process ones (loopback only)")
+	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` prefixing resource names")
+	fs.StringVar(&o.Dir, "dir", "", "`directory` for the in-process servers' stores (default a temporary one, removed after)")
+	fs.Var(choiceList(&o.Modes, loadgen.ModeRead, loadgen.ModeWrite), "mode", "comma-separated `modes`: read, write")
+	fs.Var(sizeList(&o.Sizes), "size", "comma-separated blob `sizes`, one case each")
+	fs.Var(sizeFlag{&mixMedian}, "mix", "draw blob sizes from a log-normal spread with this median `size` instead of --size")
+	fs.Float64Var(&mixSigma, "mix-sigma", mixSigma, "spread of --mix: the standard deviation of the sizes' natural logarithm")
+	fs.Var(sizeFlag{&mixMax}, "mix-max", "largest `size` --mix draws")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for the blob contents and the --mix sizes")
+	fs.IntVar(&o.Blobs, "blobs", o.Blobs, "blobs uploaded per case before measuring, read in turn")
+	fs.Var(sizeFlag{&chunk}, "chunk-size", "`size` of each ByteStream message: the server's read chunks, the client's writes")
+	return fs, common, func(ctx context.Context, c *benchCommon) (*loadgen.Report, error) {
+		if o.Addr != "" {
+			if err := checkLoopback(o.Addr); err != nil {
+				return nil, err
+			}
+		}
+		if o.Blobs < 1 || o.Blobs > 1<<16 {
+			return nil, usageError("--blobs must be between 1 and 65536")
+		}
+		if chunk < 1 || chunk > 2<<20 {
+			return nil, usageError("--chunk-size must be between 1 byte and 2MiB")
+		}
+		o.ChunkSize = int(chunk)
+		for _, s := range o.Sizes {
+			if s < 1 || s > 1<<30 {
+				return nil, usageError("--size %s: want 1 byte to 1GiB", formatSize(s))
+			}
+		}
+		if mixMedian > 0 {
+			o.Mix = &loadgen.LogNormal{Median: mixMedian, Sigma: mixSigma, Min: 1, Max: mixMax}
+			if err := o.Mix.Validate(); err != nil {
+				return nil, usageError("--mix: %v", err)
+			}
+			if mixMax > 1<<30 {
+				return nil, usageError("--mix-max must be at most 1GiB")
+			}
+		}
+		o.Bounds, o.Progress = c.bounds, c.progress
+		return loadgen.Blobs(ctx, o)
+	}
+}
+
+// checkLoopback refuses an --addr that is not a loopback address: the
+// benchmark's traffic stays on this machine.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageError("--addr %q: %v", addr, err)
+	}
+	if !isLoopback(host) {
+		return usageError("--addr %q: only loopback addresses (127.0.0.1, ::1, localhost) are allowed", addr)
+	}
+	return nil
+}
+
+// isLoopback reports whether host names this machine: localhost or a
+// loopback IP address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// progress shows a run's advance: a bar redrawn in place on a terminal,
+// one line per stretch otherwise.
+type progress struct {
+	w        io.Writer
+	terminal bool
+	drawn    bool
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.terminal = true
+		}
+	}
+	return p
+}
+
+const barWidth = 30
+
+func (p *progress) event(e loadgen.Event) {
+	if !p.terminal {
+		fmt.Fprintf(p.w, "[%d/%d] round %d/%d  %-22s %-12s %10.0f ops/s\n",
+			e.Done, e.Total, e.Round, e.Rounds, e.Case, e.Config, e.OpsPerSec)
+		return
+	}
+	filled := barWidth * e.Done / max(e.Total, 1)
+	eta := time.Duration(0)
+	if e.Done > 0 {
+		eta = e.Elapsed * time.Duration(e.Total-e.Done) / time.Duration(e.Done)
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K[%s%s] %3d%%  round %d/%d  %s  %s  ETA %v",
+		strings.Repeat("#", filled), strings.Repeat(".", barWidth-filled),
+		100*e.Done/max(e.Total, 1), e.Round, e.Rounds, e.Case, e.Config, eta.Round(time.Second))
+	p.drawn = true
+}
+
+func (p *progress) finish() {
+	if p.terminal && p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+}
