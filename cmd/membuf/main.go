@@ -1,6 +1,7 @@
 // Command membuf runs the membuf blob cache and its tools.
 //
 //	membuf serve [flags]   run the content-addressed blob cache
+//	membuf bench <workload> [flags]  compare membuf with grpc-go's defaults: blobs, grpc
 //	membuf help [command]  print usage
 //
 // Each subcommand lives in its own file and adds itself to the table with
