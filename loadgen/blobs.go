@@ -28,7 +28,6 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/grpcmem"
 )
 
 // Blob modes.
@@ -565,9 +564,10 @@ type blobServer struct {
 }
 
 // startBlobServer starts a cas server on a store in dir. With a pool it is
-// wired as `membuf serve` wires it: the pool for read chunks and for gRPC's
-// buffers, and membuf's ByteStream codec. Without one it is the fresh-slice
-// design: plain chunk slices, grpc-go's default pool and proto codec.
+// wired for the zero-copy path (cas.ServerOptions): the pool for read chunks
+// and for gRPC's buffers, and membuf's ByteStream codec. Without one it is
+// the fresh-slice design: plain chunk slices, grpc-go's default pool and
+// proto codec.
 func startBlobServer(dir string, storeSize int64, chunk int, pool *membuf.Pool) (*blobServer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -580,7 +580,9 @@ func startBlobServer(dir string, storeSize int64, chunk int, pool *membuf.Pool) 
 	var serverOpts []grpc.ServerOption
 	if pool != nil {
 		opts.Pool = pool
-		serverOpts = append(serverOpts, experimental.BufferPool(pool), grpcmem.ServerOption())
+		// grpcmem's codec, the pool for gRPC's reads, and the marker
+		// that turns the handlers' zero-copy path on.
+		serverOpts = append(serverOpts, cas.ServerOptions(pool)...)
 	}
 	srv, err := cas.NewServer(store, opts)
 	if err != nil {
