@@ -3,6 +3,7 @@ package interop
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -47,10 +48,22 @@ func binary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// The SDK logs through glog, which writes files into the system's
+	// temporary directory unless told otherwise; keep them in one that goes
+	// away with the run (-log_dir on the command line still wins).
+	logDir, err := os.MkdirTemp("", "membuf-interop-glog-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if f := flag.Lookup("log_dir"); f != nil && f.Value.String() == "" {
+		f.Value.Set(logDir)
+	}
 	code := m.Run()
 	if builtBinary != "" {
 		os.RemoveAll(filepath.Dir(builtBinary))
 	}
+	os.RemoveAll(logDir)
 	os.Exit(code)
 }
 
