@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/membuf/membuf/loadgen"
+)
+
+func TestBenchGRPC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	jsonFile, plotDir := filepath.Join(dir, "grpc.json"), filepath.Join(dir, "plots")
+	code, out, errOut := runCLI(t, ctx, "bench", "grpc", "--size", "1,1KiB", "--count", "40", "--rounds", "2",
+		"--concurrency", "2", "--json", jsonFile, "--plot", plotDir)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"membuf bench grpc on go", "unary 1 B", "streaming 1 KiB", "grpc-default", "ops/s vs base"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	// Not a terminal: one plain line per stretch, no carriage returns.
+	if n := strings.Count(errOut, " ops/s\n"); n != 2*2*2*2 {
+		t.Errorf("%d progress lines, want 16 (2 rounds x 2 modes x 2 sizes x 2 configs):\n%s", n, errOut)
+	}
+	if strings.Contains(errOut, "\r") {
+		t.Errorf("progress bar drawn on a non-terminal:\n%q", errOut)
+	}
+	f, err := os.Open(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := loadgen.ReadReport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Workload != "grpc" || len(r.Results) != 8 {
+		t.Fatalf("report: workload %q with %d results, want grpc with 8", r.Workload, len(r.Results))
+	}
+	for _, res := range r.Results {
+		if res.Ops != 40 || res.Bytes != 2*res.Size*res.Ops {
+			t.Errorf("%s/%s: %d ops moving %d bytes, want 40 moving %d", res.Case, res.Config, res.Ops, res.Bytes, 2*res.Size*40)
+		}
+	}
+	plots, _ := filepath.Glob(filepath.Join(plotDir, "*.svg"))
+	if len(plots) != 4 {
+		t.Errorf("plots %q, want 4 (throughput and GC CPU for each mode)", plots)
+	}
+}
+
+func TestBenchBlobsAgainstServe(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := startServe(t)
+	defer srv.stop()
+	code, out, errOut := runCLI(t, ctx, "bench", "blobs", "--addr", srv.grpcAddr, "--size", "100,300KiB",
+		"--blobs", "2", "--count", "6", "--rounds", "2", "--concurrency", "2")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"read 100 B", "write 300 KiB", "remote"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"bench"}, "needs a workload"},
+		{[]string{"bench", "nope"}, `unknown workload "nope"`},
+		{[]string{"bench", "grpc", "--mode", "bidi"}, `"bidi" is not one of unary, streaming`},
+		{[]string{"bench", "grpc", "--size", "12Q"}, "unknown unit"},
+		{[]string{"bench", "grpc", "--size", "8MiB"}, "--size 8MiB"},
+		{[]string{"bench", "grpc", "--rounds", "0"}, "--rounds"},
+		{[]string{"bench", "grpc", "--count", "2", "--rounds", "3"}, "less than one operation per round"},
+		{[]string{"bench", "grpc", "--duration", "0s"}, "--duration must be positive"},
+		{[]string{"bench", "grpc", "extra"}, "unexpected arguments"},
+		{[]string{"bench", "blobs", "--addr", "example.com:8980"}, "only loopback"},
+		{[]string{"bench", "blobs", "--chunk-size", "4MiB"}, "--chunk-size"},
+		{[]string{"bench", "blobs", "--mix", "64KiB", "--mix-sigma", "-1"}, "sigma"},
+		{[]string{"bench", "blobs", "--size", "0"}, "--size 0"},
+	} {
+		code, _, errOut := runCLI(t, ctx, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.err) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, errOut, tc.err)
+		}
+	}
+}
+
+func TestBenchHelp(t *testing.T) {
+	code, out, _ := runCLI(t, context.Background(), "help", "bench")
+	if code != 0 || !strings.Contains(out, "blobs") || !strings.Contains(out, "grpc") {
+		t.Errorf("help bench: exit %d, %q", code, out)
+	}
+	code, _, errOut := runCLI(t, context.Background(), "bench", "blobs", "-h")
+	if code != 0 || !strings.Contains(errOut, "-mix") || !strings.Contains(errOut, "-addr") {
+		t.Errorf("bench blobs -h: exit %d, %q", code, errOut)
+	}
+}
