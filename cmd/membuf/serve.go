@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/experimental"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -189,13 +188,15 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		return fmt.Errorf("cas server: %w", err)
 	}
 
-	grpcServer := grpc.NewServer(
-		// grpc-go's process-wide default pool does not reach a server's
-		// transport reads; only this option does.
-		experimental.BufferPool(pool),
+	grpcServer := grpc.NewServer(append(
+		// experimental.BufferPool(pool), because grpc-go's process-wide
+		// default pool does not reach a server's transport reads, and
+		// grpcmem's codec, so that ByteStream chunks go to and from gRPC
+		// by reference instead of by copy.
+		cas.ServerOptions(pool),
 		grpc.MaxRecvMsgSize(msgSize),
 		grpc.MaxSendMsgSize(msgSize),
-	)
+	)...)
 	casServer.Register(grpcServer)
 
 	grpcLis, err := net.Listen("tcp", cfg.listen)
