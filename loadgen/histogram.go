@@ -9,7 +9,8 @@ import (
 // 1<<subBits buckets, so a value is known to within 1/16 (about 6%).
 const subBits = 4
 
-const nBuckets = 64 << subBits
+// nBuckets is one more than the bucket of the largest int64.
+const nBuckets = (64-subBits)<<subBits | 1<<subBits - 1 + 1
 
 // Histogram counts latencies in log-linear buckets. Recording allocates
 // nothing and takes a few nanoseconds, so each worker keeps its own and they
@@ -72,8 +73,11 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	for i, c := range h.counts {
 		seen += c
 		if seen >= rank {
+			if i == nBuckets-1 {
+				return time.Duration(h.max)
+			}
 			lo, hi := bucketLow(i), bucketLow(i+1)
-			return time.Duration(min((lo+hi)/2, h.max))
+			return time.Duration(min(lo+(hi-lo)/2, h.max))
 		}
 	}
 	return time.Duration(h.max)

@@ -1,0 +1,79 @@
+package loadgen
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestHistogramQuantiles(t *testing.T) {
+	var h Histogram
+	var all []time.Duration
+	for i := 1; i <= 10000; i++ {
+		d := time.Duration(i) * time.Microsecond
+		h.Record(d)
+		all = append(all, d)
+	}
+	slices.Sort(all)
+	for _, q := range []float64{0.5, 0.9, 0.99} {
+		exact := all[int(q*float64(len(all)))-1]
+		got := h.Quantile(q)
+		if rel := math.Abs(float64(got-exact)) / float64(exact); rel > 1.0/16 {
+			t.Errorf("Quantile(%v) = %v, exact %v: off by %.1f%%, more than a bucket", q, got, exact, rel*100)
+		}
+	}
+	if h.Max() != all[len(all)-1] || h.Count() != 10000 {
+		t.Errorf("max %v count %d", h.Max(), h.Count())
+	}
+}
+
+func TestHistogramBuckets(t *testing.T) {
+	// Every value falls in a bucket whose range holds it, and the buckets
+	// are contiguous and increasing.
+	for _, v := range []int64{0, 1, 15, 16, 17, 31, 32, 33, 1000, 1 << 20, 1<<40 + 12345, math.MaxInt64} {
+		i := bucketOf(v)
+		if lo := bucketLow(i); lo > v || (i+1 < nBuckets && bucketLow(i+1) <= v) {
+			t.Errorf("value %d in bucket %d = [%d, %d)", v, i, lo, bucketLow(i+1))
+		}
+	}
+	if got := bucketOf(math.MaxInt64); got != nBuckets-1 {
+		t.Errorf("the largest value is in bucket %d, want the last, %d", got, nBuckets-1)
+	}
+	for i := 1; i < nBuckets; i++ {
+		if bucketLow(i) <= bucketLow(i-1) {
+			t.Fatalf("bucket %d starts at %d, not after bucket %d at %d", i, bucketLow(i), i-1, bucketLow(i-1))
+		}
+	}
+	var a, b Histogram
+	a.Record(time.Millisecond)
+	b.Record(time.Second)
+	a.Merge(&b)
+	if a.Count() != 2 || a.Max() != time.Second || a.Quantile(1) != time.Second {
+		t.Errorf("merged: count %d max %v q1 %v", a.Count(), a.Max(), a.Quantile(1))
+	}
+}
+
+func TestLogNormalDraw(t *testing.T) {
+	d := LogNormal{Median: 64 << 10, Sigma: 1.5, Min: 1, Max: 16 << 20}
+	a, b := d.Draw(2001, 3), d.Draw(2001, 3)
+	if !slices.Equal(a, b) {
+		t.Fatal("same seed, different sizes")
+	}
+	if slices.Equal(a, d.Draw(2001, 4)) {
+		t.Error("different seeds, same sizes")
+	}
+	s := slices.Clone(a)
+	slices.Sort(s)
+	if s[0] < d.Min || s[len(s)-1] > d.Max {
+		t.Errorf("sizes outside [%d, %d]: %d..%d", d.Min, d.Max, s[0], s[len(s)-1])
+	}
+	if med := s[len(s)/2]; med < d.Median*3/4 || med > d.Median*4/3 {
+		t.Errorf("median of draws %d, want about %d", med, d.Median)
+	}
+	for _, bad := range []LogNormal{{Median: 0, Min: 1, Max: 2}, {Median: 1, Sigma: -1, Min: 1, Max: 2}, {Median: 1, Sigma: math.NaN(), Min: 1, Max: 2}, {Median: 1, Min: 3, Max: 2}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v validated", bad)
+		}
+	}
+}
