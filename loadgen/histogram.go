@@ -10,7 +10,7 @@ import (
 const subBits = 4
 
 // nBuckets is one more than the bucket of the largest int64.
-const nBuckets = (64-subBits)<<subBits | 1<<subBits - 1 + 1
+const nBuckets = (64 - subBits) << subBits
 
 // Histogram counts latencies in log-linear buckets. Recording allocates
 // nothing and takes a few nanoseconds, so each worker keeps its own and they
