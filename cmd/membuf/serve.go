@@ -187,6 +187,9 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	if err != nil {
 		return fmt.Errorf("cas server: %w", err)
 	}
+	// Runs before the store's Close: the services let go of the uploads
+	// kept for resumption before the store under them closes.
+	defer casServer.Close()
 
 	grpcServer := grpc.NewServer(append(
 		// experimental.BufferPool(pool), because grpc-go's process-wide
@@ -255,11 +258,6 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		log.Error("stopping after a failure", "err", err)
 	}
 	stopGracefully(grpcServer, httpServer, cfg.shutdownTimeout, log)
-	// The deferred store.Close runs after this: the services must let go of
-	// their uploads before the store under them closes.
-	if cerr := casServer.Close(); cerr != nil {
-		log.Error("closing cas server", "err", cerr)
-	}
 	log.Info("stopped")
 	return err
 }
