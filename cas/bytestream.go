@@ -77,8 +77,8 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 // existing blobs and resumption are handled.
 func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	s := b.s
-	in := &writeReceiver{stream: stream, zeroCopy: zeroCopy(stream)}
-	defer in.free()
+	in := newWriteReceiver(stream)
+	defer in.release()
 	req, err := in.recv()
 	if err == io.EOF {
 		return status.Error(codes.InvalidArgument, "Write stream ended before its first request")

@@ -73,6 +73,9 @@ const (
 	benchServerEnv  = "MEMBUF_BENCH_SERVER"   // the design to serve
 	benchDirEnv     = "MEMBUF_BENCH_DIR"      // the store's directory
 	benchMaxSizeEnv = "MEMBUF_BENCH_MAX_SIZE" // the store's max size
+	// benchServerArgsEnv holds extra flags for the server processes' test
+	// binary, set by whoever runs the benchmarks.
+	benchServerArgsEnv = "MEMBUF_BENCH_SERVER_ARGS"
 )
 
 var benchSizes = []struct {
@@ -306,7 +309,11 @@ type benchServer struct {
 // owner's cleanup.
 func startBenchServer(b, owner *testing.B, design, dir string, maxSize int64) *benchServer {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchServerProcess$", "-test.count=1", "-test.timeout=0")
+	args := []string{"-test.run=^TestBenchServerProcess$", "-test.count=1", "-test.timeout=0"}
+	// For example "-test.memprofile=/tmp/server.prof -test.memprofilerate=512"
+	// to see what the server allocates.
+	args = append(args, strings.Fields(os.Getenv(benchServerArgsEnv))...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), benchServerEnv+"="+design, benchDirEnv+"="+dir, benchMaxSizeEnv+"="+strconv.FormatInt(maxSize, 10))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
