@@ -401,7 +401,9 @@ func TestPutOddBuffers(t *testing.T) {
 // TestIdleRelease: buffers unused for an interval are released; a class in
 // steady use keeps the buffers it uses.
 func TestIdleRelease(t *testing.T) {
-	p := newPool(t, membuf.Config{IdleTimeout: 20 * time.Millisecond})
+	// The interval is long next to the 1-2ms between uses of the busy
+	// class, so that a loaded CI machine does not make it look idle.
+	p := newPool(t, membuf.Config{IdleTimeout: 100 * time.Millisecond})
 	var idle []*[]byte
 	for range 5 {
 		idle = append(idle, p.Get(10000))
@@ -424,9 +426,9 @@ func TestIdleRelease(t *testing.T) {
 		p.Put(p.Get(50000))
 		time.Sleep(time.Millisecond)
 	}
-	for range 20 {
+	for range 150 { // more than a whole interval
 		p.Put(p.Get(50000))
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 	st := p.Stats()
 	checkStats(t, st)
