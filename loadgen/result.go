@@ -166,11 +166,13 @@ func (r *Report) Find(c Case, config string) *Result {
 }
 
 // WriteTable prints r as a table, one block per case, one line per
-// configuration, with the ratios of throughput and of GC CPU and bytes
-// allocated per operation to the baseline (the first configuration).
+// configuration, with the ratios of throughput and of bytes allocated per
+// operation to the baseline (the first configuration). GC CPU is the GC's
+// share of all the CPU the process had (GOMAXPROCS over the wall time);
+// GC busy is its share of the CPU the process used.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "case\tconfig\tops/s\tMB/s\tp50\tp90\tp99\tGC CPU\tGC/kop\talloc/op\tallocs/op\tops/s vs base\talloc/op vs base\t\n")
+	fmt.Fprintf(tw, "case\tconfig\tops/s\tMB/s\tp50\tp90\tp99\tGC CPU\tGC busy\tGC/kop\talloc/op\tallocs/op\tops/s vs base\talloc/op vs base\t\n")
 	for _, c := range r.Cases() {
 		var base *Result
 		if len(r.Configs) > 0 {
@@ -181,9 +183,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if res == nil {
 				continue
 			}
-			gcCPU, gcPerK, alloc, allocs := "-", "-", "-", "-"
+			gcCPU, gcBusy, gcPerK, alloc, allocs := "-", "-", "-", "-", "-"
 			if res.GC != nil {
 				gcCPU = fmt.Sprintf("%.1f%%", res.GC.GCCPUShare*100)
+				gcBusy = fmt.Sprintf("%.1f%%", res.GC.GCBusyShare*100)
 				gcPerK = fmt.Sprintf("%.2f", res.GC.GCCyclesPerKOp)
 				alloc = formatFloatBytes(res.GC.BytesPerOp)
 				allocs = fmt.Sprintf("%.1f", res.GC.ObjectsPerOp)
@@ -195,10 +198,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 					allocRatio = ratio(res.GC.BytesPerOp, base.GC.BytesPerOp)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 				c, cfg, res.OpsPerSec, res.MBPerSec,
 				formatLatency(res.P50), formatLatency(res.P90), formatLatency(res.P99),
-				gcCPU, gcPerK, alloc, allocs, opsRatio, allocRatio)
+				gcCPU, gcBusy, gcPerK, alloc, allocs, opsRatio, allocRatio)
 		}
 	}
 	return tw.Flush()
