@@ -44,7 +44,6 @@ type Pool struct {
 	undersize atomic.Uint64 // Puts of nil or below MinSize
 	idle      *time.Timer
 	dbg       *poolDebug
-	cfg       resolved
 }
 
 // NewPool returns a pool configured by cfg, or a *[ConfigError] naming the
@@ -58,7 +57,6 @@ func NewPool(cfg Config) (*Pool, error) {
 		classes:  newClassTable(r.shift, r.MinSize, r.MaxSize),
 		clearing: r.Clearing,
 		debug:    r.Debug,
-		cfg:      r,
 	}
 	if p.debug {
 		p.dbg = newPoolDebug()
