@@ -48,9 +48,21 @@ func checkTable(t *testing.T, tab *classTable, sizes []int, n int) {
 // TestClassTableModel checks the O(1) arithmetic against the model for every
 // size up to the largest class, for every classes-per-doubling setting.
 func TestClassTableModel(t *testing.T) {
-	const maxSize = 1 << 20
+	type table struct {
+		shift            uint
+		minSize, maxSize int
+	}
+	// The default table (4 per doubling, 256 B to 4 MiB) in full, and every
+	// classes-per-doubling setting with three smallest classes up to 1 MiB.
+	tables := []table{{2, DefaultMinSize, DefaultMaxSize}}
 	for shift := uint(0); shift <= 3; shift++ {
 		for _, minSize := range []int{16, 256, 4096} {
+			tables = append(tables, table{shift, minSize, 1 << 20})
+		}
+	}
+	for _, tc := range tables {
+		shift, minSize, maxSize := tc.shift, tc.minSize, tc.maxSize
+		{
 			sizes := modelClasses(1<<shift, minSize, maxSize)
 			tab := newClassTable(shift, minSize, maxSize)
 			for i, s := range sizes {
