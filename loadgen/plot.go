@@ -18,6 +18,8 @@ type Chart struct {
 	// Name is the file name WritePlots gives it, without .svg.
 	Name                  string
 	Title, XLabel, YLabel string
+	// Subtitle says where the figures were measured.
+	Subtitle string
 	// LogY draws the Y axis in powers of ten.
 	LogY   bool
 	Ticks  []Tick // the X axis ticks: one per payload size
@@ -52,15 +54,17 @@ func (r *Report) Charts() []Chart {
 	var charts []Chart
 	for _, m := range modes {
 		thr := Chart{
-			Name:   fmt.Sprintf("%s-%s-throughput", r.Workload, m),
-			XLabel: "payload size",
-			LogY:   true,
+			Name:     fmt.Sprintf("%s-%s-throughput", r.Workload, m),
+			Subtitle: r.Machine.String(),
+			XLabel:   "payload size",
+			LogY:     true,
 		}
 		gc := Chart{
-			Name:   fmt.Sprintf("%s-%s-gc-cpu", r.Workload, m),
-			Title:  fmt.Sprintf("membuf bench %s: %s, GC share of CPU", r.Workload, m),
-			XLabel: "payload size",
-			YLabel: "GC CPU (% of all CPU)",
+			Name:     fmt.Sprintf("%s-%s-gc-cpu", r.Workload, m),
+			Title:    fmt.Sprintf("membuf bench %s: %s, GC share of CPU", r.Workload, m),
+			Subtitle: r.Machine.String(),
+			XLabel:   "payload size",
+			YLabel:   "GC CPU (% of all CPU)",
 		}
 		if r.Workload == "blobs" {
 			thr.Title = fmt.Sprintf("membuf bench blobs: %s throughput", m)
@@ -164,7 +168,10 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		svgWidth, svgHeight, svgWidth, svgHeight)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", svgWidth, svgHeight)
-	fmt.Fprintf(&b, `<text x="%d" y="28" font-size="15" font-weight="bold">%s</text>`+"\n", plotLeft, esc(c.Title))
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", plotLeft, esc(c.Title))
+	if c.Subtitle != "" {
+		fmt.Fprintf(&b, `<text x="%d" y="38" font-size="11" fill="#555">%s</text>`+"\n", plotLeft, esc(c.Subtitle))
+	}
 
 	// X: log2 of the size; a single position is centred.
 	xs := make([]float64, 0, len(c.Ticks))

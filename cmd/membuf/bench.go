@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -69,6 +70,7 @@ type benchCommon struct {
 	timeout  time.Duration
 	jsonFile string
 	plotDir  string
+	profile  string
 	progress loadgen.Progress
 }
 
@@ -81,6 +83,7 @@ func (c *benchCommon) register(fs *flag.FlagSet, duration time.Duration) {
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "stop the whole run, with an error, after this long")
 	fs.StringVar(&c.jsonFile, "json", "", "write the raw results as JSON to this `file`")
 	fs.StringVar(&c.plotDir, "plot", "", "write SVG charts (throughput and GC CPU against payload size) to this `directory`")
+	fs.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole run (every configuration) to this `file`")
 }
 
 func (c *benchCommon) validate() error {
@@ -118,6 +121,17 @@ func runWorkload(ctx context.Context, w workload, args []string, std *stdio) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, common.timeout)
 	defer cancel()
+	if common.profile != "" {
+		f, err := os.Create(common.profile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	bar := newProgress(std.err)
 	common.progress = bar.event
 	report, err := run(ctx, common)
