@@ -1,0 +1,6 @@
+//go:build !race
+
+package membuf
+
+// See buffer_race_test.go.
+const buffersRaceEnabled = false
