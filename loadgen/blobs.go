@@ -94,8 +94,8 @@ type BlobsOptions struct {
 //
 // With no Addr it compares two in-process cas servers, ConfigFreshSlice and
 // ConfigMembufZeroCopy, and reports the process's GC figures for each. With
-// Addr it measures that server alone and reports no GC figures (they would
-// be this client's).
+// Addr it measures that server alone, and the GC figures are the client's:
+// subtract them from an in-process run's to estimate a server's own.
 //
 // The client is the same for every configuration and allocates little per
 // operation and nothing per chunk: it counts read data without copying it
@@ -201,6 +201,10 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 			"count":       fmt.Sprint(o.Bounds.Count),
 		},
 		Configs: configs,
+		GCScope: GCScopeProcess,
+	}
+	if o.Addr != "" {
+		report.GCScope = GCScopeClient
 	}
 	if o.Mix != nil {
 		report.Settings["mix"] = o.Mix.String()
@@ -438,10 +442,9 @@ func dialBlobs(addr string, pool mem.BufferPool) (*grpc.ClientConn, error) {
 
 func newBlobTarget(name string, conn *grpc.ClientConn, s *blobServer, instance string, chunk int, sets map[Case]*blobSet) *blobTarget {
 	bt := &blobTarget{conn: conn, instance: instance, chunk: chunk, sets: sets}
-	bt.target = target{name: name, worker: bt.worker}
+	bt.target = target{name: name, worker: bt.worker, measureGC: true}
 	if s != nil {
 		bt.serverOps = s.completed.Load
-		bt.measureGC = true
 	}
 	return bt
 }

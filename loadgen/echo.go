@@ -136,6 +136,7 @@ func Echo(ctx context.Context, o EchoOptions) (*Report, error) {
 			"count":       fmt.Sprint(o.Bounds.Count),
 		},
 		Configs: []string{ConfigGRPCDefault, ConfigMembuf},
+		GCScope: GCScopeProcess,
 	}
 	res, err := runRounds(ctx, cases, targets, o.Bounds, o.Progress)
 	if err != nil {

@@ -55,8 +55,9 @@ type Result struct {
 	P99 time.Duration `json:"p99_ns"`
 	Max time.Duration `json:"max_ns"`
 	// GC is what the garbage collector took in the whole process during the
-	// measured stretches, with Ops set; absent when the server measured is
-	// in another process (the figures would be the client's alone).
+	// measured stretches, with Ops set: the server and the client together
+	// when the server runs in this process, the client alone when it does
+	// not (see Report.GCScope).
 	GC *gcstats.Result `json:"gc,omitempty"`
 	// AllocPerByte is GC.AllocatedBytes over Bytes: heap allocated per
 	// payload byte moved.
@@ -124,7 +125,17 @@ type Report struct {
 	// Results holds one entry per case and configuration, cases in the
 	// order they ran, configurations in the order of Configs.
 	Results []Result `json:"results"`
+	// GCScope says what the GC figures cover: GCScopeProcess (a server in
+	// this process and its client) or GCScopeClient (the client alone; the
+	// server is elsewhere).
+	GCScope string `json:"gc_scope"`
 }
+
+// Values of Report.GCScope.
+const (
+	GCScopeProcess = "server and client in one process"
+	GCScopeClient  = "client only (the server runs in another process)"
+)
 
 // WriteJSON writes r as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {

@@ -180,7 +180,9 @@ func settingsLine(r *loadgen.Report) string {
 			parts = append(parts, k+"="+v)
 		}
 	}
-	return "settings: " + strings.Join(parts, " ") + "\nconfigs: " + strings.Join(r.Configs, ", ") + " (ratios are against " + r.Configs[0] + ")"
+	return "settings: " + strings.Join(parts, " ") +
+		"\nconfigs: " + strings.Join(r.Configs, ", ") + " (ratios are against " + r.Configs[0] + ")" +
+		"\nGC and allocation figures: " + r.GCScope
 }
 
 // listFlag is a flag.Value for a comma-separated list, each item checked

@@ -66,7 +66,7 @@ func TestBenchBlobsAgainstServe(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"read 100 B", "write 300 KiB", "remote"} {
+	for _, want := range []string{"read 100 B", "write 300 KiB", "remote", "client only"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
