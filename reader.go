@@ -1,6 +1,12 @@
 package membuf
 
-import "io"
+import (
+	"errors"
+	"io"
+)
+
+// errInvalidWrite reports a writer that broke the io.Writer contract.
+var errInvalidWrite = errors.New("membuf: Reader.WriteTo: writer returned an invalid byte count")
 
 // A Reader reads the bytes of a [Slice] and frees each buffer as soon as it
 // has been consumed. It implements io.Reader, io.ByteReader, io.WriterTo and
@@ -123,7 +129,7 @@ func (r *Reader) WriteTo(w io.Writer) (n int64, err error) {
 		if len(data) > 0 {
 			m, werr := w.Write(data)
 			if m < 0 || m > len(data) {
-				panic("membuf: Reader.WriteTo: invalid Write count")
+				return n, errInvalidWrite
 			}
 			n += int64(m)
 			r.off += m

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"testing/iotest"
 )
@@ -149,6 +150,17 @@ func TestReaderReset(t *testing.T) {
 	if string(got) != "xyz" {
 		t.Fatalf("after Reset read %q", got)
 	}
+	pool.checkAllReturned()
+}
+
+func TestReaderWriteToInvalidWriter(t *testing.T) {
+	pool := newTrackingPool(t)
+	r := NewReader(sliceOf(pool, "abc"))
+	bad := writerFunc(func(p []byte) (int, error) { return len(p) + 1, nil })
+	if _, err := r.WriteTo(bad); err == nil || !strings.Contains(err.Error(), "invalid byte count") {
+		t.Fatalf("err %v", err)
+	}
+	r.Close()
 	pool.checkAllReturned()
 }
 

@@ -1,6 +1,9 @@
 package membuf
 
-import "io"
+import (
+	"errors"
+	"io"
+)
 
 // DefaultChunkSize is the chunk size a [Writer] uses when given 0: what
 // io.Copy uses, and grpc-go's mem.ReadAll.
@@ -29,6 +32,9 @@ var (
 	_ io.ByteWriter   = (*Writer)(nil)
 	_ io.ReaderFrom   = (*Writer)(nil)
 )
+
+// errInvalidReadFrom reports a reader that broke the io.Reader contract.
+var errInvalidReadFrom = errors.New("membuf: Writer.ReadFrom: reader returned an invalid byte count")
 
 // NewWriter returns a Writer that takes chunks of chunkSize bytes from pool
 // (or DefaultChunkSize if chunkSize <= 0). If pool is nil, chunks are
@@ -123,9 +129,10 @@ func (w *Writer) WriteByte(c byte) error {
 // bytes read before any other error are kept.
 func (w *Writer) ReadFrom(r io.Reader) (n int64, err error) {
 	for {
-		k, err := r.Read(w.space())
-		if k < 0 {
-			panic("membuf: Writer.ReadFrom: reader returned a negative count")
+		buf := w.space()
+		k, err := r.Read(buf)
+		if k < 0 || k > len(buf) {
+			return n, errInvalidReadFrom
 		}
 		w.commit(k)
 		n += int64(k)

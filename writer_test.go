@@ -134,3 +134,13 @@ func TestWriterEmptySlice(t *testing.T) {
 	}
 	pool.checkAllReturned()
 }
+
+func TestWriterReadFromInvalidReader(t *testing.T) {
+	pool := newTrackingPool(t)
+	w := NewWriter(pool, 16)
+	if _, err := w.ReadFrom(badReader{}); err == nil || !strings.Contains(err.Error(), "invalid byte count") {
+		t.Fatalf("err %v", err)
+	}
+	w.Free()
+	pool.checkAllReturned()
+}
