@@ -178,78 +178,73 @@ func (p *Pool) Put(b *[]byte) {
 	p.file(idx, b, st)
 }
 
-// take pops a buffer of class c from the first shard that has one: a first
-// pass visits the shards that are free (TryLock) from a random start, a
-// second pass waits for the ones that were busy. The get and its hit or miss
-// are counted in the shard that served it, or in the last one visited.
+// take pops a buffer of class c from the first shard that has one (see
+// shardWalk). The get and its hit or miss are counted in the shard that
+// served it, or in the last one visited.
 func (p *Pool) take(c, length int) *[]byte {
-	n := len(p.shards)
-	start := p.start()
-	var busy uint64 // bit j: shard start+j was busy in the first pass
-	left := n
-	for j := range n {
-		s := p.shards[(start+j)&p.mask]
-		if !s.mu.TryLock() {
-			if j < 64 {
-				busy |= 1 << j
-				continue
-			}
-			s.mu.Lock()
-		}
-		left--
-		if b := s.take(c, length, left == 0); b != nil || left == 0 {
-			s.mu.Unlock()
+	w := p.walk()
+	for {
+		s, last := w.next()
+		b := s.take(c, length, last)
+		s.mu.Unlock()
+		if b != nil || last {
 			return b
 		}
-		s.mu.Unlock()
 	}
-	for busy != 0 {
-		j := bits.TrailingZeros64(busy)
-		busy &^= 1 << j
-		s := p.shards[(start+j)&p.mask]
-		s.mu.Lock()
-		left--
-		if b := s.take(c, length, left == 0); b != nil || left == 0 {
-			s.mu.Unlock()
-			return b
-		}
-		s.mu.Unlock()
-	}
-	return nil
 }
 
-// file keeps b in list idx of the first shard with room, visiting shards as
-// take does; the put (and its drop, if no shard had room) is counted in the
-// shard that kept it, or in the last one visited.
+// file keeps b in list idx of the first shard with room (see shardWalk);
+// the put (and its drop, if no shard had room) is counted in the shard that
+// kept it, or in the last one visited.
 func (p *Pool) file(idx int, b *[]byte, st *stack) {
-	n := len(p.shards)
-	start := p.start()
-	var busy uint64
-	left := n
-	for j := range n {
-		s := p.shards[(start+j)&p.mask]
+	w := p.walk()
+	for {
+		s, last := w.next()
+		if p.fileIn(s, idx, b, st, last) {
+			return
+		}
+	}
+}
+
+// shardWalk visits every shard once from a random start: first the shards
+// whose lock is free (TryLock), then, waiting, the ones that were busy, so
+// that a Get or Put goes around a busy shard rather than queue on it.
+type shardWalk struct {
+	p     *Pool
+	start int
+	j     int    // next position of the first pass
+	busy  uint64 // bit j: the shard at position j was busy in the first pass
+	left  int    // shards not yet visited
+}
+
+func (p *Pool) walk() shardWalk {
+	return shardWalk{p: p, start: p.start(), left: len(p.shards)}
+}
+
+// next returns the next shard, locked, and whether it is the last one the
+// walk visits. It must not be called again after last.
+func (w *shardWalk) next() (s *shard, last bool) {
+	p := w.p
+	for w.j < len(p.shards) {
+		j := w.j
+		w.j++
+		s = p.shards[(w.start+j)&p.mask]
 		if !s.mu.TryLock() {
-			if j < 64 {
-				busy |= 1 << j
+			if j < 64 { // beyond 64 shards, wait at once: busy has 64 bits
+				w.busy |= 1 << j
 				continue
 			}
 			s.mu.Lock()
 		}
-		left--
-		if p.fileIn(s, idx, b, st, left == 0) {
-			return
-		}
+		w.left--
+		return s, w.left == 0
 	}
-	for busy != 0 {
-		j := bits.TrailingZeros64(busy)
-		busy &^= 1 << j
-		s := p.shards[(start+j)&p.mask]
-		s.mu.Lock()
-		left--
-		if p.fileIn(s, idx, b, st, left == 0) {
-			return
-		}
-	}
+	j := bits.TrailingZeros64(w.busy)
+	w.busy &^= 1 << j
+	s = p.shards[(w.start+j)&p.mask]
+	s.mu.Lock()
+	w.left--
+	return s, w.left == 0
 }
 
 // fileIn tries to keep b in s, which is locked, and unlocks it. It reports
