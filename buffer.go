@@ -3,6 +3,8 @@ package membuf
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/membuf/membuf/internal/syncpool"
 )
 
 // A Buffer is a reference-counted view of bytes. The memory behind it goes
@@ -68,7 +70,7 @@ type header struct {
 
 // headers recycles headers so that making, splitting, slicing and freeing
 // buffers allocates nothing in the steady state.
-var headers = newSyncPool(func() *header { return new(header) })
+var headers = syncpool.New(func() *header { return new(header) })
 
 // NewBuffer returns a Buffer with one reference that views *data and takes
 // ownership of data: when the buffer and every view made from it have been

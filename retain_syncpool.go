@@ -1,6 +1,10 @@
 package membuf
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/membuf/membuf/internal/syncpool"
+)
 
 // syncClass is one class of a RetainSyncPool pool: a sync.Pool of *[]byte
 // (a pointer, so Put does not allocate) and counters. The counters are
@@ -8,7 +12,7 @@ import "sync/atomic"
 // see gets, misses and puts, but not what the garbage collector takes from
 // the pool, so retained buffers and bytes are unknown.
 type syncClass struct {
-	pool                      syncPool[*[]byte]
+	pool                      syncpool.Pool[*[]byte]
 	gets, misses, puts, drops atomic.Uint64
 	_                         [32]byte // counters of neighbouring classes on other cache lines
 }

@@ -2,6 +2,7 @@ package grpcmem
 
 import (
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/internal/syncpool"
 	"google.golang.org/grpc/mem"
 )
 
@@ -19,7 +20,7 @@ type toGRPCAdapter struct {
 	buf  membuf.Buffer
 }
 
-var toGRPCAdapters = newSyncPool(func() *toGRPCAdapter { return new(toGRPCAdapter) })
+var toGRPCAdapters = syncpool.New(func() *toGRPCAdapter { return new(toGRPCAdapter) })
 
 // Get is never called: grpc-go only calls Put on the pool of a buffer made
 // by mem.NewBuffer (grpc mem/buffers.go, (*buffer).Free).
@@ -93,7 +94,7 @@ type fromGRPCAdapter struct {
 	buf  mem.Buffer
 }
 
-var fromGRPCAdapters = newSyncPool(func() *fromGRPCAdapter { return new(fromGRPCAdapter) })
+var fromGRPCAdapters = syncpool.New(func() *fromGRPCAdapter { return new(fromGRPCAdapter) })
 
 // Get is never called: membuf only calls Put on the pool of a buffer made by
 // membuf.NewBuffer.
