@@ -2,12 +2,14 @@ package loadgen
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -99,6 +101,7 @@ func (r *Report) Charts() []Chart {
 				}
 			}
 		}
+		slices.SortStableFunc(thr.Ticks, func(a, b Tick) int { return cmp.Compare(a.X, b.X) })
 		gc.Ticks = thr.Ticks
 		charts = append(charts, thr)
 		if hasGC {
@@ -161,8 +164,8 @@ const (
 // (Okabe and Ito).
 var palette = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"}
 
-// WriteSVG draws the chart as a standalone SVG document. The X axis is
-// logarithmic in the payload size, with a tick at each size measured.
+// WriteSVG draws the chart as a standalone SVG document, with one column on
+// the X axis per payload size measured, in increasing order.
 func (c *Chart) WriteSVG(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
@@ -173,19 +176,21 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 		fmt.Fprintf(&b, `<text x="%d" y="38" font-size="11" fill="#555">%s</text>`+"\n", plotLeft, esc(c.Subtitle))
 	}
 
-	// X: log2 of the size; a single position is centred.
-	xs := make([]float64, 0, len(c.Ticks))
-	for _, t := range c.Ticks {
-		xs = append(xs, xPos(t.X))
+	// X: one evenly spaced column per payload size, in increasing order:
+	// the sizes measured are few and unevenly spread (32,000 B and 33,000 B
+	// sit side by side on a log scale), so the axis is ordinal.
+	column := make(map[float64]int, len(c.Ticks))
+	for i, t := range c.Ticks {
+		column[t.X] = i
 	}
-	xmin, xmax := minMax(xs)
-	if xmin == xmax {
-		xmin, xmax = xmin-1, xmax+1
-	}
-	pad := (xmax - xmin) * 0.06
-	xmin, xmax = xmin-pad, xmax+pad
 	px := func(x float64) float64 {
-		return plotLeft + (xPos(x)-xmin)/(xmax-xmin)*(plotRight-plotLeft)
+		n := len(c.Ticks)
+		if n <= 1 {
+			return (plotLeft + plotRight) / 2
+		}
+		const pad = 0.06
+		f := pad + (1-2*pad)*float64(column[x])/float64(n-1)
+		return plotLeft + f*(plotRight-plotLeft)
 	}
 
 	// Y: from zero (linear) or the decade below the least value (log).
@@ -257,9 +262,6 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
-
-// xPos places a size on the X axis: log2, with sizes below 1 byte at 0.
-func xPos(x float64) float64 { return math.Log2(math.Max(x, 1)) }
 
 func minMax(v []float64) (lo, hi float64) {
 	if len(v) == 0 {
