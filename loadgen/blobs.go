@@ -317,7 +317,7 @@ func (o *BlobsOptions) plan() ([]Case, map[Case]*blobSet, error) {
 const stampLen = 16
 
 // A blobSet is the blobs of one case. Blob i of the read set is
-// base[:size-16] followed by a 16-byte stamp: the run's nonce and a number.
+// base[:size-16] followed by a 16-byte stamp: a number and the run's nonce.
 // Written blobs are built the same way with other numbers, so their digests
 // cost a hash of 16 bytes from a saved state, not of the whole blob.
 type blobSet struct {
@@ -368,10 +368,14 @@ func newBlobSet(base []byte, sizes []int64, nonce, group uint64) *blobSet {
 	return s
 }
 
+// stamp returns the suffix of blob number n. The number comes first, least
+// significant byte first, so that a blob shorter than the stamp (which is
+// the stamp's first bytes) still differs from its neighbours: blobs of 8
+// bytes or more are unique, blobs of k < 8 bytes repeat every 256^k.
 func (s *blobSet) stamp(n uint64) [stampLen]byte {
 	var st [stampLen]byte
-	binary.BigEndian.PutUint64(st[:8], s.nonce)
-	binary.BigEndian.PutUint64(st[8:], n)
+	binary.LittleEndian.PutUint64(st[:8], n)
+	binary.LittleEndian.PutUint64(st[8:], s.nonce)
 	return st
 }
 

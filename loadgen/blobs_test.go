@@ -3,6 +3,8 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,6 +59,29 @@ func TestBlobsMix(t *testing.T) {
 	for _, res := range r.Results {
 		if per := res.Bytes / res.Ops; per < mix.Min || per > mix.Max {
 			t.Errorf("%s/%s: %d bytes per op, outside the mix's [%d, %d]", res.Case, res.Config, per, mix.Min, mix.Max)
+		}
+	}
+}
+
+func TestBlobStampsDiffer(t *testing.T) {
+	// Written blobs must be new to the server, or a write returns at once
+	// without moving its data. Short blobs are the stamp's first bytes.
+	set := newBlobSet(make([]byte, 64), []int64{8, 64}, 42, 0)
+	seen := map[string]bool{}
+	h := sha256.New()
+	for seq := uint64(1); seq <= 1000; seq++ {
+		for _, size := range []int64{8, 64} {
+			st := set.stamp(seq)
+			d := set.digest(h, size, &st)
+			if seen[d] {
+				t.Fatalf("write %d of %d bytes repeats an earlier blob", seq, size)
+			}
+			seen[d] = true
+		}
+	}
+	for _, ref := range set.reads {
+		if seen[strings.Split(ref.digestName, "/")[1]] {
+			t.Errorf("read-set blob %s equals a written one", ref.digestName)
 		}
 	}
 }
