@@ -44,7 +44,7 @@ func (d LogNormal) Draw(n int, seed uint64) []int64 {
 
 // String describes d for a table.
 func (d LogNormal) String() string {
-	return fmt.Sprintf("log-normal(median %s, sigma %.2g)", FormatBytes(d.Median), d.Sigma)
+	return fmt.Sprintf("log-normal(median %s, sigma %.2g, %s to %s)", FormatBytes(d.Median), d.Sigma, FormatBytes(d.Min), FormatBytes(d.Max))
 }
 
 // FormatBytes writes n bytes with the largest binary unit that divides it
