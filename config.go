@@ -3,6 +3,7 @@ package membuf
 import (
 	"fmt"
 	"math/bits"
+	"runtime/debug"
 	"strconv"
 	"time"
 )
@@ -109,7 +110,10 @@ type Config struct {
 	// Retention is how returned buffers are kept; see [Retention].
 	Retention Retention
 	// Budget caps the bytes (by capacity) retained by a RetainBudget pool,
-	// at least 0; 0 means 64 MiB. The budget is split evenly among the
+	// at least 0; 0 means 64 MiB, or a quarter of the Go memory limit
+	// (GOMEMLIMIT, runtime/debug.SetMemoryLimit) at NewPool if that is
+	// less: retained buffers are live heap the collector cannot free, so a
+	// budget close to the limit would make it collect without end. The budget is split evenly among the
 	// pool's shards, so a shard can be full while another has room; Put
 	// then tries the other shards before it drops. Retained bytes never
 	// exceed Budget, also under concurrent Put.
@@ -194,7 +198,7 @@ func (c Config) resolve() (resolved, error) {
 	}
 	switch {
 	case c.Budget == 0:
-		r.Budget = DefaultBudget
+		r.Budget = defaultBudget()
 	case c.Budget < 0:
 		return bad("Budget", c.Budget, fmt.Sprintf("at least 1 byte (0 for the default, %d)", DefaultBudget))
 	}
@@ -209,3 +213,10 @@ func (c Config) resolve() (resolved, error) {
 }
 
 func isPowerOfTwo(n int) bool { return n > 0 && n&(n-1) == 0 }
+
+// defaultBudget is DefaultBudget, or a quarter of the Go memory limit if that
+// is less (see [Config].Budget).
+func defaultBudget() int64 {
+	limit := debug.SetMemoryLimit(-1) // -1 reads the limit without changing it
+	return min(DefaultBudget, max(limit/4, 1))
+}

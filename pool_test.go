@@ -2,8 +2,10 @@ package membuf_test
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -552,5 +554,35 @@ func TestConcurrentEverything(t *testing.T) {
 		if tot := st.Total(); tot.Gets != 8*2000-st.Undersize {
 			t.Errorf("%v: %d gets, want %d", retention, tot.Gets, 8*2000-st.Undersize)
 		}
+	}
+}
+
+// The default budget must leave the collector room under a memory limit:
+// retained buffers are live heap it cannot free.
+func TestDefaultBudgetFollowsMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(40 << 20)
+	defer debug.SetMemoryLimit(old)
+	p, err := membuf.NewPool(membuf.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.Stats().Budget, int64(10<<20); got != want {
+		t.Errorf("default budget under a 40 MiB memory limit = %d, want a quarter of it, %d", got, want)
+	}
+	// An explicit budget is the caller's to choose.
+	p, err = membuf.NewPool(membuf.Config{Budget: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Stats().Budget; got != 32<<20 {
+		t.Errorf("explicit budget = %d, want %d", got, 32<<20)
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	p, err = membuf.NewPool(membuf.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Stats().Budget; got != membuf.DefaultBudget {
+		t.Errorf("default budget with no memory limit = %d, want %d", got, membuf.DefaultBudget)
 	}
 }

@@ -48,7 +48,7 @@ const (
 	defaultMaxSize      = 10 << 30
 	defaultChunkSize    = cas.DefaultChunkSize
 	defaultMaxBatchSize = cas.DefaultMaxBatchBytes
-	defaultPoolBudget   = membuf.DefaultBudget
+	defaultPoolBudget   = 0       // the pool's default: 64 MiB, or a quarter of GOMEMLIMIT if less
 	maxChunkSize        = 2 << 20 // a read chunk must fit a client's default 4 MiB receive limit
 	maxMaxBatchSize     = 256 << 20
 )
@@ -74,7 +74,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(sizeFlag{&cfg.maxSize}, "max-size", "`size` of blobs and action results kept on disk; beyond it the least recently used are evicted")
 	fs.Var(sizeFlag{&cfg.chunkSize}, "chunk-size", "`size` of each ByteStream Read response, at most 2MiB")
 	fs.Var(sizeFlag{&cfg.maxBatchSize}, "max-batch-size", "largest total `size` of a BatchUpdateBlobs or BatchReadBlobs request, advertised as max_batch_total_size_bytes")
-	fs.Var(sizeFlag{&cfg.poolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections")
+	fs.Var(sizeFlag{&cfg.poolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections\n(0: 64MiB, or a quarter of GOMEMLIMIT if that is less; keep it well below GOMEMLIMIT)")
 	fs.Var(levelFlag{&cfg.logLevel}, "log-level", "least severe log `level`: debug, info, warn or error")
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
 	fs.StringVar(&cfg.readyFile, "ready-file", "", "once serving, write the listen line to this `file` (written whole, by rename)")
