@@ -41,8 +41,10 @@ func (b Bounds) validate() error {
 	return nil
 }
 
-// Event tells a progress display that one measured stretch has finished.
+// Event tells a progress display that one measured stretch is about to
+// start (Starting) or has finished.
 type Event struct {
+	Starting      bool
 	Done, Total   int // stretches finished and planned
 	Round, Rounds int // 1-based
 	Case          Case
@@ -112,6 +114,10 @@ func runRounds(ctx context.Context, cases []Case, targets []*target, b Bounds, p
 				}
 				if b.Count > 0 {
 					dur = 0
+				}
+				if progress != nil {
+					progress(Event{Starting: true, Done: done, Total: total, Round: round + 1, Rounds: b.Rounds,
+						Case: c, Config: t.name, OpsPerSec: res.OpsPerSec, Elapsed: time.Since(start)})
 				}
 				if err := runStretch(ctx, t, c, b.Concurrency, dur, count, &seq, res); err != nil {
 					return nil, fmt.Errorf("%s, %s: %w", c, t.name, err)

@@ -366,18 +366,25 @@ const barWidth = 30
 
 func (p *progress) event(e loadgen.Event) {
 	if !p.terminal {
+		if e.Starting {
+			return // plain output reports what was measured, not what runs
+		}
 		fmt.Fprintf(p.w, "[%d/%d] round %d/%d  %-22s %-12s %10.0f ops/s\n",
 			e.Done, e.Total, e.Round, e.Rounds, e.Case, e.Config, e.OpsPerSec)
 		return
 	}
 	filled := barWidth * e.Done / max(e.Total, 1)
-	eta := time.Duration(0)
+	eta := "ETA ?"
 	if e.Done > 0 {
-		eta = e.Elapsed * time.Duration(e.Total-e.Done) / time.Duration(e.Done)
+		eta = "ETA " + (e.Elapsed * time.Duration(e.Total-e.Done) / time.Duration(e.Done)).Round(time.Second).String()
 	}
-	fmt.Fprintf(p.w, "\r\x1b[K[%s%s] %3d%%  round %d/%d  %s  %s  ETA %v",
+	verb := "ran"
+	if e.Starting {
+		verb = "running"
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K[%s%s] %3d%%  round %d/%d  %s %s under %s  %s",
 		strings.Repeat("#", filled), strings.Repeat(".", barWidth-filled),
-		100*e.Done/max(e.Total, 1), e.Round, e.Rounds, e.Case, e.Config, eta.Round(time.Second))
+		100*e.Done/max(e.Total, 1), e.Round, e.Rounds, verb, e.Case, e.Config, eta)
 	p.drawn = true
 }
 
