@@ -120,9 +120,6 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	grpcDefault := mem.DefaultBufferPool()
-	defer experimental.SetDefaultBufferPool(grpcDefault)
-
 	var targets []*blobTarget
 	var configs []string
 	if o.Addr != "" {
@@ -149,6 +146,10 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The process default pool (the proto codec's) is switched per
+		// configuration, only when the servers are in this process.
+		grpcDefault := mem.DefaultBufferPool()
+		defer experimental.SetDefaultBufferPool(grpcDefault)
 		for _, cfg := range []struct {
 			name string
 			pool *membuf.Pool // nil: plain slices and grpc-go's default pool
