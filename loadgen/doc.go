@@ -15,7 +15,7 @@
 // the first configuration, encodes as JSON and draws as SVG charts.
 //
 // Measurements cover the whole process: the client that drives the load runs
-// beside the server it measures. The clients here are built to allocate as
-// little as they can per operation, so that what is left is mostly the
-// server's, but they are never free; see the workloads' doc comments.
+// beside the server it measures. The clients here copy as little as they
+// can, but gRPC's client side is never free; see the workloads' doc
+// comments, and [Report.GCScope].
 package loadgen
