@@ -292,7 +292,7 @@ func (p *Pool) getOversize(length int) *[]byte {
 	if p.sync != nil {
 		b = p.sync[p.classes.n].get() // always empty: counts the get and its miss
 	} else {
-		b = p.take(p.classes.n, length)
+		b = p.takeOversize(length)
 	}
 	if b == nil {
 		buf := make([]byte, length, size)
@@ -300,6 +300,38 @@ func (p *Pool) getOversize(length int) *[]byte {
 	}
 	p.reuse(b, length)
 	return b
+}
+
+// takeOversize takes the smallest retained oversize buffer that holds
+// length, looking in every shard: oversize requests are rare and a miss
+// allocates length bytes, so finding the best fit is worth a lock per shard
+// (a walk stopping at the first shard with a fit would hand out a larger
+// buffer than needed while a better one sits in the next shard).
+func (p *Pool) takeOversize(length int) *[]byte {
+	idx := p.classes.n
+	best, bestCap := -1, 0
+	for i, s := range p.shards {
+		s.mu.Lock()
+		fl := &s.lists[idx]
+		if j := fl.bestFit(length); j >= 0 {
+			if c := cap(*fl.free[j]); best < 0 || c < bestCap {
+				best, bestCap = i, c
+			}
+		}
+		s.mu.Unlock()
+	}
+	if best >= 0 {
+		s := p.shards[best]
+		s.mu.Lock()
+		b := s.take(idx, length, false)
+		s.mu.Unlock()
+		if b != nil {
+			return b
+		}
+	}
+	// None fits, or another Get took it meanwhile: the ordinary walk takes
+	// whatever fits and counts the get and its hit or miss.
+	return p.take(idx, length)
 }
 
 const maxInt = int(^uint(0) >> 1)

@@ -37,12 +37,7 @@ func (s *shard) take(idx, length int, last bool) *[]byte {
 	}
 	i := n - 1
 	if idx == len(s.lists)-1 {
-		i = -1
-		for j, b := range fl.free {
-			if c := cap(*b); c >= length && (i < 0 || c < cap(*fl.free[i])) {
-				i = j
-			}
-		}
+		i = fl.bestFit(length)
 		if i < 0 {
 			if last {
 				fl.Gets++
@@ -107,4 +102,17 @@ func (s *shard) release(idx, n int, dbg *poolDebug) {
 	clear(fl.free[m:])
 	fl.free = fl.free[:m]
 	fl.low = min(fl.low, m)
+}
+
+// bestFit returns the index of the smallest buffer in fl that holds length,
+// or -1 if none does. Only the oversize list needs it: every buffer of a
+// class list holds any length of its class.
+func (fl *freeList) bestFit(length int) int {
+	i := -1
+	for j, b := range fl.free {
+		if c := cap(*b); c >= length && (i < 0 || c < cap(*fl.free[i])) {
+			i = j
+		}
+	}
+	return i
 }
