@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/membuf/membuf"
 )
 
 func TestBlobsReport(t *testing.T) {
@@ -83,5 +87,37 @@ func TestBlobStampsDiffer(t *testing.T) {
 		if seen[strings.Split(ref.digestName, "/")[1]] {
 			t.Errorf("read-set blob %s equals a written one", ref.digestName)
 		}
+	}
+}
+
+// The workload must tell the designs apart: the fresh-slice server
+// allocates every chunk it reads, the zero-copy one next to nothing.
+func TestBlobsAllocationSeparatesDesigns(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items, so allocation counts mean nothing")
+	}
+	if on, _ := strconv.ParseBool(strings.TrimSpace(os.Getenv(membuf.DebugEnv))); on {
+		t.Skip("membuf debug mode allocates for every buffer")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const size = 256 << 10
+	r, err := Blobs(ctx, BlobsOptions{
+		Dir:    t.TempDir(),
+		Modes:  []string{ModeRead},
+		Sizes:  []int64{size},
+		Blobs:  4,
+		Bounds: Bounds{Count: 100, Rounds: 2, Concurrency: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Cases()[0]
+	fresh, zc := r.Find(c, ConfigFreshSlice), r.Find(c, ConfigMembufZeroCopy)
+	if fresh.GC.BytesPerOp < size {
+		t.Errorf("fresh-slice allocated %.0f bytes per %d-byte read, want at least the blob", fresh.GC.BytesPerOp, size)
+	}
+	if zc.GC.BytesPerOp > size/4 {
+		t.Errorf("membuf allocated %.0f bytes per %d-byte read, want under a quarter of it", zc.GC.BytesPerOp, size)
 	}
 }
