@@ -30,7 +30,7 @@ package cas
 // estimate of the working set, see pressureMemLimit; restored afterwards). Sizes: 64 KiB, 1 MiB, 16 MiB, 64 MiB; -short leaves out the
 // two large ones. Stores live on /dev/shm when there is one, so that disk
 // noise (and fsync of written blobs) does not drown the data path. See
-// docs/bench/zerocopy.md for the commands and results.
+// docs/benchmarks.md ("ByteStream data path") for the commands and results.
 
 import (
 	"bufio"
@@ -101,7 +101,7 @@ func pressureStreams(size int64) int {
 // garbage collector cannot shrink, so under a memory limit the budget must be
 // counted in the working set: with the default 64 MiB budget and a 40 MiB
 // limit, 64 MiB writes on 4 streams spent 14% of the CPU in GC, 12 cycles per
-// write (docs/bench/zerocopy.md).
+// write (docs/benchmarks.md ("ByteStream data path")).
 const benchPoolBudget = 16 << 20
 
 // pressureMemLimit is the server's GOMEMLIMIT in the pressure regime: twice

@@ -18,7 +18,7 @@ import (
 //	benchstat -col /impl old.txt
 //
 // prints the implementations as columns with ratios. See
-// docs/bench/buffers.md for the commands and results.
+// docs/benchmarks.md ("Buffers") for the commands and results.
 
 const splitSize = 32 << 10
 
