@@ -53,14 +53,18 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 			return grpcmem.SendRead(stream, chunk)
 		})
 	} else {
-		// The proto codec: one response message serves every chunk, since
-		// Send marshals a copy before it returns (see chunkReader.each).
-		resp := &bspb.ReadResponse{}
-		err = b.s.chunks.each(blob, req.ReadOffset, end, func(p []byte) error {
-			resp.Data = p
-			err := stream.Send(resp)
-			resp.Data = nil
-			return err
+		// The proto codec marshals in Send, but grpc-go's SendMsg contract
+		// forbids changing a sent message or the bytes it points to (stats
+		// handlers and tracing may read it later), so this path gives every
+		// chunk fresh memory and a fresh message and reuses neither. The
+		// pooled, allocation-free path is the one above: ServerOptions.
+		fresh := chunkReader{pool: plainPool{}, chunkSize: b.s.chunks.chunkSize}
+		err = fresh.eachBuffer(blob, req.ReadOffset, end, func(chunk membuf.Buffer) error {
+			resp := &bspb.ReadResponse{Data: chunk.Bytes()}
+			// Free recycles the header only: plainPool keeps no memory,
+			// so the bytes stay the message's for as long as it is held.
+			chunk.Free()
+			return stream.Send(resp)
 		})
 	}
 	if err != nil {

@@ -49,36 +49,9 @@ func (c chunkReader) eachBuffer(r io.ReaderAt, off, end int64, fn func(membuf.Bu
 	return nil
 }
 
-// each is eachBuffer for a callback that only borrows the bytes: the chunk
-// belongs to fn until it returns, and then goes back to the pool. Use it only
-// where nothing can hold the bytes after fn returns (stream.Send with the
-// proto codec marshals a copy before it returns). It works on the pool's
-// slices directly, without a Buffer header.
-func (c chunkReader) each(r io.ReaderAt, off, end int64, fn func([]byte) error) error {
-	for off < end {
-		n := int(min(int64(c.chunkSize), end-off))
-		bp := c.pool.Get(n)
-		buf := (*bp)[:n]
-		m, err := r.ReadAt(buf, off)
-		if m < n {
-			c.pool.Put(bp)
-			if err == nil || err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-		err = fn(buf)
-		c.pool.Put(bp)
-		if err != nil {
-			return err
-		}
-		off += int64(n)
-	}
-	return nil
-}
-
 // plainPool allocates every buffer and drops returned ones: the behaviour
-// when Options.Pool is nil.
+// when Options.Pool is nil, and the memory of the proto-codec Read path,
+// which must never reuse what it sent.
 type plainPool struct{}
 
 func (plainPool) Get(n int) *[]byte {

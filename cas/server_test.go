@@ -195,7 +195,8 @@ func TestReadChunksFromPool(t *testing.T) {
 	pool := &countingPool{}
 	// The pool is the cas server's alone here: the gRPC transport, which
 	// `membuf serve` gives it too, would add its own frame buffers.
-	e := newEnvWithServerOptions(t, 0, Options{Pool: pool, ChunkSize: 1000}, serverOptionsForTests(Options{})...)
+	// The pooled chunks are the zero-copy path's, whatever the run's default.
+	e := newEnvWithServerOptions(t, 0, Options{Pool: pool, ChunkSize: 1000}, ServerOptions(nil)...)
 	data := blobOf(2500, 1)
 	d := e.put(data)
 
