@@ -2,10 +2,10 @@ package cas
 
 import (
 	"context"
-	"sync"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/grpcmem"
+	"github.com/membuf/membuf/internal/syncpool"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/experimental"
@@ -94,12 +94,12 @@ type writeReceiver struct {
 // holds one reference per received frame (16 KiB each), so a 1 MiB request
 // grows it to 64 entries, and keeping that capacity saves a few KiB of
 // allocation per stream.
-var writeReceivers = sync.Pool{New: func() any { return new(writeReceiver) }}
+var writeReceivers = syncpool.New(func() *writeReceiver { return new(writeReceiver) })
 
 // newWriteReceiver returns a writeReceiver for stream; release it when the
 // stream is done.
 func newWriteReceiver(stream bspb.ByteStream_WriteServer) *writeReceiver {
-	w := writeReceivers.Get().(*writeReceiver)
+	w := writeReceivers.Get()
 	w.stream, w.zeroCopy = stream, zeroCopy(stream)
 	return w
 }
