@@ -146,7 +146,6 @@ func knownSize(r io.Reader) int {
 }
 
 func clampInt(n int64) int {
-	const maxInt = int(^uint(0) >> 1)
 	if n > int64(maxInt) {
 		return maxInt
 	}
