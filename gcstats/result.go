@@ -62,8 +62,28 @@ type Result struct {
 	ObjectsPerOp     float64 `json:"objects_per_op"`
 }
 
+// Add adds the totals of o to r, as if both had been one run (for example
+// stretches of one configuration interleaved with others), and recomputes
+// the shares and per-operation figures. The peak heap is the larger of the
+// two.
+func (r *Result) Add(o Result) {
+	r.Ops += o.Ops
+	r.Wall += o.Wall
+	r.CPUSeconds += o.CPUSeconds
+	r.IdleCPUSeconds += o.IdleCPUSeconds
+	r.GCCPUSeconds += o.GCCPUSeconds
+	r.GCPauseTotal += o.GCPauseTotal
+	r.GCCycles += o.GCCycles
+	r.PeakHeapInUse = max(r.PeakHeapInUse, o.PeakHeapInUse)
+	r.AllocatedBytes += o.AllocatedBytes
+	r.AllocatedObjects += o.AllocatedObjects
+	r.derive()
+}
+
 // derive fills in the shares and per-operation figures from the totals.
 func (r *Result) derive() {
+	r.GCCPUShare, r.GCBusyShare = 0, 0
+	r.GCPausePerOp, r.GCCyclesPerKOp, r.BytesPerOp, r.ObjectsPerOp = 0, 0, 0, 0
 	if r.CPUSeconds > 0 {
 		r.GCCPUShare = r.GCCPUSeconds / r.CPUSeconds
 	}

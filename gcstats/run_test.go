@@ -2,6 +2,7 @@ package gcstats
 
 import (
 	"encoding/json"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -153,6 +154,34 @@ func TestJSONAndTable(t *testing.T) {
 	for _, want := range []string{"GC cycles", "250.000 per 1000 ops", "allocated per op", "1.00 KiB"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+// Add must give the figures of one run made of both: totals summed, shares
+// and per-operation figures recomputed from the sums, not averaged.
+func TestResultAdd(t *testing.T) {
+	a := Result{Ops: 100, CPUSeconds: 2, IdleCPUSeconds: 1, GCCPUSeconds: 0.5,
+		GCPauseTotal: 1000, GCCycles: 1, PeakHeapInUse: 10, AllocatedBytes: 1000, AllocatedObjects: 10}
+	b := Result{Ops: 300, CPUSeconds: 2, IdleCPUSeconds: 0, GCCPUSeconds: 0.1,
+		GCPauseTotal: 3000, GCCycles: 3, PeakHeapInUse: 30, AllocatedBytes: 7000, AllocatedObjects: 30}
+	a.Add(b)
+	checks := []struct {
+		name      string
+		got, want float64
+	}{
+		{"Ops", float64(a.Ops), 400},
+		{"GCCPUShare", a.GCCPUShare, 0.6 / 4},
+		{"GCBusyShare", a.GCBusyShare, 0.6 / 3},
+		{"GCPausePerOp", float64(a.GCPausePerOp), 10},
+		{"GCCyclesPerKOp", a.GCCyclesPerKOp, 10},
+		{"PeakHeapInUse", float64(a.PeakHeapInUse), 30},
+		{"BytesPerOp", a.BytesPerOp, 20},
+		{"ObjectsPerOp", a.ObjectsPerOp, 0.1},
+	}
+	for _, c := range checks {
+		if math.Abs(c.got-c.want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
 }

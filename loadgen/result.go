@@ -244,34 +244,3 @@ func formatFloatBytes(n float64) string {
 	}
 	return fmt.Sprintf("%.0f B", n)
 }
-
-// addGC adds the totals of b to a and recomputes the derived figures, as
-// gcstats does for one run. The peak heap is the larger of the two.
-func addGC(a *gcstats.Result, b gcstats.Result) {
-	a.Ops += b.Ops
-	a.Wall += b.Wall
-	a.CPUSeconds += b.CPUSeconds
-	a.IdleCPUSeconds += b.IdleCPUSeconds
-	a.GCCPUSeconds += b.GCCPUSeconds
-	a.GCPauseTotal += b.GCPauseTotal
-	a.GCCycles += b.GCCycles
-	a.PeakHeapInUse = max(a.PeakHeapInUse, b.PeakHeapInUse)
-	a.AllocatedBytes += b.AllocatedBytes
-	a.AllocatedObjects += b.AllocatedObjects
-
-	a.GCCPUShare, a.GCBusyShare = 0, 0
-	if a.CPUSeconds > 0 {
-		a.GCCPUShare = a.GCCPUSeconds / a.CPUSeconds
-	}
-	if busy := a.CPUSeconds - a.IdleCPUSeconds; busy > 0 {
-		a.GCBusyShare = min(a.GCCPUSeconds/busy, 1)
-	}
-	a.GCPausePerOp, a.GCCyclesPerKOp, a.BytesPerOp, a.ObjectsPerOp = 0, 0, 0, 0
-	if a.Ops > 0 {
-		ops := float64(a.Ops)
-		a.GCPausePerOp = a.GCPauseTotal / time.Duration(a.Ops)
-		a.GCCyclesPerKOp = float64(a.GCCycles) * 1000 / ops
-		a.BytesPerOp = float64(a.AllocatedBytes) / ops
-		a.ObjectsPerOp = float64(a.AllocatedObjects) / ops
-	}
-}

@@ -227,7 +227,7 @@ func runStretch(ctx context.Context, t *target, c Case, n int, dur time.Duration
 	}
 	res.Wall += wall
 	if res.GC != nil {
-		addGC(res.GC, gc)
+		res.GC.Add(gc)
 	}
 	if t.serverOps != nil {
 		*res.ServerOps += t.serverOps() - serverBefore
