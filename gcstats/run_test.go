@@ -101,7 +101,7 @@ type recordingReporter map[string]float64
 func (r recordingReporter) ReportMetric(n float64, unit string) { r[unit] = n }
 
 func TestReport(t *testing.T) {
-	res := Result{Ops: 10, GCCycles: 2, GCCPUShare: 0.25, PeakHeapInUse: 3 << 20,
+	res := Result{Ops: 10, GCCycles: 2, CPUSeconds: 4, GCCPUSeconds: 1, PeakHeapInUse: 3 << 20,
 		GCPauseTotal: 100 * time.Microsecond, AllocatedBytes: 1000, AllocatedObjects: 20}
 	res.derive()
 	got := recordingReporter{}
