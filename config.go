@@ -89,8 +89,8 @@ const (
 
 // Config configures a [Pool]. The zero Config is the default: 4 classes per
 // doubling from 256 B to 4 MiB, ClearLength, RetainBudget with a 64 MiB
-// budget, oversize buffers not retained, idle buffers released after a
-// minute.
+// budget (less under a small GOMEMLIMIT; see Budget), oversize buffers not
+// retained, idle buffers released after a minute.
 type Config struct {
 	// ClassesPerDoubling is the number of size classes between one power of
 	// two and the next: 1, 2, 4 or 8; 0 means 4. With k classes a request
