@@ -259,8 +259,9 @@ type holdingHandler struct {
 	held      map[*int][]heldChunk
 	checked   int
 	corrupted int
-	// raw, for the proto path: hold the sent slice itself, without copying
-	// (what the stats contract forbids), to show the check can fail.
+	// raw, for the proto-codec path: hold the sent message's slice itself.
+	// That path gives every message memory of its own, so the bytes must
+	// never change.
 	raw bool
 }
 
