@@ -93,7 +93,7 @@ func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequ
 	if c.s.store.contains(d) {
 		return okStatus()
 	}
-	if err := c.s.store.Put(d, r.Data); err != nil {
+	if err := c.s.store.putChecked(d, r.Data); err != nil { // hashed above
 		c.s.log.Error("BatchUpdateBlobs could not store a blob", "digest", d.String(), "err", err)
 		return statusProto(storeError(err, "blob "+d.String()))
 	}

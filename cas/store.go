@@ -114,10 +114,8 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger) (*Store, error) {
 		index:   make(map[entryKey]*list.Element),
 		lru:     list.New(),
 	}
-	for _, sub := range []string{"cas", "ac", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return nil, fmt.Errorf("cas: %w", err)
-		}
+	if err := makeDirs(dir); err != nil {
+		return nil, fmt.Errorf("cas: %w", err)
 	}
 	if err := s.removeTemps(); err != nil {
 		return nil, err
@@ -130,6 +128,45 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger) (*Store, error) {
 	s.mu.Unlock()
 	logger.Info("cas store opened", "dir", dir, "entries", s.lru.Len(), "bytes", s.bytes, "max_bytes", maxSize)
 	return s, nil
+}
+
+// makeDirs creates tmp/ and the 256 shard directories of cas/ and ac/ that
+// are missing, and syncs the parents of those it created, so that a commit
+// never has to create (and make durable) a directory before its rename.
+func makeDirs(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		return err
+	}
+	for _, kind := range []entryKind{kindCAS, kindAC} {
+		top := filepath.Join(dir, kind.dir())
+		if err := os.MkdirAll(top, 0o755); err != nil {
+			return err
+		}
+		created := false
+		for i := range 256 {
+			err := os.Mkdir(filepath.Join(top, fmt.Sprintf("%02x", i)), 0o755)
+			if err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			created = created || err == nil
+		}
+		if created {
+			if err := syncDir(top); err != nil {
+				return err
+			}
+		}
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // removeTemps deletes whatever a previous run left in tmp/: uploads that
@@ -337,6 +374,16 @@ func (s *Store) open(k entryKey, size int64) (*Blob, error) {
 	if err != nil {
 		return nil, err
 	}
+	if k.kind == kindAC {
+		// An action result can be replaced by one of another size between
+		// the lookup and the open: the open file is the one to believe.
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		size = fi.Size()
+	}
 	return &Blob{f: f, size: size}, nil
 }
 
@@ -355,7 +402,7 @@ func (s *Store) readAll(k entryKey, size int64) ([]byte, error) {
 	}
 	defer b.Close()
 	buf := make([]byte, b.size)
-	if _, err := b.f.ReadAt(buf, 0); err != nil && !(err == io.EOF && b.size == 0) {
+	if _, err := b.f.ReadAt(buf, 0); err != nil {
 		return nil, fmt.Errorf("cas: reading %s: %w", k.hash, err)
 	}
 	return buf, nil
@@ -364,18 +411,29 @@ func (s *Store) readAll(k entryKey, size int64) ([]byte, error) {
 // Put stores data as blob d after checking that it matches d. Storing a blob
 // that is already present succeeds.
 func (s *Store) Put(d Digest, data []byte) error {
-	if d.isEmpty() && len(data) == 0 {
+	switch n := int64(len(data)); {
+	case n > d.Size:
+		return fmt.Errorf("%w: more than the %d bytes the digest says", ErrMismatch, d.Size)
+	case n < d.Size:
+		return fmt.Errorf("%w: received %d bytes, the digest says %d", ErrMismatch, n, d.Size)
+	}
+	if got := DigestOf(data); got.Hash != d.Hash {
+		return fmt.Errorf("%w: content hashes to %s, the digest says %s", ErrMismatch, got.Hash, d.Hash)
+	}
+	return s.putChecked(d, data)
+}
+
+// putChecked is Put for data already checked against d, for callers that
+// hash it anyway (BatchUpdateBlobs, to answer each blob's mismatch itself):
+// hashing it twice would double the work.
+func (s *Store) putChecked(d Digest, data []byte) error {
+	if d.isEmpty() {
 		return nil
 	}
-	w, err := s.NewWriter(d)
-	if err != nil {
-		return err
+	if s.maxSize > 0 && d.Size > s.maxSize {
+		return fmt.Errorf("blob %s: %w (%d bytes)", d, ErrTooLarge, s.maxSize)
 	}
-	if _, err := w.Write(data); err != nil {
-		w.Abort()
-		return err
-	}
-	return w.Commit()
+	return s.putFile(entryKey{kindCAS, d.Hash}, data)
 }
 
 // GetActionResult returns the serialized ActionResult stored for the action
@@ -390,6 +448,11 @@ func (s *Store) PutActionResult(d Digest, data []byte) error {
 	if s.maxSize > 0 && int64(len(data)) > s.maxSize {
 		return fmt.Errorf("action result of %d bytes: %w", len(data), ErrTooLarge)
 	}
+	return s.putFile(entryKey{kindAC, d.Hash}, data)
+}
+
+// putFile writes data to a temporary file and commits it as k.
+func (s *Store) putFile(k entryKey, data []byte) error {
 	f, err := s.createTemp()
 	if err != nil {
 		return err
@@ -398,7 +461,7 @@ func (s *Store) PutActionResult(d Digest, data []byte) error {
 		discardTemp(f)
 		return err
 	}
-	return s.commitTemp(f, entryKey{kindAC, d.Hash}, int64(len(data)))
+	return s.commitTemp(f, k, int64(len(data)))
 }
 
 func (s *Store) isClosed() bool {
@@ -434,11 +497,7 @@ func (s *Store) commitTemp(f *os.File, k entryKey, size int64) error {
 		return fmt.Errorf("cas: %w", err)
 	}
 	final := s.path(k)
-	shard := filepath.Dir(final)
-	if err := os.MkdirAll(shard, 0o755); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("cas: %w", err)
-	}
+	shard := filepath.Dir(final) // made at OpenStore
 
 	// The rename and the index update happen under the lock so that an
 	// eviction (which removes files under the same lock) can never delete a
@@ -465,11 +524,8 @@ func (s *Store) commitTemp(f *os.File, k entryKey, size int64) error {
 	s.evictLocked(s.index[k])
 	s.mu.Unlock()
 
-	// Make the rename durable.
-	if d, err := os.Open(shard); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	// Make the rename durable (best effort: the blob is already in place).
+	syncDir(shard)
 	return nil
 }
 

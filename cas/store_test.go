@@ -274,6 +274,39 @@ func TestStoreActionResultReplace(t *testing.T) {
 	}
 }
 
+// A reader racing an update of the same action must get one whole result or
+// the other: the size it reads comes from the file it opened, not from the
+// index entry it looked up just before a replacement.
+func TestStoreActionResultReadDuringReplace(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), 0)
+	ad := DigestOf([]byte("a nondeterministic action"))
+	short, long := bytes.Repeat([]byte("s"), 100), bytes.Repeat([]byte("L"), 200)
+	if err := s.PutActionResult(ad, short); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 500 {
+			if err := s.PutActionResult(ad, [][]byte{long, short}[i%2]); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for reads := 0; ; reads++ {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		got, err := s.GetActionResult(ad)
+		if err != nil || !(bytes.Equal(got, short) || bytes.Equal(got, long)) {
+			t.Fatalf("read %d during replacement: %d bytes (%.10q...), %v; want one whole result", reads, len(got), got, err)
+		}
+	}
+}
+
 func TestOpenStoreErrors(t *testing.T) {
 	if _, err := OpenStore(t.TempDir(), -1, nil); err == nil {
 		t.Fatal("negative max size accepted")
