@@ -39,7 +39,8 @@ func newUploads(ttl time.Duration) *uploads {
 }
 
 // acquire returns the upload for key, owned by the caller until release,
-// creating it with newWriter if there is none.
+// creating it with newWriter if there is none. newWriter creates a file, so
+// it runs outside us.mu: every Write and QueryWriteStatus takes that lock.
 func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (*Writer, error)) (*upload, error) {
 	for {
 		us.mu.Lock()
@@ -49,10 +50,18 @@ func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (*W
 		}
 		u := us.m[key]
 		if u == nil {
+			us.mu.Unlock()
 			w, err := newWriter()
 			if err != nil {
-				us.mu.Unlock()
 				return nil, err
+			}
+			us.mu.Lock()
+			if us.closed || us.m[key] != nil {
+				// Closed, or another stream made the upload meanwhile:
+				// discard ours and look again.
+				us.mu.Unlock()
+				w.Abort()
+				continue
 			}
 			u = &upload{key: key, w: w, sem: make(chan struct{}, 1)}
 			u.sem <- struct{}{}
@@ -89,7 +98,8 @@ func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (*W
 // reached the server.
 func (us *uploads) release(u *upload, keep bool) {
 	us.mu.Lock()
-	if !keep || us.closed || u.w.Written() == 0 {
+	removed := !keep || us.closed || u.w.Written() == 0
+	if removed {
 		us.removeLocked(u)
 	} else {
 		u.gen++
@@ -97,6 +107,9 @@ func (us *uploads) release(u *upload, keep bool) {
 		u.timer = time.AfterFunc(us.ttl, func() { us.expire(u, gen) })
 	}
 	us.mu.Unlock()
+	if removed {
+		u.w.Abort() // still ours: we hold u.sem
+	}
 	<-u.sem
 }
 
@@ -108,13 +121,19 @@ func (us *uploads) expire(u *upload, gen int) {
 		return // a stream owns it again
 	}
 	us.mu.Lock()
-	if u.gen == gen {
+	removed := u.gen == gen && !u.gone
+	if removed {
 		us.removeLocked(u)
 	}
 	us.mu.Unlock()
+	if removed {
+		u.w.Abort()
+	}
 	<-u.sem
 }
 
+// removeLocked takes u out of the map. The caller, which holds u.sem,
+// aborts u.w after unlocking: removing a file is I/O, not for under us.mu.
 func (us *uploads) removeLocked(u *upload) {
 	if u.gone {
 		return
@@ -127,7 +146,6 @@ func (us *uploads) removeLocked(u *upload) {
 		u.timer.Stop()
 		u.timer = nil
 	}
-	u.w.Abort()
 }
 
 // committed returns the committed size of the upload key, if it exists.
@@ -159,6 +177,7 @@ func (us *uploads) close() {
 		us.mu.Lock()
 		us.removeLocked(u)
 		us.mu.Unlock()
+		u.w.Abort()
 		<-u.sem
 	}
 }
