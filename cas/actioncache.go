@@ -2,7 +2,9 @@ package cas
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"iter"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/grpc/codes"
@@ -38,10 +40,10 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 		a.s.log.Error("stored action result does not parse", "action", d.String(), "err", err)
 		return nil, status.Errorf(codes.NotFound, "action result for %s: stored entry is unreadable", d)
 	}
-	for _, ref := range outputDigests(ar) {
+	for ref := range outputDigests(ar) {
 		od, err := ParseDigest(ref.digest)
 		if err != nil || !a.s.store.contains(od) {
-			return nil, status.Errorf(codes.NotFound, "action result for %s: its output %s (%s) is no longer in the CAS", d, ref.what, ref.digest.GetHash())
+			return nil, status.Errorf(codes.NotFound, "action result for %s: its output %s (%s) is no longer in the CAS", d, ref, ref.digest.GetHash())
 		}
 	}
 	return ar, nil
@@ -61,9 +63,9 @@ func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.U
 	if ar == nil {
 		return nil, status.Error(codes.InvalidArgument, "action_result is missing")
 	}
-	for _, ref := range outputDigests(ar) {
+	for ref := range outputDigests(ar) {
 		if _, err := ParseDigest(ref.digest); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "action_result %s: %v", ref.what, err)
+			return nil, status.Errorf(codes.InvalidArgument, "action_result %s: %v", ref, err)
 		}
 	}
 	data, err := marshalDeterministic(ar)
@@ -71,35 +73,52 @@ func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.U
 		return nil, status.Errorf(codes.InvalidArgument, "action_result does not serialize: %v", err)
 	}
 	if err := a.s.store.PutActionResult(d, data); err != nil {
-		err = storeError(err, "action result for "+d.String())
-		if status.Code(err) == codes.InvalidArgument { // too large for the store
-			err = status.Error(codes.ResourceExhausted, status.Convert(err).Message())
+		if errors.Is(err, ErrTooLarge) { // the spec's answer for no space
+			return nil, status.Errorf(codes.ResourceExhausted, "action result for %s: %v", d, err)
 		}
-		return nil, err
+		return nil, storeError(err, "action result for "+d.String())
 	}
 	return ar, nil
 }
 
+// outputRef is a CAS blob an ActionResult refers to. Its description is
+// formatted only when an error needs it: GetActionResult checks every output
+// of every cache hit.
 type outputRef struct {
-	what   string
+	kind   string // "output file", "output directory", "stdout", "stderr"
+	path   string
 	digest *repb.Digest
 }
 
-// outputDigests lists the CAS blobs an ActionResult refers to: output files,
-// output directory trees, and stdout and stderr when they are set.
-func outputDigests(ar *repb.ActionResult) []outputRef {
-	var refs []outputRef
-	for _, f := range ar.OutputFiles {
-		refs = append(refs, outputRef{fmt.Sprintf("output file %q", clip(f.Path)), f.Digest})
+func (r outputRef) String() string {
+	switch r.kind {
+	case "output file":
+		return fmt.Sprintf("output file %q", clip(r.path))
+	case "output directory":
+		return fmt.Sprintf("output directory %q tree", clip(r.path))
 	}
-	for _, dir := range ar.OutputDirectories {
-		refs = append(refs, outputRef{fmt.Sprintf("output directory %q tree", clip(dir.Path)), dir.TreeDigest})
+	return r.kind
+}
+
+// outputDigests yields the CAS blobs an ActionResult refers to: output
+// files, output directory trees, and stdout and stderr when they are set.
+func outputDigests(ar *repb.ActionResult) iter.Seq[outputRef] {
+	return func(yield func(outputRef) bool) {
+		for _, f := range ar.OutputFiles {
+			if !yield(outputRef{"output file", f.Path, f.Digest}) {
+				return
+			}
+		}
+		for _, dir := range ar.OutputDirectories {
+			if !yield(outputRef{"output directory", dir.Path, dir.TreeDigest}) {
+				return
+			}
+		}
+		if ar.StdoutDigest != nil && !yield(outputRef{"stdout", "", ar.StdoutDigest}) {
+			return
+		}
+		if ar.StderrDigest != nil {
+			yield(outputRef{"stderr", "", ar.StderrDigest})
+		}
 	}
-	if ar.StdoutDigest != nil {
-		refs = append(refs, outputRef{"stdout", ar.StdoutDigest})
-	}
-	if ar.StderrDigest != nil {
-		refs = append(refs, outputRef{"stderr", ar.StderrDigest})
-	}
-	return refs
 }

@@ -144,6 +144,11 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 const (
 	getTreePageSize  = 10000
 	getTreePageBytes = 2 << 20
+	// maxDirectoryBytes bounds what GetTree reads as one Directory: a
+	// larger one could not reach a client with gRPC's default 4 MiB
+	// receive limit anyway, and a tree naming a huge output file as a
+	// directory must not make the server read it into memory.
+	maxDirectoryBytes = 4 << 20
 )
 
 // GetTree returns the directories under root, breadth first, each once.
@@ -184,8 +189,12 @@ func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddres
 	for i := start; ; {
 		resp := &repb.GetTreeResponse{}
 		bytes := 0
-		for i < len(dirs) && len(resp.Directories) < pageSize && (len(resp.Directories) == 0 || bytes+proto.Size(dirs[i]) <= getTreePageBytes) {
-			bytes += proto.Size(dirs[i])
+		for i < len(dirs) && len(resp.Directories) < pageSize {
+			n := proto.Size(dirs[i])
+			if len(resp.Directories) > 0 && bytes+n > getTreePageBytes {
+				break
+			}
+			bytes += n
 			resp.Directories = append(resp.Directories, dirs[i])
 			i++
 		}
@@ -204,6 +213,9 @@ func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddres
 // walkTree reads the Directory tree under root breadth first, each distinct
 // directory once.
 func (c *casService) walkTree(root Digest) ([]*repb.Directory, error) {
+	if root.Size > maxDirectoryBytes {
+		return nil, status.Errorf(codes.InvalidArgument, "tree root %s is larger than a Directory this server reads (%d bytes)", root, maxDirectoryBytes)
+	}
 	data, err := c.s.store.ReadAll(root)
 	if err != nil {
 		return nil, storeError(err, "tree root "+root.String())
@@ -224,6 +236,10 @@ func (c *casService) walkTree(root Digest) ([]*repb.Directory, error) {
 				continue
 			}
 			seen[d] = true
+			if d.Size > maxDirectoryBytes {
+				c.s.log.Warn("GetTree: blob too large for a Directory; left out", "digest", d.String())
+				continue
+			}
 			data, err := c.s.store.ReadAll(d)
 			if err != nil {
 				continue // missing: omitted, as the spec says

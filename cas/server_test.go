@@ -770,6 +770,17 @@ func TestGetTree(t *testing.T) {
 	}
 	_, err = collect(&repb.GetTreeRequest{RootDigest: missingDir.Proto()})
 	wantCode(t, err, codes.NotFound, "tree root")
+
+	// A blob too large to be a Directory is never read as one: a child
+	// naming it is left out, a root naming it is refused.
+	huge := e.put(blobOf(maxDirectoryBytes+1, 3))
+	withHuge := putDir(&repb.Directory{Directories: []*repb.DirectoryNode{{Name: "leaf", Digest: leafD.Proto()}, {Name: "big", Digest: huge.Proto()}}})
+	pages, err = collect(&repb.GetTreeRequest{RootDigest: withHuge.Proto()})
+	if err != nil || len(pages) != 1 || len(pages[0].Directories) != 2 {
+		t.Fatalf("tree with a huge child: %v, %v (want the root and the leaf)", pages, err)
+	}
+	_, err = collect(&repb.GetTreeRequest{RootDigest: huge.Proto()})
+	wantCode(t, err, codes.InvalidArgument, "larger than a Directory")
 	_, err = collect(&repb.GetTreeRequest{RootDigest: rootD.Proto(), PageToken: "bogus"})
 	wantCode(t, err, codes.InvalidArgument, "page_token")
 	_, err = collect(&repb.GetTreeRequest{RootDigest: badDigests["uppercase"]})
