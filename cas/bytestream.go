@@ -58,11 +58,11 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 		// handlers and tracing may read it later), so this path gives every
 		// chunk fresh memory and a fresh message and reuses neither. The
 		// pooled, allocation-free path is the one above: ServerOptions.
-		fresh := chunkReader{pool: plainPool{}, chunkSize: b.s.chunks.chunkSize}
+		fresh := chunkReader{chunkSize: b.s.chunks.chunkSize} // no pool: fresh memory
 		err = fresh.eachBuffer(blob, req.ReadOffset, end, func(chunk membuf.Buffer) error {
 			resp := &bspb.ReadResponse{Data: chunk.Bytes()}
-			// Free recycles the header only: plainPool keeps no memory,
-			// so the bytes stay the message's for as long as it is held.
+			// Free recycles the header only: memory from no pool goes
+			// nowhere, so the bytes stay the message's while it is held.
 			chunk.Free()
 			return stream.Send(resp)
 		})

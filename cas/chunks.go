@@ -48,15 +48,3 @@ func (c chunkReader) eachBuffer(r io.ReaderAt, off, end int64, fn func(membuf.Bu
 	}
 	return nil
 }
-
-// plainPool allocates every buffer and drops returned ones: the behaviour
-// when Options.Pool is nil, and the memory of the proto-codec Read path,
-// which must never reuse what it sent.
-type plainPool struct{}
-
-func (plainPool) Get(n int) *[]byte {
-	b := make([]byte, n)
-	return &b
-}
-
-func (plainPool) Put(*[]byte) {}

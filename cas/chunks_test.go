@@ -23,7 +23,7 @@ func (r *recordingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 func TestChunkReaderSeeksAndSizesChunks(t *testing.T) {
 	data := blobOf(1000, 1)
 	r := &recordingReaderAt{r: bytes.NewReader(data)}
-	c := chunkReader{pool: plainPool{}, chunkSize: 300}
+	c := chunkReader{chunkSize: 300} // no pool: each chunk allocated
 	var got []byte
 	var sizes []int
 	err := c.eachBuffer(r, 250, 1000, func(chunk membuf.Buffer) error {

@@ -3,7 +3,6 @@ package cas
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"syscall"
 	"time"
@@ -29,11 +28,6 @@ const (
 
 // Options configure a Server.
 type Options struct {
-	// Dir and MaxSize describe the disk store. NewServer does not use them:
-	// the caller opens the Store (OpenStore) and passes it in.
-	Dir     string
-	MaxSize int64
-
 	// Pool provides the buffers ByteStream Read fills from disk, one chunk
 	// at a time. nil allocates each chunk plainly. Give the gRPC server the
 	// same pool (ServerOptions) so that received frames come from it too.
@@ -84,15 +78,11 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	pool := opts.Pool
-	if pool == nil {
-		pool = plainPool{}
-	}
 	return &Server{
 		store:   store,
 		opts:    opts,
 		log:     opts.Logger,
-		chunks:  chunkReader{pool: pool, chunkSize: opts.ChunkSize},
+		chunks:  chunkReader{pool: opts.Pool, chunkSize: opts.ChunkSize},
 		uploads: newUploads(opts.PartialUploadTTL),
 	}, nil
 }
@@ -129,8 +119,6 @@ func storeError(err error, what string) error {
 		code = codes.ResourceExhausted
 	case errors.Is(err, ErrClosed):
 		code = codes.Unavailable
-	case errors.Is(err, fs.ErrPermission):
-		code = codes.Internal
 	}
 	return status.Errorf(code, "%s: %v", what, err)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -574,14 +575,9 @@ type Writer struct {
 	s   *Store
 	d   Digest
 	f   *os.File
-	h   hashState
+	h   hash.Hash
 	n   int64
 	end bool
-}
-
-type hashState interface {
-	io.Writer
-	Sum([]byte) []byte
 }
 
 // NewWriter starts writing blob d. The caller must call Commit or Abort.

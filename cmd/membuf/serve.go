@@ -176,8 +176,6 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	}()
 
 	casServer, err := cas.NewServer(store, cas.Options{
-		Dir:              dir,
-		MaxSize:          cfg.maxSize,
 		Pool:             pool,
 		ChunkSize:        int(cfg.chunkSize),
 		MaxBatchBytes:    cfg.maxBatchSize,
