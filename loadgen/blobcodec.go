@@ -142,18 +142,25 @@ func (c *cursor) skip(n uint64) bool {
 	return true
 }
 
-// writeChunk sends a WriteRequest whose Data is passed to gRPC by
-// reference: Data must stay unchanged until the Write call has returned its
-// response.
+// writeChunk sends a WriteRequest whose data, Data followed by Tail, is
+// passed to gRPC by reference: both must stay unchanged until the Write call
+// has returned its response. Send a new writeChunk each time: gRPC may still
+// hold the slices Marshal returned after SendMsg returns, and the header and
+// the slice headers live in the message, so that marshalling it allocates
+// nothing.
 type writeChunk struct {
 	ResourceName string
 	WriteOffset  int64
 	FinishWrite  bool
-	Data         []byte
+	Data, Tail   []byte
+
+	hdr                      [192]byte // room for an upload name and the varints
+	hdrBuf, dataBuf, tailBuf mem.SliceBuffer
+	out                      [3]mem.Buffer
 }
 
 func (m *writeChunk) marshal() mem.BufferSlice {
-	hdr := make([]byte, 0, len(m.ResourceName)+3*maxVarintLen+4)
+	hdr := m.hdr[:0]
 	if m.ResourceName != "" {
 		hdr = protowire.AppendTag(hdr, fieldWriteName, protowire.BytesType)
 		hdr = protowire.AppendString(hdr, m.ResourceName)
@@ -166,10 +173,22 @@ func (m *writeChunk) marshal() mem.BufferSlice {
 		hdr = protowire.AppendTag(hdr, fieldWriteFinish, protowire.VarintType)
 		hdr = protowire.AppendVarint(hdr, 1)
 	}
-	if len(m.Data) == 0 {
-		return mem.BufferSlice{mem.SliceBuffer(hdr)}
+	n := len(m.Data) + len(m.Tail)
+	if n > 0 {
+		hdr = protowire.AppendTag(hdr, fieldWriteData, protowire.BytesType)
+		hdr = protowire.AppendVarint(hdr, uint64(n))
 	}
-	hdr = protowire.AppendTag(hdr, fieldWriteData, protowire.BytesType)
-	hdr = protowire.AppendVarint(hdr, uint64(len(m.Data)))
-	return mem.BufferSlice{mem.SliceBuffer(hdr), mem.SliceBuffer(m.Data)}
+	// Pointers to the SliceBuffers in m: boxing a SliceBuffer value into a
+	// mem.Buffer would allocate.
+	m.hdrBuf = hdr
+	out := append(m.out[:0], &m.hdrBuf)
+	if len(m.Data) > 0 {
+		m.dataBuf = m.Data
+		out = append(out, &m.dataBuf)
+	}
+	if len(m.Tail) > 0 {
+		m.tailBuf = m.Tail
+		out = append(out, &m.tailBuf)
+	}
+	return out
 }

@@ -2,6 +2,9 @@ package loadgen
 
 import (
 	"bytes"
+	"context"
+	"net"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -79,7 +82,13 @@ func FuzzWriteChunk(f *testing.F) {
 		if off < 0 {
 			off = -off
 		}
-		m := writeChunk{ResourceName: name, WriteOffset: off, FinishWrite: finish, Data: data}
+		// The data field goes out in two pieces (Data, Tail) split at a
+		// point drawn from the input, as the last message of a write does.
+		cut := 0
+		if len(data) > 0 {
+			cut = int(off % int64(len(data)+1))
+		}
+		m := writeChunk{ResourceName: name, WriteOffset: off, FinishWrite: finish, Data: data[:cut], Tail: data[cut:]}
 		wire := m.marshal().Materialize()
 		var got bspb.WriteRequest
 		if err := proto.Unmarshal(wire, &got); err != nil {
@@ -96,4 +105,27 @@ func FuzzWriteChunk(f *testing.F) {
 			t.Fatalf("sent %x, proto marshals %x", wire, want)
 		}
 	})
+}
+
+// The blobs workload refuses to dial anything but loopback, whatever the
+// address it was given resolved to; nothing is sent to the refused ones.
+func TestDialLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{"10.0.0.1:80", "192.0.2.1:8980", "[2001:db8::1]:8980", "example.invalid:80"} {
+		if c, err := dialLoopback(context.Background(), addr); err == nil {
+			c.Close()
+			t.Errorf("dialLoopback(%q) connected; want a refusal", addr)
+		} else if !strings.Contains(err.Error(), "not a loopback address") {
+			t.Errorf("dialLoopback(%q): %v; want a refusal naming loopback", addr, err)
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	c, err := dialLoopback(context.Background(), lis.Addr().String())
+	if err != nil {
+		t.Fatalf("dialLoopback(%s): %v", lis.Addr(), err)
+	}
+	c.Close()
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -439,10 +440,22 @@ const (
 
 func dialBlobs(addr string, pool mem.BufferPool) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr,
+		grpc.WithContextDialer(dialLoopback),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		experimental.WithBufferPool(pool),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newBlobCodec())),
 	)
+}
+
+// dialLoopback dials only loopback addresses: the workload sends traffic
+// nowhere else, whatever the name it was given resolves to.
+func dialLoopback(ctx context.Context, addr string) (net.Conn, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().IsLoopback() {
+		return nil, fmt.Errorf("loadgen: refusing to dial %s: not a loopback address", addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 func newBlobTarget(name string, conn *grpc.ClientConn, s *blobServer, instance string, chunk int, sets map[Case]*blobSet) *blobTarget {
@@ -489,8 +502,8 @@ func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), er
 
 // read reads a whole blob and checks its length.
 func (bt *blobTarget) read(ctx context.Context, name string, size int64) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// No context of its own: gRPC cancels the stream's when it finishes, and
+	// every return below follows a finishing error or io.EOF.
 	stream, err := bt.conn.NewStream(ctx, &readDesc, methodRead)
 	if err != nil {
 		return err
@@ -520,34 +533,34 @@ func (bt *blobTarget) read(ctx context.Context, name string, size int64) error {
 }
 
 // write uploads the blob base[:prefixLen(size)] + stamp under name, in
-// messages of at most bt.chunk bytes, and checks the committed size.
+// messages of at most bt.chunk bytes (the stamp shares the last message with
+// the end of the prefix, as one data field), and checks the committed size.
 func (bt *blobTarget) write(ctx context.Context, name string, base []byte, size int64, stamp *[stampLen]byte) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stream, err := bt.conn.NewStream(ctx, &writeDesc, methodWrite)
 	if err != nil {
 		return err
 	}
-	prefix := base[:prefixLen(size)]
-	tail := stamp[:size-prefixLen(size)]
-	msg := writeChunk{ResourceName: name}
-	var off int64
-	for off < size {
-		if off < int64(len(prefix)) {
-			msg.Data = prefix[off:min(int64(len(prefix)), off+int64(bt.chunk))]
-		} else {
-			msg.Data = tail
+	plen := prefixLen(size)
+	prefix, tail := base[:plen], stamp[:size-plen]
+	for off := int64(0); off < size; {
+		end := min(size, off+int64(bt.chunk))
+		msg := &writeChunk{WriteOffset: off, FinishWrite: end == size}
+		if off == 0 {
+			msg.ResourceName = name
 		}
-		msg.WriteOffset = off
-		off += int64(len(msg.Data))
-		msg.FinishWrite = off == size
-		if err := stream.SendMsg(&msg); err != nil {
+		if off < plen {
+			msg.Data = prefix[off:min(end, plen)]
+		}
+		if end > plen {
+			msg.Tail = tail[max(off, plen)-plen : end-plen]
+		}
+		off = end
+		if err := stream.SendMsg(msg); err != nil {
 			if errors.Is(err, io.EOF) {
 				break // the server has answered already; RecvMsg says how
 			}
 			return err
 		}
-		msg.ResourceName = ""
 	}
 	if err := stream.CloseSend(); err != nil {
 		return err

@@ -49,7 +49,7 @@ type Point struct{ X, Y float64 }
 func (r *Report) Charts() []Chart {
 	var modes []string
 	for _, c := range r.Cases() {
-		if !containsString(modes, c.Mode) {
+		if !slices.Contains(modes, c.Mode) {
 			modes = append(modes, c.Mode)
 		}
 	}
@@ -76,14 +76,11 @@ func (r *Report) Charts() []Chart {
 			thr.YLabel = "operations per second"
 		}
 		hasGC := false
-		for i, c := range r.Cases() {
+		for _, c := range r.Cases() {
 			if c.Mode != m {
 				continue
 			}
-			x := float64(c.Size)
-			if c.Size == 0 {
-				x = float64(i) // a mix: one point, placed by its order
-			}
+			x := float64(c.Size) // a mix is one case per mode: one column either way
 			thr.Ticks = append(thr.Ticks, Tick{x, c.Label})
 			for _, cfg := range r.Configs {
 				res := r.Find(c, cfg)
@@ -109,15 +106,6 @@ func (r *Report) Charts() []Chart {
 		}
 	}
 	return charts
-}
-
-func containsString(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func addPoint(series *[]Series, name string, p Point) {
