@@ -113,7 +113,7 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 	if chunk == 0 {
 		chunk = cas.DefaultChunkSize
 	}
-	if chunk < 0 || chunk > 2<<20 {
+	if chunk < 0 || chunk > MaxChunkSize {
 		return nil, fmt.Errorf("chunk size %d: want 1 byte to 2 MiB", chunk)
 	}
 
@@ -247,13 +247,19 @@ func (o *BlobsOptions) blobs() int {
 	return o.Blobs
 }
 
-// maxBlobSize bounds one blob, so that a set of them fits a temporary
-// directory and memory.
-const maxBlobSize = 1 << 30
+// Limits of the blobs workload: a blob is at most MaxBlobSize, so that a
+// set of them fits a temporary directory and memory; a ByteStream message
+// carries at most MaxChunkSize, under grpc-go's default 4 MiB receive
+// limit with room to spare; a case uploads at most MaxBlobsPerCase blobs.
+const (
+	MaxBlobSize     = 1 << 30
+	MaxChunkSize    = 2 << 20
+	MaxBlobsPerCase = 1 << 16
+)
 
 // plan returns the cases and, per case, the set of blobs it uses.
 func (o *BlobsOptions) plan() ([]Case, map[Case]*blobSet, error) {
-	if o.Blobs < 0 || o.Blobs > 1<<16 {
+	if o.Blobs < 0 || o.Blobs > MaxBlobsPerCase {
 		return nil, nil, fmt.Errorf("blobs per case %d: want 1 to 65536", o.Blobs)
 	}
 	n := o.blobs()
@@ -268,14 +274,14 @@ func (o *BlobsOptions) plan() ([]Case, map[Case]*blobSet, error) {
 		if err := o.Mix.Validate(); err != nil {
 			return nil, nil, err
 		}
-		if o.Mix.Max > maxBlobSize {
-			return nil, nil, fmt.Errorf("mix maximum %d is over the %s a blob may have here", o.Mix.Max, FormatBytes(maxBlobSize))
+		if o.Mix.Max > MaxBlobSize {
+			return nil, nil, fmt.Errorf("mix maximum %d is over the %s a blob may have here", o.Mix.Max, FormatBytes(MaxBlobSize))
 		}
 		groups = append(groups, sized{o.Mix.String(), o.Mix.Draw(n, o.Seed)})
 	} else {
 		for _, s := range o.sizes() {
-			if s < 1 || s > maxBlobSize {
-				return nil, nil, fmt.Errorf("blob size %d: want 1 byte to %s", s, FormatBytes(maxBlobSize))
+			if s < 1 || s > MaxBlobSize {
+				return nil, nil, fmt.Errorf("blob size %d: want 1 byte to %s", s, FormatBytes(MaxBlobSize))
 			}
 			groups = append(groups, sized{FormatBytes(s), slices.Repeat([]int64{s}, n)})
 		}

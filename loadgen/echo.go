@@ -81,8 +81,8 @@ func Echo(ctx context.Context, o EchoOptions) (*Report, error) {
 			return nil, fmt.Errorf("unknown echo mode %q: want %s or %s", m, ModeUnary, ModeStreaming)
 		}
 		for _, s := range sizes {
-			if s < 0 || s > maxEchoSize {
-				return nil, fmt.Errorf("echo payload of %d bytes: want 0 to %s", s, FormatBytes(maxEchoSize))
+			if s < 0 || s > MaxEchoSize {
+				return nil, fmt.Errorf("echo payload of %d bytes: want 0 to %s", s, FormatBytes(MaxEchoSize))
 			}
 			cases = append(cases, Case{Mode: m, Size: s, Label: FormatBytes(s)})
 		}
@@ -146,9 +146,9 @@ func Echo(ctx context.Context, o EchoOptions) (*Report, error) {
 	return report, nil
 }
 
-// maxEchoSize keeps a payload, with its framing, under grpc-go's default
+// MaxEchoSize keeps a payload, with its framing, under grpc-go's default
 // 4 MiB receive limit.
-const maxEchoSize = 4<<20 - 1<<10
+const MaxEchoSize = 4<<20 - 1<<10
 
 const (
 	echoServiceName = "membuf.loadgen.Echo"

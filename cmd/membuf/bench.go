@@ -250,7 +250,7 @@ func grpcFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommo
 	fs.Var(sizeList(&o.Sizes), "size", "comma-separated payload `sizes`, as in grpc-go PR 8770's tables")
 	return fs, common, func(ctx context.Context, c *benchCommon) (*loadgen.Report, error) {
 		for _, s := range o.Sizes {
-			if s > 4<<20-1<<10 {
+			if s > loadgen.MaxEchoSize {
 				return nil, usageError("--size %s: at most 4MiB less 1KiB (grpc-go's default message limit)", formatSize(s))
 			}
 		}
@@ -295,15 +295,15 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 				return nil, err
 			}
 		}
-		if o.Blobs < 1 || o.Blobs > 1<<16 {
+		if o.Blobs < 1 || o.Blobs > loadgen.MaxBlobsPerCase {
 			return nil, usageError("--blobs must be between 1 and 65536")
 		}
-		if chunk < 1 || chunk > 2<<20 {
+		if chunk < 1 || chunk > loadgen.MaxChunkSize {
 			return nil, usageError("--chunk-size must be between 1 byte and 2MiB")
 		}
 		o.ChunkSize = int(chunk)
 		for _, s := range o.Sizes {
-			if s < 1 || s > 1<<30 {
+			if s < 1 || s > loadgen.MaxBlobSize {
 				return nil, usageError("--size %s: want 1 byte to 1GiB", formatSize(s))
 			}
 		}
@@ -312,7 +312,7 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 			if err := o.Mix.Validate(); err != nil {
 				return nil, usageError("--mix: %v", err)
 			}
-			if mixMax > 1<<30 {
+			if mixMax > loadgen.MaxBlobSize {
 				return nil, usageError("--mix-max must be at most 1GiB")
 			}
 		}
