@@ -103,11 +103,15 @@ func (p *Pool) Stats() Stats {
 			if i < n {
 				cs = &st.Classes[i]
 			}
-			cs.Gets = sc.gets.Load()
+			// get counts the get before its miss, put the put before its
+			// drop: reading each pair in the opposite order keeps a
+			// concurrent snapshot consistent (Misses <= Gets, so Hits
+			// cannot wrap around).
 			cs.Misses = sc.misses.Load()
+			cs.Gets = sc.gets.Load()
 			cs.Hits = cs.Gets - cs.Misses
-			cs.Puts = sc.puts.Load()
 			cs.Drops = sc.drops.Load()
+			cs.Puts = sc.puts.Load()
 			cs.RetainedBuffers, cs.RetainedBytes = -1, -1
 		}
 		return st

@@ -586,3 +586,35 @@ func TestDefaultBudgetFollowsMemoryLimit(t *testing.T) {
 		t.Errorf("default budget with no memory limit = %d, want %d", got, membuf.DefaultBudget)
 	}
 }
+
+// A snapshot taken while other goroutines Get from a sync.Pool mode pool
+// must never show more misses than gets (Hits would wrap around to nearly
+// 2^64 in a metrics scrape).
+func TestSyncPoolStatsConsistentUnderLoad(t *testing.T) {
+	p := newPool(t, membuf.Config{Retention: membuf.RetainSyncPool})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p.Get(300) // never Put: every get is a miss
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 20000 {
+		st := p.Stats()
+		for _, c := range st.Classes {
+			if c.Misses > c.Gets || c.Hits > c.Gets {
+				t.Fatalf("snapshot %d, class %d: gets %d, misses %d, hits %d", i, c.Size, c.Gets, c.Misses, c.Hits)
+			}
+		}
+	}
+}

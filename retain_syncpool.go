@@ -17,6 +17,14 @@ type syncClass struct {
 	_                         [32]byte // counters of neighbouring classes on other cache lines
 }
 
+// miss counts a get that cannot be served (an oversize request, which a
+// sync.Pool mode pool never keeps) without asking the sync.Pool: an empty
+// sync.Pool's Get scans every P's queue and the victim cache.
+func (sc *syncClass) miss() {
+	sc.gets.Add(1)
+	sc.misses.Add(1)
+}
+
 func (sc *syncClass) get() *[]byte {
 	sc.gets.Add(1)
 	b := sc.pool.Get()
