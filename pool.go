@@ -163,26 +163,37 @@ func (p *Pool) Put(b *[]byte) {
 		return
 	}
 	c := cap(*b)
-	var st *stack
-	if p.debug {
-		st = p.poison(b)
-	}
 	idx := p.classes.n // oversize
 	if c <= p.classes.maxSize {
 		idx = p.classes.putIndex(c)
 	}
-	if p.sync != nil {
-		p.sync[idx].put(b, idx < p.classes.n)
+	if idx == p.classes.n && !p.oversize {
+		// Never kept: count the put and its drop, in one shard.
+		if p.sync != nil {
+			p.sync[idx].put(b, false)
+		} else {
+			p.fileWith(p.walkOne(), idx, b, nil)
+		}
 		return
 	}
-	p.file(idx, b, st)
+	var st *stack
+	if p.debug {
+		st = p.poison(b)
+	}
+	if p.sync != nil {
+		p.sync[idx].put(b, true)
+		return
+	}
+	p.fileWith(p.walk(), idx, b, st)
 }
 
 // take pops a buffer of class c from the first shard that has one (see
 // shardWalk). The get and its hit or miss are counted in the shard that
 // served it, or in the last one visited.
-func (p *Pool) take(c, length int) *[]byte {
-	w := p.walk()
+func (p *Pool) take(c, length int) *[]byte { return p.takeWith(p.walk(), c, length) }
+
+// takeWith is take over the shards w visits.
+func (p *Pool) takeWith(w shardWalk, c, length int) *[]byte {
 	for {
 		s, last := w.next()
 		b := s.take(c, length, last)
@@ -193,11 +204,10 @@ func (p *Pool) take(c, length int) *[]byte {
 	}
 }
 
-// file keeps b in list idx of the first shard with room (see shardWalk);
+// fileWith keeps b in list idx of the first shard with room that w visits;
 // the put (and its drop, if no shard had room) is counted in the shard that
 // kept it, or in the last one visited.
-func (p *Pool) file(idx int, b *[]byte, st *stack) {
-	w := p.walk()
+func (p *Pool) fileWith(w shardWalk, idx int, b *[]byte, st *stack) {
 	for {
 		s, last := w.next()
 		if p.fileIn(s, idx, b, st, last) {
@@ -219,6 +229,12 @@ type shardWalk struct {
 
 func (p *Pool) walk() shardWalk {
 	return shardWalk{p: p, start: p.start(), left: len(p.shards)}
+}
+
+// walkOne visits a single shard, the first free one: for a get or put whose
+// outcome is known before any shard is looked at, which only needs counting.
+func (p *Pool) walkOne() shardWalk {
+	return shardWalk{p: p, start: p.start(), left: 1}
 }
 
 // next returns the next shard, locked, and whether it is the last one the
@@ -291,6 +307,8 @@ func (p *Pool) getOversize(length int) *[]byte {
 	var b *[]byte
 	if p.sync != nil {
 		p.sync[p.classes.n].miss()
+	} else if !p.oversize {
+		b = p.takeWith(p.walkOne(), p.classes.n, length) // nothing is kept: counts the miss
 	} else {
 		b = p.takeOversize(length)
 	}
@@ -329,7 +347,10 @@ func (p *Pool) takeOversize(length int) *[]byte {
 			return b
 		}
 	}
-	// None fits, or another Get took it meanwhile: the ordinary walk takes
+	if best < 0 {
+		return p.takeWith(p.walkOne(), idx, length) // none fits: counts the miss
+	}
+	// Another Get took the best fit meanwhile: the ordinary walk takes
 	// whatever fits and counts the get and its hit or miss.
 	return p.take(idx, length)
 }
