@@ -103,14 +103,20 @@ func newRoot(data *[]byte, pool BufferPool, skip int) Buffer {
 	} else {
 		h = headers.Get()
 	}
-	h.data = *data
+	return h.initRoot(*data, data, pool)
+}
+
+// initRoot makes h a root viewing data, whose memory goes back as
+// pool.Put(orig) (nowhere if pool is nil), and issues its first handle.
+func (h *header) initRoot(data []byte, orig *[]byte, pool BufferPool) Buffer {
+	h.data = data
 	h.root = h
 	// A recycled root that was never split still holds 1 (releaseOwner's
 	// fast path leaves it): skip the locked store then.
 	if h.owners.Load() != 1 {
 		h.owners.Store(1)
 	}
-	h.orig = data
+	h.orig = orig
 	h.pool = pool
 	return Buffer{h: h, gen: h.refs.issue()}
 }
@@ -126,12 +132,7 @@ func Wrap(b []byte) Buffer {
 	} else {
 		h = headers.Get()
 	}
-	h.data = b
-	h.root = h
-	if h.owners.Load() != 1 {
-		h.owners.Store(1)
-	}
-	return Buffer{h: h, gen: h.refs.issue()}
+	return h.initRoot(b, nil, nil)
 }
 
 // IsZero reports whether b is the zero Buffer.

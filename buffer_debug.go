@@ -74,7 +74,8 @@ func (d *bufferDebug) stacks() (taken, freed string) {
 	return d.taken.String(), d.freedAt.String()
 }
 
-// The misuse panics are out of line so that the checks on hot paths inline.
+// The misuse panics are out of line so that the hot paths carry only the
+// check (refState's helpers, which inline) and a call, not the formatting.
 
 //go:noinline
 func (b Buffer) doubleFree() {

@@ -42,7 +42,6 @@ type Pool struct {
 	sync []syncClass
 
 	undersize atomic.Uint64 // Puts of nil or below MinSize
-	idle      *time.Timer
 	dbg       *poolDebug
 }
 
@@ -58,12 +57,15 @@ func NewPool(cfg Config) (*Pool, error) {
 		clearing: r.Clearing,
 		debug:    r.Debug,
 	}
-	if p.debug {
-		p.dbg = newPoolDebug()
-	}
 	if r.Retention == RetainSyncPool {
 		p.sync = make([]syncClass, p.classes.n+1)
 		return p, nil
+	}
+	if p.debug {
+		// Put stacks, for reports of writes after free. A RetainSyncPool
+		// pool keeps none: it cannot tell when the GC takes a buffer, so
+		// the map would pin every buffer it was ever given.
+		p.dbg = newPoolDebug()
 	}
 	p.oversize = r.RetainOversize
 	p.budget = r.Budget
@@ -79,7 +81,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		}
 	}
 	if r.IdleTimeout > 0 {
-		p.idle = startIdleRelease(p, r.IdleTimeout)
+		startIdleRelease(p, r.IdleTimeout)
 	}
 	return p, nil
 }
@@ -373,7 +375,7 @@ func (p *Pool) Release() {
 // startIdleRelease starts the timer that releases idle buffers every
 // interval. The timer's function holds only a weak pointer to p, so a pool
 // nobody references can still be collected; its cleanup stops the timer.
-func startIdleRelease(p *Pool, interval time.Duration) *time.Timer {
+func startIdleRelease(p *Pool, interval time.Duration) {
 	wp := weak.Make(p)
 	var t *time.Timer
 	// Created stopped and armed below, so that t is set before the
@@ -389,7 +391,6 @@ func startIdleRelease(p *Pool, interval time.Duration) *time.Timer {
 	t.Stop()
 	runtime.AddCleanup(p, func(t *time.Timer) { t.Stop() }, t)
 	t.Reset(interval)
-	return t
 }
 
 // releaseIdle releases, in every free list, the buffers that stayed untaken

@@ -50,9 +50,7 @@ func (p *Pool) poison(b *[]byte) *stack {
 	for len(s) > 0 {
 		s = s[copy(s, poisonBlock):]
 	}
-	// A RetainSyncPool pool cannot tell when the garbage collector takes a
-	// buffer, so it keeps no stacks: the map would pin every buffer.
-	if p.sync != nil {
+	if p.dbg == nil { // a RetainSyncPool pool keeps no stacks (see NewPool)
 		return nil
 	}
 	return recordStack(1) // from Put down
@@ -63,7 +61,7 @@ func (p *Pool) poison(b *[]byte) *stack {
 // way: the caller gets the buffer, cleared as usual.
 func (p *Pool) checkPoison(b *[]byte) {
 	var st *stack
-	if p.dbg != nil && p.sync == nil {
+	if p.dbg != nil {
 		st = p.dbg.forget(b)
 	}
 	s := (*b)[:cap(*b)]

@@ -76,11 +76,7 @@ func (s Slice) Materialize(pool BufferPool) Buffer {
 // newAllocSkip is Alloc for callers inside the package, so that debug mode
 // records the stack of their caller.
 func newAllocSkip(pool BufferPool, n int) Buffer {
-	if pool == nil {
-		data := make([]byte, n)
-		return newRoot(&data, nil, 3)
-	}
-	return newRoot(pool.Get(n), pool, 3)
+	return newRoot(getChunk(pool, n), pool, 3)
 }
 
 // AppendBuffers appends the bytes of each non-empty buffer in s to dst and

@@ -59,13 +59,7 @@ func (w *Writer) space() []byte {
 		}
 		w.finishChunk()
 	}
-	var p *[]byte
-	if w.pool != nil {
-		p = w.pool.Get(w.chunkSize)
-	} else {
-		b := make([]byte, w.chunkSize)
-		p = &b
-	}
+	p := getChunk(w.pool, w.chunkSize)
 	// Use all the capacity the pool gave: a pool may round up.
 	*p = (*p)[:0]
 	w.cur = p
@@ -87,9 +81,7 @@ func (w *Writer) finishChunk() {
 	}
 	w.cur = nil
 	if len(*p) == 0 {
-		if w.pool != nil {
-			w.pool.Put(p)
-		}
+		putChunk(w.pool, p)
 		return
 	}
 	w.done = append(w.done, newRoot(p, w.pool, 3))
