@@ -24,8 +24,10 @@ var (
 	buildErr    error
 )
 
-// binary builds the real membuf command from the main module, the one
-// directory up, into a temporary directory and returns its path.
+// binary builds the real membuf command from its module, ../cmd/membuf, into
+// a temporary directory and returns its path. It builds inside that module's
+// directory so that the build works whether or not a go.work is in force
+// (this module runs with GOWORK=off, which the child inherits).
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -35,10 +37,10 @@ func binary(t *testing.T) string {
 			return
 		}
 		builtBinary = filepath.Join(dir, "membuf")
-		cmd := exec.Command("go", "build", "-o", builtBinary, "./cmd/membuf")
-		cmd.Dir = ".."
+		cmd := exec.Command("go", "build", "-o", builtBinary, ".")
+		cmd.Dir = filepath.Join("..", "cmd", "membuf")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/membuf in the main module: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build in ../cmd/membuf: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/membuf/membuf/loadgen"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/membuf/membuf/loadgen"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen"
 )
 
 func TestBenchGRPC(t *testing.T) {

@@ -1,0 +1,41 @@
+module github.com/membuf/membuf/cmd/membuf
+
+go 1.26.0
+
+require (
+	github.com/bazelbuild/remote-apis v0.0.0-20260908115904-76ddd98e1f92
+	github.com/membuf/membuf v0.0.0-00010101000000-000000000000
+	github.com/membuf/membuf/cas v0.0.0-00010101000000-000000000000
+	github.com/prometheus/client_golang v1.23.2
+	google.golang.org/genproto/googleapis/bytestream v0.0.0-20261005182115-fad411399dd8
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	cloud.google.com/go/longrunning v0.8.0 // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/kr/text v0.2.0 // indirect
+	github.com/membuf/membuf/grpcmem v0.0.0-00010101000000-000000000000 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/common v0.66.1 // indirect
+	github.com/prometheus/procfs v0.16.1 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+)
+
+// The sibling modules of this repository, built from this checkout: each
+// module builds alone (GOWORK=off) and go mod tidy works in each. The
+// placeholder versions above are never fetched while these replaces hold.
+replace (
+	github.com/membuf/membuf => ../..
+	github.com/membuf/membuf/cas => ../../cas
+	github.com/membuf/membuf/grpcmem => ../../grpcmem
+)
