@@ -53,10 +53,8 @@ func randomBlob(n int, seed uint64) []byte {
 // payloadTypes records the Go types of the messages the server's codec
 // handled, by RPC direction: it shows which path a handler took.
 type payloadTypes struct {
-	mu       sync.Mutex
-	out, in  map[string]bool
-	inStats  int
-	outStats int
+	mu      sync.Mutex
+	out, in map[string]bool
 }
 
 func newPayloadTypes() *payloadTypes {

@@ -237,7 +237,7 @@ func (noPutPool) Put(*[]byte)       {}
 func BenchmarkToGRPC(b *testing.B) {
 	for _, n := range []int{512, 1024, 1025, 16 << 10} {
 		b.Run(sizeName(n), func(b *testing.B) {
-			data := make([]byte, n, n) // capacity n: the small cases take the copy path
+			data := make([]byte, n) // capacity n: the small cases take the copy path
 			b.ReportAllocs()
 			for b.Loop() {
 				ToGRPC(membuf.Wrap(data)).Free()

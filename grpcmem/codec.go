@@ -7,18 +7,21 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// Codec is a grpc-go encoding.CodecV2 for ByteStream servers. It marshals a
-// [*ReadResponse] as a protobuf header followed by the data's pooled buffer,
-// by reference; it unmarshals a [*WriteRequest] in place, keeping references
-// into the received buffers. Every other message goes to grpc-go's proto
-// codec unchanged, so a server can use Codec for all its services.
+// Codec is a grpc-go encoding.CodecV2 for ByteStream servers and clients.
+// It marshals a [*ReadResponse] (a server's) and a [*WriteRequest] (a
+// client's) as a protobuf header followed by the data's buffers, by
+// reference; it unmarshals a [*WriteRequest] (a server's) and a
+// [*ClientReadResponse] (a client's) in place, keeping references into the
+// received buffers. Every other message goes to grpc-go's proto codec
+// unchanged, so a server or a client can use Codec for all its services.
 //
 // Its name is "proto": it speaks protobuf exactly (the fuzz tests check its
 // output and input against google.golang.org/protobuf), so clients see the
 // ordinary proto content type and need nothing special.
 //
-// Install it with grpc.ForceServerCodecV2(grpcmem.NewCodec()), or
-// [ServerOption].
+// Install it on a server with [ServerOption], on a client's calls with
+// [CallOption] (grpc.WithDefaultCallOptions(grpcmem.CallOption()) for a
+// whole connection).
 type Codec struct {
 	proto encoding.CodecV2
 }
@@ -38,23 +41,36 @@ func ServerOption() grpc.ServerOption {
 	return grpc.ForceServerCodecV2(NewCodec())
 }
 
+// CallOption returns the grpc.CallOption that makes a call use a Codec.
+func CallOption() grpc.CallOption {
+	return grpc.ForceCodecV2(NewCodec())
+}
+
 // Name returns "proto".
 func (c *Codec) Name() string { return proto.Name }
 
-// Marshal returns the wire form of v. For a *ReadResponse it takes over the
-// reference in its Data (see [ReadResponse]) and allocates nothing.
+// Marshal returns the wire form of v. For a *ReadResponse or a
+// *WriteRequest it takes over the references in its Data (see
+// [ReadResponse], [WriteRequest]) and allocates nothing in the steady state.
 func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
-	if m, ok := v.(*ReadResponse); ok {
+	switch m := v.(type) {
+	case *ReadResponse:
+		return m.marshal(), nil
+	case *WriteRequest:
 		return m.marshal(), nil
 	}
 	return c.proto.Marshal(v)
 }
 
-// Unmarshal parses data into v. For a *WriteRequest it takes a reference to
-// each received buffer its Data views (gRPC frees data when Unmarshal
-// returns; the references keep the memory) and copies nothing.
+// Unmarshal parses data into v. For a *WriteRequest or a
+// *ClientReadResponse it takes a reference to each received buffer its Data
+// views (gRPC frees data when Unmarshal returns; the references keep the
+// memory) and copies nothing.
 func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
-	if m, ok := v.(*WriteRequest); ok {
+	switch m := v.(type) {
+	case *WriteRequest:
+		return m.unmarshal(data)
+	case *ClientReadResponse:
 		return m.unmarshal(data)
 	}
 	return c.proto.Unmarshal(data, v)

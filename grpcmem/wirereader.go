@@ -3,6 +3,7 @@ package grpcmem
 import (
 	"errors"
 
+	"github.com/membuf/membuf"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -168,6 +169,22 @@ func (r *wireReader) pieces(sp span, f func(b mem.Buffer, data []byte)) {
 		}
 		n -= len(data)
 	}
+}
+
+// appendRefs appends to dst a membuf view of each piece of sp, taking a
+// reference to the gRPC buffer it lies in, and returns dst.
+func (r *wireReader) appendRefs(dst membuf.Slice, sp span) membuf.Slice {
+	r.pieces(sp, func(gb mem.Buffer, piece []byte) {
+		if _, ok := gb.(mem.SliceBuffer); ok {
+			// Not reference-counted, and memory no pool reuses (grpc-go
+			// makes these for frames of 1 KiB or less).
+			dst = append(dst, membuf.Wrap(piece))
+			return
+		}
+		gb.Ref()
+		dst = append(dst, fromGRPCRef(gb, piece))
+	})
+	return dst
 }
 
 // contiguous returns the bytes of sp if they lie in one buffer.

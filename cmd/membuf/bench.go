@@ -262,9 +262,11 @@ func grpcFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommo
 func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*loadgen.Report, error)) {
 	fs := newFlagSet("bench blobs", "[flags]",
 		"Upload a set of blobs to a ByteStream server, then read and write them concurrently.\n"+
-			"With no --addr, compares two cas servers started in this process on a temporary\n"+
-			"directory: fresh-slice (a new slice per chunk, grpc-go's default pool and proto\n"+
-			"codec, as bb-storage before PR 339) and membuf (the pool and codec `membuf serve`\n"+
+			"With no --addr, compares cas servers started in this process on a temporary\n"+
+			"directory (--config): fresh-slice (a new slice per chunk, grpc-go's default pool\n"+
+			"and proto codec, as bb-storage before PR 339), prepared (reads from one pooled\n"+
+			"buffer per reader, each chunk copied into a grpc.PreparedMsg, as bb-storage's\n"+
+			"PR 339; writes as fresh-slice) and membuf (the pool and codec `membuf serve`\n"+
 			"uses), with the process's GC figures. With --addr, measures that server alone.\n"+
 			"Sizes take a suffix: K, M, G (powers of 1024) or KB, MB, GB.")
 	common := &benchCommon{}
@@ -282,6 +284,8 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` prefixing resource names")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the in-process servers' stores (default a temporary one, removed after)")
 	fs.Var(choiceList(&o.Modes, loadgen.ModeRead, loadgen.ModeWrite), "mode", "comma-separated `modes`: read, write")
+	o.Configs = append([]string(nil), loadgen.DefaultBlobConfigs...)
+	fs.Var(choiceList(&o.Configs, loadgen.ConfigFreshSlice, loadgen.ConfigPrepared, loadgen.ConfigMembufZeroCopy), "config", "comma-separated in-process server `configurations`: fresh-slice, prepared, membuf")
 	fs.Var(sizeList(&o.Sizes), "size", "comma-separated blob `sizes`, one case each")
 	fs.Var(sizeFlag{&mixMedian}, "mix", "draw blob sizes from a log-normal spread with this median `size` instead of --size")
 	fs.Float64Var(&mixSigma, "mix-sigma", mixSigma, "spread of --mix: the standard deviation of the sizes' natural logarithm")
@@ -294,6 +298,7 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 			if err := checkLoopback(o.Addr); err != nil {
 				return nil, err
 			}
+			o.Configs = nil // a server at an address is measured as it is
 		}
 		if o.Blobs < 1 || o.Blobs > loadgen.MaxBlobsPerCase {
 			return nil, usageError("--blobs must be between 1 and 65536")

@@ -29,6 +29,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/grpcmem"
 )
 
 // Blob modes.
@@ -43,6 +44,11 @@ const (
 	// PR 339: a fresh slice per read chunk, grpc-go's default buffer pool
 	// and its proto codec.
 	ConfigFreshSlice = "fresh-slice"
+	// ConfigPrepared is the cas server with Read served as bb-storage's PR
+	// 339 serves it: one pooled buffer per reader, each chunk encoded into a
+	// grpc.PreparedMsg (a copy into gRPC's buffer). Everything else,
+	// writes included, is as in ConfigFreshSlice.
+	ConfigPrepared = "prepared"
 	// ConfigMembufZeroCopy is the cas server as `membuf serve` runs it: a
 	// membuf.Pool for read chunks and for gRPC's buffers, and membuf's
 	// ByteStream codec.
@@ -50,6 +56,9 @@ const (
 	// ConfigRemote is a server at an address, in another process.
 	ConfigRemote = "remote"
 )
+
+// DefaultBlobConfigs are the in-process servers compared by default.
+var DefaultBlobConfigs = []string{ConfigFreshSlice, ConfigMembufZeroCopy}
 
 // DefaultBlobSizes are sizes of the zero-copy benchmarks in docs/benchmarks.md
 // that finish in seconds.
@@ -68,6 +77,10 @@ type BlobsOptions struct {
 	Dir string
 	// Modes are ModeRead and ModeWrite; empty means both.
 	Modes []string
+	// Configs are the in-process servers to compare, in order:
+	// ConfigFreshSlice, ConfigPrepared, ConfigMembufZeroCopy. Empty means
+	// DefaultBlobConfigs. Must be empty with Addr.
+	Configs []string
 	// Sizes are fixed blob sizes, one case each; ignored when Mix is set.
 	// Empty means DefaultBlobSizes.
 	Sizes []int64
@@ -93,14 +106,18 @@ type BlobsOptions struct {
 // operation uploads a new blob (its last 16 bytes make it unique) and waits
 // for the server to commit it, fsync included.
 //
-// With no Addr it compares two in-process cas servers, ConfigFreshSlice and
-// ConfigMembufZeroCopy, and reports the process's GC figures for each. With
+// With no Addr it compares in-process cas servers (Configs: by default
+// ConfigFreshSlice and ConfigMembufZeroCopy), and reports the process's GC
+// figures for each. With
 // Addr it measures that server alone, and the GC figures are the client's:
 // subtract them from an in-process run's to estimate a server's own.
 //
 // The client is the same for every configuration, and its own code copies
-// no data: it counts read data without copying it (blobCodec) and sends
-// write data by reference from one buffer shared by all writes. grpc-go's
+// no data: with grpcmem's codec it receives read data as references into
+// the frames gRPC read (counted, then freed) and sends write data by
+// reference from one buffer shared by all writes (only each blob's 16-byte
+// stamp is copied, since grpc-go does not reference-count buffers that
+// small). grpc-go's
 // client transport under it still allocates per call and per HTTP/2 frame
 // (about 12 KiB per 1 MiB read, measured with Addr): next to the zero-copy
 // server, that is most of what the process allocates.
@@ -115,6 +132,15 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 	}
 	if chunk < 0 || chunk > MaxChunkSize {
 		return nil, fmt.Errorf("chunk size %d: want 1 byte to 2 MiB", chunk)
+	}
+
+	if o.Addr != "" && len(o.Configs) > 0 {
+		return nil, errors.New("server configurations are for in-process servers; a server at an address is measured as it is")
+	}
+	for _, c := range o.Configs {
+		if !slices.Contains([]string{ConfigFreshSlice, ConfigPrepared, ConfigMembufZeroCopy}, c) {
+			return nil, fmt.Errorf("unknown blobs configuration %q: want %s, %s or %s", c, ConfigFreshSlice, ConfigPrepared, ConfigMembufZeroCopy)
+		}
 	}
 
 	clientPool, err := membuf.NewPool(membuf.Config{})
@@ -151,13 +177,10 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		// configuration, only when the servers are in this process.
 		grpcDefault := mem.DefaultBufferPool()
 		defer experimental.SetDefaultBufferPool(grpcDefault)
-		for _, cfg := range []struct {
-			name string
-			pool *membuf.Pool // nil: plain slices and grpc-go's default pool
-		}{{ConfigFreshSlice, nil}, {ConfigMembufZeroCopy, serverPool}} {
-			s, err := startBlobServer(filepath.Join(dir, cfg.name), storeSize, chunk, cfg.pool)
+		for _, name := range o.configs() {
+			s, err := startBlobServer(filepath.Join(dir, name), storeSize, chunk, name, serverPool)
 			if err != nil {
-				return nil, fmt.Errorf("%s server: %w", cfg.name, err)
+				return nil, fmt.Errorf("%s server: %w", name, err)
 			}
 			defer s.close()
 			c, err := dialBlobs(s.addr, clientPool)
@@ -165,14 +188,14 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 				return nil, err
 			}
 			defer c.Close()
-			t := newBlobTarget(cfg.name, c, s, o.Instance, chunk, sets)
+			t := newBlobTarget(name, c, s, o.Instance, chunk, sets)
 			var codecPool mem.BufferPool = grpcDefault
-			if cfg.pool != nil {
-				codecPool = cfg.pool
+			if name == ConfigMembufZeroCopy {
+				codecPool = serverPool
 			}
 			t.prepare = func() { experimental.SetDefaultBufferPool(codecPool) }
 			targets = append(targets, t)
-			configs = append(configs, cfg.name)
+			configs = append(configs, name)
 		}
 	}
 
@@ -231,6 +254,13 @@ func (o *BlobsOptions) modes() []string {
 		return []string{ModeRead, ModeWrite}
 	}
 	return o.Modes
+}
+
+func (o *BlobsOptions) configs() []string {
+	if len(o.Configs) == 0 {
+		return DefaultBlobConfigs
+	}
+	return o.Configs
 }
 
 func (o *BlobsOptions) sizes() []int64 {
@@ -449,7 +479,7 @@ func dialBlobs(addr string, pool mem.BufferPool) (*grpc.ClientConn, error) {
 		grpc.WithContextDialer(dialLoopback),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		experimental.WithBufferPool(pool),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newBlobCodec())),
+		grpc.WithDefaultCallOptions(grpcmem.CallOption()),
 	)
 }
 
@@ -521,7 +551,7 @@ func (bt *blobTarget) read(ctx context.Context, name string, size int64) error {
 		return err
 	}
 	var got int64
-	var chunk readChunk
+	var chunk grpcmem.ClientReadResponse
 	for {
 		err := stream.RecvMsg(&chunk)
 		if err == io.EOF {
@@ -530,7 +560,8 @@ func (bt *blobTarget) read(ctx context.Context, name string, size int64) error {
 		if err != nil {
 			return err
 		}
-		got += chunk.N
+		got += int64(chunk.Data.Len())
+		chunk.Free()
 	}
 	if got != size {
 		return fmt.Errorf("read %s: got %d bytes, want %d", name, got, size)
@@ -548,20 +579,23 @@ func (bt *blobTarget) write(ctx context.Context, name string, base []byte, size 
 	}
 	plen := prefixLen(size)
 	prefix, tail := base[:plen], stamp[:size-plen]
+	var data membuf.Slice // its backing array serves every message: Marshal empties it
 	for off := int64(0); off < size; {
 		end := min(size, off+int64(bt.chunk))
-		msg := &writeChunk{WriteOffset: off, FinishWrite: end == size}
+		// A new message per send: gRPC may hold the last one's header.
+		msg := &grpcmem.WriteRequest{WriteOffset: off, FinishWrite: end == size, Data: data[:0]}
 		if off == 0 {
 			msg.ResourceName = name
 		}
 		if off < plen {
-			msg.Data = prefix[off:min(end, plen)]
+			msg.Data = append(msg.Data, membuf.Wrap(prefix[off:min(end, plen)]))
 		}
 		if end > plen {
-			msg.Tail = tail[max(off, plen)-plen : end-plen]
+			msg.Data = append(msg.Data, membuf.Wrap(tail[max(off, plen)-plen:end-plen]))
 		}
+		data = msg.Data
 		off = end
-		if err := stream.SendMsg(msg); err != nil {
+		if err := grpcmem.SendWrite(stream, msg); err != nil {
 			if errors.Is(err, io.EOF) {
 				break // the server has answered already; RecvMsg says how
 			}
@@ -590,12 +624,13 @@ type blobServer struct {
 	completed atomic.Int64 // ByteStream Reads and Writes that succeeded
 }
 
-// startBlobServer starts a cas server on a store in dir. With a pool it is
-// wired for the zero-copy path (cas.ServerOptions): the pool for read chunks
-// and for gRPC's buffers, and membuf's ByteStream codec. Without one it is
-// the fresh-slice design: plain chunk slices, grpc-go's default pool and
-// proto codec.
-func startBlobServer(dir string, storeSize int64, chunk int, pool *membuf.Pool) (*blobServer, error) {
+// startBlobServer starts a cas server of configuration config on a store in
+// dir. ConfigMembufZeroCopy is wired for the zero-copy path
+// (cas.ServerOptions): pool for read chunks and for gRPC's buffers, and
+// membuf's ByteStream codec. ConfigFreshSlice is plain chunk slices, grpc-go's
+// default pool and proto codec; ConfigPrepared is the same with Read served
+// by preparedRead.
+func startBlobServer(dir string, storeSize int64, chunk int, config string, pool *membuf.Pool) (*blobServer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -605,11 +640,14 @@ func startBlobServer(dir string, storeSize int64, chunk int, pool *membuf.Pool) 
 	}
 	opts := cas.Options{ChunkSize: chunk}
 	var serverOpts []grpc.ServerOption
-	if pool != nil {
+	switch config {
+	case ConfigMembufZeroCopy:
 		opts.Pool = pool
 		// grpcmem's codec, the pool for gRPC's reads, and the marker
 		// that turns the handlers' zero-copy path on.
 		serverOpts = append(serverOpts, cas.ServerOptions(pool)...)
+	case ConfigPrepared:
+		serverOpts = append(serverOpts, grpc.ChainStreamInterceptor(newPreparedRead(store, chunk).intercept))
 	}
 	srv, err := cas.NewServer(store, opts)
 	if err != nil {
@@ -617,7 +655,8 @@ func startBlobServer(dir string, storeSize int64, chunk int, pool *membuf.Pool) 
 		return nil, err
 	}
 	s := &blobServer{store: store, cas: srv}
-	serverOpts = append(serverOpts, grpc.ChainStreamInterceptor(s.count))
+	// count first, so that it sees the Reads preparedRead serves too.
+	serverOpts = append([]grpc.ServerOption{grpc.ChainStreamInterceptor(s.count)}, serverOpts...)
 	s.grpc = grpc.NewServer(serverOpts...)
 	srv.Register(s.grpc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +14,12 @@ import (
 	"time"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 func TestBlobsReport(t *testing.T) {
@@ -119,5 +128,96 @@ func TestBlobsAllocationSeparatesDesigns(t *testing.T) {
 	}
 	if zc.GC.BytesPerOp > size/4 {
 		t.Errorf("membuf allocated %.0f bytes per %d-byte read, want under a quarter of it", zc.GC.BytesPerOp, size)
+	}
+}
+
+// The blobs workload refuses to dial anything but loopback, whatever the
+// address it was given resolved to; nothing is sent to the refused ones.
+func TestDialLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{"10.0.0.1:80", "192.0.2.1:8980", "[2001:db8::1]:8980", "example.invalid:80"} {
+		if c, err := dialLoopback(context.Background(), addr); err == nil {
+			c.Close()
+			t.Errorf("dialLoopback(%q) connected; want a refusal", addr)
+		} else if !strings.Contains(err.Error(), "not a loopback address") {
+			t.Errorf("dialLoopback(%q): %v; want a refusal naming loopback", addr, err)
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	c, err := dialLoopback(context.Background(), lis.Addr().String())
+	if err != nil {
+		t.Fatalf("dialLoopback(%s): %v", lis.Addr(), err)
+	}
+	c.Close()
+}
+
+// The prepared configuration serves what was stored, with read_offset and
+// read_limit, through a client that is not the workload's.
+func TestPreparedReadServesStoredBytes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const chunk = 1000
+	s, err := startBlobServer(t.TempDir(), 1<<30, chunk, ConfigPrepared, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 300) // 4800 bytes: chunks of 1000 and a short one
+	sum := sha256.Sum256(data)
+	d := cas.Digest{Hash: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+	if err := s.store.Put(d, data); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := bspb.NewByteStreamClient(conn)
+	for _, tc := range []struct {
+		name          string
+		offset, limit int64
+		want          []byte
+	}{
+		{"blobs/" + d.Hash + "/4800", 0, 0, data},
+		{"inst/blobs/" + d.Hash + "/4800", 1500, 0, data[1500:]},
+		{"blobs/" + d.Hash + "/4800", 10, 2500, data[10:2510]},
+	} {
+		stream, err := client.Read(ctx, &bspb.ReadRequest{ResourceName: tc.name, ReadOffset: tc.offset, ReadLimit: tc.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		msgs := 0
+		for {
+			resp, err := stream.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s from %d: %v", tc.name, tc.offset, err)
+			}
+			got = append(got, resp.Data...)
+			msgs++
+		}
+		if !bytes.Equal(got, tc.want) || msgs != (len(tc.want)+chunk-1)/chunk {
+			t.Errorf("%s from %d limit %d: %d bytes in %d messages, want %d bytes in chunks of %d", tc.name, tc.offset, tc.limit, len(got), msgs, len(tc.want), chunk)
+		}
+	}
+	for name, want := range map[string]codes.Code{
+		"blobs/" + d.Hash: codes.InvalidArgument,
+		"blobs/" + strings.Repeat("0", 64) + "/4800": codes.NotFound,
+		"blobs/" + d.Hash + "/x":                     codes.InvalidArgument,
+	} {
+		stream, err := client.Read(ctx, &bspb.ReadRequest{ResourceName: name})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != want {
+			t.Errorf("read %s: %v; want %v", name, err, want)
+		}
 	}
 }
