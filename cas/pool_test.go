@@ -3,9 +3,9 @@ package cas
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/internal/await"
 )
 
 // TestReadWithMembufPool runs ByteStream Read on the project's own pool in
@@ -39,9 +39,7 @@ func TestReadWithMembufPool(t *testing.T) {
 	}
 	// gRPC frees the last chunks after writing them, which may be just after
 	// the client has read them.
-	for deadline := time.Now().Add(10 * time.Second); !count() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.Within(await.Timeout, count)
 	if gets == 0 || gets != puts {
 		t.Fatalf("pool: %d gets, %d puts; every chunk buffer must come back", gets, puts)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/membuf/membuf/internal/await"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -31,7 +32,7 @@ type testEnv struct {
 	srv     *Server
 	g       *grpc.Server
 	conn    *grpc.ClientConn
-	// grpcOpts make the gRPC server; nil means the default of the run
+	// grpcOpts make the gRPC server; nil means the default of the test
 	// (see serverOptionsForTests).
 	grpcOpts []grpc.ServerOption
 
@@ -66,7 +67,7 @@ func (e *testEnv) start() {
 	}
 	grpcOpts := e.grpcOpts
 	if grpcOpts == nil {
-		grpcOpts = serverOptionsForTests(e.opts)
+		grpcOpts = serverOptionsForTests(t, e.opts)
 	}
 	g := grpc.NewServer(grpcOpts...)
 	srv.Register(g)
@@ -209,7 +210,7 @@ func TestReadChunksFromPool(t *testing.T) {
 	}
 	// On the zero-copy path gRPC frees the last chunk after writing it,
 	// which may be just after the client has read it.
-	waitFor(t, func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
+	await.True(t, "every pooled buffer back in the pool", func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
 	if fmt.Sprint(pool.gets) != "[1000 1000 500]" || pool.out != 0 {
@@ -459,10 +460,19 @@ func TestWriteResumeAfterStreamEnds(t *testing.T) {
 	stream, _ := e.bs.Write(ctx)
 	stream.Send(&bspb.WriteRequest{ResourceName: name2, Data: data[:1000]})
 	stream.Send(&bspb.WriteRequest{WriteOffset: 1000, Data: data[1000:5000]})
-	time.Sleep(50 * time.Millisecond) // let the server take the data
-	qs, err = e.bs.QueryWriteStatus(ctx, &bspb.QueryWriteStatusRequest{ResourceName: name2})
-	if err != nil || qs.CommittedSize != 5000 {
-		t.Fatalf("QueryWriteStatus during a restarted upload: %v, %v", qs, err)
+	// The committed size goes from 3000 straight to 5000 as the server takes
+	// the resent bytes and the new ones; never below 3000.
+	lowest := int64(3000)
+	await.True(t, "the restarted upload to reach 5000 committed bytes", func() bool {
+		qs, err := e.bs.QueryWriteStatus(ctx, &bspb.QueryWriteStatusRequest{ResourceName: name2})
+		if err != nil {
+			return false
+		}
+		lowest = min(lowest, qs.CommittedSize)
+		return qs.CommittedSize == 5000
+	})
+	if lowest < 3000 {
+		t.Fatalf("QueryWriteStatus during a restarted upload went back to %d from 3000", lowest)
 	}
 	stream.Send(&bspb.WriteRequest{WriteOffset: 5000, Data: data[5000:8000], FinishWrite: true})
 	if resp, err := stream.CloseAndRecv(); err != nil || resp.CommittedSize != 8000 {
@@ -486,17 +496,14 @@ func TestKilledUploadLeavesNothingBehind(t *testing.T) {
 	stream.Send(&bspb.WriteRequest{ResourceName: name, Data: data[:30000]})
 	stream.Send(&bspb.WriteRequest{WriteOffset: 30000, Data: data[30000:60000]})
 	// Wait until the server has taken the data, then kill the stream.
-	waitFor(t, func() bool {
-		qs, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: name})
-		return err == nil && qs.CommittedSize == 60000
-	})
+	e.waitCommitted(name, 60000)
 	cancel()
 
 	if e.store.Has(d) {
 		t.Fatal("killed upload is visible")
 	}
 	// Kept for resumption for the TTL, then gone with its temporary file.
-	waitFor(t, func() bool {
+	await.True(t, "the killed upload to expire with its temporary file", func() bool {
 		_, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: name})
 		return status.Code(err) == codes.NotFound && len(tmpFiles(t, e.dir)) == 0
 	})
@@ -513,10 +520,7 @@ func TestKilledUploadCanResume(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, _ := e.bs.Write(ctx)
 	stream.Send(&bspb.WriteRequest{ResourceName: name, Data: data[:20000]})
-	waitFor(t, func() bool {
-		qs, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: name})
-		return err == nil && qs.CommittedSize == 20000
-	})
+	e.waitCommitted(name, 20000)
 	cancel()
 	// The resuming stream may arrive before the server noticed the old one
 	// died; it waits for it.
@@ -529,14 +533,14 @@ func TestKilledUploadCanResume(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("condition not met within 10s")
+// waitCommitted waits until the server reports n bytes committed for the
+// upload name: until it has taken what the test sent.
+func (e *testEnv) waitCommitted(name string, n int64) {
+	e.t.Helper()
+	await.True(e.t, fmt.Sprintf("upload %s to have %d bytes committed", name, n), func() bool {
+		qs, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: name})
+		return err == nil && qs.CommittedSize == n
+	})
 }
 
 func TestConcurrentWritesOfOneBlob(t *testing.T) {
@@ -564,7 +568,7 @@ func TestConcurrentWritesOfOneBlob(t *testing.T) {
 	if got, err := e.store.ReadAll(d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("after concurrent writes: %v", err)
 	}
-	waitFor(t, func() bool { return len(tmpFiles(t, e.dir)) == 0 })
+	await.True(t, "the upload's temporary file to be removed", func() bool { return len(tmpFiles(t, e.dir)) == 0 })
 }
 
 func TestRestartKeepsBlobs(t *testing.T) {
@@ -908,17 +912,14 @@ func TestWriteCompletedByAnotherUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream.Send(&bspb.WriteRequest{ResourceName: writeName("slow", d), Data: data[:1000]})
-	waitFor(t, func() bool {
-		qs, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: writeName("slow", d)})
-		return err == nil && qs.CommittedSize == 1000
-	})
+	e.waitCommitted(writeName("slow", d), 1000)
 	e.put(data) // another client, another uuid, completes the blob
 	stream.Send(&bspb.WriteRequest{WriteOffset: 1000, Data: data[1000:2000]})
 	resp, err := stream.CloseAndRecv()
 	if err != nil || resp.CommittedSize != d.Size {
 		t.Fatalf("upload overtaken by another: %v, %v (want committed_size %d at once)", resp, err, d.Size)
 	}
-	waitFor(t, func() bool { return len(tmpFiles(t, e.dir)) == 0 })
+	await.True(t, "the upload's temporary file to be removed", func() bool { return len(tmpFiles(t, e.dir)) == 0 })
 }
 
 func TestWriteWaitForBusyUploadHonoursDeadline(t *testing.T) {
@@ -931,10 +932,7 @@ func TestWriteWaitForBusyUploadHonoursDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.Send(&bspb.WriteRequest{ResourceName: name, Data: data[:1000]})
-	waitFor(t, func() bool {
-		qs, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: name})
-		return err == nil && qs.CommittedSize == 1000
-	})
+	e.waitCommitted(name, 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	second, err := e.bs.Write(ctx)

@@ -12,6 +12,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/grpcmem"
+	"github.com/membuf/membuf/internal/await"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -85,8 +86,8 @@ func (p *payloadTypes) String() string {
 
 // TestZeroCopyPathOnlyWithServerOptions checks that Read and Write take the
 // zero-copy path on a server made with ServerOptions, and fall back to the
-// proto codec, correctly, on one made without (as every test in
-// server_test.go does).
+// proto codec, correctly, on one made without (as the server tests do
+// again under TestSuiteOnPlainServer).
 func TestZeroCopyPathOnlyWithServerOptions(t *testing.T) {
 	for _, zc := range []bool{true, false} {
 		t.Run(fmt.Sprint("zerocopy=", zc), func(t *testing.T) {
@@ -136,7 +137,7 @@ func TestZeroCopyReadRules(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) || msgs != 3 {
 		t.Fatalf("read: %d bytes in %d messages, %v", len(got), msgs, err)
 	}
-	waitFor(t, func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
+	await.True(t, "every pooled buffer back in the pool", func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
 	pool.mu.Lock()
 	if fmt.Sprint(pool.gets) != "[1000 1000 500]" {
 		t.Errorf("pool gets %v, want chunks sized to what remains", pool.gets)
@@ -190,7 +191,7 @@ func TestZeroCopyWriteRules(t *testing.T) {
 			t.Fatalf("write %d in %d: stored blob differs (%v)", tc.size, tc.chunk, err)
 		}
 	}
-	waitFor(t, func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
+	await.True(t, "every pooled buffer back in the pool", func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
 	pool.mu.Lock()
 	if len(pool.gets) == 0 {
 		t.Error("the server's pool received no frames")
@@ -241,7 +242,7 @@ func TestZeroCopyWriteRules(t *testing.T) {
 	}
 	// Every received frame went back to the pool (partial uploads kept for
 	// resumption hold a file, not frames).
-	waitFor(t, func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
+	await.True(t, "every pooled buffer back in the pool", func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
 }
 
 // holdingHandler is a stats handler that holds on to the chunks of the Read
@@ -383,7 +384,7 @@ func TestZeroCopyReadsWhileStatsHandlerHoldsChunks(t *testing.T) {
 	if wrong := readConcurrently(t, e, blobs, 3); wrong != 0 {
 		t.Errorf("%d reads returned wrong bytes", wrong)
 	}
-	waitFor(t, func() bool { return poolOutstanding(pool) == 0 })
+	await.True(t, "every chunk back in the pool", func() bool { return poolOutstanding(pool) == 0 })
 	after := pool.Stats().Total()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -458,7 +459,7 @@ func TestZeroCopyReadStreamCancelled(t *testing.T) {
 	if got, _, err := e.read(readName(d), 0, 0); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read after cancelled reads: %v", err)
 	}
-	waitFor(t, func() bool { return poolOutstanding(pool) <= cancelled })
+	await.True(t, "every chunk but one per cancelled read back in the pool", func() bool { return poolOutstanding(pool) <= cancelled })
 	if n := poolOutstanding(pool); n < 0 {
 		t.Fatalf("%d more buffers returned than taken", -n)
 	}
