@@ -12,6 +12,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/grpcmem"
+	"github.com/membuf/membuf/grpcmem/grpcmemtest"
 	"github.com/membuf/membuf/internal/await"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
@@ -245,85 +246,6 @@ func TestZeroCopyWriteRules(t *testing.T) {
 	await.True(t, "every pooled buffer back in the pool", func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
 }
 
-// holdingHandler is a stats handler that holds on to the chunks of the Read
-// responses the server sends, the way grpc-go's stats package allows: it
-// takes its own reference while HandleRPC runs ("must be copied if needed
-// later": for a membuf chunk, Ref is the copy), with a copy of the bytes the
-// chunk held when sent, and checks them when it lets the chunk go, several
-// chunks later or at the end of the RPC.
-type holdingHandler struct {
-	hold int // chunks held per RPC
-
-	mu        sync.Mutex
-	held      map[*int][]heldChunk
-	checked   int
-	corrupted int
-	// raw, for the proto-codec path: hold the sent message's slice itself.
-	// That path gives every message memory of its own, so the bytes must
-	// never change.
-	raw bool
-}
-
-type heldChunk struct {
-	buf  membuf.Buffer
-	data []byte // the sent bytes themselves (raw), or buf.Bytes()
-	want []byte
-}
-
-func (h *holdingHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
-	return context.WithValue(ctx, h, new(int)) // a key of its own per RPC
-}
-func (h *holdingHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
-}
-func (h *holdingHandler) HandleConn(context.Context, stats.ConnStats) {}
-
-func (h *holdingHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	k, _ := ctx.Value(h).(*int)
-	switch s := s.(type) {
-	case *stats.OutPayload:
-		if s.Client {
-			return
-		}
-		var c heldChunk
-		switch m := s.Payload.(type) {
-		case *grpcmem.ReadResponse:
-			m.Data.Ref() // SendMsg still holds its reference while this runs
-			c = heldChunk{buf: m.Data, data: m.Data.Bytes()}
-		case *bspb.ReadResponse:
-			if !h.raw {
-				return
-			}
-			c = heldChunk{data: m.Data}
-		default:
-			return
-		}
-		c.want = bytes.Clone(c.data)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.held[k] = append(h.held[k], c)
-		if len(h.held[k]) > h.hold {
-			h.release(h.held[k][0])
-			h.held[k] = h.held[k][1:]
-		}
-	case *stats.End:
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		for _, c := range h.held[k] {
-			h.release(c)
-		}
-		delete(h.held, k)
-	}
-}
-
-func (h *holdingHandler) release(c heldChunk) {
-	h.checked++
-	if !bytes.Equal(c.data, c.want) {
-		h.corrupted++
-	}
-	c.buf.Free() // the zero Buffer for raw holds: does nothing
-}
-
 // readConcurrently reads each blob on a stream of its own, rounds times,
 // and returns how many reads returned wrong bytes.
 func readConcurrently(t *testing.T, e *testEnv, blobs [][]byte, rounds int) (wrong int) {
@@ -371,7 +293,7 @@ func TestZeroCopyReadsWhileStatsHandlerHoldsChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &holdingHandler{hold: 8, held: map[*int][]heldChunk{}}
+	h := grpcmemtest.NewChunkHolder(8)
 	e := newZeroCopyEnv(t, 0, Options{Pool: pool}, grpc.StatsHandler(h))
 	const streams, chunks = 4, 24
 	var blobs [][]byte
@@ -386,13 +308,12 @@ func TestZeroCopyReadsWhileStatsHandlerHoldsChunks(t *testing.T) {
 	}
 	await.True(t, "every chunk back in the pool", func() bool { return poolOutstanding(pool) == 0 })
 	after := pool.Stats().Total()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if want := streams * chunks * 3; h.checked != want {
-		t.Errorf("the stats handler checked %d chunks, want %d", h.checked, want)
+	checked, corrupted := h.Counts()
+	if want := streams * chunks * 3; checked != want {
+		t.Errorf("the stats handler checked %d chunks, want %d", checked, want)
 	}
-	if h.corrupted != 0 {
-		t.Errorf("%d chunks changed while the stats handler held a reference", h.corrupted)
+	if corrupted != 0 {
+		t.Errorf("%d chunks changed while the stats handler held a reference", corrupted)
 	}
 	if after.Hits == before.Hits {
 		t.Error("the pool handed out no returned buffer again: nothing was tested")
@@ -410,15 +331,13 @@ func TestStatsHandlerSeesIntactChunksOnProtoPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &holdingHandler{hold: 8, held: map[*int][]heldChunk{}, raw: true}
+	h := grpcmemtest.NewChunkHolder(8)
 	e := newEnvWithServerOptions(t, 0, Options{Pool: pool}, grpc.StatsHandler(h))
 	data := randomBlob(24*DefaultChunkSize, 7)
 	e.put(data)
 	readConcurrently(t, e, [][]byte{data}, 2)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.checked == 0 || h.corrupted != 0 {
-		t.Fatalf("%d of %d held messages changed after Send on the proto-codec path", h.corrupted, h.checked)
+	if checked, corrupted := h.Counts(); checked == 0 || corrupted != 0 {
+		t.Fatalf("%d of %d held messages changed after Send on the proto-codec path", corrupted, checked)
 	}
 }
 

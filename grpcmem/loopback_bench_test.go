@@ -23,17 +23,20 @@ type benchReadServer struct {
 	fresh bool
 }
 
-const benchChunks = 16 // 1 MiB per read
+const (
+	benchChunks    = 16 // 1 MiB per read
+	benchChunkSize = 64 << 10
+)
 
 func (s *benchReadServer) Read(_ *bytestream.ReadRequest, stream bytestream.ByteStream_ReadServer) error {
 	for range benchChunks {
 		if s.fresh {
-			if err := stream.Send(&bytestream.ReadResponse{Data: make([]byte, chunkSize)}); err != nil {
+			if err := stream.Send(&bytestream.ReadResponse{Data: make([]byte, benchChunkSize)}); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := SendRead(stream, membuf.Alloc(s.pool, chunkSize)); err != nil {
+		if err := SendRead(stream, membuf.Alloc(s.pool, benchChunkSize)); err != nil {
 			return err
 		}
 	}
@@ -98,12 +101,12 @@ func BenchmarkLoopbackRead(b *testing.B) {
 					n += resp.Data.Len()
 					resp.Free()
 				}
-				if n != benchChunks*chunkSize {
-					b.Fatalf("read %d bytes, want %d", n, benchChunks*chunkSize)
+				if n != benchChunks*benchChunkSize {
+					b.Fatalf("read %d bytes, want %d", n, benchChunks*benchChunkSize)
 				}
 			}
 			read() // warm up connection, pools and buffers
-			b.SetBytes(benchChunks * chunkSize)
+			b.SetBytes(benchChunks * benchChunkSize)
 			b.ReportAllocs()
 			run := gcstats.Start()
 			for b.Loop() {

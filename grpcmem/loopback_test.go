@@ -1,4 +1,4 @@
-package grpcmem
+package grpcmem_test
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/grpcmem"
+	"github.com/membuf/membuf/grpcmem/grpcmemtest"
+	"github.com/membuf/membuf/internal/await"
 	"google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -30,7 +33,7 @@ const (
 // chunkContent is what chunk c of read r holds: different for every chunk,
 // so a chunk whose memory is reused for another shows it.
 func chunkContent(dst []byte, r, c int) {
-	fill(dst, byte(r*31+c*7+1))
+	grpcmem.Fill(dst, byte(r*31+c*7+1))
 }
 
 func resourceRead(r int) string { return fmt.Sprintf("blobs/read-%d/%d", r, chunkSize*chunksPerRead) }
@@ -39,7 +42,7 @@ func resourceRead(r int) string { return fmt.Sprintf("blobs/read-%d/%d", r, chun
 // through the codec, and whose Write receives through it.
 type readServer struct {
 	bytestream.UnimplementedByteStreamServer
-	pool *countingPool
+	pool *grpcmem.CountingPool
 
 	// reuseOneBuffer makes Read behave like bb-storage PR 339 without
 	// PreparedMsg: one buffer per reader, refilled after each Send while
@@ -68,7 +71,7 @@ func (s *readServer) Read(req *bytestream.ReadRequest, stream bytestream.ByteStr
 			chunk = membuf.Alloc(s.pool, chunkSize)
 			chunkContent(chunk.Bytes(), r, c)
 		}
-		if err := SendRead(stream, chunk); err != nil {
+		if err := grpcmem.SendRead(stream, chunk); err != nil {
 			return err
 		}
 	}
@@ -76,7 +79,7 @@ func (s *readServer) Read(req *bytestream.ReadRequest, stream bytestream.ByteStr
 }
 
 func (s *readServer) Write(stream bytestream.ByteStream_WriteServer) error {
-	var req WriteRequest
+	var req grpcmem.WriteRequest
 	var name string
 	var got []byte
 	// Each message's data is held across the next receive, as a handler
@@ -111,77 +114,13 @@ func (s *readServer) Write(stream bytestream.ByteStream_WriteServer) error {
 	return stream.SendAndClose(&bytestream.WriteResponse{CommittedSize: int64(len(got))})
 }
 
-// holdingStatsHandler holds on to the chunks of sent messages the way the
-// stats package allows (a reference taken during HandleRPC), together with a
-// copy of what they held when sent, and checks them when it lets them go.
-type holdingStatsHandler struct {
-	mu        sync.Mutex
-	held      map[*int][]heldChunk
-	checked   int
-	corrupted int
-	// naive holds the payloads themselves, without a reference.
-	naive []*ReadResponse
-}
-
-type heldChunk struct {
-	buf  membuf.Buffer
-	want []byte
-}
-
-func (h *holdingStatsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
-	return context.WithValue(ctx, h, new(int)) // a distinct key per RPC
-}
-
-func (h *holdingStatsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	k, _ := ctx.Value(h).(*int)
-	switch s := s.(type) {
-	case *stats.OutPayload:
-		m, ok := s.Payload.(*ReadResponse)
-		if !ok || s.Client {
-			return
-		}
-		// SendMsg still holds its reference while HandleRPC runs, so the
-		// chunk is alive and a reference can be taken.
-		m.Data.Ref()
-		c := heldChunk{buf: m.Data, want: bytes.Clone(m.Data.Bytes())}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.naive = append(h.naive, m)
-		h.held[k] = append(h.held[k], c)
-		if len(h.held[k]) > heldPerStream {
-			h.release(h.held[k][0])
-			h.held[k] = h.held[k][1:]
-		}
-	case *stats.End:
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		for _, c := range h.held[k] {
-			h.release(c)
-		}
-		delete(h.held, k)
-	}
-}
-
-func (h *holdingStatsHandler) release(c heldChunk) {
-	h.checked++
-	if !bytes.Equal(c.buf.Bytes(), c.want) {
-		h.corrupted++
-	}
-	c.buf.Free()
-}
-
-func (h *holdingStatsHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
-}
-func (h *holdingStatsHandler) HandleConn(context.Context, stats.ConnStats) {}
-
-func startServer(t *testing.T, srv *readServer, h stats.Handler, recvPool *countingPool) bytestream.ByteStreamClient {
+func startServer(t *testing.T, srv *readServer, h stats.Handler, recvPool *grpcmem.CountingPool) bytestream.ByteStreamClient {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(ServerOption(), grpc.StatsHandler(h), experimental.BufferPool(recvPool))
+	s := grpc.NewServer(grpcmem.ServerOption(), grpc.StatsHandler(h), experimental.BufferPool(recvPool))
 	bytestream.RegisterByteStreamServer(s, srv)
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
@@ -243,10 +182,9 @@ func runReads(t *testing.T, client bytestream.ByteStreamClient) (wrong int) {
 
 // waitReturned waits for gRPC to free what it still holds (it frees a
 // chunk just after writing it, which may be after the client has it).
-func waitReturned(pool *countingPool) {
-	for i := 0; i < 200 && pool.outstanding() != 0; i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
+func waitReturned(t *testing.T, pool *grpcmem.CountingPool) {
+	t.Helper()
+	await.True(t, "every pooled buffer back in its pool", func() bool { return pool.Outstanding() == 0 })
 }
 
 // TestReadsWhileStatsHandlerHoldsMessages is the case that makes buffer
@@ -255,29 +193,28 @@ func waitReturned(pool *countingPool) {
 // client must get every byte right, and every pooled chunk must go back to
 // its pool exactly once.
 func TestReadsWhileStatsHandlerHoldsMessages(t *testing.T) {
-	pool := newCountingPool(t, 0)
-	recvPool := newCountingPool(t, 0)
-	h := &holdingStatsHandler{held: map[*int][]heldChunk{}}
+	pool := grpcmem.NewCountingPool(t, 0)
+	recvPool := grpcmem.NewCountingPool(t, 0)
+	h := grpcmemtest.NewChunkHolder(heldPerStream)
 	srv := &readServer{pool: pool, received: map[string][]byte{}}
 	client := startServer(t, srv, h, recvPool)
 
 	if wrong := runReads(t, client); wrong != 0 {
 		t.Errorf("%d of %d reads returned wrong bytes", wrong, concurrentRead)
 	}
-	waitReturned(pool)
-	h.mu.Lock()
-	checked, corrupted, naive := h.checked, h.corrupted, h.naive
-	h.mu.Unlock()
+	waitReturned(t, pool)
+	checked, corrupted := h.Counts()
+	naive := h.Sent()
 	if checked != concurrentRead*chunksPerRead {
 		t.Errorf("stats handler checked %d chunks, want %d", checked, concurrentRead*chunksPerRead)
 	}
 	if corrupted != 0 {
 		t.Errorf("%d chunks changed while the stats handler held a reference to them", corrupted)
 	}
-	if pool.reused == 0 {
-		t.Errorf("the pool never handed out returned memory again (%d gets): nothing was tested", pool.gets)
+	if gets, reused := pool.Counts(); reused == 0 {
+		t.Errorf("the pool never handed out returned memory again (%d gets): nothing was tested", gets)
 	}
-	pool.check()
+	pool.Check()
 
 	// A stats handler that keeps only the message, without a reference,
 	// finds the chunk gone: membuf catches the use after free, it never
@@ -296,19 +233,17 @@ func TestReadsWhileStatsHandlerHoldsMessages(t *testing.T) {
 // a Read that refills one buffer after each Send (bb-storage PR 339's
 // pooled buffer with plain Send) changes chunks the stats handler holds.
 func TestStatsHandlerCatchesReuseAfterSend(t *testing.T) {
-	if raceEnabled {
+	if grpcmem.RaceEnabled {
 		// The planted bug is a data race (refilling memory gRPC is writing
 		// out), which the race detector reports before this test can.
 		t.Skip("the race detector reports the planted reuse as a data race")
 	}
-	h := &holdingStatsHandler{held: map[*int][]heldChunk{}}
-	srv := &readServer{pool: newCountingPool(t, 0), received: map[string][]byte{}, reuseOneBuffer: true}
-	client := startServer(t, srv, h, newCountingPool(t, 0))
+	h := grpcmemtest.NewChunkHolder(heldPerStream)
+	srv := &readServer{pool: grpcmem.NewCountingPool(t, 0), received: map[string][]byte{}, reuseOneBuffer: true}
+	client := startServer(t, srv, h, grpcmem.NewCountingPool(t, 0))
 	runReads(t, client) // the bytes on the wire may or may not be right
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.corrupted == 0 {
-		t.Fatalf("reusing a buffer after Send went unnoticed by the holding stats handler (%d checked)", h.checked)
+	if checked, corrupted := h.Counts(); corrupted == 0 {
+		t.Fatalf("reusing a buffer after Send went unnoticed by the holding stats handler (%d checked)", checked)
 	}
 }
 
@@ -316,9 +251,9 @@ func TestStatsHandlerCatchesReuseAfterSend(t *testing.T) {
 // codec: the handler holds each message's data across the next receive,
 // and every frame of the server's receive pool goes back exactly once.
 func TestWritesKeepReferencesIntoReceivedFrames(t *testing.T) {
-	recvPool := newCountingPool(t, 0)
-	srv := &readServer{pool: newCountingPool(t, 0), received: map[string][]byte{}}
-	client := startServer(t, srv, &holdingStatsHandler{held: map[*int][]heldChunk{}}, recvPool)
+	recvPool := grpcmem.NewCountingPool(t, 0)
+	srv := &readServer{pool: grpcmem.NewCountingPool(t, 0), received: map[string][]byte{}}
+	client := startServer(t, srv, grpcmemtest.NewChunkHolder(heldPerStream), recvPool)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stream, err := client.Write(ctx)
@@ -328,7 +263,7 @@ func TestWritesKeepReferencesIntoReceivedFrames(t *testing.T) {
 	var want []byte
 	sizes := []int{100 << 10, 10, 3000, 0, 70 << 10}
 	for i, n := range sizes {
-		data := fill(make([]byte, n), byte(i+1))
+		data := grpcmem.Fill(make([]byte, n), byte(i+1))
 		want = append(want, data...)
 		req := &bytestream.WriteRequest{WriteOffset: int64(len(want) - n), Data: data, FinishWrite: i == len(sizes)-1}
 		if i == 0 {
@@ -351,9 +286,9 @@ func TestWritesKeepReferencesIntoReceivedFrames(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("server received %d bytes, not what was sent (%d)", len(got), len(want))
 	}
-	waitReturned(recvPool)
-	if recvPool.gets == 0 {
+	waitReturned(t, recvPool)
+	if gets, _ := recvPool.Counts(); gets == 0 {
 		t.Fatal("the server's receive pool was not used")
 	}
-	recvPool.check()
+	recvPool.Check()
 }
