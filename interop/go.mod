@@ -27,3 +27,9 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20230803162519-f966b187b2e5 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20230731190214-cbb8c96f2d6d // indirect
 )
+
+require github.com/membuf/membuf v0.0.0-00010101000000-000000000000
+
+// The library module from this checkout: its internal/serveprocess starts
+// the server process. It requires nothing, so it adds nothing else here.
+replace github.com/membuf/membuf => ../

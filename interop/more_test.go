@@ -22,7 +22,7 @@ import (
 func TestSDKBuildFlow(t *testing.T) {
 	ctx := testContext(t)
 	srv := startServer(t, t.TempDir())
-	c := newClient(t, ctx, srv.addr, instance)
+	c := newClient(t, ctx, srv.GRPCAddr, instance)
 
 	main := []byte("package main\n\nfunc main() {}\n")
 	binary := randomBlob(t, 3<<20+7)
@@ -105,7 +105,7 @@ func TestSDKBuildFlow(t *testing.T) {
 func TestSDKResumedUpload(t *testing.T) {
 	ctx := testContext(t)
 	srv := startServer(t, t.TempDir())
-	c := newClient(t, ctx, srv.addr, instance)
+	c := newClient(t, ctx, srv.GRPCAddr, instance)
 
 	blob := randomBlob(t, 2<<20+3)
 	dg := digest.NewFromBlob(blob)
@@ -146,14 +146,14 @@ func TestSDKConcurrent(t *testing.T) {
 	ctx := testContext(t)
 	srv := startServer(t, t.TempDir())
 	shared := randomBlob(t, 5<<20)
-	if _, err := newClient(t, ctx, srv.addr, instance).WriteBlob(ctx, shared); err != nil {
+	if _, err := newClient(t, ctx, srv.GRPCAddr, instance).WriteBlob(ctx, shared); err != nil {
 		t.Fatal(err)
 	}
 	const clients, blobsEach = 8, 6
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
 	for i := range clients {
-		c := newClient(t, ctx, srv.addr, fmt.Sprintf("client-%d", i))
+		c := newClient(t, ctx, srv.GRPCAddr, fmt.Sprintf("client-%d", i))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/bazelbuild/remote-apis-sdks/go/pkg/client"
@@ -52,7 +53,7 @@ func TestSDK(t *testing.T) {
 	ctx := testContext(t)
 	dir := t.TempDir()
 	srv := startServer(t, dir)
-	c := newClient(t, ctx, srv.addr, instance)
+	c := newClient(t, ctx, srv.GRPCAddr, instance)
 
 	// Kept across the restart at the end.
 	small := []byte("hello, membuf")
@@ -276,7 +277,7 @@ func TestSDK(t *testing.T) {
 	})
 
 	t.Run("empty instance name", func(t *testing.T) {
-		c2 := newClient(t, ctx, srv.addr, "")
+		c2 := newClient(t, ctx, srv.GRPCAddr, "")
 		dg, err := c2.WriteBlob(ctx, []byte("no instance"))
 		if err != nil {
 			t.Fatalf("WriteBlob with no instance name: %v", err)
@@ -288,9 +289,9 @@ func TestSDK(t *testing.T) {
 
 	t.Run("restart keeps data", func(t *testing.T) {
 		c.Close()
-		srv.stop()
+		srv.Stop(t, syscall.SIGTERM)
 		srv2 := startServer(t, dir)
-		c2 := newClient(t, ctx, srv2.addr, instance)
+		c2 := newClient(t, ctx, srv2.GRPCAddr, instance)
 		for _, blob := range [][]byte{small, large} {
 			got, _, err := c2.ReadBlob(ctx, digest.NewFromBlob(blob))
 			if err != nil || !bytes.Equal(got, blob) {
@@ -305,7 +306,7 @@ func TestSDK(t *testing.T) {
 		if err != nil || !proto.Equal(got, result) {
 			t.Errorf("after restart, GetActionResult = %v, %v; want the stored result", got, err)
 		}
-		srv2.stop()
+		srv2.Stop(t, syscall.SIGTERM)
 	})
 }
 

@@ -1,20 +1,17 @@
 package interop
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/membuf/membuf/internal/serveprocess"
 )
 
 // membufBinary is the membuf command built once for the whole test run.
@@ -69,94 +66,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var listenLine = regexp.MustCompile(`^listening grpc=(\S+)`)
-
-// server is a running `membuf serve` process.
-type server struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	addr   string // gRPC address, host:port
-	stderr *syncBuffer
-	exited chan error
-}
-
 // startServer runs `membuf serve` on a free loopback port with its store in
 // dir and waits until it prints where it listens.
-func startServer(t *testing.T, dir string) *server {
+func startServer(t *testing.T, dir string) *serveprocess.Server {
 	t.Helper()
-	cmd := exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "", "--dir", dir, "--log-level", "debug")
-	s := &server{t: t, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan error, 1)}
-	cmd.Stderr = s.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		io.Copy(io.Discard, stdout)
-		s.exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-s.exited
-		}
-		if t.Failed() {
-			t.Logf("membuf serve log:\n%s", s.stderr.String())
-		}
-	})
-	select {
-	case line := <-lines:
-		m := listenLine.FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("membuf serve's first line is %q, not a listen line; log:\n%s", line, s.stderr.String())
-		}
-		s.addr = m[1]
-	case <-time.After(60 * time.Second):
-		t.Fatalf("membuf serve not ready within 60s; log:\n%s", s.stderr.String())
-	}
-	return s
-}
-
-// stop sends SIGTERM and waits for a clean exit.
-func (s *server) stop() {
-	s.t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		s.t.Fatal(err)
-	}
-	select {
-	case err := <-s.exited:
-		if err != nil {
-			s.t.Fatalf("membuf serve after SIGTERM: %v; log:\n%s", err, s.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		s.t.Fatalf("membuf serve still running 30s after SIGTERM; log:\n%s", s.stderr.String())
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	return serveprocess.Start(t, exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "", "--dir", dir, "--log-level", "debug"))
 }
 
 func testContext(t *testing.T) context.Context {

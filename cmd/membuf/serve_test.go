@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +19,8 @@ import (
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/membuf/membuf/internal/await"
+	"github.com/membuf/membuf/internal/serveprocess"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -36,8 +36,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
-
-var listenLine = regexp.MustCompile(`^listening grpc=(\S+)(?: http=(\S+))?$`)
 
 // serverProcess is a `membuf serve` running in-process.
 type serverProcess struct {
@@ -59,7 +57,7 @@ func startServe(t *testing.T, extra ...string) *serverProcess {
 	}
 	done := make(chan result, 1)
 	go func() {
-		var out, errb lockedBuffer
+		var out, errb serveprocess.LockedBuffer
 		code := run(ctx, args, &stdio{out: &out, err: &errb})
 		done <- result{code, out.String(), errb.String()}
 	}()
@@ -80,30 +78,38 @@ func startServe(t *testing.T, extra ...string) *serverProcess {
 		})
 		return res.code, res.out, res.errOut
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		data, err := os.ReadFile(ready)
-		if err == nil {
-			m := listenLine.FindStringSubmatch(strings.TrimSpace(string(data)))
-			if m == nil {
-				stop()
-				t.Fatalf("ready file holds %q; want a listen line", data)
-			}
-			p := &serverProcess{grpcAddr: m[1], httpAddr: m[2], stop: stop}
-			t.Cleanup(func() { stop() })
-			return p
-		}
+	var early *result // serve's result, had it exited before it was ready
+	isReady := await.Within(await.Timeout, func() bool {
 		select {
 		case r := <-done:
-			cancel()
-			t.Fatalf("serve exited with %d before it was ready; stderr:\n%s", r.code, r.errOut)
-		case <-time.After(20 * time.Millisecond):
+			early = &r
+			return true
+		default:
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatal("serve not ready within 30s")
-		}
+		_, err := os.Stat(ready) // written whole, by rename
+		return err == nil
+	})
+	if early != nil {
+		cancel()
+		t.Fatalf("serve exited with %d before it was ready; stderr:\n%s", early.code, early.errOut)
 	}
+	if !isReady {
+		stop()
+		t.Fatalf("serve not ready within %v", await.Timeout)
+	}
+	data, err := os.ReadFile(ready)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	grpcAddr, httpAddr, ok := serveprocess.ParseListenLine(strings.TrimSpace(string(data)))
+	if !ok {
+		stop()
+		t.Fatalf("ready file holds %q; want a listen line", data)
+	}
+	p := &serverProcess{grpcAddr: grpcAddr, httpAddr: httpAddr, stop: stop}
+	t.Cleanup(func() { stop() })
+	return p
 }
 
 func httpGet(t *testing.T, url string) string {
@@ -236,7 +242,7 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("serve exited %d after cancellation; stderr:\n%s", code, errOut)
 	}
-	if !listenLine.MatchString(strings.TrimSpace(out)) {
+	if _, _, ok := serveprocess.ParseListenLine(strings.TrimSpace(out)); !ok {
 		t.Errorf("stdout %q; want one listen line", out)
 	}
 	for _, want := range []string{"msg=serving", "msg=stopped"} {
@@ -345,17 +351,10 @@ func TestServeShutdownTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop only once the server holds the upload open.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	await.True(t, "the server to take the upload's first 5 bytes", func() bool {
 		st, err := bs.QueryWriteStatus(ctx, &bspb.QueryWriteStatusRequest{ResourceName: upload})
-		if err == nil && st.CommittedSize == 5 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server never took the first 5 bytes: %v, %v", st, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && st.CommittedSize == 5
+	})
 	start := time.Now()
 	code, _, errOut := s.stop()
 	if code != 0 {
@@ -380,53 +379,11 @@ func TestServeSignal(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
 				"--dir", filepath.Join(t.TempDir(), "data"))
 			cmd.Env = append(os.Environ(), "MEMBUF_TEST_RUN_MAIN=1")
-			var errb lockedBuffer
-			cmd.Stderr = &errb
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			lines := make(chan string, 1)
-			go func() {
-				sc := bufio.NewScanner(stdout)
-				if sc.Scan() {
-					lines <- sc.Text()
-				}
-				close(lines)
-				io.Copy(io.Discard, stdout)
-				exited <- cmd.Wait()
-			}()
-			select {
-			case line, ok := <-lines:
-				m := listenLine.FindStringSubmatch(line)
-				if !ok || m == nil {
-					cmd.Process.Kill()
-					t.Fatalf("first stdout line %q; want a listen line; stderr:\n%s", line, errb.String())
-				}
-				// It answers before the signal...
-				httpGet(t, "http://"+m[2]+"/metrics")
-			case <-time.After(60 * time.Second):
-				cmd.Process.Kill()
-				t.Fatalf("no listen line within 60s; stderr:\n%s", errb.String())
-			}
-			if err := cmd.Process.Signal(sig); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-exited:
-				if err != nil {
-					t.Fatalf("after %v: %v; stderr:\n%s", sig, err, errb.String())
-				}
-			case <-time.After(30 * time.Second):
-				cmd.Process.Kill()
-				t.Fatalf("still running 30s after %v; stderr:\n%s", sig, errb.String())
-			}
-			if !strings.Contains(errb.String(), "msg=stopped") {
-				t.Errorf("log does not say it stopped:\n%s", errb.String())
+			s := serveprocess.Start(t, cmd)
+			httpGet(t, "http://"+s.HTTPAddr+"/metrics") // it answers before the signal...
+			s.Stop(t, sig)                              // ...and exits cleanly after it
+			if !strings.Contains(s.Log(), "msg=stopped") {
+				t.Errorf("log does not say it stopped:\n%s", s.Log())
 			}
 		})
 	}
