@@ -19,6 +19,7 @@ package gcstats
 import (
 	"math"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 )
 
@@ -72,9 +73,11 @@ type Run struct {
 	started time.Time
 
 	// The peak sampler: a goroutine that reads heapSample every interval
-	// until stop is closed, then reports its peak on done.
-	stop chan struct{}
-	done chan uint64
+	// until stop is closed, then reports its peak on done. samples counts
+	// its readings, so that a test can wait for one instead of sleeping.
+	stop    chan struct{}
+	done    chan uint64
+	samples atomic.Int64
 }
 
 // snapshot is one reading of every metric a Run uses.
@@ -117,7 +120,7 @@ func StartWith(o Options) *Run {
 		r.stop = make(chan struct{})
 		r.done = make(chan uint64, 1)
 		ready := make(chan struct{})
-		go sampleHeap(interval, r.stop, r.done, ready)
+		go sampleHeap(interval, r.stop, r.done, ready, &r.samples)
 		// Wait for the sampler to exist, so that its one-time allocations
 		// fall before the start of the run, not inside it.
 		<-ready
@@ -130,7 +133,7 @@ func StartWith(o Options) *Run {
 // sampleHeap reads the heap in use every interval and sends its peak on done
 // once stop is closed. It allocates nothing after it signals ready, so that
 // it does not show in the allocation figures of the run it measures.
-func sampleHeap(interval time.Duration, stop <-chan struct{}, done chan<- uint64, ready chan<- struct{}) {
+func sampleHeap(interval time.Duration, stop <-chan struct{}, done chan<- uint64, ready chan<- struct{}, samples *atomic.Int64) {
 	sample := []metrics.Sample{{Name: metricHeapObjects}}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -140,6 +143,7 @@ func sampleHeap(interval time.Duration, stop <-chan struct{}, done chan<- uint64
 		if sample[0].Value.Kind() == metrics.KindUint64 {
 			peak = max(peak, sample[0].Value.Uint64())
 		}
+		samples.Add(1)
 	}
 	read()
 	close(ready)

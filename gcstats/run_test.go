@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/membuf/membuf/internal/await"
 )
 
 var sink []byte
@@ -35,10 +37,11 @@ func TestBytesAndObjectsPerOp(t *testing.T) {
 
 func TestSamplerDoesNotAllocateDuringRun(t *testing.T) {
 	run := StartWith(Options{SampleInterval: 100 * time.Microsecond})
-	time.Sleep(20 * time.Millisecond)
+	await.True(t, "the sampler to take 100 samples", func() bool { return run.samples.Load() >= 100 })
 	res := run.Stop(1)
-	// Nothing in the run allocates except the runtime's timers and the
-	// sampler; a sampler that allocated per sample would show ~200 objects.
+	// Nothing in the run allocates except the runtime's timers, the
+	// sampler and the wait; a sampler that allocated per sample would show
+	// 100 objects or more.
 	if res.AllocatedObjects > 50 {
 		t.Errorf("idle run with a sampler allocated %d objects (%d bytes)", res.AllocatedObjects, res.AllocatedBytes)
 	}
@@ -77,9 +80,11 @@ func TestPeakHeapIsSampled(t *testing.T) {
 	runtime.GC()
 	run := StartWith(Options{SampleInterval: time.Millisecond})
 	big := make([]byte, size)
-	// Let the sampler see it, then drop it and collect, so that the heap at
-	// Stop is small and only a sample can have seen the peak.
-	time.Sleep(20 * time.Millisecond)
+	// Let the sampler see it (two readings after the allocation: the first
+	// may have begun before it), then drop it and collect, so that the heap
+	// at Stop is small and only a sample can have seen the peak.
+	seen := run.samples.Load() + 2
+	await.True(t, "the sampler to read the heap after the allocation", func() bool { return run.samples.Load() >= seen })
 	runtime.KeepAlive(big)
 	big = nil
 	runtime.GC()
