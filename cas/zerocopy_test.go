@@ -14,6 +14,7 @@ import (
 	"github.com/membuf/membuf/grpcmem"
 	"github.com/membuf/membuf/grpcmem/grpcmemtest"
 	"github.com/membuf/membuf/internal/await"
+	"github.com/membuf/membuf/internal/testenv"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -387,9 +388,7 @@ func TestZeroCopyReadStreamCancelled(t *testing.T) {
 // TestChunkReaderBuffersAllocateNothing: reading chunks into a membuf.Pool
 // as Buffers, and freeing them, allocates nothing per chunk.
 func TestChunkReaderBuffersAllocateNothing(t *testing.T) {
-	if raceEnabled {
-		t.Skip("sync.Pool drops items at random under the race detector")
-	}
+	testenv.SkipUnlessAllocationsCount(t)
 	pool, err := membuf.NewPool(membuf.Config{Clearing: membuf.ClearNone})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/internal/testenv"
 	"google.golang.org/grpc/mem"
 )
 
@@ -199,7 +200,7 @@ func TestSlices(t *testing.T) {
 }
 
 func TestBridgeAllocatesNothing(t *testing.T) {
-	skipUnlessAllocsCount(t)
+	testenv.SkipUnlessAllocationsCount(t)
 	pool := newCountingPool(t, 0)
 	raw := pool.Get(1 << 16)
 	gpool := newCountingPool(t, 0)

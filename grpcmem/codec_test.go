@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/internal/testenv"
 	"google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -105,7 +106,7 @@ func TestReadResponseSendsChunkByReference(t *testing.T) {
 }
 
 func TestCodecAllocations(t *testing.T) {
-	skipUnlessAllocsCount(t)
+	testenv.SkipUnlessAllocationsCount(t)
 	codec := NewCodec()
 	data := make([]byte, 65536)
 	msg := new(ReadResponse)

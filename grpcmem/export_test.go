@@ -11,8 +11,6 @@ var (
 	Fill            = fill
 )
 
-const RaceEnabled = raceEnabled
-
 // Outstanding returns how many slices p has handed out and not had back.
 func (p *countingPool) Outstanding() int { return p.outstanding() }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/membuf/membuf/grpcmem"
 	"github.com/membuf/membuf/grpcmem/grpcmemtest"
 	"github.com/membuf/membuf/internal/await"
+	"github.com/membuf/membuf/internal/testenv"
 	"google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -233,7 +234,7 @@ func TestReadsWhileStatsHandlerHoldsMessages(t *testing.T) {
 // a Read that refills one buffer after each Send (bb-storage PR 339's
 // pooled buffer with plain Send) changes chunks the stats handler holds.
 func TestStatsHandlerCatchesReuseAfterSend(t *testing.T) {
-	if grpcmem.RaceEnabled {
+	if testenv.Race {
 		// The planted bug is a data race (refilling memory gRPC is writing
 		// out), which the race detector reports before this test can.
 		t.Skip("the race detector reports the planted reuse as a data race")

@@ -7,14 +7,12 @@ import (
 	"encoding/hex"
 	"io"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/internal/testenv"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -102,12 +100,7 @@ func TestBlobStampsDiffer(t *testing.T) {
 // The workload must tell the designs apart: the fresh-slice server
 // allocates every chunk it reads, the zero-copy one next to nothing.
 func TestBlobsAllocationSeparatesDesigns(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector makes sync.Pool drop items, so allocation counts mean nothing")
-	}
-	if on, _ := strconv.ParseBool(strings.TrimSpace(os.Getenv(membuf.DebugEnv))); on {
-		t.Skip("membuf debug mode allocates for every buffer")
-	}
+	testenv.SkipUnlessAllocationsCount(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const size = 256 << 10

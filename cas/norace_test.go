@@ -1,5 +1,0 @@
-//go:build !race
-
-package cas
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build race
-
-package loadgen
-
-const raceEnabled = true

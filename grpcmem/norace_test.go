@@ -1,5 +1,0 @@
-//go:build !race
-
-package grpcmem
-
-const raceEnabled = false
