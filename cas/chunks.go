@@ -28,7 +28,10 @@ type chunkReader struct {
 // be after fn returns; nothing here may touch a chunk once fn has it.
 //
 // Per chunk this takes one buffer from the pool and a membuf header
-// (recycled), and allocates nothing in the steady state.
+// (recycled), and allocates nothing itself in the steady state
+// (TestChunkReaderBuffersAllocateNothing). Sending the chunk does allocate:
+// grpcmem.SendRead makes a 96-byte ReadResponse per chunk, which gRPC may
+// hold after Send returns, so it cannot be recycled.
 func (c chunkReader) eachBuffer(r io.ReaderAt, off, end int64, fn func(membuf.Buffer) error) error {
 	for off < end {
 		n := int(min(int64(c.chunkSize), end-off))
