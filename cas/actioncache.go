@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/grpc/codes"
@@ -31,7 +32,7 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "action_digest: %v", err)
 	}
-	data, err := a.s.store.GetActionResult(d)
+	data, err := a.s.store.GetActionResult(ctx, d)
 	if err != nil {
 		return nil, storeError(err, "action result for "+d.String())
 	}
@@ -40,11 +41,24 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 		a.s.log.Error("stored action result does not parse", "action", d.String(), "err", err)
 		return nil, status.Errorf(codes.NotFound, "action result for %s: stored entry is unreadable", d)
 	}
+	// One FindMissing for all the outputs: a tiered store asks its slower
+	// tier about the local misses together, not one at a time.
+	var refs []outputRef
+	var ods []Digest
 	for ref := range outputDigests(ar) {
 		od, err := ParseDigest(ref.digest)
-		if err != nil || !a.s.store.contains(od) {
-			return nil, status.Errorf(codes.NotFound, "action result for %s: its output %s (%s) is no longer in the CAS", d, ref, ref.digest.GetHash())
+		if err != nil {
+			return nil, status.Errorf(codes.NotFound, "action result for %s: its output %s has a bad digest: %v", d, ref, err)
 		}
+		refs, ods = append(refs, ref), append(ods, od)
+	}
+	missing, err := a.s.store.FindMissing(ctx, ods, InternalCheck)
+	if err != nil {
+		return nil, storeError(err, "action result for "+d.String()+": checking its outputs")
+	}
+	if len(missing) > 0 {
+		ref := refs[slices.Index(ods, missing[0])]
+		return nil, status.Errorf(codes.NotFound, "action result for %s: its output %s (%s) is no longer in the CAS", d, ref, ref.digest.GetHash())
 	}
 	return ar, nil
 }
@@ -72,7 +86,7 @@ func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.U
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "action_result does not serialize: %v", err)
 	}
-	if err := a.s.store.PutActionResult(d, data); err != nil {
+	if err := a.s.store.PutActionResult(ctx, d, data); err != nil {
 		if errors.Is(err, ErrTooLarge) { // the spec's answer for no space
 			return nil, status.Errorf(codes.ResourceExhausted, "action result for %s: %v", d, err)
 		}

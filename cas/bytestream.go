@@ -33,7 +33,8 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 	if req.ReadLimit < 0 {
 		return status.Errorf(codes.InvalidArgument, "read_limit %d is negative (0 means no limit)", req.ReadLimit)
 	}
-	blob, err := b.s.store.Open(d)
+	ctx := stream.Context()
+	blob, err := b.s.store.Open(ctx, d)
 	if err != nil {
 		return storeError(err, "blob "+d.String())
 	}
@@ -49,7 +50,7 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 	if zeroCopy(stream) {
 		// Each chunk goes to gRPC by reference; gRPC frees it, back into
 		// the pool, once it has written it to the wire.
-		err = b.s.chunks.eachBuffer(blob, req.ReadOffset, end, func(chunk membuf.Buffer) error {
+		err = blob.ReadChunks(ctx, req.ReadOffset, end, b.s.opts.Pool, b.s.opts.ChunkSize, func(chunk membuf.Buffer) error {
 			return grpcmem.SendRead(stream, chunk)
 		})
 	} else {
@@ -58,8 +59,8 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 		// handlers and tracing may read it later), so this path gives every
 		// chunk fresh memory and a fresh message and reuses neither. The
 		// pooled, allocation-free path is the one above: ServerOptions.
-		fresh := chunkReader{chunkSize: b.s.chunks.chunkSize} // no pool: fresh memory
-		err = fresh.eachBuffer(blob, req.ReadOffset, end, func(chunk membuf.Buffer) error {
+		// No pool: fresh memory.
+		err = blob.ReadChunks(ctx, req.ReadOffset, end, nil, b.s.opts.ChunkSize, func(chunk membuf.Buffer) error {
 			resp := &bspb.ReadResponse{Data: chunk.Bytes()}
 			// Free recycles the header only: memory from no pool goes
 			// nowhere, so the bytes stay the message's while it is held.
@@ -71,8 +72,11 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 		if _, ok := status.FromError(err); ok {
 			return err
 		}
-		b.s.log.Error("ByteStream Read failed", "digest", d.String(), "err", err)
-		return status.Errorf(codes.Internal, "reading blob %s: %v", d, err)
+		err = storeError(err, "reading blob "+d.String())
+		if status.Code(err) == codes.Internal {
+			b.s.log.Error("ByteStream Read failed", "digest", d.String(), "err", err)
+		}
+		return err
 	}
 	return nil
 }
@@ -102,11 +106,14 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	if max := s.store.MaxSize(); max > 0 && d.Size > max {
 		return status.Errorf(codes.InvalidArgument, "blob %s is larger than this server accepts (%d bytes, max_cas_blob_size_bytes)", d, max)
 	}
-	if s.store.contains(d) {
+	ctx := stream.Context()
+	if ok, err := s.store.Contains(ctx, d); err != nil {
+		return storeError(err, "blob "+d.String())
+	} else if ok {
 		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
 	}
 
-	u, err := s.uploads.acquire(stream.Context(), rn.uploadKey(), func() (*Writer, error) { return s.store.NewWriter(d) })
+	u, err := s.uploads.acquire(ctx, rn.uploadKey(), func() (BlobWriter, error) { return s.store.NewWriter(ctx, d) })
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return status.FromContextError(err).Err()
@@ -115,7 +122,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	}
 	keep := true // keep the partial upload for resumption unless its content is bad or done
 	defer func() { s.uploads.release(u, keep) }()
-	if s.store.contains(d) {
+	if ok, _ := s.store.Contains(ctx, d); ok {
 		// Completed by another stream while this one waited for the upload.
 		keep = false
 		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
@@ -163,7 +170,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		if req.FinishWrite {
 			break
 		}
-		if s.store.contains(d) {
+		if ok, _ := s.store.Contains(ctx, d); ok {
 			// Another upload completed this blob meanwhile.
 			keep = false
 			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
@@ -191,7 +198,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		return err
 	}
 	keep = false
-	if err := u.w.Commit(); err != nil {
+	if err := u.w.Commit(ctx); err != nil {
 		err = storeError(err, "upload "+clip(name))
 		if status.Code(err) != codes.InvalidArgument {
 			s.log.Error("ByteStream Write could not store a blob", "digest", d.String(), "err", err)
@@ -210,7 +217,9 @@ func (b *byteStreamService) QueryWriteStatus(ctx context.Context, req *bspb.Quer
 	if err != nil {
 		return nil, nameError(err)
 	}
-	if b.s.store.contains(rn.Digest) {
+	if ok, err := b.s.store.Contains(ctx, rn.Digest); err != nil {
+		return nil, storeError(err, "blob "+rn.Digest.String())
+	} else if ok {
 		return &bspb.QueryWriteStatusResponse{CommittedSize: rn.Digest.Size, Complete: true}, nil
 	}
 	if n, ok := b.s.uploads.committed(rn.uploadKey()); ok {

@@ -2,6 +2,7 @@ package cas
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -37,8 +38,12 @@ func (c *casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissing
 		}
 		ds[i] = d
 	}
+	missing, err := c.s.store.FindMissing(ctx, ds, ClientLookup)
+	if err != nil {
+		return nil, storeError(err, "FindMissingBlobs")
+	}
 	resp := &repb.FindMissingBlobsResponse{}
-	for _, d := range c.s.store.Missing(ds) {
+	for _, d := range missing {
 		resp.MissingBlobDigests = append(resp.MissingBlobDigests, d.Proto())
 	}
 	return resp, nil
@@ -84,17 +89,14 @@ func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequ
 	if r.Compressor != repb.Compressor_IDENTITY {
 		return statusProto(status.Errorf(codes.InvalidArgument, "blob %s: compressor %s is not supported (this server advertises none)", d, r.Compressor))
 	}
-	if got := DigestOf(r.Data); got != d {
-		return statusProto(status.Errorf(codes.InvalidArgument, "blob %s: data does not match its digest (the data is %s)", d, got))
-	}
 	if err := ctx.Err(); err != nil {
 		return statusProto(status.FromContextError(err).Err())
 	}
-	if c.s.store.contains(d) {
-		return okStatus()
-	}
-	if err := c.s.store.putChecked(d, r.Data); err != nil { // hashed above
-		c.s.log.Error("BatchUpdateBlobs could not store a blob", "digest", d.String(), "err", err)
+	// Put checks the data against d (one hash) before anything else.
+	if err := c.s.store.Put(ctx, d, r.Data); err != nil {
+		if !errors.Is(err, ErrMismatch) {
+			c.s.log.Error("BatchUpdateBlobs could not store a blob", "digest", d.String(), "err", err)
+		}
 		return statusProto(storeError(err, "blob "+d.String()))
 	}
 	return okStatus()
@@ -128,7 +130,7 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 		}
 		// The data is allocated plainly: a unary response is marshalled after
 		// the handler returns, with no hook to give a pooled buffer back.
-		data, err := c.s.store.ReadAll(d)
+		data, err := c.s.store.ReadAll(ctx, d)
 		if err != nil {
 			r.Status = statusProto(storeError(err, "blob "+d.String()))
 			continue
@@ -175,7 +177,7 @@ func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddres
 		}
 		start = n
 	}
-	dirs, err := c.walkTree(root)
+	dirs, err := c.walkTree(stream.Context(), root)
 	if err != nil {
 		return err
 	}
@@ -212,11 +214,11 @@ func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddres
 
 // walkTree reads the Directory tree under root breadth first, each distinct
 // directory once.
-func (c *casService) walkTree(root Digest) ([]*repb.Directory, error) {
+func (c *casService) walkTree(ctx context.Context, root Digest) ([]*repb.Directory, error) {
 	if root.Size > maxDirectoryBytes {
 		return nil, status.Errorf(codes.InvalidArgument, "tree root %s is larger than a Directory this server reads (%d bytes)", root, maxDirectoryBytes)
 	}
-	data, err := c.s.store.ReadAll(root)
+	data, err := c.s.store.ReadAll(ctx, root)
 	if err != nil {
 		return nil, storeError(err, "tree root "+root.String())
 	}
@@ -240,7 +242,7 @@ func (c *casService) walkTree(root Digest) ([]*repb.Directory, error) {
 				c.s.log.Warn("GetTree: blob too large for a Directory; left out", "digest", d.String())
 				continue
 			}
-			data, err := c.s.store.ReadAll(d)
+			data, err := c.s.store.ReadAll(ctx, d)
 			if err != nil {
 				continue // missing: omitted, as the spec says
 			}

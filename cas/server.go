@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,17 +50,17 @@ type Options struct {
 }
 
 // Server implements ByteStream, ContentAddressableStorage, ActionCache and
-// Capabilities over a Store.
+// Capabilities over a Storage.
 type Server struct {
-	store   *Store
+	store   Storage
 	opts    Options
 	log     *slog.Logger
-	chunks  chunkReader
 	uploads *uploads
 }
 
-// NewServer returns a Server over store.
-func NewServer(store *Store, opts Options) (*Server, error) {
+// NewServer returns a Server over store: the disk store (*Store), or one
+// that tiers it.
+func NewServer(store Storage, opts Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("cas: NewServer needs a store")
 	}
@@ -82,7 +83,6 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 		store:   store,
 		opts:    opts,
 		log:     opts.Logger,
-		chunks:  chunkReader{pool: opts.Pool, chunkSize: opts.ChunkSize},
 		uploads: newUploads(opts.PartialUploadTTL),
 	}, nil
 }
@@ -117,8 +117,12 @@ func storeError(err error, what string) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		code = codes.ResourceExhausted
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrUnavailable):
 		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
 	}
 	return status.Errorf(code, "%s: %v", what, err)
 }

@@ -448,7 +448,7 @@ func TestWriteResumeAfterStreamEnds(t *testing.T) {
 	if err != nil || resp.CommittedSize != d.Size {
 		t.Fatalf("resumed write: %v, %v", resp, err)
 	}
-	if got, _ := e.store.ReadAll(d); !bytes.Equal(got, data) {
+	if got, _ := e.store.ReadAll(context.Background(), d); !bytes.Equal(got, data) {
 		t.Fatal("resumed blob differs")
 	}
 
@@ -528,7 +528,7 @@ func TestKilledUploadCanResume(t *testing.T) {
 	if err != nil || resp.CommittedSize != d.Size {
 		t.Fatalf("resume after a killed stream: %v, %v", resp, err)
 	}
-	if got, _ := e.store.ReadAll(d); !bytes.Equal(got, data) {
+	if got, _ := e.store.ReadAll(context.Background(), d); !bytes.Equal(got, data) {
 		t.Fatal("resumed blob differs")
 	}
 }
@@ -565,7 +565,7 @@ func TestConcurrentWritesOfOneBlob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := e.store.ReadAll(d); err != nil || !bytes.Equal(got, data) {
+	if got, err := e.store.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("after concurrent writes: %v", err)
 	}
 	await.True(t, "the upload's temporary file to be removed", func() bool { return len(tmpFiles(t, e.dir)) == 0 })

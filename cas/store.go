@@ -2,6 +2,7 @@ package cas
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/membuf/membuf"
 )
 
 // Errors returned by the Store. Compare with errors.Is.
@@ -27,6 +30,9 @@ var (
 	ErrTooLarge = errors.New("larger than the store's maximum size")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store is closed")
+	// ErrUnavailable: a tier the store needs could not be reached, or
+	// failed; trying again later may succeed.
+	ErrUnavailable = errors.New("storage tier unavailable")
 )
 
 // entryKind separates the two namespaces on disk and in the index.
@@ -291,7 +297,12 @@ func (s *Store) lookup(k entryKey, size int64, count bool) (int64, bool) {
 	return 0, false
 }
 
-// contains is Has without counting a hit or miss.
+// Contains reports whether blob d is stored (the empty blob always is),
+// without counting a hit or miss: a check of the server's own.
+func (s *Store) Contains(_ context.Context, d Digest) (bool, error) {
+	return s.contains(d), nil
+}
+
 func (s *Store) contains(d Digest) bool {
 	if d.isEmpty() {
 		return true
@@ -301,7 +312,7 @@ func (s *Store) contains(d Digest) bool {
 }
 
 // Has reports whether the blob d is stored (the empty blob always is) and
-// marks it recently used.
+// marks it recently used; a client's lookup.
 func (s *Store) Has(d Digest) bool {
 	if d.isEmpty() {
 		return true
@@ -310,16 +321,19 @@ func (s *Store) Has(d Digest) bool {
 	return ok
 }
 
-// Missing returns the digests in ds that are not stored, marking the others
-// recently used.
-func (s *Store) Missing(ds []Digest) []Digest {
+// FindMissing returns the digests in ds that are not stored, marking the
+// others recently used.
+func (s *Store) FindMissing(_ context.Context, ds []Digest, lookup Lookup) ([]Digest, error) {
 	var missing []Digest
 	for _, d := range ds {
-		if !s.Has(d) {
+		if d.isEmpty() {
+			continue
+		}
+		if _, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, bool(lookup)); !ok {
 			missing = append(missing, d)
 		}
 	}
-	return missing
+	return missing, nil
 }
 
 // Blob is an open stored blob. Reads at an offset use pread (ReadAt), so an
@@ -333,6 +347,12 @@ type Blob struct {
 
 // Size returns the blob's size in bytes.
 func (b *Blob) Size() int64 { return b.size }
+
+// ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
+// from pool; see BlobReader.
+func (b *Blob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	return chunkReader{pool: pool, chunkSize: chunkSize}.eachBuffer(b, off, end, fn)
+}
 
 // ReadAt implements io.ReaderAt.
 func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
@@ -350,9 +370,9 @@ func (b *Blob) Close() error {
 	return b.f.Close()
 }
 
-// Open opens blob d for reading. It returns an error wrapping ErrNotFound if
-// the blob is not stored. The caller must Close the Blob.
-func (s *Store) Open(d Digest) (*Blob, error) {
+// Open opens blob d for reading, a *Blob. It returns an error wrapping
+// ErrNotFound if the blob is not stored. The caller must Close it.
+func (s *Store) Open(_ context.Context, d Digest) (BlobReader, error) {
 	if d.isEmpty() {
 		return &Blob{}, nil
 	}
@@ -389,7 +409,7 @@ func (s *Store) open(k entryKey, size int64) (*Blob, error) {
 }
 
 // ReadAll returns the whole content of blob d.
-func (s *Store) ReadAll(d Digest) ([]byte, error) {
+func (s *Store) ReadAll(_ context.Context, d Digest) ([]byte, error) {
 	if d.isEmpty() {
 		return []byte{}, nil
 	}
@@ -410,8 +430,9 @@ func (s *Store) readAll(k entryKey, size int64) ([]byte, error) {
 }
 
 // Put stores data as blob d after checking that it matches d. Storing a blob
-// that is already present succeeds.
-func (s *Store) Put(d Digest, data []byte) error {
+// that is already present succeeds (after the check: bad data for a stored
+// digest is still ErrMismatch).
+func (s *Store) Put(_ context.Context, d Digest, data []byte) error {
 	switch n := int64(len(data)); {
 	case n > d.Size:
 		return fmt.Errorf("%w: more than the %d bytes the digest says", ErrMismatch, d.Size)
@@ -421,14 +442,7 @@ func (s *Store) Put(d Digest, data []byte) error {
 	if got := DigestOf(data); got.Hash != d.Hash {
 		return fmt.Errorf("%w: content hashes to %s, the digest says %s", ErrMismatch, got.Hash, d.Hash)
 	}
-	return s.putChecked(d, data)
-}
-
-// putChecked is Put for data already checked against d, for callers that
-// hash it anyway (BatchUpdateBlobs, to answer each blob's mismatch itself):
-// hashing it twice would double the work.
-func (s *Store) putChecked(d Digest, data []byte) error {
-	if d.isEmpty() {
+	if s.contains(d) {
 		return nil
 	}
 	if s.maxSize > 0 && d.Size > s.maxSize {
@@ -439,13 +453,13 @@ func (s *Store) putChecked(d Digest, data []byte) error {
 
 // GetActionResult returns the serialized ActionResult stored for the action
 // digest d, or an error wrapping ErrNotFound.
-func (s *Store) GetActionResult(d Digest) ([]byte, error) {
+func (s *Store) GetActionResult(_ context.Context, d Digest) ([]byte, error) {
 	return s.readAll(entryKey{kindAC, d.Hash}, 0)
 }
 
 // PutActionResult stores data, a serialized ActionResult, for the action
 // digest d, replacing any earlier entry.
-func (s *Store) PutActionResult(d Digest, data []byte) error {
+func (s *Store) PutActionResult(_ context.Context, d Digest, data []byte) error {
 	if s.maxSize > 0 && int64(len(data)) > s.maxSize {
 		return fmt.Errorf("action result of %d bytes: %w", len(data), ErrTooLarge)
 	}
@@ -580,8 +594,9 @@ type Writer struct {
 	end bool
 }
 
-// NewWriter starts writing blob d. The caller must call Commit or Abort.
-func (s *Store) NewWriter(d Digest) (*Writer, error) {
+// NewWriter starts writing blob d, a *Writer. The caller must call Commit
+// or Abort.
+func (s *Store) NewWriter(_ context.Context, d Digest) (BlobWriter, error) {
 	if s.maxSize > 0 && d.Size > s.maxSize {
 		return nil, fmt.Errorf("blob %s: %w (%d bytes)", d, ErrTooLarge, s.maxSize)
 	}
@@ -616,7 +631,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 // Commit checks that the content matches the digest, then fsyncs it and
 // makes it visible. On a mismatch or any other error nothing is stored and
 // the temporary file is removed.
-func (w *Writer) Commit() error {
+func (w *Writer) Commit(context.Context) error {
 	if w.end {
 		return errors.New("cas: Commit after Commit or Abort")
 	}

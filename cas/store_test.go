@@ -2,13 +2,15 @@ package cas
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/membuf/membuf"
 )
 
 func openTestStore(t *testing.T, dir string, maxSize int64) *Store {
@@ -43,6 +45,18 @@ func blobOf(n int, seed byte) []byte {
 	return b
 }
 
+// readRange reads [off, end) of b through ReadChunks, in chunks of 64
+// bytes of fresh memory.
+func readRange(b BlobReader, off, end int64) ([]byte, error) {
+	var got []byte
+	err := b.ReadChunks(context.Background(), off, end, nil, 64, func(chunk membuf.Buffer) error {
+		got = append(got, chunk.Bytes()...)
+		chunk.Free()
+		return nil
+	})
+	return got, err
+}
+
 func TestStorePutOpenReadAt(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestStore(t, dir, 0)
@@ -51,25 +65,24 @@ func TestStorePutOpenReadAt(t *testing.T) {
 	if s.Has(d) {
 		t.Fatal("Has before Put")
 	}
-	if err := s.Put(d, data); err != nil {
+	if err := s.Put(context.Background(), d, data); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cas", d.Hash[:2], d.Hash)); err != nil {
 		t.Fatalf("blob file not in its shard: %v", err)
 	}
-	b, err := s.Open(d)
+	b, err := s.Open(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	got := make([]byte, 100)
-	if _, err := b.ReadAt(got, 500); err != nil || !bytes.Equal(got, data[500:600]) {
-		t.Fatalf("ReadAt(500): %v", err)
+	if got, err := readRange(b, 500, 600); err != nil || !bytes.Equal(got, data[500:600]) {
+		t.Fatalf("reading [500, 600): %v", err)
 	}
-	if _, err := s.Open(Digest{d.Hash, d.Size + 1}); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Open(context.Background(), Digest{d.Hash, d.Size + 1}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Open with the wrong size: %v, want ErrNotFound", err)
 	}
-	empty, err := s.Open(DigestOf(nil))
+	empty, err := s.Open(context.Background(), DigestOf(nil))
 	if err != nil || empty.Size() != 0 {
 		t.Fatalf("empty blob: %v", err)
 	}
@@ -85,13 +98,13 @@ func TestStoreMismatchLeavesNothing(t *testing.T) {
 	d := DigestOf(data)
 	bad := append([]byte{}, data...)
 	bad[5]++
-	if err := s.Put(d, bad); !errors.Is(err, ErrMismatch) {
+	if err := s.Put(context.Background(), d, bad); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("Put with wrong content: %v, want ErrMismatch", err)
 	}
-	if err := s.Put(d, data[:99]); !errors.Is(err, ErrMismatch) {
+	if err := s.Put(context.Background(), d, data[:99]); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("Put with short content: %v, want ErrMismatch", err)
 	}
-	if err := s.Put(d, append(data, 1)); !errors.Is(err, ErrMismatch) {
+	if err := s.Put(context.Background(), d, append(data, 1)); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("Put with long content: %v, want ErrMismatch", err)
 	}
 	if s.Has(d) {
@@ -111,13 +124,13 @@ func TestStoreRestartKeepsBlobsAndRemovesStrayTemps(t *testing.T) {
 	data := blobOf(300, 3)
 	d := DigestOf(data)
 	ad := DigestOf([]byte("action"))
-	if err := s.Put(d, data); err != nil {
+	if err := s.Put(context.Background(), d, data); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutActionResult(ad, []byte("result")); err != nil {
+	if err := s.PutActionResult(context.Background(), ad, []byte("result")); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.NewWriter(DigestOf(blobOf(10, 4)))
+	w, err := s.NewWriter(context.Background(), DigestOf(blobOf(10, 4)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,10 +140,10 @@ func TestStoreRestartKeepsBlobsAndRemovesStrayTemps(t *testing.T) {
 	}
 	// No Close: simulate a crash, then reopen.
 	s2 := openTestStore(t, dir, 0)
-	if got, err := s2.ReadAll(d); err != nil || !bytes.Equal(got, data) {
+	if got, err := s2.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("blob after restart: %v", err)
 	}
-	if got, err := s2.GetActionResult(ad); err != nil || string(got) != "result" {
+	if got, err := s2.GetActionResult(context.Background(), ad); err != nil || string(got) != "result" {
 		t.Fatalf("action result after restart: %q, %v", got, err)
 	}
 	if left := tmpFiles(t, dir); len(left) != 0 {
@@ -149,12 +162,12 @@ func TestStoreEvictsLeastRecentlyUsed(t *testing.T) {
 		data := blobOf(300, byte(10+i))
 		d := DigestOf(data)
 		ds = append(ds, d)
-		if err := s.Put(d, data); err != nil {
+		if err := s.Put(context.Background(), d, data); err != nil {
 			t.Fatal(err)
 		}
 		if i == 2 {
 			// Touch the first blob: the second becomes the oldest.
-			b, err := s.Open(ds[0])
+			b, err := s.Open(context.Background(), ds[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +188,7 @@ func TestStoreEvictsLeastRecentlyUsed(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "cas", ds[1].Hash[:2], ds[1].Hash)); !os.IsNotExist(err) {
 		t.Fatalf("evicted blob's file still exists: %v", err)
 	}
-	if _, err := s.NewWriter(Digest{ds[0].Hash, 1001}); !errors.Is(err, ErrTooLarge) {
+	if _, err := s.NewWriter(context.Background(), Digest{ds[0].Hash, 1001}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("blob over the max size: %v, want ErrTooLarge", err)
 	}
 
@@ -191,22 +204,22 @@ func TestStoreReadAfterEvictionWhileOpen(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 500)
 	data := blobOf(400, 20)
 	d := DigestOf(data)
-	if err := s.Put(d, data); err != nil {
+	if err := s.Put(context.Background(), d, data); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Open(d)
+	b, err := s.Open(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	other := blobOf(400, 21)
-	if err := s.Put(DigestOf(other), other); err != nil {
+	if err := s.Put(context.Background(), DigestOf(other), other); err != nil {
 		t.Fatal(err)
 	}
 	if s.Has(d) {
 		t.Fatal("first blob should have been evicted")
 	}
-	got, err := io.ReadAll(io.NewSectionReader(b, 0, b.Size()))
+	got, err := readRange(b, 0, b.Size())
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("reading an evicted but open blob: %v", err)
 	}
@@ -221,7 +234,7 @@ func TestStoreConcurrentWritesOfOneBlob(t *testing.T) {
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
-			w, err := s.NewWriter(d)
+			w, err := s.NewWriter(context.Background(), d)
 			if err != nil {
 				errs <- err
 				return
@@ -232,7 +245,7 @@ func TestStoreConcurrentWritesOfOneBlob(t *testing.T) {
 					return
 				}
 			}
-			errs <- w.Commit()
+			errs <- w.Commit(context.Background())
 		})
 	}
 	wg.Wait()
@@ -242,7 +255,7 @@ func TestStoreConcurrentWritesOfOneBlob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := s.ReadAll(d); err != nil || !bytes.Equal(got, data) {
+	if got, err := s.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("after concurrent writes: %v", err)
 	}
 	if st := s.Stats(); st.Blobs != 1 || st.Bytes != int64(len(data)) {
@@ -256,15 +269,15 @@ func TestStoreConcurrentWritesOfOneBlob(t *testing.T) {
 func TestStoreActionResultReplace(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
 	ad := DigestOf([]byte("an action"))
-	if _, err := s.GetActionResult(ad); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetActionResult(context.Background(), ad); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("miss: %v", err)
 	}
 	for i := range 3 {
 		v := []byte(fmt.Sprint("result ", i, " ", bytes.Repeat([]byte("x"), i)))
-		if err := s.PutActionResult(ad, v); err != nil {
+		if err := s.PutActionResult(context.Background(), ad, v); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.GetActionResult(ad)
+		got, err := s.GetActionResult(context.Background(), ad)
 		if err != nil || !bytes.Equal(got, v) {
 			t.Fatalf("get %d: %q, %v", i, got, err)
 		}
@@ -281,14 +294,14 @@ func TestStoreActionResultReadDuringReplace(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
 	ad := DigestOf([]byte("a nondeterministic action"))
 	short, long := bytes.Repeat([]byte("s"), 100), bytes.Repeat([]byte("L"), 200)
-	if err := s.PutActionResult(ad, short); err != nil {
+	if err := s.PutActionResult(context.Background(), ad, short); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 500 {
-			if err := s.PutActionResult(ad, [][]byte{long, short}[i%2]); err != nil {
+			if err := s.PutActionResult(context.Background(), ad, [][]byte{long, short}[i%2]); err != nil {
 				t.Error(err)
 				return
 			}
@@ -300,7 +313,7 @@ func TestStoreActionResultReadDuringReplace(t *testing.T) {
 			return
 		default:
 		}
-		got, err := s.GetActionResult(ad)
+		got, err := s.GetActionResult(context.Background(), ad)
 		if err != nil || !(bytes.Equal(got, short) || bytes.Equal(got, long)) {
 			t.Fatalf("read %d during replacement: %d bytes (%.10q...), %v; want one whole result", reads, len(got), got, err)
 		}

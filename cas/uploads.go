@@ -24,7 +24,7 @@ type uploads struct {
 
 type upload struct {
 	key       string
-	w         *Writer
+	w         BlobWriter
 	committed atomic.Int64  // bytes written, for QueryWriteStatus
 	sem       chan struct{} // holds a token while a stream owns the upload
 
@@ -41,7 +41,7 @@ func newUploads(ttl time.Duration) *uploads {
 // acquire returns the upload for key, owned by the caller until release,
 // creating it with newWriter if there is none. newWriter creates a file, so
 // it runs outside us.mu: every Write and QueryWriteStatus takes that lock.
-func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (*Writer, error)) (*upload, error) {
+func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (BlobWriter, error)) (*upload, error) {
 	for {
 		us.mu.Lock()
 		if us.closed {

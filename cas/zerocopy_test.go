@@ -189,7 +189,7 @@ func TestZeroCopyWriteRules(t *testing.T) {
 		if err != nil || n != d.Size {
 			t.Fatalf("write %d in %d: committed %d, %v", tc.size, tc.chunk, n, err)
 		}
-		if got, err := e.store.ReadAll(d); err != nil || !bytes.Equal(got, data) {
+		if got, err := e.store.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("write %d in %d: stored blob differs (%v)", tc.size, tc.chunk, err)
 		}
 	}
@@ -239,7 +239,7 @@ func TestZeroCopyWriteRules(t *testing.T) {
 	if err != nil || resp.CommittedSize != d.Size {
 		t.Fatalf("restarted write: %v, %v", resp, err)
 	}
-	if got, _ := e.store.ReadAll(d); !bytes.Equal(got, data) {
+	if got, _ := e.store.ReadAll(context.Background(), d); !bytes.Equal(got, data) {
 		t.Fatal("restarted blob differs")
 	}
 	// Every received frame went back to the pool (partial uploads kept for

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 )
 
@@ -47,7 +48,7 @@ func (p *preparedRead) intercept(srv any, ss grpc.ServerStream, info *grpc.Strea
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	blob, err := p.store.Open(d)
+	blob, err := p.store.Open(ss.Context(), d)
 	if errors.Is(err, cas.ErrNotFound) {
 		return status.Errorf(codes.NotFound, "blob %s", d)
 	}
@@ -65,23 +66,31 @@ func (p *preparedRead) intercept(srv any, ss grpc.ServerStream, info *grpc.Strea
 	bp := p.bufs.Get().(*[]byte)
 	defer p.bufs.Put(bp)
 	resp := &bspb.ReadResponse{}
-	for off := req.ReadOffset; off < end; {
-		buf := (*bp)[:min(int64(len(*bp)), end-off)]
-		if _, err := blob.ReadAt(buf, off); err != nil {
-			return err
-		}
-		resp.Data = buf
+	// Every chunk is read into the reader's one buffer: each is encoded
+	// (copied) and freed before the next is read.
+	return blob.ReadChunks(ss.Context(), req.ReadOffset, end, oneBuffer{bp}, p.chunk, func(chunk membuf.Buffer) error {
+		resp.Data = chunk.Bytes()
 		msg := &grpc.PreparedMsg{}
-		if err := msg.Encode(ss, resp); err != nil {
+		err := msg.Encode(ss, resp)
+		chunk.Free()
+		if err != nil {
 			return err
 		}
-		if err := ss.SendMsg(msg); err != nil {
-			return err
-		}
-		off += int64(len(buf))
-	}
-	return nil
+		return ss.SendMsg(msg)
+	})
 }
+
+// oneBuffer is a membuf.BufferPool of a single buffer, lent again each time:
+// the one buffer per reader of PR 339's design. Its borrower must give it
+// back before the next Get.
+type oneBuffer struct{ b *[]byte }
+
+func (o oneBuffer) Get(n int) *[]byte {
+	*o.b = (*o.b)[:n]
+	return o.b
+}
+
+func (o oneBuffer) Put(*[]byte) {}
 
 // readDigest returns the digest a read resource name
 // ([{instance}/]blobs/{hash}/{size}) names; this design serves only the

@@ -1,0 +1,105 @@
+package cas
+
+import (
+	"context"
+
+	"github.com/membuf/membuf"
+)
+
+// Storage is what the services read and write through: blobs, named by
+// their digests, and action results, named by their actions' digests. The
+// disk store (*Store) is one; a tiered store (a disk store in front of a
+// shared object store) is another, which is why every call takes a context:
+// an implementation may do network I/O, and must stop waiting when ctx is
+// done.
+//
+// The empty blob is always present: implementations answer for it without
+// storing it. Errors wrap ErrNotFound, ErrMismatch, ErrTooLarge, ErrClosed or
+// ErrUnavailable where those apply (the services map them to gRPC codes);
+// any other error is internal.
+type Storage interface {
+	// Open opens blob d for reading, or fails with an error wrapping
+	// ErrNotFound. It counts as a client's lookup (StoreStats.Hits and
+	// Misses) and marks the blob recently used. The caller must Close the
+	// BlobReader.
+	Open(ctx context.Context, d Digest) (BlobReader, error)
+	// ReadAll returns the whole content of blob d, freshly allocated (for
+	// small blobs: batch reads, Directory messages); a client's lookup.
+	ReadAll(ctx context.Context, d Digest) ([]byte, error)
+	// FindMissing returns the digests of ds that are not stored, in their
+	// order in ds, and marks the others recently used. lookup says whether
+	// the lookups count in StoreStats. An implementation with a slower tier
+	// asks it only about the digests its faster tier lacks, all at once.
+	FindMissing(ctx context.Context, ds []Digest, lookup Lookup) ([]Digest, error)
+	// Contains reports whether blob d is stored; a check of the server's
+	// own, not counted. It is called once per ByteStream Write message, so
+	// on a hit in memory it must not allocate.
+	Contains(ctx context.Context, d Digest) (bool, error)
+	// NewWriter starts writing blob d. The caller must Commit or Abort the
+	// BlobWriter.
+	NewWriter(ctx context.Context, d Digest) (BlobWriter, error)
+	// Put stores data as blob d after checking that it matches d (size and
+	// hash: ErrMismatch otherwise). Storing a blob that is already present
+	// succeeds.
+	Put(ctx context.Context, d Digest, data []byte) error
+	// GetActionResult returns the serialized ActionResult stored for the
+	// action digest d, or an error wrapping ErrNotFound; a client's lookup.
+	GetActionResult(ctx context.Context, d Digest) ([]byte, error)
+	// PutActionResult stores data, a serialized ActionResult, for the
+	// action digest d, replacing any earlier entry.
+	PutActionResult(ctx context.Context, d Digest, data []byte) error
+	// MaxSize returns the largest blob or action result accepted (the
+	// disk tier's size); 0 means no limit.
+	MaxSize() int64
+	// Stats returns a snapshot of the local store's counters.
+	Stats() StoreStats
+}
+
+// Lookup says whose lookup a FindMissing is.
+type Lookup bool
+
+const (
+	// ClientLookup is a lookup a client asked for; it counts in
+	// StoreStats.Hits and Misses.
+	ClientLookup Lookup = true
+	// InternalCheck is the server's own check (are an action result's
+	// outputs present?); it does not count.
+	InternalCheck Lookup = false
+)
+
+// BlobReader is an open blob.
+type BlobReader interface {
+	// Size returns the blob's size in bytes.
+	Size() int64
+	// ReadChunks reads [off, end) of the blob, 0 <= off <= end <= Size(),
+	// and calls fn with it in order, in chunks of at most chunkSize bytes,
+	// each a membuf.Buffer holding one reference to memory from pool
+	// (fresh memory if pool is nil). fn owns that reference from then on,
+	// whether or not it returns an error, and must free it or hand it to
+	// something that will. ReadChunks stops at the first error from fn or
+	// from the blob, and when ctx is done.
+	ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error
+	// Close releases the blob.
+	Close() error
+}
+
+// BlobWriter writes one blob: the content is checked against the digest
+// as it streams, and becomes visible only on a successful Commit. A
+// BlobWriter is not safe for concurrent use.
+type BlobWriter interface {
+	// Digest returns the digest the writer was started with.
+	Digest() Digest
+	// Written returns the number of bytes written so far.
+	Written() int64
+	// Write appends p. Writing past the digest's size fails with
+	// ErrMismatch and writes nothing.
+	Write(p []byte) (int, error)
+	// Commit checks that the content matches the digest and stores it. On
+	// a mismatch (ErrMismatch) or any other error nothing is stored.
+	Commit(ctx context.Context) error
+	// Abort discards the upload; after Commit it does nothing.
+	Abort()
+}
+
+// The disk store is a Storage.
+var _ Storage = (*Store)(nil)
