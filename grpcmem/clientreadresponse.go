@@ -49,35 +49,18 @@ func (m *ClientReadResponse) unmarshal(bufs mem.BufferSlice) error {
 	if len(m.Data) != 0 {
 		return errReadDataNotFreed
 	}
-	var (
-		r    wireReader
-		data span
-	)
+	var r wireReader
+	var data span
 	r.init(bufs)
-	for r.rest > 0 {
-		tag, n := r.varint()
-		if n < 0 {
-			return readResponseError(fmt.Errorf("tag: %w", protowire.ParseError(n)))
+	err := r.eachField(func(num protowire.Number, typ protowire.Type) (known bool, err error) {
+		if num == readResponseData && typ == protowire.BytesType {
+			data, err = r.bytesField("data")
+			return true, err
 		}
-		if f := tag >> 3; f < uint64(protowire.MinValidNumber) || f > uint64(protowire.MaxValidNumber) {
-			return readResponseError(fmt.Errorf("invalid field number %d", f))
-		}
-		num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-		switch {
-		case typ == protowire.EndGroupType:
-			return readResponseError(fmt.Errorf("field %d: end-group tag outside a group", num))
-		case num == readResponseData && typ == protowire.BytesType:
-			l, err := r.length()
-			if err != nil {
-				return readResponseError(fmt.Errorf("data: %w", err))
-			}
-			data = r.here(l)
-			r.skip(l)
-		default:
-			if err := r.skipField(num, typ, protowire.DefaultRecursionLimit); err != nil {
-				return readResponseError(fmt.Errorf("field %d: %w", num, err))
-			}
-		}
+		return false, nil
+	})
+	if err != nil {
+		return readResponseError(err)
 	}
 	// The whole message parsed: only now take references.
 	m.Data = r.appendRefs(m.Data, data)

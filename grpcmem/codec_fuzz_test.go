@@ -62,19 +62,10 @@ func FuzzWriteRequestUnmarshal(f *testing.F) {
 		f.Add(seed, uint64(0))
 		f.Add(seed, uint64(0x9e3779b97f4a7c15))
 	}
-	codec := NewCodec()
 	f.Fuzz(func(t *testing.T, input []byte, cuts uint64) {
 		var want bytestream.WriteRequest
-		wantErr := proto.Unmarshal(input, &want)
-
-		pool := newCountingPool(t, 2048) // every pooled buffer is reference-counted by grpc-go
-		bufs := splitIntoBuffers(input, cuts, pool)
 		var got WriteRequest
-		err := codec.Unmarshal(bufs, &got)
-		bufs.Free() // gRPC frees the input as soon as Unmarshal returns
-		if (err != nil) != (wantErr != nil) {
-			t.Fatalf("input %x: Codec error %v, proto error %v", input, err, wantErr)
-		}
+		pool, err := unmarshalAsProto(t, input, cuts, &got, &want)
 		if err != nil {
 			if len(got.Data) != 0 || got.ResourceName != "" || got.WriteOffset != 0 || got.FinishWrite {
 				t.Fatalf("error left fields set: %+v", got)
@@ -93,6 +84,24 @@ func FuzzWriteRequestUnmarshal(f *testing.F) {
 		got.Free()
 		pool.check()
 	})
+}
+
+// unmarshalAsProto parses input with Codec into got, from buffers cut at
+// points drawn from cuts, and with proto.Unmarshal into want, and fails the
+// test unless both fail or both succeed. It frees the buffers, as gRPC does
+// when Unmarshal returns, and returns their pool for the caller to check
+// once it has freed got, and Codec's error.
+func unmarshalAsProto(t *testing.T, input []byte, cuts uint64, got any, want proto.Message) (*countingPool, error) {
+	t.Helper()
+	wantErr := proto.Unmarshal(input, want)
+	pool := newCountingPool(t, 2048) // every pooled buffer is reference-counted by grpc-go
+	bufs := splitIntoBuffers(input, cuts, pool)
+	err := NewCodec().Unmarshal(bufs, got)
+	bufs.Free()
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("input %x: Codec error %v, proto error %v", input, err, wantErr)
+	}
+	return pool, err
 }
 
 // splitIntoBuffers copies input into buffers cut at points drawn from cuts,

@@ -98,10 +98,7 @@ func TestReadResponseSendsChunkByReference(t *testing.T) {
 	if &out[1].ReadOnlyData()[0] != &chunk.Bytes()[0] {
 		t.Fatal("chunk was copied")
 	}
-	if pool.outstanding() != 1 {
-		t.Fatal("chunk returned before gRPC freed it")
-	}
-	out.Free()
+	pool.freeInTurn(out.Free) // gRPC frees the chunk once it is written
 	pool.check()
 }
 

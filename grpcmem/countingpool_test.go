@@ -72,6 +72,18 @@ func (p *countingPool) outstanding() int {
 	return len(p.out)
 }
 
+// freeInTurn calls each free in turn and fails the test if the one pooled
+// slice that the freed views share goes back to p before the last of them.
+func (p *countingPool) freeInTurn(frees ...func()) {
+	p.t.Helper()
+	for i, free := range frees {
+		if n := p.outstanding(); n != 1 {
+			p.t.Fatalf("before free %d of %d: %d pooled slices out; want 1, held until the last free", i+1, len(frees), n)
+		}
+		free()
+	}
+}
+
 // check fails the test if any slice was returned twice or is still out.
 func (p *countingPool) check() {
 	p.t.Helper()

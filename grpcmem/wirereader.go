@@ -2,6 +2,7 @@ package grpcmem
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/membuf/membuf"
 	"google.golang.org/grpc/mem"
@@ -85,6 +86,60 @@ func (r *wireReader) varint() (v uint64, n int) {
 }
 
 const binaryMaxVarintLen = 10
+
+// eachField reads a whole message: for each field it calls f with the
+// field's number and wire type, with r at the field's value. f reads the
+// value and returns true, or returns false to have the field skipped as
+// unknown, exactly as protowire.ConsumeFieldValue skips it. It returns the
+// first error, from reading a tag, from f, or from skipping.
+func (r *wireReader) eachField(f func(num protowire.Number, typ protowire.Type) (bool, error)) error {
+	for r.rest > 0 {
+		num, typ, err := r.field()
+		if err != nil {
+			return err
+		}
+		known, err := f(num, typ)
+		if err != nil {
+			return err
+		}
+		if !known {
+			if err := r.skipField(num, typ, protowire.DefaultRecursionLimit); err != nil {
+				return fmt.Errorf("field %d: %w", num, err)
+			}
+		}
+	}
+	return nil
+}
+
+// bytesField reads the value of a length-delimited field and returns where
+// its bytes are, naming the field in its error.
+func (r *wireReader) bytesField(name string) (span, error) {
+	l, err := r.length()
+	if err != nil {
+		return span{}, fmt.Errorf("%s: %w", name, err)
+	}
+	sp := r.here(l)
+	r.skip(l)
+	return sp, nil
+}
+
+// field reads the next field's tag: its number and wire type. It refuses,
+// as protowire does, a truncated or overlong tag, a field number outside
+// 1 to 2^29-1, and an end-group tag with no group open.
+func (r *wireReader) field() (protowire.Number, protowire.Type, error) {
+	tag, n := r.varint()
+	if n < 0 {
+		return 0, 0, fmt.Errorf("tag: %w", protowire.ParseError(n))
+	}
+	if f := tag >> 3; f < uint64(protowire.MinValidNumber) || f > uint64(protowire.MaxValidNumber) {
+		return 0, 0, fmt.Errorf("invalid field number %d", f)
+	}
+	num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
+	if typ == protowire.EndGroupType {
+		return 0, 0, fmt.Errorf("field %d: end-group tag outside a group", num)
+	}
+	return num, typ, nil
+}
 
 // length reads the length prefix of a length-delimited field and checks it
 // against what is left, as protowire.ConsumeBytes does.

@@ -142,52 +142,37 @@ func (m *WriteRequest) unmarshal(bufs mem.BufferSlice) error {
 		finish     bool
 	)
 	r.init(bufs)
-	for r.rest > 0 {
-		tag, n := r.varint()
-		if n < 0 {
-			return m.fail(fmt.Errorf("tag: %w", protowire.ParseError(n)))
-		}
-		if f := tag >> 3; f < uint64(protowire.MinValidNumber) || f > uint64(protowire.MaxValidNumber) {
-			return m.fail(fmt.Errorf("invalid field number %d", f))
-		}
-		num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
+	err := r.eachField(func(num protowire.Number, typ protowire.Type) (known bool, err error) {
 		switch {
-		case typ == protowire.EndGroupType:
-			return m.fail(fmt.Errorf("field %d: end-group tag outside a group", num))
 		case num == writeRequestResourceName && typ == protowire.BytesType:
-			l, err := r.length()
-			if err != nil {
-				return m.fail(fmt.Errorf("resource_name: %w", err))
+			if name, err = r.bytesField("resource_name"); err != nil {
+				return true, err
 			}
-			name, haveName = r.here(l), true
+			haveName = true
 			if !utf8.Valid(r.bytes(name)) {
-				return m.fail(errors.New("resource_name: invalid UTF-8"))
+				return true, errors.New("resource_name: invalid UTF-8")
 			}
-			r.skip(l)
 		case num == writeRequestWriteOffset && typ == protowire.VarintType:
 			v, n := r.varint()
 			if n < 0 {
-				return m.fail(fmt.Errorf("write_offset: %w", protowire.ParseError(n)))
+				return true, fmt.Errorf("write_offset: %w", protowire.ParseError(n))
 			}
 			offset = int64(v)
 		case num == writeRequestFinishWrite && typ == protowire.VarintType:
 			v, n := r.varint()
 			if n < 0 {
-				return m.fail(fmt.Errorf("finish_write: %w", protowire.ParseError(n)))
+				return true, fmt.Errorf("finish_write: %w", protowire.ParseError(n))
 			}
 			finish = protowire.DecodeBool(v)
 		case num == writeRequestData && typ == protowire.BytesType:
-			l, err := r.length()
-			if err != nil {
-				return m.fail(fmt.Errorf("data: %w", err))
-			}
-			data = r.here(l)
-			r.skip(l)
+			data, err = r.bytesField("data")
 		default:
-			if err := r.skipField(num, typ, protowire.DefaultRecursionLimit); err != nil {
-				return m.fail(fmt.Errorf("field %d: %w", num, err))
-			}
+			return false, nil
 		}
+		return true, err
+	})
+	if err != nil {
+		return m.fail(err)
 	}
 
 	// The whole message parsed: only now take references, so that the error
