@@ -79,6 +79,7 @@ type Store struct {
 	tmpDir  string
 	maxSize int64
 	log     *slog.Logger
+	lock    *dirLock
 
 	mu        sync.Mutex
 	index     map[entryKey]*list.Element // Value is *entry
@@ -104,9 +105,11 @@ type StoreStats struct {
 
 // OpenStore opens (creating if needed) the store in dir. maxSize is the
 // number of bytes of blobs and action results kept on disk; 0 means no limit.
-// It removes files left in tmp/ by a previous run, rebuilds the index from
-// disk and evicts down to maxSize. logger may be nil.
-func OpenStore(dir string, maxSize int64, logger *slog.Logger) (*Store, error) {
+// It takes an exclusive lock on dir (held until Close; an error wrapping
+// ErrLocked names the process holding it), removes files left in tmp/ by a
+// previous run, rebuilds the index from disk and evicts down to maxSize.
+// logger may be nil.
+func OpenStore(dir string, maxSize int64, logger *slog.Logger) (_ *Store, err error) {
 	if maxSize < 0 {
 		return nil, fmt.Errorf("cas: max size %d is negative", maxSize)
 	}
@@ -121,6 +124,19 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger) (*Store, error) {
 		index:   make(map[entryKey]*list.Element),
 		lru:     list.New(),
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cas: %w", err)
+	}
+	// Before anything in dir is touched: another process's tmp/ is not ours
+	// to empty.
+	if s.lock, err = lockDir(dir); err != nil {
+		return nil, fmt.Errorf("cas: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			s.lock.unlock()
+		}
+	}()
 	if err := makeDirs(dir); err != nil {
 		return nil, fmt.Errorf("cas: %w", err)
 	}
@@ -241,7 +257,8 @@ func (s *Store) rebuild() error {
 }
 
 // Close marks the store closed; later calls fail with ErrClosed. Files in
-// tmp/ are removed (uploads still running fail when they try to commit).
+// tmp/ are removed (uploads still running fail when they try to commit),
+// then the directory's lock is released.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -250,7 +267,11 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	return s.removeTemps()
+	err := s.removeTemps()
+	if uerr := s.lock.unlock(); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 // Stats returns a snapshot of the store's counters.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -138,7 +139,9 @@ func TestStoreRestartKeepsBlobsAndRemovesStrayTemps(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "tmp", "upload-crashed"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// No Close: simulate a crash, then reopen.
+	// No Close: simulate a crash, in which the kernel drops the
+	// directory's lock with the dead process, then reopen.
+	s.lock.unlock()
 	s2 := openTestStore(t, dir, 0)
 	if got, err := s2.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("blob after restart: %v", err)
@@ -328,5 +331,47 @@ func TestOpenStoreErrors(t *testing.T) {
 	os.WriteFile(f, nil, 0o644)
 	if _, err := OpenStore(f, 0, nil); err == nil {
 		t.Fatal("a file as the store directory was accepted")
+	}
+}
+
+// TestOpenStoreLocksDir: a second store on a directory in use fails,
+// naming the process that holds it, and leaves the first one's uploads in
+// progress alone; once the first closes, the directory opens again.
+func TestOpenStoreLocksDir(t *testing.T) {
+	dir := t.TempDir()
+	first, err := OpenStore(dir, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := blobOf(100, 3)
+	w, err := first.NewWriter(DigestOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data[:10]); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenStore(dir, 0, nil)
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second OpenStore on a directory in use: %v; want ErrLocked", err)
+	}
+	if want := fmt.Sprintf("pid %d ", os.Getpid()); !strings.Contains(err.Error(), want) {
+		t.Errorf("the error %q does not name the holder (%q)", err, want)
+	}
+	if got := tmpFiles(t, dir); len(got) != 1 {
+		t.Fatalf("after the refused open, tmp/ holds %q; want the first store's upload", got)
+	}
+	if _, err := w.Write(data[10:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatalf("the first store's upload, after the refused open: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := openTestStore(t, dir, 0)
+	if !again.Has(DigestOf(data)) {
+		t.Error("the blob the first store committed is missing after reopening")
 	}
 }

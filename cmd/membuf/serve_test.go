@@ -401,3 +401,20 @@ func TestServeSignal(t *testing.T) {
 		})
 	}
 }
+
+// TestServeRefusesADirInUse: a second serve on the directory of a running
+// one exits 1 naming the process that holds it, and the first keeps
+// serving.
+func TestServeRefusesADirInUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := startServe(t, "--dir", dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, _, errOut := runCLI(t, ctx, "serve", "--listen", "127.0.0.1:0", "--http", "", "--dir", dir)
+	if code != 1 || !strings.Contains(errOut, "in use by another process") || !strings.Contains(errOut, fmt.Sprintf("pid %d ", os.Getpid())) {
+		t.Errorf("second serve on %s: exit %d; want 1 and an error naming pid %d:\n%s", dir, code, os.Getpid(), errOut)
+	}
+	if _, err := repb.NewCapabilitiesClient(dial(t, s.grpcAddr)).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{}); err != nil {
+		t.Errorf("the first serve, after the second was refused: %v", err)
+	}
+}
