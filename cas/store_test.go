@@ -344,7 +344,7 @@ func TestOpenStoreLocksDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := blobOf(100, 3)
-	w, err := first.NewWriter(DigestOf(data))
+	w, err := first.NewWriter(context.Background(), DigestOf(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,14 +364,14 @@ func TestOpenStoreLocksDir(t *testing.T) {
 	if _, err := w.Write(data[10:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Commit(); err != nil {
+	if err := w.Commit(context.Background()); err != nil {
 		t.Fatalf("the first store's upload, after the refused open: %v", err)
 	}
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
 	again := openTestStore(t, dir, 0)
-	if !again.Has(DigestOf(data)) {
+	if ok, err := again.Contains(context.Background(), DigestOf(data)); !ok || err != nil {
 		t.Error("the blob the first store committed is missing after reopening")
 	}
 }
