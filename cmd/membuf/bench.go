@@ -9,7 +9,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,12 +69,15 @@ func benchFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 
 // benchCommon holds the flags every workload has.
 type benchCommon struct {
-	bounds   loadgen.Bounds
-	timeout  time.Duration
-	jsonFile string
-	plotDir  string
-	profile  string
-	progress loadgen.Progress
+	bounds loadgen.Bounds
+	// concurrency is --concurrency: one value, or for bench blobs a list
+	// (one case each); bounds.Concurrency is its first.
+	concurrency []int
+	timeout     time.Duration
+	jsonFile    string
+	plotDir     string
+	profile     string
+	progress    loadgen.Progress
 }
 
 func (c *benchCommon) register(fs *flag.FlagSet, duration time.Duration) {
@@ -79,7 +85,8 @@ func (c *benchCommon) register(fs *flag.FlagSet, duration time.Duration) {
 	fs.DurationVar(&c.bounds.Duration, "duration", duration, "how long each case runs under each configuration, over all rounds")
 	fs.Int64Var(&c.bounds.Count, "count", 0, "run each case this many operations under each configuration instead of for --duration")
 	fs.IntVar(&c.bounds.Rounds, "rounds", 3, "split the run into this many interleaved rounds")
-	fs.IntVar(&c.bounds.Concurrency, "concurrency", 8, "operations in flight at once")
+	c.concurrency = []int{8}
+	fs.Var(intList(&c.concurrency), "concurrency", "operations in flight at once (bench blobs: a comma-separated list, one case each)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "stop the whole run, with an error, after this long")
 	fs.StringVar(&c.jsonFile, "json", "", "write the raw results as JSON to this `file`")
 	fs.StringVar(&c.plotDir, "plot", "", "write SVG charts (throughput and GC CPU against payload size) to this `directory`")
@@ -96,11 +103,12 @@ func (c *benchCommon) validate() error {
 		return usageError("--rounds must be at least 1")
 	case c.bounds.Count > 0 && c.bounds.Count < int64(c.bounds.Rounds):
 		return usageError("--count %d is less than one operation per round (--rounds %d)", c.bounds.Count, c.bounds.Rounds)
-	case c.bounds.Concurrency < 1 || c.bounds.Concurrency > 4096:
-		return usageError("--concurrency must be between 1 and 4096")
+	case len(c.concurrency) == 0 || slices.ContainsFunc(c.concurrency, func(n int) bool { return n < 1 || n > loadgen.MaxStreams }):
+		return usageError("--concurrency must be between 1 and %d", loadgen.MaxStreams)
 	case c.timeout <= 0:
 		return usageError("--timeout must be positive")
 	}
+	c.bounds.Concurrency = c.concurrency[0]
 	return nil
 }
 
@@ -175,7 +183,7 @@ func runWorkload(ctx context.Context, w workload, args []string, std *stdio) err
 
 func settingsLine(r *loadgen.Report) string {
 	var parts []string
-	for _, k := range []string{"addr", "modes", "sizes", "mix", "seed", "blobs", "chunk_size", "concurrency", "rounds", "duration", "count"} {
+	for _, k := range []string{"addr", "modes", "sizes", "mix", "seed", "blobs", "chunk_size", "concurrency", "streams", "connections", "rounds", "duration", "count"} {
 		if v, ok := r.Settings[k]; ok && v != "" && v != "0" {
 			parts = append(parts, k+"="+v)
 		}
@@ -217,6 +225,10 @@ func (f listFlag[T]) Set(s string) error {
 	return nil
 }
 
+func intList(items *[]int) listFlag[int] {
+	return listFlag[int]{items, strconv.Atoi, strconv.Itoa}
+}
+
 func sizeList(items *[]int64) listFlag[int64] {
 	return listFlag[int64]{items, parseSize, formatSize}
 }
@@ -249,6 +261,9 @@ func grpcFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommo
 	fs.Var(choiceList(&o.Modes, loadgen.ModeUnary, loadgen.ModeStreaming), "mode", "comma-separated `modes`: unary, streaming")
 	fs.Var(sizeList(&o.Sizes), "size", "comma-separated payload `sizes`, as in grpc-go PR 8770's tables")
 	return fs, common, func(ctx context.Context, c *benchCommon) (*loadgen.Report, error) {
+		if len(c.concurrency) > 1 {
+			return nil, usageError("bench grpc takes one --concurrency")
+		}
 		for _, s := range o.Sizes {
 			if s > loadgen.MaxEchoSize {
 				return nil, usageError("--size %s: at most 4MiB less 1KiB (grpc-go's default message limit)", formatSize(s))
@@ -262,13 +277,17 @@ func grpcFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommo
 func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*loadgen.Report, error)) {
 	fs := newFlagSet("bench blobs", "[flags]",
 		"Upload a set of blobs to a ByteStream server, then read and write them concurrently.\n"+
-			"With no --addr, compares cas servers started in this process on a temporary\n"+
-			"directory (--config): fresh-slice (a new slice per chunk, grpc-go's default pool\n"+
-			"and proto codec, as bb-storage before PR 339), prepared (reads from one pooled\n"+
-			"buffer per reader, each chunk copied into a grpc.PreparedMsg, as bb-storage's\n"+
-			"PR 339; writes as fresh-slice) and membuf (the pool and codec `membuf serve`\n"+
-			"uses), with the process's GC figures. With --addr, measures that server alone.\n"+
-			"Sizes take a suffix: K, M, G (powers of 1024) or KB, MB, GB.")
+			"With no --addr, compares servers it starts on a temporary directory (--config):\n"+
+			"in this process, fresh-slice (a new slice per chunk, grpc-go's default pool and\n"+
+			"proto codec, as bb-storage before PR 339), prepared (reads from one pooled buffer\n"+
+			"per reader, each chunk copied into a grpc.PreparedMsg, as bb-storage's PR 339;\n"+
+			"writes as fresh-slice) and membuf (the pool and codec `membuf serve` uses), with\n"+
+			"the process's GC figures; as processes of their own, serve (`membuf serve` itself)\n"+
+			"and ceiling (`membuf ceiling`: writes received and hashed, never stored; writes\n"+
+			"only), with each server's own CPU seconds and GC cycles per GiB and peak RSS.\n"+
+			"With --addr, measures that server alone; --server-pid and --server-metrics add its\n"+
+			"CPU, peak RSS and GC cycles. Written blobs are new random blobs, each committed\n"+
+			"before the write counts. Sizes take a suffix: K, M, G (powers of 1024) or KB, MB, GB.")
 	common := &benchCommon{}
 	common.register(fs, time.Second)
 	o := loadgen.BlobsOptions{
@@ -278,14 +297,20 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 		Blobs:     16,
 		ChunkSize: 64 << 10,
 	}
-	var mixMedian, mixMax, chunk int64 = 0, 16 << 20, int64(o.ChunkSize)
+	var mixMedian, mixMax, chunk, storeSize int64 = 0, 16 << 20, int64(o.ChunkSize), 8 << 30
+	var serveFlags string
 	mixSigma := 1.5
 	fs.StringVar(&o.Addr, "addr", "", "`host:port` of a running ByteStream server to measure instead of in-process ones (loopback only)")
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` prefixing resource names")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the in-process servers' stores (default a temporary one, removed after)")
 	fs.Var(choiceList(&o.Modes, loadgen.ModeRead, loadgen.ModeWrite), "mode", "comma-separated `modes`: read, write")
 	o.Configs = append([]string(nil), loadgen.DefaultBlobConfigs...)
-	fs.Var(choiceList(&o.Configs, loadgen.ConfigFreshSlice, loadgen.ConfigPrepared, loadgen.ConfigMembufZeroCopy), "config", "comma-separated in-process server `configurations`: fresh-slice, prepared, membuf")
+	fs.Var(choiceList(&o.Configs, loadgen.BlobConfigs...), "config", "comma-separated server `configurations`: "+strings.Join(loadgen.BlobConfigs, ", "))
+	fs.IntVar(&o.Connections, "connections", 1, "most client `connections` per server: a case of C streams uses min(C, this)")
+	fs.Var(sizeFlag{&storeSize}, "store-size", "`size` bound of each store the benchmark starts (older blobs are evicted past it)")
+	fs.StringVar(&serveFlags, "serve-flags", "", "extra `flags` for the serve configuration's membuf serve, space-separated")
+	fs.IntVar(&o.ServerPID, "server-pid", 0, "with --addr: process `id` of that server, to report its CPU time and peak RSS from /proc")
+	fs.StringVar(&o.ServerMetrics, "server-metrics", "", "with --addr: `URL` of that server's Prometheus metrics, to report its GC cycles (go_gc_cycles_total_gc_cycles_total or go_gc_duration_seconds_count)")
 	fs.Var(sizeList(&o.Sizes), "size", "comma-separated blob `sizes`, one case each")
 	fs.Var(sizeFlag{&mixMedian}, "mix", "draw blob sizes from a log-normal spread with this median `size` instead of --size")
 	fs.Float64Var(&mixSigma, "mix-sigma", mixSigma, "spread of --mix: the standard deviation of the sizes' natural logarithm")
@@ -299,6 +324,32 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 				return nil, err
 			}
 			o.Configs = nil // a server at an address is measured as it is
+		} else if o.ServerPID != 0 || o.ServerMetrics != "" {
+			return nil, usageError("--server-pid and --server-metrics describe the server at --addr")
+		}
+		if slices.Contains(o.Configs, loadgen.ConfigCeiling) && slices.Contains(o.Modes, loadgen.ModeRead) {
+			return nil, usageError("the ceiling configuration serves writes only: add --mode write")
+		}
+		if o.ServerPID < 0 {
+			return nil, usageError("--server-pid must be a process id")
+		}
+		if o.Connections < 1 || o.Connections > loadgen.MaxConnections {
+			return nil, usageError("--connections must be between 1 and %d", loadgen.MaxConnections)
+		}
+		if storeSize < 1 {
+			return nil, usageError("--store-size must be positive")
+		}
+		o.StoreSize = storeSize
+		o.ServeFlags = strings.Fields(serveFlags)
+		if len(c.concurrency) > 1 {
+			o.Streams = c.concurrency
+		}
+		o.Command = func(args ...string) *exec.Cmd {
+			exe, err := os.Executable()
+			if err != nil {
+				exe = os.Args[0]
+			}
+			return exec.Command(exe, args...)
 		}
 		if o.Blobs < 1 || o.Blobs > loadgen.MaxBlobsPerCase {
 			return nil, usageError("--blobs must be between 1 and 65536")

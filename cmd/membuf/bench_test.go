@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,11 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"bench", "blobs", "--chunk-size", "4MiB"}, "--chunk-size"},
 		{[]string{"bench", "blobs", "--mix", "64KiB", "--mix-sigma", "-1"}, "sigma"},
 		{[]string{"bench", "blobs", "--size", "0"}, "--size 0"},
+		{[]string{"bench", "blobs", "--concurrency", "1,0"}, "--concurrency must be between 1"},
+		{[]string{"bench", "grpc", "--concurrency", "1,2"}, "takes one --concurrency"},
+		{[]string{"bench", "blobs", "--connections", "0"}, "--connections"},
+		{[]string{"bench", "blobs", "--server-pid", "1"}, "describe the server at --addr"},
+		{[]string{"bench", "blobs", "--config", "ceiling"}, "writes only"},
 	} {
 		code, _, errOut := runCLI(t, ctx, tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.err) {
@@ -108,5 +114,66 @@ func TestBenchHelp(t *testing.T) {
 	code, _, errOut := runCLI(t, context.Background(), "bench", "blobs", "-h")
 	if code != 0 || !strings.Contains(errOut, "-mix") || !strings.Contains(errOut, "-addr") {
 		t.Errorf("bench blobs -h: exit %d, %q", code, errOut)
+	}
+}
+
+// The serve and ceiling configurations run as processes of their own (this
+// test binary, as membuf: TestMain), measured from outside.
+func TestBenchBlobsServerProcesses(t *testing.T) {
+	t.Setenv("MEMBUF_TEST_RUN_MAIN", "1") // the children run main
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	jsonFile := filepath.Join(dir, "w.json")
+	code, out, errOut := runCLI(t, ctx, "bench", "blobs", "--mode", "write", "--config", "ceiling,serve",
+		"--size", "100KiB", "--count", "8", "--rounds", "2", "--concurrency", "1,4", "--connections", "2",
+		"--dir", filepath.Join(dir, "stores"), "--json", jsonFile)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"write 100 KiB C=1", "write 100 KiB C=4", "CPU-s/GiB", "peak RSS", "ceiling", "serve"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	f, err := os.Open(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := loadgen.ReadReport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Results) != 4 {
+		t.Fatalf("%d results, want 4 (2 stream counts x 2 configs)", len(r.Results))
+	}
+	for _, res := range r.Results {
+		u := res.Server
+		switch {
+		case res.Ops != 8:
+			t.Errorf("%s/%s: %d ops, want 8", res.Case, res.Config, res.Ops)
+		case u == nil:
+			t.Errorf("%s/%s: no server figures", res.Case, res.Config)
+		case u.PeakRSS < 1<<20 || u.CPUSeconds < 0 || u.GCCycles < 0 || u.PeakSinceStart:
+			t.Errorf("%s/%s: server figures %+v: want a peak RSS reset per stretch and a GC count", res.Case, res.Config, *u)
+		}
+	}
+}
+
+func TestBenchBlobsAddrServerFigures(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := startServe(t)
+	defer srv.stop()
+	// The server runs in this process, so its pid is ours.
+	code, out, errOut := runCLI(t, ctx, "bench", "blobs", "--addr", srv.grpcAddr, "--mode", "write", "--size", "64KiB",
+		"--count", "4", "--rounds", "1", "--concurrency", "2",
+		"--server-pid", strconv.Itoa(os.Getpid()), "--server-metrics", "http://"+srv.httpAddr+"/metrics")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "CPU-s/GiB") || strings.Contains(out, "(since start)") {
+		t.Errorf("want server figures with a peak reset for the stretch:\n%s", out)
 	}
 }

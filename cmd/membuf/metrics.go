@@ -19,6 +19,14 @@ import (
 // pauses and CPU, heap, scheduler, from runtime/metrics), the process's, and
 // the pool's and the store's statistics, read at scrape time.
 func newRegistry(pool *membuf.Pool, store *cas.Store) *prometheus.Registry {
+	reg := newRuntimeRegistry()
+	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store))
+	return reg
+}
+
+// newRuntimeRegistry returns a registry with the Go runtime's and the
+// process's figures only.
+func newRuntimeRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
@@ -29,8 +37,6 @@ func newRegistry(pool *membuf.Pool, store *cas.Store) *prometheus.Registry {
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/.*`)},
 		)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newPoolCollector(pool),
-		newStoreCollector(store),
 	)
 	return reg
 }

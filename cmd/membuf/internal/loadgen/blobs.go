@@ -15,9 +15,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -53,9 +55,19 @@ const (
 	// membuf.Pool for read chunks and for gRPC's buffers, and membuf's
 	// ByteStream codec.
 	ConfigMembufZeroCopy = "membuf"
+	// ConfigServe is `membuf serve` itself, started as a process of its
+	// own with BlobsOptions.Command on a store under Dir, and measured from
+	// outside: its CPU time, peak resident set and GC cycles are its own.
+	ConfigServe = "serve"
 	// ConfigRemote is a server at an address, in another process.
 	ConfigRemote = "remote"
 )
+
+// processConfigs are the configurations that run as processes of their own.
+var processConfigs = []string{ConfigServe, ConfigCeiling}
+
+// BlobConfigs are every configuration the blobs workload can start.
+var BlobConfigs = []string{ConfigFreshSlice, ConfigPrepared, ConfigMembufZeroCopy, ConfigServe, ConfigCeiling}
 
 // DefaultBlobConfigs are the in-process servers compared by default.
 var DefaultBlobConfigs = []string{ConfigFreshSlice, ConfigMembufZeroCopy}
@@ -94,10 +106,30 @@ type BlobsOptions struct {
 	// sends and of one WriteRequest the client sends; 0 means
 	// cas.DefaultChunkSize.
 	ChunkSize int
-	// StoreSize bounds each in-process store; 0 means 8 GiB.
+	// StoreSize bounds each store the workload starts; 0 means 8 GiB.
 	StoreSize int64
-	Bounds    Bounds
-	Progress  Progress
+	// Streams are the numbers of operations run at once, one case each;
+	// empty means one case per size at Bounds.Concurrency.
+	Streams []int
+	// Connections is the most client connections each server is driven
+	// over: a case of C streams spreads them over min(C, Connections)
+	// connections, in turn. 0 means 1.
+	Connections int
+	// Command returns a command that runs this program (the membuf
+	// binary) with args; ConfigServe and ConfigCeiling are started with
+	// it. Needed only for those.
+	Command func(args ...string) *exec.Cmd
+	// ServeFlags are extra flags for ConfigServe's `membuf serve`.
+	ServeFlags []string
+	// ServerPID, with Addr, is the process id of the server at Addr: its
+	// CPU time and peak resident set are then read from /proc/<pid>. 0
+	// means they are not measured.
+	ServerPID int
+	// ServerMetrics, with Addr, is the URL of the server's Prometheus
+	// metrics, from which its GC cycles are read; empty means they are not.
+	ServerMetrics string
+	Bounds        Bounds
+	Progress      Progress
 }
 
 // Blobs measures ByteStream reads and writes of whole blobs. Before
@@ -135,12 +167,28 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 	}
 
 	if o.Addr != "" && len(o.Configs) > 0 {
-		return nil, errors.New("server configurations are for in-process servers; a server at an address is measured as it is")
+		return nil, errors.New("server configurations are for servers the workload starts; a server at an address is measured as it is")
+	}
+	if o.Addr == "" && (o.ServerPID != 0 || o.ServerMetrics != "") {
+		return nil, errors.New("a server's process id and metrics are for a server at an address")
 	}
 	for _, c := range o.Configs {
-		if !slices.Contains([]string{ConfigFreshSlice, ConfigPrepared, ConfigMembufZeroCopy}, c) {
-			return nil, fmt.Errorf("unknown blobs configuration %q: want %s, %s or %s", c, ConfigFreshSlice, ConfigPrepared, ConfigMembufZeroCopy)
+		if !slices.Contains(BlobConfigs, c) {
+			return nil, fmt.Errorf("unknown blobs configuration %q: want one of %s", c, strings.Join(BlobConfigs, ", "))
 		}
+		if c == ConfigCeiling && slices.Contains(o.modes(), ModeRead) {
+			return nil, errors.New("the ceiling serves writes only: measure it with the write mode alone")
+		}
+		if slices.Contains(processConfigs, c) && o.Command == nil {
+			return nil, fmt.Errorf("configuration %s runs as a process of its own, and no command to start it was given", c)
+		}
+	}
+	connections := o.Connections
+	if connections == 0 {
+		connections = 1
+	}
+	if connections < 0 || connections > MaxConnections {
+		return nil, fmt.Errorf("connections %d: want 1 to %d", connections, MaxConnections)
 	}
 
 	clientPool, err := membuf.NewPool(membuf.Config{})
@@ -150,12 +198,16 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 	var targets []*blobTarget
 	var configs []string
 	if o.Addr != "" {
-		c, err := dialBlobs(o.Addr, clientPool)
+		conns, err := dialBlobs(o.Addr, clientPool, connections)
 		if err != nil {
 			return nil, err
 		}
-		defer c.Close()
-		targets = append(targets, newBlobTarget(ConfigRemote, c, nil, o.Instance, chunk, sets))
+		defer closeAll(conns)
+		t := newBlobTarget(ConfigRemote, conns, nil, o.Instance, chunk, sets)
+		if o.ServerPID != 0 {
+			t.probe = newServerProbe(o.ServerPID, o.ServerMetrics)
+		}
+		targets = append(targets, t)
 		configs = []string{ConfigRemote}
 	} else {
 		dir := o.Dir
@@ -178,17 +230,37 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		grpcDefault := mem.DefaultBufferPool()
 		defer experimental.SetDefaultBufferPool(grpcDefault)
 		for _, name := range o.configs() {
+			if slices.Contains(processConfigs, name) {
+				p, err := o.startProcess(ctx, name, filepath.Join(dir, name), storeSize, chunk)
+				if err != nil {
+					return nil, fmt.Errorf("%s server: %w", name, err)
+				}
+				defer p.stop()
+				conns, err := dialBlobs(p.grpcAddr, clientPool, connections)
+				if err != nil {
+					return nil, err
+				}
+				defer closeAll(conns)
+				t := newBlobTarget(name, conns, nil, o.Instance, chunk, sets)
+				t.probe = newServerProbe(p.pid(), p.metricsURL())
+				// The client's gRPC uses grpc-go's own default pool, as
+				// it does against a server at an address.
+				t.prepare = func() { experimental.SetDefaultBufferPool(grpcDefault) }
+				targets = append(targets, t)
+				configs = append(configs, name)
+				continue
+			}
 			s, err := startBlobServer(filepath.Join(dir, name), storeSize, chunk, name, serverPool)
 			if err != nil {
 				return nil, fmt.Errorf("%s server: %w", name, err)
 			}
 			defer s.close()
-			c, err := dialBlobs(s.addr, clientPool)
+			conns, err := dialBlobs(s.addr, clientPool, connections)
 			if err != nil {
 				return nil, err
 			}
-			defer c.Close()
-			t := newBlobTarget(name, c, s, o.Instance, chunk, sets)
+			defer closeAll(conns)
+			t := newBlobTarget(name, conns, s, o.Instance, chunk, sets)
 			var codecPool mem.BufferPool = grpcDefault
 			if name == ConfigMembufZeroCopy {
 				codecPool = serverPool
@@ -199,12 +271,19 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		}
 	}
 
-	// Upload every case's read set to every server, outside the measure.
+	// Upload the read set of every read case to every server, outside the
+	// measure (once per set: cases of different stream counts share one).
 	for _, t := range targets {
 		if t.prepare != nil {
 			t.prepare()
 		}
-		for _, set := range sets {
+		uploaded := map[*blobSet]bool{}
+		for _, c := range cases {
+			set := sets[c]
+			if c.Mode != ModeRead || uploaded[set] {
+				continue
+			}
+			uploaded[set] = true
 			if err := set.upload(ctx, t); err != nil {
 				return nil, fmt.Errorf("%s: uploading the blobs to read: %w", t.name, err)
 			}
@@ -221,6 +300,7 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 			"blobs":       strconv.Itoa(o.blobs()),
 			"chunk_size":  strconv.Itoa(chunk),
 			"concurrency": fmt.Sprint(o.Bounds.Concurrency),
+			"connections": strconv.Itoa(connections),
 			"rounds":      fmt.Sprint(o.Bounds.Rounds),
 			"duration":    o.Bounds.Duration.String(),
 			"count":       fmt.Sprint(o.Bounds.Count),
@@ -230,6 +310,9 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 	}
 	if o.Addr != "" {
 		report.GCScope = GCScopeClient
+	}
+	if len(o.Streams) > 0 {
+		report.Settings["streams"] = fmt.Sprint(o.Streams)
 	}
 	if o.Mix != nil {
 		report.Settings["mix"] = o.Mix.String()
@@ -280,11 +363,14 @@ func (o *BlobsOptions) blobs() int {
 // Limits of the blobs workload: a blob is at most MaxBlobSize, so that a
 // set of them fits a temporary directory and memory; a ByteStream message
 // carries at most MaxChunkSize, under grpc-go's default 4 MiB receive
-// limit with room to spare; a case uploads at most MaxBlobsPerCase blobs.
+// limit with room to spare; a case uploads at most MaxBlobsPerCase blobs;
+// a server is driven over at most MaxConnections connections.
 const (
 	MaxBlobSize     = 1 << 30
 	MaxChunkSize    = 2 << 20
 	MaxBlobsPerCase = 1 << 16
+	MaxConnections  = 64
+	MaxStreams      = 4096
 )
 
 // plan returns the cases and, per case, the set of blobs it uses.
@@ -343,9 +429,18 @@ func (o *BlobsOptions) plan() ([]Case, map[Case]*blobSet, error) {
 			if o.Mix == nil {
 				size = g.sizes[0]
 			}
-			c := Case{Mode: m, Size: size, Label: g.label}
-			cases = append(cases, c)
-			sets[c] = set
+			streams := o.Streams
+			if len(streams) == 0 {
+				streams = []int{0} // Bounds.Concurrency
+			}
+			for _, n := range streams {
+				if n < 0 || n > MaxStreams {
+					return nil, nil, fmt.Errorf("streams %d: want 1 to %d", n, MaxStreams)
+				}
+				c := Case{Mode: m, Size: size, Label: g.label, Streams: n}
+				cases = append(cases, c)
+				sets[c] = set
+			}
 		}
 	}
 	return cases, sets, nil
@@ -432,7 +527,7 @@ func (s *blobSet) digest(h hash.Hash, size int64, st *[stampLen]byte) string {
 func (s *blobSet) upload(ctx context.Context, bt *blobTarget) error {
 	for i := range s.reads {
 		ref := &s.reads[i]
-		if err := bt.write(ctx, uploadName(bt.instance, uint64(i), ref.digestName), s.base, ref.size, &ref.stamp); err != nil {
+		if err := bt.write(ctx, bt.conns[0], uploadName(bt.instance, uint64(i), ref.digestName), s.base, ref.size, &ref.stamp); err != nil {
 			return fmt.Errorf("blob %s: %w", ref.digestName, err)
 		}
 	}
@@ -454,11 +549,11 @@ func withInstance(instance, name string) string {
 	return instance + "/" + name
 }
 
-// blobTarget is one configuration of the blobs workload: a client
-// connection and, in process, the server it talks to.
+// blobTarget is one configuration of the blobs workload: client
+// connections and, in process, the server they talk to.
 type blobTarget struct {
 	target
-	conn     *grpc.ClientConn
+	conns    []*grpc.ClientConn
 	instance string
 	chunk    int
 	sets     map[Case]*blobSet
@@ -474,13 +569,30 @@ const (
 	methodWrite = "/google.bytestream.ByteStream/Write"
 )
 
-func dialBlobs(addr string, pool mem.BufferPool) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr,
-		grpc.WithContextDialer(dialLoopback),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		experimental.WithBufferPool(pool),
-		grpc.WithDefaultCallOptions(grpcmem.CallOption()),
-	)
+// dialBlobs makes n client connections to addr: each grpc.ClientConn has a
+// transport, so a TCP connection, of its own.
+func dialBlobs(addr string, pool mem.BufferPool, n int) ([]*grpc.ClientConn, error) {
+	var conns []*grpc.ClientConn
+	for range n {
+		c, err := grpc.NewClient(addr,
+			grpc.WithContextDialer(dialLoopback),
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			experimental.WithBufferPool(pool),
+			grpc.WithDefaultCallOptions(grpcmem.CallOption()),
+		)
+		if err != nil {
+			closeAll(conns)
+			return nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
+func closeAll(conns []*grpc.ClientConn) {
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 // dialLoopback dials only loopback addresses: the workload sends traffic
@@ -494,8 +606,8 @@ func dialLoopback(ctx context.Context, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-func newBlobTarget(name string, conn *grpc.ClientConn, s *blobServer, instance string, chunk int, sets map[Case]*blobSet) *blobTarget {
-	bt := &blobTarget{conn: conn, instance: instance, chunk: chunk, sets: sets}
+func newBlobTarget(name string, conns []*grpc.ClientConn, s *blobServer, instance string, chunk int, sets map[Case]*blobSet) *blobTarget {
+	bt := &blobTarget{conns: conns, instance: instance, chunk: chunk, sets: sets}
 	bt.target = target{name: name, worker: bt.worker, measureGC: true}
 	if s != nil {
 		bt.serverOps = s.completed.Load
@@ -508,6 +620,9 @@ func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), er
 	if set == nil {
 		return nil, nil, fmt.Errorf("no blobs for case %s", c)
 	}
+	// Worker w of a case of C streams uses connection w mod n: min(C, n)
+	// connections, each carrying an equal share of the streams.
+	conn := bt.conns[w%len(bt.conns)]
 	switch c.Mode {
 	case ModeRead:
 		names := make([]string, len(set.reads))
@@ -520,7 +635,7 @@ func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), er
 		return func(ctx context.Context, seq int64) (int64, error) {
 			i := (start + seq) % int64(len(names))
 			size := set.reads[i].size
-			return size, bt.read(ctx, names[i], size)
+			return size, bt.read(ctx, conn, names[i], size)
 		}, func() {}, nil
 	case ModeWrite:
 		h := sha256.New()
@@ -530,17 +645,17 @@ func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), er
 			// seq is unique in the run and below 1<<63.
 			stamp = set.stamp(uint64(seq))
 			name := uploadName(bt.instance, uint64(seq), "blobs/"+set.digest(h, size, &stamp)+"/"+strconv.FormatInt(size, 10))
-			return size, bt.write(ctx, name, set.base, size, &stamp)
+			return size, bt.write(ctx, conn, name, set.base, size, &stamp)
 		}, func() {}, nil
 	}
 	return nil, nil, fmt.Errorf("unknown blobs mode %q", c.Mode)
 }
 
 // read reads a whole blob and checks its length.
-func (bt *blobTarget) read(ctx context.Context, name string, size int64) error {
+func (bt *blobTarget) read(ctx context.Context, conn *grpc.ClientConn, name string, size int64) error {
 	// No context of its own: gRPC cancels the stream's when it finishes, and
 	// every return below follows a finishing error or io.EOF.
-	stream, err := bt.conn.NewStream(ctx, &readDesc, methodRead)
+	stream, err := conn.NewStream(ctx, &readDesc, methodRead)
 	if err != nil {
 		return err
 	}
@@ -572,8 +687,8 @@ func (bt *blobTarget) read(ctx context.Context, name string, size int64) error {
 // write uploads the blob base[:prefixLen(size)] + stamp under name, in
 // messages of at most bt.chunk bytes (the stamp shares the last message with
 // the end of the prefix, as one data field), and checks the committed size.
-func (bt *blobTarget) write(ctx context.Context, name string, base []byte, size int64, stamp *[stampLen]byte) error {
-	stream, err := bt.conn.NewStream(ctx, &writeDesc, methodWrite)
+func (bt *blobTarget) write(ctx context.Context, conn *grpc.ClientConn, name string, base []byte, size int64, stamp *[stampLen]byte) error {
+	stream, err := conn.NewStream(ctx, &writeDesc, methodWrite)
 	if err != nil {
 		return err
 	}
@@ -613,6 +728,23 @@ func (bt *blobTarget) write(ctx context.Context, name string, base []byte, size 
 		return fmt.Errorf("write %s: committed %d bytes, want %d", name, resp.CommittedSize, size)
 	}
 	return nil
+}
+
+// startProcess starts configuration name (ConfigServe or ConfigCeiling) as a
+// process of its own, ConfigServe on a store in dir.
+func (o *BlobsOptions) startProcess(ctx context.Context, name, dir string, storeSize int64, chunk int) (*serverProcess, error) {
+	var args []string
+	switch name {
+	case ConfigServe:
+		args = append([]string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--dir", dir,
+			"--max-size", strconv.FormatInt(storeSize, 10), "--chunk-size", strconv.Itoa(chunk), "--log-level", "warn"},
+			o.ServeFlags...)
+	case ConfigCeiling:
+		args = []string{"ceiling", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}
+	default:
+		return nil, fmt.Errorf("configuration %s does not run as a process", name)
+	}
+	return startServerProcess(ctx, o.Command(args...))
 }
 
 // blobServer is a cas server in this process.

@@ -81,7 +81,9 @@ func (r *Report) Charts() []Chart {
 				continue
 			}
 			x := float64(c.Size) // a mix is one case per mode: one column either way
-			thr.Ticks = append(thr.Ticks, Tick{x, c.Label})
+			if !slices.ContainsFunc(thr.Ticks, func(t Tick) bool { return t.X == x }) {
+				thr.Ticks = append(thr.Ticks, Tick{x, c.Label})
+			}
 			for _, cfg := range r.Configs {
 				res := r.Find(c, cfg)
 				if res == nil {
@@ -91,10 +93,15 @@ func (r *Report) Charts() []Chart {
 				if r.Workload == "blobs" {
 					y = res.MBPerSec
 				}
-				addPoint(&thr.Series, cfg, Point{x, y})
+				series := cfg
+				if c.Streams > 0 {
+					// One line per configuration and stream count.
+					series = fmt.Sprintf("%s C=%d", cfg, c.Streams)
+				}
+				addPoint(&thr.Series, series, Point{x, y})
 				if res.GC != nil {
 					hasGC = true
-					addPoint(&gc.Series, cfg, Point{x, res.GC.GCCPUShare * 100})
+					addPoint(&gc.Series, series, Point{x, res.GC.GCCPUShare * 100})
 				}
 			}
 		}

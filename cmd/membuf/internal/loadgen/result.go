@@ -24,9 +24,17 @@ type Case struct {
 	// from a mix, which Label then describes.
 	Size  int64  `json:"size"`
 	Label string `json:"label"`
+	// Streams is how many operations run at once in this case; 0 means
+	// the run's Bounds.Concurrency.
+	Streams int `json:"streams,omitempty"`
 }
 
-func (c Case) String() string { return c.Mode + " " + c.Label }
+func (c Case) String() string {
+	if c.Streams > 0 {
+		return fmt.Sprintf("%s %s C=%d", c.Mode, c.Label, c.Streams)
+	}
+	return c.Mode + " " + c.Label
+}
 
 // Result is what one configuration did on one case, totalled over every
 // round.
@@ -62,6 +70,10 @@ type Result struct {
 	// AllocPerByte is GC.AllocatedBytes over Bytes: heap allocated per
 	// payload byte moved.
 	AllocPerByte float64 `json:"alloc_per_byte,omitempty"`
+	// Server is what the server process used during the measured
+	// stretches, when it runs as a process of its own that can be
+	// observed (see ServerUse); nil otherwise.
+	Server *ServerUse `json:"server,omitempty"`
 
 	latency Histogram
 }
@@ -215,7 +227,58 @@ func (r *Report) WriteTable(w io.Writer) error {
 				gcCPU, gcBusy, gcPerK, alloc, allocs, opsRatio, allocRatio)
 		}
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return r.writeServerTable(w)
+}
+
+// writeServerTable prints, for the results with a server process's
+// figures, what the server used per GiB of payload, with ratios to the
+// baseline's.
+func (r *Report) writeServerTable(w io.Writer) error {
+	measured := false
+	for _, res := range r.Results {
+		measured = measured || res.Server != nil
+	}
+	if !measured {
+		return nil
+	}
+	fmt.Fprintf(w, "\nserver process (CPU time and peak RSS from /proc/<pid>, GC cycles from its metrics; ratios against %s):\n", r.Configs[0])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "case\tconfig\tMiB/s\tCPU-s/GiB\tGC/GiB\tpeak RSS\tMiB/s vs base\tCPU/GiB vs base\t\n")
+	for _, c := range r.Cases() {
+		base := r.Find(c, r.Configs[0])
+		for _, cfg := range r.Configs {
+			res := r.Find(c, cfg)
+			if res == nil || res.Server == nil {
+				continue
+			}
+			u := res.Server
+			gc, peak := "-", formatFloatBytes(float64(u.PeakRSS))
+			if u.GCCycles >= 0 {
+				gc = fmt.Sprintf("%.1f", u.GCCyclesPerGiB)
+			}
+			if u.PeakSinceStart {
+				peak += " (since start)"
+			}
+			thr, cpu := "", ""
+			if base != nil && base != res && base.Server != nil {
+				thr = ratio(res.MiBPerSec(), base.MiBPerSec())
+				cpu = ratio(u.CPUSecondsPerGiB, base.Server.CPUSecondsPerGiB)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.3f\t%s\t%s\t%s\t%s\t\n", c, cfg, res.MiBPerSec(), u.CPUSecondsPerGiB, gc, peak, thr, cpu)
+		}
+	}
 	return tw.Flush()
+}
+
+// MiBPerSec is the payload moved per second in MiB (2^20 bytes).
+func (r *Result) MiBPerSec() float64 {
+	if s := r.Wall.Seconds(); s > 0 {
+		return float64(r.Bytes) / s / (1 << 20)
+	}
+	return 0
 }
 
 func ratio(a, b float64) string {

@@ -76,6 +76,8 @@ type target struct {
 	// measureGC says whether the process's GC figures describe this
 	// target (its server runs in this process).
 	measureGC bool
+	// probe, when set, observes the target's server process.
+	probe *serverProbe
 }
 
 // runRounds measures every case under every target in interleaved rounds
@@ -94,6 +96,9 @@ func runRounds(ctx context.Context, cases []Case, targets []*target, b Bounds, p
 			}
 			if t.serverOps != nil {
 				r.ServerOps = new(int64)
+			}
+			if t.probe != nil {
+				r.Server = &ServerUse{}
 			}
 		}
 	}
@@ -119,7 +124,11 @@ func runRounds(ctx context.Context, cases []Case, targets []*target, b Bounds, p
 					progress(Event{Starting: true, Done: done, Total: total, Round: round + 1, Rounds: b.Rounds,
 						Case: c, Config: t.name, OpsPerSec: res.OpsPerSec, Elapsed: time.Since(start)})
 				}
-				if err := runStretch(ctx, t, c, b.Concurrency, dur, count, &seq, res); err != nil {
+				n := b.Concurrency
+				if c.Streams > 0 {
+					n = c.Streams
+				}
+				if err := runStretch(ctx, t, c, n, dur, count, &seq, res); err != nil {
 					return nil, fmt.Errorf("%s, %s: %w", c, t.name, err)
 				}
 				res.Rounds++
@@ -173,6 +182,13 @@ func runStretch(ctx context.Context, t *target, c Case, n int, dur time.Duration
 	if t.measureGC {
 		run = gcstats.Start()
 	}
+	var mark probeMark
+	if t.probe != nil {
+		var err error
+		if mark, err = t.probe.begin(ctx); err != nil {
+			return err
+		}
+	}
 	began := time.Now()
 	deadline := began.Add(dur)
 	var wg sync.WaitGroup
@@ -204,6 +220,13 @@ func runStretch(ctx context.Context, t *target, c Case, n int, dur time.Duration
 	}
 	wg.Wait()
 	wall := time.Since(began)
+	var use ServerUse
+	if t.probe != nil {
+		var err error
+		if use, err = t.probe.end(ctx, mark); err != nil {
+			return err
+		}
+	}
 	var total int64
 	for i := range tallies {
 		total += tallies[i].ops
@@ -229,6 +252,9 @@ func runStretch(ctx context.Context, t *target, c Case, n int, dur time.Duration
 	if res.GC != nil {
 		res.GC.Add(gc)
 	}
+	if res.Server != nil {
+		res.Server.add(use)
+	}
 	if t.serverOps != nil {
 		*res.ServerOps += t.serverOps() - serverBefore
 	}
@@ -248,5 +274,8 @@ func finish(r *Result) {
 	r.Max = r.latency.Max()
 	if r.GC != nil && r.Bytes > 0 {
 		r.AllocPerByte = float64(r.GC.AllocatedBytes) / float64(r.Bytes)
+	}
+	if r.Server != nil {
+		r.Server.finish(r.Bytes)
 	}
 }

@@ -1,0 +1,113 @@
+package loadgen
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	// A command name with spaces and parentheses, as a process may choose.
+	line := "4242 (my (odd) srv) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 31 0 0 20 0 9 0 100 1000000 2000 18446744073709551615\n"
+	got, err := parseStatCPU([]byte(line))
+	if err != nil || got != 281 {
+		t.Errorf("parseStatCPU = %d, %v; want 250+31 = 281", got, err)
+	}
+	for _, bad := range []string{"", "4242 no parens S 1", "4242 (x) S 1 2 3"} {
+		if _, err := parseStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseStatCPU(%q) accepted a malformed line", bad)
+		}
+	}
+}
+
+func TestParseStatusKiB(t *testing.T) {
+	status := "Name:\tmembuf\nVmPeak:\t  900000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40000 kB\n"
+	got, err := parseStatusKiB([]byte(status), "VmHWM")
+	if err != nil || got != 50<<20 {
+		t.Errorf("VmHWM = %d, %v; want 50 MiB", got, err)
+	}
+	if _, err := parseStatusKiB([]byte(status), "VmSwap"); err == nil {
+		t.Error("a missing field was not reported")
+	}
+	if _, err := parseStatusKiB([]byte("VmHWM:\t12 MB\n"), "VmHWM"); err == nil {
+		t.Error("a field in an unknown unit was accepted")
+	}
+}
+
+func TestParseGCCycles(t *testing.T) {
+	for _, tc := range []struct {
+		exposition string
+		want       int64
+	}{
+		// client_golang's runtime/metrics name wins over the pause summary.
+		{"# HELP x\ngo_gc_duration_seconds_count 7\ngo_gc_cycles_total_gc_cycles_total 9\n", 9},
+		// bazel-remote and bb-storage export the default Go collector only.
+		{"go_gc_duration_seconds{quantile=\"0.5\"} 1e-05\ngo_gc_duration_seconds_sum 0.01\ngo_gc_duration_seconds_count 1234\n", 1234},
+	} {
+		got, err := parseGCCycles(strings.NewReader(tc.exposition))
+		if err != nil || got != tc.want {
+			t.Errorf("parseGCCycles(%q) = %d, %v; want %d", tc.exposition, got, err, tc.want)
+		}
+	}
+	if _, err := parseGCCycles(strings.NewReader("process_cpu_seconds_total 3\n")); err == nil {
+		t.Error("an exposition without a GC counter was accepted")
+	}
+}
+
+func TestParseListenLine(t *testing.T) {
+	g, h, ok := parseListenLine("listening grpc=127.0.0.1:41 http=127.0.0.1:42")
+	if !ok || g != "127.0.0.1:41" || h != "127.0.0.1:42" {
+		t.Errorf("got %q %q %v", g, h, ok)
+	}
+	g, h, ok = parseListenLine("listening grpc=[::1]:5")
+	if !ok || g != "[::1]:5" || h != "" {
+		t.Errorf("without http: got %q %q %v", g, h, ok)
+	}
+	if _, _, ok := parseListenLine("serving on 127.0.0.1:41"); ok {
+		t.Error("accepted a line that is not a listen line")
+	}
+}
+
+// The probe reads this very process: its CPU time grows with work done, and
+// its peak resident set covers memory it touched.
+func TestServerProbeSelf(t *testing.T) {
+	p := newServerProbe(os.Getpid(), "")
+	ctx := context.Background()
+	m, err := p.begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Touch 64 MiB and spin until at least 3 ticks of CPU time pass.
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	for {
+		ticks, err := p.cpuTicks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ticks-m.cpuTicks >= 3 {
+			break
+		}
+		for i := range buf {
+			buf[i]++
+		}
+	}
+	u, err := p.end(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.CPUSeconds < 0.03 {
+		t.Errorf("CPU %.2f s, want at least the 0.03 s spun", u.CPUSeconds)
+	}
+	if u.PeakRSS < 64<<20 {
+		t.Errorf("peak RSS %d, want at least the 64 MiB touched", u.PeakRSS)
+	}
+	if u.GCCycles != -1 {
+		t.Errorf("GC cycles %d without a metrics endpoint, want -1 (unknown)", u.GCCycles)
+	}
+	runtime.KeepAlive(buf)
+}
