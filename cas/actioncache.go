@@ -23,7 +23,8 @@ type actionCacheService struct {
 // output blobs are no longer all in the CAS counts as a miss (NOT_FOUND):
 // the spec asks that the blobs a returned result references be available,
 // and a client given such a result would fail fetching them. Looking the
-// outputs up also marks them recently used.
+// outputs up also marks them recently used. A stored result with an output
+// path UpdateActionResult would now refuse is a miss too.
 func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetActionResultRequest) (*repb.ActionResult, error) {
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -40,6 +41,11 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 	if err := proto.Unmarshal(data, ar); err != nil {
 		a.s.log.Error("stored action result does not parse", "action", d.String(), "err", err)
 		return nil, status.Errorf(codes.NotFound, "action result for %s: stored entry is unreadable", d)
+	}
+	if err := checkOutputPaths(ar); err != nil {
+		// Stored before paths were checked: a client must not restore it.
+		a.s.log.Warn("stored action result has an unsafe output path; not served", "action", d.String(), "err", err)
+		return nil, status.Errorf(codes.NotFound, "action result for %s: stored entry has an unsafe output path", d)
 	}
 	// One FindMissing for all the outputs: a tiered store asks its slower
 	// tier about the local misses together, not one at a time.
@@ -64,7 +70,7 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 }
 
 // UpdateActionResult stores an action result after checking every digest
-// in it.
+// and every output path in it (checkOutputPath).
 func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.UpdateActionResultRequest) (*repb.ActionResult, error) {
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -81,6 +87,9 @@ func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.U
 		if _, err := ParseDigest(ref.digest); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "action_result %s: %v", ref, err)
 		}
+	}
+	if err := checkOutputPaths(ar); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "action_result %v", err)
 	}
 	data, err := marshalDeterministic(ar)
 	if err != nil {

@@ -949,3 +949,47 @@ func TestWriteWaitForBusyUploadHonoursDeadline(t *testing.T) {
 		t.Fatalf("first stream: %v, %v", resp, err)
 	}
 }
+
+// TestActionResultOutputPaths: UpdateActionResult refuses a result whose
+// output paths would lead a client that restores it out of its working
+// directory, naming the path, and stores nothing; a stored entry with such a
+// path (written before the check existed) is not served.
+func TestActionResultOutputPaths(t *testing.T) {
+	e := newEnv(t, 0, Options{})
+	ctx := context.Background()
+	out := e.put([]byte("output"))
+	ad := DigestOf([]byte("an action with a bad path"))
+	for _, tc := range []struct {
+		ar   *repb.ActionResult
+		want string
+	}{
+		{&repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "ok", Digest: out.Proto()}, {Path: "../../../etc/passwd", Digest: out.Proto()}}}, `output file "../../../etc/passwd": path has a ".." component`},
+		{&repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "/etc/passwd", Digest: out.Proto()}}}, `output file "/etc/passwd": path is absolute`},
+		{&repb.ActionResult{OutputDirectories: []*repb.OutputDirectory{{Path: "a//b", TreeDigest: out.Proto()}}}, `output directory "a//b": path has an empty component`},
+		{&repb.ActionResult{OutputSymlinks: []*repb.OutputSymlink{{Path: "link/", Target: "x"}}}, `output symlink "link/"`},
+		{&repb.ActionResult{OutputFileSymlinks: []*repb.OutputSymlink{{Path: "./x", Target: "x"}}}, `output file symlink "./x"`},
+		{&repb.ActionResult{OutputDirectorySymlinks: []*repb.OutputSymlink{{Path: "..", Target: "x"}}}, `output directory symlink ".."`},
+	} {
+		_, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: tc.ar})
+		wantCode(t, err, codes.InvalidArgument, tc.want)
+		_, err = e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto()})
+		wantCode(t, err, codes.NotFound, "action result")
+	}
+	// The whole working directory as an output directory is allowed.
+	whole := &repb.ActionResult{OutputDirectories: []*repb.OutputDirectory{{Path: "", TreeDigest: out.Proto()}}}
+	if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: whole}); err != nil {
+		t.Fatalf("an output directory with the empty path: %v", err)
+	}
+
+	// An entry stored as it was before paths were checked.
+	old := DigestOf([]byte("stored before the check"))
+	data, err := marshalDeterministic(&repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "../x", Digest: out.Proto()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.PutActionResult(ctx, old, data); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: old.Proto()})
+	wantCode(t, err, codes.NotFound, "unsafe output path")
+}

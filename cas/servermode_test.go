@@ -35,6 +35,7 @@ func serverOptionsForTests(t testing.TB, opts Options) []grpc.ServerOption {
 // TestSuiteOnPlainServer. TestServerTestsListed keeps the list complete.
 var serverTests = []func(*testing.T){
 	TestActionCache,
+	TestActionResultOutputPaths,
 	TestBatchReadBlobs,
 	TestBatchUpdateBlobs,
 	TestCapabilities,
