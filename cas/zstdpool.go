@@ -1,0 +1,401 @@
+package cas
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Sizes that fix the memory a zstd coder holds. They are charged against a
+// ZstdPool's budget; TestZstdChargesCoverCoderMemory measures the coders and
+// fails if a charge is below what the library really keeps.
+const (
+	// zstdFrameSize is the uncompressed size of each independently
+	// compressed frame this server writes, on disk and on the wire. Larger
+	// frames compress a little better (2% on Go source between 256 KiB and
+	// 1 MiB) but cost more memory per read in flight and more wasted work on
+	// a read that starts inside a frame.
+	zstdFrameSize = 256 << 10
+	// encoderCharge is a frame encoder: the fastest level with a window of
+	// one frame, used only through EncodeAll (hash table and history;
+	// about 400 KiB measured).
+	encoderCharge = 512 << 10
+	// frameDecoderCharge is a frame decoder used through DecodeAll, which
+	// decodes into the caller's buffer and keeps no window of its own
+	// (block and entropy-table state only; about 170 KiB measured).
+	frameDecoderCharge = 256 << 10
+	// streamDecoderBase is a stream decoder without its window: block
+	// buffers and entropy tables (100 to 180 KiB measured).
+	// streamDecoderCharge adds the window.
+	streamDecoderBase = 256 << 10
+	// MaxUploadWindow is the largest zstd window a compressed upload may
+	// declare: the window is memory the server holds for the whole upload.
+	// 8 MiB is what the zstd format asks every decoder to support, and what
+	// encoders use by default up to level 19 (and klauspost's by default).
+	MaxUploadWindow = 8 << 20
+	// zstdBlockMax is zstd's largest block, which a stream decoder keeps
+	// room for beside its window.
+	zstdBlockMax = 128 << 10
+)
+
+// streamDecoderCharge is the memory of a stream decoder whose frames have
+// windows of at most window bytes: klauspost's decoder keeps a ring of the
+// window plus two blocks (zstd/history.go, ensureBlockRing), and its base.
+func streamDecoderCharge(window int64) int64 {
+	return streamDecoderBase + window + 2*(min(window, zstdBlockMax)+64)
+}
+
+// coderKind is what a coder does; each kind has its own idle list.
+type coderKind uint8
+
+const (
+	frameEncoder  coderKind = iota // EncodeAll of one frame
+	frameDecoder                   // DecodeAll of whole frames into a caller's buffer
+	streamDecoder                  // a zstd stream of any shape, read through io.Reader
+	numCoderKinds
+)
+
+func (k coderKind) String() string {
+	switch k {
+	case frameEncoder:
+		return "encoder"
+	case frameDecoder:
+		return "frame_decoder"
+	default:
+		return "stream_decoder"
+	}
+}
+
+// ZstdPool lends zstd encoders and decoders (github.com/klauspost/compress/zstd)
+// and keeps the memory they hold, their hash tables and windows, under a
+// byte budget. A request that finds the budget spent waits, first come first
+// served, until a coder is given back or its context ends; it does not fail
+// for want of memory. Idle coders are kept for reuse (their memory stays
+// counted) and dropped, oldest first, when a request needs the room.
+//
+// Coders are lent only for the span of one call (encodeFrame, decodeFrame,
+// decodeStream), which takes the coder and gives it back itself: a caller
+// never holds a coder, so it cannot give one back twice (the failure that
+// made bb-storage's counters drift, its PR 330). The pool checks anyway and
+// panics on a second release.
+//
+// One ZstdPool serves a Store and a Server together, so that one budget
+// covers both. It is safe for concurrent use.
+type ZstdPool struct {
+	budget int64
+
+	mu        sync.Mutex
+	lentBytes int64
+	idleBytes int64
+	peak      int64
+	idle      []*coder      // oldest first
+	waiters   []*zstdWaiter // first come, first served
+	leases    [numCoderKinds]uint64
+	created   [numCoderKinds]uint64
+	dropped   uint64
+	waits     uint64
+	waitTime  time.Duration
+	timeouts  uint64
+}
+
+// coder is one encoder or decoder and the bytes charged for it. A granted
+// coder whose enc and dec are nil has its memory reserved but is still to
+// be made.
+type coder struct {
+	kind   coderKind
+	charge int64
+	enc    *zstd.Encoder
+	dec    *zstd.Decoder
+	lent   bool // guarded by ZstdPool.mu
+}
+
+// zstdWaiter is a request waiting for memory. grant is set, under the
+// pool's lock, before ready is closed.
+type zstdWaiter struct {
+	kind  coderKind
+	need  int64
+	grant *coder
+	ready chan struct{}
+}
+
+// ZstdStats is a snapshot of a ZstdPool's counters.
+type ZstdStats struct {
+	Budget    int64 // the byte budget
+	LentBytes int64 // bytes charged for coders in use now
+	IdleBytes int64 // bytes charged for idle coders kept for reuse
+	PeakBytes int64 // the highest LentBytes+IdleBytes so far
+	// Leases counts coders lent, by kind: "encoder", "frame_decoder",
+	// "stream_decoder".
+	Leases map[string]uint64
+	// Created counts coders made, by kind (a lease that found no idle
+	// coder to reuse).
+	Created map[string]uint64
+	Dropped uint64 // idle coders let go to make room for another
+	Waiting int    // requests waiting for memory now
+	Waits   uint64 // requests that had to wait for memory
+	// WaitTime is the total time requests spent waiting.
+	WaitTime time.Duration
+	// Timeouts counts waits that ended because the request's context
+	// ended (deadline or cancellation) before memory was free.
+	Timeouts uint64
+}
+
+// DefaultZstdBudget is the zstd memory budget for a server whose buffer
+// pool keeps poolBudget bytes: half as much, and never less than one
+// upload's largest window, so that any upload can proceed.
+func DefaultZstdBudget(poolBudget int64) int64 {
+	return max(poolBudget/2, streamDecoderCharge(MaxUploadWindow))
+}
+
+// NewZstdPool returns a pool whose coders hold at most budget bytes. One
+// request for more than the whole budget (an upload with a large window on
+// a small budget) is let through alone, when nothing else is lent.
+func NewZstdPool(budget int64) (*ZstdPool, error) {
+	if budget <= 0 {
+		return nil, fmt.Errorf("cas: zstd memory budget %d is not positive", budget)
+	}
+	return &ZstdPool{budget: budget}, nil
+}
+
+// Stats returns a snapshot of the pool's counters.
+func (p *ZstdPool) Stats() ZstdStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := ZstdStats{
+		Budget:    p.budget,
+		LentBytes: p.lentBytes,
+		IdleBytes: p.idleBytes,
+		PeakBytes: p.peak,
+		Leases:    make(map[string]uint64, numCoderKinds),
+		Created:   make(map[string]uint64, numCoderKinds),
+		Dropped:   p.dropped,
+		Waiting:   len(p.waiters),
+		Waits:     p.waits,
+		WaitTime:  p.waitTime,
+		Timeouts:  p.timeouts,
+	}
+	for k := range numCoderKinds {
+		st.Leases[k.String()] = p.leases[k]
+		st.Created[k.String()] = p.created[k]
+	}
+	return st
+}
+
+// encodeFrame appends src, compressed as one zstd frame, to dst and
+// returns it. Give dst a capacity of maxEncodedSize(len(src)) so that
+// nothing is allocated.
+func (p *ZstdPool) encodeFrame(ctx context.Context, src, dst []byte) ([]byte, error) {
+	c, err := p.acquire(ctx, frameEncoder, encoderCharge)
+	if err != nil {
+		return dst, err
+	}
+	defer p.release(c)
+	return c.enc.EncodeAll(src, dst), nil
+}
+
+// maxEncodedSize bounds what encodeFrame appends for n bytes of input
+// (zstd's ZSTD_COMPRESSBOUND plus the frame header and checksum: a block
+// that does not compress is stored raw).
+func maxEncodedSize(n int) int {
+	bound := n + n>>8 + 32
+	if n < zstdBlockMax {
+		bound += (zstdBlockMax - n) >> 11
+	}
+	return bound
+}
+
+// decodeFrame appends the decompressed content of src, one or more whole
+// zstd frames, to dst and returns it. Output beyond cap(dst) is an error
+// wrapping zstd.ErrDecoderSizeExceeded, so a caller bounds what a hostile
+// frame can expand to by dst's capacity. (The decoder checks after each
+// block: on that error the returned slice may be a new one, up to a block
+// longer; discard it.)
+func (p *ZstdPool) decodeFrame(ctx context.Context, src, dst []byte) ([]byte, error) {
+	c, err := p.acquire(ctx, frameDecoder, frameDecoderCharge)
+	if err != nil {
+		return dst, err
+	}
+	defer p.release(c)
+	return c.dec.DecodeAll(src, dst)
+}
+
+// decodeStream decompresses the zstd stream r into w, with a decoder whose
+// frames may have windows of at most window bytes (a frame that declares a
+// larger one fails with zstd.ErrWindowSizeExceeded). It returns the bytes
+// written to w and the first error of r, w or the stream (a stream cut
+// short is io.ErrUnexpectedEOF). The decoder is charged for window, and
+// held, for the whole stream.
+func (p *ZstdPool) decodeStream(ctx context.Context, window int64, r io.Reader, w io.Writer) (int64, error) {
+	window = max(window, zstd.MinWindowSize)
+	c, err := p.acquire(ctx, streamDecoder, streamDecoderCharge(window))
+	if err != nil {
+		return 0, err
+	}
+	defer p.release(c)
+	if err := c.dec.ResetWithOptions(r, zstd.WithDecoderMaxWindow(uint64(window))); err != nil {
+		return 0, err
+	}
+	// Drop the decoder's references to r and w's data before it goes idle.
+	defer c.dec.Reset(nil)
+	return c.dec.WriteTo(w)
+}
+
+// acquire lends a coder of kind that holds at most need bytes (reusing an
+// idle one if there is one, else making one), waiting while the budget is
+// spent. It fails only when ctx ends first (with ctx's error).
+func (p *ZstdPool) acquire(ctx context.Context, kind coderKind, need int64) (*coder, error) {
+	p.mu.Lock()
+	if len(p.waiters) == 0 {
+		if c := p.tryLocked(kind, need); c != nil {
+			p.mu.Unlock()
+			return p.ready(c)
+		}
+	}
+	w := &zstdWaiter{kind: kind, need: need, ready: make(chan struct{})}
+	p.waiters = append(p.waiters, w)
+	p.waits++
+	p.mu.Unlock()
+
+	start := time.Now()
+	select {
+	case <-w.ready:
+		p.mu.Lock()
+		p.waitTime += time.Since(start)
+		p.mu.Unlock()
+		return p.ready(w.grant)
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	p.waitTime += time.Since(start)
+	p.timeouts++
+	granted := w.grant
+	if granted == nil {
+		for i, o := range p.waiters {
+			if o == w {
+				p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+				break
+			}
+		}
+		// The head of the queue may have been what held the others back.
+		p.grantLocked()
+	}
+	p.mu.Unlock()
+	if granted != nil {
+		// Granted just as the context ended: give it straight back.
+		p.release(granted)
+	}
+	return nil, ctx.Err()
+}
+
+// ready makes the coder c stands for if it is still to be made.
+func (p *ZstdPool) ready(c *coder) (*coder, error) {
+	if c.enc != nil || c.dec != nil {
+		return c, nil
+	}
+	var err error
+	switch c.kind {
+	case frameEncoder:
+		c.enc, err = zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.SpeedFastest), // what bazel-remote uses: these frames are written on the request path
+			zstd.WithEncoderConcurrency(1),           // one goroutine per lease; EncodeAll never starts others
+			zstd.WithWindowSize(zstdFrameSize),       // a frame is never larger, so a larger window is dead memory
+			zstd.WithLowerEncoderMem(true))
+	case frameDecoder:
+		c.dec, err = zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			// DecodeAll writes into the caller's buffer and keeps no
+			// window, so any window is fine; the output is bounded by
+			// the buffer's capacity instead.
+			zstd.WithDecoderMaxWindow(zstd.MaxWindowSize),
+			zstd.WithDecodeAllCapLimit(true))
+	case streamDecoder:
+		c.dec, err = zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(1), // synchronous: no goroutines, no blocks decoded ahead
+			zstd.WithDecoderLowmem(true))
+	}
+	if err != nil {
+		p.mu.Lock()
+		c.lent = false
+		p.lentBytes -= c.charge
+		p.grantLocked()
+		p.mu.Unlock()
+		return nil, fmt.Errorf("cas: making a zstd %s: %w", c.kind, err)
+	}
+	return c, nil
+}
+
+// tryLocked grants a coder of kind for need bytes if it can at once: an
+// idle one of that kind that holds enough, or room for a new one (dropping
+// idle coders to make it). It returns nil if the request must wait.
+func (p *ZstdPool) tryLocked(kind coderKind, need int64) *coder {
+	best := -1
+	for i, c := range p.idle {
+		if c.kind == kind && c.charge >= need && (best < 0 || c.charge < p.idle[best].charge) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		c := p.idle[best]
+		p.idle = append(p.idle[:best], p.idle[best+1:]...)
+		p.idleBytes -= c.charge
+		p.lentBytes += c.charge
+		p.leases[kind]++
+		c.lent = true
+		return c
+	}
+	// Alone, a request for more than the whole budget may go ahead:
+	// otherwise it would wait forever.
+	if p.lentBytes+need > p.budget && p.lentBytes > 0 {
+		return nil
+	}
+	for len(p.idle) > 0 && p.lentBytes+p.idleBytes+need > p.budget {
+		old := p.idle[0]
+		p.idle[0] = nil
+		p.idle = p.idle[1:]
+		p.idleBytes -= old.charge
+		p.dropped++
+	}
+	p.lentBytes += need
+	p.leases[kind]++
+	p.created[kind]++
+	p.peak = max(p.peak, p.lentBytes+p.idleBytes)
+	return &coder{kind: kind, charge: need, lent: true}
+}
+
+// grantLocked serves waiting requests, in order, while they fit.
+func (p *ZstdPool) grantLocked() {
+	for len(p.waiters) > 0 {
+		w := p.waiters[0]
+		c := p.tryLocked(w.kind, w.need)
+		if c == nil {
+			return
+		}
+		w.grant = c
+		p.waiters[0] = nil
+		p.waiters = p.waiters[1:]
+		close(w.ready)
+	}
+}
+
+// release gives c back: it stays idle for reuse, and the requests waiting
+// are served. Releasing a coder that is not lent panics: the pool's
+// accounting would otherwise drift (bb-storage PR 330).
+func (p *ZstdPool) release(c *coder) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !c.lent {
+		panic(fmt.Sprintf("cas: zstd %s (%d bytes) released twice", c.kind, c.charge))
+	}
+	c.lent = false
+	p.lentBytes -= c.charge
+	if c.enc != nil || c.dec != nil {
+		p.idle = append(p.idle, c)
+		p.idleBytes += c.charge
+	}
+	p.grantLocked()
+}
