@@ -289,7 +289,9 @@ func TestSDK(t *testing.T) {
 
 	t.Run("restart keeps data", func(t *testing.T) {
 		c.Close()
-		srv.Stop(t, syscall.SIGTERM)
+		if err := srv.Stop(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
 		srv2 := startServer(t, dir)
 		c2 := newClient(t, ctx, srv2.GRPCAddr, instance)
 		for _, blob := range [][]byte{small, large} {
@@ -306,7 +308,9 @@ func TestSDK(t *testing.T) {
 		if err != nil || !proto.Equal(got, result) {
 			t.Errorf("after restart, GetActionResult = %v, %v; want the stored result", got, err)
 		}
-		srv2.Stop(t, syscall.SIGTERM)
+		if err := srv2.Stop(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

@@ -68,9 +68,9 @@ func TestMain(m *testing.M) {
 
 // startServer runs `membuf serve` on a free loopback port with its store in
 // dir and waits until it prints where it listens.
-func startServer(t *testing.T, dir string) *serveprocess.Server {
+func startServer(t *testing.T, dir string) *serveprocess.Process {
 	t.Helper()
-	return serveprocess.Start(t, exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "", "--dir", dir, "--log-level", "debug"))
+	return serveprocess.StartTest(t, exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "", "--dir", dir, "--log-level", "debug"))
 }
 
 func testContext(t *testing.T) context.Context {

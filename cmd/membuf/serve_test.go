@@ -392,9 +392,11 @@ func TestServeSignal(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
 				"--dir", filepath.Join(t.TempDir(), "data"))
 			cmd.Env = append(os.Environ(), "MEMBUF_TEST_RUN_MAIN=1")
-			s := serveprocess.Start(t, cmd)
+			s := serveprocess.StartTest(t, cmd)
 			httpGet(t, "http://"+s.HTTPAddr+"/metrics") // it answers before the signal...
-			s.Stop(t, sig)                              // ...and exits cleanly after it
+			if err := s.Stop(sig); err != nil {         // ...and exits cleanly after it
+				t.Fatal(err)
+			}
 			if !strings.Contains(s.Log(), "msg=stopped") {
 				t.Errorf("log does not say it stopped:\n%s", s.Log())
 			}

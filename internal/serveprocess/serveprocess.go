@@ -1,18 +1,25 @@
-// Package serveprocess runs `membuf serve` as a process of its own, for the
-// tests that need one (cmd/membuf's signal tests, interop/): it starts the
-// command, waits for the line on its standard output that names the
-// addresses it listens on, and stops it with a signal. It uses only the
-// standard library, so that interop/, which pins an older grpc for the REAPI
-// SDK, can import it without taking this repository's dependencies.
+// Package serveprocess runs a membuf command that serves (`membuf serve`,
+// `membuf ceiling`) as a process of its own: it starts the command, waits
+// for the line on its standard output that names the addresses it listens
+// on, and stops it with a signal. `membuf bench blobs` measures servers
+// started this way, and the tests that need a real process (cmd/membuf's
+// signal tests, interop/) start theirs with [StartTest].
+//
+// It uses only the standard library, so that interop/, which pins an older
+// grpc for the REAPI SDK, imports it without taking this repository's
+// dependencies.
 package serveprocess
 
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,26 +28,33 @@ import (
 // Timeouts: generous, for a loaded 2-core machine under the race detector.
 const (
 	// StartTimeout bounds the wait for the listen line.
-	StartTimeout = 60 * time.Second
+	StartTimeout = time.Minute
 	// StopTimeout bounds the wait for the process to exit after a signal.
 	StopTimeout = 30 * time.Second
 )
 
-var listenLine = regexp.MustCompile(`^listening grpc=(\S+)(?: http=(\S+))?$`)
-
-// ParseListenLine returns the addresses a `membuf serve` listen line names
-// ("listening grpc=HOST:PORT http=HOST:PORT", the http part only when HTTP
-// is on), and whether line is one.
+// ParseListenLine returns the addresses a listen line names,
+// "listening grpc=HOST:PORT http=HOST:PORT" (the http part only when HTTP is
+// on), and whether line is one.
 func ParseListenLine(line string) (grpcAddr, httpAddr string, ok bool) {
-	m := listenLine.FindStringSubmatch(line)
-	if m == nil {
+	rest, found := strings.CutPrefix(line, "listening ")
+	if !found {
 		return "", "", false
 	}
-	return m[1], m[2], true
+	for _, f := range strings.Fields(rest) {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "grpc":
+			grpcAddr = v
+		case "http":
+			httpAddr = v
+		}
+	}
+	return grpcAddr, httpAddr, grpcAddr != ""
 }
 
-// Server is a running `membuf serve` process.
-type Server struct {
+// Process is a running server process.
+type Process struct {
 	// GRPCAddr and HTTPAddr are where it listens, from its listen line;
 	// HTTPAddr is empty when HTTP is off.
 	GRPCAddr, HTTPAddr string
@@ -51,22 +65,19 @@ type Server struct {
 	waitErr error         // what cmd.Wait returned; set before exited closes
 }
 
-// Start starts cmd, a `membuf serve` command line whose Stdout and Stderr
-// are unset (Start takes both), and waits until it prints its listen line.
-// It fails the test, with the process's log, if the process prints
-// something else first, exits, or is not ready within StartTimeout. The
-// process is killed when the test ends if it is still running, and its log
-// is logged if the test failed.
-func Start(t testing.TB, cmd *exec.Cmd) *Server {
-	t.Helper()
-	s := &Server{cmd: cmd, exited: make(chan struct{})}
-	cmd.Stderr = &s.stderr
+// Start starts cmd, a command line whose Stdout and Stderr are unset (Start
+// takes both), and waits until it prints its listen line. If the process
+// prints something else first, exits, is not ready within StartTimeout, or
+// ctx ends, Start kills it and returns an error that quotes its log.
+func Start(ctx context.Context, cmd *exec.Cmd) (*Process, error) {
+	p := &Process{cmd: cmd, exited: make(chan struct{})}
+	cmd.Stderr = &p.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	lines := make(chan string, 1)
 	go func() {
@@ -76,52 +87,86 @@ func Start(t testing.TB, cmd *exec.Cmd) *Server {
 		}
 		close(lines)
 		io.Copy(io.Discard, stdout)
-		s.waitErr = cmd.Wait()
-		close(s.exited)
+		p.waitErr = cmd.Wait()
+		close(p.exited)
 	}()
-	t.Cleanup(func() {
-		select {
-		case <-s.exited:
-		default:
-			cmd.Process.Kill()
-			<-s.exited
-		}
-		if t.Failed() {
-			t.Logf("membuf serve's log:\n%s", s.Log())
-		}
-	})
+	timer := time.NewTimer(StartTimeout)
+	defer timer.Stop()
 	select {
 	case line, ok := <-lines:
 		var listening bool
-		s.GRPCAddr, s.HTTPAddr, listening = ParseListenLine(line)
-		if !ok || !listening {
-			t.Fatalf("membuf serve's first line of output is %q, not a listen line", line)
+		p.GRPCAddr, p.HTTPAddr, listening = ParseListenLine(line)
+		if ok && listening {
+			return p, nil
 		}
-	case <-time.After(StartTimeout):
-		t.Fatalf("membuf serve printed no listen line within %v", StartTimeout)
+		p.Kill()
+		return nil, fmt.Errorf("%s printed %q, not a listen line; its log:\n%s", p.name(), line, p.Log())
+	case <-timer.C:
+		p.Kill()
+		return nil, fmt.Errorf("%s printed no listen line within %v; its log:\n%s", p.name(), StartTimeout, p.Log())
+	case <-ctx.Done():
+		p.Kill()
+		return nil, ctx.Err()
 	}
-	return s
 }
 
-// Log returns what the process has written to its standard error.
-func (s *Server) Log() string { return s.stderr.String() }
+// name names the process in errors: its program and subcommand.
+func (p *Process) name() string { return strings.Join(p.cmd.Args[:min(2, len(p.cmd.Args))], " ") }
 
-// Stop sends sig to the process and waits for it to exit. It fails the test
-// if the signal cannot be sent, if the process exits with an error (a
-// non-zero status), or if it is still running after StopTimeout.
-func (s *Server) Stop(t testing.TB, sig os.Signal) {
+// Pid returns the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Log returns what the process has written to its standard error so far.
+func (p *Process) Log() string { return p.stderr.String() }
+
+// Stop sends sig to the process and waits for it to exit. If it is still
+// running after StopTimeout, Stop kills it. It returns an error, quoting the
+// log, unless the process exited cleanly (status 0) within the timeout.
+func (p *Process) Stop(sig os.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		p.Kill()
+		return err
+	}
+	timer := time.NewTimer(StopTimeout)
+	defer timer.Stop()
+	select {
+	case <-p.exited:
+	case <-timer.C:
+		p.Kill()
+		return fmt.Errorf("%s still running %v after %v; killed; its log:\n%s", p.name(), StopTimeout, sig, p.Log())
+	}
+	if p.waitErr != nil {
+		return fmt.Errorf("%s after %v: %w; its log:\n%s", p.name(), sig, p.waitErr, p.Log())
+	}
+	return nil
+}
+
+// Kill kills the process, if it is still running, and waits for it to exit.
+func (p *Process) Kill() {
+	select {
+	case <-p.exited:
+	default:
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// StartTest is Start for a test: it fails the test if the process does not
+// start, kills the process when the test ends if it is still running, and
+// logs its log if the test failed.
+func StartTest(t testing.TB, cmd *exec.Cmd) *Process {
 	t.Helper()
-	if err := s.cmd.Process.Signal(sig); err != nil {
+	p, err := Start(context.Background(), cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.exited:
-		if s.waitErr != nil {
-			t.Fatalf("membuf serve after %v: %v", sig, s.waitErr)
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", p.name(), p.Log())
 		}
-	case <-time.After(StopTimeout):
-		t.Fatalf("membuf serve still running %v after %v", StopTimeout, sig)
-	}
+	})
+	return p
 }
 
 // LockedBuffer is a bytes.Buffer that one goroutine (a server's output)

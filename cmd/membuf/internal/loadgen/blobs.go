@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bspb "google.golang.org/genproto/googleapis/bytestream"
@@ -32,6 +33,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/grpcmem"
+	"github.com/membuf/membuf/internal/serveprocess"
 )
 
 // Blob modes.
@@ -235,14 +237,14 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s server: %w", name, err)
 				}
-				defer p.stop()
-				conns, err := dialBlobs(p.grpcAddr, clientPool, connections)
+				defer p.Stop(syscall.SIGTERM)
+				conns, err := dialBlobs(p.GRPCAddr, clientPool, connections)
 				if err != nil {
 					return nil, err
 				}
 				defer closeAll(conns)
 				t := newBlobTarget(name, conns, nil, o.Instance, chunk, sets)
-				t.probe = newServerProbe(p.pid(), p.metricsURL())
+				t.probe = newServerProbe(p.Pid(), metricsURL(p))
 				// The client's gRPC uses grpc-go's own default pool, as
 				// it does against a server at an address.
 				t.prepare = func() { experimental.SetDefaultBufferPool(grpcDefault) }
@@ -732,7 +734,7 @@ func (bt *blobTarget) write(ctx context.Context, conn *grpc.ClientConn, name str
 
 // startProcess starts configuration name (ConfigServe or ConfigCeiling) as a
 // process of its own, ConfigServe on a store in dir.
-func (o *BlobsOptions) startProcess(ctx context.Context, name, dir string, storeSize int64, chunk int) (*serverProcess, error) {
+func (o *BlobsOptions) startProcess(ctx context.Context, name, dir string, storeSize int64, chunk int) (*serveprocess.Process, error) {
 	var args []string
 	switch name {
 	case ConfigServe:
@@ -744,7 +746,16 @@ func (o *BlobsOptions) startProcess(ctx context.Context, name, dir string, store
 	default:
 		return nil, fmt.Errorf("configuration %s does not run as a process", name)
 	}
-	return startServerProcess(ctx, o.Command(args...))
+	return serveprocess.Start(ctx, o.Command(args...))
+}
+
+// metricsURL returns a server process's Prometheus endpoint, or "" if it
+// serves no HTTP.
+func metricsURL(p *serveprocess.Process) string {
+	if p.HTTPAddr == "" {
+		return ""
+	}
+	return "http://" + p.HTTPAddr + "/metrics"
 }
 
 // blobServer is a cas server in this process.

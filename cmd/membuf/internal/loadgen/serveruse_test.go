@@ -56,20 +56,6 @@ func TestParseGCCycles(t *testing.T) {
 	}
 }
 
-func TestParseListenLine(t *testing.T) {
-	g, h, ok := parseListenLine("listening grpc=127.0.0.1:41 http=127.0.0.1:42")
-	if !ok || g != "127.0.0.1:41" || h != "127.0.0.1:42" {
-		t.Errorf("got %q %q %v", g, h, ok)
-	}
-	g, h, ok = parseListenLine("listening grpc=[::1]:5")
-	if !ok || g != "[::1]:5" || h != "" {
-		t.Errorf("without http: got %q %q %v", g, h, ok)
-	}
-	if _, _, ok := parseListenLine("serving on 127.0.0.1:41"); ok {
-		t.Error("accepted a line that is not a listen line")
-	}
-}
-
 // The probe reads this very process: its CPU time grows with work done, and
 // its peak resident set covers memory it touched.
 func TestServerProbeSelf(t *testing.T) {
