@@ -34,15 +34,7 @@ func TestBenchGRPC(t *testing.T) {
 	if strings.Contains(errOut, "\r") {
 		t.Errorf("progress bar drawn on a non-terminal:\n%q", errOut)
 	}
-	f, err := os.Open(jsonFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := loadgen.ReadReport(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := readReportFile(t, jsonFile)
 	if r.Workload != "grpc" || len(r.Results) != 8 {
 		t.Fatalf("report: workload %q with %d results, want grpc with 8", r.Workload, len(r.Results))
 	}
@@ -136,15 +128,7 @@ func TestBenchBlobsServerProcesses(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	f, err := os.Open(jsonFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := loadgen.ReadReport(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := readReportFile(t, jsonFile)
 	if len(r.Results) != 4 {
 		t.Fatalf("%d results, want 4 (2 stream counts x 2 configs)", len(r.Results))
 	}
@@ -176,4 +160,19 @@ func TestBenchBlobsAddrServerFigures(t *testing.T) {
 	if !strings.Contains(out, "CPU-s/GiB") || strings.Contains(out, "(since start)") {
 		t.Errorf("want server figures with a peak reset for the stretch:\n%s", out)
 	}
+}
+
+// readReportFile reads the report bench wrote with --json.
+func readReportFile(t *testing.T, name string) *loadgen.Report {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := loadgen.ReadReport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
