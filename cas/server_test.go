@@ -993,3 +993,48 @@ func TestActionResultOutputPaths(t *testing.T) {
 	_, err = e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: old.Proto()})
 	wantCode(t, err, codes.NotFound, "unsafe output path")
 }
+
+// TestCorruptBlobIsNotFound flips a byte of a stored blob while the server
+// is stopped: the next read is NOT_FOUND, never the bad bytes;
+// FindMissingBlobs then reports the blob missing, a batch read answers
+// NOT_FOUND for it, and a client can upload it again.
+func TestCorruptBlobIsNotFound(t *testing.T) {
+	e := newEnv(t, 0, Options{})
+	ctx := context.Background()
+	data := blobOf(300<<10, 5)
+	d := e.put(data)
+	intact := e.put([]byte("an intact neighbour"))
+	e.stop()
+	flipByte(t, blobPath(e.dir, d), 123, true)
+	e.start()
+
+	_, msgs, err := e.read(readName(d), 0, 0)
+	if msgs > 0 {
+		t.Fatalf("the read of the corrupt blob sent %d messages of data", msgs)
+	}
+	wantCode(t, err, codes.NotFound, "does not match its digest")
+	resp, err := e.cas.FindMissingBlobs(ctx, &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{d.Proto(), intact.Proto()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.MissingBlobDigests) != 1 || resp.MissingBlobDigests[0].Hash != d.Hash {
+		t.Fatalf("FindMissingBlobs after the corrupt read: %v; want only the corrupt blob", resp.MissingBlobDigests)
+	}
+	batch, err := e.cas.BatchReadBlobs(ctx, &repb.BatchReadBlobsRequest{Digests: []*repb.Digest{d.Proto(), intact.Proto()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := codes.Code(batch.Responses[0].Status.GetCode()); c != codes.NotFound || len(batch.Responses[0].Data) > 0 {
+		t.Errorf("BatchReadBlobs of the corrupt blob: %v with %d bytes; want NOT_FOUND and none", c, len(batch.Responses[0].Data))
+	}
+	if c := codes.Code(batch.Responses[1].Status.GetCode()); c != codes.OK || string(batch.Responses[1].Data) != "an intact neighbour" {
+		t.Errorf("BatchReadBlobs of the intact blob: %v, %q", c, batch.Responses[1].Data)
+	}
+	if st := e.store.Stats(); st.Corrupt != 1 {
+		t.Errorf("StoreStats.Corrupt = %d; want 1", st.Corrupt)
+	}
+	e.put(data)
+	if got, _, err := e.read(readName(d), 0, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after uploading the blob again: %d bytes, %v", len(got), err)
+	}
+}

@@ -40,6 +40,7 @@ var serverTests = []func(*testing.T){
 	TestBatchUpdateBlobs,
 	TestCapabilities,
 	TestConcurrentWritesOfOneBlob,
+	TestCorruptBlobIsNotFound,
 	TestEvictionKeepsStoreUnderMaxSize,
 	TestFindMissingBlobs,
 	TestGetTree,

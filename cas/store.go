@@ -58,6 +58,11 @@ type entryKey struct {
 type entry struct {
 	key  entryKey
 	size int64
+
+	// Guarded by Store.mu; see verify.go.
+	checked time.Time  // modification time of the file when this process last found it matching its name; zero: never
+	check   *blobCheck // a re-hash in progress, for others to wait on
+	gen     uint32     // counts commits over this entry, so a check of a replaced file removes nothing
 }
 
 // Store is a content-addressed disk store with least-recently-used eviction.
@@ -81,15 +86,18 @@ type Store struct {
 	log     *slog.Logger
 	lock    *dirLock
 
-	mu        sync.Mutex
-	index     map[entryKey]*list.Element // Value is *entry
-	lru       *list.List                 // front: most recently used
-	bytes     int64
-	acEntries int64 // how many index entries are action results
-	evictions int64
-	hits      int64
-	misses    int64
-	closed    bool
+	mu          sync.Mutex
+	index       map[entryKey]*list.Element // Value is *entry
+	lru         *list.List                 // front: most recently used
+	bytes       int64
+	acEntries   int64 // how many index entries are action results
+	evictions   int64
+	hits        int64
+	misses      int64
+	corrupt     int64 // blobs whose content no longer matched their name, removed
+	verified    int64 // bytes re-hashed by first reads and the scrubber
+	scrubPasses int64 // full passes of the scrubber
+	closed      bool
 }
 
 // StoreStats is a snapshot of a Store's counters.
@@ -101,6 +109,9 @@ type StoreStats struct {
 	Evictions     int64 // entries removed to stay under MaxBytes
 	Hits          int64 // lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)
 	Misses        int64 // lookups that did not
+	Corrupt       int64 // blobs found not to match their name when re-hashed (first read, scrubber), and removed
+	VerifiedBytes int64 // bytes of stored blobs re-hashed (first reads after start, scrubber)
+	ScrubPasses   int64 // passes of the scrubber over every blob completed
 }
 
 // OpenStore opens (creating if needed) the store in dir. maxSize is the
@@ -245,7 +256,7 @@ func (s *Store) rebuild() error {
 				if err != nil {
 					return fmt.Errorf("cas: %w", err)
 				}
-				all = append(all, found{&entry{entryKey{kind, name}, info.Size()}, info.ModTime()})
+				all = append(all, found{&entry{key: entryKey{kind, name}, size: info.Size()}, info.ModTime()})
 			}
 		}
 	}
@@ -286,6 +297,9 @@ func (s *Store) Stats() StoreStats {
 		Evictions:     s.evictions,
 		Hits:          s.hits,
 		Misses:        s.misses,
+		Corrupt:       s.corrupt,
+		VerifiedBytes: s.verified,
+		ScrubPasses:   s.scrubPasses,
 	}
 }
 
@@ -393,14 +407,16 @@ func (b *Blob) Close() error {
 
 // Open opens blob d for reading, a *Blob. It returns an error wrapping
 // ErrNotFound if the blob is not stored. The caller must Close it.
-func (s *Store) Open(_ context.Context, d Digest) (BlobReader, error) {
+func (s *Store) Open(ctx context.Context, d Digest) (BlobReader, error) {
 	if d.isEmpty() {
 		return &Blob{}, nil
 	}
-	return s.open(entryKey{kindCAS, d.Hash}, d.Size)
+	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size)
 }
 
-func (s *Store) open(k entryKey, size int64) (*Blob, error) {
+// open opens entry k. A blob not yet verified in this process is re-hashed
+// first (verify.go): what it returns has matched its name.
+func (s *Store) open(ctx context.Context, k entryKey, size int64) (*Blob, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -425,20 +441,25 @@ func (s *Store) open(k entryKey, size int64) (*Blob, error) {
 			return nil, err
 		}
 		size = fi.Size()
+	} else if err := s.checkBlob(ctx, k, f, size, false, nil); err != nil {
+		// Never read since start and found corrupt (ErrNotFound), or the
+		// check could not finish.
+		f.Close()
+		return nil, err
 	}
 	return &Blob{f: f, size: size}, nil
 }
 
 // ReadAll returns the whole content of blob d.
-func (s *Store) ReadAll(_ context.Context, d Digest) ([]byte, error) {
+func (s *Store) ReadAll(ctx context.Context, d Digest) ([]byte, error) {
 	if d.isEmpty() {
 		return []byte{}, nil
 	}
-	return s.readAll(entryKey{kindCAS, d.Hash}, d.Size)
+	return s.readAll(ctx, entryKey{kindCAS, d.Hash}, d.Size)
 }
 
-func (s *Store) readAll(k entryKey, size int64) ([]byte, error) {
-	b, err := s.open(k, size)
+func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
+	b, err := s.open(ctx, k, size)
 	if err != nil {
 		return nil, err
 	}
@@ -474,8 +495,8 @@ func (s *Store) Put(_ context.Context, d Digest, data []byte) error {
 
 // GetActionResult returns the serialized ActionResult stored for the action
 // digest d, or an error wrapping ErrNotFound.
-func (s *Store) GetActionResult(_ context.Context, d Digest) ([]byte, error) {
-	return s.readAll(entryKey{kindAC, d.Hash}, 0)
+func (s *Store) GetActionResult(ctx context.Context, d Digest) ([]byte, error) {
+	return s.readAll(ctx, entryKey{kindAC, d.Hash}, 0)
 }
 
 // PutActionResult stores data, a serialized ActionResult, for the action
@@ -528,6 +549,12 @@ func (s *Store) commitTemp(f *os.File, k entryKey, size int64) error {
 		discardTemp(f)
 		return fmt.Errorf("cas: fsync: %w", err)
 	}
+	// The content was checked on its way in: as of this modification time
+	// it is verified (verify.go). Without it, the first read re-hashes.
+	var checked time.Time
+	if fi, err := f.Stat(); err == nil {
+		checked = fi.ModTime()
+	}
 	if err := f.Close(); err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("cas: %w", err)
@@ -553,9 +580,11 @@ func (s *Store) commitTemp(f *os.File, k entryKey, size int64) error {
 		e := el.Value.(*entry)
 		s.bytes += size - e.size
 		e.size = size
+		e.checked = checked
+		e.gen++
 		s.lru.MoveToFront(el)
 	} else {
-		s.insertLocked(&entry{k, size})
+		s.insertLocked(&entry{key: k, size: size, checked: checked})
 	}
 	s.evictLocked(s.index[k])
 	s.mu.Unlock()
@@ -589,15 +618,7 @@ func (s *Store) evictLocked(keep *list.Element) {
 			return
 		}
 		e := el.Value.(*entry)
-		if err := os.Remove(s.path(e.key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.log.Error("evicting", "hash", e.key.hash, "err", err)
-		}
-		s.lru.Remove(el)
-		delete(s.index, e.key)
-		s.bytes -= e.size
-		if e.key.kind == kindAC {
-			s.acEntries--
-		}
+		s.removeLocked(el)
 		s.evictions++
 		s.log.Debug("evicted", "kind", e.key.kind.dir(), "hash", e.key.hash, "size", e.size)
 	}

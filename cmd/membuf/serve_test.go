@@ -215,6 +215,9 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 		// The store.
 		"membuf_store_action_results 0",
 		"membuf_store_hits_total ",
+		"membuf_store_corrupt_blobs_total 0",
+		"membuf_store_verified_bytes_total ",
+		"membuf_store_scrub_passes_total ",
 		"membuf_store_max_bytes 1.073741824e+10",
 		// The Go runtime's GC figures, from runtime/metrics and MemStats.
 		"go_gc_cycles_total_gc_cycles_total ",

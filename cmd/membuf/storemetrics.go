@@ -12,6 +12,7 @@ type storeCollector struct {
 
 	blobs, actionResults, bytes, maxBytes *prometheus.Desc
 	evictions, hits, misses               *prometheus.Desc
+	corrupt, verifiedBytes, scrubPasses   *prometheus.Desc
 }
 
 func newStoreCollector(store *cas.Store) *storeCollector {
@@ -27,11 +28,14 @@ func newStoreCollector(store *cas.Store) *storeCollector {
 		evictions:     d("evictions_total", "Entries removed to stay under --max-size."),
 		hits:          d("hits_total", "Lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)."),
 		misses:        d("misses_total", "Lookups that did not find their entry."),
+		corrupt:       d("corrupt_blobs_total", "Blobs whose content no longer matched their digest when re-hashed (first read after start, a changed file, the scrubber), removed."),
+		verifiedBytes: d("verified_bytes_total", "Bytes of stored blobs re-hashed to check them (first reads after start, changed files, the scrubber)."),
+		scrubPasses:   d("scrub_passes_total", "Passes of the scrubber over every stored blob completed (--scrub-rate)."),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.blobs, c.actionResults, c.bytes, c.maxBytes, c.evictions, c.hits, c.misses} {
+	for _, d := range []*prometheus.Desc{c.blobs, c.actionResults, c.bytes, c.maxBytes, c.evictions, c.hits, c.misses, c.corrupt, c.verifiedBytes, c.scrubPasses} {
 		ch <- d
 	}
 }
@@ -51,4 +55,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.evictions, st.Evictions)
 	counter(c.hits, st.Hits)
 	counter(c.misses, st.Misses)
+	counter(c.corrupt, st.Corrupt)
+	counter(c.verifiedBytes, st.VerifiedBytes)
+	counter(c.scrubPasses, st.ScrubPasses)
 }

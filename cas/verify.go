@@ -1,0 +1,284 @@
+package cas
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/membuf/membuf/internal/syncpool"
+)
+
+// Integrity at rest. A blob is published only after its hash was checked,
+// but a disk can rot, and a file can be changed behind the store's back.
+// The disk store therefore re-hashes a blob before serving it unless this
+// process has already found it matching its name as it is now:
+//
+//   - every Open and ReadAll (checkBlob, from open) compares the open file's
+//     modification time and size with those it had when last verified; a
+//     blob never verified in this process (everything found on disk at
+//     start) or modified since is hashed whole first, through the
+//     descriptor it is then served from. Blobs this process wrote were
+//     hashed on their way in and count as verified as of their commit. The
+//     steady state costs one fstat per open;
+//   - in the background, at a bounded rate (Scrub), every blob is re-hashed
+//     in turn, so that rot in blobs nobody reads is found before
+//     FindMissingBlobs vouches for them, and rot that changes no
+//     modification time (bit rot) is found during a long run at all.
+//
+// A blob whose content does not hash to its name is removed (file and
+// index entry, under the lock, as eviction does), counted in
+// StoreStats.Corrupt and logged; the read that found it gets ErrNotFound,
+// never the bytes, and FindMissing reports it missing from then on.
+//
+// hashContent is the one place stored content is checked against its name:
+// a store that keeps blobs in another encoding on disk (compressed, say)
+// decodes them there, so that what is checked is the blob's own SHA-256.
+
+// errCorrupt marks a blob whose content does not match its name. Callers
+// of the store see ErrNotFound: the blob is gone.
+var errCorrupt = fmt.Errorf("%w: stored content does not match its digest (removed)", ErrNotFound)
+
+// blobCheck is a re-hash in progress: others that need the same blob
+// checked wait for it instead of hashing it again (a hot blob read by many
+// clients just after a restart is hashed once).
+type blobCheck struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// hashChunkSize is what hashContent reads at a time, and the pacing step of
+// the scrubber.
+const hashChunkSize = 1 << 20
+
+var hashBuffers = syncpool.New(func() *[]byte {
+	b := make([]byte, hashChunkSize)
+	return &b
+})
+
+// checkBlob makes sure the content of CAS blob k, open as f, with size
+// bytes in the index, matches its name, re-hashing it unless this process
+// found it matching with the modification time it has now (force: re-hash
+// anyway, the scrubber). pace, if not nil, is called after each chunk
+// hashed, with its length, and may wait (the scrubber's rate). It returns
+// nil, an error wrapping ErrNotFound (errCorrupt, or k is gone), or the
+// error that stopped the check (ctx, I/O).
+func (s *Store) checkBlob(ctx context.Context, k entryKey, f *os.File, size int64, force bool, pace func(int) error) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("cas: %w", err)
+	}
+	mtime := fi.ModTime()
+	for {
+		s.mu.Lock()
+		el, ok := s.index[k]
+		if !ok {
+			s.mu.Unlock()
+			return ErrNotFound // evicted or removed since the lookup
+		}
+		e := el.Value.(*entry)
+		if !force && !e.checked.IsZero() && e.checked.Equal(mtime) && fi.Size() == e.size {
+			s.mu.Unlock()
+			return nil
+		}
+		c := e.check
+		if c == nil {
+			c = &blobCheck{done: make(chan struct{})}
+			e.check = c
+			gen := e.gen
+			s.mu.Unlock()
+			return s.runCheck(ctx, c, el, gen, f, fi, pace)
+		}
+		s.mu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if c.err == nil || errors.Is(c.err, ErrNotFound) {
+			return c.err
+		}
+		// The check stopped for its own caller's reasons (its client went
+		// away, an I/O error): look again, and check it ourselves if need
+		// be.
+	}
+}
+
+// runCheck hashes f for the entry el, whose check c this caller owns, and
+// records the outcome: verified as of fi's modification time, or removed
+// if the content does not match (and el is still the entry, not replaced
+// by a commit since: that one's content was checked on its way in).
+func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, gen uint32, f *os.File, fi os.FileInfo, pace func(int) error) error {
+	e := el.Value.(*entry)
+	k := e.key
+	var sum string
+	var n int64
+	var err error
+	if fi.Size() != e.size {
+		err = errCorrupt // changed length since it was indexed
+	} else {
+		sum, n, err = hashContent(ctx, f, e.size, pace)
+		if err == nil && sum != k.hash {
+			err = errCorrupt
+		}
+	}
+
+	s.mu.Lock()
+	e.check = nil
+	s.verified += n
+	switch {
+	case err == nil:
+		e.checked = fi.ModTime()
+	case errors.Is(err, errCorrupt) && s.index[k] == el && e.gen == gen:
+		s.removeLocked(el)
+		s.corrupt++
+		s.log.Error("blob failed its integrity check: removed", "hash", k.hash, "size", e.size, "file_size", fi.Size(), "content_hash", sum)
+	}
+	s.mu.Unlock()
+	c.err = err
+	close(c.done)
+	return err
+}
+
+// hashContent returns the SHA-256 (hex) of the first size bytes of f, and
+// how many bytes it hashed. A file shorter than size is an error.
+func hashContent(ctx context.Context, f *os.File, size int64, pace func(int) error) (string, int64, error) {
+	bp := hashBuffers.Get()
+	defer hashBuffers.Put(bp)
+	buf := *bp
+	h := sha256.New()
+	var off int64
+	for off < size {
+		if err := ctx.Err(); err != nil {
+			return "", off, err
+		}
+		n := int(min(int64(len(buf)), size-off))
+		m, err := f.ReadAt(buf[:n], off)
+		h.Write(buf[:m])
+		off += int64(m)
+		if m < n {
+			if err == io.EOF {
+				// Shorter than its index entry: not the blob.
+				return "", off, errCorrupt
+			}
+			return "", off, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+		}
+		if pace != nil {
+			if err := pace(m); err != nil {
+				return "", off, err
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), off, nil
+}
+
+// removeLocked unlinks entry el's file and drops it from the index.
+func (s *Store) removeLocked(el *list.Element) {
+	e := el.Value.(*entry)
+	if err := os.Remove(s.path(e.key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("removing", "hash", e.key.hash, "err", err)
+	}
+	s.lru.Remove(el)
+	delete(s.index, e.key)
+	s.bytes -= e.size
+	if e.key.kind == kindAC {
+		s.acEntries--
+	}
+}
+
+// Scrub re-hashes every stored blob in turn, pass after pass, reading at
+// most bytesPerSecond on average, until ctx is done or the store is closed;
+// it then returns nil. A blob found corrupt is removed as on a read (see
+// above); one found intact counts as verified for reads.
+// It touches no recency: scrubbing is not use. Run it on a goroutine of its
+// own; bytesPerSecond must be positive.
+func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
+	if bytesPerSecond <= 0 {
+		return fmt.Errorf("cas: scrub rate %d must be positive", bytesPerSecond)
+	}
+	p := pacer{rate: bytesPerSecond, ctx: ctx}
+	for {
+		for shard := range 256 {
+			if ctx.Err() != nil || s.isClosed() {
+				return nil
+			}
+			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), &p)
+		}
+		s.mu.Lock()
+		s.scrubPasses++
+		s.mu.Unlock()
+	}
+}
+
+// scrubShard re-hashes the blobs of one shard directory of cas/ (listing
+// one directory at a time keeps the scrubber's memory to a shard's names).
+func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, kindCAS.dir(), shard))
+	if err != nil {
+		s.log.Warn("scrubber: listing a shard", "shard", shard, "err", err)
+		return
+	}
+	for _, de := range ents {
+		if ctx.Err() != nil {
+			return
+		}
+		k := entryKey{kindCAS, de.Name()}
+		s.mu.Lock()
+		el, ok := s.index[k]
+		var size int64
+		if ok {
+			size = el.Value.(*entry).size
+		}
+		s.mu.Unlock()
+		if !ok {
+			continue // not an entry (evicted since the listing, or a stray name)
+		}
+		f, err := os.Open(s.path(k))
+		if err != nil {
+			continue // evicted since
+		}
+		err = s.checkBlob(ctx, k, f, size, true, p.wait)
+		f.Close()
+		if err != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+			s.log.Warn("scrubber: re-hashing a blob", "hash", k.hash, "err", err)
+		}
+	}
+}
+
+// pacer holds a reader to rate bytes per second on average, sleeping as
+// needed: the scrubber must not compete with clients for the disk.
+type pacer struct {
+	rate  int64
+	ctx   context.Context
+	start time.Time
+	bytes int64
+}
+
+func (p *pacer) wait(n int) error {
+	now := time.Now()
+	if p.start.IsZero() || now.Sub(p.start) > time.Minute {
+		// Start a fresh window now and then, so that time spent idle
+		// (between passes, or before the first chunk) is not saved up
+		// for a burst.
+		p.start, p.bytes = now, 0
+	}
+	p.bytes += int64(n)
+	due := p.start.Add(time.Duration(float64(p.bytes) / float64(p.rate) * float64(time.Second)))
+	if d := due.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-p.ctx.Done():
+			return p.ctx.Err()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package cas
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/membuf/membuf/internal/await"
+)
+
+// blobPath is where the disk store keeps blob d under dir.
+func blobPath(dir string, d Digest) string {
+	return filepath.Join(dir, "cas", d.Hash[:2], d.Hash)
+}
+
+// flipByte inverts one byte of the file at path in place. keepMtime puts
+// the modification time back, as bit rot would leave it; otherwise it
+// rewrites until the modification time differs from the one before (the
+// kernel's file clock ticks in milliseconds), as any write through the
+// filesystem would leave it.
+func flipByte(t testing.TB, path string, off int64, keepMtime bool) {
+	t.Helper()
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	if keepMtime {
+		if err := os.Chtimes(path, time.Time{}, before.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	await.True(t, "the flipped file's modification time to change", func() bool {
+		if _, err := f.WriteAt(b, off); err != nil { // same byte again: only the time moves
+			t.Fatal(err)
+		}
+		after, err := f.Stat()
+		return err == nil && !after.ModTime().Equal(before.ModTime())
+	})
+}
+
+// TestCorruptBlobFoundOnFirstReadAfterRestart: a blob changed on disk while
+// the store was closed is re-hashed on its first read, removed, answered
+// NOT_FOUND (never its bytes), counted, and missing from then on; an intact
+// one is hashed once and then served without re-hashing.
+func TestCorruptBlobFoundOnFirstReadAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := OpenStore(dir, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, bad := blobOf(1000, 1), blobOf(3<<20+5, 2) // bad spans several hash chunks
+	gd, bd := DigestOf(good), DigestOf(bad)
+	for _, b := range [][]byte{good, bad} {
+		if err := s.Put(ctx, DigestOf(b), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	flipByte(t, blobPath(dir, bd), 2<<20+1, true)
+
+	s = openTestStore(t, dir, 0)
+	if st := s.Stats(); st.VerifiedBytes != 0 || st.Corrupt != 0 {
+		t.Fatalf("stats before any read: %+v; want nothing verified or corrupt yet", st)
+	}
+	got, err := s.ReadAll(ctx, gd)
+	if err != nil || !bytes.Equal(got, good) {
+		t.Fatalf("intact blob after restart: %v", err)
+	}
+	if st := s.Stats(); st.VerifiedBytes != gd.Size {
+		t.Fatalf("VerifiedBytes after the first read of a %d-byte blob: %d", gd.Size, st.VerifiedBytes)
+	}
+	if _, err := s.ReadAll(ctx, gd); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.VerifiedBytes != gd.Size {
+		t.Fatalf("VerifiedBytes after a second read: %d; want %d (hashed once)", st.VerifiedBytes, gd.Size)
+	}
+
+	b, err := s.Open(ctx, bd)
+	if err == nil {
+		b.Close()
+		t.Fatal("Open of the corrupt blob succeeded")
+	}
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Open of the corrupt blob: %v; want ErrNotFound", err)
+	}
+	if _, err := os.Stat(blobPath(dir, bd)); !os.IsNotExist(err) {
+		t.Errorf("the corrupt blob's file is still there: %v", err)
+	}
+	st := s.Stats()
+	if st.Corrupt != 1 || st.Blobs != 1 || st.Bytes != gd.Size {
+		t.Errorf("stats after finding the corrupt blob: %+v; want 1 corrupt, 1 blob of %d bytes left", st, gd.Size)
+	}
+	missing, err := s.FindMissing(ctx, []Digest{gd, bd}, ClientLookup)
+	if err != nil || len(missing) != 1 || missing[0] != bd {
+		t.Errorf("FindMissing after the corrupt blob was found: %v, %v; want only it", missing, err)
+	}
+	if _, err := s.ReadAll(ctx, bd); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ReadAll of the removed blob: %v; want ErrNotFound", err)
+	}
+	// It can be uploaded again.
+	if err := s.Put(ctx, bd, bad); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ReadAll(ctx, bd); err != nil || !bytes.Equal(got, bad) {
+		t.Fatalf("re-uploaded blob: %v", err)
+	}
+}
+
+// TestBlobModifiedWhileRunning: a blob this process wrote and then someone
+// changed through the filesystem (its modification time moves) is
+// re-hashed on its next read and not served.
+func TestBlobModifiedWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTestStore(t, dir, 0)
+	data := blobOf(5000, 3)
+	d := DigestOf(data)
+	if err := s.Put(ctx, d, data); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, data) {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.VerifiedBytes != 0 {
+		t.Fatalf("a blob this process wrote was re-hashed on read: %+v", st)
+	}
+	flipByte(t, blobPath(dir, d), 10, false)
+	if got, err := s.ReadAll(ctx, d); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("read after the file changed: %d bytes, %v; want ErrNotFound", len(got), err)
+	}
+	if st := s.Stats(); st.Corrupt != 1 || st.Blobs != 0 {
+		t.Fatalf("stats: %+v; want 1 corrupt, none left", st)
+	}
+}
+
+// TestScrubFindsRotNobodyRead: rot that leaves the modification time alone
+// is found by the scrubber, which removes the blob; intact blobs stay.
+func TestScrubFindsRotNobodyRead(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTestStore(t, dir, 0)
+	var ds []Digest
+	for i := range 5 {
+		data := blobOf(10000*(i+1), byte(i))
+		d := DigestOf(data)
+		if err := s.Put(ctx, d, data); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	flipByte(t, blobPath(dir, ds[3]), 7, true)
+
+	scrubCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Scrub(scrubCtx, 1<<30) }()
+	await.True(t, "a scrub pass", func() bool { return s.Stats().ScrubPasses >= 1 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Scrub: %v", err)
+	}
+	st := s.Stats()
+	if st.Corrupt != 1 || st.Blobs != 4 {
+		t.Fatalf("after a pass: %+v; want the rotten blob removed and 4 left", st)
+	}
+	missing, _ := s.FindMissing(ctx, ds, ClientLookup)
+	if len(missing) != 1 || missing[0] != ds[3] {
+		t.Fatalf("FindMissing after the scrub: %v; want only the rotten blob", missing)
+	}
+	// The scrubber's checks count for reads: nothing is hashed again.
+	verified := st.VerifiedBytes
+	for i, d := range ds {
+		if i == 3 {
+			continue
+		}
+		if _, err := s.ReadAll(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.VerifiedBytes != verified {
+		t.Errorf("reads after a scrub re-hashed %d bytes", st.VerifiedBytes-verified)
+	}
+}
+
+// TestScrubKeepsToItsRate: a pass over 1 MiB of blobs at 4 MiB/s takes at
+// least a quarter of a second (a lower bound only: a loaded machine makes it
+// slower, never faster).
+func TestScrubKeepsToItsRate(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t, t.TempDir(), 0)
+	for i := range 16 {
+		data := blobOf(64<<10, byte(i))
+		if err := s.Put(ctx, DigestOf(data), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scrubCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	start := time.Now()
+	go s.Scrub(scrubCtx, 4<<20)
+	await.True(t, "a scrub pass", func() bool { return s.Stats().ScrubPasses >= 1 })
+	if d := time.Since(start); d < 240*time.Millisecond {
+		t.Errorf("a pass over 1MiB at 4MiB/s took %v; want at least 250ms", d)
+	}
+	if err := s.Scrub(ctx, 0); err == nil {
+		t.Error("Scrub with rate 0 returned nil; want an error")
+	}
+}
+
+// TestConcurrentFirstReadsHashOnce: many readers of a blob not yet verified
+// wait for one re-hash instead of each hashing it.
+func TestConcurrentFirstReadsHashOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := OpenStore(dir, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := blobOf(4<<20, 9)
+	d := DigestOf(data)
+	if err := s.Put(ctx, d, data); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTestStore(t, dir, 0)
+	const readers = 8
+	errs := make(chan error, readers)
+	for range readers {
+		go func() {
+			got, err := s.ReadAll(ctx, d)
+			if err == nil && !bytes.Equal(got, data) {
+				err = errors.New("wrong bytes")
+			}
+			errs <- err
+		}()
+	}
+	for range readers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.VerifiedBytes != d.Size {
+		t.Errorf("%d concurrent first reads hashed %d bytes; want %d (once)", readers, st.VerifiedBytes, d.Size)
+	}
+}
