@@ -411,16 +411,26 @@ func (s *Store) Open(ctx context.Context, d Digest) (BlobReader, error) {
 	if d.isEmpty() {
 		return &Blob{}, nil
 	}
-	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size)
+	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, true)
+}
+
+// OpenUncounted is Open for the server's own reads, such as copying a blob
+// to another tier: the lookup is not counted in Stats.
+func (s *Store) OpenUncounted(ctx context.Context, d Digest) (BlobReader, error) {
+	if d.isEmpty() {
+		return &Blob{}, nil
+	}
+	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, false)
 }
 
 // open opens entry k. A blob not yet verified in this process is re-hashed
-// first (verify.go): what it returns has matched its name.
-func (s *Store) open(ctx context.Context, k entryKey, size int64) (*Blob, error) {
+// first (verify.go): what it returns has matched its name. count says
+// whether the lookup is a client's.
+func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (*Blob, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	size, ok := s.lookup(k, size, true)
+	size, ok := s.lookup(k, size, count)
 	if !ok {
 		return nil, ErrNotFound
 	}
@@ -459,7 +469,7 @@ func (s *Store) ReadAll(ctx context.Context, d Digest) ([]byte, error) {
 }
 
 func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
-	b, err := s.open(ctx, k, size)
+	b, err := s.open(ctx, k, size, true)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,99 @@
+package s3tier
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"sync"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+)
+
+// chunkStream is an io.Reader over a BlobReader's ReadChunks: the body of
+// an upload. It reads through the disk store's reader (so an upload sees
+// what a client would: the store's own checks on read, its on-disk
+// format), in pooled chunks, and pulls them with iter.Pull, so that no
+// goroutine or pipe stands between the disk and the HTTP request.
+type chunkStream struct {
+	// mu serialises Read and Close: net/http may still read a request's
+	// body after RoundTrip has returned (its documentation allows it), so
+	// the uploader's Close can race the transport's last Read.
+	mu     sync.Mutex
+	closed bool
+	next   func() (membuf.Buffer, bool)
+	stop   func()
+	cur    membuf.Buffer
+	rest   []byte // the unread part of cur
+	err    error  // why ReadChunks stopped, once it has
+	onRead func() // called after every read that made progress
+}
+
+// errStopped ends ReadChunks when the stream is closed before its end.
+var errStopped = errors.New("upload body closed")
+
+func newChunkStream(ctx context.Context, b cas.BlobReader, pool membuf.BufferPool, chunkSize int, onRead func()) *chunkStream {
+	s := &chunkStream{onRead: onRead}
+	seq := func(yield func(membuf.Buffer) bool) {
+		err := b.ReadChunks(ctx, 0, b.Size(), pool, chunkSize, func(c membuf.Buffer) error {
+			if !yield(c) {
+				// Stopped: c was handed to Read already, and is the
+				// stream's to free.
+				return errStopped
+			}
+			return nil
+		})
+		if err != nil && err != errStopped {
+			s.err = err
+		}
+	}
+	s.next, s.stop = iter.Pull(seq)
+	return s
+}
+
+func (s *chunkStream) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, errStopped
+	}
+	for len(s.rest) == 0 {
+		if !s.cur.IsZero() {
+			s.cur.Free()
+			s.cur = membuf.Buffer{}
+		}
+		c, ok := s.next()
+		if !ok {
+			if s.err != nil {
+				return 0, s.err
+			}
+			return 0, io.EOF
+		}
+		s.cur, s.rest = c, c.Bytes()
+	}
+	n := copy(p, s.rest)
+	s.rest = s.rest[n:]
+	if s.onRead != nil {
+		s.onRead()
+	}
+	return n, nil
+}
+
+// Close ends the stream and frees what it holds; later Reads fail. The
+// uploader calls it when the upload is over.
+func (s *chunkStream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.stop()
+	if !s.cur.IsZero() {
+		s.cur.Free()
+		s.cur = membuf.Buffer{}
+	}
+	s.rest = nil
+	return nil
+}

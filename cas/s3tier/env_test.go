@@ -1,0 +1,223 @@
+package s3tier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+)
+
+// isolateAWS gives the SDK static test credentials from the environment,
+// as a user would, and keeps it away from the developer's own AWS files
+// and from the EC2 metadata service.
+func isolateAWS(t testing.TB, key, secret string) {
+	t.Setenv("AWS_ACCESS_KEY_ID", key)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "no-config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "no-credentials"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+// node is one cache node: a disk store, a tiered Store over it and a
+// bucket, and a cas.Server on loopback gRPC with the zero-copy options,
+// with clients connected to it.
+type node struct {
+	t     testing.TB
+	dir   string
+	disk  *cas.Store
+	store *Store
+	srv   *cas.Server
+	g     *grpc.Server
+	conn  *grpc.ClientConn
+	pool  *membuf.Pool
+
+	activeReads atomic.Int64 // ByteStream Reads in the handler now
+
+	bs  bspb.ByteStreamClient
+	cas repb.ContentAddressableStorageClient
+	ac  repb.ActionCacheClient
+}
+
+// startNode starts a node on dir (a new one if empty) with cfg, whose
+// Location and Dir it fills in if unset. It is stopped when the test ends.
+func startNode(t testing.TB, dir string, loc Location, cfg Config) *node {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	n := &node{t: t, dir: dir}
+	var err error
+	n.pool, err = membuf.NewPool(membuf.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.disk, err = cas.OpenStore(dir, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Location = loc
+	if cfg.Dir == "" {
+		cfg.Dir = dir
+	}
+	if cfg.Pool == nil {
+		cfg.Pool = n.pool
+	}
+	n.store, err = Open(context.Background(), n.disk, cfg)
+	if err != nil {
+		n.disk.Close()
+		t.Fatal(err)
+	}
+	n.srv, err = cas.NewServer(n.store, cas.Options{Pool: n.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	countReads := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if info.FullMethod == "/google.bytestream.ByteStream/Read" {
+			n.activeReads.Add(1)
+			defer n.activeReads.Add(-1)
+		}
+		return handler(srv, ss)
+	}
+	n.g = grpc.NewServer(append(cas.ServerOptions(n.pool), grpc.ChainStreamInterceptor(countReads))...)
+	n.srv.Register(n.g)
+	go n.g.Serve(lis)
+	n.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.bs = bspb.NewByteStreamClient(n.conn)
+	n.cas = repb.NewContentAddressableStorageClient(n.conn)
+	n.ac = repb.NewActionCacheClient(n.conn)
+	t.Cleanup(n.stop)
+	return n
+}
+
+// stop stops the node, as a graceful shutdown does; the uploads not done
+// stay in the journal.
+func (n *node) stop() {
+	if n.conn == nil {
+		return
+	}
+	n.conn.Close()
+	n.g.Stop()
+	n.srv.Close()
+	if err := n.store.Close(); err != nil {
+		n.t.Errorf("closing the tiered store: %v", err)
+	}
+	n.disk.Close()
+	n.conn = nil
+}
+
+// blobOf returns n bytes that differ with seed.
+func blobOf(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7+i/251) + seed
+	}
+	return b
+}
+
+func readName(d cas.Digest) string { return fmt.Sprintf("blobs/%s/%d", d.Hash, d.Size) }
+
+// read reads [off, off+limit) of d through ByteStream and returns what
+// arrived, and the error the stream ended with.
+func (n *node) read(ctx context.Context, d cas.Digest, off, limit int64) ([]byte, error) {
+	stream, err := n.bs.Read(ctx, &bspb.ReadRequest{ResourceName: readName(d), ReadOffset: off, ReadLimit: limit})
+	if err != nil {
+		return nil, err
+	}
+	var got []byte
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return got, nil
+		}
+		if err != nil {
+			return got, err
+		}
+		got = append(got, resp.Data...)
+	}
+}
+
+// write uploads data through ByteStream in 64 KiB messages.
+func (n *node) write(ctx context.Context, data []byte) (cas.Digest, error) {
+	d := cas.DigestOf(data)
+	stream, err := n.bs.Write(ctx)
+	if err != nil {
+		return d, err
+	}
+	name := fmt.Sprintf("uploads/u-%s/blobs/%s/%d", d.Hash[:8], d.Hash, d.Size)
+	for off := 0; ; {
+		end := min(off+64<<10, len(data))
+		req := &bspb.WriteRequest{WriteOffset: int64(off), Data: data[off:end], FinishWrite: end == len(data)}
+		if off == 0 {
+			req.ResourceName = name
+		}
+		if err := stream.Send(req); err != nil {
+			break // the server answered; CloseAndRecv says how
+		}
+		off = end
+		if req.FinishWrite {
+			break
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return d, err
+	}
+	if resp.CommittedSize != d.Size {
+		return d, fmt.Errorf("committed %d of %d bytes", resp.CommittedSize, d.Size)
+	}
+	return d, nil
+}
+
+// mustRead reads all of d and fails the test unless it is want.
+func (n *node) mustRead(d cas.Digest, want []byte) {
+	n.t.Helper()
+	got, err := n.read(context.Background(), d, 0, 0)
+	if err != nil || !bytes.Equal(got, want) {
+		n.t.Fatalf("reading %s: %d bytes, %v; want the %d bytes written", d, len(got), err, len(want))
+	}
+}
+
+// onDisk reports whether d is committed in the node's disk tier.
+func (n *node) onDisk(d cas.Digest) bool {
+	ok, _ := n.disk.Contains(context.Background(), d)
+	return ok
+}
+
+// tmpFiles lists the disk store's temporary files (uploads and fills in
+// progress, or left behind).
+func (n *node) tmpFiles() []string {
+	ents, err := os.ReadDir(filepath.Join(n.dir, "tmp"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		n.t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}

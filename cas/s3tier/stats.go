@@ -1,0 +1,158 @@
+package s3tier
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Op is a kind of request to the bucket.
+type Op int
+
+const (
+	OpHead Op = iota // HeadObject: does an object exist, and its size
+	OpGet            // GetObject: a fill, or an action result
+	OpPut            // PutObject: an upload
+	numOps
+)
+
+func (o Op) String() string {
+	return [...]string{"head", "get", "put"}[o]
+}
+
+// Outcome is how a request to the bucket ended.
+type Outcome int
+
+const (
+	OutcomeOK       Outcome = iota // answered with the object, or stored it
+	OutcomeNotFound                // no such object (404)
+	OutcomeError                   // anything else: unreachable, timed out, refused, a 5xx
+	numOutcomes
+)
+
+func (o Outcome) String() string {
+	return [...]string{"ok", "not_found", "error"}[o]
+}
+
+// Tier is where a lookup was answered.
+type Tier int
+
+const (
+	TierDisk Tier = iota // the local disk store
+	TierS3               // the bucket (or the cache of its answers)
+	TierMiss             // neither had it
+	numTiers
+)
+
+func (t Tier) String() string {
+	return [...]string{"disk", "s3", "miss"}[t]
+}
+
+// LatencyBuckets are the upper bounds, in seconds, of the request latency
+// histogram in Stats.
+var LatencyBuckets = [...]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// Latency is a cumulative histogram of request latencies.
+type Latency struct {
+	Count   uint64
+	Sum     time.Duration
+	Buckets [len(LatencyBuckets)]uint64 // Buckets[i]: requests that took at most LatencyBuckets[i] seconds
+}
+
+// Stats is a snapshot of a Store's counters (and the disk store's, in Disk).
+type Stats struct {
+	// Requests counts requests to the bucket by operation and outcome;
+	// every attempt counts, retries included.
+	Requests [numOps][numOutcomes]uint64
+	// Latency is the time from sending each request until its response
+	// headers (for a GET, not its body), by operation.
+	Latency [numOps]Latency
+	// BytesDown and BytesUp count object bytes read from and written to
+	// the bucket.
+	BytesDown, BytesUp uint64
+	// Lookups counts where client lookups (reads, batch reads,
+	// FindMissingBlobs entries, action-cache gets) were answered.
+	Lookups [numTiers]uint64
+	// Corrupt counts objects whose content did not match their name (a
+	// blob whose size or SHA-256 differs, an action result whose checksum
+	// differs): answered NOT_FOUND, never served.
+	Corrupt uint64
+	// ExistsCacheHits counts FindMissing and Contains answers taken from
+	// the cache of the bucket's recent answers instead of a request.
+	ExistsCacheHits uint64
+	// Fills counts blob fills from the bucket into the disk tier that
+	// completed (FillsFailed: that did not).
+	Fills, FillsFailed uint64
+	// UploadQueueLength and UploadQueueBytes are the uploads waiting or
+	// running now, and their bytes.
+	UploadQueueLength, UploadQueueBytes int64
+	// Uploaded counts entries stored in the bucket; UploadRetries counts
+	// failed attempts that will be retried.
+	Uploaded, UploadRetries uint64
+	// UploadsLost counts pending uploads whose local copy was gone (evicted
+	// while the bucket was unreachable, or deleted) before they were sent.
+	UploadsLost uint64
+}
+
+// counters are a Store's live statistics.
+type counters struct {
+	requests        [numOps][numOutcomes]atomic.Uint64
+	latency         [numOps]latencyCounter
+	bytesDown       atomic.Uint64
+	bytesUp         atomic.Uint64
+	lookups         [numTiers]atomic.Uint64
+	corrupt         atomic.Uint64
+	existsCacheHits atomic.Uint64
+	fills           atomic.Uint64
+	fillsFailed     atomic.Uint64
+	uploaded        atomic.Uint64
+	uploadRetries   atomic.Uint64
+	uploadsLost     atomic.Uint64
+}
+
+type latencyCounter struct {
+	count   atomic.Uint64
+	sum     atomic.Int64
+	buckets [len(LatencyBuckets)]atomic.Uint64
+}
+
+// request records one request's outcome and latency.
+func (c *counters) request(op Op, outcome Outcome, took time.Duration) {
+	c.requests[op][outcome].Add(1)
+	l := &c.latency[op]
+	l.count.Add(1)
+	l.sum.Add(int64(took))
+	s := took.Seconds()
+	for i, b := range LatencyBuckets {
+		if s <= b {
+			l.buckets[i].Add(1)
+		}
+	}
+}
+
+func (c *counters) snapshot() Stats {
+	var st Stats
+	for op := range numOps {
+		for o := range numOutcomes {
+			st.Requests[op][o] = c.requests[op][o].Load()
+		}
+		l := &c.latency[op]
+		st.Latency[op].Count = l.count.Load()
+		st.Latency[op].Sum = time.Duration(l.sum.Load())
+		for i := range l.buckets {
+			st.Latency[op].Buckets[i] = l.buckets[i].Load()
+		}
+	}
+	for t := range numTiers {
+		st.Lookups[t] = c.lookups[t].Load()
+	}
+	st.BytesDown = c.bytesDown.Load()
+	st.BytesUp = c.bytesUp.Load()
+	st.Corrupt = c.corrupt.Load()
+	st.ExistsCacheHits = c.existsCacheHits.Load()
+	st.Fills = c.fills.Load()
+	st.FillsFailed = c.fillsFailed.Load()
+	st.Uploaded = c.uploaded.Load()
+	st.UploadRetries = c.uploadRetries.Load()
+	st.UploadsLost = c.uploadsLost.Load()
+	return st
+}

@@ -1,0 +1,354 @@
+package s3tier
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// uploader is the bounded background queue that copies committed entries
+// to the bucket: Config.UploadWorkers workers, at most Config.UploadBytes
+// of uploads in flight at once, failed attempts retried with exponential
+// backoff. Its entries are also in the journal until the bucket has them,
+// so a crash loses none: the next start queues them again.
+//
+// An entry leaves the journal only when the bucket has the last version
+// committed and no commit of it is under way: a commit writes its journal
+// line before it renames, so a line removed while a commit of the same
+// entry is in flight could lose that commit's upload at a crash.
+type uploader struct {
+	t        *Store
+	inFlight *semaphore.Weighted
+
+	mu         sync.Mutex
+	items      map[objectKey]*pendingUpload
+	committing map[objectKey]int // commits under way, between beginCommit and endCommit
+	queue      []*pendingUpload  // waiting, oldest first; write-through ones go first
+	bytes      int64             // of the items
+	closed     bool
+	wake       chan struct{} // a token when there is queued work, for the workers
+	changed    chan struct{} // closed and replaced whenever an attempt ends
+}
+
+// pendingUpload is an entry the bucket does not have yet.
+type pendingUpload struct {
+	key  objectKey
+	data []byte // an action result's bytes, when known (not after a restart)
+
+	version  uint64 // counts commits of key; an upload covers the version it read
+	attempt  uint64 // the version of the last attempt that ended
+	uploaded uint64 // the last version the bucket has
+	lastErr  error  // why the last attempt failed, if it did
+	queued   bool
+	running  bool
+}
+
+// errLost: the entry is no longer on disk, so it cannot be uploaded.
+var errLost = errors.New("no longer on disk")
+
+func newUploader(t *Store) *uploader {
+	return &uploader{
+		t:          t,
+		inFlight:   semaphore.NewWeighted(t.cfg.UploadBytes),
+		items:      make(map[objectKey]*pendingUpload),
+		committing: make(map[objectKey]int),
+		wake:       make(chan struct{}, 1),
+		changed:    make(chan struct{}),
+	}
+}
+
+// size is what an entry counts toward UploadBytes and the queue's bytes.
+func (p *pendingUpload) size() int64 {
+	if p.key.ac {
+		return int64(len(p.data))
+	}
+	return p.key.size
+}
+
+// beginCommit notes that a commit of key is starting; the caller then
+// journals key, commits, and calls endCommit whatever happened.
+func (u *uploader) beginCommit(key objectKey) {
+	u.mu.Lock()
+	u.committing[key]++
+	u.mu.Unlock()
+}
+
+// endCommit ends a commit of key. If it stored the entry (ok), key is
+// queued (with data for an action result), at the front if first (a
+// write-through client waits for it), and the version it made is returned
+// for wait.
+func (u *uploader) endCommit(key objectKey, ok bool, data []byte, first bool) (*pendingUpload, uint64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.committing[key]--; u.committing[key] == 0 {
+		delete(u.committing, key)
+	}
+	p := u.items[key]
+	if !ok {
+		if p != nil {
+			u.settleLocked(p)
+		} else if u.committing[key] == 0 {
+			u.t.journal.done(key) // the line this commit wrote: nothing was stored
+		}
+		return nil, 0
+	}
+	if p == nil {
+		p = &pendingUpload{key: key}
+		u.items[key] = p
+	} else {
+		u.bytes -= p.size()
+	}
+	p.version++
+	if key.ac {
+		p.data = data
+	}
+	u.bytes += p.size()
+	if !p.queued && !p.running {
+		p.queued = true
+		if first {
+			u.queue = append([]*pendingUpload{p}, u.queue...)
+		} else {
+			u.queue = append(u.queue, p)
+		}
+		u.signalLocked()
+	}
+	return p, p.version
+}
+
+// queueReplayed queues key, pending from a previous run.
+func (u *uploader) queueReplayed(key objectKey) {
+	u.beginCommit(key)
+	u.endCommit(key, true, nil, false)
+}
+
+// settleLocked decides what becomes of p when nothing is working on it:
+// gone from the queue and the journal if the bucket has its last version
+// and no commit of it is under way, queued again if it lacks a version.
+func (u *uploader) settleLocked(p *pendingUpload) {
+	if p.queued || p.running || u.items[p.key] != p {
+		return
+	}
+	switch {
+	case p.uploaded >= p.version && u.committing[p.key] == 0:
+		delete(u.items, p.key)
+		u.bytes -= p.size()
+		u.t.journal.done(p.key)
+	case p.uploaded < p.version:
+		p.queued = true
+		u.queue = append(u.queue, p)
+		u.signalLocked()
+	}
+}
+
+// signalLocked lets a worker know there is work.
+func (u *uploader) signalLocked() {
+	select {
+	case u.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the oldest queued item, waiting for one; nil once closed.
+func (u *uploader) next(ctx context.Context) (p *pendingUpload, version uint64, data []byte) {
+	for {
+		u.mu.Lock()
+		if u.closed {
+			u.mu.Unlock()
+			return nil, 0, nil
+		}
+		if len(u.queue) > 0 {
+			p = u.queue[0]
+			u.queue[0] = nil
+			u.queue = u.queue[1:]
+			p.queued, p.running = false, true
+			if len(u.queue) > 0 {
+				u.signalLocked() // for the next worker
+			}
+			version, data = p.version, p.data
+			u.mu.Unlock()
+			return p, version, data
+		}
+		u.mu.Unlock()
+		select {
+		case <-u.wake:
+		case <-ctx.Done():
+			return nil, 0, nil
+		}
+	}
+}
+
+// finish ends an attempt at p's version: err nil (the bucket has it),
+// errLost (it is gone from disk: nothing more to do), or a failure to
+// retry.
+func (u *uploader) finish(p *pendingUpload, version uint64, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	p.running = false
+	p.attempt, p.lastErr = version, err
+	if err == nil || errors.Is(err, errLost) {
+		p.uploaded = max(p.uploaded, version)
+	}
+	u.settleLocked(p)
+	close(u.changed)
+	u.changed = make(chan struct{})
+}
+
+// wait waits until the bucket has version of p, or an attempt at it
+// failed (that error), or ctx is done.
+func (u *uploader) wait(ctx context.Context, p *pendingUpload, version uint64) error {
+	for {
+		u.mu.Lock()
+		uploaded, attempt, lastErr, changed := p.uploaded, p.attempt, p.lastErr, u.changed
+		u.mu.Unlock()
+		switch {
+		case uploaded >= version:
+			return nil
+		case attempt >= version && lastErr != nil:
+			return lastErr
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: stored locally; waiting for the bucket: %v", cas.ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// drain waits until nothing is pending, or ctx is done.
+func (u *uploader) drain(ctx context.Context) error {
+	for {
+		u.mu.Lock()
+		n, changed := len(u.items), u.changed
+		u.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%d uploads still pending (kept in the journal for the next start): %w", n, ctx.Err())
+		}
+	}
+}
+
+// pending returns whether key is waiting for the bucket.
+func (u *uploader) pending(key objectKey) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.items[key] != nil
+}
+
+// length returns the pending items and their bytes.
+func (u *uploader) length() (int64, int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return int64(len(u.items)), u.bytes
+}
+
+// close stops handing out work.
+func (u *uploader) close() {
+	u.mu.Lock()
+	u.closed = true
+	u.mu.Unlock()
+}
+
+// work is one upload worker, until ctx is done or the uploader closes.
+// After a failed attempt it waits before its next, doubling the wait from
+// Config.RetryBackoff up to maxRetryBackoff while attempts keep failing.
+func (u *uploader) work(ctx context.Context) {
+	defer u.t.wg.Done()
+	var backoff time.Duration
+	for {
+		p, version, data := u.next(ctx)
+		if p == nil {
+			return
+		}
+		err := u.upload(ctx, p.key, p.size(), data)
+		u.finish(p, version, err)
+		switch {
+		case err == nil:
+			backoff = 0
+			u.t.c.uploaded.Add(1)
+		case errors.Is(err, errLost):
+			backoff = 0
+			u.t.c.uploadsLost.Add(1)
+			u.t.log.Error("s3tier: a pending upload is no longer on disk; the bucket will not get it", "entry", p.key.String())
+		default:
+			u.t.c.uploadRetries.Add(1)
+			backoff = min(max(2*backoff, u.t.cfg.RetryBackoff), maxRetryBackoff)
+			u.t.log.Warn("s3tier: upload failed; will retry", "entry", p.key.String(), "retry_in", backoff, "err", err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+	}
+}
+
+// maxRetryBackoff caps the wait between failed upload attempts.
+const maxRetryBackoff = time.Minute
+
+// upload copies one entry to the bucket: a blob from disk, streamed; an
+// action result from data, or from disk when data is nil.
+func (u *uploader) upload(ctx context.Context, k objectKey, size int64, data []byte) error {
+	t := u.t
+	if !k.ac {
+		if exists, ok := t.exists.get(k.digest()); ok && exists {
+			return nil // the bucket said it has it; a put would change nothing
+		}
+	}
+	w := min(max(size, 1), t.cfg.UploadBytes)
+	if err := u.inFlight.Acquire(ctx, w); err != nil {
+		return err
+	}
+	defer u.inFlight.Release(w)
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stall := time.AfterFunc(t.cfg.RequestTimeout, func() {
+		cancel(fmt.Errorf("no progress for %v", t.cfg.RequestTimeout))
+	})
+	defer stall.Stop()
+
+	if k.ac {
+		if data == nil {
+			var err error
+			data, err = t.disk.GetActionResult(ctx, k.digest())
+			if errors.Is(err, cas.ErrNotFound) {
+				return errLost
+			}
+			if err != nil {
+				return err
+			}
+		}
+		sum := sha256.Sum256(data)
+		return t.bucket.put(ctx, k, bytes.NewReader(data), int64(len(data)), hex.EncodeToString(sum[:]))
+	}
+	b, err := t.disk.OpenUncounted(ctx, k.digest())
+	if errors.Is(err, cas.ErrNotFound) {
+		return errLost
+	}
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	body := newChunkStream(ctx, b, t.cfg.Pool, t.cfg.ChunkSize, func() { stall.Reset(t.cfg.RequestTimeout) })
+	defer body.Close()
+	if err := t.bucket.put(ctx, k, body, k.size, k.hash); err != nil {
+		return err
+	}
+	t.exists.set(k.digest(), true)
+	return nil
+}
