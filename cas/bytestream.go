@@ -85,7 +85,7 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 // existing blobs and resumption are handled.
 func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	s := b.s
-	in := newWriteReceiver(stream)
+	in := newWriteReceiver(stream, s.uploadBudget)
 	defer in.release()
 	req, err := in.recv()
 	if err == io.EOF {

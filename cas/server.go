@@ -45,6 +45,13 @@ type Options struct {
 	// for resumption after its last activity; 0 means
 	// DefaultPartialUploadTTL.
 	PartialUploadTTL time.Duration
+	// MaxInflightUpload bounds the bytes of ByteStream Write data the
+	// server has received, or is receiving, and not yet written to the
+	// store, over all streams; 0 means DefaultMaxInflightUpload(). With
+	// the windows of ServerOptions, upload memory is then at most this plus
+	// StreamWindow per open upload stream (docs/cas.md, "Memory for
+	// uploads").
+	MaxInflightUpload int64
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -56,6 +63,8 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	uploads *uploads
+	// uploadBudget bounds the ByteStream Write data in flight.
+	uploadBudget *uploadBudget
 }
 
 // NewServer returns a Server over store: the disk store (*Store), or one
@@ -64,8 +73,12 @@ func NewServer(store Storage, opts Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("cas: NewServer needs a store")
 	}
-	if opts.ChunkSize < 0 || opts.MaxBatchBytes < 0 || opts.PartialUploadTTL < 0 {
-		return nil, fmt.Errorf("cas: negative option: ChunkSize %d, MaxBatchBytes %d, PartialUploadTTL %v", opts.ChunkSize, opts.MaxBatchBytes, opts.PartialUploadTTL)
+	if opts.ChunkSize < 0 || opts.MaxBatchBytes < 0 || opts.PartialUploadTTL < 0 || opts.MaxInflightUpload < 0 {
+		return nil, fmt.Errorf("cas: negative option: ChunkSize %d, MaxBatchBytes %d, PartialUploadTTL %v, MaxInflightUpload %d",
+			opts.ChunkSize, opts.MaxBatchBytes, opts.PartialUploadTTL, opts.MaxInflightUpload)
+	}
+	if opts.MaxInflightUpload == 0 {
+		opts.MaxInflightUpload = DefaultMaxInflightUpload()
 	}
 	if opts.ChunkSize == 0 {
 		opts.ChunkSize = DefaultChunkSize
@@ -80,11 +93,33 @@ func NewServer(store Storage, opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Server{
-		store:   store,
-		opts:    opts,
-		log:     opts.Logger,
-		uploads: newUploads(opts.PartialUploadTTL),
+		store:        store,
+		opts:         opts,
+		log:          opts.Logger,
+		uploads:      newUploads(opts.PartialUploadTTL),
+		uploadBudget: newUploadBudget(opts.MaxInflightUpload),
 	}, nil
+}
+
+// ServerStats is a snapshot of a Server's own counters (the store keeps
+// its own: StoreStats).
+type ServerStats struct {
+	// InflightUploadBytes is the upload budget held now: ByteStream Write
+	// data received, or being received, and not yet written to the store.
+	InflightUploadBytes int64
+	// InflightUploadPeak is the most it has been since the server started.
+	InflightUploadPeak int64
+	// MaxInflightUpload is the limit in force (Options.MaxInflightUpload).
+	MaxInflightUpload int64
+}
+
+// Stats returns a snapshot of the server's counters.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{
+		InflightUploadBytes: s.uploadBudget.held.Load(),
+		InflightUploadPeak:  s.uploadBudget.peak.Load(),
+		MaxInflightUpload:   s.uploadBudget.limit,
+	}
 }
 
 // Register registers the ByteStream, ContentAddressableStorage, ActionCache

@@ -9,6 +9,7 @@ import (
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/status"
 )
 
 // ServerOptions returns the gRPC server options under which ByteStream Read
@@ -21,7 +22,12 @@ import (
 //     pool (grpc-go's process default pool does not reach a server's
 //     transport reads); left out if pool is nil;
 //   - a stream interceptor that tells the ByteStream handlers the codec is
-//     there.
+//     there;
+//   - static flow-control windows (StreamWindow per stream, ConnWindow per
+//     connection; grpc-go's BDP estimation, which grows windows up to
+//     16 MiB per stream, off): what gRPC may receive for a stream that its
+//     handler has not asked for, and so the per-stream term of the upload
+//     memory bound (docs/cas.md, "Memory for uploads").
 //
 // Pass them all to grpc.NewServer, with no other ForceServerCodec or
 // ForceServerCodecV2 after them, and give Options.Pool the same pool. Every
@@ -35,12 +41,25 @@ func ServerOptions(pool membuf.BufferPool) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpcmem.ServerOption(),
 		grpc.ChainStreamInterceptor(markZeroCopy),
+		grpc.StaticStreamWindowSize(StreamWindow),
+		grpc.StaticConnWindowSize(ConnWindow),
 	}
 	if pool != nil {
 		opts = append(opts, experimental.BufferPool(pool))
 	}
 	return opts
 }
+
+// The flow-control windows of ServerOptions. A stream's window bounds what
+// gRPC buffers for it unasked; when a handler asks for a message longer
+// than the window, gRPC grants the whole message, and the upload budget
+// has reserved it by then. The connection window costs no memory (grpc-go
+// replenishes it as frames arrive, whatever the handlers have read), so it
+// is as large as BDP estimation would make it and never the limit.
+const (
+	StreamWindow = 128 << 10
+	ConnWindow   = 16 << 20
+)
 
 // The full method names of the ByteStream RPCs that move blob data.
 const (
@@ -84,10 +103,17 @@ func zeroCopy(stream grpc.ServerStream) bool {
 // when the server runs it (Data then holds references into the frames gRPC
 // received, from the server's buffer pool), otherwise through the generated
 // Recv and the proto codec (Data then wraps the copy the proto codec made).
+//
+// It takes budget before each receive (the upload budget: see
+// uploadBudget) and holds budget for the data it holds until the next
+// receive or release.
 type writeReceiver struct {
 	stream   bspb.ByteStream_WriteServer
 	zeroCopy bool
 	req      grpcmem.WriteRequest
+	budget   *uploadBudget
+	held     int64 // budget held: for the data in req, or for the receive under way
+	last     int64 // data length of the last request received; -1 before the first
 }
 
 // writeReceivers recycles writeReceivers across streams: a request's Data
@@ -96,39 +122,88 @@ type writeReceiver struct {
 // allocation per stream.
 var writeReceivers = syncpool.New(func() *writeReceiver { return new(writeReceiver) })
 
-// newWriteReceiver returns a writeReceiver for stream; release it when the
-// stream is done.
-func newWriteReceiver(stream bspb.ByteStream_WriteServer) *writeReceiver {
+// newWriteReceiver returns a writeReceiver for stream that takes budget
+// from budget; release it when the stream is done.
+func newWriteReceiver(stream bspb.ByteStream_WriteServer, budget *uploadBudget) *writeReceiver {
 	w := writeReceivers.Get()
-	w.stream, w.zeroCopy = stream, zeroCopy(stream)
+	w.stream, w.zeroCopy, w.budget, w.last = stream, zeroCopy(stream), budget, -1
 	return w
 }
 
-// release frees the last request's data and recycles w.
+// release frees the last request's data, gives back its budget and
+// recycles w.
 func (w *writeReceiver) release() {
 	w.req.Free()
+	w.budget.release(w.held)
 	w.req.ResourceName, w.req.WriteOffset, w.req.FinishWrite = "", 0, false
-	w.stream = nil
+	w.stream, w.budget, w.held, w.last = nil, nil, 0, 0
 	writeReceivers.Put(w)
 }
 
 // recv frees the data of the previous request and receives the next. The
 // returned request, and its Data, are valid until the next recv or free.
+//
+// Before receiving it holds budget for what the receive may bring in: the
+// stream's flow-control window, or a message as long as its last one (for a
+// first receive, as long as the longest first message any stream sent),
+// since gRPC grants a message's whole length once the handler asks for it.
+// It waits for that budget without receiving, so while the server is at its
+// limit gRPC grants this stream no window and its client waits. Once the
+// request is in, the budget held becomes its data's length: the surplus is
+// given back, or, for a message longer than was reserved, the excess is
+// waited for before the request is handed on.
 func (w *writeReceiver) recv() (*grpcmem.WriteRequest, error) {
 	w.req.Free()
+	ctx := w.stream.Context()
+	expect := w.last
+	if expect < 0 {
+		expect = w.budget.firstMessage.Load()
+	}
+	if err := w.hold(ctx, max(StreamWindow, expect)); err != nil {
+		return nil, err
+	}
 	if w.zeroCopy {
 		if err := w.stream.RecvMsg(&w.req); err != nil {
 			return nil, err
 		}
-		return &w.req, nil
+	} else {
+		pr, err := w.stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		w.req.ResourceName, w.req.WriteOffset, w.req.FinishWrite = pr.ResourceName, pr.WriteOffset, pr.FinishWrite
+		if len(pr.Data) > 0 {
+			w.req.Data = append(w.req.Data, membuf.Wrap(pr.Data))
+		}
 	}
-	pr, err := w.stream.Recv()
-	if err != nil {
+	if w.last < 0 {
+		w.budget.sawFirstMessage(int64(w.req.Data.Len()))
+	}
+	w.last = int64(w.req.Data.Len())
+	if err := w.hold(ctx, w.last); err != nil {
+		w.req.Free()
 		return nil, err
 	}
-	w.req.ResourceName, w.req.WriteOffset, w.req.FinishWrite = pr.ResourceName, pr.WriteOffset, pr.FinishWrite
-	if len(pr.Data) > 0 {
-		w.req.Data = append(w.req.Data, membuf.Wrap(pr.Data))
-	}
 	return &w.req, nil
+}
+
+// hold makes the budget w holds n bytes (at most the whole budget). To
+// hold more it gives back what it holds and then waits for all of n:
+// waiting while holding could deadlock, every stream holding part of the
+// budget and waiting for more.
+func (w *writeReceiver) hold(ctx context.Context, n int64) error {
+	n = min(n, w.budget.limit)
+	if n <= w.held {
+		w.budget.release(w.held - n)
+		w.held = n
+		return nil
+	}
+	w.budget.release(w.held)
+	w.held = 0
+	got, err := w.budget.acquire(ctx, n)
+	if err != nil {
+		return status.FromContextError(err).Err()
+	}
+	w.held = got
+	return nil
 }

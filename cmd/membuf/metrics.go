@@ -17,10 +17,11 @@ import (
 
 // newRegistry returns a registry with the Go runtime's figures (GC cycles,
 // pauses and CPU, heap, scheduler, from runtime/metrics), the process's, and
-// the pool's and the store's statistics, read at scrape time.
-func newRegistry(pool *membuf.Pool, store *cas.Store) *prometheus.Registry {
+// the pool's, the store's and the cas server's statistics, read at scrape
+// time.
+func newRegistry(pool *membuf.Pool, store *cas.Store, server *cas.Server) *prometheus.Registry {
 	reg := newRuntimeRegistry()
-	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store))
+	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store), newServerCollector(server))
 	return reg
 }
 

@@ -37,6 +37,7 @@ type serveConfig struct {
 	chunkSize       int64
 	maxBatchSize    int64
 	poolBudget      int64
+	maxInflight     int64
 	logLevel        slog.Level
 	logFormat       string
 	readyFile       string
@@ -80,6 +81,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(sizeFlag{&cfg.maxSize}, "max-size", "`size` of blobs and action results kept on disk; beyond it the least recently used are evicted")
 	fs.Var(sizeFlag{&cfg.chunkSize}, "chunk-size", "`size` of each ByteStream Read response, at most 2MiB")
 	fs.Var(sizeFlag{&cfg.maxBatchSize}, "max-batch-size", "largest total `size` of a BatchUpdateBlobs or BatchReadBlobs request, advertised as max_batch_total_size_bytes")
+	fs.Var(sizeFlag{&cfg.maxInflight}, "max-inflight-upload", "`size` of ByteStream Write data the server holds between receiving it and writing it, over all\nuploads; past it the server stops reading uploads, so gRPC flow control makes clients wait\n(0: a quarter of GOMEMLIMIT if set, else 1/64 of physical memory, within 16MiB..256MiB)")
 	fs.Var(sizeFlag{&cfg.poolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections\n(0: 64MiB, or a quarter of GOMEMLIMIT if that is less; keep it well below GOMEMLIMIT)")
 	fs.Var(levelFlag{&cfg.logLevel}, "log-level", "least severe log `level`: debug, info, warn or error")
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
@@ -112,6 +114,8 @@ func (c *serveConfig) validate() error {
 		return usageError("--max-batch-size must be between 1 byte and %s, got %s", formatSize(maxMaxBatchSize), formatSize(c.maxBatchSize))
 	case c.poolBudget < 0:
 		return usageError("--pool-budget must not be negative")
+	case c.maxInflight < 0:
+		return usageError("--max-inflight-upload must not be negative")
 	case c.uploadTTL <= 0:
 		return usageError("--upload-ttl must be positive")
 	case c.shutdownTimeout < 0:
@@ -200,11 +204,12 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	}
 
 	casServer, err := cas.NewServer(store, cas.Options{
-		Pool:             pool,
-		ChunkSize:        int(cfg.chunkSize),
-		MaxBatchBytes:    cfg.maxBatchSize,
-		PartialUploadTTL: cfg.uploadTTL,
-		Logger:           log,
+		Pool:              pool,
+		ChunkSize:         int(cfg.chunkSize),
+		MaxBatchBytes:     cfg.maxBatchSize,
+		PartialUploadTTL:  cfg.uploadTTL,
+		MaxInflightUpload: cfg.maxInflight,
+		Logger:            log,
 	})
 	if err != nil {
 		return fmt.Errorf("cas server: %w", err)
@@ -237,7 +242,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			return fmt.Errorf("--http: %w", err)
 		}
 		httpServer = &http.Server{
-			Handler:           newHTTPHandler(newRegistry(pool, store)),
+			Handler:           newHTTPHandler(newRegistry(pool, store, casServer)),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
@@ -264,7 +269,8 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		line += " http=" + httpShown
 	}
 	log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpShown, "dir", dir,
-		"max_size", cfg.maxSize, "chunk_size", cfg.chunkSize, "max_batch_size", cfg.maxBatchSize)
+		"max_size", cfg.maxSize, "chunk_size", cfg.chunkSize, "max_batch_size", cfg.maxBatchSize,
+		"max_inflight_upload", casServer.Stats().MaxInflightUpload)
 	fmt.Fprintln(std.out, line)
 	if cfg.readyFile != "" {
 		// Whoever waits for this file would wait forever without it.
