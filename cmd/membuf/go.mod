@@ -6,6 +6,7 @@ require (
 	github.com/bazelbuild/remote-apis v0.0.0-20260908115904-76ddd98e1f92
 	github.com/membuf/membuf v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/cas v0.0.0-00010101000000-000000000000
+	github.com/membuf/membuf/cas/s3tier v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/grpcmem v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.23.2
 	google.golang.org/genproto/googleapis/bytestream v0.0.0-20261005182115-fad411399dd8
@@ -15,6 +16,24 @@ require (
 
 require (
 	cloud.google.com/go/longrunning v0.8.0 // indirect
+	github.com/aws/aws-sdk-go-v2 v1.47.7 // indirect
+	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.20 // indirect
+	github.com/aws/aws-sdk-go-v2/config v1.33.13 // indirect
+	github.com/aws/aws-sdk-go-v2/credentials v1.20.13 // indirect
+	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.5 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.8 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.8 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.8 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.23 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/checksum v1.11.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.8 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/s3shared v1.20.4 // indirect
+	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.0 // indirect
+	github.com/aws/aws-sdk-go-v2/service/signin v1.12.1 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sso v1.39.1 // indirect
+	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.1 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sts v1.51.6 // indirect
+	github.com/aws/smithy-go v1.28.8 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
@@ -38,5 +57,6 @@ require (
 replace (
 	github.com/membuf/membuf => ../..
 	github.com/membuf/membuf/cas => ../../cas
+	github.com/membuf/membuf/cas/s3tier => ../../cas/s3tier
 	github.com/membuf/membuf/grpcmem => ../../grpcmem
 )

@@ -13,15 +13,19 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/s3tier"
 )
 
 // newRegistry returns a registry with the Go runtime's figures (GC cycles,
 // pauses and CPU, heap, scheduler, from runtime/metrics), the process's, and
-// the pool's, the store's and the cas server's statistics, read at scrape
-// time.
-func newRegistry(pool *membuf.Pool, store *cas.Store, server *cas.Server) *prometheus.Registry {
+// the pool's, the store's and the cas server's statistics, and the shared
+// tier's if tiered is not nil, read at scrape time.
+func newRegistry(pool *membuf.Pool, store *cas.Store, server *cas.Server, tiered *s3tier.Store) *prometheus.Registry {
 	reg := newRuntimeRegistry()
 	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store), newServerCollector(server))
+	if tiered != nil {
+		reg.MustRegister(newTierCollector(tiered))
+	}
 	return reg
 }
 

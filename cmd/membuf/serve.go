@@ -18,6 +18,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/s3tier"
 )
 
 func init() {
@@ -44,6 +45,10 @@ type serveConfig struct {
 	uploadTTL       time.Duration
 	shutdownTimeout time.Duration
 	scrubRate       int64
+	s3URL           string
+	s3              s3tier.Location // parsed from s3URL by validate
+	s3WriteThrough  bool
+	s3Timeout       time.Duration
 }
 
 const (
@@ -87,6 +92,9 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
 	fs.StringVar(&cfg.readyFile, "ready-file", "", "once serving, write the listen line to this `file` (written whole, by rename)")
 	fs.DurationVar(&cfg.uploadTTL, "upload-ttl", cfg.uploadTTL, "how long an interrupted ByteStream upload is kept, idle, for its client to resume it")
+	fs.StringVar(&cfg.s3URL, "s3", "", "`URL` of an S3-compatible bucket shared by every node, behind the disk: s3://bucket/prefix?endpoint=...\n(parameters: "+s3tier.URLParameters+";\ncredentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)")
+	fs.BoolVar(&cfg.s3WriteThrough, "s3-write-through", false, "with --s3, a write returns only once the bucket has the blob (UNAVAILABLE if it cannot)")
+	fs.DurationVar(&cfg.s3Timeout, "s3-timeout", 30*time.Second, "with --s3, how long to wait for the bucket to answer a request, or for a transfer to make progress")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
 	fs.Var(sizeFlag{&cfg.scrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	return fs, func(ctx context.Context, args []string) error {
@@ -122,6 +130,17 @@ func (c *serveConfig) validate() error {
 		return usageError("--shutdown-timeout must not be negative")
 	case c.scrubRate < 0:
 		return usageError("--scrub-rate must not be negative")
+	case c.s3Timeout <= 0:
+		return usageError("--s3-timeout must be positive")
+	case c.s3WriteThrough && c.s3URL == "":
+		return usageError("--s3-write-through needs --s3")
+	}
+	if c.s3URL != "" {
+		loc, err := s3tier.ParseURL(c.s3URL)
+		if err != nil {
+			return usageError("--s3: %v", err)
+		}
+		c.s3 = loc
 	}
 	return nil
 }
@@ -203,7 +222,41 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		}()
 	}
 
-	casServer, err := cas.NewServer(store, cas.Options{
+	var storage cas.Storage = store
+	var tiered *s3tier.Store
+	if cfg.s3URL != "" {
+		tiered, err = s3tier.Open(ctx, store, s3tier.Config{
+			Location:       cfg.s3,
+			Dir:            dir,
+			Pool:           pool,
+			ChunkSize:      int(cfg.chunkSize),
+			WriteThrough:   cfg.s3WriteThrough,
+			RequestTimeout: cfg.s3Timeout,
+			Logger:         log,
+		})
+		if err != nil {
+			return fmt.Errorf("--s3: %w", err)
+		}
+		// Runs after the gRPC server has stopped and before the disk
+		// store closes: the uploads get the shutdown timeout to finish;
+		// what they do not stays in the journal for the next start.
+		defer func() {
+			drainCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+			defer cancel()
+			if derr := tiered.Drain(drainCtx); derr != nil {
+				log.Warn("stopping with uploads to the bucket pending", "err", derr)
+			}
+			if cerr := tiered.Close(); cerr != nil {
+				log.Error("closing the shared tier", "err", cerr)
+				if err == nil {
+					err = fmt.Errorf("close the shared tier: %w", cerr)
+				}
+			}
+		}()
+		storage = tiered
+	}
+
+	casServer, err := cas.NewServer(storage, cas.Options{
 		Pool:              pool,
 		ChunkSize:         int(cfg.chunkSize),
 		MaxBatchBytes:     cfg.maxBatchSize,
@@ -242,7 +295,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			return fmt.Errorf("--http: %w", err)
 		}
 		httpServer = &http.Server{
-			Handler:           newHTTPHandler(newRegistry(pool, store, casServer)),
+			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, tiered)),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}

@@ -326,6 +326,10 @@ func TestServeBadFlags(t *testing.T) {
 		{"busy listen", []string{"--listen", busy.Addr().String()}, 1, []string{"--listen:", "address already in use"}},
 		{"busy http", []string{"--listen", "127.0.0.1:0", "--http", busy.Addr().String()}, 1, []string{"--http:", "address already in use"}},
 		{"dir is a file", []string{"--dir", file}, 1, []string{"--dir:", "not a directory"}},
+		{"bad s3 URL", []string{"--s3", "s3://Bad_Bucket"}, 2, []string{"--s3:", "bucket name"}},
+		{"s3 parameter", []string{"--s3", "s3://bucket?acl=public"}, 2, []string{"--s3:", `unknown parameter "acl"`}},
+		{"write-through alone", []string{"--s3-write-through"}, 2, []string{"--s3-write-through needs --s3"}},
+		{"zero s3 timeout", []string{"--s3-timeout", "0s"}, 2, []string{"--s3-timeout must be positive"}},
 		{"bad ready file", []string{"--listen", "127.0.0.1:0", "--ready-file", filepath.Join(file, "ready")}, 1, []string{"--ready-file:", "not a directory", "msg=stopped"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -421,5 +425,56 @@ func TestServeRefusesADirInUse(t *testing.T) {
 	}
 	if _, err := repb.NewCapabilitiesClient(dial(t, s.grpcAddr)).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{}); err != nil {
 		t.Errorf("the first serve, after the second was refused: %v", err)
+	}
+}
+
+// TestServeS3UnreachableAtStart: with --s3 naming a bucket nothing answers
+// for, the server starts anyway, serves from its disk, and counts the
+// failed uploads it keeps retrying.
+func TestServeS3UnreachableAtStart(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "key")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := lis.Addr().String()
+	lis.Close()
+	s := startServe(t, "--s3", "s3://membuf-test/ci?endpoint=http://"+closed, "--s3-timeout", "2s", "--shutdown-timeout", "1s")
+	conn := dial(t, s.grpcAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	blob := bytes.Repeat([]byte("tiered"), 1000)
+	sum := sha256.Sum256(blob)
+	name := fmt.Sprintf("blobs/%x/%d", sum, len(blob))
+	bs := bspb.NewByteStreamClient(conn)
+	w, err := bs.Write(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Send(&bspb.WriteRequest{ResourceName: "uploads/u1/" + name, Data: blob, FinishWrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := w.CloseAndRecv(); err != nil || resp.CommittedSize != int64(len(blob)) {
+		t.Fatalf("ByteStream Write with the bucket unreachable: %v, %v", resp, err)
+	}
+	r, err := bs.Read(ctx, &bspb.ReadRequest{ResourceName: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.Recv()
+	if err != nil || !bytes.Equal(resp.Data, blob) {
+		t.Fatalf("ByteStream Read from disk with the bucket unreachable: %v", err)
+	}
+	await.True(t, "failed puts to show in the metrics", func() bool {
+		m := httpGet(t, "http://"+s.httpAddr+"/metrics")
+		return metricValue(t, m, `membuf_s3_requests_total{op="put",outcome="error"}`) >= 1 &&
+			metricValue(t, m, "membuf_s3_upload_queue_length") == 1
+	})
+	if code, _, errOut := s.stop(); code != 0 || !strings.Contains(errOut, "uploads to the bucket pending") {
+		t.Fatalf("stop: exit %d; want 0 and a warning that uploads are pending:\n%s", code, errOut)
 	}
 }

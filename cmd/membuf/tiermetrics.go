@@ -1,0 +1,79 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/membuf/membuf/cas/s3tier"
+)
+
+// tierCollector exports the shared tier's statistics (--s3), read at
+// scrape time.
+type tierCollector struct {
+	tiered *s3tier.Store
+
+	requests, latency, bytes, lookups, corrupt, cacheHits *prometheus.Desc
+	fills, queueLength, queueBytes, uploads, lost         *prometheus.Desc
+}
+
+func newTierCollector(tiered *s3tier.Store) *tierCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("membuf_s3_"+name, help, labels, nil)
+	}
+	return &tierCollector{
+		tiered:      tiered,
+		requests:    d("requests_total", "Requests to the bucket, by operation (head, get, put) and outcome (ok, not_found, error); an SDK call with its retries counts once.", "op", "outcome"),
+		latency:     d("request_duration_seconds", "Time from sending a request to the bucket until its response headers, by operation.", "op"),
+		bytes:       d("bytes_total", "Object bytes read from (down) and written to (up) the bucket.", "direction"),
+		lookups:     d("lookups_total", "Client lookups (reads, batch reads, FindMissingBlobs entries, action cache gets) by where they were answered: disk, s3, or miss.", "tier"),
+		corrupt:     d("corrupt_objects_total", "Objects whose content did not match their name (size or SHA-256): answered NOT_FOUND, never served."),
+		cacheHits:   d("exists_cache_hits_total", "FindMissingBlobs answers about the bucket taken from the cache of its recent answers instead of a request."),
+		fills:       d("fills_total", "Blob fills from the bucket into the disk tier, by outcome (ok, failed).", "outcome"),
+		queueLength: d("upload_queue_length", "Entries committed on disk and not yet in the bucket."),
+		queueBytes:  d("upload_queue_bytes", "Bytes of the entries not yet in the bucket."),
+		uploads:     d("uploads_total", "Upload attempts, by outcome: ok, or retry (failed, to be tried again).", "outcome"),
+		lost:        d("uploads_lost_total", "Pending uploads whose local copy was gone (evicted while the bucket was unreachable) before they were sent."),
+	}
+}
+
+func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.requests, c.latency, c.bytes, c.lookups, c.corrupt, c.cacheHits,
+		c.fills, c.queueLength, c.queueBytes, c.uploads, c.lost} {
+		ch <- d
+	}
+}
+
+func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.tiered.TierStats()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	for op := range st.Requests {
+		name := s3tier.Op(op).String()
+		for outcome, n := range st.Requests[op] {
+			counter(c.requests, n, name, s3tier.Outcome(outcome).String())
+		}
+		l := st.Latency[op]
+		buckets := make(map[float64]uint64, len(s3tier.LatencyBuckets))
+		for i, le := range s3tier.LatencyBuckets {
+			buckets[le] = l.Buckets[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(c.latency, l.Count, l.Sum.Seconds(), buckets, name)
+	}
+	counter(c.bytes, st.BytesDown, "down")
+	counter(c.bytes, st.BytesUp, "up")
+	for tier, n := range st.Lookups {
+		counter(c.lookups, n, s3tier.Tier(tier).String())
+	}
+	counter(c.corrupt, st.Corrupt)
+	counter(c.cacheHits, st.ExistsCacheHits)
+	counter(c.fills, st.Fills, "ok")
+	counter(c.fills, st.FillsFailed, "failed")
+	gauge(c.queueLength, st.UploadQueueLength)
+	gauge(c.queueBytes, st.UploadQueueBytes)
+	counter(c.uploads, st.Uploaded, "ok")
+	counter(c.uploads, st.UploadRetries, "retry")
+	counter(c.lost, st.UploadsLost)
+}
