@@ -68,11 +68,15 @@ func checkOutputPaths(ar *repb.ActionResult) error {
 			return err
 		}
 	}
+	// Deprecated in REAPI v2.1 in favour of OutputSymlinks, but older
+	// clients still send them, and a path that escapes is as bad there.
+	//lint:ignore SA1019 checked because old clients still fill it in
 	for _, s := range ar.OutputFileSymlinks {
 		if err := check("output file symlink", s.Path, false); err != nil {
 			return err
 		}
 	}
+	//lint:ignore SA1019 checked because old clients still fill it in
 	for _, s := range ar.OutputDirectorySymlinks {
 		if err := check("output directory symlink", s.Path, false); err != nil {
 			return err

@@ -168,6 +168,3 @@ func (b *seekTableBuilder) appendTo(dst []byte) []byte {
 	dst = append(dst, 0) // descriptor: no checksums (each frame carries its own)
 	return binary.LittleEndian.AppendUint32(dst, seekableMagic)
 }
-
-// reset empties b for another blob, keeping its memory.
-func (b *seekTableBuilder) reset() { b.raw = b.raw[:0] }

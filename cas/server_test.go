@@ -967,7 +967,9 @@ func TestActionResultOutputPaths(t *testing.T) {
 		{&repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "/etc/passwd", Digest: out.Proto()}}}, `output file "/etc/passwd": path is absolute`},
 		{&repb.ActionResult{OutputDirectories: []*repb.OutputDirectory{{Path: "a//b", TreeDigest: out.Proto()}}}, `output directory "a//b": path has an empty component`},
 		{&repb.ActionResult{OutputSymlinks: []*repb.OutputSymlink{{Path: "link/", Target: "x"}}}, `output symlink "link/"`},
+		//lint:ignore SA1019 the deprecated fields are checked too: old clients fill them in
 		{&repb.ActionResult{OutputFileSymlinks: []*repb.OutputSymlink{{Path: "./x", Target: "x"}}}, `output file symlink "./x"`},
+		//lint:ignore SA1019 the deprecated fields are checked too: old clients fill them in
 		{&repb.ActionResult{OutputDirectorySymlinks: []*repb.OutputSymlink{{Path: "..", Target: "x"}}}, `output directory symlink ".."`},
 	} {
 		_, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: tc.ar})
