@@ -25,6 +25,14 @@ const (
 	// DefaultPartialUploadTTL is how long an interrupted upload is kept,
 	// idle, for a client to resume it.
 	DefaultPartialUploadTTL = 10 * time.Minute
+	// DefaultMaxOpenUploads bounds the ByteStream uploads streaming at
+	// once, each holding one file descriptor: a quarter of a 16384
+	// descriptor limit, far above what a build farm's clients keep open.
+	DefaultMaxOpenUploads = 4096
+	// DefaultMaxKeptUploads bounds the interrupted uploads kept for
+	// resumption (each holds a temporary file on disk, no descriptor, and
+	// about a kilobyte of memory).
+	DefaultMaxKeptUploads = 10000
 )
 
 // Options configure a Server.
@@ -52,6 +60,14 @@ type Options struct {
 	// StreamWindow per open upload stream (docs/cas.md, "Memory for
 	// uploads").
 	MaxInflightUpload int64
+	// MaxOpenUploads bounds the ByteStream uploads being streamed at once
+	// (each holds a file descriptor); one more is RESOURCE_EXHAUSTED. 0
+	// means DefaultMaxOpenUploads.
+	MaxOpenUploads int
+	// MaxKeptUploads bounds the interrupted uploads kept, idle, for
+	// resumption; past it the least recently active is discarded. 0 means
+	// DefaultMaxKeptUploads.
+	MaxKeptUploads int
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -73,9 +89,9 @@ func NewServer(store Storage, opts Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("cas: NewServer needs a store")
 	}
-	if opts.ChunkSize < 0 || opts.MaxBatchBytes < 0 || opts.PartialUploadTTL < 0 || opts.MaxInflightUpload < 0 {
-		return nil, fmt.Errorf("cas: negative option: ChunkSize %d, MaxBatchBytes %d, PartialUploadTTL %v, MaxInflightUpload %d",
-			opts.ChunkSize, opts.MaxBatchBytes, opts.PartialUploadTTL, opts.MaxInflightUpload)
+	if opts.ChunkSize < 0 || opts.MaxBatchBytes < 0 || opts.PartialUploadTTL < 0 || opts.MaxInflightUpload < 0 || opts.MaxOpenUploads < 0 || opts.MaxKeptUploads < 0 {
+		return nil, fmt.Errorf("cas: negative option: ChunkSize %d, MaxBatchBytes %d, PartialUploadTTL %v, MaxInflightUpload %d, MaxOpenUploads %d, MaxKeptUploads %d",
+			opts.ChunkSize, opts.MaxBatchBytes, opts.PartialUploadTTL, opts.MaxInflightUpload, opts.MaxOpenUploads, opts.MaxKeptUploads)
 	}
 	if opts.MaxInflightUpload == 0 {
 		opts.MaxInflightUpload = DefaultMaxInflightUpload()
@@ -89,6 +105,12 @@ func NewServer(store Storage, opts Options) (*Server, error) {
 	if opts.PartialUploadTTL == 0 {
 		opts.PartialUploadTTL = DefaultPartialUploadTTL
 	}
+	if opts.MaxOpenUploads == 0 {
+		opts.MaxOpenUploads = DefaultMaxOpenUploads
+	}
+	if opts.MaxKeptUploads == 0 {
+		opts.MaxKeptUploads = DefaultMaxKeptUploads
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -96,7 +118,7 @@ func NewServer(store Storage, opts Options) (*Server, error) {
 		store:        store,
 		opts:         opts,
 		log:          opts.Logger,
-		uploads:      newUploads(opts.PartialUploadTTL),
+		uploads:      newUploads(opts.PartialUploadTTL, opts.MaxOpenUploads, opts.MaxKeptUploads),
 		uploadBudget: newUploadBudget(opts.MaxInflightUpload),
 	}, nil
 }
@@ -150,7 +172,11 @@ func storeError(err error, what string) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrMismatch), errors.Is(err, ErrTooLarge):
 		code = codes.InvalidArgument
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, ErrFull), errors.Is(err, errTooManyUploads):
+		code = codes.ResourceExhausted
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		// Out of descriptors is load, not a fault of the server's: the
+		// client should retry later, and must not be told INTERNAL.
 		code = codes.ResourceExhausted
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrUnavailable):
 		code = codes.Unavailable

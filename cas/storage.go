@@ -14,9 +14,9 @@ import (
 // done.
 //
 // The empty blob is always present: implementations answer for it without
-// storing it. Errors wrap ErrNotFound, ErrMismatch, ErrTooLarge, ErrClosed or
-// ErrUnavailable where those apply (the services map them to gRPC codes);
-// any other error is internal.
+// storing it. Errors wrap ErrNotFound, ErrMismatch, ErrTooLarge, ErrFull,
+// ErrClosed or ErrUnavailable where those apply (the services map them to
+// gRPC codes); any other error is internal.
 type Storage interface {
 	// Open opens blob d for reading, or fails with an error wrapping
 	// ErrNotFound. It counts as a client's lookup (StoreStats.Hits and
@@ -92,8 +92,14 @@ type BlobWriter interface {
 	// Written returns the number of bytes written so far.
 	Written() int64
 	// Write appends p. Writing past the digest's size fails with
-	// ErrMismatch and writes nothing.
+	// ErrMismatch and writes nothing; a store whose maximum size is taken
+	// by uploads in progress fails it with ErrFull.
 	Write(p []byte) (int, error)
+	// Suspend releases what the writer holds open (its temporary file's
+	// descriptor) while its upload waits, idle, to be resumed; the next
+	// Write or Commit takes it up again. The bytes written stay, and keep
+	// counting towards the store's maximum size until Commit or Abort.
+	Suspend() error
 	// Commit checks that the content matches the digest and stores it. On
 	// a mismatch (ErrMismatch) or any other error nothing is stored.
 	Commit(ctx context.Context) error

@@ -30,6 +30,9 @@ var (
 	ErrTooLarge = errors.New("larger than the store's maximum size")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store is closed")
+	// ErrFull: uploads in progress take the whole maximum size; nothing
+	// stored is left to evict for more. Retrying later may succeed.
+	ErrFull = errors.New("the store's maximum size is taken by uploads in progress")
 	// ErrUnavailable: a tier the store needs could not be reached, or
 	// failed; trying again later may succeed.
 	ErrUnavailable = errors.New("storage tier unavailable")
@@ -90,6 +93,7 @@ type Store struct {
 	index       map[entryKey]*list.Element // Value is *entry
 	lru         *list.List                 // front: most recently used
 	bytes       int64
+	partial     int64 // bytes reserved by uploads in progress (Writers); they count towards maxSize
 	acEntries   int64 // how many index entries are action results
 	evictions   int64
 	hits        int64
@@ -105,6 +109,7 @@ type StoreStats struct {
 	Blobs         int64 // CAS blobs stored (the empty blob is not stored)
 	ActionResults int64 // action cache entries stored
 	Bytes         int64 // bytes of blobs and action results on disk
+	PartialBytes  int64 // bytes reserved by uploads in progress or kept for resumption; Bytes + PartialBytes stays under MaxBytes
 	MaxBytes      int64 // the configured maximum size; 0 means no limit
 	Evictions     int64 // entries removed to stay under MaxBytes
 	Hits          int64 // lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)
@@ -293,6 +298,7 @@ func (s *Store) Stats() StoreStats {
 		Blobs:         int64(len(s.index)) - s.acEntries,
 		ActionResults: s.acEntries,
 		Bytes:         s.bytes,
+		PartialBytes:  s.partial,
 		MaxBytes:      s.maxSize,
 		Evictions:     s.evictions,
 		Hits:          s.hits,
@@ -528,7 +534,7 @@ func (s *Store) putFile(k entryKey, data []byte) error {
 		discardTemp(f)
 		return err
 	}
-	return s.commitTemp(f, k, int64(len(data)))
+	return s.commitTemp(f, k, int64(len(data)), 0)
 }
 
 func (s *Store) isClosed() bool {
@@ -552,11 +558,13 @@ func discardTemp(f *os.File) {
 
 // commitTemp makes the temporary file f, whose content is complete and
 // checked, the entry k: it fsyncs f, renames it into place, fsyncs the
-// directory, indexes the entry and evicts down to the maximum size. On error
-// f is removed.
-func (s *Store) commitTemp(f *os.File, k entryKey, size int64) error {
+// directory, indexes the entry and evicts down to the maximum size. reserved
+// is what a Writer reserved for f's bytes: it becomes the entry's size in
+// the same locked step, or is released on error. On error f is removed.
+func (s *Store) commitTemp(f *os.File, k entryKey, size, reserved int64) error {
 	if err := f.Sync(); err != nil {
 		discardTemp(f)
+		s.unreserve(reserved)
 		return fmt.Errorf("cas: fsync: %w", err)
 	}
 	// The content was checked on its way in: as of this modification time
@@ -567,6 +575,7 @@ func (s *Store) commitTemp(f *os.File, k entryKey, size int64) error {
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(f.Name())
+		s.unreserve(reserved)
 		return fmt.Errorf("cas: %w", err)
 	}
 	final := s.path(k)
@@ -576,6 +585,7 @@ func (s *Store) commitTemp(f *os.File, k entryKey, size int64) error {
 	// eviction (which removes files under the same lock) can never delete a
 	// file that a later commit has just put in place.
 	s.mu.Lock()
+	s.partial -= reserved
 	if s.closed {
 		s.mu.Unlock()
 		os.Remove(f.Name())
@@ -613,13 +623,14 @@ func (s *Store) insertLocked(e *entry) {
 	}
 }
 
-// evictLocked removes least recently used entries until the store fits its
-// maximum size. keep, if not nil, is never evicted (the entry just written).
+// evictLocked removes least recently used entries until they and the
+// uploads in progress fit the maximum size. keep, if not nil, is never
+// evicted (the entry just written).
 func (s *Store) evictLocked(keep *list.Element) {
 	if s.maxSize <= 0 {
 		return
 	}
-	for s.bytes > s.maxSize {
+	for s.bytes+s.partial > s.maxSize {
 		el := s.lru.Back()
 		if el == keep {
 			el = el.Prev()
@@ -637,14 +648,25 @@ func (s *Store) evictLocked(keep *list.Element) {
 // Writer writes one blob: content goes to a temporary file and is hashed as
 // it streams; Commit checks size and hash and only then makes the blob
 // visible. A Writer is not safe for concurrent use.
+//
+// The bytes it writes count towards the store's maximum size from the
+// moment they are written (reserved ahead, in steps of reserveStep, so
+// that a stream of small writes does not take the store's lock for each):
+// uploads in progress evict stored entries like committed ones do, and can
+// never take the disk past the maximum size.
 type Writer struct {
-	s   *Store
-	d   Digest
-	f   *os.File
-	h   hash.Hash
-	n   int64
-	end bool
+	s        *Store
+	d        Digest
+	f        *os.File // nil while suspended
+	name     string   // the temporary file's path
+	h        hash.Hash
+	n        int64
+	reserved int64 // bytes of s.partial this writer holds, >= n
+	end      bool
 }
+
+// reserveStep is how far ahead of what it has written a Writer reserves.
+const reserveStep = 1 << 20
 
 // NewWriter starts writing blob d, a *Writer. The caller must call Commit
 // or Abort.
@@ -656,7 +678,34 @@ func (s *Store) NewWriter(_ context.Context, d Digest) (BlobWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{s: s, d: d, f: f, h: sha256.New()}, nil
+	return &Writer{s: s, d: d, f: f, name: f.Name(), h: sha256.New()}, nil
+}
+
+// reserve counts n more bytes of uploads in progress towards the maximum
+// size, evicting stored entries to make room. If the uploads in progress
+// alone would take more than the maximum size it fails with ErrFull.
+func (s *Store) reserve(n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.maxSize > 0 && s.partial+n > s.maxSize {
+		return fmt.Errorf("%w (%d of %d bytes)", ErrFull, s.partial, s.maxSize)
+	}
+	s.partial += n
+	s.evictLocked(nil)
+	return nil
+}
+
+// unreserve gives back n bytes reserved.
+func (s *Store) unreserve(n int64) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.partial -= n
+	s.mu.Unlock()
 }
 
 // Digest returns the digest the writer was started with.
@@ -665,8 +714,21 @@ func (w *Writer) Digest() Digest { return w.d }
 // Written returns the number of bytes written so far.
 func (w *Writer) Written() int64 { return w.n }
 
+// file returns the temporary file, opening it again (for appending) if the
+// writer was suspended.
+func (w *Writer) file() (*os.File, error) {
+	if w.f == nil {
+		f, err := os.OpenFile(w.name, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cas: resuming an upload: %w", err)
+		}
+		w.f = f
+	}
+	return w.f, nil
+}
+
 // Write appends p. Writing past the digest's size fails with ErrMismatch
-// and writes nothing.
+// and writes nothing; so does one the store has no room for (ErrFull).
 func (w *Writer) Write(p []byte) (int, error) {
 	if w.end {
 		return 0, errors.New("cas: write after Commit or Abort")
@@ -674,10 +736,38 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if int64(len(p)) > w.d.Size-w.n {
 		return 0, fmt.Errorf("%w: more than the %d bytes the digest says", ErrMismatch, w.d.Size)
 	}
-	n, err := w.f.Write(p)
+	if need := w.n + int64(len(p)); need > w.reserved {
+		ahead := min(max(need, w.reserved+reserveStep), w.d.Size)
+		if err := w.s.reserve(ahead - w.reserved); err != nil {
+			return 0, err
+		}
+		w.reserved = ahead
+	}
+	f, err := w.file()
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.Write(p)
 	w.h.Write(p[:n])
 	w.n += int64(n)
 	return n, err
+}
+
+// Suspend closes the temporary file until the next Write or Commit, and
+// gives back what was reserved ahead of what was written: an upload kept
+// idle for resumption holds no descriptor and only its own bytes.
+func (w *Writer) Suspend() error {
+	if w.end {
+		return nil
+	}
+	w.s.unreserve(w.reserved - w.n)
+	w.reserved = w.n
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	return err
 }
 
 // Commit checks that the content matches the digest, then fsyncs it and
@@ -687,16 +777,21 @@ func (w *Writer) Commit(context.Context) error {
 	if w.end {
 		return errors.New("cas: Commit after Commit or Abort")
 	}
-	w.end = true
 	if w.n != w.d.Size {
-		discardTemp(w.f)
+		w.Abort()
 		return fmt.Errorf("%w: received %d bytes, the digest says %d", ErrMismatch, w.n, w.d.Size)
 	}
 	if got := hex.EncodeToString(w.h.Sum(nil)); got != w.d.Hash {
-		discardTemp(w.f)
+		w.Abort()
 		return fmt.Errorf("%w: content hashes to %s, the digest says %s", ErrMismatch, got, w.d.Hash)
 	}
-	return w.s.commitTemp(w.f, entryKey{kindCAS, w.d.Hash}, w.n)
+	f, err := w.file() // fsync needs a descriptor
+	if err != nil {
+		w.Abort()
+		return err
+	}
+	w.end = true
+	return w.s.commitTemp(f, entryKey{kindCAS, w.d.Hash}, w.n, w.reserved)
 }
 
 // Abort discards the upload. It is safe to call after Commit (it does
@@ -706,5 +801,9 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.end = true
-	discardTemp(w.f)
+	if w.f != nil {
+		w.f.Close()
+	}
+	os.Remove(w.name)
+	w.s.unreserve(w.reserved)
 }
