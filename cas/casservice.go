@@ -154,10 +154,10 @@ const (
 )
 
 // GetTree returns the directories under root, breadth first, each once.
-// Directories missing from the CAS are left out with what they contain. The
-// page token is the decimal index of the next directory in that order, which
-// is stable while the tree's blobs stay stored. With page_size set, one page
-// is sent; without, all pages are streamed.
+// Directories missing from the CAS are left out with what they contain.
+// With page_size set, one page is sent, and its page token resumes the
+// walk where it stopped (treewalk.go): a page costs reading its own
+// directories. Without, all pages are streamed from one walk.
 func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddressableStorage_GetTreeServer) error {
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
@@ -169,92 +169,72 @@ func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddres
 	if req.PageSize < 0 {
 		return status.Errorf(codes.InvalidArgument, "page_size %d is negative", req.PageSize)
 	}
-	var start int
+	var pos int
+	var id string
 	if req.PageToken != "" {
-		n, err := strconv.Atoi(req.PageToken)
-		if err != nil || n < 0 {
-			return status.Errorf(codes.InvalidArgument, "page_token %q is not one this server issued", clip(req.PageToken))
+		if pos, id, err = parsePageToken(req.PageToken); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
 		}
-		start = n
 	}
-	dirs, err := c.walkTree(stream.Context(), root)
-	if err != nil {
-		return err
-	}
-	if start > len(dirs) {
-		return status.Errorf(codes.InvalidArgument, "page_token %q is past the end of the tree (%d directories)", req.PageToken, len(dirs))
+	ctx := stream.Context()
+	w := c.s.cursors.take(id, root, pos)
+	if w == nil {
+		// No walk kept for this token: walk again up to its position.
+		w = newTreeWalk(root)
+		for w.emitted < pos {
+			d, err := w.nextDir(ctx, c)
+			if err != nil {
+				return err
+			}
+			if d == nil {
+				return status.Errorf(codes.InvalidArgument, "page_token %q is past the end of the tree (%d directories)", clip(req.PageToken), w.emitted)
+			}
+		}
 	}
 	pageSize := getTreePageSize
 	if req.PageSize > 0 {
 		pageSize = int(req.PageSize)
 	}
-	for i := start; ; {
+	for {
 		resp := &repb.GetTreeResponse{}
 		bytes := 0
-		for i < len(dirs) && len(resp.Directories) < pageSize {
-			n := proto.Size(dirs[i])
+		for len(resp.Directories) < pageSize {
+			d, err := w.nextDir(ctx, c)
+			if err != nil {
+				return err
+			}
+			if d == nil {
+				break
+			}
+			n := proto.Size(d)
 			if len(resp.Directories) > 0 && bytes+n > getTreePageBytes {
+				w.unread()
 				break
 			}
 			bytes += n
-			resp.Directories = append(resp.Directories, dirs[i])
-			i++
+			resp.Directories = append(resp.Directories, d)
 		}
-		if i < len(dirs) {
-			resp.NextPageToken = strconv.Itoa(i)
+		// Is there more? Look at the next directory (read again first
+		// thing on the next page).
+		next, err := w.nextDir(ctx, c)
+		if err != nil {
+			return err
+		}
+		if next != nil {
+			w.unread()
+			if req.PageSize > 0 {
+				resp.NextPageToken = c.s.cursors.keep(w)
+			} else {
+				resp.NextPageToken = strconv.Itoa(w.emitted)
+			}
 		}
 		if err := stream.Send(resp); err != nil {
 			return err
 		}
-		if i >= len(dirs) || req.PageSize > 0 {
+		if next == nil || req.PageSize > 0 {
 			return nil
 		}
 	}
-}
-
-// walkTree reads the Directory tree under root breadth first, each distinct
-// directory once.
-func (c *casService) walkTree(ctx context.Context, root Digest) ([]*repb.Directory, error) {
-	if root.Size > maxDirectoryBytes {
-		return nil, status.Errorf(codes.InvalidArgument, "tree root %s is larger than a Directory this server reads (%d bytes)", root, maxDirectoryBytes)
-	}
-	data, err := c.s.store.ReadAll(ctx, root)
-	if err != nil {
-		return nil, storeError(err, "tree root "+root.String())
-	}
-	rootDir := &repb.Directory{}
-	if err := proto.Unmarshal(data, rootDir); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "tree root %s is not a Directory message: %v", root, err)
-	}
-	dirs := []*repb.Directory{rootDir}
-	seen := map[Digest]bool{root: true}
-	for i := 0; i < len(dirs); i++ {
-		for _, n := range dirs[i].Directories {
-			d, err := ParseDigest(n.Digest)
-			if err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "directory %q in the tree: %v", clip(n.Name), err)
-			}
-			if seen[d] {
-				continue
-			}
-			seen[d] = true
-			if d.Size > maxDirectoryBytes {
-				c.s.log.Warn("GetTree: blob too large for a Directory; left out", "digest", d.String())
-				continue
-			}
-			data, err := c.s.store.ReadAll(ctx, d)
-			if err != nil {
-				continue // missing: omitted, as the spec says
-			}
-			sub := &repb.Directory{}
-			if err := proto.Unmarshal(data, sub); err != nil {
-				c.s.log.Warn("GetTree: blob is not a Directory; left out", "digest", d.String(), "err", err)
-				continue
-			}
-			dirs = append(dirs, sub)
-		}
-	}
-	return dirs, nil
 }
 
 func marshalDeterministic(m proto.Message) ([]byte, error) {

@@ -79,6 +79,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	uploads *uploads
+	cursors *treeCursors // GetTree walks kept between pages
 	// uploadBudget bounds the ByteStream Write data in flight.
 	uploadBudget *uploadBudget
 }
@@ -120,6 +121,7 @@ func NewServer(store Storage, opts Options) (*Server, error) {
 		log:          opts.Logger,
 		uploads:      newUploads(opts.PartialUploadTTL, opts.MaxOpenUploads, opts.MaxKeptUploads),
 		uploadBudget: newUploadBudget(opts.MaxInflightUpload),
+		cursors:      newTreeCursors(),
 	}, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // testEnv is a Server on a real loopback TCP listener with the generated
@@ -1038,5 +1039,107 @@ func TestCorruptBlobIsNotFound(t *testing.T) {
 	e.put(data)
 	if got, _, err := e.read(readName(d), 0, 0); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read after uploading the blob again: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestGetTreePagesCostTheirOwnReads pages through a tree of 931
+// directories 100 at a time: each page reads about its own directories (the
+// store's lookup count), not the tree before it; the pages together are the
+// whole tree in the order of an unpaged call; a page token used twice (a
+// retried request) and a position-only token give the same page.
+func TestGetTreePagesCostTheirOwnReads(t *testing.T) {
+	e := newEnv(t, 0, Options{})
+	ctx := context.Background()
+	putDir := func(dir *repb.Directory) Digest {
+		data, err := marshalDeterministic(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := DigestOf(data)
+		if err := e.store.Put(ctx, d, data); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	root := &repb.Directory{}
+	for i := range 30 {
+		mid := &repb.Directory{}
+		for j := range 30 {
+			leaf := putDir(&repb.Directory{Files: []*repb.FileNode{{Name: fmt.Sprintf("f%d-%d", i, j), Digest: DigestOf(nil).Proto()}}})
+			mid.Directories = append(mid.Directories, &repb.DirectoryNode{Name: fmt.Sprint("l", j), Digest: leaf.Proto()})
+		}
+		root.Directories = append(root.Directories, &repb.DirectoryNode{Name: fmt.Sprint("m", i), Digest: putDir(mid).Proto()})
+	}
+	rootD := putDir(root)
+	const total = 1 + 30 + 30*30
+
+	page := func(token string) *repb.GetTreeResponse {
+		t.Helper()
+		stream, err := e.cas.GetTree(ctx, &repb.GetTreeRequest{RootDigest: rootD.Proto(), PageSize: 100, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("GetTree page at %q: %v", token, err)
+		}
+		if _, err := stream.Recv(); err != io.EOF {
+			t.Fatalf("GetTree with page_size sent more than one page: %v", err)
+		}
+		return resp
+	}
+	var paged []*repb.Directory
+	token, pages := "", 0
+	for {
+		before := e.store.Stats().Hits
+		resp := page(token)
+		reads := e.store.Stats().Hits - before
+		// Its own directories, the one after them (to know there is
+		// more), and the one before them again (it was that one).
+		if reads > int64(len(resp.Directories))+2 {
+			t.Errorf("page %d (%d directories) read %d directories", pages, len(resp.Directories), reads)
+		}
+		paged = append(paged, resp.Directories...)
+		pages++
+		if pages == 7 {
+			// A retried request: the same token again gives the same
+			// page, and so does its position alone.
+			pos, _, _ := strings.Cut(token, ".")
+			for _, again := range []string{token, pos} {
+				if r := page(again); len(r.Directories) != 100 || !proto.Equal(r.Directories[0], resp.Directories[0]) {
+					t.Errorf("page at %q again: %d directories, first differs: %v", again, len(r.Directories), !proto.Equal(r.Directories[0], resp.Directories[0]))
+				}
+			}
+		}
+		if resp.NextPageToken == "" {
+			break
+		}
+		token = resp.NextPageToken
+	}
+	if pages != (total+99)/100 || len(paged) != total {
+		t.Fatalf("%d pages holding %d directories; want %d pages, %d", pages, len(paged), (total+99)/100, total)
+	}
+	stream, err := e.cas.GetTree(ctx, &repb.GetTreeRequest{RootDigest: rootD.Proto()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole []*repb.Directory
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole = append(whole, resp.Directories...)
+	}
+	if len(whole) != total {
+		t.Fatalf("unpaged GetTree: %d directories; want %d", len(whole), total)
+	}
+	for i := range whole {
+		if !proto.Equal(whole[i], paged[i]) {
+			t.Fatalf("directory %d differs between the paged and the unpaged walk", i)
+		}
 	}
 }

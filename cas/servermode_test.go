@@ -46,6 +46,7 @@ var serverTests = []func(*testing.T){
 	TestIdleUploadsHoldNoDescriptors,
 	TestKeptUploadsCapped,
 	TestGetTree,
+	TestGetTreePagesCostTheirOwnReads,
 	TestKilledUploadCanResume,
 	TestKilledUploadLeavesNothingBehind,
 	TestOpenUploadsCapped,
