@@ -19,7 +19,9 @@ import (
 // TestSDKBuildFlow does what a build client does around one cached action:
 // upload its input tree and outputs, record the result, then later fetch
 // the tree with GetTree and download the outputs to disk.
-func TestSDKBuildFlow(t *testing.T) {
+func TestSDKBuildFlow(t *testing.T) { eachTopology(t, testSDKBuildFlow) }
+
+func testSDKBuildFlow(t *testing.T, startServer startFunc) {
 	ctx := testContext(t)
 	srv := startServer(t, t.TempDir())
 	c := newClient(t, ctx, srv.GRPCAddr, instance)
@@ -102,7 +104,9 @@ func TestSDKBuildFlow(t *testing.T) {
 
 // TestSDKResumedUpload sends half a blob without finishing, asks
 // QueryWriteStatus how much the server kept, and finishes from there.
-func TestSDKResumedUpload(t *testing.T) {
+func TestSDKResumedUpload(t *testing.T) { eachTopology(t, testSDKResumedUpload) }
+
+func testSDKResumedUpload(t *testing.T, startServer startFunc) {
 	ctx := testContext(t)
 	srv := startServer(t, t.TempDir())
 	c := newClient(t, ctx, srv.GRPCAddr, instance)
@@ -142,7 +146,9 @@ func TestSDKResumedUpload(t *testing.T) {
 
 // TestSDKConcurrent runs several SDK clients at once against one server, each
 // writing and reading its own blobs and all reading a shared one.
-func TestSDKConcurrent(t *testing.T) {
+func TestSDKConcurrent(t *testing.T) { eachTopology(t, testSDKConcurrent) }
+
+func testSDKConcurrent(t *testing.T, startServer startFunc) {
 	ctx := testContext(t)
 	srv := startServer(t, t.TempDir())
 	shared := randomBlob(t, 5<<20)

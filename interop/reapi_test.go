@@ -49,7 +49,9 @@ func wantCode(t *testing.T, what string, err error, want codes.Code) {
 	}
 }
 
-func TestSDK(t *testing.T) {
+func TestSDK(t *testing.T) { eachTopology(t, testSDK) }
+
+func testSDK(t *testing.T, startServer startFunc) {
 	ctx := testContext(t)
 	dir := t.TempDir()
 	srv := startServer(t, dir)

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/membuf/membuf/internal/miniotest"
 	"github.com/membuf/membuf/internal/serveprocess"
 )
 
@@ -66,11 +68,59 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startServer runs `membuf serve` on a free loopback port with its store in
+// server is a cache under test as its clients see it: one gRPC address.
+type server struct {
+	GRPCAddr string
+	stop     func(sig os.Signal) error
+}
+
+// Stop stops it with sig and waits for it to exit.
+func (s *server) Stop(sig os.Signal) error { return s.stop(sig) }
+
+// startFunc starts a cache with its stores under dir (on the same dir
+// again, a restarted one finds what it stored).
+type startFunc func(t *testing.T, dir string) *server
+
+// eachTopology runs test against each way to deploy the cache: "single",
+// one `membuf serve` on its disk; and "tiered", two nodes with disks of
+// their own sharing a bucket of a real MinIO, behind a proxy that sends
+// every write to node A and every read and lookup to node B, so that B
+// serves only what A uploaded (A writes through to the bucket: a Write
+// returns once the bucket has the blob).
+func eachTopology(t *testing.T, test func(t *testing.T, startServer startFunc)) {
+	t.Run("single", func(t *testing.T) { test(t, startSingle) })
+	t.Run("tiered", func(t *testing.T) {
+		m := miniotest.Start(t)
+		test(t, func(t *testing.T, dir string) *server { return startTiered(t, dir, m) })
+	})
+}
+
+// startSingle runs `membuf serve` on a free loopback port with its store in
 // dir and waits until it prints where it listens.
-func startServer(t *testing.T, dir string) *serveprocess.Process {
+func startSingle(t *testing.T, dir string) *server {
 	t.Helper()
-	return serveprocess.StartTest(t, exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "", "--dir", dir, "--log-level", "debug"))
+	p := serveprocess.StartTest(t, exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "", "--dir", dir, "--log-level", "debug"))
+	return &server{GRPCAddr: p.GRPCAddr, stop: p.Stop}
+}
+
+// startTiered runs nodes A and B (stores in dir/a and dir/b) on the bucket
+// of m, and the proxy in front of them.
+func startTiered(t *testing.T, dir string, m *miniotest.Server) *server {
+	t.Helper()
+	node := func(name string, extra ...string) *serveprocess.Process {
+		cmd := exec.Command(binary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--http", "",
+			"--dir", filepath.Join(dir, name), "--log-level", "debug", "--s3", m.URL("interop")}, extra...)...)
+		cmd.Env = append(os.Environ(), m.Env(t.TempDir())...)
+		return serveprocess.StartTest(t, cmd)
+	}
+	a := node("a", "--s3-write-through")
+	// B remembers no "the bucket lacks it": A's uploads are seen at once.
+	b := node("b", "--s3-missing-ttl", "0")
+	p := startProxy(t, a.GRPCAddr, b.GRPCAddr)
+	return &server{GRPCAddr: p.addr, stop: func(sig os.Signal) error {
+		p.stop()
+		return errors.Join(a.Stop(sig), b.Stop(sig))
+	}}
 }
 
 func testContext(t *testing.T) context.Context {

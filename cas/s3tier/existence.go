@@ -64,6 +64,9 @@ func (e *existence) get(d cas.Digest) (exists, ok bool) {
 
 // set records that the bucket has (or has not) d.
 func (e *existence) set(d cas.Digest, exists bool) {
+	if !exists && e.negativeTTL < 0 {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.cur) >= generationSize {

@@ -49,7 +49,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ExistsTTL and MissingTTL are how long the bucket's "yes" and "no" to
 	// a blob are remembered for FindMissing; 0 means 5 minutes and 10
-	// seconds.
+	// seconds. A negative MissingTTL remembers no "no": another node's
+	// upload is seen at once, at the cost of a HEAD per local miss.
 	ExistsTTL, MissingTTL time.Duration
 	// RetryBackoff is the wait after the first failed upload attempt,
 	// doubling while they keep failing, up to a minute; 0 means 1s.
@@ -96,7 +97,7 @@ func Open(ctx context.Context, disk *cas.Store, cfg Config) (*Store, error) {
 		return nil, errors.New("s3tier: Config.Dir (the disk store's directory, for the upload journal) is empty")
 	}
 	if cfg.ChunkSize < 0 || cfg.UploadWorkers < 0 || cfg.UploadBytes < 0 || cfg.LookupConcurrency < 0 ||
-		cfg.RequestTimeout < 0 || cfg.ExistsTTL < 0 || cfg.MissingTTL < 0 || cfg.RetryBackoff < 0 {
+		cfg.RequestTimeout < 0 || cfg.ExistsTTL < 0 || cfg.RetryBackoff < 0 {
 		return nil, fmt.Errorf("s3tier: a negative Config field: %+v", cfg)
 	}
 	setDefault(&cfg.ChunkSize, cas.DefaultChunkSize)

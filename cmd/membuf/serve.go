@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -49,6 +50,7 @@ type serveConfig struct {
 	s3              s3tier.Location // parsed from s3URL by validate
 	s3WriteThrough  bool
 	s3Timeout       time.Duration
+	s3MissingTTL    time.Duration
 }
 
 const (
@@ -95,6 +97,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.StringVar(&cfg.s3URL, "s3", "", "`URL` of an S3-compatible bucket shared by every node, behind the disk: s3://bucket/prefix?endpoint=...\n(parameters: "+s3tier.URLParameters+";\ncredentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)")
 	fs.BoolVar(&cfg.s3WriteThrough, "s3-write-through", false, "with --s3, a write returns only once the bucket has the blob (UNAVAILABLE if it cannot)")
 	fs.DurationVar(&cfg.s3Timeout, "s3-timeout", 30*time.Second, "with --s3, how long to wait for the bucket to answer a request, or for a transfer to make progress")
+	fs.DurationVar(&cfg.s3MissingTTL, "s3-missing-ttl", 10*time.Second, "with --s3, how long FindMissingBlobs remembers that the bucket lacks a blob (0: not at all,\nso that another node's uploads are seen at once, at a HEAD per local miss)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
 	fs.Var(sizeFlag{&cfg.scrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	return fs, func(ctx context.Context, args []string) error {
@@ -132,6 +135,8 @@ func (c *serveConfig) validate() error {
 		return usageError("--scrub-rate must not be negative")
 	case c.s3Timeout <= 0:
 		return usageError("--s3-timeout must be positive")
+	case c.s3MissingTTL < 0:
+		return usageError("--s3-missing-ttl must not be negative")
 	case c.s3WriteThrough && c.s3URL == "":
 		return usageError("--s3-write-through needs --s3")
 	}
@@ -232,6 +237,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			ChunkSize:      int(cfg.chunkSize),
 			WriteThrough:   cfg.s3WriteThrough,
 			RequestTimeout: cfg.s3Timeout,
+			MissingTTL:     cmp.Or(cfg.s3MissingTTL, -1), // 0 on the command line: remember no misses
 			Logger:         log,
 		})
 		if err != nil {

@@ -1,0 +1,108 @@
+package s3tier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/internal/await"
+	"github.com/membuf/membuf/internal/miniotest"
+)
+
+// minioLocation starts a real MinIO for the test and returns its bucket.
+func minioLocation(t *testing.T, prefix string) Location {
+	m := miniotest.Start(t)
+	isolateAWS(t, miniotest.AccessKey, miniotest.SecretKey)
+	loc, err := ParseURL(m.URL(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// Only a real store checks x-amz-checksum-sha256 and the signed payload
+// hash: an upload whose bytes differ from the SHA-256 sent with them is
+// refused, and nothing is stored.
+func TestMinIORefusesACorruptUpload(t *testing.T) {
+	loc := minioLocation(t, "checksum")
+	var c counters
+	b, err := newBucket(context.Background(), loc, 4, cfgTimeout, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	data := blobOf(100<<10, 20)
+	d := cas.DigestOf(data)
+	bad := bytes.Clone(data)
+	bad[5000] ^= 1
+	err = b.put(ctx, blobKey(d), bytes.NewReader(bad), d.Size, d.Hash)
+	if !errors.Is(err, cas.ErrUnavailable) {
+		t.Fatalf("put of bytes that do not match their SHA-256: %v; want a refusal", err)
+	}
+	if _, err := b.head(ctx, blobKey(d)); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("after a refused put, HEAD: %v; want not found", err)
+	}
+	// The right bytes, through the unseekable stream the uploader uses.
+	if err := b.put(ctx, blobKey(d), struct{ io.Reader }{bytes.NewReader(data)}, d.Size, d.Hash); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	obj, err := b.get(ctx, blobKey(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(obj.body)
+	obj.body.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get after put: %d bytes, %v", len(got), err)
+	}
+	if c.requests[OpPut][OutcomeError].Load() != 1 || c.requests[OpPut][OutcomeOK].Load() != 1 {
+		t.Fatal("puts not counted by outcome")
+	}
+}
+
+const cfgTimeout = 30 * time.Second
+
+// Two nodes with their own disks share a MinIO bucket: what A stores, B
+// serves (filled from the bucket once, then from its disk), action results
+// included.
+func TestMinIOTwoNodes(t *testing.T) {
+	loc := minioLocation(t, "two-nodes")
+	a := startNode(t, "", loc, fastRetries)
+	b := startNode(t, "", loc, fastRetries)
+	ctx := context.Background()
+
+	data := blobOf(3<<20+5, 21)
+	d, err := a.write(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := cas.DigestOf([]byte("link app"))
+	ar := &repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "app", Digest: d.Proto()}}}
+	if _, err := a.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: ar}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.store.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	missing, err := b.store.FindMissing(ctx, []cas.Digest{d, cas.DigestOf([]byte("absent"))}, cas.ClientLookup)
+	if err != nil || len(missing) != 1 || missing[0] == d {
+		t.Fatalf("B's FindMissing: %v, %v; want only the absent blob", missing, err)
+	}
+	got, err := b.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto()})
+	if err != nil || got.OutputFiles[0].Path != "app" {
+		t.Fatalf("B's GetActionResult: %v, %v", got, err)
+	}
+	b.mustRead(d, data)
+	await.True(t, "B's fill", func() bool { return b.onDisk(d) })
+	b.mustRead(d, data)
+	st := b.store.TierStats()
+	if st.Requests[OpGet][OutcomeOK] != 2 || st.Fills != 1 { // the action result, the blob
+		t.Fatalf("B's GETs %v, fills %d; want 2 GETs, 1 fill", st.Requests[OpGet], st.Fills)
+	}
+}

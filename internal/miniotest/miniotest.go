@@ -1,0 +1,226 @@
+// Package miniotest runs a real MinIO server for the tests of the S3 tier
+// (cas/s3tier's end-to-end tests, interop/'s two-node suite): on loopback,
+// on free ports, with a temporary data directory, stopped when the test
+// ends. It uses only the standard library, so that interop/ can import it.
+//
+// The binary is .ci/install-minio's: $MEMBUF_MINIO if set, else the cache
+// directory that script installs into. Without it a test is skipped with
+// the command that installs it, unless MEMBUF_REQUIRE_MINIO=1 (set by
+// .ci/run), which makes a missing binary a failure: CI never skips these
+// tests.
+package miniotest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/membuf/membuf/internal/await"
+	"github.com/membuf/membuf/internal/serveprocess"
+)
+
+// Version is the MinIO module version .ci/install-minio installs.
+const Version = "v0.0.0-20260212201848-7aac2a2c5b7c"
+
+// Credentials of the root user every Server runs with; tests give them to
+// the AWS SDK through AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+const (
+	AccessKey = "membuf-test"
+	SecretKey = "membuf-test-secret"
+)
+
+// Bucket is the bucket every Server starts with.
+const Bucket = "membuf"
+
+// ReadyTimeout bounds the wait for a started server to be ready
+// (/minio/health/ready, and its S3 API initialised); it starts in about
+// 2.5 s on an idle 2-core machine.
+const ReadyTimeout = 60 * time.Second
+
+// Binary returns the MinIO binary's path, or skips (or fails, under
+// MEMBUF_REQUIRE_MINIO=1) the test with how to install it.
+func Binary(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv("MEMBUF_MINIO")
+	if path == "" {
+		path = filepath.Join(toolsDir(), "minio-7aac2a2c", "minio")
+	}
+	if _, err := os.Stat(path); err != nil {
+		msg := fmt.Sprintf("MinIO is not installed (%v): run .ci/install-minio once (go install github.com/minio/minio@%s into %s, about 3 minutes), or set MEMBUF_MINIO to a minio binary", err, Version, filepath.Dir(path))
+		if os.Getenv("MEMBUF_REQUIRE_MINIO") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return path
+}
+
+// toolsDir is .ci/install-minio's cache directory.
+func toolsDir() string {
+	if d := os.Getenv("MEMBUF_TOOLS"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "membuf-tools")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "membuf-tools")
+}
+
+// Server is a running MinIO.
+type Server struct {
+	// Endpoint is its S3 API's base URL, http://127.0.0.1:PORT.
+	Endpoint string
+	// DataDir holds its data; Bucket is a directory in it.
+	DataDir string
+
+	cmd    *exec.Cmd
+	log    serveprocess.LockedBuffer
+	exited chan struct{}
+}
+
+// Start starts MinIO with a bucket named Bucket and stops it when the test
+// ends. It fails the test, with MinIO's log, if MinIO does not become
+// ready within ReadyTimeout.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary(t)
+	var errs []error
+	for range 3 { // a free port can be taken between choosing and binding it
+		s, err := start(bin, t.TempDir())
+		if err == nil {
+			t.Cleanup(s.stop)
+			return s
+		}
+		errs = append(errs, err)
+	}
+	t.Fatalf("starting MinIO: %v", errors.Join(errs...))
+	return nil
+}
+
+func start(bin, dataDir string) (*Server, error) {
+	// A directory at the top of the data directory is a bucket to MinIO.
+	if err := os.Mkdir(filepath.Join(dataDir, Bucket), 0o755); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	s := &Server{Endpoint: "http://" + addr, DataDir: dataDir, exited: make(chan struct{})}
+	s.cmd = exec.Command(bin, "server", dataDir, "--address", addr,
+		"--console-address", "127.0.0.1:"+strconv.Itoa(ports[1]), "--quiet")
+	s.cmd.Env = append(os.Environ(),
+		"MINIO_ROOT_USER="+AccessKey,
+		"MINIO_ROOT_PASSWORD="+SecretKey,
+		"MINIO_BROWSER=off",
+		"MINIO_UPDATE=off",
+	)
+	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		s.cmd.Wait()
+		close(s.exited)
+	}()
+	client := &http.Client{Timeout: time.Second}
+	// /minio/health/ready answers 200 a moment before the S3 API does
+	// (503 XMinioServerNotInitialized until then): wait for both.
+	ready := func() bool {
+		for _, c := range []struct {
+			path string
+			ok   func(int) bool
+		}{
+			{"/minio/health/ready", func(code int) bool { return code == http.StatusOK }},
+			{"/" + Bucket + "/", func(code int) bool { return code != http.StatusServiceUnavailable }},
+		} {
+			resp, err := client.Get(s.Endpoint + c.path)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			if !c.ok(resp.StatusCode) {
+				return false
+			}
+		}
+		return true
+	}
+	exited := func() bool {
+		select {
+		case <-s.exited:
+			return true
+		default:
+			return false
+		}
+	}
+	if !await.Within(ReadyTimeout, func() bool { return exited() || ready() }) {
+		s.stop()
+		return nil, fmt.Errorf("minio not ready within %v:\n%s", ReadyTimeout, s.log.String())
+	}
+	if exited() {
+		return nil, fmt.Errorf("minio exited before it was ready:\n%s", s.log.String())
+	}
+	return s, nil
+}
+
+// stop stops MinIO (SIGTERM, then SIGKILL if it lingers) and waits for it.
+func (s *Server) stop() {
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// Log returns what MinIO has written so far.
+func (s *Server) Log() string { return s.log.String() }
+
+// URL returns the --s3 URL of the bucket, with prefix.
+func (s *Server) URL(prefix string) string {
+	return "s3://" + Bucket + "/" + prefix + "?endpoint=" + s.Endpoint + "&region=us-east-1"
+}
+
+// Env returns the environment a process talking to s needs: the root
+// user's credentials, and no AWS configuration of the developer's.
+func (s *Server) Env(tmp string) []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + SecretKey,
+		"AWS_SESSION_TOKEN=",
+		"AWS_PROFILE=",
+		"AWS_CONFIG_FILE=" + filepath.Join(tmp, "no-aws-config"),
+		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(tmp, "no-aws-credentials"),
+		"AWS_EC2_METADATA_DISABLED=true",
+	}
+}
+
+// freePorts returns n loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
