@@ -94,6 +94,29 @@ func Alloc(pool BufferPool, n int) Buffer {
 	return newRoot(pool.Get(n), pool, 2)
 }
 
+// AllocUncleared is Alloc for a caller that overwrites all n bytes before it
+// reads them or hands the buffer on, such as a reader filling it from a file
+// (and checking that it filled it): if pool has a GetUncleared method, as a
+// [*Pool] has ([Pool.GetUncleared]), the memory is taken from it uncleared,
+// so the caller does not pay for clearing what it fills at once; otherwise
+// from Get. Every byte of the buffer may hold what a previous user wrote
+// until the caller writes it.
+func AllocUncleared(pool BufferPool, n int) Buffer {
+	if pool == nil {
+		return Wrap(make([]byte, n))
+	}
+	return newRoot(getUncleared(pool, n), pool, 2)
+}
+
+// getUncleared takes n bytes from pool through its GetUncleared method if it
+// has one, or its Get.
+func getUncleared(pool BufferPool, n int) *[]byte {
+	if u, ok := pool.(interface{ GetUncleared(int) *[]byte }); ok {
+		return u.GetUncleared(n)
+	}
+	return pool.Get(n)
+}
+
 // newRoot makes a root header for NewBuffer and Alloc. skip is the number of
 // frames between newRoot and the caller whose stack debug mode records.
 func newRoot(data *[]byte, pool BufferPool, skip int) Buffer {

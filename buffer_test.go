@@ -286,9 +286,10 @@ func TestConcurrentRefFree(t *testing.T) {
 }
 
 func TestSplitSliceFreeAllocatesNothing(t *testing.T) {
-	if buffersRaceEnabled {
+	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop headers, which allocates")
 	}
+	SetDebugEnv(t, false) // debug mode records stacks: it allocates by design
 	pool := &lifoTestPool{}
 	run := func() {
 		b := Alloc(pool, 32<<10)
@@ -305,13 +306,6 @@ func TestSplitSliceFreeAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { Wrap(nil).Free() }); n != 0 {
 		t.Fatalf("Wrap and Free: %v allocations per run; want 0", n)
 	}
-}
-
-// withDebug turns debug mode on for buffers made during the test.
-func withDebug(t *testing.T) {
-	old := debugFromEnv
-	debugFromEnv = true
-	t.Cleanup(func() { debugFromEnv = old })
 }
 
 // collectReports installs a reporter for the test and returns the channel it
@@ -335,7 +329,7 @@ func leakAPooledBuffer(pool BufferPool) {
 }
 
 func TestDebugReportsLeakWithTakingFunction(t *testing.T) {
-	withDebug(t)
+	SetDebugEnv(t, true)
 	reports := collectReports(t)
 	leakAPooledBuffer(newTrackingPool(t))
 	deadline := time.After(10 * time.Second)
@@ -361,7 +355,7 @@ func TestDebugReportsLeakWithTakingFunction(t *testing.T) {
 }
 
 func TestDebugFreedBufferIsNotReportedAsLeak(t *testing.T) {
-	withDebug(t)
+	SetDebugEnv(t, true)
 	reports := collectReports(t)
 	func() {
 		b := Alloc(newTrackingPool(t), 64)
@@ -386,7 +380,7 @@ func takeForDebug() Buffer { return Alloc(nil, 16) }
 func firstFree(b Buffer) { b.Free() }
 
 func TestDebugDoubleFreeHasBothStacks(t *testing.T) {
-	withDebug(t)
+	SetDebugEnv(t, true)
 	reports := collectReports(t)
 	b := takeForDebug()
 	firstFree(b)
@@ -411,9 +405,7 @@ func TestDebugDoubleFreeHasBothStacks(t *testing.T) {
 func TestDebugFromPoolDebugSwitch(t *testing.T) {
 	// A *Pool in debug mode puts its buffers in debug mode without the
 	// environment variable.
-	if debugFromEnv {
-		t.Skip("MEMBUF_DEBUG is set")
-	}
+	SetDebugEnv(t, false)
 	p, err := NewPool(Config{Debug: true})
 	if err != nil {
 		t.Fatal(err)

@@ -43,34 +43,6 @@ func (c Clearing) String() string {
 	return "Clearing(" + strconv.Itoa(int(c)) + ")"
 }
 
-// Retention says how a [Pool] keeps the buffers returned to it.
-type Retention int
-
-const (
-	// RetainBudget, the default, keeps returned buffers in sharded free
-	// lists that survive garbage collections, up to [Config].Budget bytes
-	// in all (counted by capacity). A Put that would go over the budget
-	// drops the buffer to the garbage collector instead. Buffers left
-	// unused for a whole [Config].IdleTimeout are released.
-	RetainBudget Retention = iota
-	// RetainSyncPool keeps returned buffers in one sync.Pool per class, as
-	// grpc-go and most Go pools do. Put never drops and never counts bytes,
-	// but every garbage collection moves pooled buffers to a victim cache
-	// and the next one frees them. Budget, RetainOversize and IdleTimeout
-	// do not apply. It exists for comparison.
-	RetainSyncPool
-)
-
-func (r Retention) String() string {
-	switch r {
-	case RetainBudget:
-		return "RetainBudget"
-	case RetainSyncPool:
-		return "RetainSyncPool"
-	}
-	return "Retention(" + strconv.Itoa(int(r)) + ")"
-}
-
 // Defaults for the zero [Config].
 const (
 	DefaultClassesPerDoubling       = 4
@@ -88,9 +60,9 @@ const (
 )
 
 // Config configures a [Pool]. The zero Config is the default: 4 classes per
-// doubling from 256 B to 4 MiB, ClearLength, RetainBudget with a 64 MiB
-// budget (less under a small GOMEMLIMIT; see Budget), oversize buffers not
-// retained, idle buffers released after a minute.
+// doubling from 256 B to 4 MiB, ClearLength, a 64 MiB budget (less under a
+// small GOMEMLIMIT; see Budget), oversize buffers not retained, idle buffers
+// released after a minute.
 type Config struct {
 	// ClassesPerDoubling is the number of size classes between one power of
 	// two and the next: 1, 2, 4 or 8; 0 means 4. With k classes a request
@@ -107,16 +79,17 @@ type Config struct {
 	MaxSize int
 	// Clearing is what Get does to a reused buffer; see [Clearing].
 	Clearing Clearing
-	// Retention is how returned buffers are kept; see [Retention].
-	Retention Retention
-	// Budget caps the bytes (by capacity) retained by a RetainBudget pool,
-	// at least 0; 0 means 64 MiB, or a quarter of the Go memory limit
-	// (GOMEMLIMIT, runtime/debug.SetMemoryLimit) at NewPool if that is
-	// less: retained buffers are live heap the collector cannot free, so a
-	// budget close to the limit would make it collect without end. The budget is split evenly among the
-	// pool's shards, so a shard can be full while another has room; Put
-	// then tries the other shards before it drops. Retained bytes never
-	// exceed Budget, also under concurrent Put.
+	// Budget caps the bytes (by capacity) the pool's store retains, the
+	// buffers that survive garbage collections; at least 1; 0 means
+	// 64 MiB, or a quarter of the Go memory limit (GOMEMLIMIT,
+	// runtime/debug.SetMemoryLimit) at NewPool if that is less: retained
+	// buffers are live heap the collector cannot free, so a budget close
+	// to the limit would make it collect without end. The budget is split
+	// evenly among the store's shards, so a shard can be full while
+	// another has room; Put then tries the other shards. Retained bytes
+	// never exceed Budget, also under concurrent Put. The front, which
+	// serves most Gets, holds buffers beyond the budget the way a
+	// sync.Pool does, until garbage collections empty it (see [Pool]).
 	Budget int64
 	// RetainOversize keeps buffers above MaxSize too, under the same budget:
 	// each shard keeps at most 4 of them, and Get above MaxSize takes the
@@ -124,7 +97,7 @@ type Config struct {
 	// sizes above the largest class are usually rare and large (grpc-go
 	// issue 8500: an unbounded oversize pool hoarded memory until OOM).
 	RetainOversize bool
-	// IdleTimeout is how often a RetainBudget pool releases buffers that
+	// IdleTimeout is how often the pool's store releases buffers that
 	// nobody used: at every tick, each free list drops the buffers that
 	// stayed in it, untaken, since the previous tick (its low-water mark),
 	// so an unused buffer is released after between one and two
@@ -190,11 +163,6 @@ func (c Config) resolve() (resolved, error) {
 	case ClearLength, ClearCapacity, ClearNone:
 	default:
 		return bad("Clearing", int(c.Clearing), "ClearLength (0), ClearCapacity (1) or ClearNone (2)")
-	}
-	switch c.Retention {
-	case RetainBudget, RetainSyncPool:
-	default:
-		return bad("Retention", int(c.Retention), "RetainBudget (0) or RetainSyncPool (1)")
 	}
 	switch {
 	case c.Budget == 0:

@@ -25,22 +25,30 @@ const oversizeSlots = 4
 // A buffer from Get belongs to the caller until the caller passes the same
 // pointer to Put; after Put neither the pointer nor the slice may be used.
 // Get+Put of a reused buffer allocates nothing.
+//
+// Each class has two places to keep buffers: a front, one sync.Pool per
+// class, which costs what a sync.Pool costs and, like one, is emptied by
+// garbage collections; and the store, sharded free lists under locks that
+// survive collections and never hold more than the budget. Get tries the
+// front, then the store; Put fills the store up to the class's reserve
+// (what the class had to allocate because neither had a buffer) and gives
+// the rest to the front. See docs/pool.md.
 type Pool struct {
 	classes  classTable
 	clearing Clearing
 	debug    bool
-	oversize bool // retain buffers above MaxSize (RetainBudget only)
+	oversize bool // retain buffers above MaxSize
 
-	// RetainBudget: shards, each with its own lock and a Budget/len(shards)
+	cls    []poolClass // one per class and one for oversize (whose front is unused)
+	counts poolCounts
+
+	// The store: shards, each with its own lock and a Budget/len(shards)
 	// share of the budget. mask = len(shards)-1.
 	shards []*shard
 	mask   int
 	budget int64
 
-	// RetainSyncPool: one sync.Pool per class; the last entry counts
-	// oversize requests.
-	sync []syncClass
-
+	gc        gcEpoch
 	undersize atomic.Uint64 // Puts of nil or below MinSize
 	dbg       *poolDebug
 }
@@ -52,24 +60,21 @@ func NewPool(cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	procs := runtime.GOMAXPROCS(0)
 	p := &Pool{
 		classes:  newClassTable(r.shift, r.MinSize, r.MaxSize),
 		clearing: r.Clearing,
 		debug:    r.Debug,
-	}
-	if r.Retention == RetainSyncPool {
-		p.sync = make([]syncClass, p.classes.n+1)
-		return p, nil
+		oversize: r.RetainOversize,
+		budget:   r.Budget,
 	}
 	if p.debug {
-		// Put stacks, for reports of writes after free. A RetainSyncPool
-		// pool keeps none: it cannot tell when the GC takes a buffer, so
-		// the map would pin every buffer it was ever given.
-		p.dbg = newPoolDebug()
+		p.dbg = newPoolDebug() // Put stacks, for reports of writes after free
 	}
-	p.oversize = r.RetainOversize
-	p.budget = r.Budget
-	n := shardCount(runtime.GOMAXPROCS(0), r.Budget, r.MaxSize)
+	p.cls = make([]poolClass, p.classes.n+1)
+	p.counts = newPoolCounts(p.classes.n+1, procs)
+	p.gc.init()
+	n := shardCount(procs, r.Budget, r.MaxSize)
 	p.shards = make([]*shard, n)
 	p.mask = n - 1
 	for i := range p.shards {
@@ -127,26 +132,67 @@ func (p *Pool) debugOn() bool { return p != nil && p.debug }
 // with no capacity (it allocates the pointer, does not touch the pool and
 // is not counted); a Put of it is dropped as undersized. Get never panics
 // except where the runtime itself cannot allocate the memory.
-func (p *Pool) Get(length int) *[]byte {
+func (p *Pool) Get(length int) *[]byte { return p.get(length, p.clearing) }
+
+// GetUncleared is Get without clearing, whatever the pool's [Clearing]: a
+// reused buffer comes back as it is, and every byte of it may hold what a
+// previous user wrote. It is for callers that overwrite (*b)[:length]
+// before they read it or hand it to anyone, such as a reader filling the
+// buffer from a file or a socket (and checking that it filled it): they
+// need not pay for clearing memory they fill at once. Memory handed to code
+// that may read before it writes must come from Get. New buffers are still
+// all zeros, and debug mode still checks a reused buffer's poison.
+func (p *Pool) GetUncleared(length int) *[]byte { return p.get(length, ClearNone) }
+
+func (p *Pool) get(length int, clearing Clearing) *[]byte {
 	if length <= 0 {
 		return new([]byte)
 	}
 	if length > p.classes.maxSize {
-		return p.getOversize(length)
+		return p.getOversize(length, clearing)
 	}
 	c := p.classes.getIndex(length)
-	var b *[]byte
-	if p.sync != nil {
-		b = p.sync[c].get()
-	} else {
-		b = p.take(c, length)
-	}
-	if b == nil {
+	b := p.cls[c].front.Get()
+	if b != nil {
+		p.counts.of(c, b).frontHits.Add(1)
+	} else if b = p.takeStored(c); b == nil {
 		buf := make([]byte, length, p.classes.size(c))
+		p.miss(c, &buf)
 		return &buf
 	}
-	p.reuse(b, length)
+	p.reuse(b, length, clearing)
 	return b
+}
+
+// takeStored takes a buffer of class c from the store, for a Get the front
+// could not serve. A hit in the epoch of the latest store put served a
+// buffer that no collection had threatened: the class's working set
+// outgrew its front, so the buffer serves as working set and the reserve
+// shrinks by one (else every later Put would refill the store, and the
+// class would live on the locked path). A hit in a later epoch is what the
+// reserve is for.
+func (p *Pool) takeStored(c int) *[]byte {
+	cl := &p.cls[c]
+	if cl.stored.Load() <= 0 {
+		return nil
+	}
+	b := p.take(c, 0)
+	if b != nil && p.gc.load() == cl.filled.Load() {
+		cl.lower(1)
+	}
+	return b
+}
+
+// miss counts a Get that neither the front nor the store could serve (b is
+// the new buffer), and raises the class's reserve by one, up to what the
+// budget could hold: a collection that empties the front will find that
+// many in the store.
+func (p *Pool) miss(c int, b *[]byte) {
+	p.counts.of(c, b).misses.Add(1)
+	cl := &p.cls[c]
+	if c < p.classes.n && cl.reserve.Load()*int64(p.classes.size(c)) < p.budget {
+		cl.reserve.Add(1)
+	}
 }
 
 // Put returns b for reuse. Any slice the caller owns is accepted, not only
@@ -156,7 +202,8 @@ func (p *Pool) Get(length int) *[]byte {
 //   - nil, a pointer to a nil or zero-capacity slice, or a capacity below
 //     MinSize (Stats.Undersize);
 //   - a capacity above MaxSize, unless RetainOversize (Stats.Oversize.Drops);
-//   - a buffer that would take the pool over its budget (the class's Drops).
+//   - in debug mode, a buffer that would take the store over its budget
+//     (the class's Drops).
 //
 // After Put the caller must not use b or the slice again.
 func (p *Pool) Put(b *[]byte) {
@@ -165,57 +212,78 @@ func (p *Pool) Put(b *[]byte) {
 		return
 	}
 	c := cap(*b)
-	idx := p.classes.n // oversize
-	if c <= p.classes.maxSize {
-		idx = p.classes.putIndex(c)
-	}
-	if idx == p.classes.n && !p.oversize {
-		// Never kept: count the put and its drop, in one shard.
-		if p.sync != nil {
-			p.sync[idx].put(b, false)
-		} else {
-			p.fileWith(p.walkOne(), idx, b, nil)
-		}
+	if c > p.classes.maxSize {
+		p.putOversize(b)
 		return
 	}
-	var st *stack
+	idx := p.classes.putIndex(c)
 	if p.debug {
-		st = p.poison(b)
-	}
-	if p.sync != nil {
-		p.sync[idx].put(b, true)
+		p.putDebug(idx, b)
 		return
 	}
-	p.fileWith(p.walk(), idx, b, st)
+	cl := &p.cls[idx]
+	if cl.stored.Load() < cl.reserve.Load() && p.store(idx, b, nil) {
+		return
+	}
+	p.counts.of(idx, b).frontPuts.Add(1)
+	cl.front.Put(b)
 }
 
-// take pops a buffer of class c from the first shard that has one (see
-// shardWalk). The get and its hit or miss are counted in the shard that
-// served it, or in the last one visited.
-func (p *Pool) take(c, length int) *[]byte { return p.takeWith(p.walk(), c, length) }
+// putDebug poisons b and keeps it in the store with the stack of its Put, or
+// drops it if the store is full. Debug mode never uses the front: the
+// garbage collector empties a sync.Pool unseen, so the stacks of what it
+// held could never be forgotten.
+func (p *Pool) putDebug(idx int, b *[]byte) {
+	if !p.store(idx, b, p.poison(b)) {
+		p.counts.of(idx, b).drops.Add(1)
+	}
+}
 
-// takeWith is take over the shards w visits.
-func (p *Pool) takeWith(w shardWalk, c, length int) *[]byte {
-	for {
-		s, last := w.next()
-		b := s.take(c, length, last)
+func (p *Pool) putOversize(b *[]byte) {
+	idx := p.classes.n
+	switch {
+	case !p.oversize:
+		p.counts.of(idx, b).drops.Add(1)
+	case p.debug:
+		p.putDebug(idx, b)
+	case !p.store(idx, b, nil):
+		p.counts.of(idx, b).drops.Add(1)
+	}
+}
+
+// take pops a buffer of list idx from the first shard that has one (see
+// shardWalk), or returns nil.
+func (p *Pool) take(idx, length int) *[]byte {
+	w := p.walk()
+	for s := w.next(); s != nil; s = w.next() {
+		b := s.take(idx, length)
 		s.mu.Unlock()
-		if b != nil || last {
+		if b != nil {
+			p.cls[idx].stored.Add(-1)
 			return b
 		}
 	}
+	return nil
 }
 
-// fileWith keeps b in list idx of the first shard with room that w visits;
-// the put (and its drop, if no shard had room) is counted in the shard that
-// kept it, or in the last one visited.
-func (p *Pool) fileWith(w shardWalk, idx int, b *[]byte, st *stack) {
-	for {
-		s, last := w.next()
-		if p.fileIn(s, idx, b, st, last) {
-			return
+// store keeps b in list idx of the first shard with room, with its Put
+// stack st in debug mode, and reports whether one had room.
+func (p *Pool) store(idx int, b *[]byte, st *stack) bool {
+	w := p.walk()
+	for s := w.next(); s != nil; s = w.next() {
+		kept := s.put(idx, b)
+		if kept && st != nil {
+			p.dbg.record(b, st) // under the shard lock: no Get can see b before its stack is recorded
+		}
+		s.mu.Unlock()
+		if kept {
+			cl := &p.cls[idx]
+			cl.stored.Add(1)
+			cl.filled.Store(p.gc.load())
+			return true
 		}
 	}
+	return false
 }
 
 // shardWalk visits every shard once from a random start: first the shards
@@ -226,27 +294,26 @@ type shardWalk struct {
 	start int
 	j     int    // next position of the first pass
 	busy  uint64 // bit j: the shard at position j was busy in the first pass
-	left  int    // shards not yet visited
 }
 
+// walk starts a walk at a random shard: rand.Uint32 is the runtime's cheap
+// per-thread generator, so concurrent callers spread over the shards
+// without sharing a cache line.
 func (p *Pool) walk() shardWalk {
-	return shardWalk{p: p, start: p.start(), left: len(p.shards)}
+	start := 0
+	if p.mask != 0 {
+		start = int(rand.Uint32()) & p.mask
+	}
+	return shardWalk{p: p, start: start}
 }
 
-// walkOne visits a single shard, the first free one: for a get or put whose
-// outcome is known before any shard is looked at, which only needs counting.
-func (p *Pool) walkOne() shardWalk {
-	return shardWalk{p: p, start: p.start(), left: 1}
-}
-
-// next returns the next shard, locked, and whether it is the last one the
-// walk visits. It must not be called again after last.
-func (w *shardWalk) next() (s *shard, last bool) {
+// next returns the next shard, locked, or nil when every shard was visited.
+func (w *shardWalk) next() *shard {
 	p := w.p
 	for w.j < len(p.shards) {
 		j := w.j
 		w.j++
-		s = p.shards[(w.start+j)&p.mask]
+		s := p.shards[(w.start+j)&p.mask]
 		if !s.mu.TryLock() {
 			if j < 64 { // beyond 64 shards, wait at once: busy has 64 bits
 				w.busy |= 1 << j
@@ -254,45 +321,25 @@ func (w *shardWalk) next() (s *shard, last bool) {
 			}
 			s.mu.Lock()
 		}
-		w.left--
-		return s, w.left == 0
+		return s
+	}
+	if w.busy == 0 {
+		return nil
 	}
 	j := bits.TrailingZeros64(w.busy)
 	w.busy &^= 1 << j
-	s = p.shards[(w.start+j)&p.mask]
+	s := p.shards[(w.start+j)&p.mask]
 	s.mu.Lock()
-	w.left--
-	return s, w.left == 0
+	return s
 }
 
-// fileIn tries to keep b in s, which is locked, and unlocks it. It reports
-// whether the Put is settled: kept, or dropped because s was the last shard.
-func (p *Pool) fileIn(s *shard, idx int, b *[]byte, st *stack, last bool) bool {
-	kept := s.put(idx, b, p.oversize || idx < p.classes.n, last)
-	if kept && st != nil {
-		p.dbg.record(b, st) // under the shard lock: no Get can see b before its stack is recorded
-	}
-	s.mu.Unlock()
-	return kept || last
-}
-
-// start returns a random first shard: rand.Uint32 is the runtime's cheap
-// per-thread generator, so concurrent callers spread over the shards
-// without sharing a cache line.
-func (p *Pool) start() int {
-	if p.mask == 0 {
-		return 0
-	}
-	return int(rand.Uint32()) & p.mask
-}
-
-// reuse prepares a buffer that comes back from the free lists.
-func (p *Pool) reuse(b *[]byte, length int) {
+// reuse prepares a buffer that comes back from the front or the store.
+func (p *Pool) reuse(b *[]byte, length int, clearing Clearing) {
 	if p.debug {
 		p.checkPoison(b)
 	}
 	s := (*b)[:length]
-	switch p.clearing {
+	switch clearing {
 	case ClearLength:
 		clear(s)
 	case ClearCapacity:
@@ -301,24 +348,21 @@ func (p *Pool) reuse(b *[]byte, length int) {
 	*b = s
 }
 
-func (p *Pool) getOversize(length int) *[]byte {
-	size := length
-	if length <= maxInt-(pageSize-1) {
-		size = (length + pageSize - 1) &^ (pageSize - 1)
-	}
+func (p *Pool) getOversize(length int, clearing Clearing) *[]byte {
 	var b *[]byte
-	if p.sync != nil {
-		p.sync[p.classes.n].miss()
-	} else if !p.oversize {
-		b = p.takeWith(p.walkOne(), p.classes.n, length) // nothing is kept: counts the miss
-	} else {
+	if p.oversize {
 		b = p.takeOversize(length)
 	}
 	if b == nil {
+		size := length
+		if length <= maxInt-(pageSize-1) {
+			size = (length + pageSize - 1) &^ (pageSize - 1)
+		}
 		buf := make([]byte, length, size)
+		p.miss(p.classes.n, &buf)
 		return &buf
 	}
-	p.reuse(b, length)
+	p.reuse(b, length, clearing)
 	return b
 }
 
@@ -340,35 +384,32 @@ func (p *Pool) takeOversize(length int) *[]byte {
 		}
 		s.mu.Unlock()
 	}
-	if best >= 0 {
-		s := p.shards[best]
-		s.mu.Lock()
-		b := s.take(idx, length, false)
-		s.mu.Unlock()
-		if b != nil {
-			return b
-		}
-	}
 	if best < 0 {
-		return p.takeWith(p.walkOne(), idx, length) // none fits: counts the miss
+		return nil
 	}
-	// Another Get took the best fit meanwhile: the ordinary walk takes
-	// whatever fits and counts the get and its hit or miss.
-	return p.take(idx, length)
+	s := p.shards[best]
+	s.mu.Lock()
+	b := s.take(idx, length)
+	s.mu.Unlock()
+	if b == nil {
+		// Another Get took the best fit meanwhile: take whatever fits.
+		b = p.take(idx, length)
+	} else {
+		p.cls[idx].stored.Add(-1)
+	}
+	return b
 }
 
 const maxInt = int(^uint(0) >> 1)
 
-// Release drops every buffer a RetainBudget pool retains, now, counting
-// them as Released. Buffers in use are not affected and may be Put later.
-// It does nothing for a RetainSyncPool pool.
+// Release drops every buffer the store holds, now, counting them as
+// Released, and forgets the reserves it had learnt. Buffers in use are not
+// affected and may be Put later. What the fronts hold is left to the
+// garbage collector, which empties them within two collections.
 func (p *Pool) Release() {
-	for _, s := range p.shards {
-		s.mu.Lock()
-		for i := range s.lists {
-			s.release(i, len(s.lists[i].free), p.dbg)
-		}
-		s.mu.Unlock()
+	p.releaseWhere(func(fl *freeList) int { return len(fl.free) })
+	for i := range p.cls {
+		p.cls[i].reserve.Store(0)
 	}
 }
 
@@ -395,14 +436,30 @@ func startIdleRelease(p *Pool, interval time.Duration) {
 
 // releaseIdle releases, in every free list, the buffers that stayed untaken
 // since the previous call: the list's low-water mark. LIFO order puts them
-// at the bottom of the stack.
+// at the bottom of the stack. The class's reserve shrinks by as many: a
+// reserve nobody drew on for a whole interval is not needed.
 func (p *Pool) releaseIdle() {
+	p.releaseWhere(func(fl *freeList) int { return fl.low })
+}
+
+// releaseWhere releases n(fl) buffers from the bottom of every free list,
+// resets the lists' low-water marks and lowers the reserves to match.
+func (p *Pool) releaseWhere(n func(*freeList) int) {
+	released := make([]int64, len(p.cls))
 	for _, s := range p.shards {
 		s.mu.Lock()
 		for i := range s.lists {
-			s.release(i, s.lists[i].low, p.dbg)
+			k := n(&s.lists[i])
+			s.release(i, k, p.dbg)
 			s.lists[i].low = len(s.lists[i].free)
+			released[i] += int64(k)
 		}
 		s.mu.Unlock()
+	}
+	for i, k := range released {
+		if k > 0 {
+			p.cls[i].stored.Add(-k)
+			p.cls[i].lower(k)
+		}
 	}
 }

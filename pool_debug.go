@@ -50,10 +50,7 @@ func (p *Pool) poison(b *[]byte) *stack {
 	for len(s) > 0 {
 		s = s[copy(s, poisonBlock):]
 	}
-	if p.dbg == nil { // a RetainSyncPool pool keeps no stacks (see NewPool)
-		return nil
-	}
-	return recordStack(1) // from Put down
+	return recordStack(2) // from Put down
 }
 
 // checkPoison verifies that a reused buffer still holds the poison over its

@@ -1,29 +1,32 @@
 package membuf
 
-// ClassStats counts what a pool did in one size class. In a snapshot from
-// [Pool.Stats], for a RetainBudget pool,
+// ClassStats counts what a pool did in one size class. In every snapshot
+// from [Pool.Stats],
 //
 //	Gets == Hits + Misses
-//	RetainedBuffers == Puts - Drops - Hits - Released
+//	RetainedBuffers == StorePuts - StoreHits - Released
 //
-// hold exactly (each shard's figures are read under its lock, and every
-// operation is counted under the lock of the shard it touched).
+// hold exactly, and Puts - StorePuts - Drops is what went to the front. The
+// first is how Gets is computed; the second holds because the store's
+// figures are read under the lock they are changed under.
 type ClassStats struct {
 	// Size is the class size in bytes; 0 for the oversize figures, which
 	// cover every capacity above MaxSize.
 	Size int
-	// Gets counts Get calls served from this class. Hits were served from
-	// a retained buffer, Misses allocated a new one.
-	Gets, Hits, Misses uint64
-	// Puts counts buffers filed into this class by capacity; Drops those of
-	// them that were not kept (over budget, or oversize not retained).
-	Puts, Drops uint64
-	// Released counts retained buffers let go by idle release or
+	// Gets counts Get calls served from this class. Hits were served with
+	// a buffer the pool had (StoreHits of them from the store, the rest
+	// from the front), Misses allocated a new one.
+	Gets, Hits, Misses, StoreHits uint64
+	// Puts counts buffers filed into this class by capacity: StorePuts of
+	// them went to the store, Drops were not kept (oversize not retained,
+	// or in debug mode a full store), and the rest went to the front.
+	Puts, StorePuts, Drops uint64
+	// Released counts buffers let go from the store by idle release or
 	// [Pool.Release].
 	Released uint64
-	// RetainedBuffers and RetainedBytes (by capacity) are what the class
-	// holds now; -1 for a RetainSyncPool pool, whose contents the garbage
-	// collector changes unseen.
+	// RetainedBuffers and RetainedBytes (by capacity) are what the store
+	// holds now. What the front holds is not known: the garbage collector
+	// empties it unseen (see [Pool]).
 	RetainedBuffers, RetainedBytes int64
 }
 
@@ -31,7 +34,9 @@ func (c *ClassStats) add(o *ClassStats) {
 	c.Gets += o.Gets
 	c.Hits += o.Hits
 	c.Misses += o.Misses
+	c.StoreHits += o.StoreHits
 	c.Puts += o.Puts
+	c.StorePuts += o.StorePuts
 	c.Drops += o.Drops
 	c.Released += o.Released
 	c.RetainedBuffers += o.RetainedBuffers
@@ -39,12 +44,6 @@ func (c *ClassStats) add(o *ClassStats) {
 }
 
 // Stats is a snapshot of a pool's counters, from [Pool.Stats].
-//
-// For a RetainSyncPool pool, Gets, Misses and Puts are exact and Hits is
-// Gets - Misses, but the garbage collector empties a sync.Pool without
-// telling anyone: RetainedBuffers, RetainedBytes and the pool's
-// RetainedBytes are -1, Released is 0, and Drops counts only oversize
-// buffers.
 type Stats struct {
 	// Classes has one entry per size class, smallest first.
 	Classes []ClassStats
@@ -53,12 +52,12 @@ type Stats struct {
 	// Undersize counts Puts dropped because the pointer was nil or the
 	// capacity was below MinSize.
 	Undersize uint64
-	// RetainedBytes is the capacity retained in all classes; never above
-	// Budget. -1 for a RetainSyncPool pool.
+	// RetainedBytes is the capacity the store holds in all classes; never
+	// above Budget.
 	RetainedBytes int64
-	// Budget is the cap on RetainedBytes; 0 for a RetainSyncPool pool.
+	// Budget is the cap on RetainedBytes.
 	Budget int64
-	// Shards is the number of independently locked free-list sets.
+	// Shards is the number of independently locked parts of the store.
 	Shards int
 }
 
@@ -81,9 +80,13 @@ func (s Stats) HitRate() float64 {
 	return float64(t.Hits) / float64(t.Gets)
 }
 
-// Stats returns a snapshot of the pool's counters. It takes each shard's
-// lock in turn, so it is consistent per shard, not across shards; call it
-// as often as a metrics scrape, not per request.
+// Stats returns a snapshot of the pool's counters. Every figure is exact
+// once Gets and Puts have stopped. While they run, the store's figures are
+// consistent per shard (each shard is read under its lock, in turn), and
+// the front's, the misses and the drops (atomic counters in stripes, summed)
+// may miss the operations that complete while Stats reads them: no figure
+// lags by more than that. It takes every shard's lock once and reads a few
+// thousand words: call it as often as a metrics scrape, not per request.
 func (p *Pool) Stats() Stats {
 	n := p.classes.n
 	st := Stats{
@@ -92,41 +95,36 @@ func (p *Pool) Stats() Stats {
 		Budget:    p.budget,
 		Shards:    len(p.shards),
 	}
-	for i := range st.Classes {
-		st.Classes[i].Size = p.classes.size(i)
-	}
-	if p.sync != nil {
-		st.RetainedBytes = -1
-		for i := range p.sync {
-			sc := &p.sync[i]
-			cs := &st.Oversize
-			if i < n {
-				cs = &st.Classes[i]
-			}
-			// get counts the get before its miss, put the put before its
-			// drop: reading each pair in the opposite order keeps a
-			// concurrent snapshot consistent (Misses <= Gets, so Hits
-			// cannot wrap around).
-			cs.Misses = sc.misses.Load()
-			cs.Gets = sc.gets.Load()
-			cs.Hits = cs.Gets - cs.Misses
-			cs.Drops = sc.drops.Load()
-			cs.Puts = sc.puts.Load()
-			cs.RetainedBuffers, cs.RetainedBytes = -1, -1
+	class := func(i int) *ClassStats {
+		if i < n {
+			return &st.Classes[i]
 		}
-		return st
+		return &st.Oversize
 	}
 	for _, s := range p.shards {
 		s.mu.Lock()
 		for i := range s.lists {
-			cs := &st.Oversize
-			if i < n {
-				cs = &st.Classes[i]
-			}
-			cs.add(&s.lists[i].ClassStats)
+			fl, cs := &s.lists[i], class(i)
+			cs.StoreHits += fl.hits
+			cs.StorePuts += fl.puts
+			cs.Released += fl.release
+			cs.RetainedBuffers += int64(len(fl.free))
+			cs.RetainedBytes += fl.bytes
 		}
 		st.RetainedBytes += s.retained
 		s.mu.Unlock()
+	}
+	for i := 0; i <= n; i++ {
+		cs := class(i)
+		if i < n {
+			cs.Size = p.classes.size(i)
+		}
+		frontHits, frontPuts, misses, drops := p.counts.sum(i)
+		cs.Hits = frontHits + cs.StoreHits
+		cs.Misses = misses
+		cs.Gets = cs.Hits + cs.Misses
+		cs.Drops = drops
+		cs.Puts = frontPuts + cs.StorePuts + drops
 	}
 	return st
 }

@@ -8,8 +8,10 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/membuf/membuf"
 )
@@ -38,8 +40,12 @@ func classSizes(k, minSize, maxSize int) []int {
 // returns that length from the smallest class that fits, within the waste
 // bound, and a Put of it is reused by the next Get of the same class.
 // (sizeclass_test.go checks the arithmetic itself for every size and every
-// setting; this goes through the public API, kept small enough for -race.)
+// setting; this goes through the public API.) Under the race detector,
+// whose sync.Pool drops a quarter of Puts (so a quarter of these Gets
+// allocate and zero up to 1 MiB), it takes every length up to 16 KiB and
+// every 61st above; CI also runs it without -race.
 func TestGetEverySize(t *testing.T) {
+	membuf.SetDebugEnv(t, false) // debug mode would poison a million buffers of up to 1 MiB
 	for _, tc := range []struct{ k, maxSize int }{{4, 1 << 20}, {1, 64 << 10}, {8, 64 << 10}} {
 		k, maxSize := tc.k, tc.maxSize
 		p := newPool(t, membuf.Config{ClassesPerDoubling: k, MaxSize: maxSize, Clearing: membuf.ClearNone})
@@ -48,7 +54,15 @@ func TestGetEverySize(t *testing.T) {
 			t.Fatalf("k=%d: %d classes, want %d", k, got, len(sizes))
 		}
 		class := 0
-		for n := 1; n <= maxSize; n++ {
+		var gets uint64
+		step := func(n int) int {
+			if membuf.RaceEnabled && n >= 16<<10 {
+				return 61 // prime: lands on every offset within a class in turn
+			}
+			return 1
+		}
+		for n := 1; n <= maxSize; n += step(n) {
+			gets++
 			for sizes[class] < n {
 				class++
 			}
@@ -62,8 +76,21 @@ func TestGetEverySize(t *testing.T) {
 			p.Put(b)
 		}
 		st := p.Stats()
-		if tot := st.Total(); tot.Misses != uint64(len(sizes)) || tot.Hits != uint64(maxSize-len(sizes)) {
-			t.Fatalf("k=%d: %d misses, %d hits; want one miss per class (%d)", k, tot.Misses, tot.Hits, len(sizes))
+		tot := st.Total()
+		if tot.Gets != gets || tot.Puts != gets {
+			t.Fatalf("k=%d: %d gets, %d puts counted; want %d of each", k, tot.Gets, tot.Puts, gets)
+		}
+		// One miss per class, and then reuse. The front is a sync.Pool: a
+		// goroutine that moves to another P misses the buffer it left in
+		// the old P's private slot, and under the race detector sync.Pool
+		// drops a quarter of Puts; so beyond the first miss per class, the
+		// bound is loose there.
+		minHits := tot.Gets - tot.Gets/100
+		if membuf.RaceEnabled {
+			minHits = tot.Gets / 2
+		}
+		if tot.Misses < uint64(len(sizes)) || tot.Hits < minHits {
+			t.Fatalf("k=%d: %d misses, %d hits; want one miss per class (%d), then reuse", k, tot.Misses, tot.Hits, len(sizes))
 		}
 		// A sample beyond the largest class: page-rounded, not retained.
 		for _, n := range []int{maxSize + 1, maxSize + 4096, maxSize + 4097, 3 * maxSize} {
@@ -80,7 +107,7 @@ func TestGetEverySize(t *testing.T) {
 }
 
 // TestPutFilesByCapacity: a buffer of any capacity goes to the largest class
-// it fills, so the next Get of that class (and no larger one) reuses it.
+// it fills, so Gets of that class (and of no larger one) reuse it.
 func TestPutFilesByCapacity(t *testing.T) {
 	const maxSize = 1 << 20
 	p := newPool(t, membuf.Config{MaxSize: maxSize, Clearing: membuf.ClearNone})
@@ -94,6 +121,20 @@ func TestPutFilesByCapacity(t *testing.T) {
 	for range 2000 {
 		caps = append(caps, 256+r.IntN(maxSize-256))
 	}
+	// get takes a buffer of class j and checks that, if it is one of the
+	// foreign buffers (all views of backing), its capacity fills class j
+	// and no more. It reports whether it was foreign.
+	get := func(j, c int) bool {
+		b := p.Get(sizes[j])
+		if &(*b)[:1][0] != &backing[0] {
+			return false
+		}
+		if got := cap(*b); got < sizes[j] || j+1 < len(sizes) && got >= sizes[j+1] {
+			t.Fatalf("after a Put of cap %d: Get(%d) returned a foreign buffer of cap %d, not of that class", c, sizes[j], got)
+		}
+		return true
+	}
+	var reused, lost int
 	for _, c := range caps {
 		if c < 256 || c > maxSize {
 			continue
@@ -105,16 +146,20 @@ func TestPutFilesByCapacity(t *testing.T) {
 		foreign := backing[:10:c]
 		p.Put(&foreign)
 		if class+1 < len(sizes) {
-			// The next class up must not be served by it.
-			b := p.Get(sizes[class+1])
-			if &(*b)[0] == &backing[0] {
-				t.Fatalf("cap %d: Get(%d) reused a buffer too small for it", c, sizes[class+1])
-			}
+			get(class+1, c) // the next class up must not be served by it
 		}
-		b := p.Get(sizes[class])
-		if &(*b)[:1][0] != &backing[0] || cap(*b) != c {
-			t.Fatalf("cap %d: Get(%d) did not reuse it (cap %d); want class %d", c, sizes[class], cap(*b), sizes[class])
+		// The front, like any sync.Pool, can miss a buffer (the goroutine
+		// moved to another P; the race detector drops a quarter of Puts),
+		// and a buffer it missed may come back later, so the check is that
+		// whatever comes back fills the class, and that most come back.
+		if get(class, c) {
+			reused++
+		} else {
+			lost++
 		}
+	}
+	if reused < 2*lost {
+		t.Errorf("%d foreign buffers reused, %d lost: the pool does not keep what it is given", reused, lost)
 	}
 }
 
@@ -128,6 +173,7 @@ func TestReuseAndClearing(t *testing.T) {
 		{membuf.ClearNone, 7, 7},
 	} {
 		t.Run(tc.clearing.String(), func(t *testing.T) {
+			membuf.SetDebugEnv(t, false) // debug mode poisons what is beyond the length
 			p := newPool(t, membuf.Config{Clearing: tc.clearing})
 			b := p.Get(1000)
 			if cap(*b) != 1024 {
@@ -152,8 +198,8 @@ func TestReuseAndClearing(t *testing.T) {
 					t.Fatalf("byte %d = %d, want %d", i, v, want)
 				}
 			}
-			if st := p.Stats(); st.Total().Hits != 1 || st.Total().Misses != 1 {
-				t.Fatalf("stats %+v", st.Total())
+			if st := p.Stats(); st.Total().Hits != 1 || st.Total().Misses != 1 || st.Total().StoreHits != 1 {
+				t.Fatalf("stats %+v: want the second Get served by the store", st.Total())
 			}
 		})
 	}
@@ -180,6 +226,7 @@ func TestBudgetNeverExceeded(t *testing.T) {
 	p := newPool(t, membuf.Config{MaxSize: 128 << 10, Budget: budget, RetainOversize: true, IdleTimeout: 5 * time.Millisecond})
 	stop := make(chan struct{})
 	var watcher sync.WaitGroup
+	var peak int64
 	watcher.Go(func() {
 		for {
 			select {
@@ -197,6 +244,7 @@ func TestBudgetNeverExceeded(t *testing.T) {
 				t.Errorf("retained %d (classes sum %d), budget %d", st.RetainedBytes, sum, budget)
 				return
 			}
+			peak = max(peak, st.RetainedBytes)
 		}
 	})
 	var wg sync.WaitGroup
@@ -233,37 +281,57 @@ func TestBudgetNeverExceeded(t *testing.T) {
 		t.Fatalf("retained %d > budget %d", st.RetainedBytes, budget)
 	}
 	checkStats(t, st)
-	if st.Total().Drops == 0 {
-		t.Fatalf("no drops: the budget was never reached, the test shows nothing")
+	// Each of the two shards holds at most 512 KiB, and is full once the
+	// next buffer (at most 128 KiB, or 200 KiB oversize) does not fit.
+	if peak < budget/2 {
+		t.Fatalf("the store never held more than %d bytes: the budget was never approached, the test shows nothing", peak)
 	}
 }
 
-// checkStats verifies the identities documented on ClassStats.
+// checkStats verifies the identities documented on ClassStats, and that the
+// parts are no larger than their wholes.
 func checkStats(t *testing.T, st membuf.Stats) {
 	t.Helper()
+	var bytes int64
 	for _, c := range append(st.Classes, st.Oversize) {
 		if c.Gets != c.Hits+c.Misses {
 			t.Errorf("class %d: gets %d != hits %d + misses %d", c.Size, c.Gets, c.Hits, c.Misses)
 		}
-		if int64(c.Puts-c.Drops-c.Hits-c.Released) != c.RetainedBuffers {
-			t.Errorf("class %d: puts %d - drops %d - hits %d - released %d != retained %d", c.Size, c.Puts, c.Drops, c.Hits, c.Released, c.RetainedBuffers)
+		if int64(c.StorePuts-c.StoreHits-c.Released) != c.RetainedBuffers {
+			t.Errorf("class %d: store puts %d - store hits %d - released %d != retained %d", c.Size, c.StorePuts, c.StoreHits, c.Released, c.RetainedBuffers)
+		}
+		if c.StoreHits > c.Hits || c.StorePuts+c.Drops > c.Puts {
+			t.Errorf("class %d: %+v: a part larger than its whole", c.Size, c)
 		}
 		if c.RetainedBuffers < 0 || c.RetainedBytes < int64(c.Size)*c.RetainedBuffers {
 			t.Errorf("class %d: retained %d buffers, %d bytes", c.Size, c.RetainedBuffers, c.RetainedBytes)
 		}
+		bytes += c.RetainedBytes
+	}
+	if bytes != st.RetainedBytes || st.RetainedBytes > st.Budget {
+		t.Errorf("classes retain %d bytes, the pool says %d, budget %d", bytes, st.RetainedBytes, st.Budget)
 	}
 }
 
 func TestStatsConsistent(t *testing.T) {
+	membuf.SetDebugEnv(t, false) // the workload must reach the front, which debug mode does not use
 	p := newPool(t, membuf.Config{MaxSize: 64 << 10, Budget: 512 << 10, RetainOversize: true})
 	r := rand.New(rand.NewPCG(7, 7))
 	var held []*[]byte
+	var gets, puts uint64 // calls that count: length > 0, capacity >= MinSize
 	for i := range 20000 {
 		switch {
 		case r.IntN(2) == 0:
-			held = append(held, p.Get(r.IntN(80<<10)))
+			n := r.IntN(80 << 10)
+			held = append(held, p.Get(n))
+			if n > 0 {
+				gets++
+			}
 		case len(held) > 0:
 			j := r.IntN(len(held))
+			if cap(*held[j]) >= membuf.DefaultMinSize {
+				puts++
+			}
 			p.Put(held[j])
 			held = append(held[:j], held[j+1:]...)
 		}
@@ -273,40 +341,38 @@ func TestStatsConsistent(t *testing.T) {
 	}
 	st := p.Stats()
 	checkStats(t, st)
-	if st.Total().Hits == 0 || st.Total().Misses == 0 || st.Total().Drops == 0 || st.Total().Released == 0 {
-		t.Fatalf("workload did not exercise every counter: %+v", st.Total())
+	tot := st.Total()
+	if tot.Gets != gets || tot.Puts != puts {
+		t.Errorf("stats count %d gets and %d puts; the test made %d and %d", tot.Gets, tot.Puts, gets, puts)
+	}
+	if tot.Hits == tot.StoreHits || tot.StoreHits == 0 || tot.Misses == 0 || tot.Drops == 0 || tot.Released == 0 {
+		t.Fatalf("workload did not exercise every counter: %+v", tot)
 	}
 }
 
-// TestRetentionAcrossGC: the budget pool keeps its buffers through two
-// collections; a sync.Pool-mode pool loses them.
+// TestRetentionAcrossGC: the buffers a class needed survive collections in
+// the store, round after round, while the front loses what it held.
 func TestRetentionAcrossGC(t *testing.T) {
-	for _, tc := range []struct {
-		retention membuf.Retention
-		wantHits  bool
-	}{{membuf.RetainBudget, true}, {membuf.RetainSyncPool, false}} {
-		t.Run(tc.retention.String(), func(t *testing.T) {
-			p := newPool(t, membuf.Config{Retention: tc.retention})
-			var bufs []*[]byte
-			for range 16 {
-				bufs = append(bufs, p.Get(32<<10))
-			}
-			for _, b := range bufs {
-				p.Put(b)
-			}
-			runtime.GC()
-			runtime.GC()
-			for range 16 {
-				p.Get(32 << 10)
-			}
-			hits := p.Stats().Total().Hits
-			if tc.wantHits && hits != 16 {
-				t.Fatalf("%d of 16 buffers survived two GCs", hits)
-			}
-			if !tc.wantHits && hits != 0 {
-				t.Fatalf("sync.Pool mode kept %d buffers through two GCs", hits)
-			}
-		})
+	p := newPool(t, membuf.Config{})
+	var bufs []*[]byte
+	for range 16 {
+		bufs = append(bufs, p.Get(32<<10))
+	}
+	for round := range 4 {
+		for _, b := range bufs {
+			p.Put(b)
+		}
+		bufs = bufs[:0]
+		before := p.Stats().Total()
+		runtime.GC()
+		runtime.GC()
+		for range 16 {
+			bufs = append(bufs, p.Get(32<<10))
+		}
+		after := p.Stats().Total()
+		if hits := after.StoreHits - before.StoreHits; hits != 16 || after.Misses != 16 {
+			t.Fatalf("round %d: %d of 16 buffers came from the store after two GCs, %d misses in all (want 16: the first round's)", round, hits, after.Misses)
+		}
 	}
 }
 
@@ -328,7 +394,6 @@ func TestBadConfig(t *testing.T) {
 		{membuf.Config{MinSize: 4096, MaxSize: 1024}, "MaxSize"},
 		{membuf.Config{Clearing: 3}, "Clearing"},
 		{membuf.Config{Clearing: -1}, "Clearing"},
-		{membuf.Config{Retention: 2}, "Retention"},
 		{membuf.Config{Budget: -1}, "Budget"},
 		{membuf.Config{IdleTimeout: time.Microsecond}, "IdleTimeout"},
 	} {
@@ -344,7 +409,7 @@ func TestBadConfig(t *testing.T) {
 	}
 	for _, cfg := range []membuf.Config{
 		{}, {ClassesPerDoubling: 1, MinSize: 16, MaxSize: 16}, {ClassesPerDoubling: 8, MinSize: 16, MaxSize: 1 << 30},
-		{Budget: 1, IdleTimeout: -1}, {IdleTimeout: time.Millisecond, Retention: membuf.RetainSyncPool},
+		{Budget: 1, IdleTimeout: -1}, {IdleTimeout: time.Millisecond},
 	} {
 		if _, err := membuf.NewPool(cfg); err != nil {
 			t.Errorf("NewPool(%+v): %v", cfg, err)
@@ -364,7 +429,10 @@ func TestPutOddBuffers(t *testing.T) {
 	if st := p.Stats(); st.Undersize != 4 || st.Total().Puts != 0 || st.RetainedBytes != 0 {
 		t.Fatalf("undersize %d, %+v", st.Undersize, st.Total())
 	}
-	// Foreign: capacity 1000 fills the 896-byte class.
+	// Foreign: capacity 1000 fills the 896-byte class. A miss first gives
+	// the class a reserve, so the Put goes to the store, which always
+	// gives it back (the front, a sync.Pool, may not).
+	p.Get(896)
 	foreign := make([]byte, 5, 1000)
 	p.Put(&foreign)
 	if b := p.Get(896); b != &foreign || len(*b) != 896 || cap(*b) != 1000 {
@@ -446,8 +514,13 @@ func TestIdleRelease(t *testing.T) {
 	if idleClass.RetainedBuffers != 0 || idleClass.Released != 5 {
 		t.Errorf("idle class: %+v", idleClass)
 	}
-	if busyClass.RetainedBuffers != 1 || busyClass.Misses != 1 {
-		t.Errorf("busy class lost its buffer: %+v", busyClass)
+	// The busy class's buffer cycles through the front (the store in
+	// debug mode), which idle release does not touch. The front, like any
+	// sync.Pool, misses now and then (a goroutine that sleeps wakes on
+	// another P; the race detector drops a quarter of Puts), so the check
+	// is that most Gets were served, not all.
+	if busyClass.Gets < 150 || busyClass.Hits*2 < busyClass.Gets {
+		t.Errorf("busy class lost its buffers: %+v", busyClass)
 	}
 }
 
@@ -478,67 +551,71 @@ func TestDebugDetectsWriteAfterPut(t *testing.T) {
 		reports = append(reports, r)
 		mu.Unlock()
 	})
-	defer membuf.SetReporter(prev)
-	for _, retention := range []membuf.Retention{membuf.RetainBudget, membuf.RetainSyncPool} {
-		reports = nil
-		p := newPool(t, membuf.Config{Debug: true, Retention: retention})
-		// A clean round trip reports nothing.
-		p.Put(p.Get(3000))
-		p.Put(p.Get(3000))
-		if len(reports) != 0 {
-			t.Fatalf("%v: clean reuse reported: %v", retention, reports)
-		}
-		b := p.Get(3000)
-		p.Put(b)
-		(*b)[:cap(*b)][3050] = 1 // the bug: a write after Put, beyond the old length
-		b2 := p.Get(3000)
-		if retention == membuf.RetainSyncPool && b2 != b {
-			continue // sync.Pool may drop it; nothing to check
-		}
-		if len(reports) != 1 {
-			t.Fatalf("%v: %d reports, want 1", retention, len(reports))
-		}
-		r := reports[0]
-		if r.Kind != membuf.ReportUseAfterFree || !strings.Contains(r.Message, "offset 3050") || !strings.Contains(r.Message, "class 3072") {
-			t.Errorf("%v: report %v", retention, r)
-		}
-		if retention == membuf.RetainBudget && !strings.Contains(r.Freed, "TestDebugDetectsWriteAfterPut") {
-			t.Errorf("report does not say where the buffer was Put:\n%s", r)
-		}
-		// The buffer is still handed out, cleared as configured.
-		for i, v := range *b2 {
-			if v != 0 {
-				t.Fatalf("byte %d = %d after clearing", i, v)
-			}
-		}
-		t.Log(r)
+	defer func() { membuf.SetReporter(prev) }()
+	p := newPool(t, membuf.Config{Debug: true})
+	// A clean round trip reports nothing.
+	p.Put(p.Get(3000))
+	p.Put(p.Get(3000))
+	if len(reports) != 0 {
+		t.Fatalf("clean reuse reported: %v", reports)
 	}
+	b := p.Get(3000)
+	p.Put(b)
+	(*b)[:cap(*b)][3050] = 1 // the bug: a write after Put, beyond the old length
+	b2 := p.Get(3000)
+	if b2 != b {
+		t.Fatal("debug mode did not hand the buffer out again")
+	}
+	if len(reports) != 1 {
+		t.Fatalf("%d reports, want 1", len(reports))
+	}
+	r := reports[0]
+	if r.Kind != membuf.ReportUseAfterFree || !strings.Contains(r.Message, "offset 3050") || !strings.Contains(r.Message, "class 3072") {
+		t.Errorf("report %v", r)
+	}
+	if !strings.Contains(r.Freed, "TestDebugDetectsWriteAfterPut") {
+		t.Errorf("report does not say where the buffer was Put:\n%s", r)
+	}
+	// The buffer is still handed out, cleared as configured.
+	for i, v := range *b2 {
+		if v != 0 {
+			t.Fatalf("byte %d = %d after clearing", i, v)
+		}
+	}
+	t.Log(r)
 }
 
 func TestDefaultPool(t *testing.T) {
-	if membuf.DefaultPool() != membuf.DefaultPool() {
+	if first, second := membuf.DefaultPool(), membuf.DefaultPool(); first != second {
 		t.Fatal("DefaultPool returned two pools")
 	}
 	var _ membuf.BufferPool = membuf.DefaultPool()
 	st := membuf.DefaultPool().Stats()
-	if len(st.Classes) != 57 || st.Budget != membuf.DefaultBudget || st.Classes[0].Size != 256 || st.Classes[56].Size != 4<<20 {
-		t.Fatalf("default pool: %d classes, budget %d", len(st.Classes), st.Budget)
+	// The documented default budget, from the memory limit in force (the
+	// environment's GOMEMLIMIT, if any): min(64 MiB, limit/4).
+	want := min(membuf.DefaultBudget, debug.SetMemoryLimit(-1)/4)
+	if len(st.Classes) != 57 || st.Budget != want || st.Classes[0].Size != 256 || st.Classes[56].Size != 4<<20 {
+		t.Fatalf("default pool: %d classes, budget %d (want %d)", len(st.Classes), st.Budget, want)
 	}
 }
 
 // TestConcurrentEverything runs Get, Put, Stats, Release and idle release
-// together, for the race detector, in both retention modes.
+// together, for the race detector, with debug mode off and on.
 func TestConcurrentEverything(t *testing.T) {
-	for _, retention := range []membuf.Retention{membuf.RetainBudget, membuf.RetainSyncPool} {
-		p := newPool(t, membuf.Config{Retention: retention, MaxSize: 64 << 10, Budget: 1 << 20, IdleTimeout: time.Millisecond, RetainOversize: true, Debug: true})
+	for _, dbg := range []bool{false, true} {
+		p := newPool(t, membuf.Config{MaxSize: 64 << 10, Budget: 1 << 20, IdleTimeout: time.Millisecond, RetainOversize: true, Debug: dbg})
 		var wg sync.WaitGroup
+		var calls atomic.Uint64
 		for g := range 8 {
 			wg.Go(func() {
 				r := rand.New(rand.NewPCG(uint64(g), 9))
 				for i := range 2000 {
-					b := p.Get(r.IntN(100 << 10))
-					(*b)[:cap(*b)][0] = 1
-					p.Put(b)
+					if n := r.IntN(100 << 10); n > 0 {
+						b := p.Get(n)
+						calls.Add(1)
+						(*b)[:cap(*b)][0] = 1
+						p.Put(b)
+					}
 					if i%500 == 0 {
 						p.Stats()
 						p.Release()
@@ -548,11 +625,9 @@ func TestConcurrentEverything(t *testing.T) {
 		}
 		wg.Wait()
 		st := p.Stats()
-		if retention == membuf.RetainBudget {
-			checkStats(t, st)
-		}
-		if tot := st.Total(); tot.Gets != 8*2000-st.Undersize {
-			t.Errorf("%v: %d gets, want %d", retention, tot.Gets, 8*2000-st.Undersize)
+		checkStats(t, st)
+		if tot := st.Total(); tot.Gets != calls.Load() || tot.Puts != calls.Load() {
+			t.Errorf("debug %v: %d gets and %d puts counted, %d of each made", dbg, tot.Gets, tot.Puts, calls.Load())
 		}
 	}
 }
@@ -587,34 +662,142 @@ func TestDefaultBudgetFollowsMemoryLimit(t *testing.T) {
 	}
 }
 
-// A snapshot taken while other goroutines Get from a sync.Pool mode pool
-// must never show more misses than gets (Hits would wrap around to nearly
-// 2^64 in a metrics scrape).
-func TestSyncPoolStatsConsistentUnderLoad(t *testing.T) {
-	p := newPool(t, membuf.Config{Retention: membuf.RetainSyncPool})
+// TestStatsIdentitiesUnderLoad: a snapshot taken while other goroutines Get
+// and Put satisfies the identities on ClassStats, not only a quiet one.
+func TestStatsIdentitiesUnderLoad(t *testing.T) {
+	p := newPool(t, membuf.Config{MaxSize: 64 << 10, Budget: 256 << 10})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for g := range 4 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 5))
+			var held []*[]byte
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				p.Get(300) // never Put: every get is a miss
+				if len(held) < 16 && r.IntN(2) == 0 {
+					held = append(held, p.Get(1+r.IntN(64<<10)))
+				} else if len(held) > 0 {
+					p.Put(held[len(held)-1])
+					held = held[:len(held)-1]
+				}
 			}
-		}()
+		})
 	}
 	defer func() { close(stop); wg.Wait() }()
-	for i := range 20000 {
-		st := p.Stats()
-		for _, c := range st.Classes {
-			if c.Misses > c.Gets || c.Hits > c.Gets {
-				t.Fatalf("snapshot %d, class %d: gets %d, misses %d, hits %d", i, c.Size, c.Gets, c.Misses, c.Hits)
+	for range 2000 {
+		checkStats(t, p.Stats())
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// TestFrontBounded: what the pool holds beyond its budget, in the front, is
+// what was Put since the collection before last: after two collections only
+// the store's buffers are still reachable, round after round, however much
+// went to the front.
+func TestFrontBounded(t *testing.T) {
+	p := newPool(t, membuf.Config{MaxSize: 64 << 10, Budget: 256 << 10})
+	seen := map[weak.Pointer[byte]]bool{} // weak pointers to one object are equal
+	var front uint64
+	for round := range 4 {
+		// 200 buffers of 64 KiB, 50 times the budget: the misses raise
+		// the reserve to what the budget holds, the Puts fill the store
+		// to it, and the rest go to the front (in debug mode: dropped).
+		held := make([]*[]byte, 200)
+		for i := range held {
+			held[i] = p.Get(64 << 10)
+		}
+		for i, b := range held {
+			seen[weak.Make(&(*b)[0])] = true
+			p.Put(b)
+			held[i] = nil
+		}
+		runtime.GC()
+		runtime.GC()
+		alive := 0
+		for w := range seen {
+			if w.Value() != nil {
+				alive++
 			}
 		}
+		st := p.Stats()
+		tot := st.Total()
+		checkStats(t, st)
+		if int64(alive) > tot.RetainedBuffers {
+			t.Fatalf("round %d: %d of the %d buffers Put are still reachable after two collections; the store holds %d", round, alive, len(seen), tot.RetainedBuffers)
+		}
+		front = tot.Puts - tot.StorePuts - tot.Drops
+	}
+	if front == 0 && !membuf.DebugFromEnv() {
+		t.Fatal("nothing went to the front: the test shows nothing")
+	}
+}
+
+// TestSteadyGetPutStaysOffTheStore: a Get/Put loop whose working set is one
+// buffer runs on the front, once the first store hit (in the epoch of the
+// store put) has shrunk the reserve: it does not cycle its buffer through the
+// store, whose locks would cost what the front saves.
+func TestSteadyGetPutStaysOffTheStore(t *testing.T) {
+	membuf.SetDebugEnv(t, false) // debug mode uses only the store
+	p := newPool(t, membuf.Config{})
+	const n = 10000
+	for range n {
+		p.Put(p.Get(4096))
+	}
+	tot := p.Stats().Total()
+	// Exactly one store put and hit unless the goroutine moves to another
+	// P (the buffer stays in the old P's private slot) or the race
+	// detector drops a Put (a quarter of them): each such miss costs one
+	// more store put and hit, not a cycle.
+	limit := uint64(n / 100)
+	if membuf.RaceEnabled {
+		limit = n / 2
+	}
+	if tot.Gets != n || tot.StoreHits > limit || tot.StorePuts > limit+1 {
+		t.Fatalf("%d Get/Put pairs: %+v; want at most %d through the store", n, tot, limit)
+	}
+}
+
+// TestGetUncleared: GetUncleared hands out a reused buffer as it was Put,
+// whatever the pool's clearing, and new buffers zeroed; Get still clears.
+func TestGetUncleared(t *testing.T) {
+	membuf.SetDebugEnv(t, false) // debug mode poisons returned buffers
+	p := newPool(t, membuf.Config{Clearing: membuf.ClearCapacity})
+	// Two misses give the class a reserve of two, so both Puts go to the
+	// store, which (unlike the front, a sync.Pool) always gives them back.
+	bufs := []*[]byte{p.GetUncleared(1000), p.GetUncleared(1000)}
+	for _, b := range bufs {
+		if len(*b) != 1000 || cap(*b) != 1024 {
+			t.Fatalf("GetUncleared(1000): len %d cap %d", len(*b), cap(*b))
+		}
+		full := (*b)[:cap(*b)]
+		for i, v := range full {
+			if v != 0 {
+				t.Fatalf("new buffer: byte %d = %d", i, v)
+			}
+			full[i] = 7
+		}
+	}
+	p.Put(bufs[0])
+	p.Put(bufs[1])
+	b := p.GetUncleared(900)
+	for i, v := range (*b)[:cap(*b)] {
+		if v != 7 {
+			t.Fatalf("reused buffer: byte %d = %d, want 7 (not cleared)", i, v)
+		}
+	}
+	b = p.Get(900)
+	for i, v := range (*b)[:cap(*b)] {
+		if v != 0 {
+			t.Fatalf("Get: byte %d = %d, want 0 (ClearCapacity)", i, v)
+		}
+	}
+	if tot := p.Stats().Total(); tot.StoreHits != 2 {
+		t.Fatalf("the buffers were not reused: %+v", tot)
 	}
 }

@@ -31,6 +31,12 @@ const probeSize = 512
 // partly used. With no size known, buffers start at 32 KiB and double up to
 // 1 MiB.
 //
+// ReadAll fills every byte it returns, so it takes its buffers uncleared
+// (through GetUncleared where pool has it, as a [*Pool] does): r.Read is
+// handed memory that may hold a previous user's bytes, which a Reader may
+// only write over (io.Reader allows it to use p as scratch space, not to
+// read it).
+//
 // On an error other than io.EOF, ReadAll frees everything it read and
 // returns a nil Slice with the error. (grpc-go's mem.ReadAll returns the
 // partial data, which callers then forget to free.)
@@ -96,12 +102,15 @@ func ReadAll(r io.Reader, pool BufferPool, sizeHint int) (Slice, error) {
 // would panic on it).
 var errInvalidRead = errors.New("membuf: ReadAll: reader returned an invalid byte count")
 
+// getChunk takes a buffer of n bytes for ReadAll and Writer, which fill it
+// before anyone reads it: it is not cleared (see getUncleared). With no
+// pool, it is allocated.
 func getChunk(pool BufferPool, n int) *[]byte {
 	if pool == nil {
 		b := make([]byte, n)
 		return &b
 	}
-	return pool.Get(n)
+	return getUncleared(pool, n)
 }
 
 func putChunk(pool BufferPool, p *[]byte) {

@@ -2,10 +2,11 @@ package membuf
 
 import "sync"
 
-// A shard is one lock's worth of a RetainBudget pool: a LIFO free list per
-// class (and one for oversize buffers), the counters of what happened under
-// that lock, and a share of the budget. Counters are plain integers updated
-// under the lock the operation takes anyway, so statistics cost nothing.
+// A shard is one lock's worth of the pool's store, the part that survives
+// garbage collections: a LIFO free list per class (and one for oversize
+// buffers), the counts of what happened under that lock, and a share of the
+// budget. The counts are plain integers updated under the lock the
+// operation takes anyway.
 type shard struct {
 	mu       sync.Mutex
 	retained int64 // bytes, by capacity, in all lists; never above limit
@@ -14,35 +15,29 @@ type shard struct {
 	_        [64]byte   // keeps the next allocation's hot fields off our cache line
 }
 
+// A freeList holds one class's retained buffers in a shard. What it holds
+// is len(free) buffers, puts-hits-released of them, of bytes total
+// capacity.
 type freeList struct {
 	free []*[]byte // a stack: the top is the most recently Put
 	// low is the smallest len(free) since the last idle tick: the bottom
 	// low buffers were not taken for a whole interval.
-	low int
-	ClassStats
+	low                 int
+	hits, puts, release uint64
+	bytes               int64
 }
 
-// take pops a buffer for a Get of length bytes from list idx; for the
-// oversize list it takes the smallest buffer that holds length. It counts
-// the get if it found one, or if last (the miss).
-func (s *shard) take(idx, length int, last bool) *[]byte {
+// take pops a buffer for a Get of length bytes from list idx, or returns
+// nil; for the oversize list it takes the smallest buffer that holds length.
+func (s *shard) take(idx, length int) *[]byte {
 	fl := &s.lists[idx]
 	n := len(fl.free)
 	if n == 0 {
-		if last {
-			fl.Gets++
-			fl.Misses++
-		}
 		return nil
 	}
 	i := n - 1
 	if idx == len(s.lists)-1 {
-		i = fl.bestFit(length)
-		if i < 0 {
-			if last {
-				fl.Gets++
-				fl.Misses++
-			}
+		if i = fl.bestFit(length); i < 0 {
 			return nil
 		}
 	}
@@ -55,30 +50,23 @@ func (s *shard) take(idx, length int, last bool) *[]byte {
 	}
 	c := int64(cap(*b))
 	s.retained -= c
-	fl.RetainedBuffers--
-	fl.RetainedBytes -= c
-	fl.Gets++
-	fl.Hits++
+	fl.bytes -= c
+	fl.hits++
 	return b
 }
 
-// put keeps b in list idx if allowed and the shard's budget has room. It
-// counts the put if kept, or if last (with its drop).
-func (s *shard) put(idx int, b *[]byte, allowed, last bool) bool {
+// put keeps b in list idx if the shard's budget has room (and, for the
+// oversize list, a slot is free), and reports whether it did.
+func (s *shard) put(idx int, b *[]byte) bool {
 	fl := &s.lists[idx]
 	c := int64(cap(*b))
-	if !allowed || s.retained+c > s.limit || (idx == len(s.lists)-1 && len(fl.free) >= oversizeSlots) {
-		if last {
-			fl.Puts++
-			fl.Drops++
-		}
+	if s.retained+c > s.limit || (idx == len(s.lists)-1 && len(fl.free) >= oversizeSlots) {
 		return false
 	}
 	fl.free = append(fl.free, b)
 	s.retained += c
-	fl.RetainedBuffers++
-	fl.RetainedBytes += c
-	fl.Puts++
+	fl.bytes += c
+	fl.puts++
 	return true
 }
 
@@ -91,13 +79,12 @@ func (s *shard) release(idx, n int, dbg *poolDebug) {
 	for _, b := range fl.free[:n] {
 		c := int64(cap(*b))
 		s.retained -= c
-		fl.RetainedBytes -= c
+		fl.bytes -= c
 		if dbg != nil {
 			dbg.forget(b)
 		}
 	}
-	fl.RetainedBuffers -= int64(n)
-	fl.Released += uint64(n)
+	fl.release += uint64(n)
 	m := copy(fl.free, fl.free[n:])
 	clear(fl.free[m:])
 	fl.free = fl.free[:m]

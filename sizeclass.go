@@ -35,8 +35,10 @@ func (t *classTable) getIndex(n int) int {
 	}
 	m := uint(n - 1)
 	e := uint(bits.Len(m)) - 1
-	q := int(m >> (e - t.shift)) // in [k, 2k): m's top shift+1 bits
-	return int((e-t.shift)<<t.shift) + q + 1 - t.k - t.base
+	// Shift counts are below 64 (e < 64, shift <= 3); the masks say so to
+	// the compiler, which then emits a bare shift (Get and Put run this).
+	q := int(m >> ((e - t.shift) & 63)) // in [k, 2k): m's top shift+1 bits
+	return int((e-t.shift)<<(t.shift&63)) + q + 1 - t.k - t.base
 }
 
 // putIndex returns the pool class of the largest class whose size is at most
@@ -47,8 +49,8 @@ func (t *classTable) putIndex(c int) int {
 
 func (t *classTable) globalFloor(c int) int {
 	e := uint(bits.Len(uint(c))) - 1
-	q := int(uint(c) >> (e - t.shift))
-	return int((e-t.shift)<<t.shift) + q - t.k
+	q := int(uint(c) >> ((e - t.shift) & 63))
+	return int((e-t.shift)<<(t.shift&63)) + q - t.k
 }
 
 // size returns the size of pool class i.

@@ -15,6 +15,11 @@ const DefaultChunkSize = 32 << 10
 // grpc-go's mem.NewWriter does). It implements io.Writer, io.StringWriter,
 // io.ByteWriter and io.ReaderFrom.
 //
+// A Writer hands over only bytes that were written, so it takes its chunks
+// uncleared (through GetUncleared where the pool has it; see
+// [AllocUncleared]); ReadFrom hands the free part of a chunk to r.Read,
+// which may only write over it.
+//
 // A Writer is not safe for concurrent use.
 type Writer struct {
 	pool      BufferPool

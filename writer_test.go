@@ -47,7 +47,7 @@ func TestWriterPacksSmallWrites(t *testing.T) {
 }
 
 func TestWriterSmallWritesDoNotAllocate(t *testing.T) {
-	if buffersRaceEnabled {
+	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop headers, which allocates")
 	}
 	w := NewWriter(&lifoTestPool{}, 0)

@@ -35,7 +35,9 @@ type chunkReader struct {
 func (c chunkReader) eachBuffer(r io.ReaderAt, off, end int64, fn func(membuf.Buffer) error) error {
 	for off < end {
 		n := int(min(int64(c.chunkSize), end-off))
-		chunk := membuf.Alloc(c.pool, n)
+		// Uncleared: ReadAt overwrites all n bytes, and a short read
+		// frees the chunk unseen, so clearing it first would be wasted.
+		chunk := membuf.AllocUncleared(c.pool, n)
 		m, err := r.ReadAt(chunk.Bytes(), off)
 		if m < n {
 			chunk.Free()

@@ -80,7 +80,6 @@ func pools() []benchPool {
 		fromBufferPool("membuf-clearlen", mustMembuf(membuf.Config{Clearing: membuf.ClearLength})),
 		fromBufferPool("membuf-clearcap", mustMembuf(membuf.Config{Clearing: membuf.ClearCapacity})),
 		fromBufferPool("membuf-clearnone", mustMembuf(membuf.Config{Clearing: membuf.ClearNone})),
-		fromBufferPool("membuf-syncpool-clearlen", mustMembuf(membuf.Config{Retention: membuf.RetainSyncPool})),
 		fromBufferPool("grpc-default", mem.DefaultBufferPool()),
 		fromBufferPool("grpc-binary9to20", grpcBinary9to20()),
 		fromBufferPool("syncpool", &bareSyncPool{}),
@@ -89,7 +88,10 @@ func pools() []benchPool {
 	}
 }
 
-var sizes = []int{512, 4096, 16384, 32769, 33000, 65537, 262144, 1 << 20}
+// sizes are the issue's: both sides of grpc-go's default tiers (256 B, 4, 16,
+// 32 KiB, 1 MiB), the gRPC-typical 32,000 B, and sizes just past a power of
+// two, where power-of-two pools waste most.
+var sizes = []int{1, 512, 4096, 16384, 32000, 32769, 33000, 65537, 262144, 1 << 20}
 
 // BenchmarkGetPut is one Get and one Put of the same size, one goroutine.
 // mcache's Get allocates the *[]byte its adapter returns (24 B/op): its API
@@ -258,8 +260,13 @@ func BenchmarkGCPressure(b *testing.B) {
 					held[j] = nil
 				}
 			}
-			for range 64 { // warm up, without collections
+			// Warm up as the loop runs, collections included, so that the
+			// hit rate is the steady state's, not the first batches' (in
+			// which a membuf pool learns each class's reserve).
+			for range 64 {
 				batch()
+				runtime.GC()
+				runtime.GC()
 			}
 			h.gets, h.hits = 0, 0
 			for b.Loop() {
