@@ -46,9 +46,7 @@ type bufferModel struct {
 	refs []ref
 	// stale are handles whose last reference has been freed.
 	stale []Buffer
-	// lastGet is the allocation most recently handed out by the pool.
-	lastGet *[]byte
-	seed    byte
+	seed  byte
 }
 
 func newBufferModel(t *testing.T) *bufferModel {

@@ -59,12 +59,6 @@ func (p *trackingPool) Put(pb *[]byte) {
 	}
 }
 
-func (p *trackingPool) isOutstanding(pb *[]byte) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.outstanding[pb]
-}
-
 func (p *trackingPool) numOutstanding() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
