@@ -26,6 +26,9 @@ type actionCacheService struct {
 // outputs up also marks them recently used. A stored result with an output
 // path UpdateActionResult would now refuse is a miss too.
 func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetActionResultRequest) (*repb.ActionResult, error) {
+	if _, err := a.s.authorize(ctx, ReadAC); err != nil {
+		return nil, err
+	}
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -72,6 +75,9 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 // UpdateActionResult stores an action result after checking every digest
 // and every output path in it (checkOutputPath).
 func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.UpdateActionResultRequest) (*repb.ActionResult, error) {
+	if _, err := a.s.authorize(ctx, WriteAC); err != nil {
+		return nil, err
+	}
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

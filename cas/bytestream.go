@@ -22,6 +22,9 @@ type byteStreamService struct {
 // Read streams a blob, or the part of it that read_offset and read_limit
 // select, in chunks of at most Options.ChunkSize bytes.
 func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_ReadServer) error {
+	if _, err := b.s.authorize(stream.Context(), ReadCAS); err != nil {
+		return err
+	}
 	rn, err := parseReadName(req.ResourceName)
 	if err != nil {
 		return nameError(err)
@@ -84,6 +87,9 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 // Write receives a blob. See docs/cas.md for how offsets, finish_write,
 // existing blobs and resumption are handled.
 func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
+	if _, err := b.s.authorize(stream.Context(), WriteCAS); err != nil {
+		return err
+	}
 	s := b.s
 	in := newWriteReceiver(stream, s.uploadBudget)
 	defer in.release()
@@ -213,6 +219,9 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 // size and complete if the blob is stored, the bytes received so far if an
 // interrupted upload is kept, NOT_FOUND otherwise.
 func (b *byteStreamService) QueryWriteStatus(ctx context.Context, req *bspb.QueryWriteStatusRequest) (*bspb.QueryWriteStatusResponse, error) {
+	if _, err := b.s.authorize(ctx, WriteCAS); err != nil {
+		return nil, err
+	}
 	rn, err := parseWriteName(req.ResourceName)
 	if err != nil {
 		return nil, nameError(err)

@@ -15,15 +15,20 @@ type capabilitiesService struct {
 }
 
 // GetCapabilities advertises what is true of this server for every instance
-// name: SHA256 only; action cache updates allowed; the batch limit; the
+// name: SHA256 only; action cache updates allowed if this caller may make
+// them (a client told they are not skips uploading results); the batch limit; the
 // largest blob the store accepts (its maximum size, if any); absolute
 // symlink targets allowed (action results are stored as given); no
 // compressors; REAPI 2.0 to 2.3.
 func (c *capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetCapabilitiesRequest) (*repb.ServerCapabilities, error) {
+	updateAC, err := c.s.capabilities(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return &repb.ServerCapabilities{
 		CacheCapabilities: &repb.CacheCapabilities{
 			DigestFunctions:               []repb.DigestFunction_Value{repb.DigestFunction_SHA256},
-			ActionCacheUpdateCapabilities: &repb.ActionCacheUpdateCapabilities{UpdateEnabled: true},
+			ActionCacheUpdateCapabilities: &repb.ActionCacheUpdateCapabilities{UpdateEnabled: updateAC},
 			MaxBatchTotalSizeBytes:        c.s.opts.MaxBatchBytes,
 			MaxCasBlobSizeBytes:           c.s.store.MaxSize(),
 			SymlinkAbsolutePathStrategy:   repb.SymlinkAbsolutePathStrategy_ALLOWED,

@@ -27,6 +27,10 @@ const batchParallelism = 8
 // malformed digest fails the whole request (the response has no per-blob
 // status).
 func (c *casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissingBlobsRequest) (*repb.FindMissingBlobsResponse, error) {
+	// Readers ask what is stored; so do writers, before they upload.
+	if _, err := c.s.authorize(ctx, ReadCAS, WriteCAS); err != nil {
+		return nil, err
+	}
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -57,6 +61,9 @@ func statusProto(err error) *statuspb.Status { return status.Convert(err).Proto(
 // A request whose data adds up to more than max_batch_total_size_bytes is
 // INVALID_ARGUMENT as a whole.
 func (c *casService) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdateBlobsRequest) (*repb.BatchUpdateBlobsResponse, error) {
+	if _, err := c.s.authorize(ctx, WriteCAS); err != nil {
+		return nil, err
+	}
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -107,6 +114,9 @@ func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequ
 // INVALID_ARGUMENT as a whole. Blobs come back uncompressed (identity is
 // always acceptable).
 func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobsRequest) (*repb.BatchReadBlobsResponse, error) {
+	if _, err := c.s.authorize(ctx, ReadCAS); err != nil {
+		return nil, err
+	}
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -159,6 +169,9 @@ const (
 // walk where it stopped (treewalk.go): a page costs reading its own
 // directories. Without, all pages are streamed from one walk.
 func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddressableStorage_GetTreeServer) error {
+	if _, err := c.s.authorize(stream.Context(), ReadCAS); err != nil {
+		return err
+	}
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -7,6 +7,7 @@ require (
 	github.com/klauspost/compress v1.20.3
 	github.com/membuf/membuf v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/grpcmem v0.0.0-00010101000000-000000000000
+	golang.org/x/crypto v0.57.0
 	golang.org/x/sync v0.24.0
 	google.golang.org/genproto/googleapis/bytestream v0.0.0-20261005182115-fad411399dd8
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1

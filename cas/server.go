@@ -68,6 +68,10 @@ type Options struct {
 	// resumption; past it the least recently active is discarded. 0 means
 	// DefaultMaxKeptUploads.
 	MaxKeptUploads int
+	// Access authenticates requests and decides what each caller may do
+	// (access.go); nil lets every client do everything, which is for a
+	// server only trusted clients can reach.
+	Access *AccessControl
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -34,13 +34,16 @@ func serverOptionsForTests(t testing.TB, opts Options) []grpc.ServerOption {
 // serverTests are the tests whose servers newEnv makes, each run again by
 // TestSuiteOnPlainServer. TestServerTestsListed keeps the list complete.
 var serverTests = []func(*testing.T){
+	TestAccessPolicyCells,
 	TestActionCache,
 	TestActionResultOutputPaths,
+	TestAnonymousCannotPoisonTheActionCache,
 	TestBatchReadBlobs,
 	TestBatchUpdateBlobs,
 	TestCapabilities,
 	TestConcurrentWritesOfOneBlob,
 	TestCorruptBlobIsNotFound,
+	TestEveryRPCIsChecked,
 	TestEvictionKeepsStoreUnderMaxSize,
 	TestFindMissingBlobs,
 	TestIdleUploadsHoldNoDescriptors,
