@@ -21,9 +21,10 @@ import (
 
 func init() {
 	register(&command{
-		name:    "bench",
-		summary: "compare membuf's pool against grpc-go's defaults on this machine: bench blobs, bench grpc",
-		flags:   benchFlags,
+		name:        "bench",
+		subcommands: true,
+		summary:     "compare membuf's pool against grpc-go's defaults on this machine: bench blobs, bench grpc",
+		flags:       benchFlags,
 	})
 }
 
@@ -114,12 +115,8 @@ func (c *benchCommon) validate() error {
 
 func runWorkload(ctx context.Context, w workload, args []string, std *stdio) error {
 	fs, common, run := w.flags()
-	fs.SetOutput(std.err)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError("%v", err)
+	if help, err := parseFlags(fs, args, std); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError("unexpected arguments %q: bench %s takes only flags", fs.Args(), w.name)

@@ -103,9 +103,18 @@ func TestBenchHelp(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "blobs") || !strings.Contains(out, "grpc") {
 		t.Errorf("help bench: exit %d, %q", code, out)
 	}
-	code, _, errOut := runCLI(t, context.Background(), "bench", "blobs", "-h")
-	if code != 0 || !strings.Contains(errOut, "-mix") || !strings.Contains(errOut, "-addr") {
-		t.Errorf("bench blobs -h: exit %d, %q", code, errOut)
+	// Every form of help goes to stdout, and only there.
+	for _, args := range [][]string{{"bench", "blobs", "-h"}, {"bench", "blobs", "--help"}, {"help", "bench", "blobs"}} {
+		code, out, errOut := runCLI(t, context.Background(), args...)
+		if code != 0 || !strings.Contains(out, "-mix") || !strings.Contains(out, "-addr") || errOut != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want the blobs workload's flags on stdout", args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"bench", "-h"}, {"serve", "--help"}, {"serve", "-h"}, {"help", "serve"}, {"-h"}, {"help"}} {
+		code, out, errOut := runCLI(t, context.Background(), args...)
+		if code != 0 || !strings.Contains(out, "Usage") || errOut != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want usage on stdout", args, code, out, errOut)
+		}
 	}
 }
 

@@ -1,14 +1,16 @@
 // Command membuf runs the membuf blob cache and its tools.
 //
-//	membuf serve [flags]   run the content-addressed blob cache
+//	membuf serve [flags]             run the content-addressed blob cache
 //	membuf bench <workload> [flags]  compare membuf with grpc-go's defaults: blobs, grpc
-//	membuf help [command]  print usage
+//	membuf version                   print the module version and VCS revision
+//	membuf help [command [workload]] print usage (on stdout, as -h does)
 //
 // Each subcommand lives in its own file and adds itself to the table with
 // register, so adding one touches nothing else.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -25,6 +27,10 @@ import (
 type command struct {
 	name    string
 	summary string // one line for `membuf help`
+	// subcommands: the command's first argument names a subcommand with
+	// flags of its own (bench's workloads), so that `membuf help bench
+	// blobs` can show them.
+	subcommands bool
 	// flags returns a fresh flag set for the command and the function that
 	// runs it once the flags are parsed. A fresh set per call keeps runs
 	// independent, which the tests rely on.
@@ -88,15 +94,15 @@ func run(ctx context.Context, args []string, std *stdio) int {
 		return 2
 	}
 	fs, runCmd := c.flags(std)
-	fs.SetOutput(std.err)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		// The flag package has already printed the error and the usage.
+	if help, err := parseFlags(fs, args, std); help {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	if err := runCmd(ctx, fs.Args()); err != nil {
+		if errors.Is(err, errUsageReported) {
+			return 2
+		}
 		fmt.Fprintf(std.err, "membuf %s: %v\n", c.name, err)
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(std.err, "Run 'membuf %s -h' for usage.\n", c.name)
@@ -105,6 +111,32 @@ func run(ctx context.Context, args []string, std *stdio) int {
 		return 1
 	}
 	return 0
+}
+
+// errUsageReported is a usage error whose message has been printed
+// already (by parseFlags).
+var errUsageReported = fmt.Errorf("%w (reported)", errUsage)
+
+// parseFlags parses args into fs. Asked for usage (-h, -help, --help), it
+// prints it on stdout, like every other form of help, and reports help; a
+// bad flag prints the flag package's message and the usage on stderr and
+// returns errUsageReported. Afterwards fs writes to stderr.
+func parseFlags(fs *flag.FlagSet, args []string, std *stdio) (help bool, err error) {
+	var msgs bytes.Buffer
+	fs.SetOutput(&msgs)
+	err = fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(std.out)
+		fs.Usage()
+		return true, nil
+	case err != nil:
+		std.err.Write(msgs.Bytes())
+		fs.SetOutput(std.err)
+		return false, errUsageReported
+	}
+	fs.SetOutput(std.err)
+	return false, nil
 }
 
 func help(args []string, std *stdio) int {
@@ -118,7 +150,19 @@ func help(args []string, std *stdio) int {
 		printUsage(std.err)
 		return 2
 	}
-	fs, _ := c.flags(std)
+	fs, runCmd := c.flags(std)
+	if len(args) > 1 {
+		if !c.subcommands {
+			fmt.Fprintf(std.err, "membuf help: %s has no subcommands\n", c.name)
+			return 2
+		}
+		// `membuf help bench blobs` is `membuf bench blobs -h`.
+		if err := runCmd(context.Background(), append(args[1:len(args):len(args)], "-h")); err != nil {
+			fmt.Fprintf(std.err, "membuf help %s: %v\n", strings.Join(args, " "), err)
+			return 2
+		}
+		return 0
+	}
 	fs.SetOutput(std.out)
 	fs.Usage()
 	return 0
