@@ -66,6 +66,9 @@ type entry struct {
 	checked time.Time  // modification time of the file when this process last found it matching its name; zero: never
 	check   *blobCheck // a re-hash in progress, for others to wait on
 	gen     uint32     // counts commits over this entry, so a check of a replaced file removes nothing
+	// pending is the commit batch that put this entry in place, until its
+	// rename is durable; lookups that report the entry present wait for it.
+	pending *commitBatch
 }
 
 // Store is a content-addressed disk store with least-recently-used eviction.
@@ -101,7 +104,11 @@ type Store struct {
 	corrupt     int64 // blobs whose content no longer matched their name, removed
 	verified    int64 // bytes re-hashed by first reads and the scrubber
 	scrubPasses int64 // full passes of the scrubber
+	commits     int64 // entries committed (group commit)
+	batches     int64 // group commits run
 	closed      bool
+
+	committer *groupCommit
 }
 
 // StoreStats is a snapshot of a Store's counters.
@@ -117,6 +124,8 @@ type StoreStats struct {
 	Corrupt       int64 // blobs found not to match their name when re-hashed (first read, scrubber), and removed
 	VerifiedBytes int64 // bytes of stored blobs re-hashed (first reads after start, scrubber)
 	ScrubPasses   int64 // passes of the scrubber over every blob completed
+	Commits       int64 // blobs and action results committed to disk
+	CommitBatches int64 // group commits that made them durable: Commits/CommitBatches is the batch size
 }
 
 // OpenStore opens (creating if needed) the store in dir. maxSize is the
@@ -165,6 +174,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger) (_ *Store, err er
 	s.mu.Lock()
 	s.evictLocked(nil)
 	s.mu.Unlock()
+	s.committer = newGroupCommit(s)
 	logger.Info("cas store opened", "dir", dir, "entries", s.lru.Len(), "bytes", s.bytes, "max_bytes", maxSize)
 	return s, nil
 }
@@ -283,6 +293,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.committer.close() // commits still queued fail with ErrClosed
 	err := s.removeTemps()
 	if uerr := s.lock.unlock(); err == nil {
 		err = uerr
@@ -306,6 +317,8 @@ func (s *Store) Stats() StoreStats {
 		Corrupt:       s.corrupt,
 		VerifiedBytes: s.verified,
 		ScrubPasses:   s.scrubPasses,
+		Commits:       s.commits,
+		CommitBatches: s.batches,
 	}
 }
 
@@ -322,6 +335,18 @@ func (s *Store) path(k entryKey) string {
 // Internal checks (is an upload already complete? are an action result's
 // outputs present?) pass count=false so the counters measure clients' lookups.
 func (s *Store) lookup(k entryKey, size int64, count bool) (int64, bool) {
+	n, ok, pending := s.lookupPending(k, size, count)
+	if pending != nil {
+		// Just committed: report it once its rename is durable, so that
+		// no client is told of an entry a crash could still take away.
+		<-pending.durable
+	}
+	return n, ok
+}
+
+// lookupPending is lookup without the wait: it returns the batch whose
+// commit of the entry is not yet durable, if any.
+func (s *Store) lookupPending(k entryKey, size int64, count bool) (int64, bool, *commitBatch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.index[k]
@@ -330,12 +355,13 @@ func (s *Store) lookup(k entryKey, size int64, count bool) (int64, bool) {
 		if count {
 			s.hits++
 		}
-		return el.Value.(*entry).size, true
+		e := el.Value.(*entry)
+		return e.size, true, e.pending
 	}
 	if count {
 		s.misses++
 	}
-	return 0, false
+	return 0, false, nil
 }
 
 // Contains reports whether blob d is stored (the empty blob always is),
@@ -436,7 +462,9 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (*
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	size, ok := s.lookup(k, size, count)
+	// A read need not wait for the entry's rename to be durable: its
+	// content is, and a reader that outlives a crash is no more.
+	size, ok, _ := s.lookupPending(k, size, count)
 	if !ok {
 		return nil, ErrNotFound
 	}
@@ -491,6 +519,62 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 // that is already present succeeds (after the check: bad data for a stored
 // digest is still ErrMismatch).
 func (s *Store) Put(_ context.Context, d Digest, data []byte) error {
+	if err := checkData(d, data); err != nil {
+		return err
+	}
+	if s.contains(d) {
+		return nil
+	}
+	if s.maxSize > 0 && d.Size > s.maxSize {
+		return fmt.Errorf("blob %s: %w (%d bytes)", d, ErrTooLarge, s.maxSize)
+	}
+	return s.putFile(entryKey{kindCAS, d.Hash}, data)
+}
+
+// PutBatch stores each data[i] as blob ds[i], as Put does, with one group
+// commit for all of them: the batch costs one round of fsyncs, not one per
+// blob, and no goroutine per blob. It returns one error per blob (nil: the
+// blob is stored, durably).
+func (s *Store) PutBatch(_ context.Context, ds []Digest, data [][]byte) []error {
+	errs := make([]error, len(ds))
+	var commits []*pendingCommit
+	var which []int // index in ds of each commit
+	for i, d := range ds {
+		if err := checkData(d, data[i]); err != nil {
+			errs[i] = err
+			continue
+		}
+		if s.contains(d) {
+			continue
+		}
+		if s.maxSize > 0 && d.Size > s.maxSize {
+			errs[i] = fmt.Errorf("blob %s: %w (%d bytes)", d, ErrTooLarge, s.maxSize)
+			continue
+		}
+		f, err := s.createTemp()
+		if err == nil {
+			if _, err = f.Write(data[i]); err != nil {
+				discardTemp(f)
+			}
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		commits = append(commits, s.pendingCommit(f, entryKey{kindCAS, d.Hash}, d.Size, 0))
+		which = append(which, i)
+	}
+	if len(commits) > 0 {
+		s.committer.commit(commits...)
+	}
+	for j, c := range commits {
+		errs[which[j]] = c.err
+	}
+	return errs
+}
+
+// checkData checks data against d: its size, then its hash.
+func checkData(d Digest, data []byte) error {
 	switch n := int64(len(data)); {
 	case n > d.Size:
 		return fmt.Errorf("%w: more than the %d bytes the digest says", ErrMismatch, d.Size)
@@ -500,13 +584,7 @@ func (s *Store) Put(_ context.Context, d Digest, data []byte) error {
 	if got := DigestOf(data); got.Hash != d.Hash {
 		return fmt.Errorf("%w: content hashes to %s, the digest says %s", ErrMismatch, got.Hash, d.Hash)
 	}
-	if s.contains(d) {
-		return nil
-	}
-	if s.maxSize > 0 && d.Size > s.maxSize {
-		return fmt.Errorf("blob %s: %w (%d bytes)", d, ErrTooLarge, s.maxSize)
-	}
-	return s.putFile(entryKey{kindCAS, d.Hash}, data)
+	return nil
 }
 
 // GetActionResult returns the serialized ActionResult stored for the action
@@ -557,61 +635,44 @@ func discardTemp(f *os.File) {
 }
 
 // commitTemp makes the temporary file f, whose content is complete and
-// checked, the entry k: it fsyncs f, renames it into place, fsyncs the
-// directory, indexes the entry and evicts down to the maximum size. reserved
-// is what a Writer reserved for f's bytes: it becomes the entry's size in
-// the same locked step, or is released on error. On error f is removed.
+// checked, the entry k, durably: through the group commit (groupcommit.go),
+// which fsyncs f, renames it into place, indexes the entry, evicts down to
+// the maximum size and fsyncs the directory, for every file committed at
+// about the same time at once. reserved is what a Writer reserved for f's
+// bytes: it becomes the entry's size in the same locked step, or is
+// released on error. On error f is removed.
 func (s *Store) commitTemp(f *os.File, k entryKey, size, reserved int64) error {
-	if err := f.Sync(); err != nil {
-		discardTemp(f)
-		s.unreserve(reserved)
-		return fmt.Errorf("cas: fsync: %w", err)
-	}
+	c := s.pendingCommit(f, k, size, reserved)
+	s.committer.commit(c)
+	return c.err
+}
+
+// pendingCommit prepares f for the group commit as entry k.
+func (s *Store) pendingCommit(f *os.File, k entryKey, size, reserved int64) *pendingCommit {
 	// The content was checked on its way in: as of this modification time
 	// it is verified (verify.go). Without it, the first read re-hashes.
 	var checked time.Time
 	if fi, err := f.Stat(); err == nil {
 		checked = fi.ModTime()
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		s.unreserve(reserved)
-		return fmt.Errorf("cas: %w", err)
-	}
-	final := s.path(k)
-	shard := filepath.Dir(final) // made at OpenStore
+	return &pendingCommit{f: f, k: k, size: size, reserved: reserved, checked: checked}
+}
 
-	// The rename and the index update happen under the lock so that an
-	// eviction (which removes files under the same lock) can never delete a
-	// file that a later commit has just put in place.
-	s.mu.Lock()
-	s.partial -= reserved
-	if s.closed {
-		s.mu.Unlock()
-		os.Remove(f.Name())
-		return ErrClosed
-	}
-	if err := os.Rename(f.Name(), final); err != nil {
-		s.mu.Unlock()
-		os.Remove(f.Name())
-		return fmt.Errorf("cas: %w", err)
-	}
+// indexCommittedLocked indexes entry k, just renamed into place by batch
+// b, as the most recently used, and evicts down to the maximum size.
+func (s *Store) indexCommittedLocked(k entryKey, size int64, checked time.Time, b *commitBatch) {
 	if el, ok := s.index[k]; ok {
 		e := el.Value.(*entry)
 		s.bytes += size - e.size
 		e.size = size
 		e.checked = checked
 		e.gen++
+		e.pending = b
 		s.lru.MoveToFront(el)
 	} else {
-		s.insertLocked(&entry{key: k, size: size, checked: checked})
+		s.insertLocked(&entry{key: k, size: size, checked: checked, pending: b})
 	}
 	s.evictLocked(s.index[k])
-	s.mu.Unlock()
-
-	// Make the rename durable (best effort: the blob is already in place).
-	syncDir(shard)
-	return nil
 }
 
 // insertLocked adds a new entry as the most recently used.

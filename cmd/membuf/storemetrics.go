@@ -13,6 +13,7 @@ type storeCollector struct {
 	blobs, actionResults, bytes, maxBytes *prometheus.Desc
 	evictions, hits, misses               *prometheus.Desc
 	corrupt, verifiedBytes, scrubPasses   *prometheus.Desc
+	commits, commitBatches                *prometheus.Desc
 }
 
 func newStoreCollector(store *cas.Store) *storeCollector {
@@ -31,11 +32,13 @@ func newStoreCollector(store *cas.Store) *storeCollector {
 		corrupt:       d("corrupt_blobs_total", "Blobs whose content no longer matched their digest when re-hashed (first read after start, a changed file, the scrubber), removed."),
 		verifiedBytes: d("verified_bytes_total", "Bytes of stored blobs re-hashed to check them (first reads after start, changed files, the scrubber)."),
 		scrubPasses:   d("scrub_passes_total", "Passes of the scrubber over every stored blob completed (--scrub-rate)."),
+		commits:       d("commits_total", "Blobs and action results committed to disk."),
+		commitBatches: d("commit_batches_total", "Group commits that made them durable, each one round of fsyncs; commits_total over this is the batch size."),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.blobs, c.actionResults, c.bytes, c.maxBytes, c.evictions, c.hits, c.misses, c.corrupt, c.verifiedBytes, c.scrubPasses} {
+	for _, d := range []*prometheus.Desc{c.blobs, c.actionResults, c.bytes, c.maxBytes, c.evictions, c.hits, c.misses, c.corrupt, c.verifiedBytes, c.scrubPasses, c.commits, c.commitBatches} {
 		ch <- d
 	}
 }
@@ -58,4 +61,6 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.corrupt, st.Corrupt)
 	counter(c.verifiedBytes, st.VerifiedBytes)
 	counter(c.scrubPasses, st.ScrubPasses)
+	counter(c.commits, st.Commits)
+	counter(c.commitBatches, st.CommitBatches)
 }
