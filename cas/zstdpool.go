@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -77,6 +78,15 @@ func (k coderKind) String() string {
 // for want of memory. Idle coders are kept for reuse (their memory stays
 // counted) and dropped, oldest first, when a request needs the room.
 //
+// Coders come in two classes. Frame coders (an encoder or decoder of one
+// frame at a time) are lent for one frame and never wait on anything while
+// lent, so a wait for one is short. Stream decoders (a compressed upload's)
+// are held for as long as the client takes to send its stream. Stream
+// decoders may together hold at most the budget less a reserve, and the
+// classes queue apart, so that frame coders always find room in a while:
+// an upload that holds a stream decoder and needs an encoder for its frames
+// can never wait on another such upload.
+//
 // Coders are lent only for the span of one call (encodeFrame, decodeFrame,
 // decodeStream), which takes the coder and gives it back itself: a caller
 // never holds a coder, so it cannot give one back twice (the failure that
@@ -86,20 +96,24 @@ func (k coderKind) String() string {
 // One ZstdPool serves a Store and a Server together, so that one budget
 // covers both. It is safe for concurrent use.
 type ZstdPool struct {
-	budget int64
+	budget  int64
+	reserve int64 // kept from stream decoders for frame coders
 
 	mu        sync.Mutex
 	lentBytes int64
+	lentLong  int64 // the part of lentBytes lent to stream decoders
 	idleBytes int64
 	peak      int64
-	idle      []*coder      // oldest first
-	waiters   []*zstdWaiter // first come, first served
-	leases    [numCoderKinds]uint64
-	created   [numCoderKinds]uint64
-	dropped   uint64
-	waits     uint64
-	waitTime  time.Duration
-	timeouts  uint64
+	idle      []*coder // oldest first
+	// waiters queue the requests of each class, first come first served:
+	// [0] frame coders, [1] stream decoders.
+	waiters  [2][]*zstdWaiter
+	leases   [numCoderKinds]uint64
+	created  [numCoderKinds]uint64
+	dropped  uint64
+	waits    uint64
+	waitTime time.Duration
+	timeouts uint64
 }
 
 // coder is one encoder or decoder and the bytes charged for it. A granted
@@ -133,10 +147,11 @@ type ZstdStats struct {
 	Leases map[string]uint64
 	// Created counts coders made, by kind (a lease that found no idle
 	// coder to reuse).
-	Created map[string]uint64
-	Dropped uint64 // idle coders let go to make room for another
-	Waiting int    // requests waiting for memory now
-	Waits   uint64 // requests that had to wait for memory
+	Created   map[string]uint64
+	Dropped   uint64 // idle coders let go to make room for another
+	LongBytes int64  // the part of LentBytes held by stream decoders
+	Waiting   int    // requests waiting for memory now
+	Waits     uint64 // requests that had to wait for memory
 	// WaitTime is the total time requests spent waiting.
 	WaitTime time.Duration
 	// Timeouts counts waits that ended because the request's context
@@ -145,20 +160,39 @@ type ZstdStats struct {
 }
 
 // DefaultZstdBudget is the zstd memory budget for a server whose buffer
-// pool keeps poolBudget bytes: half as much, and never less than one
-// upload's largest window, so that any upload can proceed.
+// pool keeps poolBudget bytes: half as much, and never less than what one
+// upload with the largest window and a frame coder per CPU need.
 func DefaultZstdBudget(poolBudget int64) int64 {
-	return max(poolBudget/2, streamDecoderCharge(MaxUploadWindow))
+	return max(poolBudget/2, streamDecoderCharge(MaxUploadWindow)+frameReserve(1<<62))
 }
 
-// NewZstdPool returns a pool whose coders hold at most budget bytes. One
-// request for more than the whole budget (an upload with a large window on
-// a small budget) is let through alone, when nothing else is lent.
+// frameReserve is the part of a budget kept from stream decoders: a frame
+// encoder and decoder per CPU, at most half the budget.
+func frameReserve(budget int64) int64 {
+	return min(int64(runtime.GOMAXPROCS(0))*(encoderCharge+frameDecoderCharge), budget/2)
+}
+
+// NewZstdPool returns a pool whose coders hold at most budget bytes. A
+// request for more than the budget allows (an upload with a large window on
+// a small budget) is let through alone, when nothing else of its class is
+// lent.
 func NewZstdPool(budget int64) (*ZstdPool, error) {
 	if budget <= 0 {
 		return nil, fmt.Errorf("cas: zstd memory budget %d is not positive", budget)
 	}
-	return &ZstdPool{budget: budget}, nil
+	return newZstdPool(budget, frameReserve(budget)), nil
+}
+
+func newZstdPool(budget, reserve int64) *ZstdPool {
+	return &ZstdPool{budget: budget, reserve: reserve}
+}
+
+// class is the queue of a kind: 1 for stream decoders, 0 for frame coders.
+func (k coderKind) class() int {
+	if k == streamDecoder {
+		return 1
+	}
+	return 0
 }
 
 // Stats returns a snapshot of the pool's counters.
@@ -173,7 +207,8 @@ func (p *ZstdPool) Stats() ZstdStats {
 		Leases:    make(map[string]uint64, numCoderKinds),
 		Created:   make(map[string]uint64, numCoderKinds),
 		Dropped:   p.dropped,
-		Waiting:   len(p.waiters),
+		LongBytes: p.lentLong,
+		Waiting:   len(p.waiters[0]) + len(p.waiters[1]),
 		Waits:     p.waits,
 		WaitTime:  p.waitTime,
 		Timeouts:  p.timeouts,
@@ -248,15 +283,16 @@ func (p *ZstdPool) decodeStream(ctx context.Context, window int64, r io.Reader, 
 // idle one if there is one, else making one), waiting while the budget is
 // spent. It fails only when ctx ends first (with ctx's error).
 func (p *ZstdPool) acquire(ctx context.Context, kind coderKind, need int64) (*coder, error) {
+	q := kind.class()
 	p.mu.Lock()
-	if len(p.waiters) == 0 {
+	if len(p.waiters[q]) == 0 {
 		if c := p.tryLocked(kind, need); c != nil {
 			p.mu.Unlock()
 			return p.ready(c)
 		}
 	}
 	w := &zstdWaiter{kind: kind, need: need, ready: make(chan struct{})}
-	p.waiters = append(p.waiters, w)
+	p.waiters[q] = append(p.waiters[q], w)
 	p.waits++
 	p.mu.Unlock()
 
@@ -274,9 +310,9 @@ func (p *ZstdPool) acquire(ctx context.Context, kind coderKind, need int64) (*co
 	p.timeouts++
 	granted := w.grant
 	if granted == nil {
-		for i, o := range p.waiters {
+		for i, o := range p.waiters[q] {
 			if o == w {
-				p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+				p.waiters[q] = append(p.waiters[q][:i], p.waiters[q][i+1:]...)
 				break
 			}
 		}
@@ -321,7 +357,7 @@ func (p *ZstdPool) ready(c *coder) (*coder, error) {
 	if err != nil {
 		p.mu.Lock()
 		c.lent = false
-		p.lentBytes -= c.charge
+		p.unlendLocked(c)
 		p.grantLocked()
 		p.mu.Unlock()
 		return nil, fmt.Errorf("cas: making a zstd %s: %w", c.kind, err)
@@ -339,18 +375,14 @@ func (p *ZstdPool) tryLocked(kind coderKind, need int64) *coder {
 			best = i
 		}
 	}
-	if best >= 0 {
+	if best >= 0 && p.roomLocked(kind, p.idle[best].charge) {
 		c := p.idle[best]
 		p.idle = append(p.idle[:best], p.idle[best+1:]...)
 		p.idleBytes -= c.charge
-		p.lentBytes += c.charge
-		p.leases[kind]++
-		c.lent = true
+		p.lendLocked(c)
 		return c
 	}
-	// Alone, a request for more than the whole budget may go ahead:
-	// otherwise it would wait forever.
-	if p.lentBytes+need > p.budget && p.lentBytes > 0 {
+	if !p.roomLocked(kind, need) {
 		return nil
 	}
 	for len(p.idle) > 0 && p.lentBytes+p.idleBytes+need > p.budget {
@@ -360,25 +392,58 @@ func (p *ZstdPool) tryLocked(kind coderKind, need int64) *coder {
 		p.idleBytes -= old.charge
 		p.dropped++
 	}
-	p.lentBytes += need
-	p.leases[kind]++
+	c := &coder{kind: kind, charge: need}
+	p.lendLocked(c)
 	p.created[kind]++
 	p.peak = max(p.peak, p.lentBytes+p.idleBytes)
-	return &coder{kind: kind, charge: need, lent: true}
+	return c
 }
 
-// grantLocked serves waiting requests, in order, while they fit.
+// roomLocked reports whether n more bytes may be lent to a coder of kind:
+// within the budget, and for a stream decoder within the budget less the
+// reserve. Alone (nothing else lent, or no other stream decoder), a request
+// may go beyond, since otherwise it would wait forever. (Idle coders do not
+// count: they are dropped to make room.)
+func (p *ZstdPool) roomLocked(kind coderKind, n int64) bool {
+	if kind.class() == 1 && p.lentLong > 0 && p.lentLong+n > p.budget-p.reserve {
+		return false
+	}
+	return p.lentBytes == 0 || p.lentBytes+n <= p.budget
+}
+
+// lendLocked counts c as lent.
+func (p *ZstdPool) lendLocked(c *coder) {
+	c.lent = true
+	p.lentBytes += c.charge
+	if c.kind.class() == 1 {
+		p.lentLong += c.charge
+	}
+	p.leases[c.kind]++
+}
+
+// unlendLocked counts c as no longer lent.
+func (p *ZstdPool) unlendLocked(c *coder) {
+	p.lentBytes -= c.charge
+	if c.kind.class() == 1 {
+		p.lentLong -= c.charge
+	}
+}
+
+// grantLocked serves waiting requests, in order within each class, while
+// they fit: frame coders first, since they give their memory back soonest.
 func (p *ZstdPool) grantLocked() {
-	for len(p.waiters) > 0 {
-		w := p.waiters[0]
-		c := p.tryLocked(w.kind, w.need)
-		if c == nil {
-			return
+	for q := range p.waiters {
+		for len(p.waiters[q]) > 0 {
+			w := p.waiters[q][0]
+			c := p.tryLocked(w.kind, w.need)
+			if c == nil {
+				break
+			}
+			w.grant = c
+			p.waiters[q][0] = nil
+			p.waiters[q] = p.waiters[q][1:]
+			close(w.ready)
 		}
-		w.grant = c
-		p.waiters[0] = nil
-		p.waiters = p.waiters[1:]
-		close(w.ready)
 	}
 }
 
@@ -392,7 +457,7 @@ func (p *ZstdPool) release(c *coder) {
 		panic(fmt.Sprintf("cas: zstd %s (%d bytes) released twice", c.kind, c.charge))
 	}
 	c.lent = false
-	p.lentBytes -= c.charge
+	p.unlendLocked(c)
 	if c.enc != nil || c.dec != nil {
 		p.idle = append(p.idle, c)
 		p.idleBytes += c.charge

@@ -56,13 +56,11 @@ func zstdStream(t testing.TB, data []byte, window int) []byte {
 	return out.Bytes()
 }
 
+// newTestZstdPool returns a pool of budget bytes with no reserve for frame
+// coders, so that the figures of a test do not depend on the CPU count.
 func newTestZstdPool(t testing.TB, budget int64) *ZstdPool {
 	t.Helper()
-	p, err := NewZstdPool(budget)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return newZstdPool(budget, 0)
 }
 
 func TestZstdFrameRoundTrip(t *testing.T) {
@@ -243,6 +241,43 @@ func TestZstdPoolFirstComeFirstServed(t *testing.T) {
 	wg.Wait()
 	if len(order) != 2 || order[0] != "large" {
 		t.Fatalf("served in the order %v; want the large request first", order)
+	}
+}
+
+// TestZstdPoolReserveForFrameCoders: stream decoders, held for as long as a
+// client takes, cannot take the memory frame coders need. Without the
+// reserve, uploads that hold stream decoders and wait for encoders for
+// their frames could wait on each other for good.
+func TestZstdPoolReserveForFrameCoders(t *testing.T) {
+	const window = 64 << 10
+	long := streamDecoderCharge(window)
+	p := newZstdPool(2*long+encoderCharge, encoderCharge)
+	finishA := holdStreamDecoder(t, p, window)
+	finishB := holdStreamDecoder(t, p, window)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.decodeStream(context.Background(), window, bytes.NewReader(zstdStream(t, []byte("third"), window)), io.Discard)
+		done <- err
+	}()
+	await.True(t, "a third stream decoder to wait", func() bool { return p.Stats().Waiting == 1 })
+	if st := p.Stats(); st.LongBytes != 2*long {
+		t.Fatalf("%d bytes held by stream decoders, want %d", st.LongBytes, 2*long)
+	}
+	// The stream decoder waiting does not hold up an encoder (which, if it
+	// did, would wait until the deadline).
+	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
+	defer cancel()
+	if _, err := p.encodeFrame(ctx, []byte("frame"), nil); err != nil {
+		t.Fatalf("an encoder while stream decoders wait: %v", err)
+	}
+	if err := finishA(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := finishB(); err != nil {
+		t.Fatal(err)
 	}
 }
 
