@@ -248,7 +248,7 @@ func TestAccessPolicyCells(t *testing.T) {
 			f.tree = DigestOf(treeData)
 			f.action = DigestOf([]byte("an action"))
 			for d, data := range map[Digest][]byte{f.blob: f.data, f.tree: treeData} {
-				if err := e.store.Put(ctx, d, data); err != nil {
+				if err := e.store.Put(ctx, d, data, Uncompressed); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -27,7 +27,7 @@ func BenchmarkRead(b *testing.B) {
 			e := newEnv(b, 0, Options{Pool: bc.pool})
 			data := blobOf(4<<20, 1)
 			d := DigestOf(data)
-			if err := e.store.Put(context.Background(), d, data); err != nil {
+			if err := e.store.Put(context.Background(), d, data, Uncompressed); err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(int64(len(data)))

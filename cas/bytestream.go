@@ -119,7 +119,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
 	}
 
-	u, err := s.uploads.acquire(ctx, rn.uploadKey(), func() (BlobWriter, error) { return s.store.NewWriter(ctx, d) })
+	u, err := s.uploads.acquire(ctx, rn.uploadKey(), func() (BlobWriter, error) { return s.store.NewWriter(ctx, d, Uncompressed) })
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return status.FromContextError(err).Err()

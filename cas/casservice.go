@@ -28,7 +28,9 @@ const batchParallelism = 8
 // cheaply than one at a time: the disk store writes them in turn and
 // commits them in one group (one round of fsyncs for the batch).
 type batchPutter interface {
-	PutBatch(ctx context.Context, ds []Digest, data [][]byte) []error
+	// PutBatch stores each data[i] as blob ds[i], which arrived as
+	// arrived[i] (nil: all Uncompressed).
+	PutBatch(ctx context.Context, ds []Digest, data [][]byte, arrived []Encoding) []error
 }
 
 // FindMissingBlobs returns the requested digests that are not stored. A
@@ -109,7 +111,7 @@ func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequ
 		return statusProto(status.FromContextError(err).Err())
 	}
 	// Put checks the data against d (one hash) before anything else.
-	return c.updateStatus(d, c.s.store.Put(ctx, d, r.Data))
+	return c.updateStatus(d, c.s.store.Put(ctx, d, r.Data, Uncompressed))
 }
 
 // updateBatch stores the blobs of rs, answering in out, in one PutBatch.
@@ -133,7 +135,7 @@ func (c *casService) updateBatch(ctx context.Context, bp batchPutter, rs []*repb
 		return
 	}
 	// PutBatch checks each blob's data against its digest (one hash each).
-	for j, err := range bp.PutBatch(ctx, ds, data) {
+	for j, err := range bp.PutBatch(ctx, ds, data, nil) {
 		out[which[j]].Status = c.updateStatus(ds[j], err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -34,15 +33,13 @@ type groupCommit struct {
 	closing bool
 }
 
-// pendingCommit is one file waiting to be committed as entry k.
+// pendingCommit is one file waiting to be committed as entry e.
 type pendingCommit struct {
-	f    *os.File
-	k    entryKey
-	size int64
+	f *os.File
+	e *entry // its key, sizes, form and when its content was checked
 	// reserved is what the store counted of the file's bytes as an
 	// upload in progress (Writer): the entry's size takes its place.
 	reserved int64
-	checked  time.Time // the file's modification time once its content was checked
 	err      error
 	done     *sync.WaitGroup
 }
@@ -168,14 +165,14 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			c.err = ErrClosed
 			continue
 		}
-		final := s.path(c.k)
+		final := s.filePath(c.e)
 		if err := os.Rename(c.f.Name(), final); err != nil {
 			os.Remove(c.f.Name())
 			c.err = fmt.Errorf("cas: %w", err)
 			continue
 		}
 		dirs[filepath.Dir(final)] = true
-		s.indexCommittedLocked(c.k, c.size, c.checked, b)
+		s.indexCommittedLocked(c.e, b)
 		s.commits++
 	}
 	s.mu.Unlock()
@@ -194,7 +191,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	eg.Wait()
 	s.mu.Lock()
 	for _, c := range batch {
-		if el, ok := s.index[c.k]; ok && c.err == nil {
+		if el, ok := s.index[c.e.key]; ok && c.err == nil {
 			if e := el.Value.(*entry); e.pending == b {
 				e.pending = nil
 			}
@@ -204,9 +201,9 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	close(b.durable)
 	stage("durable")
 	for _, c := range batch {
-		if err, failed := dirErrs.Load(filepath.Dir(s.path(c.k))); failed && c.err == nil {
+		if err, failed := dirErrs.Load(filepath.Dir(s.path(c.e.key))); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
-			c.err = fmt.Errorf("cas: fsync of %s: %w", filepath.Dir(s.path(c.k)), err.(error))
+			c.err = fmt.Errorf("cas: fsync of %s: %w", filepath.Dir(s.path(c.e.key)), err.(error))
 		}
 		c.done.Done()
 	}

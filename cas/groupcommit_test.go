@@ -64,7 +64,7 @@ func TestGroupCommitCrashChild(t *testing.T) {
 					data[i] = byte(r.Uint32())
 				}
 				d := DigestOf(data)
-				bw, err := s.NewWriter(ctx, d)
+				bw, err := s.NewWriter(ctx, d, Uncompressed)
 				if err != nil {
 					panic(err)
 				}
@@ -92,7 +92,7 @@ func TestGroupCommitCrashChild(t *testing.T) {
 				}
 				ds, data = append(ds, DigestOf(b)), append(data, b)
 			}
-			for i, err := range s.PutBatch(ctx, ds, data) {
+			for i, err := range s.PutBatch(ctx, ds, data, nil) {
 				if err != nil {
 					panic(err)
 				}

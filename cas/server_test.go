@@ -1056,7 +1056,7 @@ func TestGetTreePagesCostTheirOwnReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := DigestOf(data)
-		if err := e.store.Put(ctx, d, data); err != nil {
+		if err := e.store.Put(ctx, d, data, Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 		return d

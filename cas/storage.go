@@ -35,13 +35,15 @@ type Storage interface {
 	// own, not counted. It is called once per ByteStream Write message, so
 	// on a hit in memory it must not allocate.
 	Contains(ctx context.Context, d Digest) (bool, error)
-	// NewWriter starts writing blob d. The caller must Commit or Abort the
-	// BlobWriter.
-	NewWriter(ctx context.Context, d Digest) (BlobWriter, error)
+	// NewWriter starts writing blob d, which reached the server in the
+	// form arrived (the writer is given it uncompressed either way; a store
+	// may keep blobs that arrived compressed compressed). The caller must
+	// Commit or Abort the BlobWriter.
+	NewWriter(ctx context.Context, d Digest, arrived Encoding) (BlobWriter, error)
 	// Put stores data as blob d after checking that it matches d (size and
-	// hash: ErrMismatch otherwise). Storing a blob that is already present
-	// succeeds.
-	Put(ctx context.Context, d Digest, data []byte) error
+	// hash: ErrMismatch otherwise); arrived is as for NewWriter. Storing a
+	// blob that is already present succeeds.
+	Put(ctx context.Context, d Digest, data []byte, arrived Encoding) error
 	// GetActionResult returns the serialized ActionResult stored for the
 	// action digest d, or an error wrapping ErrNotFound; a client's lookup.
 	GetActionResult(ctx context.Context, d Digest) ([]byte, error)
@@ -67,10 +69,32 @@ const (
 	InternalCheck Lookup = false
 )
 
+// Encoding is a form of a blob's bytes: as they are, or compressed.
+type Encoding uint8
+
+const (
+	// Uncompressed is the blob's bytes as they are.
+	Uncompressed Encoding = iota
+	// Zstd is the blob's bytes compressed with zstd: a stream of one or
+	// more frames that decompresses to them.
+	Zstd
+)
+
+func (e Encoding) String() string {
+	if e == Zstd {
+		return "zstd"
+	}
+	return "identity"
+}
+
 // BlobReader is an open blob.
 type BlobReader interface {
-	// Size returns the blob's size in bytes.
+	// Size returns the blob's size in bytes (uncompressed).
 	Size() int64
+	// Stored returns the form the blob is kept in: Zstd if ReadZstd sends
+	// stored frames without compressing anything, Uncompressed if it must
+	// compress as it reads.
+	Stored() Encoding
 	// ReadChunks reads [off, end) of the blob, 0 <= off <= end <= Size(),
 	// and calls fn with it in order, in chunks of at most chunkSize bytes,
 	// each a membuf.Buffer holding one reference to memory from pool
@@ -79,6 +103,13 @@ type BlobReader interface {
 	// something that will. ReadChunks stops at the first error from fn or
 	// from the blob, and when ctx is done.
 	ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error
+	// ReadZstd is ReadChunks for the blob compressed: it calls fn, as
+	// ReadChunks does, with a zstd stream that decompresses to [off,
+	// Size()), 0 <= off <= Size(); for off == Size() one empty frame. An
+	// implementation that keeps the blob compressed sends what it stores
+	// (recompressing at most the frame that holds off); CompressChunks
+	// serves one that does not.
+	ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error
 	// Close releases the blob.
 	Close() error
 }

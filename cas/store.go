@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,8 +61,10 @@ type entryKey struct {
 }
 
 type entry struct {
-	key  entryKey
-	size int64
+	key    entryKey
+	size   int64 // the blob's (or action result's) own size
+	stored int64 // bytes on disk: size, or less if kept compressed
+	zstd   bool  // kept compressed (zstdblob.go), in a file named by zstdPath
 
 	// Guarded by Store.mu; see verify.go.
 	checked time.Time  // modification time of the file when this process last found it matching its name; zero: never
@@ -75,9 +79,10 @@ type entry struct {
 //
 // On disk, under its directory:
 //
-//	cas/ab/ab12...   one file per blob, named by its SHA-256 in hex, sharded by the first two hex characters
-//	ac/ab/ab12...    one file per action result (a serialized ActionResult), named by the action digest's hash
-//	tmp/             uploads in progress; emptied at start
+//	cas/ab/ab12...            one file per blob, named by its SHA-256 in hex, sharded by the first two hex characters
+//	cas/ab/ab12...-{size}.zst a blob kept compressed: zstd frames and a seek table (seektable.go)
+//	ac/ab/ab12...             one file per action result (a serialized ActionResult), named by the action digest's hash
+//	tmp/                      uploads in progress; emptied at start
 //
 // A file appears under cas/ or ac/ only by a rename from tmp/ after its
 // content was checked and fsynced, so every visible file is complete.
@@ -92,12 +97,19 @@ type Store struct {
 	log     *slog.Logger
 	lock    *dirLock
 
+	// How blobs are compressed (WithCompression).
+	policy  CompressPolicy
+	zp      *ZstdPool
+	buffers membuf.BufferPool
+
 	mu          sync.Mutex
 	index       map[entryKey]*list.Element // Value is *entry
 	lru         *list.List                 // front: most recently used
-	bytes       int64
-	partial     int64 // bytes reserved by uploads in progress (Writers); they count towards maxSize
-	acEntries   int64 // how many index entries are action results
+	bytes       int64                      // on disk
+	plainBytes  int64                      // the entries' own sizes
+	zstdEntries int64                      // how many blobs are kept compressed
+	partial     int64                      // bytes reserved by uploads in progress (Writers); they count towards maxSize
+	acEntries   int64                      // how many index entries are action results
 	evictions   int64
 	hits        int64
 	misses      int64
@@ -117,15 +129,19 @@ type StoreStats struct {
 	ActionResults int64 // action cache entries stored
 	Bytes         int64 // bytes of blobs and action results on disk
 	PartialBytes  int64 // bytes reserved by uploads in progress or kept for resumption; Bytes + PartialBytes stays under MaxBytes
-	MaxBytes      int64 // the configured maximum size; 0 means no limit
-	Evictions     int64 // entries removed to stay under MaxBytes
-	Hits          int64 // lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)
-	Misses        int64 // lookups that did not
-	Corrupt       int64 // blobs found not to match their name when re-hashed (first read, scrubber), and removed
-	VerifiedBytes int64 // bytes of stored blobs re-hashed (first reads after start, scrubber)
-	ScrubPasses   int64 // passes of the scrubber over every blob completed
-	Commits       int64 // blobs and action results committed to disk
-	CommitBatches int64 // group commits that made them durable: Commits/CommitBatches is the batch size
+	// UncompressedBytes is what Bytes would be if no blob were kept
+	// compressed; the difference is what compression saves.
+	UncompressedBytes int64
+	CompressedBlobs   int64 // blobs kept compressed on disk
+	MaxBytes          int64 // the configured maximum size; 0 means no limit
+	Evictions         int64 // entries removed to stay under MaxBytes
+	Hits              int64 // lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)
+	Misses            int64 // lookups that did not
+	Corrupt           int64 // blobs found not to match their name when re-hashed (first read, scrubber), and removed
+	VerifiedBytes     int64 // bytes of stored blobs re-hashed (first reads after start, scrubber)
+	ScrubPasses       int64 // passes of the scrubber over every blob completed
+	Commits           int64 // blobs and action results committed to disk
+	CommitBatches     int64 // group commits that made them durable: Commits/CommitBatches is the batch size
 }
 
 // OpenStore opens (creating if needed) the store in dir. maxSize is the
@@ -133,8 +149,8 @@ type StoreStats struct {
 // It takes an exclusive lock on dir (held until Close; an error wrapping
 // ErrLocked names the process holding it), removes files left in tmp/ by a
 // previous run, rebuilds the index from disk and evicts down to maxSize.
-// logger may be nil.
-func OpenStore(dir string, maxSize int64, logger *slog.Logger) (_ *Store, err error) {
+// logger may be nil. Options: WithCompression.
+func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOption) (_ *Store, err error) {
 	if maxSize < 0 {
 		return nil, fmt.Errorf("cas: max size %d is negative", maxSize)
 	}
@@ -148,6 +164,14 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger) (_ *Store, err er
 		log:     logger,
 		index:   make(map[entryKey]*list.Element),
 		lru:     list.New(),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.zp == nil {
+		if s.zp, err = NewZstdPool(DefaultZstdBudget(0)); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cas: %w", err)
@@ -260,7 +284,8 @@ func (s *Store) rebuild() error {
 			for _, f := range files {
 				name := f.Name()
 				p := filepath.Join(root, shard.Name(), name)
-				if checkHash(name) != nil || name[:2] != shard.Name() || !f.Type().IsRegular() {
+				hash, size, zstd, ok := parseStoredName(name)
+				if !ok || zstd && kind != kindCAS || hash[:2] != shard.Name() || !f.Type().IsRegular() {
 					s.log.Warn("ignoring unexpected file in store", "path", p)
 					continue
 				}
@@ -271,15 +296,47 @@ func (s *Store) rebuild() error {
 				if err != nil {
 					return fmt.Errorf("cas: %w", err)
 				}
-				all = append(all, found{&entry{key: entryKey{kind, name}, size: info.Size()}, info.ModTime()})
+				if !zstd {
+					size = info.Size()
+				}
+				e := &entry{key: entryKey{kind, hash}, size: size, stored: info.Size(), zstd: zstd}
+				all = append(all, found{e, info.ModTime()})
 			}
 		}
 	}
 	slices.SortFunc(all, func(a, b found) int { return a.mtime.Compare(b.mtime) })
 	for _, f := range all {
+		if el, ok := s.index[f.e.key]; ok {
+			// Kept both ways: a crash between a commit's rename and its
+			// removal of the other form. Both were checked; keep the
+			// newer.
+			old := el.Value.(*entry)
+			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", old.key.hash)
+			s.removeFile(old)
+			s.lru.Remove(el)
+			delete(s.index, old.key)
+			s.uncountLocked(old)
+		}
 		s.insertLocked(f.e)
 	}
 	return nil
+}
+
+// parseStoredName parses the name of a file in cas/ or ac/: a hash, or a
+// hash and a size followed by .zst for a blob kept compressed.
+func parseStoredName(name string) (hash string, size int64, zstd, ok bool) {
+	if checkHash(name) == nil {
+		return name, 0, false, true
+	}
+	rest, found := strings.CutSuffix(name, ".zst")
+	if !found || len(rest) < hashLen+2 || rest[hashLen] != '-' || checkHash(rest[:hashLen]) != nil {
+		return "", 0, false, false
+	}
+	size, err := parseSize(rest[hashLen+1:])
+	if err != nil || size == 0 {
+		return "", 0, false, false
+	}
+	return rest[:hashLen], size, true, true
 }
 
 // Close marks the store closed; later calls fail with ErrClosed. Files in
@@ -306,27 +363,51 @@ func (s *Store) Stats() StoreStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StoreStats{
-		Blobs:         int64(len(s.index)) - s.acEntries,
-		ActionResults: s.acEntries,
-		Bytes:         s.bytes,
-		PartialBytes:  s.partial,
-		MaxBytes:      s.maxSize,
-		Evictions:     s.evictions,
-		Hits:          s.hits,
-		Misses:        s.misses,
-		Corrupt:       s.corrupt,
-		VerifiedBytes: s.verified,
-		ScrubPasses:   s.scrubPasses,
-		Commits:       s.commits,
-		CommitBatches: s.batches,
+		Blobs:             int64(len(s.index)) - s.acEntries,
+		ActionResults:     s.acEntries,
+		Bytes:             s.bytes,
+		PartialBytes:      s.partial,
+		UncompressedBytes: s.plainBytes,
+		CompressedBlobs:   s.zstdEntries,
+		MaxBytes:          s.maxSize,
+		Evictions:         s.evictions,
+		Hits:              s.hits,
+		Misses:            s.misses,
+		Corrupt:           s.corrupt,
+		VerifiedBytes:     s.verified,
+		ScrubPasses:       s.scrubPasses,
+		Commits:           s.commits,
+		CommitBatches:     s.batches,
 	}
 }
 
 // MaxSize returns the configured maximum size; 0 means no limit.
 func (s *Store) MaxSize() int64 { return s.maxSize }
 
+// path is where entry k is kept plain.
 func (s *Store) path(k entryKey) string {
 	return filepath.Join(s.dir, k.kind.dir(), k.hash[:2], k.hash)
+}
+
+// filePath is where e is kept, plain or compressed.
+func (s *Store) filePath(e *entry) string {
+	if e.zstd {
+		return s.zstdPath(e.key, e.size)
+	}
+	return s.path(e.key)
+}
+
+// zstdPath is where the blob k of size bytes is kept compressed. The size
+// is in the name so that the index can be rebuilt without opening files.
+func (s *Store) zstdPath(k entryKey, size int64) string {
+	return s.path(k) + "-" + strconv.FormatInt(size, 10) + ".zst"
+}
+
+// removeFile unlinks e's file; a file already gone is no error.
+func (s *Store) removeFile(e *entry) {
+	if err := os.Remove(s.filePath(e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("removing", "hash", e.key.hash, "err", err)
+	}
 }
 
 // lookup finds k, marks it most recently used and counts a hit or a miss.
@@ -334,19 +415,20 @@ func (s *Store) path(k entryKey) string {
 // different blob and so a miss.
 // Internal checks (is an upload already complete? are an action result's
 // outputs present?) pass count=false so the counters measure clients' lookups.
-func (s *Store) lookup(k entryKey, size int64, count bool) (int64, bool) {
-	n, ok, pending := s.lookupPending(k, size, count)
-	if pending != nil {
+func (s *Store) lookup(k entryKey, size int64, count bool) (entry, bool) {
+	e, ok := s.lookupPending(k, size, count)
+	if e.pending != nil {
 		// Just committed: report it once its rename is durable, so that
 		// no client is told of an entry a crash could still take away.
-		<-pending.durable
+		<-e.pending.durable
 	}
-	return n, ok
+	return e, ok
 }
 
-// lookupPending is lookup without the wait: it returns the batch whose
-// commit of the entry is not yet durable, if any.
-func (s *Store) lookupPending(k entryKey, size int64, count bool) (int64, bool, *commitBatch) {
+// lookupPending is lookup without the wait: it returns a copy of the
+// entry, whose pending is the batch whose commit of it is not yet
+// durable, if any.
+func (s *Store) lookupPending(k entryKey, size int64, count bool) (entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.index[k]
@@ -355,13 +437,12 @@ func (s *Store) lookupPending(k entryKey, size int64, count bool) (int64, bool, 
 		if count {
 			s.hits++
 		}
-		e := el.Value.(*entry)
-		return e.size, true, e.pending
+		return *el.Value.(*entry), true
 	}
 	if count {
 		s.misses++
 	}
-	return 0, false, nil
+	return entry{}, false
 }
 
 // Contains reports whether blob d is stored (the empty blob always is),
@@ -410,6 +491,7 @@ func (s *Store) FindMissing(_ context.Context, ds []Digest, lookup Lookup) ([]Di
 type Blob struct {
 	f    *os.File // nil for the empty blob
 	size int64
+	zp   *ZstdPool // for ReadZstd
 }
 
 // Size returns the blob's size in bytes.
@@ -419,6 +501,14 @@ func (b *Blob) Size() int64 { return b.size }
 // from pool; see BlobReader.
 func (b *Blob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	return chunkReader{pool: pool, chunkSize: chunkSize}.eachBuffer(b, off, end, fn)
+}
+
+// Stored returns Uncompressed: the blob is kept plain.
+func (b *Blob) Stored() Encoding { return Uncompressed }
+
+// ReadZstd compresses the blob from off as it reads it (CompressChunks).
+func (b *Blob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	return CompressChunks(ctx, b.zp, b, off, pool, chunkSize, fn)
 }
 
 // ReadAt implements io.ReaderAt.
@@ -441,7 +531,7 @@ func (b *Blob) Close() error {
 // ErrNotFound if the blob is not stored. The caller must Close it.
 func (s *Store) Open(ctx context.Context, d Digest) (BlobReader, error) {
 	if d.isEmpty() {
-		return &Blob{}, nil
+		return &Blob{zp: s.zp}, nil
 	}
 	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, true)
 }
@@ -450,7 +540,7 @@ func (s *Store) Open(ctx context.Context, d Digest) (BlobReader, error) {
 // to another tier: the lookup is not counted in Stats.
 func (s *Store) OpenUncounted(ctx context.Context, d Digest) (BlobReader, error) {
 	if d.isEmpty() {
-		return &Blob{}, nil
+		return &Blob{zp: s.zp}, nil
 	}
 	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, false)
 }
@@ -458,40 +548,65 @@ func (s *Store) OpenUncounted(ctx context.Context, d Digest) (BlobReader, error)
 // open opens entry k. A blob not yet verified in this process is re-hashed
 // first (verify.go): what it returns has matched its name. count says
 // whether the lookup is a client's.
-func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (*Blob, error) {
+func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (BlobReader, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	// A read need not wait for the entry's rename to be durable: its
-	// content is, and a reader that outlives a crash is no more.
-	size, ok, _ := s.lookupPending(k, size, count)
-	if !ok {
-		return nil, ErrNotFound
-	}
-	f, err := os.Open(s.path(k))
-	if errors.Is(err, fs.ErrNotExist) {
-		// Evicted between the lookup and the open.
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	if k.kind == kindAC {
-		// An action result can be replaced by one of another size between
-		// the lookup and the open: the open file is the one to believe.
-		fi, err := f.Stat()
+	var e entry
+	var f *os.File
+	// A blob can be committed again, in the other form (plain or
+	// compressed), between its lookup and its open: then its file is gone,
+	// or the check finds the entry replaced, and the lookup is done again.
+	for attempt := 0; ; attempt++ {
+		// A read need not wait for the entry's rename to be durable: its
+		// content is, and a reader that outlives a crash is no more.
+		var ok bool
+		e, ok = s.lookupPending(k, size, count && attempt == 0)
+		if !ok {
+			return nil, ErrNotFound
+		}
+		var err error
+		f, err = os.Open(s.filePath(&e))
+		if errors.Is(err, fs.ErrNotExist) {
+			if attempt < 2 {
+				continue
+			}
+			return nil, ErrNotFound // evicted between the lookup and the open
+		}
 		if err != nil {
-			f.Close()
 			return nil, err
 		}
-		size = fi.Size()
-	} else if err := s.checkBlob(ctx, k, f, size, false, nil); err != nil {
-		// Never read since start and found corrupt (ErrNotFound), or the
-		// check could not finish.
+		if k.kind == kindAC {
+			// An action result can be replaced by one of another size
+			// between the lookup and the open: the open file is the one
+			// to believe.
+			fi, err := f.Stat()
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			e.size = fi.Size()
+			break
+		}
+		err = s.checkBlob(ctx, e, f, false, nil)
+		if err == nil {
+			break
+		}
 		f.Close()
-		return nil, err
+		if !errors.Is(err, errReplaced) || attempt >= 2 {
+			// Found corrupt (ErrNotFound), or the check could not finish.
+			return nil, err
+		}
 	}
-	return &Blob{f: f, size: size}, nil
+	if e.zstd {
+		b, err := openZstdBlob(f, e.size, s.zp)
+		if err != nil {
+			s.log.Error("compressed blob unreadable", "hash", k.hash, "err", err)
+			return nil, fmt.Errorf("cas: blob %s: %w", k.hash, err)
+		}
+		return b, nil
+	}
+	return &Blob{f: f, size: e.size, zp: s.zp}, nil
 }
 
 // ReadAll returns the whole content of blob d.
@@ -503,11 +618,15 @@ func (s *Store) ReadAll(ctx context.Context, d Digest) ([]byte, error) {
 }
 
 func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
-	b, err := s.open(ctx, k, size, true)
+	r, err := s.open(ctx, k, size, true)
 	if err != nil {
 		return nil, err
 	}
-	defer b.Close()
+	defer r.Close()
+	if z, ok := r.(*zstdBlob); ok {
+		return z.readAll(ctx, s.buffers)
+	}
+	b := r.(*Blob)
 	buf := make([]byte, b.size)
 	if _, err := b.f.ReadAt(buf, 0); err != nil {
 		return nil, fmt.Errorf("cas: reading %s: %w", k.hash, err)
@@ -518,7 +637,7 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 // Put stores data as blob d after checking that it matches d. Storing a blob
 // that is already present succeeds (after the check: bad data for a stored
 // digest is still ErrMismatch).
-func (s *Store) Put(_ context.Context, d Digest, data []byte) error {
+func (s *Store) Put(_ context.Context, d Digest, data []byte, arrived Encoding) error {
 	if err := checkData(d, data); err != nil {
 		return err
 	}
@@ -528,14 +647,50 @@ func (s *Store) Put(_ context.Context, d Digest, data []byte) error {
 	if s.maxSize > 0 && d.Size > s.maxSize {
 		return fmt.Errorf("blob %s: %w (%d bytes)", d, ErrTooLarge, s.maxSize)
 	}
-	return s.putFile(entryKey{kindCAS, d.Hash}, data)
+	c, err := s.writeBlob(d, data, arrived)
+	if err != nil {
+		return err
+	}
+	s.committer.commit(c)
+	return c.err
+}
+
+// writeBlob writes data, checked, to a temporary file, compressed if the
+// store's policy and the data say so, and returns it ready to commit as
+// blob d.
+func (s *Store) writeBlob(d Digest, data []byte, arrived Encoding) (*pendingCommit, error) {
+	f, err := s.createTemp()
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{key: entryKey{kindCAS, d.Hash}, size: d.Size, stored: d.Size}
+	if s.policy.compresses(arrived) {
+		c := frameCompressor{zp: s.zp, pool: s.buffers}
+		err = c.write(f, data)
+		if err == nil {
+			var stored int64
+			e.zstd, stored, err = c.finish(f)
+			if e.zstd {
+				e.stored = stored
+			}
+		}
+		c.free()
+	} else {
+		_, err = f.Write(data)
+	}
+	if err != nil {
+		discardTemp(f)
+		return nil, err
+	}
+	return s.pendingCommit(f, e, 0), nil
 }
 
 // PutBatch stores each data[i] as blob ds[i], as Put does, with one group
 // commit for all of them: the batch costs one round of fsyncs, not one per
 // blob, and no goroutine per blob. It returns one error per blob (nil: the
 // blob is stored, durably).
-func (s *Store) PutBatch(_ context.Context, ds []Digest, data [][]byte) []error {
+// arrived says how each blob arrived; nil: all Uncompressed.
+func (s *Store) PutBatch(_ context.Context, ds []Digest, data [][]byte, arrived []Encoding) []error {
 	errs := make([]error, len(ds))
 	var commits []*pendingCommit
 	var which []int // index in ds of each commit
@@ -551,17 +706,16 @@ func (s *Store) PutBatch(_ context.Context, ds []Digest, data [][]byte) []error 
 			errs[i] = fmt.Errorf("blob %s: %w (%d bytes)", d, ErrTooLarge, s.maxSize)
 			continue
 		}
-		f, err := s.createTemp()
-		if err == nil {
-			if _, err = f.Write(data[i]); err != nil {
-				discardTemp(f)
-			}
+		form := Uncompressed
+		if arrived != nil {
+			form = arrived[i]
 		}
+		c, err := s.writeBlob(d, data[i], form)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		commits = append(commits, s.pendingCommit(f, entryKey{kindCAS, d.Hash}, d.Size, 0))
+		commits = append(commits, c)
 		which = append(which, i)
 	}
 	if len(commits) > 0 {
@@ -612,7 +766,8 @@ func (s *Store) putFile(k entryKey, data []byte) error {
 		discardTemp(f)
 		return err
 	}
-	return s.commitTemp(f, k, int64(len(data)), 0)
+	n := int64(len(data))
+	return s.commitTemp(f, &entry{key: k, size: n, stored: n}, 0)
 }
 
 func (s *Store) isClosed() bool {
@@ -641,46 +796,73 @@ func discardTemp(f *os.File) {
 // about the same time at once. reserved is what a Writer reserved for f's
 // bytes: it becomes the entry's size in the same locked step, or is
 // released on error. On error f is removed.
-func (s *Store) commitTemp(f *os.File, k entryKey, size, reserved int64) error {
-	c := s.pendingCommit(f, k, size, reserved)
+func (s *Store) commitTemp(f *os.File, e *entry, reserved int64) error {
+	c := s.pendingCommit(f, e, reserved)
 	s.committer.commit(c)
 	return c.err
 }
 
-// pendingCommit prepares f for the group commit as entry k.
-func (s *Store) pendingCommit(f *os.File, k entryKey, size, reserved int64) *pendingCommit {
+// pendingCommit prepares f for the group commit as entry e (its key, sizes
+// and form), which the commit takes over.
+func (s *Store) pendingCommit(f *os.File, e *entry, reserved int64) *pendingCommit {
 	// The content was checked on its way in: as of this modification time
 	// it is verified (verify.go). Without it, the first read re-hashes.
-	var checked time.Time
 	if fi, err := f.Stat(); err == nil {
-		checked = fi.ModTime()
+		e.checked = fi.ModTime()
 	}
-	return &pendingCommit{f: f, k: k, size: size, reserved: reserved, checked: checked}
+	return &pendingCommit{f: f, e: e, reserved: reserved}
 }
 
-// indexCommittedLocked indexes entry k, just renamed into place by batch
-// b, as the most recently used, and evicts down to the maximum size.
-func (s *Store) indexCommittedLocked(k entryKey, size int64, checked time.Time, b *commitBatch) {
-	if el, ok := s.index[k]; ok {
-		e := el.Value.(*entry)
-		s.bytes += size - e.size
-		e.size = size
-		e.checked = checked
-		e.gen++
-		e.pending = b
+// indexCommittedLocked indexes e, just renamed into place by batch b, as
+// the most recently used, and evicts down to the maximum size. An entry
+// kept in the other form (plain or compressed) is replaced and its file
+// removed.
+func (s *Store) indexCommittedLocked(e *entry, b *commitBatch) {
+	if el, ok := s.index[e.key]; ok {
+		old := el.Value.(*entry)
+		if s.filePath(old) != s.filePath(e) {
+			s.removeFile(old)
+		}
+		s.uncountLocked(old)
+		old.size, old.stored, old.zstd = e.size, e.stored, e.zstd
+		old.checked = e.checked
+		old.gen++
+		old.pending = b
+		s.countLocked(old)
 		s.lru.MoveToFront(el)
 	} else {
-		s.insertLocked(&entry{key: k, size: size, checked: checked, pending: b})
+		e.pending = b
+		s.insertLocked(e)
 	}
-	s.evictLocked(s.index[k])
+	s.evictLocked(s.index[e.key])
 }
 
 // insertLocked adds a new entry as the most recently used.
 func (s *Store) insertLocked(e *entry) {
 	s.index[e.key] = s.lru.PushFront(e)
-	s.bytes += e.size
+	s.countLocked(e)
+}
+
+// countLocked adds e to the store's totals; uncountLocked takes it out.
+func (s *Store) countLocked(e *entry) {
+	s.bytes += e.stored
+	s.plainBytes += e.size
+	if e.zstd {
+		s.zstdEntries++
+	}
 	if e.key.kind == kindAC {
 		s.acEntries++
+	}
+}
+
+func (s *Store) uncountLocked(e *entry) {
+	s.bytes -= e.stored
+	s.plainBytes -= e.size
+	if e.zstd {
+		s.zstdEntries--
+	}
+	if e.key.kind == kindAC {
+		s.acEntries--
 	}
 }
 
@@ -724,14 +906,20 @@ type Writer struct {
 	n        int64
 	reserved int64 // bytes of s.partial this writer holds, >= n
 	end      bool
+	// z compresses the blob into frames, if the store keeps blobs that
+	// arrived as this one did compressed; nil otherwise. Its frame being
+	// filled stays in memory while the writer is suspended.
+	z *frameCompressor
 }
 
 // reserveStep is how far ahead of what it has written a Writer reserves.
 const reserveStep = 1 << 20
 
-// NewWriter starts writing blob d, a *Writer. The caller must call Commit
-// or Abort.
-func (s *Store) NewWriter(_ context.Context, d Digest) (BlobWriter, error) {
+// NewWriter starts writing blob d, a *Writer. If the store's policy keeps
+// blobs that arrived as arrived compressed, the writer compresses as it
+// writes, unless the first frame shows the blob does not compress. The
+// caller must call Commit or Abort.
+func (s *Store) NewWriter(_ context.Context, d Digest, arrived Encoding) (BlobWriter, error) {
 	if s.maxSize > 0 && d.Size > s.maxSize {
 		return nil, fmt.Errorf("blob %s: %w (%d bytes)", d, ErrTooLarge, s.maxSize)
 	}
@@ -739,7 +927,11 @@ func (s *Store) NewWriter(_ context.Context, d Digest) (BlobWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{s: s, d: d, f: f, name: f.Name(), h: sha256.New()}, nil
+	w := &Writer{s: s, d: d, f: f, name: f.Name(), h: sha256.New()}
+	if s.policy.compresses(arrived) {
+		w.z = &frameCompressor{zp: s.zp, pool: s.buffers}
+	}
+	return w, nil
 }
 
 // reserve counts n more bytes of uploads in progress towards the maximum
@@ -808,6 +1000,14 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if w.z != nil {
+		if err := w.z.write(f, p); err != nil {
+			return 0, err
+		}
+		w.h.Write(p)
+		w.n += int64(len(p))
+		return len(p), nil
+	}
 	n, err := f.Write(p)
 	w.h.Write(p[:n])
 	w.n += int64(n)
@@ -851,8 +1051,28 @@ func (w *Writer) Commit(context.Context) error {
 		w.Abort()
 		return err
 	}
+	e := &entry{key: entryKey{kindCAS, w.d.Hash}, size: w.n, stored: w.n}
+	if w.z != nil {
+		zstd, stored, err := w.z.finish(f)
+		if err != nil {
+			w.Abort()
+			return err
+		}
+		if zstd {
+			e.zstd, e.stored = true, stored
+		}
+		w.freeFrames()
+	}
 	w.end = true
-	return w.s.commitTemp(f, entryKey{kindCAS, w.d.Hash}, w.n, w.reserved)
+	return w.s.commitTemp(f, e, w.reserved)
+}
+
+// freeFrames gives back the compressor's buffers.
+func (w *Writer) freeFrames() {
+	if w.z != nil {
+		w.z.free()
+		w.z = nil
+	}
 }
 
 // Abort discards the upload. It is safe to call after Commit (it does
@@ -862,6 +1082,7 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.end = true
+	w.freeFrames()
 	if w.f != nil {
 		w.f.Close()
 	}

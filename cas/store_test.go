@@ -66,7 +66,7 @@ func TestStorePutOpenReadAt(t *testing.T) {
 	if s.Has(d) {
 		t.Fatal("Has before Put")
 	}
-	if err := s.Put(context.Background(), d, data); err != nil {
+	if err := s.Put(context.Background(), d, data, Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cas", d.Hash[:2], d.Hash)); err != nil {
@@ -99,13 +99,13 @@ func TestStoreMismatchLeavesNothing(t *testing.T) {
 	d := DigestOf(data)
 	bad := append([]byte{}, data...)
 	bad[5]++
-	if err := s.Put(context.Background(), d, bad); !errors.Is(err, ErrMismatch) {
+	if err := s.Put(context.Background(), d, bad, Uncompressed); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("Put with wrong content: %v, want ErrMismatch", err)
 	}
-	if err := s.Put(context.Background(), d, data[:99]); !errors.Is(err, ErrMismatch) {
+	if err := s.Put(context.Background(), d, data[:99], Uncompressed); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("Put with short content: %v, want ErrMismatch", err)
 	}
-	if err := s.Put(context.Background(), d, append(data, 1)); !errors.Is(err, ErrMismatch) {
+	if err := s.Put(context.Background(), d, append(data, 1), Uncompressed); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("Put with long content: %v, want ErrMismatch", err)
 	}
 	if s.Has(d) {
@@ -125,13 +125,13 @@ func TestStoreRestartKeepsBlobsAndRemovesStrayTemps(t *testing.T) {
 	data := blobOf(300, 3)
 	d := DigestOf(data)
 	ad := DigestOf([]byte("action"))
-	if err := s.Put(context.Background(), d, data); err != nil {
+	if err := s.Put(context.Background(), d, data, Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.PutActionResult(context.Background(), ad, []byte("result")); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.NewWriter(context.Background(), DigestOf(blobOf(10, 4)))
+	w, err := s.NewWriter(context.Background(), DigestOf(blobOf(10, 4)), Uncompressed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestStoreEvictsLeastRecentlyUsed(t *testing.T) {
 		data := blobOf(300, byte(10+i))
 		d := DigestOf(data)
 		ds = append(ds, d)
-		if err := s.Put(context.Background(), d, data); err != nil {
+		if err := s.Put(context.Background(), d, data, Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 		if i == 2 {
@@ -191,7 +191,7 @@ func TestStoreEvictsLeastRecentlyUsed(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "cas", ds[1].Hash[:2], ds[1].Hash)); !os.IsNotExist(err) {
 		t.Fatalf("evicted blob's file still exists: %v", err)
 	}
-	if _, err := s.NewWriter(context.Background(), Digest{ds[0].Hash, 1001}); !errors.Is(err, ErrTooLarge) {
+	if _, err := s.NewWriter(context.Background(), Digest{ds[0].Hash, 1001}, Uncompressed); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("blob over the max size: %v, want ErrTooLarge", err)
 	}
 
@@ -207,7 +207,7 @@ func TestStoreReadAfterEvictionWhileOpen(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 500)
 	data := blobOf(400, 20)
 	d := DigestOf(data)
-	if err := s.Put(context.Background(), d, data); err != nil {
+	if err := s.Put(context.Background(), d, data, Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.Open(context.Background(), d)
@@ -216,7 +216,7 @@ func TestStoreReadAfterEvictionWhileOpen(t *testing.T) {
 	}
 	defer b.Close()
 	other := blobOf(400, 21)
-	if err := s.Put(context.Background(), DigestOf(other), other); err != nil {
+	if err := s.Put(context.Background(), DigestOf(other), other, Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	if s.Has(d) {
@@ -237,7 +237,7 @@ func TestStoreConcurrentWritesOfOneBlob(t *testing.T) {
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
-			w, err := s.NewWriter(context.Background(), d)
+			w, err := s.NewWriter(context.Background(), d, Uncompressed)
 			if err != nil {
 				errs <- err
 				return
@@ -344,7 +344,7 @@ func TestOpenStoreLocksDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := blobOf(100, 3)
-	w, err := first.NewWriter(context.Background(), DigestOf(data))
+	w, err := first.NewWriter(context.Background(), DigestOf(data), Uncompressed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,8 @@ type gatedStorage struct {
 	most    atomic.Int64 // the most writers blocked at once
 }
 
-func (g *gatedStorage) NewWriter(ctx context.Context, d Digest) (BlobWriter, error) {
-	w, err := g.Storage.NewWriter(ctx, d)
+func (g *gatedStorage) NewWriter(ctx context.Context, d Digest, arrived Encoding) (BlobWriter, error) {
+	w, err := g.Storage.NewWriter(ctx, d, arrived)
 	if err != nil {
 		return nil, err
 	}

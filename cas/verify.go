@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/internal/syncpool"
 )
 
@@ -39,8 +39,9 @@ import (
 // never the bytes, and FindMissing reports it missing from then on.
 //
 // hashContent is the one place stored content is checked against its name:
-// a store that keeps blobs in another encoding on disk (compressed, say)
-// decodes them there, so that what is checked is the blob's own SHA-256.
+// a blob kept compressed is decompressed there, frame by frame, so that what
+// is checked is the blob's own SHA-256 (a damaged frame or seek table is
+// content that does not match).
 
 // errCorrupt marks a blob whose content does not match its name. Callers
 // of the store see ErrNotFound: the blob is gone.
@@ -63,19 +64,26 @@ var hashBuffers = syncpool.New(func() *[]byte {
 	return &b
 })
 
-// checkBlob makes sure the content of CAS blob k, open as f, with size
-// bytes in the index, matches its name, re-hashing it unless this process
-// found it matching with the modification time it has now (force: re-hash
-// anyway, the scrubber). pace, if not nil, is called after each chunk
-// hashed, with its length, and may wait (the scrubber's rate). It returns
-// nil, an error wrapping ErrNotFound (errCorrupt, or k is gone), or the
-// error that stopped the check (ctx, I/O).
-func (s *Store) checkBlob(ctx context.Context, k entryKey, f *os.File, size int64, force bool, pace func(int) error) error {
+// errReplaced: the entry was committed anew (perhaps in the other form,
+// plain or compressed) since the caller looked it up and opened its file;
+// the file it holds is not the entry's. The caller looks it up again.
+var errReplaced = errors.New("entry replaced since it was opened")
+
+// checkBlob makes sure the content of CAS blob opened (a copy of its index
+// entry, taken when it was looked up), open as f, matches its name,
+// re-hashing it unless this process found it matching with the
+// modification time it has now (force: re-hash anyway, the scrubber). pace,
+// if not nil, is called after each chunk hashed, with its length, and may
+// wait (the scrubber's rate). It returns nil, an error wrapping ErrNotFound
+// (errCorrupt, or the blob is gone), errReplaced, or the error that stopped
+// the check (ctx, I/O).
+func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force bool, pace func(int) error) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("cas: %w", err)
 	}
 	mtime := fi.ModTime()
+	k := opened.key
 	for {
 		s.mu.Lock()
 		el, ok := s.index[k]
@@ -84,7 +92,11 @@ func (s *Store) checkBlob(ctx context.Context, k entryKey, f *os.File, size int6
 			return ErrNotFound // evicted or removed since the lookup
 		}
 		e := el.Value.(*entry)
-		if !force && !e.checked.IsZero() && e.checked.Equal(mtime) && fi.Size() == e.size {
+		if e.gen != opened.gen {
+			s.mu.Unlock()
+			return errReplaced
+		}
+		if !force && !e.checked.IsZero() && e.checked.Equal(mtime) && fi.Size() == e.stored {
 			s.mu.Unlock()
 			return nil
 		}
@@ -92,9 +104,8 @@ func (s *Store) checkBlob(ctx context.Context, k entryKey, f *os.File, size int6
 		if c == nil {
 			c = &blobCheck{done: make(chan struct{})}
 			e.check = c
-			gen := e.gen
 			s.mu.Unlock()
-			return s.runCheck(ctx, c, el, gen, f, fi, pace)
+			return s.runCheck(ctx, c, el, opened, f, fi, pace)
 		}
 		s.mu.Unlock()
 		select {
@@ -111,20 +122,21 @@ func (s *Store) checkBlob(ctx context.Context, k entryKey, f *os.File, size int6
 	}
 }
 
-// runCheck hashes f for the entry el, whose check c this caller owns, and
-// records the outcome: verified as of fi's modification time, or removed
-// if the content does not match (and el is still the entry, not replaced
-// by a commit since: that one's content was checked on its way in).
-func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, gen uint32, f *os.File, fi os.FileInfo, pace func(int) error) error {
+// runCheck hashes f, the file of opened (a copy of the entry el taken when
+// it was looked up), whose check c this caller owns, and records the
+// outcome: verified as of fi's modification time, or removed if the
+// content does not match (and el is still that entry, not replaced by a
+// commit since: that one's content was checked on its way in).
+func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, opened entry, f *os.File, fi os.FileInfo, pace func(int) error) error {
 	e := el.Value.(*entry)
-	k := e.key
+	k := opened.key
 	var sum string
 	var n int64
 	var err error
-	if fi.Size() != e.size {
+	if fi.Size() != opened.stored {
 		err = errCorrupt // changed length since it was indexed
 	} else {
-		sum, n, err = hashContent(ctx, f, e.size, pace)
+		sum, n, err = s.hashContent(ctx, f, opened, pace)
 		if err == nil && sum != k.hash {
 			err = errCorrupt
 		}
@@ -134,12 +146,12 @@ func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, ge
 	e.check = nil
 	s.verified += n
 	switch {
-	case err == nil:
+	case err == nil && e.gen == opened.gen:
 		e.checked = fi.ModTime()
-	case errors.Is(err, errCorrupt) && s.index[k] == el && e.gen == gen:
+	case errors.Is(err, errCorrupt) && s.index[k] == el && e.gen == opened.gen:
 		s.removeLocked(el)
 		s.corrupt++
-		s.log.Error("blob failed its integrity check: removed", "hash", k.hash, "size", e.size, "file_size", fi.Size(), "content_hash", sum)
+		s.log.Error("blob failed its integrity check: removed", "hash", k.hash, "size", opened.size, "file_size", fi.Size(), "compressed", opened.zstd, "content_hash", sum, "err", err)
 	}
 	s.mu.Unlock()
 	c.err = err
@@ -147,13 +159,19 @@ func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, ge
 	return err
 }
 
-// hashContent returns the SHA-256 (hex) of the first size bytes of f, and
-// how many bytes it hashed. A file shorter than size is an error.
-func hashContent(ctx context.Context, f *os.File, size int64, pace func(int) error) (string, int64, error) {
+// hashContent returns the SHA-256 (hex) of the content of e, the entry
+// whose file f is, and how many bytes it hashed: the first e.size bytes of
+// a plain file, or what a compressed one decompresses to. A file shorter
+// than that, a damaged frame or a bad seek table is errCorrupt.
+func (s *Store) hashContent(ctx context.Context, f *os.File, e entry, pace func(int) error) (string, int64, error) {
 	bp := hashBuffers.Get()
 	defer hashBuffers.Put(bp)
 	buf := *bp
 	h := sha256.New()
+	if e.zstd {
+		return s.hashFrames(ctx, f, e, buf, pace)
+	}
+	size := e.size
 	var off int64
 	for off < size {
 		if err := ctx.Err(); err != nil {
@@ -179,18 +197,59 @@ func hashContent(ctx context.Context, f *os.File, size int64, pace func(int) err
 	return hex.EncodeToString(h.Sum(nil)), off, nil
 }
 
+// hashFrames is hashContent for a blob kept compressed: each frame is read
+// into a buffer from the store's pool and decompressed into buf (which
+// holds maxStoredFrame bytes, the largest frame a seek table may give).
+func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte, pace func(int) error) (string, int64, error) {
+	t, err := readSeekTable(f, e.stored, e.size)
+	if errors.Is(err, errSeekTable) {
+		return "", 0, fmt.Errorf("%w: %v", errCorrupt, err)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+	}
+	h := sha256.New()
+	var cstart, off int64
+	for i := range t.n {
+		if err := ctx.Err(); err != nil {
+			return "", off, err
+		}
+		cs, ds := t.entry(i)
+		in := membuf.Alloc(s.buffers, int(cs))
+		_, err := f.ReadAt(in.Bytes(), cstart)
+		var out []byte
+		if err == nil {
+			out, err = s.zp.decodeFrame(ctx, in.Bytes(), buf[:0:ds])
+			if err == nil && int64(len(out)) != ds {
+				err = errCorruptFrame
+			}
+			if err != nil && ctx.Err() == nil {
+				err = fmt.Errorf("%w: frame %d: %v", errCorrupt, i, err)
+			}
+		}
+		in.Free()
+		if err != nil {
+			return "", off, err
+		}
+		h.Write(out)
+		off += ds
+		cstart += cs
+		if pace != nil {
+			if err := pace(int(ds)); err != nil {
+				return "", off, err
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), off, nil
+}
+
 // removeLocked unlinks entry el's file and drops it from the index.
 func (s *Store) removeLocked(el *list.Element) {
 	e := el.Value.(*entry)
-	if err := os.Remove(s.path(e.key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Error("removing", "hash", e.key.hash, "err", err)
-	}
+	s.removeFile(e)
 	s.lru.Remove(el)
 	delete(s.index, e.key)
-	s.bytes -= e.size
-	if e.key.kind == kindAC {
-		s.acEntries--
-	}
+	s.uncountLocked(e)
 }
 
 // Scrub re-hashes every stored blob in turn, pass after pass, reading at
@@ -229,24 +288,28 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
 		if ctx.Err() != nil {
 			return
 		}
-		k := entryKey{kindCAS, de.Name()}
+		hash, _, _, ok := parseStoredName(de.Name())
+		if !ok {
+			continue // a stray name
+		}
+		k := entryKey{kindCAS, hash}
 		s.mu.Lock()
 		el, ok := s.index[k]
-		var size int64
+		var e entry
 		if ok {
-			size = el.Value.(*entry).size
+			e = *el.Value.(*entry)
 		}
 		s.mu.Unlock()
-		if !ok {
-			continue // not an entry (evicted since the listing, or a stray name)
+		if !ok || filepath.Base(s.filePath(&e)) != de.Name() {
+			continue // not an entry's file (evicted or replaced since the listing)
 		}
-		f, err := os.Open(s.path(k))
+		f, err := os.Open(s.filePath(&e))
 		if err != nil {
 			continue // evicted since
 		}
-		err = s.checkBlob(ctx, k, f, size, true, p.wait)
+		err = s.checkBlob(ctx, e, f, true, p.wait)
 		f.Close()
-		if err != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+		if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
 			s.log.Warn("scrubber: re-hashing a blob", "hash", k.hash, "err", err)
 		}
 	}

@@ -70,7 +70,7 @@ func TestCorruptBlobFoundOnFirstReadAfterRestart(t *testing.T) {
 	good, bad := blobOf(1000, 1), blobOf(3<<20+5, 2) // bad spans several hash chunks
 	gd, bd := DigestOf(good), DigestOf(bad)
 	for _, b := range [][]byte{good, bad} {
-		if err := s.Put(ctx, DigestOf(b), b); err != nil {
+		if err := s.Put(ctx, DigestOf(b), b, Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestCorruptBlobFoundOnFirstReadAfterRestart(t *testing.T) {
 		t.Errorf("ReadAll of the removed blob: %v; want ErrNotFound", err)
 	}
 	// It can be uploaded again.
-	if err := s.Put(ctx, bd, bad); err != nil {
+	if err := s.Put(ctx, bd, bad, Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.ReadAll(ctx, bd); err != nil || !bytes.Equal(got, bad) {
@@ -137,7 +137,7 @@ func TestBlobModifiedWhileRunning(t *testing.T) {
 	s := openTestStore(t, dir, 0)
 	data := blobOf(5000, 3)
 	d := DigestOf(data)
-	if err := s.Put(ctx, d, data); err != nil {
+	if err := s.Put(ctx, d, data, Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, data) {
@@ -165,7 +165,7 @@ func TestScrubFindsRotNobodyRead(t *testing.T) {
 	for i := range 5 {
 		data := blobOf(10000*(i+1), byte(i))
 		d := DigestOf(data)
-		if err := s.Put(ctx, d, data); err != nil {
+		if err := s.Put(ctx, d, data, Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 		ds = append(ds, d)
@@ -211,7 +211,7 @@ func TestScrubKeepsToItsRate(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
 	for i := range 16 {
 		data := blobOf(64<<10, byte(i))
-		if err := s.Put(ctx, DigestOf(data), data); err != nil {
+		if err := s.Put(ctx, DigestOf(data), data, Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -239,7 +239,7 @@ func TestConcurrentFirstReadsHashOnce(t *testing.T) {
 	}
 	data := blobOf(4<<20, 9)
 	d := DigestOf(data)
-	if err := s.Put(ctx, d, data); err != nil {
+	if err := s.Put(ctx, d, data, Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

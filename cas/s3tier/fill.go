@@ -115,7 +115,7 @@ func (t *Store) fillOnce(f *fill) error {
 	})
 	defer stall.Stop()
 
-	w, err := t.disk.NewWriter(ctx, f.d)
+	w, err := t.disk.NewWriter(ctx, f.d, cas.Uncompressed)
 	if err != nil {
 		return err
 	}
@@ -225,6 +225,29 @@ type fillReader struct {
 }
 
 func (r *fillReader) Size() int64 { return r.d.Size }
+
+// Stored returns Uncompressed: the bucket keeps blobs plain.
+func (r *fillReader) Stored() cas.Encoding { return cas.Uncompressed }
+
+// ReadZstd fills the blob from the bucket to the disk tier, then reads it
+// compressed from there: compressed reads are the disk tier's business.
+func (r *fillReader) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	t := r.t
+	if ok, _ := t.disk.Contains(ctx, r.d); !ok {
+		f, _ := t.joinFill(r.d, false, 0, 0, t.cfg.Pool, t.cfg.ChunkSize)
+		if err := waitFill(ctx, f); err != nil {
+			t.countFillLookup(err)
+			return err
+		}
+	}
+	t.c.lookups[TierS3].Add(1)
+	b, err := t.disk.OpenUncounted(ctx, r.d)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return b.ReadZstd(ctx, off, pool, chunkSize, fn)
+}
 
 func (r *fillReader) Close() error { return nil }
 

@@ -355,10 +355,11 @@ func (t *Store) Contains(ctx context.Context, d cas.Digest) (bool, error) {
 	return fresh && exists, nil
 }
 
-// NewWriter starts writing blob d to the disk tier; its Commit journals,
-// commits and queues the upload.
-func (t *Store) NewWriter(ctx context.Context, d cas.Digest) (cas.BlobWriter, error) {
-	w, err := t.disk.NewWriter(ctx, d)
+// NewWriter starts writing blob d to the disk tier (which may keep it
+// compressed, as arrived allows; the bucket gets it plain); its Commit
+// journals, commits and queues the upload.
+func (t *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
+	w, err := t.disk.NewWriter(ctx, d, arrived)
 	if err != nil {
 		return nil, err
 	}
@@ -400,11 +401,11 @@ func (t *Store) commit(ctx context.Context, k objectKey, data []byte, store func
 }
 
 // Put stores data as blob d, checked, on disk, and queues its upload.
-func (t *Store) Put(ctx context.Context, d cas.Digest, data []byte) error {
+func (t *Store) Put(ctx context.Context, d cas.Digest, data []byte, arrived cas.Encoding) error {
 	if ok, _ := t.Contains(ctx, d); ok {
-		return t.disk.Put(ctx, d, data) // checks data, stores nothing
+		return t.disk.Put(ctx, d, data, arrived) // checks data, stores nothing
 	}
-	return t.commit(ctx, blobKey(d), nil, func() error { return t.disk.Put(ctx, d, data) }, nil)
+	return t.commit(ctx, blobKey(d), nil, func() error { return t.disk.Put(ctx, d, data, arrived) }, nil)
 }
 
 // GetActionResult returns the action result for d from disk, or else from

@@ -407,7 +407,7 @@ func TestFindMissingAsksTheBucketOnlyAboutLocalMisses(t *testing.T) {
 		ds = append(ds, d)
 		switch {
 		case i%2 == 0:
-			if err := n.disk.Put(context.Background(), d, data); err != nil {
+			if err := n.disk.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
 				t.Fatal(err)
 			}
 		case i%4 == 1:

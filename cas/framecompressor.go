@@ -1,0 +1,125 @@
+package cas
+
+import (
+	"context"
+	"io"
+
+	"github.com/membuf/membuf"
+)
+
+// frameCompressor turns a blob's bytes, written in order, into independent
+// zstd frames of zstdFrameSize uncompressed bytes each and, at the end, the
+// seek table (seektable.go): the form a Store keeps compressed blobs in.
+//
+// The first frame decides whether the blob is worth keeping compressed: if
+// it does not shrink by at least an eighth (worthCompressing), the
+// compressor gives up, writes what it holds as it is, and the blob is kept
+// plain. Blobs shorter than a frame are decided at finish, seek table
+// included.
+//
+// Its buffers come from a membuf.BufferPool: the frame being filled (taken
+// at the first write, kept to the end) and the encoder's output (taken for
+// each frame and given back once the frame is written). An encoder is
+// borrowed from the ZstdPool for each frame only. A frameCompressor is not
+// safe for concurrent use; call free when done with it.
+type frameCompressor struct {
+	zp     *ZstdPool
+	pool   membuf.BufferPool
+	in     membuf.Buffer // the frame being filled; zero until the first write
+	n      int           // bytes of in filled
+	table  seekTableBuilder
+	stored int64 // compressed bytes written
+	gaveUp bool  // the blob does not compress: the rest goes to the file plainly
+}
+
+// worthCompressing reports whether plain bytes that compress to compressed
+// bytes are worth keeping compressed: a saving of at least an eighth. Less
+// than that is not worth decompressing on every plain read.
+func worthCompressing(plain, compressed int) bool {
+	return compressed <= plain-plain/8
+}
+
+// write adds p to the blob, compressing and writing each frame it fills to
+// w. Once the compressor has given up (see gaveUp), write writes p to w as
+// it is.
+func (c *frameCompressor) write(w io.Writer, p []byte) error {
+	if c.gaveUp {
+		_, err := w.Write(p)
+		return err
+	}
+	for len(p) > 0 {
+		if c.in.IsZero() {
+			c.in = membuf.Alloc(c.pool, zstdFrameSize)
+		}
+		k := copy(c.in.Bytes()[c.n:], p)
+		c.n += k
+		p = p[k:]
+		if c.n < zstdFrameSize {
+			break
+		}
+		if err := c.flush(w, 0); err != nil {
+			return err
+		}
+		if c.gaveUp {
+			_, err := w.Write(p)
+			return err
+		}
+	}
+	return nil
+}
+
+// flush compresses the frame held and writes it to w, or, if it is the
+// first frame and does not compress enough (counting extra bytes of
+// overhead), writes it plainly and gives up.
+func (c *frameCompressor) flush(w io.Writer, extra int) error {
+	plain := c.in.Bytes()[:c.n]
+	out := membuf.Alloc(c.pool, maxEncodedSize(c.n))
+	defer out.Free()
+	// Frame leases are short and never wait on a client, so a wait for one
+	// needs no deadline of its own: it ends as the frames ahead of it do.
+	enc, err := c.zp.encodeFrame(context.Background(), plain, out.Bytes()[:0])
+	if err != nil {
+		return err
+	}
+	if c.table.frames() == 0 && !worthCompressing(c.n, len(enc)+extra) {
+		c.gaveUp = true
+		_, err := w.Write(plain)
+		c.n = 0
+		c.free() // not needed again: the rest goes to w as it comes
+		return err
+	}
+	if _, err := w.Write(enc); err != nil {
+		return err
+	}
+	c.table.add(len(enc), c.n)
+	c.stored += int64(len(enc))
+	c.n = 0
+	return nil
+}
+
+// finish writes the last frame and the seek table to w. It reports whether
+// the blob was kept compressed and, if so, the bytes written to w.
+func (c *frameCompressor) finish(w io.Writer) (compressed bool, stored int64, err error) {
+	if c.gaveUp {
+		return false, 0, nil
+	}
+	if c.n > 0 {
+		if err := c.flush(w, seekTableFixed+seekEntrySize); err != nil {
+			return false, 0, err
+		}
+		if c.gaveUp {
+			return false, 0, nil
+		}
+	}
+	tail := c.table.appendTo(nil)
+	if _, err := w.Write(tail); err != nil {
+		return false, 0, err
+	}
+	return true, c.stored + int64(len(tail)), nil
+}
+
+// free gives back the frame buffer.
+func (c *frameCompressor) free() {
+	c.in.Free()
+	c.in = membuf.Buffer{}
+}
