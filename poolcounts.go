@@ -17,9 +17,9 @@ import (
 // of a Get). Stats sums the stripes. What happens under a shard lock is
 // counted there (see freeList).
 type poolCounts struct {
-	c      []classCounts // stripe s, class i at s*stride+i
-	stride int
-	shift  uint // 64 - log2(stripes)
+	c         []classCounts // stripe s, class i at s<<strideLog+i
+	strideLog uint          // log2 of the entries per stripe
+	shift     uint          // 64 - log2(stripes)
 }
 
 type classCounts struct {
@@ -34,13 +34,15 @@ func newPoolCounts(classes, procs int) poolCounts {
 	for n < 8*procs && n < 64 {
 		n <<= 1
 	}
-	// Pad each stripe by two entries (64 bytes) so that the last class of
-	// one stripe and the first of the next never share a line.
-	stride := classes + 2
+	// Each stripe has a power of two entries, at least two (64 bytes) more
+	// than there are classes, so that the last class of one stripe and the
+	// first of the next never share a line, and finding a stripe is a
+	// shift, not a multiply.
+	strideLog := uint(bits.Len(uint(classes + 1)))
 	return poolCounts{
-		c:      make([]classCounts, n*stride),
-		stride: stride,
-		shift:  uint(64 - bits.TrailingZeros(uint(n))),
+		c:         make([]classCounts, n<<strideLog),
+		strideLog: strideLog,
+		shift:     uint(64 - bits.TrailingZeros(uint(n))),
 	}
 }
 
@@ -49,15 +51,17 @@ func newPoolCounts(classes, procs int) poolCounts {
 // back into one.
 func (k *poolCounts) of(i int, b *[]byte) *classCounts {
 	h := uint64(uintptr(unsafe.Pointer(b))) * 0x9e3779b97f4a7c15
-	return &k.c[int(h>>k.shift)*k.stride+i]
+	// The masks tell the compiler the shifts are below 64 (they are), so
+	// that it emits bare shifts: this runs on every Get and Put.
+	return &k.c[int(h>>(k.shift&63))<<(k.strideLog&63)+i]
 }
 
 // sum adds up class i's counts over the stripes. Each count is exact; a sum
 // taken while other goroutines Get and Put may miss the operations that
 // complete while it reads.
 func (k *poolCounts) sum(i int) (frontHits, frontPuts, misses, drops uint64) {
-	for s := 0; s*k.stride < len(k.c); s++ {
-		c := &k.c[s*k.stride+i]
+	for s := 0; s<<k.strideLog < len(k.c); s++ {
+		c := &k.c[s<<k.strideLog+i]
 		frontHits += c.frontHits.Load()
 		frontPuts += c.frontPuts.Load()
 		misses += c.misses.Load()
