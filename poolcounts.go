@@ -11,10 +11,9 @@ import (
 // the stripe its buffer's pointer hashes to. A buffer mostly cycles through
 // one P's part of the front, so each P mostly writes its own stripes and
 // concurrent Gets and Puts of one class do not pass a cache line back and
-// forth, as one counter per class would (measured: +45% per Get+Put pair
-// under RunParallel on 2 cores, docs/benchmarks.md); a random stripe per
-// operation would (math/rand/v2's generator also costs more than the rest
-// of a Get). Stats sums the stripes. What happens under a shard lock is
+// forth, as one counter per class would, and as a random stripe per
+// operation would too (math/rand/v2's generator, ChaCha8, also took a
+// quarter of a whole Get+Put in a profile). Stats sums the stripes. What happens under a shard lock is
 // counted there (see freeList).
 type poolCounts struct {
 	c         []classCounts // stripe s, class i at s<<strideLog+i
