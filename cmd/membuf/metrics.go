@@ -46,18 +46,25 @@ func newRuntimeRegistry() *prometheus.Registry {
 	return reg
 }
 
-// newHTTPHandler serves /metrics from reg and the runtime profiles under
-// /debug/pprof/.
-func newHTTPHandler(reg *prometheus.Registry) http.Handler {
+// newHTTPHandler serves /metrics from reg, /healthz from health (if not
+// nil), and with
+// pprof the runtime profiles under /debug/pprof/ (opt-in: they show the
+// command line and memory contents).
+func newHTTPHandler(reg *prometheus.Registry, health http.Handler, withPprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if health != nil {
+		mux.Handle("/healthz", health)
+	}
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "membuf serve: /metrics (Prometheus), /debug/pprof/ (profiles)")
+		fmt.Fprintln(w, "membuf: /metrics (Prometheus), /healthz (health), /debug/pprof/ (profiles, with --pprof)")
 	})
 	return mux
 }

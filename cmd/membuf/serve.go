@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,11 +12,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -51,6 +56,17 @@ type serveConfig struct {
 	s3WriteThrough  bool
 	s3Timeout       time.Duration
 	s3MissingTTL    time.Duration
+	access          accessFlags
+	maxConnections  int
+	maxOpenUploads  int
+	maxKeptUploads  int
+	reflection      bool
+	pprof           bool
+	drainDelay      time.Duration
+
+	// Resolved by validate from the flags above, before anything opens.
+	accessControl *cas.AccessControl // nil: everyone may do everything
+	tlsMaterial   *tlsMaterial       // nil: plaintext
 }
 
 const (
@@ -76,6 +92,10 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 		logFormat:    "text",
 		uploadTTL:    cas.DefaultPartialUploadTTL,
 		scrubRate:    defaultScrubRate,
+
+		maxConnections: defaultMaxConnections,
+		maxOpenUploads: cas.DefaultMaxOpenUploads,
+		maxKeptUploads: cas.DefaultMaxKeptUploads,
 	}
 	fs := newFlagSet("serve", "[flags]",
 		"Serve a content-addressed blob cache over gRPC: ByteStream, ContentAddressableStorage,\n"+
@@ -83,7 +103,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully.\n"+
 			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
-	fs.StringVar(&cfg.httpAddr, "http", "127.0.0.1:8981", "`address` for HTTP /metrics and /debug/pprof/; empty disables it")
+	fs.StringVar(&cfg.httpAddr, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz and (with --pprof) /debug/pprof/; empty disables it")
 	fs.StringVar(&cfg.dir, "dir", "membuf-data", "`directory` holding the store, created if missing")
 	fs.Var(sizeFlag{&cfg.maxSize}, "max-size", "`size` of blobs and action results kept on disk; beyond it the least recently used are evicted")
 	fs.Var(sizeFlag{&cfg.chunkSize}, "chunk-size", "`size` of each ByteStream Read response, at most 2MiB")
@@ -100,6 +120,13 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.DurationVar(&cfg.s3MissingTTL, "s3-missing-ttl", 10*time.Second, "with --s3, how long FindMissingBlobs remembers that the bucket lacks a blob (0: not at all,\nso that another node's uploads are seen at once, at a HEAD per local miss)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
 	fs.Var(sizeFlag{&cfg.scrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
+	cfg.access.register(fs)
+	fs.IntVar(&cfg.maxConnections, "max-connections", cfg.maxConnections, "most gRPC connections served at once; more wait in the listen backlog")
+	fs.IntVar(&cfg.maxOpenUploads, "max-open-uploads", cfg.maxOpenUploads, "most ByteStream uploads streaming at once (one descriptor each); more are RESOURCE_EXHAUSTED")
+	fs.IntVar(&cfg.maxKeptUploads, "max-kept-uploads", cfg.maxKeptUploads, "most interrupted uploads kept for resumption; past it the least recently active is discarded")
+	fs.BoolVar(&cfg.reflection, "reflection", false, "serve gRPC server reflection (grpc.reflection.v1), for grpcurl and the like")
+	fs.BoolVar(&cfg.pprof, "pprof", false, "serve the runtime's profiles under /debug/pprof/ on the HTTP listener (they show command lines\nand memory: keep that listener private)")
+	fs.DurationVar(&cfg.drainDelay, "drain-delay", 0, "on SIGINT or SIGTERM, report NOT_SERVING (health, /healthz) for this long while still serving,\nso that load balancers stop sending new work, before the graceful stop")
 	return fs, func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usageError("unexpected arguments %q: serve takes only flags", args)
@@ -111,6 +138,9 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	}
 }
 
+// validate checks every flag, and loads the files they name (TLS material,
+// htpasswd), before anything is opened or created: a mistake is exit 2
+// with the flag named, not a half-started server.
 func (c *serveConfig) validate() error {
 	switch {
 	case c.listen == "":
@@ -139,6 +169,31 @@ func (c *serveConfig) validate() error {
 		return usageError("--s3-missing-ttl must not be negative")
 	case c.s3WriteThrough && c.s3URL == "":
 		return usageError("--s3-write-through needs --s3")
+	case c.maxConnections < 1:
+		return usageError("--max-connections must be at least 1")
+	case c.maxOpenUploads < 1:
+		return usageError("--max-open-uploads must be at least 1")
+	case c.maxKeptUploads < 1:
+		return usageError("--max-kept-uploads must be at least 1")
+	case c.drainDelay < 0:
+		return usageError("--drain-delay must not be negative")
+	}
+	if err := checkListenAddr("listen", c.listen); err != nil {
+		return err
+	}
+	if c.httpAddr != "" {
+		if err := checkListenAddr("http", c.httpAddr); err != nil {
+			return err
+		}
+	}
+	if c.readyFile != "" {
+		if fi, err := os.Stat(filepath.Dir(c.readyFile)); err != nil || !fi.IsDir() {
+			return usageError("--ready-file %s: its directory %s is not a directory that exists", c.readyFile, filepath.Dir(c.readyFile))
+		}
+	}
+	var err error
+	if c.accessControl, c.tlsMaterial, err = c.access.resolve(); err != nil {
+		return err
 	}
 	if c.s3URL != "" {
 		loc, err := s3tier.ParseURL(c.s3URL)
@@ -146,6 +201,19 @@ func (c *serveConfig) validate() error {
 			return usageError("--s3: %v", err)
 		}
 		c.s3 = loc
+	}
+	return nil
+}
+
+// checkListenAddr checks that addr, the value of --name, is host:port with
+// a valid port (the host may be empty, an IP address or a name).
+func checkListenAddr(name, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageError("--%s %q: want host:port, such as 127.0.0.1:8980 (%v)", name, addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usageError("--%s %q: %v", name, addr, err)
 	}
 	return nil
 }
@@ -179,6 +247,7 @@ func newLogger(c *serveConfig, w io.Writer) *slog.Logger {
 // serve runs the server until ctx is cancelled, then stops it gracefully.
 func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	log := newLogger(cfg, std.err)
+	warnAboutSettings(cfg, log)
 
 	dir, err := filepath.Abs(cfg.dir)
 	if err != nil {
@@ -268,6 +337,9 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		MaxBatchBytes:     cfg.maxBatchSize,
 		PartialUploadTTL:  cfg.uploadTTL,
 		MaxInflightUpload: cfg.maxInflight,
+		MaxOpenUploads:    cfg.maxOpenUploads,
+		MaxKeptUploads:    cfg.maxKeptUploads,
+		Access:            cfg.accessControl,
 		Logger:            log,
 	})
 	if err != nil {
@@ -277,21 +349,31 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	// kept for resumption before the store under them closes.
 	defer casServer.Close()
 
-	grpcServer := grpc.NewServer(append(
-		// experimental.BufferPool(pool), because grpc-go's process-wide
-		// default pool does not reach a server's transport reads, and
-		// grpcmem's codec, so that ByteStream chunks go to and from gRPC
-		// by reference instead of by copy.
-		cas.ServerOptions(pool),
-		grpc.MaxRecvMsgSize(msgSize),
-		grpc.MaxSendMsgSize(msgSize),
-	)...)
+	// experimental.BufferPool(pool), because grpc-go's process-wide
+	// default pool does not reach a server's transport reads, and
+	// grpcmem's codec, so that ByteStream chunks go to and from gRPC by
+	// reference instead of by copy; then the limits on what a client can
+	// hold, and TLS.
+	grpcOpts := append(cas.ServerOptions(pool), grpc.MaxRecvMsgSize(msgSize), grpc.MaxSendMsgSize(msgSize))
+	grpcOpts = append(grpcOpts, grpcLimits()...)
+	var certs *certReloader
+	if cfg.tlsMaterial != nil {
+		certs = newCertReloader(cfg.access.tls, cfg.tlsMaterial, log)
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(certs.grpcConfig())))
+	}
+	grpcServer := grpc.NewServer(grpcOpts...)
 	casServer.Register(grpcServer)
+	if cfg.reflection {
+		reflection.Register(grpcServer)
+	}
+	health := newHealthService()
+	health.register(grpcServer) // last: it answers for every service registered
 
 	grpcLis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
+	grpcLis = limitConnections(grpcLis, cfg.maxConnections)
 	var httpServer *http.Server
 	var httpLis net.Listener
 	if cfg.httpAddr != "" {
@@ -300,11 +382,37 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			grpcLis.Close()
 			return fmt.Errorf("--http: %w", err)
 		}
+		if certs != nil {
+			httpLis = tls.NewListener(httpLis, certs.httpConfig())
+		}
 		httpServer = &http.Server{
-			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, tiered)),
+			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, tiered), health, cfg.pprof),
 			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
+	}
+
+	// SIGHUP loads the TLS material and the htpasswd file again.
+	if certs != nil || (cfg.accessControl != nil && cfg.accessControl.Users != nil) {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		hupDone := make(chan struct{})
+		defer func() {
+			signal.Stop(hup)
+			close(hupDone)
+		}()
+		go func() {
+			for {
+				select {
+				case <-hup:
+					reloadOnSIGHUP(certs, cfg.accessControl, log)
+				case <-hupDone:
+					return
+				}
+			}
+		}()
 	}
 
 	errc := make(chan error, 3)
@@ -321,15 +429,14 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		}()
 	}
 
+	health.setServing()
 	line := "listening grpc=" + grpcLis.Addr().String()
 	httpShown := "off"
 	if httpLis != nil {
 		httpShown = httpLis.Addr().String()
 		line += " http=" + httpShown
 	}
-	log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpShown, "dir", dir,
-		"max_size", cfg.maxSize, "chunk_size", cfg.chunkSize, "max_batch_size", cfg.maxBatchSize,
-		"max_inflight_upload", casServer.Stats().MaxInflightUpload)
+	log.Info("serving", settingsLog(cfg, dir, grpcLis.Addr().String(), httpShown, pool.Stats().Budget, casServer.Stats().MaxInflightUpload)...)
 	fmt.Fprintln(std.out, line)
 	if cfg.readyFile != "" {
 		// Whoever waits for this file would wait forever without it.
@@ -340,8 +447,18 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 
 	select {
 	case <-ctx.Done():
+		health.drain()
+		if cfg.drainDelay > 0 {
+			log.Info("stopping: reporting NOT_SERVING while still serving", "drain_delay", cfg.drainDelay)
+			select {
+			case <-time.After(cfg.drainDelay):
+			case err = <-errc:
+				log.Error("stopping after a failure", "err", err)
+			}
+		}
 		log.Info("stopping: waiting for open RPCs", "timeout", cfg.shutdownTimeout)
 	case err = <-errc:
+		health.drain()
 		log.Error("stopping after a failure", "err", err)
 	}
 	stopGracefully(grpcServer, httpServer, cfg.shutdownTimeout, log)

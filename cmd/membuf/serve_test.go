@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/internal/await"
 	"github.com/membuf/membuf/internal/serveprocess"
+	"golang.org/x/crypto/bcrypt"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -42,7 +44,11 @@ func TestMain(m *testing.M) {
 type serverProcess struct {
 	grpcAddr, httpAddr string
 	stop               func() (code int, stdout, stderr string)
+	stderr             *serveprocess.LockedBuffer
 }
+
+// log returns what serve has logged so far.
+func (s *serverProcess) log() string { return s.stderr.String() }
 
 // startServe runs `membuf serve` in-process on free loopback ports with a
 // temporary store, waits until it is ready and returns where it listens.
@@ -57,8 +63,8 @@ func startServe(t *testing.T, extra ...string) *serverProcess {
 		out, errOut string
 	}
 	done := make(chan result, 1)
+	var out, errb serveprocess.LockedBuffer
 	go func() {
-		var out, errb serveprocess.LockedBuffer
 		code := run(ctx, args, &stdio{out: &out, err: &errb})
 		done <- result{code, out.String(), errb.String()}
 	}()
@@ -108,7 +114,7 @@ func startServe(t *testing.T, extra ...string) *serverProcess {
 		stop()
 		t.Fatalf("ready file holds %q; want a listen line", data)
 	}
-	p := &serverProcess{grpcAddr: grpcAddr, httpAddr: httpAddr, stop: stop}
+	p := &serverProcess{grpcAddr: grpcAddr, httpAddr: httpAddr, stop: stop, stderr: &errb}
 	t.Cleanup(func() { stop() })
 	return p
 }
@@ -141,7 +147,7 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 }
 
 func TestServeMetricsAndShutdown(t *testing.T) {
-	s := startServe(t)
+	s := startServe(t, "--pprof")
 	conn := dial(t, s.grpcAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -243,6 +249,9 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 	if !strings.Contains(httpGet(t, "http://"+s.httpAddr+"/debug/pprof/"), "goroutine") {
 		t.Error("/debug/pprof/ does not list the goroutine profile")
 	}
+	if got := httpGet(t, "http://"+s.httpAddr+"/healthz"); got != "SERVING\n" {
+		t.Errorf("/healthz = %q; want SERVING", got)
+	}
 
 	code, out, errOut := s.stop()
 	if code != 0 {
@@ -306,7 +315,18 @@ func TestServeBadFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	dir := t.TempDir()
+	htpasswd := filepath.Join(t.TempDir(), "htpasswd")
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(htpasswd, []byte("ci:"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plainHtpasswd := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(plainHtpasswd, []byte("ci:secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -322,7 +342,23 @@ func TestServeBadFlags(t *testing.T) {
 		{"unknown flag", []string{"--max_size", "1G"}, 2, []string{"flag provided but not defined: -max_size"}},
 		{"argument", []string{"now"}, 2, []string{`unexpected arguments ["now"]`}},
 		{"empty listen", []string{"--listen", ""}, 2, []string{"--listen must not be empty"}},
-		{"bad listen", []string{"--listen", "127.0.0.1:99999"}, 1, []string{"--listen:", "invalid port"}},
+		{"bad listen", []string{"--listen", "127.0.0.1:99999"}, 2, []string{`--listen "127.0.0.1:99999"`, "invalid port"}},
+		{"nonsense listen", []string{"--listen", "nonsense"}, 2, []string{`--listen "nonsense": want host:port`}},
+		{"nonsense http", []string{"--http", "localhost"}, 2, []string{`--http "localhost": want host:port`}},
+		{"cert without key", []string{"--tls-cert", file}, 2, []string{"--tls-cert and --tls-key go together"}},
+		{"unreadable cert", []string{"--tls-cert", file + ".none", "--tls-key", file}, 2, []string{"--tls-cert " + file + ".none", "no such file"}},
+		{"not a cert", []string{"--tls-cert", file, "--tls-key", file}, 2, []string{"--tls-cert " + file, "failed to find any PEM data"}},
+		{"client CA alone", []string{"--tls-client-ca", file}, 2, []string{"--tls-client-ca needs --tls-cert"}},
+		{"missing htpasswd", []string{"--htpasswd", file + ".none"}, 2, []string{"--htpasswd:", "no such file"}},
+		{"plaintext htpasswd", []string{"--htpasswd", plainHtpasswd}, 2, []string{"--htpasswd:", `line 1: user "ci": not a bcrypt hash`}},
+		{"anonymous reads, no one to write", []string{"--anonymous-reads"}, 2, []string{"--anonymous-reads", "no one can authenticate", "--read-only"}},
+		{"named writer, no way to name", []string{"--write-ac", "ci"}, 2, []string{"write-ac=ci", "no one can authenticate"}},
+		{"anonymous reads and a read rule", []string{"--htpasswd", htpasswd, "--anonymous-reads", "--read-cas", "nobody"}, 2, []string{"give one or the other"}},
+		{"read-only and a write rule", []string{"--read-only", "--write-ac", "nobody"}, 2, []string{"give one or the other"}},
+		{"bad rule", []string{"--htpasswd", htpasswd, "--read-cas", "ci,,bob"}, 2, []string{"--read-cas", "comma-separated list of names"}},
+		{"zero connections", []string{"--max-connections", "0"}, 2, []string{"--max-connections must be at least 1"}},
+		{"zero open uploads", []string{"--max-open-uploads", "0"}, 2, []string{"--max-open-uploads must be at least 1"}},
+		{"negative drain", []string{"--drain-delay", "-1s"}, 2, []string{"--drain-delay must not be negative"}},
 		{"busy listen", []string{"--listen", busy.Addr().String()}, 1, []string{"--listen:", "address already in use"}},
 		{"busy http", []string{"--listen", "127.0.0.1:0", "--http", busy.Addr().String()}, 1, []string{"--http:", "address already in use"}},
 		{"dir is a file", []string{"--dir", file}, 1, []string{"--dir:", "not a directory"}},
@@ -330,9 +366,12 @@ func TestServeBadFlags(t *testing.T) {
 		{"s3 parameter", []string{"--s3", "s3://bucket?acl=public"}, 2, []string{"--s3:", `unknown parameter "acl"`}},
 		{"write-through alone", []string{"--s3-write-through"}, 2, []string{"--s3-write-through needs --s3"}},
 		{"zero s3 timeout", []string{"--s3-timeout", "0s"}, 2, []string{"--s3-timeout must be positive"}},
-		{"bad ready file", []string{"--listen", "127.0.0.1:0", "--ready-file", filepath.Join(file, "ready")}, 1, []string{"--ready-file:", "not a directory", "msg=stopped"}},
+		{"bad ready file", []string{"--listen", "127.0.0.1:0", "--ready-file", filepath.Join(file, "ready")}, 2, []string{"--ready-file " + filepath.Join(file, "ready"), "not a directory that exists"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// A directory that does not exist yet: a usage error must be
+			// found before anything is opened or created.
+			dir := filepath.Join(t.TempDir(), "data")
 			args := append([]string{"serve", "--dir", dir, "--http", ""}, tc.args...)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -347,6 +386,9 @@ func TestServeBadFlags(t *testing.T) {
 			}
 			if strings.Contains(errOut, "panic") {
 				t.Errorf("membuf %q panicked:\n%s", args, errOut)
+			}
+			if _, err := os.Stat(dir); tc.code == 2 && !os.IsNotExist(err) {
+				t.Errorf("membuf %q: a usage error, but --dir %s was created first", args, dir)
 			}
 		})
 	}
@@ -476,5 +518,46 @@ func TestServeS3UnreachableAtStart(t *testing.T) {
 	})
 	if code, _, errOut := s.stop(); code != 0 || !strings.Contains(errOut, "uploads to the bucket pending") {
 		t.Fatalf("stop: exit %d; want 0 and a warning that uploads are pending:\n%s", code, errOut)
+	}
+}
+
+// TestServeLogsEverySetting: the start-up log names each setting in force,
+// defaults resolved, so that a log alone says how the server ran.
+func TestServeLogsEverySetting(t *testing.T) {
+	s := startServe(t, "--upload-ttl", "7m", "--shutdown-timeout", "3s", "--pool-budget", "5MiB", "--scrub-rate", "1MiB")
+	_, _, log := s.stop()
+	var line string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "msg=serving") {
+			line = l
+		}
+	}
+	for _, want := range []string{
+		"grpc=127.0.0.1:", "http=127.0.0.1:", "dir=", "max_size=10GiB", "chunk_size=64KiB", "max_batch_size=4032KiB",
+		"pool_budget=5MiB", "gomemlimit=", "max_inflight_upload=", "upload_ttl=7m0s", "max_open_uploads=4096", "max_kept_uploads=10000",
+		"scrub_rate=1MiB/s", "s3=off", "tls=off", "tls_client_ca=off", "htpasswd=off", `policy="everyone may do everything`,
+		"max_connections=4096", "max_streams_per_connection=256", "keepalive_min_time=10s", "keepalive_time=1m0s", "keepalive_timeout=20s",
+		"max_connection_idle=10m0s", "handshake_timeout=10s", "reflection=false", "pprof=false", "shutdown_timeout=3s", "drain_delay=0s",
+		"log_level=INFO", "log_format=text",
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the start-up log line does not say %q:\n%s", want, line)
+		}
+	}
+}
+
+// TestServeWarnsOfPoolBudgetOverHalfTheMemoryLimit: a --pool-budget above
+// GOMEMLIMIT/2 starts, with a warning.
+func TestServeWarnsOfPoolBudgetOverHalfTheMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(1 << 30)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+	s := startServe(t, "--pool-budget", "600MiB")
+	_, _, log := s.stop()
+	if !strings.Contains(log, "--pool-budget is more than half of GOMEMLIMIT") || !strings.Contains(log, "gomemlimit=1GiB") {
+		t.Errorf("no warning for a 600MiB budget under a 1GiB GOMEMLIMIT:\n%s", log)
+	}
+	s = startServe(t, "--pool-budget", "400MiB")
+	if _, _, log := s.stop(); strings.Contains(log, "--pool-budget is more than half") {
+		t.Errorf("a warning for a 400MiB budget under a 1GiB GOMEMLIMIT:\n%s", log)
 	}
 }

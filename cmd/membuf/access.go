@@ -1,0 +1,121 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// accessFlags are serve's flags for TLS, authentication and the access
+// policy.
+type accessFlags struct {
+	tls            tlsFiles
+	htpasswd       string
+	rules          [4]string // per cas.Operation, "" for the default
+	anonymousReads bool
+	readOnly       bool
+}
+
+var ruleFlagNames = [4]string{cas.ReadCAS: "read-cas", cas.WriteCAS: "write-cas", cas.ReadAC: "read-ac", cas.WriteAC: "write-ac"}
+
+func (a *accessFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.tls.cert, "tls-cert", "", "PEM certificate `file` (with its chain) for TLS on the gRPC and HTTP listeners; needs --tls-key")
+	fs.StringVar(&a.tls.key, "tls-key", "", "PEM private key `file` for --tls-cert")
+	fs.StringVar(&a.tls.clientCA, "tls-client-ca", "", "PEM `file` of the CAs whose client certificates identify gRPC clients (mutual TLS);\nthe certificate's common name is the identity the access rules name; needs --tls-cert")
+	fs.StringVar(&a.htpasswd, "htpasswd", "", "htpasswd `file` of users and bcrypt hashes (htpasswd -B) for HTTP basic authentication\n(gRPC metadata authorization: Basic ..., as Bazel's --remote_header or a credential helper sends it)")
+	whats := [4]string{"read blobs (ByteStream Read, BatchReadBlobs, GetTree, FindMissingBlobs)",
+		"write blobs (ByteStream Write, BatchUpdateBlobs, QueryWriteStatus)",
+		"read the action cache (GetActionResult)",
+		"write the action cache (UpdateActionResult)"}
+	for op, name := range ruleFlagNames {
+		fs.StringVar(&a.rules[op], name, "", fmt.Sprintf("`who` may %s: anyone, authenticated, nobody, or a comma-separated list of\nidentities (default: anyone without --htpasswd or --tls-client-ca, authenticated with either)", whats[op]))
+	}
+	fs.BoolVar(&a.anonymousReads, "anonymous-reads", false, "reads for everyone, writes for authenticated clients: --read-cas anyone --read-ac anyone")
+	fs.BoolVar(&a.readOnly, "read-only", false, "no one writes: --write-cas nobody --write-ac nobody")
+}
+
+// resolve validates the flags, loads what they name, and returns the
+// access control for cas (nil: everyone may do everything, as without any
+// of these flags) and the TLS material (nil: plaintext).
+func (a *accessFlags) resolve() (*cas.AccessControl, *tlsMaterial, error) {
+	switch {
+	case (a.tls.cert == "") != (a.tls.key == ""):
+		return nil, nil, usageError("--tls-cert and --tls-key go together")
+	case a.tls.clientCA != "" && a.tls.cert == "":
+		return nil, nil, usageError("--tls-client-ca needs --tls-cert and --tls-key: client certificates come with TLS")
+	case a.anonymousReads && (a.rules[cas.ReadCAS] != "" || a.rules[cas.ReadAC] != ""):
+		return nil, nil, usageError("--anonymous-reads sets --read-cas and --read-ac; give one or the other")
+	case a.readOnly && (a.rules[cas.WriteCAS] != "" || a.rules[cas.WriteAC] != ""):
+		return nil, nil, usageError("--read-only sets --write-cas and --write-ac; give one or the other")
+	}
+	var material *tlsMaterial
+	if a.tls.cert != "" {
+		m, err := a.tls.load()
+		if err != nil {
+			return nil, nil, usageError("%v", err)
+		}
+		material = m
+	}
+	var users *cas.Htpasswd
+	if a.htpasswd != "" {
+		u, err := cas.LoadHtpasswd(a.htpasswd)
+		if err != nil {
+			return nil, nil, usageError("--htpasswd: %v", err)
+		}
+		users = u
+	}
+	canAuthenticate := users != nil || a.tls.clientCA != ""
+	def := "anyone"
+	if canAuthenticate {
+		def = "authenticated"
+	}
+	rules := a.rules
+	for op := range rules {
+		if rules[op] == "" {
+			rules[op] = def
+		}
+	}
+	if a.anonymousReads {
+		if !canAuthenticate {
+			return nil, nil, usageError("--anonymous-reads leaves writes to authenticated clients, and without --htpasswd or --tls-client-ca no one can authenticate (for a server no one writes to, use --read-only)")
+		}
+		rules[cas.ReadCAS], rules[cas.ReadAC] = "anyone", "anyone"
+	}
+	if a.readOnly {
+		rules[cas.WriteCAS], rules[cas.WriteAC] = "nobody", "nobody"
+	}
+	var parsed [4]cas.Rule
+	for op, s := range rules {
+		r, err := cas.ParseRule(s)
+		if err != nil {
+			return nil, nil, usageError("--%s %v", ruleFlagNames[op], err)
+		}
+		parsed[op] = r
+	}
+	policy := cas.Policy{ReadCAS: parsed[cas.ReadCAS], WriteCAS: parsed[cas.WriteCAS], ReadAC: parsed[cas.ReadAC], WriteAC: parsed[cas.WriteAC]}
+	if policy.NeedsIdentity() && !canAuthenticate {
+		return nil, nil, usageError("the access rules (%s) name authenticated clients, but without --htpasswd or --tls-client-ca no one can authenticate", policy.String())
+	}
+	if !canAuthenticate && !a.readOnly && a.rules == [4]string{} {
+		return nil, material, nil // no access control at all: as before these flags
+	}
+	return &cas.AccessControl{Policy: policy, Users: users, ClientCertificates: a.tls.clientCA != ""}, material, nil
+}
+
+// reloadOnSIGHUP loads the TLS material (certs, if not nil) and the
+// htpasswd file (if access has one) again. A file that fails to load leaves
+// what is in force, and the log says why.
+func reloadOnSIGHUP(certs *certReloader, access *cas.AccessControl, log *slog.Logger) {
+	if certs != nil {
+		certs.reload("SIGHUP")
+	}
+	if access != nil && access.Users != nil {
+		if err := access.Users.Reload(); err != nil {
+			log.Warn("htpasswd not reloaded; the previous users stay in force", "err", err)
+		} else {
+			log.Info("htpasswd reloaded", "users", access.Users.Users())
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// tlsFiles is the TLS material `membuf serve` is given: a certificate and
+// key for its listeners, and optionally the CA certificates it verifies
+// client certificates against (mutual TLS).
+type tlsFiles struct {
+	cert, key, clientCA string
+}
+
+// tlsMaterial is the material loaded from tlsFiles.
+type tlsMaterial struct {
+	cert     tls.Certificate
+	clientCA *x509.CertPool // nil without --tls-client-ca
+}
+
+// notAfter is when the certificate expires, for the log.
+func (m *tlsMaterial) notAfter() string {
+	if m.cert.Leaf == nil {
+		return "unknown"
+	}
+	return m.cert.Leaf.NotAfter.UTC().Format(time.RFC3339)
+}
+
+func (f tlsFiles) load() (*tlsMaterial, error) {
+	cert, err := tls.LoadX509KeyPair(f.cert, f.key)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", f.cert, f.key, err)
+	}
+	m := &tlsMaterial{cert: cert}
+	if f.clientCA != "" {
+		pem, err := os.ReadFile(f.clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		m.clientCA = x509.NewCertPool()
+		if !m.clientCA.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate in it", f.clientCA)
+		}
+	}
+	return m, nil
+}
+
+// certReloader serves the TLS material to both listeners and loads it
+// again on SIGHUP (reload) or when one of its files changes (checked at
+// most once per checkInterval, on a new connection's handshake): renewing
+// a certificate needs no restart. A reload that fails (a key that does not
+// match its certificate, say, while the files are being replaced) keeps
+// the material in force and says why in the log; the next change or SIGHUP
+// tries again.
+type certReloader struct {
+	files tlsFiles
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	material  *tlsMaterial
+	stamps    [3]fileStamp
+	lastCheck time.Time
+	reloads   int // successful reloads, for tests and the log
+}
+
+// fileStamp is what tells a file changed: its modification time and size.
+type fileStamp struct {
+	mtime time.Time
+	size  int64
+}
+
+const checkInterval = time.Second
+
+func newCertReloader(files tlsFiles, m *tlsMaterial, log *slog.Logger) *certReloader {
+	r := &certReloader{files: files, log: log, material: m}
+	r.stamps = r.stampFiles()
+	r.lastCheck = time.Now()
+	return r
+}
+
+func (r *certReloader) stampFiles() [3]fileStamp {
+	var s [3]fileStamp
+	for i, p := range []string{r.files.cert, r.files.key, r.files.clientCA} {
+		if p == "" {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil {
+			s[i] = fileStamp{fi.ModTime(), fi.Size()}
+		}
+	}
+	return s
+}
+
+// reload loads the files again; on error the material in force stays.
+func (r *certReloader) reload(why string) error {
+	stamps := r.stampFiles()
+	m, err := r.files.load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stamps = stamps // a broken file is not retried until it changes again
+	if err != nil {
+		r.log.Warn("TLS material not reloaded; the previous stays in force", "why", why, "err", err)
+		return err
+	}
+	r.material = m
+	r.reloads++
+	r.log.Info("TLS material reloaded", "why", why, "cert", r.files.cert, "not_after", m.notAfter())
+	return nil
+}
+
+// current returns the material in force, reloading it first if a file
+// changed since the last look (at most one look per checkInterval).
+func (r *certReloader) current() *tlsMaterial {
+	r.mu.Lock()
+	changed := false
+	if now := time.Now(); now.Sub(r.lastCheck) >= checkInterval {
+		r.lastCheck = now
+		changed = r.stampFiles() != r.stamps
+	}
+	m := r.material
+	r.mu.Unlock()
+	if changed {
+		r.reload("a file changed")
+		r.mu.Lock()
+		m = r.material
+		r.mu.Unlock()
+	}
+	return m
+}
+
+// grpcConfig is the listener configuration for gRPC: the current
+// certificate, and with a client CA, client certificates verified when
+// given. Not required: a client without one is anonymous to the access
+// policy (which can refuse it everything), and health probes, which seldom
+// carry certificates, still get through.
+func (r *certReloader) grpcConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			m := r.current()
+			c := &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				Certificates: []tls.Certificate{m.cert},
+				// gRPC clients require ALPN h2; this config replaces the
+				// one grpc's credentials set it on.
+				NextProtos: []string{"h2"},
+			}
+			if m.clientCA != nil {
+				c.ClientCAs = m.clientCA
+				c.ClientAuth = tls.VerifyClientCertIfGiven
+			}
+			return c, nil
+		},
+	}
+}
+
+// httpConfig is the listener configuration for HTTP (metrics, health,
+// profiles): the same certificate, no client certificates.
+func (r *certReloader) httpConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			m := r.current()
+			if m == nil {
+				return nil, errors.New("no certificate")
+			}
+			return &m.cert, nil
+		},
+	}
+}
