@@ -22,14 +22,15 @@ const probeSize = 512
 // The number of bytes to expect is sizeHint if it is positive; otherwise it
 // is found from r where r says: a Len() int method (bytes.Reader,
 // bytes.Buffer, strings.Reader, [*Reader]), the size and offset of a regular
-// *os.File, Size() int64 and Seek of an io.SectionReader and the like, or the
-// limit of an *io.LimitedReader. With an expected size, ReadAll reserves the
-// Slice's capacity once and takes buffers of up to 1 MiB sized to what is
-// left, so reading a known-size input allocates a constant number of objects
-// besides the pooled buffers. A wrong hint is only a cost: too small and the
-// rest is read as if the size were unknown; too large and the last buffer is
-// partly used. With no size known, buffers start at 32 KiB and double up to
-// 1 MiB.
+// *os.File, Size() int64 and Seek of an io.SectionReader and the like; for
+// an *io.LimitedReader, what its underlying reader says, capped at the limit
+// (the limit alone is only an upper bound, often a huge "no limit"). With an
+// expected size, ReadAll reserves the Slice's capacity once and takes
+// buffers of up to 1 MiB sized to what is left, so reading a known-size
+// input allocates a constant number of objects besides the pooled buffers.
+// A wrong hint is only a cost: too small and the rest is read as if the size
+// were unknown; too large and the last buffer is partly used. With no size
+// known, buffers start at 32 KiB and double up to 1 MiB.
 //
 // ReadAll fills every byte it returns, so it takes its buffers uncleared
 // (through GetUncleared where pool has it, as a [*Pool] does): r.Read is
