@@ -24,7 +24,7 @@ func TestSDKBuildFlow(t *testing.T) { eachTopology(t, testSDKBuildFlow) }
 func testSDKBuildFlow(t *testing.T, startServer startFunc) {
 	ctx := testContext(t)
 	srv := startServer(t, t.TempDir())
-	c := newClient(t, ctx, srv.GRPCAddr, instance)
+	c := srv.newClient(t, ctx, instance)
 
 	main := []byte("package main\n\nfunc main() {}\n")
 	binary := randomBlob(t, 3<<20+7)
@@ -109,7 +109,7 @@ func TestSDKResumedUpload(t *testing.T) { eachTopology(t, testSDKResumedUpload) 
 func testSDKResumedUpload(t *testing.T, startServer startFunc) {
 	ctx := testContext(t)
 	srv := startServer(t, t.TempDir())
-	c := newClient(t, ctx, srv.GRPCAddr, instance)
+	c := srv.newClient(t, ctx, instance)
 
 	blob := randomBlob(t, 2<<20+3)
 	dg := digest.NewFromBlob(blob)
@@ -152,14 +152,14 @@ func testSDKConcurrent(t *testing.T, startServer startFunc) {
 	ctx := testContext(t)
 	srv := startServer(t, t.TempDir())
 	shared := randomBlob(t, 5<<20)
-	if _, err := newClient(t, ctx, srv.GRPCAddr, instance).WriteBlob(ctx, shared); err != nil {
+	if _, err := srv.newClient(t, ctx, instance).WriteBlob(ctx, shared); err != nil {
 		t.Fatal(err)
 	}
 	const clients, blobsEach = 8, 6
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
 	for i := range clients {
-		c := newClient(t, ctx, srv.GRPCAddr, fmt.Sprintf("client-%d", i))
+		c := srv.newClient(t, ctx, fmt.Sprintf("client-%d", i))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

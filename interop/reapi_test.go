@@ -21,13 +21,19 @@ import (
 // instance is a multi-segment instance name: membuf accepts any.
 const instance = "interop/main"
 
-// newClient dials membuf with the SDK as a user would, which fetches the
-// server's capabilities and refuses a server without SHA-256.
+// newClient dials a plaintext membuf at addr with the SDK.
 func newClient(t *testing.T, ctx context.Context, addr, instance string) *client.Client {
 	t.Helper()
-	c, err := client.NewClient(ctx, instance, client.DialParams{Service: addr, NoSecurity: true})
+	return dialClient(t, ctx, client.DialParams{Service: addr, NoSecurity: true}, instance)
+}
+
+// dialClient dials with the SDK as a user would, which fetches the server's
+// capabilities and refuses a server without SHA-256.
+func dialClient(t *testing.T, ctx context.Context, params client.DialParams, instance string) *client.Client {
+	t.Helper()
+	c, err := client.NewClient(ctx, instance, params)
 	if err != nil {
-		t.Fatalf("client.NewClient(%s): %v", addr, err)
+		t.Fatalf("client.NewClient(%s): %v", params.Service, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -55,7 +61,7 @@ func testSDK(t *testing.T, startServer startFunc) {
 	ctx := testContext(t)
 	dir := t.TempDir()
 	srv := startServer(t, dir)
-	c := newClient(t, ctx, srv.GRPCAddr, instance)
+	c := srv.newClient(t, ctx, instance)
 
 	// Kept across the restart at the end.
 	small := []byte("hello, membuf")
@@ -279,7 +285,7 @@ func testSDK(t *testing.T, startServer startFunc) {
 	})
 
 	t.Run("empty instance name", func(t *testing.T) {
-		c2 := newClient(t, ctx, srv.GRPCAddr, "")
+		c2 := srv.newClient(t, ctx, "")
 		dg, err := c2.WriteBlob(ctx, []byte("no instance"))
 		if err != nil {
 			t.Fatalf("WriteBlob with no instance name: %v", err)
@@ -295,7 +301,7 @@ func testSDK(t *testing.T, startServer startFunc) {
 			t.Fatal(err)
 		}
 		srv2 := startServer(t, dir)
-		c2 := newClient(t, ctx, srv2.GRPCAddr, instance)
+		c2 := srv2.newClient(t, ctx, instance)
 		for _, blob := range [][]byte{small, large} {
 			got, _, err := c2.ReadBlob(ctx, digest.NewFromBlob(blob))
 			if err != nil || !bytes.Equal(got, blob) {

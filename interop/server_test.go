@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bazelbuild/remote-apis-sdks/go/pkg/client"
+
 	"github.com/membuf/membuf/internal/miniotest"
 	"github.com/membuf/membuf/internal/serveprocess"
 )
@@ -68,10 +70,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// server is a cache under test as its clients see it: one gRPC address.
+// server is a cache under test as its clients see it: one gRPC address,
+// and how to dial it (TLS, credentials).
 type server struct {
 	GRPCAddr string
+	Dial     client.DialParams
 	stop     func(sig os.Signal) error
+}
+
+// newClient dials the server with the SDK as a user would, which fetches
+// its capabilities and refuses a server without SHA-256.
+func (s *server) newClient(t *testing.T, ctx context.Context, instance string) *client.Client {
+	t.Helper()
+	return dialClient(t, ctx, s.Dial, instance)
 }
 
 // Stop stops it with sig and waits for it to exit.
@@ -82,13 +93,16 @@ func (s *server) Stop(sig os.Signal) error { return s.stop(sig) }
 type startFunc func(t *testing.T, dir string) *server
 
 // eachTopology runs test against each way to deploy the cache: "single",
-// one `membuf serve` on its disk; and "tiered", two nodes with disks of
+// one `membuf serve` on its disk; "tls-basic-auth", the same over TLS with
+// every RPC authenticated by basic auth, as Bazel's --remote_header sends
+// it; and "tiered", two nodes with disks of
 // their own sharing a bucket of a real MinIO, behind a proxy that sends
 // every write to node A and every read and lookup to node B, so that B
 // serves only what A uploaded (A writes through to the bucket: a Write
 // returns once the bucket has the blob).
 func eachTopology(t *testing.T, test func(t *testing.T, startServer startFunc)) {
 	t.Run("single", func(t *testing.T) { test(t, startSingle) })
+	t.Run("tls-basic-auth", func(t *testing.T) { test(t, startSecure) })
 	t.Run("tiered", func(t *testing.T) {
 		m := miniotest.Start(t)
 		test(t, func(t *testing.T, dir string) *server { return startTiered(t, dir, m) })
@@ -100,7 +114,7 @@ func eachTopology(t *testing.T, test func(t *testing.T, startServer startFunc)) 
 func startSingle(t *testing.T, dir string) *server {
 	t.Helper()
 	p := serveprocess.StartTest(t, exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "", "--dir", dir, "--log-level", "debug"))
-	return &server{GRPCAddr: p.GRPCAddr, stop: p.Stop}
+	return &server{GRPCAddr: p.GRPCAddr, Dial: client.DialParams{Service: p.GRPCAddr, NoSecurity: true}, stop: p.Stop}
 }
 
 // startTiered runs nodes A and B (stores in dir/a and dir/b) on the bucket
@@ -117,7 +131,7 @@ func startTiered(t *testing.T, dir string, m *miniotest.Server) *server {
 	// B remembers no "the bucket lacks it": A's uploads are seen at once.
 	b := node("b", "--s3-missing-ttl", "0")
 	p := startProxy(t, a.GRPCAddr, b.GRPCAddr)
-	return &server{GRPCAddr: p.addr, stop: func(sig os.Signal) error {
+	return &server{GRPCAddr: p.addr, Dial: client.DialParams{Service: p.addr, NoSecurity: true}, stop: func(sig os.Signal) error {
 		p.stop()
 		return errors.Join(a.Stop(sig), b.Stop(sig))
 	}}
