@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -124,6 +126,11 @@ func runWorkload(ctx context.Context, w workload, args []string, std *stdio) err
 	if err := common.validate(); err != nil {
 		return err
 	}
+	// The outputs are checked before the run: a typo in a path must not
+	// cost a run of minutes.
+	if err := common.checkOutputs(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, common.timeout)
 	defer cancel()
 	if common.profile != "" {
@@ -153,15 +160,13 @@ func runWorkload(ctx context.Context, w workload, args []string, std *stdio) err
 		return err
 	}
 	if common.jsonFile != "" {
-		f, err := os.Create(common.jsonFile)
-		if err != nil {
+		var buf bytes.Buffer
+		if err := report.WriteJSON(&buf); err != nil {
 			return fmt.Errorf("--json: %w", err)
 		}
-		err = report.WriteJSON(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		// Whole or not at all: an earlier file of that name survives a
+		// failed write.
+		if err := writeFileAtomic(common.jsonFile, buf.Bytes()); err != nil {
 			return fmt.Errorf("--json: %w", err)
 		}
 		fmt.Fprintf(std.err, "wrote %s\n", common.jsonFile)
@@ -176,6 +181,40 @@ func runWorkload(ctx context.Context, w workload, args []string, std *stdio) err
 		}
 	}
 	return nil
+}
+
+// checkOutputs makes sure the files the run will write can be written:
+// --json's directory exists and takes a new file, --plot's directory can be
+// made and takes one. A problem is a usage error, found before the run.
+func (c *benchCommon) checkOutputs() error {
+	if c.jsonFile != "" {
+		if fi, err := os.Stat(c.jsonFile); err == nil && fi.IsDir() {
+			return usageError("--json %s is a directory; give a file name", c.jsonFile)
+		}
+		if err := checkWritableDir(filepath.Dir(c.jsonFile)); err != nil {
+			return usageError("--json %s: %v", c.jsonFile, err)
+		}
+	}
+	if c.plotDir != "" {
+		if err := os.MkdirAll(c.plotDir, 0o755); err != nil {
+			return usageError("--plot: %v", err)
+		}
+		if err := checkWritableDir(c.plotDir); err != nil {
+			return usageError("--plot %s: %v", c.plotDir, err)
+		}
+	}
+	return nil
+}
+
+// checkWritableDir checks that a file can be created in dir, by creating
+// and removing one.
+func checkWritableDir(dir string) error {
+	f, err := os.CreateTemp(dir, ".membuf-bench-check-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 func settingsLine(r *loadgen.Report) string {
@@ -402,6 +441,7 @@ func isLoopback(host string) bool {
 type progress struct {
 	w        io.Writer
 	terminal bool
+	width    int // columns of the terminal; a redrawn line stays shorter
 	drawn    bool
 }
 
@@ -410,12 +450,17 @@ func newProgress(w io.Writer) *progress {
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			p.terminal = true
+			p.width = terminalWidth(f)
+		}
+	}
+	if p.width <= 0 {
+		p.width = 80
+		if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+			p.width = n
 		}
 	}
 	return p
 }
-
-const barWidth = 30
 
 func (p *progress) event(e loadgen.Event) {
 	if !p.terminal {
@@ -426,6 +471,16 @@ func (p *progress) event(e loadgen.Event) {
 			e.Done, e.Total, e.Round, e.Rounds, e.Case, e.Config, e.OpsPerSec)
 		return
 	}
+	fmt.Fprint(p.w, "\r\x1b[K"+progressLine(e, p.width))
+	p.drawn = true
+}
+
+// progressLine is the bar redrawn in place on a terminal width columns
+// wide. It stays at least one column short of the width: a line that
+// reaches the last column wraps on many terminals, and "\r" then redraws
+// only its second half, leaving a stale line behind at every event.
+func progressLine(e loadgen.Event, width int) string {
+	barWidth := min(30, max(10, width/5))
 	filled := barWidth * e.Done / max(e.Total, 1)
 	eta := "ETA ?"
 	if e.Done > 0 {
@@ -435,10 +490,13 @@ func (p *progress) event(e loadgen.Event) {
 	if e.Starting {
 		verb = "running"
 	}
-	fmt.Fprintf(p.w, "\r\x1b[K[%s%s] %3d%%  round %d/%d  %s %s under %s  %s",
+	line := fmt.Sprintf("[%s%s] %3d%%  %s  round %d/%d  %s %s under %s",
 		strings.Repeat("#", filled), strings.Repeat(".", barWidth-filled),
-		100*e.Done/max(e.Total, 1), e.Round, e.Rounds, verb, e.Case, e.Config, eta)
-	p.drawn = true
+		100*e.Done/max(e.Total, 1), eta, e.Round, e.Rounds, verb, e.Case, e.Config)
+	if r := []rune(line); len(r) > width-1 {
+		line = string(r[:max(width-2, 0)]) + "…"
+	}
+	return line
 }
 
 func (p *progress) finish() {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/membuf/membuf/cmd/membuf/internal/loadgen"
 )
@@ -184,4 +185,63 @@ func readReportFile(t *testing.T, name string) *loadgen.Report {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestBenchChecksOutputsBeforeTheRun: an unwritable --json or --plot is a
+// usage error before anything runs (a --count this large would run for
+// minutes if it were not).
+func TestBenchChecksOutputsBeforeTheRun(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--json", filepath.Join(t.TempDir(), "no-such-dir", "out.json")}, "--json"},
+		{[]string{"--json", t.TempDir()}, "is a directory"},
+		{[]string{"--plot", filepath.Join(file, "plots")}, "--plot"},
+	} {
+		args := append([]string{"bench", "grpc", "--count", "100000000", "--timeout", "10m"}, tc.args...)
+		code, _, errOut := runCLI(t, context.Background(), args...)
+		if code != 2 || !strings.Contains(errOut, tc.err) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 naming %s", args, code, errOut, tc.err)
+		}
+		if strings.Contains(errOut, "ops/s") {
+			t.Errorf("%q: the run started before its outputs were checked:\n%s", args, errOut)
+		}
+	}
+}
+
+// TestProgressLineFitsTheTerminal: the redrawn bar stays shorter than the
+// terminal, however long the case and configuration names, so that it
+// never wraps and leaves stale lines behind.
+func TestProgressLineFitsTheTerminal(t *testing.T) {
+	e := loadgen.Event{Done: 7, Total: 96, Round: 2, Rounds: 3, Elapsed: 70 * time.Second,
+		Case: loadgen.Case{Mode: "write", Label: "16 MiB over 8 connections", Streams: 64}, Config: "membuf-zero-copy-with-a-long-name", Starting: true}
+	// 70 s for 7 stretches of 96: 89 more at 10 s each.
+	for _, width := range []int{40, 80, 120, 400} {
+		line := progressLine(e, width)
+		if n := utf8.RuneCountInString(line); n >= width {
+			t.Errorf("width %d: a %d-column line %q", width, n, line)
+		}
+		if !strings.Contains(line, "ETA 14m50s") || !strings.HasPrefix(line, "[") {
+			t.Errorf("width %d: %q lacks the bar or the ETA", width, line)
+		}
+	}
+	if line := progressLine(e, 400); !strings.Contains(line, "write 16 MiB over 8 connections C=64 under membuf-zero-copy-with-a-long-name") {
+		t.Errorf("on a wide terminal the line is cut: %q", line)
+	}
+	var out strings.Builder
+	p := &progress{w: &out, terminal: true, width: 50}
+	p.event(e)
+	e.Starting, e.Done = false, 8
+	p.event(e)
+	p.finish()
+	for _, seg := range strings.Split(out.String(), "\r\x1b[K") {
+		if utf8.RuneCountInString(seg) >= 50 || strings.Contains(seg, "\n") {
+			t.Errorf("a redraw on a 50-column terminal: %q", seg)
+		}
+	}
 }
