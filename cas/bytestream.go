@@ -155,7 +155,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 			return status.Errorf(codes.InvalidArgument, "write_offset %d, expected %d (the previous offset plus the data sent)", req.WriteOffset, next)
 		}
 		next += int64(req.Data.Len())
-		wrote := false
+		vec := in.vec[:0]
 		for _, buf := range req.Data {
 			data := buf.Bytes()
 			if skip > 0 {
@@ -163,14 +163,15 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 				data, skip = data[k:], skip-k
 			}
 			if len(data) > 0 {
-				if _, err := u.w.Write(data); err != nil {
-					keep = false
-					return storeError(err, "upload "+clip(name))
-				}
-				wrote = true
+				vec = append(vec, data)
 			}
 		}
-		if wrote {
+		in.vec = vec
+		if len(vec) > 0 {
+			if err := writeAll(u.w, vec); err != nil {
+				keep = false
+				return storeError(err, "upload "+clip(name))
+			}
 			u.committed.Store(u.w.Written())
 		}
 		if req.FinishWrite {
@@ -213,6 +214,27 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	}
 	s.log.Debug("blob stored", "digest", d.String())
 	return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
+}
+
+// buffersWriter is a BlobWriter that takes a request's buffers in one call
+// (the disk store's Writer: one writev for the frames of a request).
+type buffersWriter interface {
+	WriteBuffers(bufs [][]byte) (int64, error)
+}
+
+// writeAll writes bufs to w in order: in one call if w takes buffers, else
+// one Write each.
+func writeAll(w BlobWriter, bufs [][]byte) error {
+	if bw, ok := w.(buffersWriter); ok {
+		_, err := bw.WriteBuffers(bufs)
+		return err
+	}
+	for _, b := range bufs {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // QueryWriteStatus reports how much of an upload is committed: the full

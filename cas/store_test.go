@@ -375,3 +375,49 @@ func TestOpenStoreLocksDir(t *testing.T) {
 		t.Error("the blob the first store committed is missing after reopening")
 	}
 }
+
+// WriteBuffers writes many buffers (more than one writev takes, empty ones
+// among them) in order, and hashes what it wrote; on a store that
+// compresses, through the compressor.
+func TestWriterWriteBuffers(t *testing.T) {
+	for _, policy := range []CompressPolicy{CompressNone, CompressAll} {
+		t.Run(policy.String(), func(t *testing.T) {
+			s := openZstdStore(t, t.TempDir(), 0, policy, nil)
+			data := randomBlob(1500*70, 5)
+			data = append(data, make([]byte, 64<<10)...) // compressible
+			var bufs [][]byte
+			for off := 0; off < len(data); {
+				n := min(off%97, len(data)-off) // 0 to 96 bytes, zero now and then
+				bufs = append(bufs, data[off:off+n])
+				off += n
+				if n == 0 {
+					bufs = append(bufs, data[off:off+1])
+					off++
+				}
+			}
+			if len(bufs) <= 1024 { // IOV_MAX on Linux
+				t.Fatalf("only %d buffers; the test needs more than one writev takes", len(bufs))
+			}
+			d := DigestOf(data)
+			bw, err := s.NewWriter(context.Background(), d, Uncompressed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := bw.(*Writer)
+			n, err := w.WriteBuffers(bufs)
+			if err != nil || n != int64(len(data)) {
+				t.Fatalf("WriteBuffers = %d, %v; want %d", n, err, len(data))
+			}
+			if err := w.Commit(context.Background()); err != nil {
+				t.Fatalf("commit (the hash of what was written): %v", err)
+			}
+			got, err := s.ReadAll(context.Background(), d)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("stored blob differs from what was written: %v", err)
+			}
+			if st := s.Stats(); (st.CompressedBlobs == 1) != (policy == CompressAll) {
+				t.Errorf("policy %s: %d blobs kept compressed", policy, st.CompressedBlobs)
+			}
+		})
+	}
+}

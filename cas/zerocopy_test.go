@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -445,5 +446,36 @@ func TestServerOptionsLeaveOtherRPCsAlone(t *testing.T) {
 	got, _, err := e.read(readName(d), 0, 0)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back: %q, %v", got, err)
+	}
+}
+
+// clearingPool records which of Get and GetUncleared gRPC used.
+type clearingPool struct {
+	gets, uncleared atomic.Int64
+}
+
+func (p *clearingPool) Get(n int) *[]byte {
+	p.gets.Add(1)
+	b := make([]byte, n)
+	return &b
+}
+
+func (p *clearingPool) GetUncleared(n int) *[]byte {
+	p.uncleared.Add(1)
+	b := make([]byte, n)
+	return &b
+}
+
+func (p *clearingPool) Put(*[]byte) {}
+
+// gRPC fills every frame buffer it takes, so ServerOptions hands it a pool
+// that does not clear them first.
+func TestServerOptionsGiveGRPCUnclearedFrames(t *testing.T) {
+	pool := &clearingPool{}
+	e := newEnvWithServerOptions(t, 0, Options{}, ServerOptions(pool)...)
+	e.put(randomBlob(256<<10, 3))
+	if pool.uncleared.Load() < 16 || pool.gets.Load() != 0 {
+		t.Errorf("gRPC took %d buffers through Get and %d through GetUncleared for a 256 KiB upload; want every frame (16 or more) uncleared",
+			pool.gets.Load(), pool.uncleared.Load())
 	}
 }
