@@ -2,10 +2,9 @@ package membuf
 
 import "testing"
 
-// For the external tests (package membuf_test) too.
-
-// RaceEnabled: see race_test.go.
-const RaceEnabled = raceEnabled
+// For the external tests (package membuf_test) too. (They read the
+// environment through internal/testenv, which this package's own tests
+// cannot import: it imports membuf.)
 
 // SetDebugEnv sets, for the test, what MEMBUF_DEBUG turned on at start-up:
 // debug mode for every buffer and every pool made during the test. Tests
@@ -16,6 +15,3 @@ func SetDebugEnv(t testing.TB, on bool) {
 	debugFromEnv = on
 	t.Cleanup(func() { debugFromEnv = old })
 }
-
-// DebugFromEnv reports whether MEMBUF_DEBUG turned debug mode on.
-func DebugFromEnv() bool { return debugFromEnv }

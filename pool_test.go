@@ -14,6 +14,7 @@ import (
 	"weak"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/internal/testenv"
 )
 
 func newPool(t testing.TB, cfg membuf.Config) *membuf.Pool {
@@ -56,7 +57,7 @@ func TestGetEverySize(t *testing.T) {
 		class := 0
 		var gets uint64
 		step := func(n int) int {
-			if membuf.RaceEnabled && n >= 16<<10 {
+			if testenv.Race && n >= 16<<10 {
 				return 61 // prime: lands on every offset within a class in turn
 			}
 			return 1
@@ -86,7 +87,7 @@ func TestGetEverySize(t *testing.T) {
 		// drops a quarter of Puts; so beyond the first miss per class, the
 		// bound is loose there.
 		minHits := tot.Gets - tot.Gets/100
-		if membuf.RaceEnabled {
+		if testenv.Race {
 			minHits = tot.Gets / 2
 		}
 		if tot.Misses < uint64(len(sizes)) || tot.Hits < minHits {
@@ -733,7 +734,7 @@ func TestFrontBounded(t *testing.T) {
 		}
 		front = tot.Puts - tot.StorePuts - tot.Drops
 	}
-	if front == 0 && !membuf.DebugFromEnv() {
+	if front == 0 && !testenv.MembufDebug() {
 		t.Fatal("nothing went to the front: the test shows nothing")
 	}
 }
@@ -755,7 +756,7 @@ func TestSteadyGetPutStaysOffTheStore(t *testing.T) {
 	// detector drops a Put (a quarter of them): each such miss costs one
 	// more store put and hit, not a cycle.
 	limit := uint64(n / 100)
-	if membuf.RaceEnabled {
+	if testenv.Race {
 		limit = n / 2
 	}
 	if tot.Gets != n || tot.StoreHits > limit || tot.StorePuts > limit+1 {
