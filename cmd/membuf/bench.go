@@ -339,7 +339,8 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	fs.StringVar(&o.Addr, "addr", "", "`host:port` of a running ByteStream server to measure instead of in-process ones (loopback only)")
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` prefixing resource names")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the in-process servers' stores (default a temporary one, removed after)")
-	fs.Var(choiceList(&o.Modes, loadgen.ModeRead, loadgen.ModeWrite), "mode", "comma-separated `modes`: read, write")
+	fs.Var(choiceList(&o.Modes, loadgen.ModeRead, loadgen.ModeWrite, loadgen.ModeStall), "mode", "comma-separated `modes`: read, write, stall (start an upload, send one message, hold the stream --stall, abandon it)")
+	fs.DurationVar(&o.Stall, "stall", 5*time.Second, "how long a stall operation holds its stream")
 	o.Configs = append([]string(nil), loadgen.DefaultBlobConfigs...)
 	fs.Var(choiceList(&o.Configs, loadgen.BlobConfigs...), "config", "comma-separated server `configurations`: "+strings.Join(loadgen.BlobConfigs, ", "))
 	fs.IntVar(&o.Connections, "connections", 1, "most client `connections` per server: a case of C streams uses min(C, this)")
@@ -365,6 +366,9 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 		}
 		if slices.Contains(o.Configs, loadgen.ConfigCeiling) && slices.Contains(o.Modes, loadgen.ModeRead) {
 			return nil, usageError("the ceiling configuration serves writes only: add --mode write")
+		}
+		if o.Stall <= 0 {
+			return nil, usageError("--stall must be positive")
 		}
 		if o.ServerPID < 0 {
 			return nil, usageError("--server-pid must be a process id")

@@ -40,6 +40,10 @@ import (
 const (
 	ModeRead  = "read"
 	ModeWrite = "write"
+	// ModeStall starts an upload, sends its first message, holds the
+	// stream open for BlobsOptions.Stall without sending more, then
+	// abandons it: what a server holds for stalled clients.
+	ModeStall = "stall"
 )
 
 // Configuration names of the blobs workload.
@@ -89,7 +93,8 @@ type BlobsOptions struct {
 	// Dir holds the in-process servers' stores; empty means a new
 	// temporary directory, removed at the end.
 	Dir string
-	// Modes are ModeRead and ModeWrite; empty means both.
+	// Modes are ModeRead, ModeWrite and ModeStall; empty means read and
+	// write.
 	Modes []string
 	// Configs are the in-process servers to compare, in order:
 	// ConfigFreshSlice, ConfigPrepared, ConfigMembufZeroCopy. Empty means
@@ -130,8 +135,11 @@ type BlobsOptions struct {
 	// ServerMetrics, with Addr, is the URL of the server's Prometheus
 	// metrics, from which its GC cycles are read; empty means they are not.
 	ServerMetrics string
-	Bounds        Bounds
-	Progress      Progress
+	// Stall is how long a ModeStall operation holds its stream; 0 means
+	// 5 seconds.
+	Stall    time.Duration
+	Bounds   Bounds
+	Progress Progress
 }
 
 // Blobs measures ByteStream reads and writes of whole blobs. Before
@@ -273,6 +281,13 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		}
 	}
 
+	stall := o.Stall
+	if stall == 0 {
+		stall = 5 * time.Second
+	}
+	for _, t := range targets {
+		t.stall = stall
+	}
 	// Upload the read set of every read case to every server, outside the
 	// measure (once per set: cases of different stream counts share one).
 	for _, t := range targets {
@@ -424,8 +439,8 @@ func (o *BlobsOptions) plan() ([]Case, map[Case]*blobSet, error) {
 	for gi, g := range groups {
 		set := newBlobSet(base, g.sizes, nonce, uint64(gi))
 		for _, m := range o.modes() {
-			if m != ModeRead && m != ModeWrite {
-				return nil, nil, fmt.Errorf("unknown blobs mode %q: want %s or %s", m, ModeRead, ModeWrite)
+			if m != ModeRead && m != ModeWrite && m != ModeStall {
+				return nil, nil, fmt.Errorf("unknown blobs mode %q: want %s, %s or %s", m, ModeRead, ModeWrite, ModeStall)
 			}
 			var size int64
 			if o.Mix == nil {
@@ -556,6 +571,7 @@ func withInstance(instance, name string) string {
 type blobTarget struct {
 	target
 	conns    []*grpc.ClientConn
+	stall    time.Duration
 	instance string
 	chunk    int
 	sets     map[Case]*blobSet
@@ -638,6 +654,16 @@ func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), er
 			i := (start + seq) % int64(len(names))
 			size := set.reads[i].size
 			return size, bt.read(ctx, conn, names[i], size)
+		}, func() {}, nil
+	case ModeStall:
+		h := sha256.New()
+		var stamp [stampLen]byte
+		stall := bt.stall
+		return func(ctx context.Context, seq int64) (int64, error) {
+			size := set.sizes[seq%int64(len(set.sizes))]
+			stamp = set.stamp(uint64(seq))
+			name := uploadName(bt.instance, uint64(seq), "blobs/"+set.digest(h, size, &stamp)+"/"+strconv.FormatInt(size, 10))
+			return bt.stallUpload(ctx, conn, name, set.base, size, stall)
 		}, func() {}, nil
 	case ModeWrite:
 		h := sha256.New()
@@ -756,6 +782,31 @@ func metricsURL(p *serveprocess.Process) string {
 		return ""
 	}
 	return "http://" + p.HTTPAddr + "/metrics"
+}
+
+// stallUpload starts uploading the blob base[:size] under name, sends its
+// first message (at most bt.chunk bytes, not finishing it unless the blob is
+// that short), holds the stream for stall, and abandons it. It returns the
+// bytes sent.
+func (bt *blobTarget) stallUpload(ctx context.Context, conn *grpc.ClientConn, name string, base []byte, size int64, stall time.Duration) (int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // abandons the upload
+	stream, err := conn.NewStream(ctx, &writeDesc, methodWrite)
+	if err != nil {
+		return 0, err
+	}
+	n := min(size-1, int64(bt.chunk), prefixLen(size))
+	msg := &grpcmem.WriteRequest{ResourceName: name, Data: membuf.Slice{membuf.Wrap(base[:n])}}
+	if err := grpcmem.SendWrite(stream, msg); err != nil {
+		return 0, err
+	}
+	t := time.NewTimer(stall)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return n, nil
 }
 
 // blobServer is a cas server in this process.

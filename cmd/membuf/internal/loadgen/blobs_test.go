@@ -214,3 +214,30 @@ func TestPreparedReadServesStoredBytes(t *testing.T) {
 		}
 	}
 }
+
+// A stall operation sends one message of a blob and holds its stream: the
+// server sees the upload start and never finish.
+func TestBlobsStall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const chunk = 16 << 10
+	r, err := Blobs(ctx, BlobsOptions{
+		Dir:       t.TempDir(),
+		Modes:     []string{ModeStall},
+		Configs:   []string{ConfigMembufZeroCopy},
+		Sizes:     []int64{100 << 10},
+		ChunkSize: chunk,
+		Stall:     20 * time.Millisecond,
+		Bounds:    Bounds{Count: 6, Rounds: 1, Concurrency: 3},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.Results[0]
+	if res.Ops != 6 || res.Bytes != 6*chunk {
+		t.Errorf("%d stalls moving %d bytes, want 6 moving one %d-byte message each", res.Ops, res.Bytes, chunk)
+	}
+	if *res.ServerOps != 0 {
+		t.Errorf("the server completed %d of the stalled uploads, want none", *res.ServerOps)
+	}
+}
