@@ -16,7 +16,7 @@ import (
 )
 
 // minioLocation starts a real MinIO for the test and returns its bucket.
-func minioLocation(t *testing.T, prefix string) Location {
+func minioLocation(t testing.TB, prefix string) Location {
 	m := miniotest.Start(t)
 	isolateAWS(t, miniotest.AccessKey, miniotest.SecretKey)
 	loc, err := ParseURL(m.URL(prefix))

@@ -119,7 +119,7 @@ func startServe(t *testing.T, extra ...string) *serverProcess {
 	return p
 }
 
-func httpGet(t *testing.T, url string) string {
+func httpGet(t testing.TB, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -279,7 +279,7 @@ func budgetOfDefaultPool(t *testing.T) int64 {
 
 // metricValue returns the value of the sample named name (with its labels)
 // in a Prometheus text exposition.
-func metricValue(t *testing.T, exposition, name string) float64 {
+func metricValue(t testing.TB, exposition, name string) float64 {
 	t.Helper()
 	for _, line := range strings.Split(exposition, "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
