@@ -350,7 +350,7 @@ func (p *Pool) reuse(b *[]byte, length int, clearing Clearing) {
 
 func (p *Pool) getOversize(length int, clearing Clearing) *[]byte {
 	var b *[]byte
-	if p.oversize {
+	if p.oversize && p.cls[p.classes.n].stored.Load() > 0 { // no shard locks when none is kept
 		b = p.takeOversize(length)
 	}
 	if b == nil {
