@@ -127,12 +127,13 @@ func uploadBlob(ctx context.Context, c bspb.ByteStreamClient, uuid string, data 
 // more memory than the budget plus one flow-control window per stream: the
 // handlers that cannot get budget stop receiving, and gRPC stops granting
 // their streams window. Without the budget each handler would hold a
-// message and gRPC a window more for it, which this bound rules out.
+// message (512 KiB: gRPC grants a whole message once asked) and gRPC a
+// window more for it, which this bound rules out.
 func TestUploadBudgetBoundsMemoryOfManyWriters(t *testing.T) {
 	const (
 		writers = 32
-		chunk   = 96 << 10
-		limit   = 1 << 20
+		chunk   = 512 << 10
+		limit   = 2 << 20
 	)
 	store, err := OpenStore(t.TempDir(), 0, nil)
 	if err != nil {
@@ -148,14 +149,14 @@ func TestUploadBudgetBoundsMemoryOfManyWriters(t *testing.T) {
 	blobs := make([][]byte, writers)
 	errs := make(chan error, writers)
 	for i := range writers {
-		blobs[i] = randomBlob(8*chunk, uint64(i))
+		blobs[i] = randomBlob(4*chunk, uint64(i))
 		go func() { errs <- uploadBlob(ctx, clients[i%len(clients)], fmt.Sprintf("w%d", i), blobs[i], chunk) }()
 	}
 	// Settled: the budget cannot take another stream's receive (or, were
 	// there no budget, every handler is blocked in the store).
 	await.True(t, "the upload budget to fill", func() bool {
 		b := gated.blocked.Load()
-		return srv.Stats().InflightUploadBytes > limit-StreamWindow && b > 0 || b == writers
+		return srv.Stats().InflightUploadBytes > limit-firstMessageGuess && b > 0 || b == writers
 	})
 	st := srv.Stats()
 	if st.InflightUploadPeak > limit {
@@ -200,8 +201,9 @@ func TestStalledUploaderDoesNotStopOthers(t *testing.T) {
 	}
 	defer store.Close()
 	pool := &outstandingPool{}
-	// Room for the stalled stream's reservation and two more receives.
-	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: 3 * StreamWindow}, pool)
+	// Room for the stalled stream's reservation, a first receive and a
+	// later one.
+	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: firstMessageGuess + 2*StreamWindow}, pool)
 
 	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
 	defer cancel()
