@@ -334,6 +334,7 @@ func (s *Server) capabilities(ctx context.Context) (updateAC bool, err error) {
 func (s *Server) identify(ctx context.Context, a *AccessControl, what string) (Identity, error) {
 	id, err := a.identify(ctx)
 	if err != nil {
+		s.refusedUnauthenticated.Add(1)
 		s.log.Info("request refused: authentication failed", "op", what, "peer", peerAddr(ctx), "err", err)
 	}
 	return id, err
@@ -342,9 +343,11 @@ func (s *Server) identify(ctx context.Context, a *AccessControl, what string) (I
 // refuse returns the status for id, which may not do what.
 func (s *Server) refuse(ctx context.Context, a *AccessControl, id Identity, what string) error {
 	if !id.Authenticated() && !a.Policy.anonymousAllowedSomething() {
+		s.refusedUnauthenticated.Add(1)
 		s.log.Debug("request refused: no credentials", "op", what, "peer", peerAddr(ctx))
 		return status.Errorf(codes.Unauthenticated, "credentials are needed to %s on this server", what)
 	}
+	s.refusedPermission.Add(1)
 	s.log.Debug("request refused: not permitted", "op", what, "identity", id.String(), "peer", peerAddr(ctx))
 	return status.Errorf(codes.PermissionDenied, "%s may not %s on this server", id, what)
 }

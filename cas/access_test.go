@@ -324,6 +324,11 @@ func TestAnonymousCannotPoisonTheActionCache(t *testing.T) {
 	if err != nil || got.StdoutDigest.GetHash() != gd.Hash {
 		t.Fatalf("the entry after the anonymous update: %v, %v; want stdout %s", got, err, gd.Hash)
 	}
+	_, err = e.ac.UpdateActionResult(as(ctx, "ci", "guess"), &repb.UpdateActionResultRequest{ActionDigest: action.Proto(), ActionResult: &repb.ActionResult{StdoutDigest: poison.Proto()}})
+	wantCode(t, err, codes.Unauthenticated, "invalid user name or password")
+	if st := e.srv.Stats(); st.PermissionDenied != 1 || st.Unauthenticated != 1 {
+		t.Errorf("refusals counted: %d permission denied, %d unauthenticated; want 1 and 1", st.PermissionDenied, st.Unauthenticated)
+	}
 }
 
 // TestEveryRPCIsChecked calls every method the server registers, as an

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -84,6 +85,8 @@ type Server struct {
 	log     *slog.Logger
 	uploads *uploads
 	cursors *treeCursors // GetTree walks kept between pages
+	// Requests the access control refused, by code.
+	refusedUnauthenticated, refusedPermission atomic.Int64
 	// uploadBudget bounds the ByteStream Write data in flight.
 	uploadBudget *uploadBudget
 }
@@ -139,14 +142,26 @@ type ServerStats struct {
 	InflightUploadPeak int64
 	// MaxInflightUpload is the limit in force (Options.MaxInflightUpload).
 	MaxInflightUpload int64
+	// OpenUploads is the ByteStream uploads streaming now (at most
+	// Options.MaxOpenUploads); KeptUploads, the interrupted ones kept for
+	// resumption (at most Options.MaxKeptUploads).
+	OpenUploads, KeptUploads int64
+	// Unauthenticated and PermissionDenied count the requests refused with
+	// those codes by the access control (Options.Access).
+	Unauthenticated, PermissionDenied int64
 }
 
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() ServerStats {
+	open, kept := s.uploads.counts()
 	return ServerStats{
 		InflightUploadBytes: s.uploadBudget.held.Load(),
 		InflightUploadPeak:  s.uploadBudget.peak.Load(),
 		MaxInflightUpload:   s.uploadBudget.limit,
+		OpenUploads:         int64(open),
+		KeptUploads:         int64(kept),
+		Unauthenticated:     s.refusedUnauthenticated.Load(),
+		PermissionDenied:    s.refusedPermission.Load(),
 	}
 }
 

@@ -150,6 +150,9 @@ func TestKeptUploadsCapped(t *testing.T) {
 	if st := e.store.Stats(); st.PartialBytes != 30 {
 		t.Errorf("PartialBytes with 3 uploads of 10 bytes kept: %d", st.PartialBytes)
 	}
+	if st := e.srv.Stats(); st.KeptUploads != 3 || st.OpenUploads != 0 {
+		t.Errorf("ServerStats: %d kept, %d open; want 3 and 0", st.KeptUploads, st.OpenUploads)
+	}
 }
 
 // TestPartialUploadsCountTowardsMaxSize: bytes of uploads in progress

@@ -7,11 +7,13 @@ import (
 )
 
 // serverCollector exports the cas server's own statistics (the upload
-// budget), read at scrape time.
+// budget, the uploads open and kept, refused requests), read at scrape time.
 type serverCollector struct {
 	server *cas.Server
 
 	inflight, peak, limit *prometheus.Desc
+	open, kept            *prometheus.Desc
+	refused               *prometheus.Desc
 }
 
 func newServerCollector(server *cas.Server) *serverCollector {
@@ -23,11 +25,15 @@ func newServerCollector(server *cas.Server) *serverCollector {
 		inflight: d("inflight_bytes", "ByteStream Write data received, or being received, and not yet written to the store (the upload budget held)."),
 		peak:     d("inflight_peak_bytes", "The most upload budget held at once since the server started."),
 		limit:    d("inflight_limit_bytes", "The upload budget (--max-inflight-upload)."),
+		open:     d("open", "ByteStream uploads streaming now (at most --max-open-uploads)."),
+		kept:     d("kept", "Interrupted uploads kept for resumption, holding a temporary file and no descriptor (at most --max-kept-uploads)."),
+		refused: prometheus.NewDesc("membuf_access_refused_total", "Requests the access control refused, by gRPC code: unauthenticated (no or bad credentials), permission_denied (not allowed).",
+			[]string{"code"}, nil),
 	}
 }
 
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.inflight, c.peak, c.limit} {
+	for _, d := range []*prometheus.Desc{c.inflight, c.peak, c.limit, c.open, c.kept, c.refused} {
 		ch <- d
 	}
 }
@@ -37,7 +43,9 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range []struct {
 		d *prometheus.Desc
 		v int64
-	}{{c.inflight, st.InflightUploadBytes}, {c.peak, st.InflightUploadPeak}, {c.limit, st.MaxInflightUpload}} {
+	}{{c.inflight, st.InflightUploadBytes}, {c.peak, st.InflightUploadPeak}, {c.limit, st.MaxInflightUpload}, {c.open, st.OpenUploads}, {c.kept, st.KeptUploads}} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.v))
 	}
+	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Unauthenticated), "unauthenticated")
+	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.PermissionDenied), "permission_denied")
 }
