@@ -1,6 +1,6 @@
 // Package syncpool is sync.Pool typed for one element type, so that the
-// packages that recycle objects (buffer headers, grpc adapters, sync.Pool
-// retention) do not scatter type assertions.
+// packages that recycle objects (buffer headers, grpc adapters, the pool's
+// per-class fronts) do not scatter type assertions.
 package syncpool
 
 import "sync"
