@@ -20,7 +20,10 @@ type byteStreamService struct {
 }
 
 // Read streams a blob, or the part of it that read_offset and read_limit
-// select, in chunks of at most Options.ChunkSize bytes.
+// select, in chunks of at most Options.ChunkSize bytes. A
+// compressed-blobs/zstd/ name reads it as a zstd stream that decompresses to
+// the blob from read_offset (an offset into the uncompressed blob) to its
+// end; read_limit must then be 0, as remote_execution.proto says.
 func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_ReadServer) error {
 	if _, err := b.s.authorize(stream.Context(), ReadCAS); err != nil {
 		return err
@@ -36,6 +39,10 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 	if req.ReadLimit < 0 {
 		return status.Errorf(codes.InvalidArgument, "read_limit %d is negative (0 means no limit)", req.ReadLimit)
 	}
+	compressed := rn.Compressor != ""
+	if compressed && req.ReadLimit != 0 {
+		return status.Errorf(codes.InvalidArgument, "read_limit %d on a compressed read: it must be 0 for compressed-blobs (remote_execution.proto); a compressed read runs from read_offset to the end of the blob", req.ReadLimit)
+	}
 	ctx := stream.Context()
 	blob, err := b.s.store.Open(ctx, d)
 	if err != nil {
@@ -50,26 +57,31 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 	if req.ReadLimit > 0 && req.ReadLimit < size-req.ReadOffset {
 		end = req.ReadOffset + req.ReadLimit
 	}
-	if zeroCopy(stream) {
-		// Each chunk goes to gRPC by reference; gRPC frees it, back into
-		// the pool, once it has written it to the wire.
-		err = blob.ReadChunks(ctx, req.ReadOffset, end, b.s.opts.Pool, b.s.opts.ChunkSize, func(chunk membuf.Buffer) error {
-			return grpcmem.SendRead(stream, chunk)
-		})
-	} else {
+	// Each chunk goes to gRPC by reference; gRPC frees it, back into the
+	// pool, once it has written it to the wire.
+	pool, send := b.s.opts.Pool, func(chunk membuf.Buffer) error {
+		return grpcmem.SendRead(stream, chunk)
+	}
+	if !zeroCopy(stream) {
 		// The proto codec marshals in Send, but grpc-go's SendMsg contract
 		// forbids changing a sent message or the bytes it points to (stats
 		// handlers and tracing may read it later), so this path gives every
 		// chunk fresh memory and a fresh message and reuses neither. The
 		// pooled, allocation-free path is the one above: ServerOptions.
-		// No pool: fresh memory.
-		err = blob.ReadChunks(ctx, req.ReadOffset, end, nil, b.s.opts.ChunkSize, func(chunk membuf.Buffer) error {
+		pool, send = nil, func(chunk membuf.Buffer) error { // no pool: fresh memory
 			resp := &bspb.ReadResponse{Data: chunk.Bytes()}
 			// Free recycles the header only: memory from no pool goes
 			// nowhere, so the bytes stay the message's while it is held.
 			chunk.Free()
 			return stream.Send(resp)
-		})
+		}
+	}
+	if compressed {
+		// The stored frames as they are if the blob is kept compressed;
+		// compressed a frame at a time as it is read if not.
+		err = blob.ReadZstd(ctx, req.ReadOffset, pool, b.s.opts.ChunkSize, send)
+	} else {
+		err = blob.ReadChunks(ctx, req.ReadOffset, end, pool, b.s.opts.ChunkSize, send)
 	}
 	if err != nil {
 		if _, ok := status.FromError(err); ok {
@@ -113,6 +125,9 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		return status.Errorf(codes.InvalidArgument, "blob %s is larger than this server accepts (%d bytes, max_cas_blob_size_bytes)", d, max)
 	}
 	ctx := stream.Context()
+	if rn.Compressor != "" {
+		return b.writeZstd(ctx, stream, in, req, name, d)
+	}
 	if ok, err := s.store.Contains(ctx, d); err != nil {
 		return storeError(err, "blob "+d.String())
 	} else if ok {
@@ -239,7 +254,8 @@ func writeAll(w BlobWriter, bufs [][]byte) error {
 
 // QueryWriteStatus reports how much of an upload is committed: the full
 // size and complete if the blob is stored, the bytes received so far if an
-// interrupted upload is kept, NOT_FOUND otherwise.
+// interrupted upload is kept, NOT_FOUND otherwise (always, for a compressed
+// upload not yet stored: those are not kept for resumption).
 func (b *byteStreamService) QueryWriteStatus(ctx context.Context, req *bspb.QueryWriteStatusRequest) (*bspb.QueryWriteStatusResponse, error) {
 	if _, err := b.s.authorize(ctx, WriteCAS); err != nil {
 		return nil, err
@@ -253,7 +269,7 @@ func (b *byteStreamService) QueryWriteStatus(ctx context.Context, req *bspb.Quer
 	} else if ok {
 		return &bspb.QueryWriteStatusResponse{CommittedSize: rn.Digest.Size, Complete: true}, nil
 	}
-	if n, ok := b.s.uploads.committed(rn.uploadKey()); ok {
+	if n, ok := b.s.uploads.committed(rn.uploadKey()); ok && rn.Compressor == "" {
 		return &bspb.QueryWriteStatusResponse{CommittedSize: n}, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "no upload %s is in progress or kept for resumption", clip(req.ResourceName))

@@ -3,9 +3,12 @@ package cas
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/membuf/membuf"
 	"golang.org/x/sync/errgroup"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
@@ -77,12 +80,18 @@ func (c *casService) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdate
 	if err := checkDigestFunction(req.DigestFunction); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	// A compressed blob counts by the size it declares: what it takes once
+	// decompressed, and what clients (the REAPI SDK) size batches by.
 	var total int64
 	for _, r := range req.Requests {
-		total += int64(len(r.Data))
+		if r.Compressor == repb.Compressor_ZSTD {
+			total += max(r.Digest.GetSizeBytes(), 0)
+		} else {
+			total += int64(len(r.Data))
+		}
 	}
 	if max := c.s.opts.MaxBatchBytes; total > max {
-		return nil, status.Errorf(codes.InvalidArgument, "batch carries %d bytes of data, over max_batch_total_size_bytes %d; split it or use ByteStream Write", total, max)
+		return nil, status.Errorf(codes.InvalidArgument, "batch carries %d bytes of blobs (compressed ones counted uncompressed), over max_batch_total_size_bytes %d; split it or use ByteStream Write", total, max)
 	}
 	resp := &repb.BatchUpdateBlobsResponse{Responses: make([]*repb.BatchUpdateBlobsResponse_Response, len(req.Requests))}
 	if bp, ok := c.s.store.(batchPutter); ok {
@@ -110,15 +119,52 @@ func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequ
 	if err := ctx.Err(); err != nil {
 		return statusProto(status.FromContextError(err).Err())
 	}
+	data, arrived, free, st := c.batchData(ctx, d, r)
+	if st != nil {
+		return st
+	}
+	defer free()
 	// Put checks the data against d (one hash) before anything else.
-	return c.updateStatus(d, c.s.store.Put(ctx, d, r.Data, Uncompressed))
+	return c.updateStatus(d, c.s.store.Put(ctx, d, data, arrived))
+}
+
+// batchData returns the data of a BatchUpdateBlobs request for blob d,
+// decompressed if it came compressed into a buffer from the server's pool
+// (given back by free), with the form it arrived in; or the request's
+// answer if it does not decompress to at most d.Size bytes.
+func (c *casService) batchData(ctx context.Context, d Digest, r *repb.BatchUpdateBlobsRequest_Request) ([]byte, Encoding, func(), *statuspb.Status) {
+	if r.Compressor != repb.Compressor_ZSTD {
+		return r.Data, Uncompressed, func() {}, nil
+	}
+	buf := membuf.Alloc(c.s.opts.Pool, int(d.Size))
+	// The capacity stops a bomb at the size the digest declares.
+	out, err := c.s.opts.Zstd.decodeFrame(ctx, r.Data, buf.Bytes()[:0:d.Size])
+	if err != nil {
+		buf.Free()
+		switch {
+		case ctx.Err() != nil:
+			return nil, 0, nil, statusProto(status.FromContextError(ctx.Err()).Err())
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded):
+			return nil, 0, nil, statusProto(status.Errorf(codes.InvalidArgument, "blob %s: its zstd data decompresses to more than the %d bytes its digest says", d, d.Size))
+		default:
+			return nil, 0, nil, statusProto(status.Errorf(codes.InvalidArgument, "blob %s: its data is not a valid zstd stream: %v", d, err))
+		}
+	}
+	return out, Zstd, buf.Free, nil
 }
 
 // updateBatch stores the blobs of rs, answering in out, in one PutBatch.
 func (c *casService) updateBatch(ctx context.Context, bp batchPutter, rs []*repb.BatchUpdateBlobsRequest_Request, out []*repb.BatchUpdateBlobsResponse_Response) {
 	var ds []Digest
 	var data [][]byte
+	var arrived []Encoding
 	var which []int
+	var frees []func()
+	defer func() {
+		for _, free := range frees {
+			free()
+		}
+	}()
 	for i, r := range rs {
 		out[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: r.Digest}
 		d, st := checkUpdate(r)
@@ -126,7 +172,13 @@ func (c *casService) updateBatch(ctx context.Context, bp batchPutter, rs []*repb
 			out[i].Status = st
 			continue
 		}
-		ds, data, which = append(ds, d), append(data, r.Data), append(which, i)
+		b, form, free, st := c.batchData(ctx, d, r)
+		if st != nil {
+			out[i].Status = st
+			continue
+		}
+		frees = append(frees, free)
+		ds, data, arrived, which = append(ds, d), append(data, b), append(arrived, form), append(which, i)
 	}
 	if err := ctx.Err(); err != nil {
 		for _, i := range which {
@@ -135,7 +187,7 @@ func (c *casService) updateBatch(ctx context.Context, bp batchPutter, rs []*repb
 		return
 	}
 	// PutBatch checks each blob's data against its digest (one hash each).
-	for j, err := range bp.PutBatch(ctx, ds, data, nil) {
+	for j, err := range bp.PutBatch(ctx, ds, data, arrived) {
 		out[which[j]].Status = c.updateStatus(ds[j], err)
 	}
 }
@@ -147,8 +199,13 @@ func checkUpdate(r *repb.BatchUpdateBlobsRequest_Request) (Digest, *statuspb.Sta
 	if err != nil {
 		return Digest{}, statusProto(status.Error(codes.InvalidArgument, err.Error()))
 	}
-	if r.Compressor != repb.Compressor_IDENTITY {
-		return Digest{}, statusProto(status.Errorf(codes.InvalidArgument, "blob %s: compressor %s is not supported (this server advertises none)", d, r.Compressor))
+	switch r.Compressor {
+	case repb.Compressor_IDENTITY:
+	case repb.Compressor_ZSTD:
+		// Its declared size counts against the batch's limit (checked by
+		// BatchUpdateBlobs), which bounds what it decompresses into.
+	default:
+		return Digest{}, statusProto(status.Errorf(codes.InvalidArgument, "blob %s: compressor %s is not supported (this server advertises zstd only)", d, r.Compressor))
 	}
 	return d, nil
 }
@@ -184,6 +241,7 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 			return nil, status.Errorf(codes.InvalidArgument, "batch asks for more than max_batch_total_size_bytes %d; split it or use ByteStream Read", c.s.opts.MaxBatchBytes)
 		}
 	}
+	zstdOK := slices.Contains(req.AcceptableCompressors, repb.Compressor_ZSTD)
 	resp := &repb.BatchReadBlobsResponse{Responses: make([]*repb.BatchReadBlobsResponse_Response, len(req.Digests))}
 	for i, p := range req.Digests {
 		r := &repb.BatchReadBlobsResponse_Response{Digest: p, Compressor: repb.Compressor_IDENTITY}
@@ -195,7 +253,12 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 		}
 		// The data is allocated plainly: a unary response is marshalled after
 		// the handler returns, with no hook to give a pooled buffer back.
-		data, err := c.s.store.ReadAll(ctx, d)
+		var data []byte
+		if zstdOK {
+			data, r.Compressor, err = c.readForBatch(ctx, d)
+		} else {
+			data, err = c.s.store.ReadAll(ctx, d)
+		}
 		if err != nil {
 			r.Status = statusProto(storeError(err, "blob "+d.String()))
 			continue
@@ -204,6 +267,31 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 		r.Status = okStatus()
 	}
 	return resp, nil
+}
+
+// readForBatch reads blob d for a BatchReadBlobs request that accepts zstd:
+// as the stored frames if the blob is kept compressed (no compressing
+// here: the batch answers at once, and identity is always acceptable),
+// plainly otherwise.
+func (c *casService) readForBatch(ctx context.Context, d Digest) ([]byte, repb.Compressor_Value, error) {
+	b, err := c.s.store.Open(ctx, d)
+	if err != nil {
+		return nil, repb.Compressor_IDENTITY, err
+	}
+	defer b.Close()
+	var data []byte
+	collect := func(chunk membuf.Buffer) error {
+		data = append(data, chunk.Bytes()...)
+		chunk.Free()
+		return nil
+	}
+	if b.Stored() == Zstd {
+		err = b.ReadZstd(ctx, 0, c.s.opts.Pool, c.s.opts.ChunkSize, collect)
+		return data, repb.Compressor_ZSTD, err
+	}
+	data = make([]byte, 0, b.Size())
+	err = b.ReadChunks(ctx, 0, b.Size(), c.s.opts.Pool, c.s.opts.ChunkSize, collect)
+	return data, repb.Compressor_IDENTITY, err
 }
 
 // getTreePageSize bounds the directories in one GetTreeResponse when the

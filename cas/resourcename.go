@@ -27,9 +27,13 @@ type resourceName struct {
 	Metadata   string // write names only: whatever follows the size, without the slash
 }
 
-// errCompressed is wrapped by the parse error of a well-formed
-// compressed-blobs name: this server advertises no compressors.
-var errCompressed = errors.New("compressed-blobs are not supported: this server advertises no compressors in its capabilities; use the blobs/ form")
+// errCompressorUnsupported is wrapped by the parse error of a well-formed
+// compressed-blobs name whose compressor this server does not advertise
+// (it supports zstd only).
+var errCompressorUnsupported = errors.New("this server supports only the zstd compressor (the one it advertises in its capabilities); use compressed-blobs/zstd/ or blobs/")
+
+// supportedCompressor is the one compressor compressed-blobs names may use.
+const supportedCompressor = "zstd"
 
 var reservedSegments = map[string]bool{
 	"blobs": true, "uploads": true, "actions": true, "actionResults": true,
@@ -68,10 +72,7 @@ func parseReadName(name string) (resourceName, error) {
 	if len(rest) > 0 {
 		return resourceName{}, fmt.Errorf("resource name %q: unexpected %q after the size; a read name ends with the size", clip(name), clip(strings.Join(rest, "/")))
 	}
-	if rn.Compressor != "" {
-		return rn, fmt.Errorf("resource name %q: %w", clip(name), errCompressed)
-	}
-	return rn, nil
+	return rn.checkCompressor(name)
 }
 
 // parseWriteName parses a ByteStream Write (or QueryWriteStatus) resource
@@ -101,8 +102,13 @@ func parseWriteName(name string) (resourceName, error) {
 	}
 	// Optional metadata: servers may ignore it, and this one does.
 	rn.Metadata = strings.Join(rest, "/")
-	if rn.Compressor != "" {
-		return rn, fmt.Errorf("resource name %q: %w", clip(name), errCompressed)
+	return rn.checkCompressor(name)
+}
+
+// checkCompressor refuses a compressor other than the one supported.
+func (rn resourceName) checkCompressor(name string) (resourceName, error) {
+	if rn.Compressor != "" && rn.Compressor != supportedCompressor {
+		return rn, fmt.Errorf("resource name %q: compressor %s: %w", clip(name), rn.Compressor, errCompressorUnsupported)
 	}
 	return rn, nil
 }
@@ -186,6 +192,7 @@ func parseSize(s string) (int64, error) {
 
 // uploadKey identifies an upload for resumption: the instance, uuid and
 // digest. Metadata is left out, since servers may ignore it.
+// (Compressed uploads are not kept for resumption.)
 func (rn resourceName) uploadKey() string {
 	return rn.Instance + "/uploads/" + rn.UUID + "/blobs/" + rn.Digest.String()
 }

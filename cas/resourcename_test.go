@@ -57,12 +57,18 @@ func TestParseReadName(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parseReadName(%q) error %v, want one containing %q", tc.name, err, tc.want)
 		}
-		if errors.Is(err, errCompressed) {
-			t.Errorf("parseReadName(%q): malformed name reported as merely compressed", tc.name)
+		if errors.Is(err, errCompressorUnsupported) {
+			t.Errorf("parseReadName(%q): malformed name reported as merely unsupported", tc.name)
 		}
 	}
-	if _, err := parseReadName("x/compressed-blobs/zstd/" + testHash + "/3"); !errors.Is(err, errCompressed) {
-		t.Errorf("well-formed compressed name: error %v, want errCompressed", err)
+	rn, err := parseReadName("x/compressed-blobs/zstd/" + testHash + "/3")
+	if err != nil || rn.Compressor != "zstd" || rn.Instance != "x" || rn.Digest != (Digest{testHash, 3}) {
+		t.Errorf("a zstd name: %+v, %v", rn, err)
+	}
+	for _, c := range []string{"deflate", "brotli"} {
+		if _, err := parseReadName("compressed-blobs/" + c + "/" + testHash + "/3"); !errors.Is(err, errCompressorUnsupported) {
+			t.Errorf("compressor %s: error %v, want errCompressorUnsupported", c, err)
+		}
 	}
 }
 
@@ -103,8 +109,12 @@ func TestParseWriteName(t *testing.T) {
 			t.Errorf("parseWriteName(%q) error %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := parseWriteName("uploads/u/compressed-blobs/zstd/" + testHash + "/3/meta"); !errors.Is(err, errCompressed) {
-		t.Errorf("well-formed compressed upload: error %v, want errCompressed", err)
+	rn, err := parseWriteName("i/uploads/u/compressed-blobs/zstd/" + testHash + "/3/meta")
+	if err != nil || rn.Compressor != "zstd" || rn.Instance != "i" || rn.UUID != "u" || rn.Metadata != "meta" || rn.Digest != (Digest{testHash, 3}) {
+		t.Errorf("a zstd upload: %+v, %v", rn, err)
+	}
+	if _, err := parseWriteName("uploads/u/compressed-blobs/brotli/" + testHash + "/3"); !errors.Is(err, errCompressorUnsupported) {
+		t.Errorf("a brotli upload: error %v, want errCompressorUnsupported", err)
 	}
 	a, _ := parseWriteName("i/uploads/u/blobs/" + testHash + "/3/m1")
 	b, _ := parseWriteName("i/uploads/u/blobs/" + testHash + "/3/m2")
@@ -126,6 +136,14 @@ func checkRoundTrip(t *testing.T, rn resourceName, reparse func(string) (resourc
 	}
 }
 
+// blobPart formats the part of a name from blobs/ or compressed-blobs/ on.
+func blobPart(rn resourceName) string {
+	if rn.Compressor != "" {
+		return "compressed-blobs/" + rn.Compressor + "/" + rn.Digest.String()
+	}
+	return "blobs/" + rn.Digest.String()
+}
+
 func joinInstance(inst, rest string) string {
 	if inst == "" {
 		return rest
@@ -142,8 +160,11 @@ func FuzzParseReadName(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if rn.Compressor != "" && rn.Compressor != supportedCompressor {
+			t.Fatalf("accepted compressor %q", rn.Compressor)
+		}
 		checkRoundTrip(t, rn, parseReadName, func(rn resourceName) string {
-			return joinInstance(rn.Instance, "blobs/"+rn.Digest.String())
+			return joinInstance(rn.Instance, blobPart(rn))
 		})
 	})
 }
@@ -157,11 +178,14 @@ func FuzzParseWriteName(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if rn.Compressor != "" && rn.Compressor != supportedCompressor {
+			t.Fatalf("accepted compressor %q", rn.Compressor)
+		}
 		if rn.UUID == "" || strings.Contains(rn.UUID, "/") {
 			t.Fatalf("parsed uuid %q", rn.UUID)
 		}
 		checkRoundTrip(t, rn, parseWriteName, func(rn resourceName) string {
-			s := joinInstance(rn.Instance, "uploads/"+rn.UUID+"/blobs/"+rn.Digest.String())
+			s := joinInstance(rn.Instance, "uploads/"+rn.UUID+"/"+blobPart(rn))
 			if rn.Metadata != "" {
 				s += "/" + rn.Metadata
 			}

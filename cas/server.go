@@ -75,6 +75,12 @@ type Options struct {
 	Access *AccessControl
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// Zstd lends the decoders of compressed uploads (ByteStream Write of
+	// compressed-blobs/zstd/ names and zstd BatchUpdateBlobs entries).
+	// Give it the pool the store compresses with (cas.WithCompression), so
+	// that one budget bounds both. nil: a pool of the server's own, of
+	// DefaultZstdBudget(0) bytes.
+	Zstd *ZstdPool
 }
 
 // Server implements ByteStream, ContentAddressableStorage, ActionCache and
@@ -121,6 +127,13 @@ func NewServer(store Storage, opts Options) (*Server, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Zstd == nil {
+		zp, err := NewZstdPool(DefaultZstdBudget(0))
+		if err != nil {
+			return nil, err
+		}
+		opts.Zstd = zp
 	}
 	return &Server{
 		store:        store,
@@ -210,10 +223,11 @@ func storeError(err error, what string) error {
 }
 
 // nameError maps a resource-name parse error to a status: a well-formed
-// compressed-blobs name is UNIMPLEMENTED (the feature is not supported and
-// not advertised), anything else INVALID_ARGUMENT.
+// compressed-blobs name with a compressor this server does not offer is
+// UNIMPLEMENTED (it is valid REAPI, just not advertised here), anything
+// else INVALID_ARGUMENT.
 func nameError(err error) error {
-	if errors.Is(err, errCompressed) {
+	if errors.Is(err, errCompressorUnsupported) {
 		return status.Error(codes.Unimplemented, err.Error())
 	}
 	return status.Error(codes.InvalidArgument, err.Error())

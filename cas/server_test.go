@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +37,9 @@ type testEnv struct {
 	// grpcOpts make the gRPC server; nil means the default of the test
 	// (see serverOptionsForTests).
 	grpcOpts []grpc.ServerOption
+	// policy is the store's compression policy; the store shares the
+	// server's ZstdPool (opts.Zstd, if set) and buffer pool.
+	policy CompressPolicy
 
 	bs   bspb.ByteStreamClient
 	cas  repb.ContentAddressableStorageClient
@@ -54,7 +58,7 @@ func newEnv(t testing.TB, maxSize int64, opts Options) *testEnv {
 func (e *testEnv) start() {
 	t := e.t
 	t.Helper()
-	store, err := OpenStore(e.dir, e.maxSize, nil)
+	store, err := OpenStore(e.dir, e.maxSize, nil, WithCompression(Compression{Policy: e.policy, Zstd: e.opts.Zstd, Buffers: e.opts.Pool}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,8 +287,8 @@ func TestReadNotFoundEmptyAndBadNames(t *testing.T) {
 		_, _, err := e.read(name, 0, 0)
 		wantCode(t, err, codes.InvalidArgument, want)
 	}
-	_, _, err = e.read("compressed-blobs/zstd/"+d.String(), 0, 0)
-	wantCode(t, err, codes.Unimplemented, "no compressors")
+	_, _, err = e.read("compressed-blobs/deflate/"+d.String(), 0, 0)
+	wantCode(t, err, codes.Unimplemented, "only the zstd compressor")
 }
 
 func TestWriteThenRead(t *testing.T) {
@@ -390,8 +394,8 @@ func TestWriteProtocolViolations(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument, "where uploads was expected")
 	_, err = e.sendRaw(&bspb.WriteRequest{ResourceName: "uploads/u/blobs/" + strings.ToUpper(d.Hash) + "/10", Data: data, FinishWrite: true})
 	wantCode(t, err, codes.InvalidArgument, "lowercase hex")
-	_, err = e.sendRaw(&bspb.WriteRequest{ResourceName: "uploads/u/compressed-blobs/zstd/" + d.String(), Data: data, FinishWrite: true})
-	wantCode(t, err, codes.Unimplemented, "compressed-blobs")
+	_, err = e.sendRaw(&bspb.WriteRequest{ResourceName: "uploads/u/compressed-blobs/brotli/" + d.String(), Data: data, FinishWrite: true})
+	wantCode(t, err, codes.Unimplemented, "only the zstd compressor")
 	_, err = e.sendRaw(&bspb.WriteRequest{ResourceName: writeName("big", Digest{d.Hash, 101}), Data: data})
 	wantCode(t, err, codes.InvalidArgument, "larger than this server accepts")
 
@@ -849,7 +853,8 @@ func TestCapabilities(t *testing.T) {
 		t.Fatalf("digest functions %v", cc.DigestFunctions)
 	}
 	if !cc.ActionCacheUpdateCapabilities.GetUpdateEnabled() || cc.MaxBatchTotalSizeBytes != DefaultMaxBatchBytes ||
-		cc.MaxCasBlobSizeBytes != 1<<30 || len(cc.SupportedCompressors) != 0 || len(cc.SupportedBatchUpdateCompressors) != 0 {
+		cc.MaxCasBlobSizeBytes != 1<<30 || !slices.Equal(cc.SupportedCompressors, []repb.Compressor_Value{repb.Compressor_ZSTD}) ||
+		!slices.Equal(cc.SupportedBatchUpdateCompressors, []repb.Compressor_Value{repb.Compressor_ZSTD}) {
 		t.Fatalf("cache capabilities %v", cc)
 	}
 	if caps.LowApiVersion.GetMajor() != 2 || caps.HighApiVersion.GetMajor() != 2 || caps.ExecutionCapabilities != nil {

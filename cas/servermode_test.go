@@ -66,6 +66,12 @@ var serverTests = []func(*testing.T){
 	TestWriteResumeAfterStreamEnds,
 	TestWriteThenRead,
 	TestWriteWaitForBusyUploadHonoursDeadline,
+	TestZstdBatches,
+	TestZstdReadArguments,
+	TestZstdUploadWaitsForMemory,
+	TestZstdWriteBadStreams,
+	TestZstdWriteProtocol,
+	TestZstdWriteThenRead,
 }
 
 // TestSuiteOnPlainServer runs every server test again, as a subtest of its

@@ -174,8 +174,8 @@ func frameReserve(budget int64) int64 {
 
 // NewZstdPool returns a pool whose coders hold at most budget bytes. A
 // request for more than the budget allows (an upload with a large window on
-// a small budget) is let through alone, when nothing else of its class is
-// lent.
+// a small budget) is let through when nothing else of its class is lent, so
+// the budget can be exceeded by one coder of each class.
 func NewZstdPool(budget int64) (*ZstdPool, error) {
 	if budget <= 0 {
 		return nil, fmt.Errorf("cas: zstd memory budget %d is not positive", budget)
@@ -260,7 +260,8 @@ func (p *ZstdPool) decodeFrame(ctx context.Context, src, dst []byte) ([]byte, er
 
 // decodeStream decompresses the zstd stream r into w, with a decoder whose
 // frames may have windows of at most window bytes (a frame that declares a
-// larger one fails with zstd.ErrWindowSizeExceeded). It returns the bytes
+// larger one fails with zstd.ErrWindowSizeExceeded, or, single-segment,
+// zstd.ErrDecoderSizeExceeded). It returns the bytes
 // written to w and the first error of r, w or the stream (a stream cut
 // short is io.ErrUnexpectedEOF). The decoder is charged for window, and
 // held, for the whole stream.
@@ -271,7 +272,9 @@ func (p *ZstdPool) decodeStream(ctx context.Context, window int64, r io.Reader, 
 		return 0, err
 	}
 	defer p.release(c)
-	if err := c.dec.ResetWithOptions(r, zstd.WithDecoderMaxWindow(uint64(window))); err != nil {
+	// Both limits: klauspost checks a single-segment frame's window (its
+	// content size) against the memory limit only.
+	if err := c.dec.ResetWithOptions(r, zstd.WithDecoderMaxWindow(uint64(window)), zstd.WithDecoderMaxMemory(uint64(window))); err != nil {
 		return 0, err
 	}
 	// Drop the decoder's references to r and w's data before it goes idle.
@@ -401,14 +404,16 @@ func (p *ZstdPool) tryLocked(kind coderKind, need int64) *coder {
 
 // roomLocked reports whether n more bytes may be lent to a coder of kind:
 // within the budget, and for a stream decoder within the budget less the
-// reserve. Alone (nothing else lent, or no other stream decoder), a request
-// may go beyond, since otherwise it would wait forever. (Idle coders do not
-// count: they are dropped to make room.)
+// reserve. A request whose class has nothing lent may always go (beyond
+// the budget if need be): otherwise a stream decoder larger than the budget
+// would wait forever, and frame coders, which the holders of stream
+// decoders wait on, could be shut out by them. (Idle coders do not count:
+// they are dropped to make room.)
 func (p *ZstdPool) roomLocked(kind coderKind, n int64) bool {
-	if kind.class() == 1 && p.lentLong > 0 && p.lentLong+n > p.budget-p.reserve {
-		return false
+	if kind.class() == 1 {
+		return p.lentLong == 0 || p.lentLong+n <= p.budget-p.reserve && p.lentBytes+n <= p.budget
 	}
-	return p.lentBytes == 0 || p.lentBytes+n <= p.budget
+	return p.lentBytes == p.lentLong || p.lentBytes+n <= p.budget
 }
 
 // lendLocked counts c as lent.

@@ -56,6 +56,16 @@ func zstdStream(t testing.TB, data []byte, window int) []byte {
 	return out.Bytes()
 }
 
+// mustZstdPool returns NewZstdPool(budget): with the reserve it computes.
+func mustZstdPool(t testing.TB, budget int64) *ZstdPool {
+	t.Helper()
+	p, err := NewZstdPool(budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // newTestZstdPool returns a pool of budget bytes with no reserve for frame
 // coders, so that the figures of a test do not depend on the CPU count.
 func newTestZstdPool(t testing.TB, budget int64) *ZstdPool {
@@ -277,6 +287,22 @@ func TestZstdPoolReserveForFrameCoders(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := finishB(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestZstdPoolFrameCodersAlwaysProgress: on a budget smaller than one
+// coder, a stream decoder held (let through alone) does not keep out the
+// encoder its upload needs for its frames.
+func TestZstdPoolFrameCodersAlwaysProgress(t *testing.T) {
+	p := mustZstdPool(t, 256<<10)
+	finish := holdStreamDecoder(t, p, 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
+	defer cancel()
+	if _, err := p.encodeFrame(ctx, []byte("frame"), nil); err != nil {
+		t.Fatalf("an encoder while a stream decoder over the budget is held: %v", err)
+	}
+	if err := finish(); err != nil {
 		t.Fatal(err)
 	}
 }
