@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/bazelbuild/remote-apis v0.0.0-20260908115904-76ddd98e1f92
+	github.com/klauspost/compress v1.20.3
 	github.com/membuf/membuf v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/cas v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/cas/s3tier v0.0.0-00010101000000-000000000000
@@ -39,7 +40,6 @@ require (
 	github.com/aws/smithy-go v1.28.8 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect

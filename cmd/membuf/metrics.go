@@ -20,9 +20,9 @@ import (
 // pauses and CPU, heap, scheduler, from runtime/metrics), the process's, and
 // the pool's, the store's and the cas server's statistics, and the shared
 // tier's if tiered is not nil, read at scrape time.
-func newRegistry(pool *membuf.Pool, store *cas.Store, server *cas.Server, tiered *s3tier.Store) *prometheus.Registry {
+func newRegistry(pool *membuf.Pool, store *cas.Store, server *cas.Server, zp *cas.ZstdPool, tiered *s3tier.Store) *prometheus.Registry {
 	reg := newRuntimeRegistry()
-	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store), newServerCollector(server))
+	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store), newServerCollector(server), newZstdCollector(zp))
 	if tiered != nil {
 		reg.MustRegister(newTierCollector(tiered))
 	}

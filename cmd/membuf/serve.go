@@ -45,6 +45,8 @@ type serveConfig struct {
 	maxBatchSize    int64
 	poolBudget      int64
 	maxInflight     int64
+	zstdMemory      int64              // 0: cas.DefaultZstdBudget of the pool's budget
+	diskCompression cas.CompressPolicy // which blobs are kept compressed
 	logLevel        slog.Level
 	logFormat       string
 	readyFile       string
@@ -109,6 +111,8 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(sizeFlag{&cfg.chunkSize}, "chunk-size", "`size` of each ByteStream Read response, at most 2MiB")
 	fs.Var(sizeFlag{&cfg.maxBatchSize}, "max-batch-size", "largest total `size` of a BatchUpdateBlobs or BatchReadBlobs request, advertised as max_batch_total_size_bytes")
 	fs.Var(sizeFlag{&cfg.maxInflight}, "max-inflight-upload", "`size` of ByteStream Write data the server holds between receiving it and writing it, over all\nuploads; past it the server stops reading uploads, so gRPC flow control makes clients wait\n(0: a quarter of GOMEMLIMIT if set, else 1/64 of physical memory, within 16MiB..256MiB)")
+	fs.Var(sizeFlag{&cfg.zstdMemory}, "zstd-memory", "`size` of memory zstd encoders and decoders may hold (compressed uploads, reads and disk writes);\na request that finds it spent waits, within its deadline (0: half the pool budget, and at least an 8MiB upload window plus a coder per CPU)")
+	fs.Var(compressPolicyFlag{&cfg.diskCompression}, "disk-compression", "which blobs are kept zstd-compressed on disk (`policy`): uploaded (those that arrive compressed),\nall, or none (default uploaded); a blob that does not shrink by an eighth is kept plain either way")
 	fs.Var(sizeFlag{&cfg.poolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections\n(0: 64MiB, or a quarter of GOMEMLIMIT if that is less; keep it well below GOMEMLIMIT)")
 	fs.Var(levelFlag{&cfg.logLevel}, "log-level", "least severe log `level`: debug, info, warn or error")
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
@@ -153,6 +157,8 @@ func (c *serveConfig) validate() error {
 		return usageError("--chunk-size must be between 1 byte and %s, got %s", formatSize(maxChunkSize), formatSize(c.chunkSize))
 	case c.maxBatchSize <= 0 || c.maxBatchSize > maxMaxBatchSize:
 		return usageError("--max-batch-size must be between 1 byte and %s, got %s", formatSize(maxMaxBatchSize), formatSize(c.maxBatchSize))
+	case c.zstdMemory < 0:
+		return usageError("--zstd-memory must not be negative")
 	case c.poolBudget < 0:
 		return usageError("--pool-budget must not be negative")
 	case c.maxInflight < 0:
@@ -268,7 +274,21 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		return fmt.Errorf("buffer pool: %w", err)
 	}
 
-	store, err := cas.OpenStore(dir, cfg.maxSize, log)
+	// One zstd budget for the store (disk frames, reads) and the services
+	// (compressed uploads).
+	zstdMemory := cfg.zstdMemory
+	if zstdMemory == 0 {
+		zstdMemory = cas.DefaultZstdBudget(pool.Stats().Budget)
+	}
+	zp, err := cas.NewZstdPool(zstdMemory)
+	if err != nil {
+		return fmt.Errorf("--zstd-memory: %w", err)
+	}
+	store, err := cas.OpenStore(dir, cfg.maxSize, log, cas.WithCompression(cas.Compression{
+		Policy:  cfg.diskCompression,
+		Zstd:    zp,
+		Buffers: pool,
+	}))
 	if err != nil {
 		return fmt.Errorf("open store in %s: %w", dir, err)
 	}
@@ -341,6 +361,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		MaxKeptUploads:    cfg.maxKeptUploads,
 		Access:            cfg.accessControl,
 		Logger:            log,
+		Zstd:              zp,
 	})
 	if err != nil {
 		return fmt.Errorf("cas server: %w", err)
@@ -386,7 +407,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			httpLis = tls.NewListener(httpLis, certs.httpConfig())
 		}
 		httpServer = &http.Server{
-			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, tiered), health, cfg.pprof),
+			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, zp, tiered), health, cfg.pprof),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
@@ -436,7 +457,8 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		httpShown = httpLis.Addr().String()
 		line += " http=" + httpShown
 	}
-	log.Info("serving", settingsLog(cfg, dir, grpcLis.Addr().String(), httpShown, pool.Stats().Budget, casServer.Stats().MaxInflightUpload)...)
+	log.Info("serving", append(settingsLog(cfg, dir, grpcLis.Addr().String(), httpShown, pool.Stats().Budget, casServer.Stats().MaxInflightUpload),
+		"zstd_memory", formatSize(zp.Stats().Budget), "disk_compression", cfg.diskCompression.String())...)
 	fmt.Fprintln(std.out, line)
 	if cfg.readyFile != "" {
 		// Whoever waits for this file would wait forever without it.
@@ -540,6 +562,25 @@ func (f levelFlag) Set(s string) error {
 }
 
 // choiceFlag is a flag.Value that accepts one of a fixed set of words.
+// compressPolicyFlag is a flag.Value for a cas.CompressPolicy.
+type compressPolicyFlag struct{ p *cas.CompressPolicy }
+
+func (f compressPolicyFlag) String() string {
+	if f.p == nil {
+		return cas.CompressUploaded.String()
+	}
+	return f.p.String()
+}
+
+func (f compressPolicyFlag) Set(s string) error {
+	p, err := cas.ParseCompressPolicy(s)
+	if err != nil {
+		return err
+	}
+	*f.p = p
+	return nil
+}
+
 type choiceFlag struct {
 	s       *string
 	choices []string

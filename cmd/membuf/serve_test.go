@@ -20,7 +20,9 @@ import (
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/klauspost/compress/zstd"
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/internal/await"
 	"github.com/membuf/membuf/internal/serveprocess"
 	"golang.org/x/crypto/bcrypt"
@@ -194,6 +196,49 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 		t.Fatalf("ByteStream Read returned %d bytes that differ from the %d written", len(got), len(blob))
 	}
 
+	// A second blob uploaded zstd-compressed (kept compressed on disk, as
+	// --disk-compression's default says) and read back compressed.
+	zblob := bytes.Repeat([]byte("zstd on the wire "), 1<<14)
+	zsum := sha256.Sum256(zblob)
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := enc.EncodeAll(zblob, nil)
+	zname := fmt.Sprintf("compressed-blobs/zstd/%x/%d", zsum, len(zblob))
+	w, err = bs.Write(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Send(&bspb.WriteRequest{ResourceName: "uploads/u/" + zname, Data: z, FinishWrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := w.CloseAndRecv(); err != nil || resp.CommittedSize != int64(len(z)) {
+		t.Fatalf("compressed ByteStream Write: %v, %v; want committed_size %d", resp, err, len(z))
+	}
+	r, err = bs.Read(ctx, &bspb.ReadRequest{ResourceName: zname})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for {
+		resp, err := r.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("compressed ByteStream Read: %v", err)
+		}
+		got = append(got, resp.Data...)
+	}
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain, err := dec.DecodeAll(got, nil); err != nil || !bytes.Equal(plain, zblob) {
+		t.Fatalf("compressed ByteStream Read decompresses to %d bytes (%v), want the %d written", len(plain), err, len(zblob))
+	}
+
 	metrics := httpGet(t, "http://"+s.httpAddr+"/metrics")
 	for name, min := range map[string]float64{
 		`membuf_pool_gets_total{class="65536"}`: 16, // 1 MiB read in 64 KiB chunks
@@ -201,9 +246,13 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 		// The 1 MiB WriteRequest arrives in 16 KiB HTTP/2 frames that gRPC's
 		// transport reads into the pool: experimental.BufferPool reached
 		// the server (cas itself asks for no 16 KiB buffers).
-		`membuf_pool_gets_total{class="16384"}`: 64,
-		"membuf_store_blobs":                    1,
-		"membuf_store_bytes":                    1 << 20,
+		`membuf_pool_gets_total{class="16384"}`:            64,
+		"membuf_store_blobs":                               2,
+		"membuf_store_bytes":                               1 << 20,
+		"membuf_store_compressed_blobs":                    1,
+		"membuf_store_uncompressed_bytes":                  1<<20 + 17<<14,
+		`membuf_zstd_leases_total{coder="stream_decoder"}`: 1,
+		`membuf_zstd_memory_bytes{state="idle"}`:           1,
 	} {
 		if v := metricValue(t, metrics, name); v < min {
 			t.Errorf("%s = %v; want at least %v", name, v, min)
@@ -229,6 +278,10 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 		"membuf_store_verified_bytes_total ",
 		"membuf_store_scrub_passes_total ",
 		"membuf_store_max_bytes 1.073741824e+10",
+		// zstd's memory: the default budget, half the pool's.
+		fmt.Sprintf("membuf_zstd_budget_bytes %s", strconv.FormatFloat(float64(cas.DefaultZstdBudget(budgetOfDefaultPool(t))), 'g', -1, 64)),
+		"membuf_zstd_wait_seconds_total ",
+		"membuf_zstd_waits_total ",
 		// The Go runtime's GC figures, from runtime/metrics and MemStats.
 		"go_gc_cycles_total_gc_cycles_total ",
 		"go_cpu_classes_gc_total_cpu_seconds_total ",

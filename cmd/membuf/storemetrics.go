@@ -14,6 +14,7 @@ type storeCollector struct {
 	evictions, hits, misses               *prometheus.Desc
 	corrupt, verifiedBytes, scrubPasses   *prometheus.Desc
 	commits, commitBatches                *prometheus.Desc
+	uncompressedBytes, compressedBlobs    *prometheus.Desc
 }
 
 func newStoreCollector(store *cas.Store) *storeCollector {
@@ -21,24 +22,26 @@ func newStoreCollector(store *cas.Store) *storeCollector {
 		return prometheus.NewDesc("membuf_store_"+name, help, nil, nil)
 	}
 	return &storeCollector{
-		store:         store,
-		blobs:         d("blobs", "CAS blobs on disk (the empty blob, always present, is not stored)."),
-		actionResults: d("action_results", "Action cache entries on disk."),
-		bytes:         d("bytes", "Bytes of blobs and action results on disk."),
-		maxBytes:      d("max_bytes", "Bytes the store keeps before it evicts the least recently used entries (--max-size)."),
-		evictions:     d("evictions_total", "Entries removed to stay under --max-size."),
-		hits:          d("hits_total", "Lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)."),
-		misses:        d("misses_total", "Lookups that did not find their entry."),
-		corrupt:       d("corrupt_blobs_total", "Blobs whose content no longer matched their digest when re-hashed (first read after start, a changed file, the scrubber), removed."),
-		verifiedBytes: d("verified_bytes_total", "Bytes of stored blobs re-hashed to check them (first reads after start, changed files, the scrubber)."),
-		scrubPasses:   d("scrub_passes_total", "Passes of the scrubber over every stored blob completed (--scrub-rate)."),
-		commits:       d("commits_total", "Blobs and action results committed to disk."),
-		commitBatches: d("commit_batches_total", "Group commits that made them durable, each one round of fsyncs; commits_total over this is the batch size."),
+		store:             store,
+		blobs:             d("blobs", "CAS blobs on disk (the empty blob, always present, is not stored)."),
+		actionResults:     d("action_results", "Action cache entries on disk."),
+		bytes:             d("bytes", "Bytes of blobs and action results on disk."),
+		maxBytes:          d("max_bytes", "Bytes the store keeps before it evicts the least recently used entries (--max-size)."),
+		evictions:         d("evictions_total", "Entries removed to stay under --max-size."),
+		hits:              d("hits_total", "Lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)."),
+		misses:            d("misses_total", "Lookups that did not find their entry."),
+		corrupt:           d("corrupt_blobs_total", "Blobs whose content no longer matched their digest when re-hashed (first read after start, a changed file, the scrubber), removed."),
+		verifiedBytes:     d("verified_bytes_total", "Bytes of stored blobs re-hashed to check them (first reads after start, changed files, the scrubber)."),
+		scrubPasses:       d("scrub_passes_total", "Passes of the scrubber over every stored blob completed (--scrub-rate)."),
+		commits:           d("commits_total", "Blobs and action results committed to disk."),
+		commitBatches:     d("commit_batches_total", "Group commits that made them durable, each one round of fsyncs; commits_total over this is the batch size."),
+		uncompressedBytes: d("uncompressed_bytes", "What membuf_store_bytes would be if no blob were kept compressed; the difference is what compression saves."),
+		compressedBlobs:   d("compressed_blobs", "Blobs kept zstd-compressed on disk (--disk-compression)."),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.blobs, c.actionResults, c.bytes, c.maxBytes, c.evictions, c.hits, c.misses, c.corrupt, c.verifiedBytes, c.scrubPasses, c.commits, c.commitBatches} {
+	for _, d := range []*prometheus.Desc{c.blobs, c.actionResults, c.bytes, c.maxBytes, c.evictions, c.hits, c.misses, c.corrupt, c.verifiedBytes, c.scrubPasses, c.commits, c.commitBatches, c.uncompressedBytes, c.compressedBlobs} {
 		ch <- d
 	}
 }
@@ -63,4 +66,6 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.scrubPasses, st.ScrubPasses)
 	counter(c.commits, st.Commits)
 	counter(c.commitBatches, st.CommitBatches)
+	gauge(c.uncompressedBytes, st.UncompressedBytes)
+	gauge(c.compressedBlobs, st.CompressedBlobs)
 }
