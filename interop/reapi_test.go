@@ -29,9 +29,9 @@ func newClient(t *testing.T, ctx context.Context, addr, instance string) *client
 
 // dialClient dials with the SDK as a user would, which fetches the server's
 // capabilities and refuses a server without SHA-256.
-func dialClient(t *testing.T, ctx context.Context, params client.DialParams, instance string) *client.Client {
+func dialClient(t *testing.T, ctx context.Context, params client.DialParams, instance string, opts ...client.Opt) *client.Client {
 	t.Helper()
-	c, err := client.NewClient(ctx, instance, params)
+	c, err := client.NewClient(ctx, instance, params, opts...)
 	if err != nil {
 		t.Fatalf("client.NewClient(%s): %v", params.Service, err)
 	}
