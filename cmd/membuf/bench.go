@@ -219,7 +219,7 @@ func checkWritableDir(dir string) error {
 
 func settingsLine(r *loadgen.Report) string {
 	var parts []string
-	for _, k := range []string{"addr", "modes", "sizes", "mix", "seed", "blobs", "chunk_size", "concurrency", "streams", "connections", "rounds", "duration", "count"} {
+	for _, k := range []string{"addr", "modes", "content", "sizes", "mix", "seed", "blobs", "chunk_size", "concurrency", "streams", "connections", "rounds", "duration", "count"} {
 		if v, ok := r.Settings[k]; ok && v != "" && v != "0" {
 			parts = append(parts, k+"="+v)
 		}
@@ -339,7 +339,9 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	fs.StringVar(&o.Addr, "addr", "", "`host:port` of a running ByteStream server to measure instead of in-process ones (loopback only)")
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` prefixing resource names")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the in-process servers' stores (default a temporary one, removed after)")
-	fs.Var(choiceList(&o.Modes, loadgen.ModeRead, loadgen.ModeWrite, loadgen.ModeStall), "mode", "comma-separated `modes`: read, write, stall (start an upload, send one message, hold the stream --stall, abandon it)")
+	fs.Var(choiceList(&o.Modes, loadgen.BlobModes...), "mode", "comma-separated `modes`: read, write, stall (start an upload, send one message, hold the stream --stall, abandon it),\nread-zstd, write-zstd (the same through compressed-blobs/zstd names; blobs of their own, uploaded compressed)")
+	var contentFile string
+	fs.StringVar(&contentFile, "content", "", "`file` whose bytes, repeated, make up the blobs (text compresses; default random bytes, which do not)")
 	fs.DurationVar(&o.Stall, "stall", 5*time.Second, "how long a stall operation holds its stream")
 	o.Configs = append([]string(nil), loadgen.DefaultBlobConfigs...)
 	fs.Var(choiceList(&o.Configs, loadgen.BlobConfigs...), "config", "comma-separated server `configurations`: "+strings.Join(loadgen.BlobConfigs, ", "))
@@ -381,6 +383,16 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 		}
 		o.StoreSize = storeSize
 		o.ServeFlags = strings.Fields(serveFlags)
+		if contentFile != "" {
+			b, err := os.ReadFile(contentFile)
+			if err != nil {
+				return nil, usageError("--content: %v", err)
+			}
+			if len(b) == 0 {
+				return nil, usageError("--content %s is empty", contentFile)
+			}
+			o.Content = b
+		}
 		if len(c.concurrency) > 1 {
 			o.Streams = c.concurrency
 		}

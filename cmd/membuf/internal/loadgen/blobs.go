@@ -93,7 +93,8 @@ type BlobsOptions struct {
 	// Dir holds the in-process servers' stores; empty means a new
 	// temporary directory, removed at the end.
 	Dir string
-	// Modes are ModeRead, ModeWrite and ModeStall; empty means read and
+	// Modes are ModeRead, ModeWrite, ModeStall, ModeReadZstd and
+	// ModeWriteZstd; empty means read and
 	// write.
 	Modes []string
 	// Configs are the in-process servers to compare, in order:
@@ -103,6 +104,10 @@ type BlobsOptions struct {
 	// Sizes are fixed blob sizes, one case each; ignored when Mix is set.
 	// Empty means DefaultBlobSizes.
 	Sizes []int64
+	// Content, when set, is what the blobs are made of, repeated as needed
+	// (source text, say, for data that compresses); nil means random bytes
+	// from Seed, which do not.
+	Content []byte
 	// Mix, when set, draws blob sizes from a log-normal spread with Seed.
 	Mix  *LogNormal
 	Seed uint64
@@ -297,7 +302,7 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		uploaded := map[*blobSet]bool{}
 		for _, c := range cases {
 			set := sets[c]
-			if c.Mode != ModeRead || uploaded[set] {
+			if !readMode(c.Mode) || uploaded[set] {
 				continue
 			}
 			uploaded[set] = true
@@ -330,6 +335,10 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 	}
 	if len(o.Streams) > 0 {
 		report.Settings["streams"] = fmt.Sprint(o.Streams)
+	}
+	report.Settings["content"] = "random"
+	if len(o.Content) > 0 {
+		report.Settings["content"] = fmt.Sprintf("a %d-byte file, repeated", len(o.Content))
 	}
 	if o.Mix != nil {
 		report.Settings["mix"] = o.Mix.String()
@@ -425,10 +434,16 @@ func (o *BlobsOptions) plan() ([]Case, map[Case]*blobSet, error) {
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x626c6f6273)) // "blobs"
 	base := make([]byte, largest)
-	for i := 0; i < len(base); i += 8 {
-		var w [8]byte
-		binary.LittleEndian.PutUint64(w[:], rng.Uint64())
-		copy(base[i:], w[:])
+	if len(o.Content) > 0 {
+		for i := 0; i < len(base); i += len(o.Content) {
+			copy(base[i:], o.Content)
+		}
+	} else {
+		for i := 0; i < len(base); i += 8 {
+			var w [8]byte
+			binary.LittleEndian.PutUint64(w[:], rng.Uint64())
+			copy(base[i:], w[:])
+		}
 	}
 	// A nonce unique to this run keeps its blobs apart from any a server
 	// at --addr kept from an earlier run.
@@ -437,10 +452,22 @@ func (o *BlobsOptions) plan() ([]Case, map[Case]*blobSet, error) {
 	var cases []Case
 	sets := map[Case]*blobSet{}
 	for gi, g := range groups {
-		set := newBlobSet(base, g.sizes, nonce, uint64(gi))
+		set := newBlobSet(base, g.sizes, nonce, uint64(gi), false)
+		// Compressed modes have blobs of their own, uploaded compressed.
+		var zset *blobSet
 		for _, m := range o.modes() {
-			if m != ModeRead && m != ModeWrite && m != ModeStall {
-				return nil, nil, fmt.Errorf("unknown blobs mode %q: want %s, %s or %s", m, ModeRead, ModeWrite, ModeStall)
+			if !slices.Contains(BlobModes, m) {
+				return nil, nil, fmt.Errorf("unknown blobs mode %q: want one of %s", m, strings.Join(BlobModes, ", "))
+			}
+			set := set
+			if zstdMode(m) {
+				if zset == nil {
+					zset = newBlobSet(base, g.sizes, nonce, uint64(len(groups)+gi), true)
+					if err := zset.compressPrefixes(); err != nil {
+						return nil, nil, err
+					}
+				}
+				set = zset
 			}
 			var size int64
 			if o.Mix == nil {
@@ -477,18 +504,23 @@ type blobSet struct {
 	group  uint64
 	states map[int64][]byte // sha256 state after base[:prefixLen(size)]
 	reads  []blobRef        // the read set
+	// zstd sets are for the compressed modes: their names are
+	// compressed-blobs/zstd/ names, and zprefix holds base[:l] compressed
+	// for each prefix length l.
+	zstd    bool
+	zprefix map[int64][]byte
 }
 
 type blobRef struct {
 	size       int64
 	stamp      [stampLen]byte
-	digestName string // blobs/{hash}/{size}
+	digestName string // blobs/{hash}/{size}, or compressed-blobs/zstd/{hash}/{size}
 }
 
 func prefixLen(size int64) int64 { return max(size-stampLen, 0) }
 
-func newBlobSet(base []byte, sizes []int64, nonce, group uint64) *blobSet {
-	s := &blobSet{base: base, sizes: sizes, nonce: nonce, group: group, states: map[int64][]byte{}}
+func newBlobSet(base []byte, sizes []int64, nonce, group uint64, zstd bool) *blobSet {
+	s := &blobSet{base: base, sizes: sizes, nonce: nonce, group: group, states: map[int64][]byte{}, zstd: zstd}
 	// Hash the base once, saving the state at each prefix length needed.
 	lens := make([]int64, 0, len(sizes))
 	for _, sz := range sizes {
@@ -512,7 +544,7 @@ func newBlobSet(base []byte, sizes []int64, nonce, group uint64) *blobSet {
 		// Read-set numbers have the top bit set; write numbers never do.
 		ref := blobRef{size: sz}
 		ref.stamp = s.stamp(1<<63 | group<<32 | uint64(i))
-		ref.digestName = "blobs/" + s.digest(h, sz, &ref.stamp) + "/" + strconv.FormatInt(sz, 10)
+		ref.digestName = s.namePrefix() + s.digest(h, sz, &ref.stamp) + "/" + strconv.FormatInt(sz, 10)
 		s.reads = append(s.reads, ref)
 	}
 	return s
@@ -540,11 +572,30 @@ func (s *blobSet) digest(h hash.Hash, size int64, st *[stampLen]byte) string {
 	return hex.EncodeToString(h.Sum(sum[:0]))
 }
 
-// upload writes the read set to a server.
+// namePrefix is what comes before {hash}/{size} in the set's names.
+func (s *blobSet) namePrefix() string {
+	if s.zstd {
+		return "compressed-blobs/zstd/"
+	}
+	return "blobs/"
+}
+
+// upload writes the read set to a server: compressed for a zstd set, each
+// blob then read back compressed once and checked.
 func (s *blobSet) upload(ctx context.Context, bt *blobTarget) error {
 	for i := range s.reads {
 		ref := &s.reads[i]
-		if err := bt.write(ctx, bt.conns[0], uploadName(bt.instance, uint64(i), ref.digestName), s.base, ref.size, &ref.stamp); err != nil {
+		name := uploadName(bt.instance, uint64(i), ref.digestName)
+		var err error
+		if s.zstd {
+			err = bt.writeZstd(ctx, bt.conns[0], name, s.zprefix[prefixLen(ref.size)], stampFrame(nil, &ref.stamp, ref.size))
+			if err == nil {
+				err = s.checkZstdRead(ctx, bt, ref)
+			}
+		} else {
+			err = bt.write(ctx, bt.conns[0], name, s.base, ref.size, &ref.stamp)
+		}
+		if err != nil {
 			return fmt.Errorf("blob %s: %w", ref.digestName, err)
 		}
 	}
@@ -642,7 +693,7 @@ func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), er
 	// connections, each carrying an equal share of the streams.
 	conn := bt.conns[w%len(bt.conns)]
 	switch c.Mode {
-	case ModeRead:
+	case ModeRead, ModeReadZstd:
 		names := make([]string, len(set.reads))
 		for i, ref := range set.reads {
 			names[i] = withInstance(bt.instance, ref.digestName)
@@ -653,7 +704,11 @@ func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), er
 		return func(ctx context.Context, seq int64) (int64, error) {
 			i := (start + seq) % int64(len(names))
 			size := set.reads[i].size
-			return size, bt.read(ctx, conn, names[i], size)
+			want := size
+			if set.zstd {
+				want = -1 // a zstd stream: its length is the server's choice
+			}
+			return size, bt.read(ctx, conn, names[i], want)
 		}, func() {}, nil
 	case ModeStall:
 		h := sha256.New()
@@ -665,21 +720,26 @@ func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), er
 			name := uploadName(bt.instance, uint64(seq), "blobs/"+set.digest(h, size, &stamp)+"/"+strconv.FormatInt(size, 10))
 			return bt.stallUpload(ctx, conn, name, set.base, size, stall)
 		}, func() {}, nil
-	case ModeWrite:
+	case ModeWrite, ModeWriteZstd:
 		h := sha256.New()
 		var stamp [stampLen]byte
+		var frame []byte
 		return func(ctx context.Context, seq int64) (int64, error) {
 			size := set.sizes[seq%int64(len(set.sizes))]
 			// seq is unique in the run and below 1<<63.
 			stamp = set.stamp(uint64(seq))
-			name := uploadName(bt.instance, uint64(seq), "blobs/"+set.digest(h, size, &stamp)+"/"+strconv.FormatInt(size, 10))
+			name := uploadName(bt.instance, uint64(seq), set.namePrefix()+set.digest(h, size, &stamp)+"/"+strconv.FormatInt(size, 10))
+			if set.zstd {
+				frame = stampFrame(frame[:0], &stamp, size)
+				return size, bt.writeZstd(ctx, conn, name, set.zprefix[prefixLen(size)], frame)
+			}
 			return size, bt.write(ctx, conn, name, set.base, size, &stamp)
 		}, func() {}, nil
 	}
 	return nil, nil, fmt.Errorf("unknown blobs mode %q", c.Mode)
 }
 
-// read reads a whole blob and checks its length.
+// read reads a whole blob and checks its length, unless size is -1.
 func (bt *blobTarget) read(ctx context.Context, conn *grpc.ClientConn, name string, size int64) error {
 	// No context of its own: gRPC cancels the stream's when it finishes, and
 	// every return below follows a finishing error or io.EOF.
@@ -706,7 +766,7 @@ func (bt *blobTarget) read(ctx context.Context, conn *grpc.ClientConn, name stri
 		got += int64(chunk.Data.Len())
 		chunk.Free()
 	}
-	if got != size {
+	if size >= 0 && got != size || got == 0 {
 		return fmt.Errorf("read %s: got %d bytes, want %d", name, got, size)
 	}
 	return nil

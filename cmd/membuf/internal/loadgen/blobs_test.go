@@ -77,7 +77,7 @@ func TestBlobsMix(t *testing.T) {
 func TestBlobStampsDiffer(t *testing.T) {
 	// Written blobs must be new to the server, or a write returns at once
 	// without moving its data. Short blobs are the stamp's first bytes.
-	set := newBlobSet(make([]byte, 64), []int64{8, 64}, 42, 0)
+	set := newBlobSet(make([]byte, 64), []int64{8, 64}, 42, 0, false)
 	seen := map[string]bool{}
 	h := sha256.New()
 	for seq := uint64(1); seq <= 1000; seq++ {

@@ -244,9 +244,9 @@ func (r *Report) writeServerTable(w io.Writer) error {
 	if !measured {
 		return nil
 	}
-	fmt.Fprintf(w, "\nserver process (CPU time and peak RSS from /proc/<pid>, GC cycles from its metrics; ratios against %s):\n", r.Configs[0])
+	fmt.Fprintf(w, "\nserver process (CPU time and peak RSS from /proc/<pid>, GC cycles and heap allocation from its metrics; ratios against %s):\n", r.Configs[0])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "case\tconfig\tMiB/s\tCPU-s/GiB\tGC/GiB\tpeak RSS\tMiB/s vs base\tCPU/GiB vs base\t\n")
+	fmt.Fprintf(tw, "case\tconfig\tMiB/s\tCPU-s/GiB\tGC/GiB\talloc/MiB\tpeak RSS\tMiB/s vs base\tCPU/GiB vs base\t\n")
 	for _, c := range r.Cases() {
 		base := r.Find(c, r.Configs[0])
 		for _, cfg := range r.Configs {
@@ -255,9 +255,12 @@ func (r *Report) writeServerTable(w io.Writer) error {
 				continue
 			}
 			u := res.Server
-			gc, peak := "-", formatFloatBytes(float64(u.PeakRSS))
+			gc, alloc, peak := "-", "-", formatFloatBytes(float64(u.PeakRSS))
 			if u.GCCycles >= 0 {
 				gc = fmt.Sprintf("%.1f", u.GCCyclesPerGiB)
+			}
+			if u.AllocBytes >= 0 {
+				alloc = formatFloatBytes(u.AllocBytesPerMiB)
 			}
 			if u.PeakSinceStart {
 				peak += " (since start)"
@@ -267,7 +270,7 @@ func (r *Report) writeServerTable(w io.Writer) error {
 				thr = ratio(res.MiBPerSec(), base.MiBPerSec())
 				cpu = ratio(u.CPUSecondsPerGiB, base.Server.CPUSecondsPerGiB)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.3f\t%s\t%s\t%s\t%s\t\n", c, cfg, res.MiBPerSec(), u.CPUSecondsPerGiB, gc, peak, thr, cpu)
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", c, cfg, res.MiBPerSec(), u.CPUSecondsPerGiB, gc, alloc, peak, thr, cpu)
 		}
 	}
 	return tw.Flush()

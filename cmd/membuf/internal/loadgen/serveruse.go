@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,9 +33,15 @@ type ServerUse struct {
 	// GCCycles counts the garbage collections the process completed
 	// during the stretches; -1 when it exports no GC counter.
 	GCCycles int64 `json:"gc_cycles"`
+	// AllocBytes is what the process allocated on its heap during the
+	// stretches (from its metrics: go_gc_heap_allocs_bytes_total, or
+	// go_memstats_alloc_bytes_total); -1 when it exports neither.
+	AllocBytes int64 `json:"alloc_bytes"`
 	// Per GiB (2^30 bytes) of payload moved, filled in by finish.
 	CPUSecondsPerGiB float64 `json:"cpu_seconds_per_gib"`
 	GCCyclesPerGiB   float64 `json:"gc_cycles_per_gib,omitempty"`
+	// AllocBytesPerMiB is AllocBytes per MiB of payload moved.
+	AllocBytesPerMiB float64 `json:"alloc_bytes_per_mib,omitempty"`
 }
 
 // add adds the use of one more stretch.
@@ -47,6 +54,11 @@ func (u *ServerUse) add(v ServerUse) {
 	} else {
 		u.GCCycles += v.GCCycles
 	}
+	if u.AllocBytes < 0 || v.AllocBytes < 0 {
+		u.AllocBytes = -1
+	} else {
+		u.AllocBytes += v.AllocBytes
+	}
 }
 
 func (u *ServerUse) finish(bytes int64) {
@@ -57,6 +69,9 @@ func (u *ServerUse) finish(bytes int64) {
 	u.CPUSecondsPerGiB = u.CPUSeconds / gib
 	if u.GCCycles >= 0 {
 		u.GCCyclesPerGiB = float64(u.GCCycles) / gib
+	}
+	if u.AllocBytes >= 0 {
+		u.AllocBytesPerMiB = float64(u.AllocBytes) / (gib * 1024)
 	}
 }
 
@@ -77,6 +92,7 @@ func newServerProbe(pid int, metricsURL string) *serverProbe {
 type probeMark struct {
 	cpuTicks       int64
 	gcCycles       int64 // -1 when unknown
+	allocBytes     int64 // -1 when unknown
 	peakSinceStart bool
 }
 
@@ -98,7 +114,7 @@ func (p *serverProbe) begin(ctx context.Context) (probeMark, error) {
 	if m.cpuTicks, err = p.cpuTicks(); err != nil {
 		return m, err
 	}
-	m.gcCycles, err = p.gcCycles(ctx)
+	m.gcCycles, m.allocBytes, err = p.runtimeCounters(ctx)
 	return m, err
 }
 
@@ -112,7 +128,7 @@ func (p *serverProbe) end(ctx context.Context, m probeMark) (ServerUse, error) {
 	if err != nil {
 		return ServerUse{}, err
 	}
-	gc, err := p.gcCycles(ctx)
+	gc, alloc, err := p.runtimeCounters(ctx)
 	if err != nil {
 		return ServerUse{}, err
 	}
@@ -121,9 +137,13 @@ func (p *serverProbe) end(ctx context.Context, m probeMark) (ServerUse, error) {
 		PeakRSS:        peak,
 		PeakSinceStart: m.peakSinceStart,
 		GCCycles:       -1,
+		AllocBytes:     -1,
 	}
 	if gc >= 0 && m.gcCycles >= 0 {
 		u.GCCycles = gc - m.gcCycles
+	}
+	if alloc >= 0 && m.allocBytes >= 0 {
+		u.AllocBytes = alloc - m.allocBytes
 	}
 	return u, nil
 }
@@ -193,54 +213,64 @@ func parseStatusKiB(b []byte, key string) (int64, error) {
 // of its GC pause summary, which every Go collector exports.
 var gcMetrics = []string{"go_gc_cycles_total_gc_cycles_total", "go_gc_duration_seconds_count"}
 
-// gcCycles scrapes the metrics endpoint for the GC count; -1 when there is
-// no endpoint.
-func (p *serverProbe) gcCycles(ctx context.Context) (int64, error) {
+// allocMetrics are the Prometheus series that count bytes allocated on the
+// heap, in order of preference: client_golang's runtime/metrics name, then
+// the MemStats one every default Go collector exports.
+var allocMetrics = []string{"go_gc_heap_allocs_bytes_total", "go_memstats_alloc_bytes_total"}
+
+// runtimeCounters scrapes the metrics endpoint for the GC count and the
+// bytes allocated; -1 for each when there is no endpoint, and for the
+// bytes when the server exports no such counter.
+func (p *serverProbe) runtimeCounters(ctx context.Context) (gc, alloc int64, err error) {
 	if p.metricsURL == "" {
-		return -1, nil
+		return -1, -1, nil
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.metricsURL, nil)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("server metrics: %w", err)
+		return 0, 0, fmt.Errorf("server metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("server metrics: %s from %s", resp.Status, p.metricsURL)
+		return 0, 0, fmt.Errorf("server metrics: %s from %s", resp.Status, p.metricsURL)
 	}
-	return parseGCCycles(resp.Body)
+	return parseRuntimeCounters(resp.Body)
 }
 
-// parseGCCycles finds the GC count in a Prometheus text exposition.
-func parseGCCycles(r io.Reader) (int64, error) {
+// parseRuntimeCounters finds the GC count (which must be there) and the
+// bytes allocated (-1 if not) in a Prometheus text exposition.
+func parseRuntimeCounters(r io.Reader) (gc, alloc int64, err error) {
 	found := map[string]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
+		if !ok || !slices.Contains(gcMetrics, name) && !slices.Contains(allocMetrics, name) {
 			continue
 		}
-		for _, m := range gcMetrics {
-			if name == m {
-				v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-				if err != nil {
-					return 0, fmt.Errorf("server metrics: %s %q: %w", m, value, err)
-				}
-				found[m] = v
-			}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("server metrics: %s %q: %w", name, value, err)
 		}
+		found[name] = v
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("server metrics: %w", err)
+		return 0, 0, fmt.Errorf("server metrics: %w", err)
+	}
+	gc, alloc = -1, -1
+	for _, m := range allocMetrics {
+		if v, ok := found[m]; ok {
+			alloc = int64(v)
+			break
+		}
 	}
 	for _, m := range gcMetrics {
 		if v, ok := found[m]; ok {
-			return int64(v), nil
+			return int64(v), alloc, nil
 		}
 	}
-	return 0, fmt.Errorf("server metrics have none of %s", strings.Join(gcMetrics, ", "))
+	return 0, 0, fmt.Errorf("server metrics have none of %s", strings.Join(gcMetrics, ", "))
 }

@@ -36,22 +36,24 @@ func TestParseStatusKiB(t *testing.T) {
 	}
 }
 
-func TestParseGCCycles(t *testing.T) {
+func TestParseRuntimeCounters(t *testing.T) {
 	for _, tc := range []struct {
 		exposition string
-		want       int64
+		gc, alloc  int64
 	}{
-		// client_golang's runtime/metrics name wins over the pause summary.
-		{"# HELP x\ngo_gc_duration_seconds_count 7\ngo_gc_cycles_total_gc_cycles_total 9\n", 9},
+		// client_golang's runtime/metrics names win over the older ones.
+		{"# HELP x\ngo_gc_duration_seconds_count 7\ngo_gc_cycles_total_gc_cycles_total 9\ngo_memstats_alloc_bytes_total 5\ngo_gc_heap_allocs_bytes_total 1.5e+06\n", 9, 1500000},
 		// bazel-remote and bb-storage export the default Go collector only.
-		{"go_gc_duration_seconds{quantile=\"0.5\"} 1e-05\ngo_gc_duration_seconds_sum 0.01\ngo_gc_duration_seconds_count 1234\n", 1234},
+		{"go_gc_duration_seconds{quantile=\"0.5\"} 1e-05\ngo_gc_duration_seconds_sum 0.01\ngo_gc_duration_seconds_count 1234\ngo_memstats_alloc_bytes_total 4.2e+09\n", 1234, 4200000000},
+		// No allocation counter: unknown.
+		{"go_gc_duration_seconds_count 3\n", 3, -1},
 	} {
-		got, err := parseGCCycles(strings.NewReader(tc.exposition))
-		if err != nil || got != tc.want {
-			t.Errorf("parseGCCycles(%q) = %d, %v; want %d", tc.exposition, got, err, tc.want)
+		gc, alloc, err := parseRuntimeCounters(strings.NewReader(tc.exposition))
+		if err != nil || gc != tc.gc || alloc != tc.alloc {
+			t.Errorf("parseRuntimeCounters(%q) = %d, %d, %v; want %d, %d", tc.exposition, gc, alloc, err, tc.gc, tc.alloc)
 		}
 	}
-	if _, err := parseGCCycles(strings.NewReader("process_cpu_seconds_total 3\n")); err == nil {
+	if _, _, err := parseRuntimeCounters(strings.NewReader("process_cpu_seconds_total 3\n")); err == nil {
 		t.Error("an exposition without a GC counter was accepted")
 	}
 }
