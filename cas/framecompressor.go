@@ -73,14 +73,14 @@ func (c *frameCompressor) write(w io.Writer, p []byte) error {
 // overhead), writes it plainly and gives up.
 func (c *frameCompressor) flush(w io.Writer, extra int) error {
 	plain := c.in.Bytes()[:c.n]
-	out := membuf.Alloc(c.pool, maxEncodedSize(c.n))
-	defer out.Free()
 	// Frame leases are short and never wait on a client, so a wait for one
 	// needs no deadline of its own: it ends as the frames ahead of it do.
-	enc, err := c.zp.encodeFrame(context.Background(), plain, out.Bytes()[:0])
+	out, err := c.zp.encodeFrameBuffer(context.Background(), plain, c.pool)
 	if err != nil {
 		return err
 	}
+	defer out.Free()
+	enc := out.Bytes()
 	if c.table.frames() == 0 && !worthCompressing(c.n, len(enc)+extra) {
 		c.gaveUp = true
 		_, err := w.Write(plain)

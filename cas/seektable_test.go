@@ -16,13 +16,13 @@ func seekableFile(t testing.TB, p *ZstdPool, data []byte, frame int) []byte {
 	var b seekTableBuilder
 	for off := 0; off < len(data); off += frame {
 		chunk := data[off:min(off+frame, len(data))]
-		before := len(out)
-		var err error
-		out, err = p.encodeFrame(context.Background(), chunk, out)
+		frame, err := p.encodeFrameBuffer(context.Background(), chunk, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.add(len(out)-before, len(chunk))
+		out = append(out, frame.Bytes()...)
+		b.add(frame.Len(), len(chunk))
+		frame.Free()
 	}
 	return b.appendTo(out)
 }

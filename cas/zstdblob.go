@@ -161,39 +161,37 @@ func sendViews(buf membuf.Buffer, lo, hi int64, chunkSize int, fn func(membuf.Bu
 	return nil
 }
 
-// compressFrame compresses plain as one frame and hands it to fn in chunks
-// of at most chunkSize bytes, each copied into a buffer of its own from
-// pool: the compressed bytes are a fraction of the plain ones, and a chunk
-// of its own lets the encoder's larger output buffer go back at once.
+// compressFrame compresses plain as one frame into a buffer from pool and
+// hands it to fn as views of at most chunkSize bytes (no copy).
 func compressFrame(ctx context.Context, zp *ZstdPool, plain []byte, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	out := membuf.Alloc(pool, maxEncodedSize(len(plain)))
-	defer out.Free()
-	enc, err := zp.encodeFrame(ctx, plain, out.Bytes()[:0])
+	frame, err := zp.encodeFrameBuffer(ctx, plain, pool)
 	if err != nil {
 		return err
 	}
-	for len(enc) > 0 {
-		n := min(chunkSize, len(enc))
-		chunk := membuf.Alloc(pool, n)
-		copy(chunk.Bytes(), enc[:n])
-		if err := fn(chunk); err != nil {
-			return err
-		}
-		enc = enc[n:]
-	}
-	return nil
+	return sendViews(frame, 0, int64(frame.Len()), chunkSize, fn)
+}
+
+// onTheFlyFrame is the uncompressed size of the frames CompressChunks
+// makes for reads of chunkSize bytes: one frame per read chunk, with room
+// for zstd's framing so that an incompressible frame still fits the chunk.
+// Small frames keep what a read holds small (a frame waiting for an
+// encoder, or for the client), which is what bounds memory when hundreds of
+// clients read compressed; blobs kept plain are mostly those that do not
+// compress, for which a frame's size costs no ratio.
+func onTheFlyFrame(chunkSize int) int {
+	return min(max(chunkSize-64, 4<<10), zstdFrameSize)
 }
 
 // CompressChunks serves BlobReader.ReadZstd for a blob r keeps plain: it
-// reads [off, r.Size()) a frame's worth at a time, compresses each piece as
-// an independent zstd frame with an encoder from zp (waiting for one, within
-// ctx, if the budget is spent) and calls fn with the stream as ReadZstd
-// does. The frames together decompress to [off, r.Size()).
+// reads [off, r.Size()) a chunk at a time (onTheFlyFrame), compresses each
+// piece as an independent zstd frame with an encoder from zp (waiting for
+// one, within ctx, if the budget is spent) and calls fn with the stream as
+// ReadZstd does. The frames together decompress to [off, r.Size()).
 func CompressChunks(ctx context.Context, zp *ZstdPool, r BlobReader, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	if off >= r.Size() {
 		return fn(membuf.Wrap(emptyZstdFrame))
 	}
-	return r.ReadChunks(ctx, off, r.Size(), pool, zstdFrameSize, func(plain membuf.Buffer) error {
+	return r.ReadChunks(ctx, off, r.Size(), pool, onTheFlyFrame(chunkSize), func(plain membuf.Buffer) error {
 		err := compressFrame(ctx, zp, plain.Bytes(), pool, chunkSize, fn)
 		plain.Free()
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/membuf/membuf"
 )
 
 // Sizes that fix the memory a zstd coder holds. They are charged against a
@@ -22,9 +23,9 @@ const (
 	// a read that starts inside a frame.
 	zstdFrameSize = 256 << 10
 	// encoderCharge is a frame encoder: the fastest level with a window of
-	// one frame, used only through EncodeAll (hash table and history;
-	// about 400 KiB measured).
-	encoderCharge = 512 << 10
+	// one frame, used only through EncodeAll (hash table, history and block
+	// buffers; 400 to 880 KiB measured, depending on what it has encoded).
+	encoderCharge = 1 << 20
 	// frameDecoderCharge is a frame decoder used through DecodeAll, which
 	// decodes into the caller's buffer and keeps no window of its own
 	// (block and entropy-table state only; about 170 KiB measured).
@@ -220,19 +221,31 @@ func (p *ZstdPool) Stats() ZstdStats {
 	return st
 }
 
-// encodeFrame appends src, compressed as one zstd frame, to dst and
-// returns it. Give dst a capacity of maxEncodedSize(len(src)) so that
-// nothing is allocated.
-func (p *ZstdPool) encodeFrame(ctx context.Context, src, dst []byte) ([]byte, error) {
+// encodeFrameBuffer compresses src as one zstd frame into a buffer from
+// pool and returns it (its length the frame's). The buffer is taken only
+// once an encoder is lent, so that a request waiting for one holds no
+// output buffer: at 256 concurrent compressed reads that is the difference
+// between a few encoders' worth of buffers and 256 of them.
+func (p *ZstdPool) encodeFrameBuffer(ctx context.Context, src []byte, pool membuf.BufferPool) (membuf.Buffer, error) {
 	c, err := p.acquire(ctx, frameEncoder, encoderCharge)
 	if err != nil {
-		return dst, err
+		return membuf.Buffer{}, err
 	}
 	defer p.release(c)
-	return c.enc.EncodeAll(src, dst), nil
+	out := membuf.Alloc(pool, maxEncodedSize(len(src)))
+	enc := c.enc.EncodeAll(src, out.Bytes()[:0])
+	if len(enc) > out.Len() {
+		// Past the bound (never seen): the encoder grew a slice of its own.
+		out.Free()
+		out = membuf.Alloc(pool, len(enc))
+		copy(out.Bytes(), enc)
+		return out, nil
+	}
+	out.Split(len(enc)).Free()
+	return out, nil
 }
 
-// maxEncodedSize bounds what encodeFrame appends for n bytes of input
+// maxEncodedSize bounds what encodeFrameBuffer writes for n bytes of input
 // (zstd's ZSTD_COMPRESSBOUND plus the frame header and checksum: a block
 // that does not compress is stored raw).
 func maxEncodedSize(n int) int {

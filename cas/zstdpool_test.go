@@ -78,10 +78,11 @@ func TestZstdFrameRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	for _, n := range []int{0, 1, 1000, 4096, zstdFrameSize - 1, zstdFrameSize} {
 		data := compressible(n, byte(n))
-		frame, err := p.encodeFrame(ctx, data, make([]byte, 0, maxEncodedSize(n)))
+		fb, err := p.encodeFrameBuffer(ctx, data, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		frame := fb.Bytes()
 		if len(frame) > maxEncodedSize(n) {
 			t.Fatalf("%d bytes encoded to %d, over maxEncodedSize %d", n, len(frame), maxEncodedSize(n))
 		}
@@ -277,7 +278,7 @@ func TestZstdPoolReserveForFrameCoders(t *testing.T) {
 	// did, would wait until the deadline).
 	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
 	defer cancel()
-	if _, err := p.encodeFrame(ctx, []byte("frame"), nil); err != nil {
+	if _, err := p.encodeFrameBuffer(ctx, []byte("frame"), nil); err != nil {
 		t.Fatalf("an encoder while stream decoders wait: %v", err)
 	}
 	if err := finishA(); err != nil {
@@ -299,7 +300,7 @@ func TestZstdPoolFrameCodersAlwaysProgress(t *testing.T) {
 	finish := holdStreamDecoder(t, p, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
 	defer cancel()
-	if _, err := p.encodeFrame(ctx, []byte("frame"), nil); err != nil {
+	if _, err := p.encodeFrameBuffer(ctx, []byte("frame"), nil); err != nil {
 		t.Fatalf("an encoder while a stream decoder over the budget is held: %v", err)
 	}
 	if err := finish(); err != nil {
@@ -314,10 +315,11 @@ func TestZstdPoolDropsIdleCodersForRoom(t *testing.T) {
 	p := newTestZstdPool(t, encoderCharge+frameDecoderCharge)
 	ctx := context.Background()
 	data := compressible(10000, 9)
-	frame, err := p.encodeFrame(ctx, data, nil)
+	fb, err := p.encodeFrameBuffer(ctx, data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	frame := fb.Bytes()
 	if _, err := p.decodeFrame(ctx, frame, make([]byte, 0, len(data))); err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +383,6 @@ func TestZstdChargesCoverCoderMemory(t *testing.T) {
 	}
 	frameData := compressible(zstdFrameSize, 1)
 	frame := zstdStream(t, frameData, zstdFrameSize)
-	dst := make([]byte, 0, maxEncodedSize(zstdFrameSize))
 	out := make([]byte, 0, zstdFrameSize)
 	streams := map[int64][]byte{}
 	for _, w := range []int64{64 << 10, 1 << 20, MaxUploadWindow} {
@@ -402,7 +403,8 @@ func TestZstdChargesCoverCoderMemory(t *testing.T) {
 		runtime.KeepAlive(p)
 	}
 	measure("encoder", encoderCharge, func(p *ZstdPool) error {
-		_, err := p.encodeFrame(ctx, frameData, dst[:0])
+		frame, err := p.encodeFrameBuffer(ctx, frameData, nil)
+		frame.Free()
 		return err
 	})
 	measure("frame decoder", frameDecoderCharge, func(p *ZstdPool) error {
