@@ -136,7 +136,7 @@ func (c *casService) batchData(ctx context.Context, d Digest, r *repb.BatchUpdat
 	if r.Compressor != repb.Compressor_ZSTD {
 		return r.Data, Uncompressed, func() {}, nil
 	}
-	buf := membuf.Alloc(c.s.opts.Pool, int(d.Size))
+	buf := membuf.AllocUncleared(c.s.opts.Pool, int(d.Size)) // only what is decoded into it is read
 	// The capacity stops a bomb at the size the digest declares.
 	out, err := c.s.opts.Zstd.decodeFrame(ctx, r.Data, buf.Bytes()[:0:d.Size])
 	if err != nil {

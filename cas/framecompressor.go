@@ -49,7 +49,7 @@ func (c *frameCompressor) write(w io.Writer, p []byte) error {
 	}
 	for len(p) > 0 {
 		if c.in.IsZero() {
-			c.in = membuf.Alloc(c.pool, zstdFrameSize)
+			c.in = membuf.AllocUncleared(c.pool, zstdFrameSize) // only what is copied in is read
 		}
 		k := copy(c.in.Bytes()[c.n:], p)
 		c.n += k

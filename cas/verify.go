@@ -215,7 +215,7 @@ func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte,
 			return "", off, err
 		}
 		cs, ds := t.entry(i)
-		in := membuf.Alloc(s.buffers, int(cs))
+		in := membuf.AllocUncleared(s.buffers, int(cs))
 		_, err := f.ReadAt(in.Bytes(), cstart)
 		var out []byte
 		if err == nil {

@@ -58,12 +58,12 @@ func (b *zstdBlob) Close() error { return b.f.Close() }
 // decompresses it into a buffer of its own from pool.
 func (b *zstdBlob) frame(ctx context.Context, pool membuf.BufferPool, i int, cstart int64) (membuf.Buffer, error) {
 	cs, ds := b.table.entry(i)
-	in := membuf.Alloc(pool, int(cs))
+	in := membuf.AllocUncleared(pool, int(cs))
 	defer in.Free()
 	if _, err := b.f.ReadAt(in.Bytes(), cstart); err != nil {
 		return membuf.Buffer{}, fmt.Errorf("cas: reading zstd frame %d: %w", i, err)
 	}
-	out := membuf.Alloc(pool, int(ds))
+	out := membuf.AllocUncleared(pool, int(ds))
 	got, err := b.zp.decodeFrame(ctx, in.Bytes(), out.Bytes()[:0:ds])
 	if err != nil || int64(len(got)) != ds {
 		out.Free()
@@ -128,7 +128,7 @@ func (b *zstdBlob) readAll(ctx context.Context, pool membuf.BufferPool) ([]byte,
 	var cstart, dstart int64
 	for i := range b.table.n {
 		cs, ds := b.table.entry(i)
-		in := membuf.Alloc(pool, int(cs))
+		in := membuf.AllocUncleared(pool, int(cs))
 		_, err := b.f.ReadAt(in.Bytes(), cstart)
 		if err == nil {
 			var got []byte

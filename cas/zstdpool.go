@@ -232,12 +232,12 @@ func (p *ZstdPool) encodeFrameBuffer(ctx context.Context, src []byte, pool membu
 		return membuf.Buffer{}, err
 	}
 	defer p.release(c)
-	out := membuf.Alloc(pool, maxEncodedSize(len(src)))
+	out := membuf.AllocUncleared(pool, maxEncodedSize(len(src)))
 	enc := c.enc.EncodeAll(src, out.Bytes()[:0])
 	if len(enc) > out.Len() {
 		// Past the bound (never seen): the encoder grew a slice of its own.
 		out.Free()
-		out = membuf.Alloc(pool, len(enc))
+		out = membuf.AllocUncleared(pool, len(enc))
 		copy(out.Bytes(), enc)
 		return out, nil
 	}
