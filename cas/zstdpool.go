@@ -88,7 +88,7 @@ func (k coderKind) String() string {
 // an upload that holds a stream decoder and needs an encoder for its frames
 // can never wait on another such upload.
 //
-// Coders are lent only for the span of one call (encodeFrame, decodeFrame,
+// Coders are lent only for the span of one call (encodeFrameBuffer, decodeFrame,
 // decodeStream), which takes the coder and gives it back itself: a caller
 // never holds a coder, so it cannot give one back twice (the failure that
 // made bb-storage's counters drift, its PR 330). The pool checks anyway and
