@@ -220,6 +220,21 @@ func runStretch(ctx context.Context, t *target, c Case, n int, dur time.Duration
 	}
 	wg.Wait()
 	wall := time.Since(began)
+	// A failed operation cancels ctx; report it before anything that uses
+	// ctx fails for that reason and hides it.
+	err := ctx.Err()
+	for i := range tallies {
+		if tallies[i].err != nil {
+			err = tallies[i].err
+			break
+		}
+	}
+	if err != nil {
+		if run != nil {
+			run.Stop(0) // ends its heap sampler
+		}
+		return err
+	}
 	var use ServerUse
 	if t.probe != nil {
 		var err error
@@ -234,14 +249,6 @@ func runStretch(ctx context.Context, t *target, c Case, n int, dur time.Duration
 	var gc gcstats.Result
 	if run != nil {
 		gc = run.Stop(total)
-	}
-	for i := range tallies {
-		if tallies[i].err != nil {
-			return tallies[i].err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return err
 	}
 	for i := range tallies {
 		res.latency.Merge(&tallies[i].hist)
