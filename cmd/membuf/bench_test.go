@@ -133,7 +133,7 @@ func TestBenchBlobsServerProcesses(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"write 100 KiB C=1", "write 100 KiB C=4", "CPU-s/GiB", "peak RSS", "ceiling", "serve"} {
+	for _, want := range []string{"write 100 KiB C=1", "write 100 KiB C=4", "CPU-s/GiB", "of it kernel", "peak RSS", "ceiling", "serve"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}

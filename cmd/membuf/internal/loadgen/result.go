@@ -244,9 +244,9 @@ func (r *Report) writeServerTable(w io.Writer) error {
 	if !measured {
 		return nil
 	}
-	fmt.Fprintf(w, "\nserver process (CPU time and peak RSS from /proc/<pid>, GC cycles and heap allocation from its metrics; ratios against %s):\n", r.Configs[0])
+	fmt.Fprintf(w, "\nserver process (CPU time, and of it the kernel's, and peak RSS from /proc/<pid>, GC cycles and heap allocation from its metrics; ratios against %s):\n", r.Configs[0])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "case\tconfig\tMiB/s\tCPU-s/GiB\tGC/GiB\talloc/MiB\tpeak RSS\tMiB/s vs base\tCPU/GiB vs base\t\n")
+	fmt.Fprintf(tw, "case\tconfig\tMiB/s\tCPU-s/GiB\tof it kernel\tGC/GiB\talloc/MiB\tpeak RSS\tMiB/s vs base\tCPU/GiB vs base\t\n")
 	for _, c := range r.Cases() {
 		base := r.Find(c, r.Configs[0])
 		for _, cfg := range r.Configs {
@@ -270,7 +270,7 @@ func (r *Report) writeServerTable(w io.Writer) error {
 				thr = ratio(res.MiBPerSec(), base.MiBPerSec())
 				cpu = ratio(u.CPUSecondsPerGiB, base.Server.CPUSecondsPerGiB)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", c, cfg, res.MiBPerSec(), u.CPUSecondsPerGiB, gc, alloc, peak, thr, cpu)
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", c, cfg, res.MiBPerSec(), u.CPUSecondsPerGiB, u.SystemCPUSecondsPerGiB, gc, alloc, peak, thr, cpu)
 		}
 	}
 	return tw.Flush()

@@ -23,6 +23,11 @@ type ServerUse struct {
 	// CPUSeconds is the user and system CPU time the process used during
 	// the measured stretches (from /proc/<pid>/stat, in 10 ms ticks).
 	CPUSeconds float64 `json:"cpu_seconds"`
+	// SystemCPUSeconds is the part of CPUSeconds spent in the kernel
+	// (stime): system calls, page faults, the network and file systems.
+	// On a write path it holds the page cache's cost, which a server's own
+	// code does not control.
+	SystemCPUSeconds float64 `json:"system_cpu_seconds"`
 	// PeakRSS is the highest resident set size the process reached during
 	// any stretch, in bytes (VmHWM, reset before each stretch through
 	// /proc/<pid>/clear_refs).
@@ -38,8 +43,9 @@ type ServerUse struct {
 	// go_memstats_alloc_bytes_total); -1 when it exports neither.
 	AllocBytes int64 `json:"alloc_bytes"`
 	// Per GiB (2^30 bytes) of payload moved, filled in by finish.
-	CPUSecondsPerGiB float64 `json:"cpu_seconds_per_gib"`
-	GCCyclesPerGiB   float64 `json:"gc_cycles_per_gib,omitempty"`
+	CPUSecondsPerGiB       float64 `json:"cpu_seconds_per_gib"`
+	SystemCPUSecondsPerGiB float64 `json:"system_cpu_seconds_per_gib"`
+	GCCyclesPerGiB         float64 `json:"gc_cycles_per_gib,omitempty"`
 	// AllocBytesPerMiB is AllocBytes per MiB of payload moved.
 	AllocBytesPerMiB float64 `json:"alloc_bytes_per_mib,omitempty"`
 }
@@ -47,6 +53,7 @@ type ServerUse struct {
 // add adds the use of one more stretch.
 func (u *ServerUse) add(v ServerUse) {
 	u.CPUSeconds += v.CPUSeconds
+	u.SystemCPUSeconds += v.SystemCPUSeconds
 	u.PeakRSS = max(u.PeakRSS, v.PeakRSS)
 	u.PeakSinceStart = u.PeakSinceStart || v.PeakSinceStart
 	if u.GCCycles < 0 || v.GCCycles < 0 {
@@ -67,6 +74,7 @@ func (u *ServerUse) finish(bytes int64) {
 	}
 	gib := float64(bytes) / (1 << 30)
 	u.CPUSecondsPerGiB = u.CPUSeconds / gib
+	u.SystemCPUSecondsPerGiB = u.SystemCPUSeconds / gib
 	if u.GCCycles >= 0 {
 		u.GCCyclesPerGiB = float64(u.GCCycles) / gib
 	}
@@ -90,7 +98,8 @@ func newServerProbe(pid int, metricsURL string) *serverProbe {
 
 // A probeMark is a probe's reading at the start of a stretch.
 type probeMark struct {
-	cpuTicks       int64
+	cpuTicks       int64 // user and system
+	sysTicks       int64
 	gcCycles       int64 // -1 when unknown
 	allocBytes     int64 // -1 when unknown
 	peakSinceStart bool
@@ -111,7 +120,7 @@ func (p *serverProbe) begin(ctx context.Context) (probeMark, error) {
 		m.peakSinceStart = true
 	}
 	var err error
-	if m.cpuTicks, err = p.cpuTicks(); err != nil {
+	if m.cpuTicks, m.sysTicks, err = p.cpuTicks(); err != nil {
 		return m, err
 	}
 	m.gcCycles, m.allocBytes, err = p.runtimeCounters(ctx)
@@ -120,7 +129,7 @@ func (p *serverProbe) begin(ctx context.Context) (probeMark, error) {
 
 // end returns what the process used since begin returned m.
 func (p *serverProbe) end(ctx context.Context, m probeMark) (ServerUse, error) {
-	ticks, err := p.cpuTicks()
+	ticks, sys, err := p.cpuTicks()
 	if err != nil {
 		return ServerUse{}, err
 	}
@@ -133,11 +142,12 @@ func (p *serverProbe) end(ctx context.Context, m probeMark) (ServerUse, error) {
 		return ServerUse{}, err
 	}
 	u := ServerUse{
-		CPUSeconds:     float64(ticks-m.cpuTicks) / userHZ,
-		PeakRSS:        peak,
-		PeakSinceStart: m.peakSinceStart,
-		GCCycles:       -1,
-		AllocBytes:     -1,
+		CPUSeconds:       float64(ticks-m.cpuTicks) / userHZ,
+		SystemCPUSeconds: float64(sys-m.sysTicks) / userHZ,
+		PeakRSS:          peak,
+		PeakSinceStart:   m.peakSinceStart,
+		GCCycles:         -1,
+		AllocBytes:       -1,
 	}
 	if gc >= 0 && m.gcCycles >= 0 {
 		u.GCCycles = gc - m.gcCycles
@@ -148,36 +158,37 @@ func (p *serverProbe) end(ctx context.Context, m probeMark) (ServerUse, error) {
 	return u, nil
 }
 
-// cpuTicks returns utime + stime of the process, all its threads, from
-// /proc/<pid>/stat.
-func (p *serverProbe) cpuTicks() (int64, error) {
+// cpuTicks returns utime + stime, and stime alone, of the process, all its
+// threads, from /proc/<pid>/stat.
+func (p *serverProbe) cpuTicks() (total, sys int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
 	if err != nil {
-		return 0, fmt.Errorf("server process %d: %w", p.pid, err)
+		return 0, 0, fmt.Errorf("server process %d: %w", p.pid, err)
 	}
-	return parseStatCPU(b)
+	user, sys, err := parseStatCPU(b)
+	return user + sys, sys, err
 }
 
 // parseStatCPU returns fields 14 and 15 (utime, stime) of a /proc/<pid>/stat
-// line, summed. The second field, the command name in parentheses, may
+// line. The second field, the command name in parentheses, may
 // itself contain spaces and parentheses, so fields are counted after the
 // last ')'.
-func parseStatCPU(b []byte) (int64, error) {
+func parseStatCPU(b []byte) (utime, stime int64, err error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, errors.New("malformed /proc stat line: no command name")
+		return 0, 0, errors.New("malformed /proc stat line: no command name")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	// f[0] is field 3 (state), so field n is f[n-3].
 	if len(f) < 13 {
-		return 0, fmt.Errorf("malformed /proc stat line: %d fields after the command name", len(f))
+		return 0, 0, fmt.Errorf("malformed /proc stat line: %d fields after the command name", len(f))
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("malformed /proc stat line: %w", err)
+		return 0, 0, fmt.Errorf("malformed /proc stat line: %w", err)
 	}
-	return utime + stime, nil
+	return utime, stime, nil
 }
 
 // peakRSS returns VmHWM from /proc/<pid>/status, in bytes.

@@ -11,12 +11,12 @@ import (
 func TestParseStatCPU(t *testing.T) {
 	// A command name with spaces and parentheses, as a process may choose.
 	line := "4242 (my (odd) srv) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 31 0 0 20 0 9 0 100 1000000 2000 18446744073709551615\n"
-	got, err := parseStatCPU([]byte(line))
-	if err != nil || got != 281 {
-		t.Errorf("parseStatCPU = %d, %v; want 250+31 = 281", got, err)
+	user, sys, err := parseStatCPU([]byte(line))
+	if err != nil || user != 250 || sys != 31 {
+		t.Errorf("parseStatCPU = %d, %d, %v; want utime 250, stime 31", user, sys, err)
 	}
 	for _, bad := range []string{"", "4242 no parens S 1", "4242 (x) S 1 2 3"} {
-		if _, err := parseStatCPU([]byte(bad)); err == nil {
+		if _, _, err := parseStatCPU([]byte(bad)); err == nil {
 			t.Errorf("parseStatCPU(%q) accepted a malformed line", bad)
 		}
 	}
@@ -67,29 +67,52 @@ func TestServerProbeSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Touch 64 MiB and spin until at least 3 ticks of CPU time pass.
+	// Touch 64 MiB and spin until at least 3 ticks of user CPU time pass.
 	buf := make([]byte, 64<<20)
 	for i := range buf {
 		buf[i] = byte(i)
 	}
 	for {
-		ticks, err := p.cpuTicks()
+		ticks, sys, err := p.cpuTicks()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ticks-m.cpuTicks >= 3 {
+		if (ticks-sys)-(m.cpuTicks-m.sysTicks) >= 3 {
 			break
 		}
 		for i := range buf {
 			buf[i]++
 		}
 	}
+	// And spend at least 3 ticks in the kernel: reads of /dev/zero copy
+	// pages in system time.
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
+	for {
+		_, sys, err := p.cpuTicks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys-m.sysTicks >= 3 {
+			break
+		}
+		if _, err := zero.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
 	u, err := p.end(ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.CPUSeconds < 0.03 {
-		t.Errorf("CPU %.2f s, want at least the 0.03 s spun", u.CPUSeconds)
+	if u.CPUSeconds < 0.06 {
+		t.Errorf("CPU %.2f s, want at least the 0.03 s spun and 0.03 s in the kernel", u.CPUSeconds)
+	}
+	if u.SystemCPUSeconds < 0.03 || u.SystemCPUSeconds > u.CPUSeconds-0.03 {
+		t.Errorf("system CPU %.2f s of %.2f s, want at least the 0.03 s spent in the kernel and at most the total less the 0.03 s spun",
+			u.SystemCPUSeconds, u.CPUSeconds)
 	}
 	if u.PeakRSS < 64<<20 {
 		t.Errorf("peak RSS %d, want at least the 64 MiB touched", u.PeakRSS)
