@@ -776,25 +776,40 @@ func (bt *blobTarget) read(ctx context.Context, conn *grpc.ClientConn, name stri
 // messages of at most bt.chunk bytes (the stamp shares the last message with
 // the end of the prefix, as one data field), and checks the committed size.
 func (bt *blobTarget) write(ctx context.Context, conn *grpc.ClientConn, name string, base []byte, size int64, stamp *[stampLen]byte) error {
-	stream, err := conn.NewStream(ctx, &writeDesc, methodWrite)
+	plen := prefixLen(size)
+	committed, err := bt.upload(ctx, conn, name, base[:plen], stamp[:size-plen])
 	if err != nil {
 		return err
 	}
-	plen := prefixLen(size)
-	prefix, tail := base[:plen], stamp[:size-plen]
+	if committed != size {
+		return fmt.Errorf("write %s: committed %d bytes, want %d", name, committed, size)
+	}
+	return nil
+}
+
+// upload sends the bytes of head and then tail as one ByteStream Write to
+// name, in messages of at most bt.chunk bytes that refer to them (no
+// copy), and returns the committed size the server answers.
+func (bt *blobTarget) upload(ctx context.Context, conn *grpc.ClientConn, name string, head, tail []byte) (int64, error) {
+	stream, err := conn.NewStream(ctx, &writeDesc, methodWrite)
+	if err != nil {
+		return 0, err
+	}
+	hlen := int64(len(head))
+	total := hlen + int64(len(tail))
 	var data membuf.Slice // its backing array serves every message: Marshal empties it
-	for off := int64(0); off < size; {
-		end := min(size, off+int64(bt.chunk))
+	for off := int64(0); off < total; {
+		end := min(total, off+int64(bt.chunk))
 		// A new message per send: gRPC may hold the last one's header.
-		msg := &grpcmem.WriteRequest{WriteOffset: off, FinishWrite: end == size, Data: data[:0]}
+		msg := &grpcmem.WriteRequest{WriteOffset: off, FinishWrite: end == total, Data: data[:0]}
 		if off == 0 {
 			msg.ResourceName = name
 		}
-		if off < plen {
-			msg.Data = append(msg.Data, membuf.Wrap(prefix[off:min(end, plen)]))
+		if off < hlen {
+			msg.Data = append(msg.Data, membuf.Wrap(head[off:min(end, hlen)]))
 		}
-		if end > plen {
-			msg.Data = append(msg.Data, membuf.Wrap(tail[max(off, plen)-plen:end-plen]))
+		if end > hlen {
+			msg.Data = append(msg.Data, membuf.Wrap(tail[max(off, hlen)-hlen:end-hlen]))
 		}
 		data = msg.Data
 		off = end
@@ -802,20 +817,17 @@ func (bt *blobTarget) write(ctx context.Context, conn *grpc.ClientConn, name str
 			if errors.Is(err, io.EOF) {
 				break // the server has answered already; RecvMsg says how
 			}
-			return err
+			return 0, err
 		}
 	}
 	if err := stream.CloseSend(); err != nil {
-		return err
+		return 0, err
 	}
 	var resp bspb.WriteResponse
 	if err := stream.RecvMsg(&resp); err != nil {
-		return err
+		return 0, err
 	}
-	if resp.CommittedSize != size {
-		return fmt.Errorf("write %s: committed %d bytes, want %d", name, resp.CommittedSize, size)
-	}
-	return nil
+	return resp.CommittedSize, nil
 }
 
 // startProcess starts configuration name (ConfigServe or ConfigCeiling) as a

@@ -3,7 +3,6 @@ package loadgen
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -11,7 +10,6 @@ import (
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 
-	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/grpcmem"
 )
 
@@ -75,43 +73,13 @@ func stampFrame(dst []byte, stamp *[stampLen]byte, size int64) []byte {
 // at most bt.chunk compressed bytes, and checks the committed size: the
 // compressed bytes sent, or -1 if the server had the blob.
 func (bt *blobTarget) writeZstd(ctx context.Context, conn *grpc.ClientConn, name string, prefix, frame []byte) error {
-	stream, err := conn.NewStream(ctx, &writeDesc, methodWrite)
+	total := int64(len(prefix) + len(frame))
+	committed, err := bt.upload(ctx, conn, name, prefix, frame)
 	if err != nil {
 		return err
 	}
-	total := int64(len(prefix) + len(frame))
-	var data membuf.Slice
-	for off := int64(0); off < total; {
-		end := min(total, off+int64(bt.chunk))
-		msg := &grpcmem.WriteRequest{WriteOffset: off, FinishWrite: end == total, Data: data[:0]}
-		if off == 0 {
-			msg.ResourceName = name
-		}
-		plen := int64(len(prefix))
-		if off < plen {
-			msg.Data = append(msg.Data, membuf.Wrap(prefix[off:min(end, plen)]))
-		}
-		if end > plen {
-			msg.Data = append(msg.Data, membuf.Wrap(frame[max(off, plen)-plen:end-plen]))
-		}
-		data = msg.Data
-		off = end
-		if err := grpcmem.SendWrite(stream, msg); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return err
-		}
-	}
-	if err := stream.CloseSend(); err != nil {
-		return err
-	}
-	var resp bspb.WriteResponse
-	if err := stream.RecvMsg(&resp); err != nil {
-		return err
-	}
-	if resp.CommittedSize != total && resp.CommittedSize != -1 {
-		return fmt.Errorf("compressed write %s: committed %d bytes, want the %d sent (or -1)", name, resp.CommittedSize, total)
+	if committed != total && committed != -1 {
+		return fmt.Errorf("compressed write %s: committed %d bytes, want the %d sent (or -1)", name, committed, total)
 	}
 	return nil
 }
