@@ -121,6 +121,42 @@ func startServe(t *testing.T, extra ...string) *serverProcess {
 	return p
 }
 
+// writeBlob uploads data in one ByteStream Write message to resource
+// (an uploads/... name) and fails t unless the server commits all of it.
+func writeBlob(t *testing.T, ctx context.Context, bs bspb.ByteStreamClient, resource string, data []byte) {
+	t.Helper()
+	w, err := bs.Write(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Send(&bspb.WriteRequest{ResourceName: resource, Data: data, FinishWrite: true}); err != nil {
+		t.Fatalf("ByteStream Write %s: %v", resource, err)
+	}
+	if resp, err := w.CloseAndRecv(); err != nil || resp.CommittedSize != int64(len(data)) {
+		t.Fatalf("ByteStream Write %s: %v, %v; want committed_size %d", resource, resp, err, len(data))
+	}
+}
+
+// readBlob reads the whole of resource over ByteStream.
+func readBlob(t *testing.T, ctx context.Context, bs bspb.ByteStreamClient, resource string) []byte {
+	t.Helper()
+	r, err := bs.Read(ctx, &bspb.ReadRequest{ResourceName: resource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for {
+		resp, err := r.Recv()
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("ByteStream Read %s: %v", resource, err)
+		}
+		got = append(got, resp.Data...)
+	}
+}
+
 func httpGet(t testing.TB, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -167,32 +203,8 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 	sum := sha256.Sum256(blob)
 	name := fmt.Sprintf("blobs/%x/%d", sum, len(blob))
 	bs := bspb.NewByteStreamClient(conn)
-	w, err := bs.Write(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Send(&bspb.WriteRequest{ResourceName: "uploads/6ba7b810-9dad-11d1-80b4-00c04fd430c8/" + name, Data: blob, FinishWrite: true}); err != nil {
-		t.Fatal(err)
-	}
-	if resp, err := w.CloseAndRecv(); err != nil || resp.CommittedSize != int64(len(blob)) {
-		t.Fatalf("ByteStream Write: %v, %v", resp, err)
-	}
-	r, err := bs.Read(ctx, &bspb.ReadRequest{ResourceName: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []byte
-	for {
-		resp, err := r.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("ByteStream Read: %v", err)
-		}
-		got = append(got, resp.Data...)
-	}
-	if !bytes.Equal(got, blob) {
+	writeBlob(t, ctx, bs, "uploads/6ba7b810-9dad-11d1-80b4-00c04fd430c8/"+name, blob)
+	if got := readBlob(t, ctx, bs, name); !bytes.Equal(got, blob) {
 		t.Fatalf("ByteStream Read returned %d bytes that differ from the %d written", len(got), len(blob))
 	}
 
@@ -206,31 +218,8 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 	}
 	z := enc.EncodeAll(zblob, nil)
 	zname := fmt.Sprintf("compressed-blobs/zstd/%x/%d", zsum, len(zblob))
-	w, err = bs.Write(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Send(&bspb.WriteRequest{ResourceName: "uploads/u/" + zname, Data: z, FinishWrite: true}); err != nil {
-		t.Fatal(err)
-	}
-	if resp, err := w.CloseAndRecv(); err != nil || resp.CommittedSize != int64(len(z)) {
-		t.Fatalf("compressed ByteStream Write: %v, %v; want committed_size %d", resp, err, len(z))
-	}
-	r, err = bs.Read(ctx, &bspb.ReadRequest{ResourceName: zname})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = got[:0]
-	for {
-		resp, err := r.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("compressed ByteStream Read: %v", err)
-		}
-		got = append(got, resp.Data...)
-	}
+	writeBlob(t, ctx, bs, "uploads/u/"+zname, z)
+	got := readBlob(t, ctx, bs, zname)
 	dec, err := zstd.NewReader(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -550,23 +539,9 @@ func TestServeS3UnreachableAtStart(t *testing.T) {
 	sum := sha256.Sum256(blob)
 	name := fmt.Sprintf("blobs/%x/%d", sum, len(blob))
 	bs := bspb.NewByteStreamClient(conn)
-	w, err := bs.Write(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Send(&bspb.WriteRequest{ResourceName: "uploads/u1/" + name, Data: blob, FinishWrite: true}); err != nil {
-		t.Fatal(err)
-	}
-	if resp, err := w.CloseAndRecv(); err != nil || resp.CommittedSize != int64(len(blob)) {
-		t.Fatalf("ByteStream Write with the bucket unreachable: %v, %v", resp, err)
-	}
-	r, err := bs.Read(ctx, &bspb.ReadRequest{ResourceName: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := r.Recv()
-	if err != nil || !bytes.Equal(resp.Data, blob) {
-		t.Fatalf("ByteStream Read from disk with the bucket unreachable: %v", err)
+	writeBlob(t, ctx, bs, "uploads/u1/"+name, blob) // with the bucket unreachable
+	if got := readBlob(t, ctx, bs, name); !bytes.Equal(got, blob) {
+		t.Fatalf("ByteStream Read from disk with the bucket unreachable: %d bytes that differ from the %d written", len(got), len(blob))
 	}
 	await.True(t, "failed puts to show in the metrics", func() bool {
 		m := httpGet(t, "http://"+s.httpAddr+"/metrics")
