@@ -94,24 +94,23 @@ func (w *Writer) finishChunk() {
 
 // Write copies p into pooled chunks. It always returns len(p), nil.
 func (w *Writer) Write(p []byte) (int, error) {
-	total := len(p)
-	for len(p) > 0 {
-		k := copy(w.space(), p)
-		w.commit(k)
-		p = p[k:]
-	}
-	return total, nil
+	copyIn(w, p)
+	return len(p), nil
 }
 
 // WriteString is Write for a string, without converting it to []byte.
 func (w *Writer) WriteString(s string) (int, error) {
-	total := len(s)
+	copyIn(w, s)
+	return len(s), nil
+}
+
+// copyIn copies s into w's chunks, one chunk's free space at a time.
+func copyIn[S string | []byte](w *Writer, s S) {
 	for len(s) > 0 {
 		k := copy(w.space(), s)
 		w.commit(k)
 		s = s[k:]
 	}
-	return total, nil
 }
 
 // WriteByte appends one byte. It always returns nil.

@@ -19,6 +19,23 @@ type actionCacheService struct {
 	s *Server
 }
 
+// admit authorizes op for the caller (before anything about the request is
+// looked at, so a refusal says nothing of it), then checks the request's
+// digest function and parses its action digest.
+func (a *actionCacheService) admit(ctx context.Context, op Operation, fn repb.DigestFunction_Value, action *repb.Digest) (Digest, error) {
+	if _, err := a.s.authorize(ctx, op); err != nil {
+		return Digest{}, err
+	}
+	if err := checkDigestFunction(fn); err != nil {
+		return Digest{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	d, err := ParseDigest(action)
+	if err != nil {
+		return Digest{}, status.Errorf(codes.InvalidArgument, "action_digest: %v", err)
+	}
+	return d, nil
+}
+
 // GetActionResult returns the stored result of an action. A result whose
 // output blobs are no longer all in the CAS counts as a miss (NOT_FOUND):
 // the spec asks that the blobs a returned result references be available,
@@ -26,15 +43,9 @@ type actionCacheService struct {
 // outputs up also marks them recently used. A stored result with an output
 // path UpdateActionResult would now refuse is a miss too.
 func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetActionResultRequest) (*repb.ActionResult, error) {
-	if _, err := a.s.authorize(ctx, ReadAC); err != nil {
-		return nil, err
-	}
-	if err := checkDigestFunction(req.DigestFunction); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	d, err := ParseDigest(req.ActionDigest)
+	d, err := a.admit(ctx, ReadAC, req.DigestFunction, req.ActionDigest)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "action_digest: %v", err)
+		return nil, err
 	}
 	data, err := a.s.store.GetActionResult(ctx, d)
 	if err != nil {
@@ -75,15 +86,9 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 // UpdateActionResult stores an action result after checking every digest
 // and every output path in it (checkOutputPath).
 func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.UpdateActionResultRequest) (*repb.ActionResult, error) {
-	if _, err := a.s.authorize(ctx, WriteAC); err != nil {
-		return nil, err
-	}
-	if err := checkDigestFunction(req.DigestFunction); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	d, err := ParseDigest(req.ActionDigest)
+	d, err := a.admit(ctx, WriteAC, req.DigestFunction, req.ActionDigest)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "action_digest: %v", err)
+		return nil, err
 	}
 	ar := req.ActionResult
 	if ar == nil {

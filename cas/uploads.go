@@ -129,14 +129,7 @@ func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (Bl
 			<-u.sem
 			return nil, err
 		}
-		if u.timer != nil {
-			u.timer.Stop()
-			u.timer = nil
-		}
-		if u.idleEl != nil {
-			us.idle.Remove(u.idleEl)
-			u.idleEl = nil
-		}
+		us.endIdleLocked(u)
 		us.mu.Unlock()
 		return u, nil
 	}
@@ -218,6 +211,12 @@ func (us *uploads) removeLocked(u *upload) {
 	if us.m[u.key] == u {
 		delete(us.m, u.key)
 	}
+	us.endIdleLocked(u)
+}
+
+// endIdleLocked takes u off the idle list and stops its expiry timer: it is
+// being streamed again, or it is gone.
+func (us *uploads) endIdleLocked(u *upload) {
 	if u.timer != nil {
 		u.timer.Stop()
 		u.timer = nil
