@@ -106,20 +106,26 @@ func (f *accessFixture) pick(missing bool, d Digest) Digest {
 	return d
 }
 
+// drain receives from a server stream until it ends, and returns its
+// error (nil at a clean end).
+func drain[T any](recv func() (T, error)) error {
+	for {
+		if _, err := recv(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
 var rpcCases = []rpcCase{
 	{"ByteStream.Read", ReadCAS, func(ctx context.Context, e *testEnv, f *accessFixture, missing bool) error {
 		s, err := e.bs.Read(ctx, &bspb.ReadRequest{ResourceName: readName(f.pick(missing, f.blob))})
 		if err != nil {
 			return err
 		}
-		for {
-			if _, err := s.Recv(); err != nil {
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-		}
+		return drain(s.Recv)
 	}},
 	{"BatchReadBlobs", ReadCAS, func(ctx context.Context, e *testEnv, f *accessFixture, missing bool) error {
 		_, err := e.cas.BatchReadBlobs(ctx, &repb.BatchReadBlobsRequest{Digests: []*repb.Digest{f.pick(missing, f.blob).Proto()}})
@@ -134,14 +140,7 @@ var rpcCases = []rpcCase{
 		if err != nil {
 			return err
 		}
-		for {
-			if _, err := s.Recv(); err != nil {
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-		}
+		return drain(s.Recv)
 	}},
 	{"ByteStream.Write", WriteCAS, func(ctx context.Context, e *testEnv, f *accessFixture, missing bool) error {
 		data := f.data

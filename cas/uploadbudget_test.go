@@ -135,11 +135,7 @@ func TestUploadBudgetBoundsMemoryOfManyWriters(t *testing.T) {
 		chunk   = 512 << 10
 		limit   = 2 << 20
 	)
-	store, err := OpenStore(t.TempDir(), 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openTestStore(t, t.TempDir(), 0)
 	gated := &gatedStorage{Storage: store, gate: make(chan struct{})}
 	pool := &outstandingPool{}
 	srv, clients := budgetEnv(t, gated, Options{Pool: pool, MaxInflightUpload: limit}, pool)
@@ -195,11 +191,7 @@ func TestUploadBudgetBoundsMemoryOfManyWriters(t *testing.T) {
 // receive may need, and no more: the other uploads go on.
 func TestStalledUploaderDoesNotStopOthers(t *testing.T) {
 	const chunk = 64 << 10
-	store, err := OpenStore(t.TempDir(), 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openTestStore(t, t.TempDir(), 0)
 	pool := &outstandingPool{}
 	// Room for the stalled stream's reservation, a first receive and a
 	// later one.
@@ -247,11 +239,7 @@ func TestStalledUploaderDoesNotStopOthers(t *testing.T) {
 // only its own deadline ends the wait, with DEADLINE_EXCEEDED.
 func TestUploadWaitingForBudgetEndsOnlyAtDeadline(t *testing.T) {
 	const chunk = 64 << 10
-	store, err := OpenStore(t.TempDir(), 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openTestStore(t, t.TempDir(), 0)
 	gated := &gatedStorage{Storage: store, gate: make(chan struct{})}
 	pool := &outstandingPool{}
 	srv, clients := budgetEnv(t, gated, Options{Pool: pool, MaxInflightUpload: StreamWindow}, pool)
@@ -264,7 +252,7 @@ func TestUploadWaitingForBudgetEndsOnlyAtDeadline(t *testing.T) {
 
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
-	err = uploadBlob(short, clients[1], "second", randomBlob(4*chunk, 2), chunk)
+	err := uploadBlob(short, clients[1], "second", randomBlob(4*chunk, 2), chunk)
 	// Not refused (RESOURCE_EXHAUSTED, UNAVAILABLE): ended by its deadline,
 	// which the server sees too (gRPC sends it along), so either side may
 	// be the one to end it.
