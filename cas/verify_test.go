@@ -17,6 +17,20 @@ func blobPath(dir string, d Digest) string {
 	return filepath.Join(dir, "cas", d.Hash[:2], d.Hash)
 }
 
+// scrubOnePass runs s's scrubber, unthrottled, until it completes a pass
+// over the store, then stops it.
+func scrubOnePass(t *testing.T, ctx context.Context, s *Store) {
+	t.Helper()
+	scrubCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Scrub(scrubCtx, 1<<30) }()
+	await.True(t, "a scrub pass", func() bool { return s.Stats().ScrubPasses >= 1 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Scrub: %v", err)
+	}
+}
+
 // flipByte inverts one byte of the file at path in place. keepMtime puts
 // the modification time back, as bit rot would leave it; otherwise it
 // rewrites until the modification time differs from the one before (the
@@ -172,14 +186,7 @@ func TestScrubFindsRotNobodyRead(t *testing.T) {
 	}
 	flipByte(t, blobPath(dir, ds[3]), 7, true)
 
-	scrubCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Scrub(scrubCtx, 1<<30) }()
-	await.True(t, "a scrub pass", func() bool { return s.Stats().ScrubPasses >= 1 })
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Scrub: %v", err)
-	}
+	scrubOnePass(t, ctx, s)
 	st := s.Stats()
 	if st.Corrupt != 1 || st.Blobs != 4 {
 		t.Fatalf("after a pass: %+v; want the rotten blob removed and 4 left", st)

@@ -441,14 +441,7 @@ func TestScrubChecksCompressedBlobs(t *testing.T) {
 	path := filepath.Join(dir, "cas", ds[1].Hash[:2], ds[1].Hash+"-"+itoa(ds[1].Size)+".zst")
 	flipByte(t, path, 50, true)
 
-	scrubCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Scrub(scrubCtx, 1<<30) }()
-	await.True(t, "a scrub pass", func() bool { return s.Stats().ScrubPasses >= 1 })
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Scrub: %v", err)
-	}
+	scrubOnePass(t, ctx, s)
 	st := s.Stats()
 	if st.Corrupt != 1 || st.Blobs != 2 || st.VerifiedBytes < total-ds[1].Size {
 		t.Fatalf("after a pass: %+v; want the damaged blob removed and the others' %d bytes verified", st, total-ds[1].Size)
