@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/membuf/membuf/cas"
 )
 
 // fakeS3 is an in-process S3 endpoint for unit tests: path-style GetObject,
@@ -77,6 +79,24 @@ func (f *fakeS3) putObject(key string, data []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.objects[key] = fakeObject{data: data}
+}
+
+// putBlob stores blobOf(n, seed) in the bucket as a CAS object, as a node
+// uploads it, and returns it with its digest.
+func (f *fakeS3) putBlob(n int, seed byte) ([]byte, cas.Digest) {
+	data := blobOf(n, seed)
+	d := cas.DigestOf(data)
+	f.putObject("cas/"+d.Hash, data)
+	return data, d
+}
+
+// fakeNode is a node on a fresh fake bucket, with AWS's configuration
+// isolated to static test credentials and fast retries.
+func fakeNode(t *testing.T) (*fakeS3, *node) {
+	t.Helper()
+	isolateAWS(t, "key", "secret")
+	s3 := newFakeS3(t)
+	return s3, startNode(t, "", s3.location(""), fastRetries)
 }
 
 func (f *fakeS3) serve(w http.ResponseWriter, r *http.Request) {

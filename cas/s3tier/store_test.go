@@ -74,9 +74,7 @@ func TestWriteUploadsAndOtherNodeReadsFromBucket(t *testing.T) {
 }
 
 func TestReadMissingEverywhereIsNotFound(t *testing.T) {
-	isolateAWS(t, "key", "secret")
-	s3 := newFakeS3(t)
-	n := startNode(t, "", s3.location(""), fastRetries)
+	_, n := fakeNode(t)
 	d := cas.DigestOf([]byte("nowhere"))
 	if _, err := n.read(context.Background(), d, 0, 0); status.Code(err) != codes.NotFound {
 		t.Fatalf("read of a blob in neither tier: %v, want NOT_FOUND", err)
@@ -87,12 +85,8 @@ func TestReadMissingEverywhereIsNotFound(t *testing.T) {
 }
 
 func TestConcurrentMissesShareOneGet(t *testing.T) {
-	isolateAWS(t, "key", "secret")
-	s3 := newFakeS3(t)
-	n := startNode(t, "", s3.location(""), fastRetries)
-	data := blobOf(1<<20, 3)
-	d := cas.DigestOf(data)
-	s3.putObject("cas/"+d.Hash, data)
+	s3, n := fakeNode(t)
+	data, d := s3.putBlob(1<<20, 3)
 
 	// GETs wait at the gate until every reader is in the server's Read
 	// handler, so that the reads overlap.
@@ -129,12 +123,8 @@ func TestConcurrentMissesShareOneGet(t *testing.T) {
 var errBadData = status.Error(codes.DataLoss, "the bytes read differ from the blob's")
 
 func TestBucketFailingMidReadIsUnavailableAndCommitsNothing(t *testing.T) {
-	isolateAWS(t, "key", "secret")
-	s3 := newFakeS3(t)
-	n := startNode(t, "", s3.location(""), fastRetries)
-	data := blobOf(500<<10, 4)
-	d := cas.DigestOf(data)
-	s3.putObject("cas/"+d.Hash, data)
+	s3, n := fakeNode(t)
+	data, d := s3.putBlob(500<<10, 4)
 	s3.cutAfter.Store(200 << 10)
 	got, err := n.read(context.Background(), d, 0, 0)
 	if status.Code(err) != codes.Unavailable {
@@ -157,9 +147,7 @@ func TestBucketFailingMidReadIsUnavailableAndCommitsNothing(t *testing.T) {
 }
 
 func TestCorruptObjectIsNotFoundAndNeverServed(t *testing.T) {
-	isolateAWS(t, "key", "secret")
-	s3 := newFakeS3(t)
-	n := startNode(t, "", s3.location(""), fastRetries)
+	s3, n := fakeNode(t)
 	small := blobOf(1000, 5)     // one chunk
 	large := blobOf(300<<10, 6)  // five chunks
 	wrongSize := blobOf(2000, 7) // stored under a digest of another size
@@ -199,9 +187,7 @@ func TestSlowBucketTimesOutWithoutLeaks(t *testing.T) {
 	cfg := fastRetries
 	cfg.RequestTimeout = 300 * time.Millisecond
 	n := startNode(t, "", s3.location(""), cfg)
-	data := blobOf(256<<10, 8)
-	d := cas.DigestOf(data)
-	s3.putObject("cas/"+d.Hash, data)
+	_, d := s3.putBlob(256<<10, 8)
 
 	for _, c := range []struct {
 		name  string
@@ -243,12 +229,8 @@ func goroutinesIn(fn string) bool {
 }
 
 func TestClientGoingAwayDoesNotAbandonTheFill(t *testing.T) {
-	isolateAWS(t, "key", "secret")
-	s3 := newFakeS3(t)
-	n := startNode(t, "", s3.location(""), fastRetries)
-	data := blobOf(700<<10, 9)
-	d := cas.DigestOf(data)
-	s3.putObject("cas/"+d.Hash, data)
+	s3, n := fakeNode(t)
+	data, d := s3.putBlob(700<<10, 9)
 	gate := make(chan struct{})
 	s3.gate.Store(&gate)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -397,9 +379,7 @@ func TestWriteThroughReturnsOnlyOnceTheBucketHasIt(t *testing.T) {
 }
 
 func TestFindMissingAsksTheBucketOnlyAboutLocalMisses(t *testing.T) {
-	isolateAWS(t, "key", "secret")
-	s3 := newFakeS3(t)
-	n := startNode(t, "", s3.location(""), fastRetries)
+	s3, n := fakeNode(t)
 	var ds, nowhere []cas.Digest
 	for i := range 100 {
 		data := []byte(fmt.Sprintf("blob %d", i))
