@@ -145,6 +145,21 @@ func (e *testEnv) put(data []byte) Digest {
 	return d
 }
 
+// putDir stores dir as a Directory blob (deterministically marshalled, as
+// the REAPI requires), straight into the store.
+func (e *testEnv) putDir(dir *repb.Directory) Digest {
+	e.t.Helper()
+	data, err := marshalDeterministic(dir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d := DigestOf(data)
+	if err := e.store.Put(context.Background(), d, data, Uncompressed); err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
 func (e *testEnv) read(name string, off, limit int64) ([]byte, int, error) {
 	stream, err := e.bs.Read(context.Background(), &bspb.ReadRequest{ResourceName: name, ReadOffset: off, ReadLimit: limit})
 	if err != nil {
@@ -721,20 +736,13 @@ func TestBatchReadBlobs(t *testing.T) {
 func TestGetTree(t *testing.T) {
 	e := newEnv(t, 0, Options{})
 	ctx := context.Background()
-	putDir := func(dir *repb.Directory) Digest {
-		data, err := marshalDeterministic(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.put(data)
-	}
 	leaf := &repb.Directory{Files: []*repb.FileNode{{Name: "f", Digest: DigestOf([]byte("f")).Proto()}}}
-	leafD := putDir(leaf)
+	leafD := e.putDir(leaf)
 	missingDir := DigestOf([]byte("not a stored directory"))
 	mid := &repb.Directory{Directories: []*repb.DirectoryNode{{Name: "leaf", Digest: leafD.Proto()}, {Name: "gone", Digest: missingDir.Proto()}}}
-	midD := putDir(mid)
+	midD := e.putDir(mid)
 	root := &repb.Directory{Directories: []*repb.DirectoryNode{{Name: "a", Digest: midD.Proto()}, {Name: "b", Digest: leafD.Proto()}}}
-	rootD := putDir(root)
+	rootD := e.putDir(root)
 
 	collect := func(req *repb.GetTreeRequest) ([]*repb.GetTreeResponse, error) {
 		stream, err := e.cas.GetTree(ctx, req)
@@ -783,7 +791,7 @@ func TestGetTree(t *testing.T) {
 	// A blob too large to be a Directory is never read as one: a child
 	// naming it is left out, a root naming it is refused.
 	huge := e.put(blobOf(maxDirectoryBytes+1, 3))
-	withHuge := putDir(&repb.Directory{Directories: []*repb.DirectoryNode{{Name: "leaf", Digest: leafD.Proto()}, {Name: "big", Digest: huge.Proto()}}})
+	withHuge := e.putDir(&repb.Directory{Directories: []*repb.DirectoryNode{{Name: "leaf", Digest: leafD.Proto()}, {Name: "big", Digest: huge.Proto()}}})
 	pages, err = collect(&repb.GetTreeRequest{RootDigest: withHuge.Proto()})
 	if err != nil || len(pages) != 1 || len(pages[0].Directories) != 2 {
 		t.Fatalf("tree with a huge child: %v, %v (want the root and the leaf)", pages, err)
@@ -1055,27 +1063,16 @@ func TestCorruptBlobIsNotFound(t *testing.T) {
 func TestGetTreePagesCostTheirOwnReads(t *testing.T) {
 	e := newEnv(t, 0, Options{})
 	ctx := context.Background()
-	putDir := func(dir *repb.Directory) Digest {
-		data, err := marshalDeterministic(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := DigestOf(data)
-		if err := e.store.Put(ctx, d, data, Uncompressed); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
 	root := &repb.Directory{}
 	for i := range 30 {
 		mid := &repb.Directory{}
 		for j := range 30 {
-			leaf := putDir(&repb.Directory{Files: []*repb.FileNode{{Name: fmt.Sprintf("f%d-%d", i, j), Digest: DigestOf(nil).Proto()}}})
+			leaf := e.putDir(&repb.Directory{Files: []*repb.FileNode{{Name: fmt.Sprintf("f%d-%d", i, j), Digest: DigestOf(nil).Proto()}}})
 			mid.Directories = append(mid.Directories, &repb.DirectoryNode{Name: fmt.Sprint("l", j), Digest: leaf.Proto()})
 		}
-		root.Directories = append(root.Directories, &repb.DirectoryNode{Name: fmt.Sprint("m", i), Digest: putDir(mid).Proto()})
+		root.Directories = append(root.Directories, &repb.DirectoryNode{Name: fmt.Sprint("m", i), Digest: e.putDir(mid).Proto()})
 	}
-	rootD := putDir(root)
+	rootD := e.putDir(root)
 	const total = 1 + 30 + 30*30
 
 	page := func(token string) *repb.GetTreeResponse {
