@@ -103,7 +103,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		return err
 	}
 	s := b.s
-	in := newWriteReceiver(stream, s.uploadBudget)
+	in := newWriteReceiver(stream, s)
 	defer in.release()
 	req, err := in.recv()
 	if err == io.EOF {

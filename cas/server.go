@@ -26,6 +26,9 @@ const (
 	// DefaultPartialUploadTTL is how long an interrupted upload is kept,
 	// idle, for a client to resume it.
 	DefaultPartialUploadTTL = 10 * time.Minute
+	// DefaultUploadStallTimeout is how long a ByteStream Write may wait
+	// for the client's next message before the server ends the stream.
+	DefaultUploadStallTimeout = time.Minute
 	// DefaultMaxOpenUploads bounds the ByteStream uploads streaming at
 	// once, each holding one file descriptor: a quarter of a 16384
 	// descriptor limit, far above what a build farm's clients keep open.
@@ -61,6 +64,13 @@ type Options struct {
 	// StreamWindow per open upload stream (docs/cas.md, "Memory for
 	// uploads").
 	MaxInflightUpload int64
+	// UploadStallTimeout ends a ByteStream Write stream, DEADLINE_EXCEEDED
+	// with the upload kept for resumption, when the server has waited this
+	// long for the client's next message (a stalled stream would otherwise
+	// keep the budget its receive reserved for as long as the client keeps
+	// it open); 0 means DefaultUploadStallTimeout. It takes effect on a gRPC
+	// server made with ServerOptions (uploadstall.go).
+	UploadStallTimeout time.Duration
 	// MaxOpenUploads bounds the ByteStream uploads being streamed at once
 	// (each holds a file descriptor); one more is RESOURCE_EXHAUSTED. 0
 	// means DefaultMaxOpenUploads.
@@ -93,6 +103,8 @@ type Server struct {
 	cursors *treeCursors // GetTree walks kept between pages
 	// Requests the access control refused, by code.
 	refusedUnauthenticated, refusedPermission atomic.Int64
+	// uploadsStalled counts Write streams ended by their stall timer.
+	uploadsStalled atomic.Int64
 	// uploadBudget bounds the ByteStream Write data in flight.
 	uploadBudget *uploadBudget
 }
@@ -103,9 +115,12 @@ func NewServer(store Storage, opts Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("cas: NewServer needs a store")
 	}
-	if opts.ChunkSize < 0 || opts.MaxBatchBytes < 0 || opts.PartialUploadTTL < 0 || opts.MaxInflightUpload < 0 || opts.MaxOpenUploads < 0 || opts.MaxKeptUploads < 0 {
-		return nil, fmt.Errorf("cas: negative option: ChunkSize %d, MaxBatchBytes %d, PartialUploadTTL %v, MaxInflightUpload %d, MaxOpenUploads %d, MaxKeptUploads %d",
-			opts.ChunkSize, opts.MaxBatchBytes, opts.PartialUploadTTL, opts.MaxInflightUpload, opts.MaxOpenUploads, opts.MaxKeptUploads)
+	if opts.ChunkSize < 0 || opts.MaxBatchBytes < 0 || opts.PartialUploadTTL < 0 || opts.MaxInflightUpload < 0 || opts.MaxOpenUploads < 0 || opts.MaxKeptUploads < 0 || opts.UploadStallTimeout < 0 {
+		return nil, fmt.Errorf("cas: negative option: ChunkSize %d, MaxBatchBytes %d, PartialUploadTTL %v, MaxInflightUpload %d, MaxOpenUploads %d, MaxKeptUploads %d, UploadStallTimeout %v",
+			opts.ChunkSize, opts.MaxBatchBytes, opts.PartialUploadTTL, opts.MaxInflightUpload, opts.MaxOpenUploads, opts.MaxKeptUploads, opts.UploadStallTimeout)
+	}
+	if opts.UploadStallTimeout == 0 {
+		opts.UploadStallTimeout = DefaultUploadStallTimeout
 	}
 	if opts.MaxInflightUpload == 0 {
 		opts.MaxInflightUpload = DefaultMaxInflightUpload()
@@ -162,6 +177,9 @@ type ServerStats struct {
 	// Unauthenticated and PermissionDenied count the requests refused with
 	// those codes by the access control (Options.Access).
 	Unauthenticated, PermissionDenied int64
+	// UploadsStalled counts the ByteStream Write streams the server ended
+	// because the client sent nothing for Options.UploadStallTimeout.
+	UploadsStalled int64
 }
 
 // Stats returns a snapshot of the server's counters.
@@ -175,6 +193,7 @@ func (s *Server) Stats() ServerStats {
 		KeptUploads:         int64(kept),
 		Unauthenticated:     s.refusedUnauthenticated.Load(),
 		PermissionDenied:    s.refusedPermission.Load(),
+		UploadsStalled:      s.uploadsStalled.Load(),
 	}
 }
 

@@ -2,12 +2,14 @@ package cas
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/grpcmem"
 	"github.com/membuf/membuf/internal/syncpool"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 )
@@ -24,6 +26,11 @@ import (
 //     what it takes); left out if pool is nil;
 //   - a stream interceptor that tells the ByteStream handlers the codec is
 //     there;
+//   - an InTapHandle that gives each ByteStream Write stream a context its
+//     handler can end, so that a stream that stops sending does not keep
+//     its upload budget (Options.UploadStallTimeout; uploadstall.go).
+//     grpc-go keeps one InTapHandle per server: one given after these
+//     replaces it, and the stall timeout with it;
 //   - static flow-control windows (StreamWindow per stream, ConnWindow per
 //     connection; grpc-go's BDP estimation, which grows windows up to
 //     16 MiB per stream, off): what gRPC may receive for a stream that its
@@ -42,6 +49,7 @@ func ServerOptions(pool membuf.BufferPool) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpcmem.ServerOption(),
 		grpc.ChainStreamInterceptor(markZeroCopy),
+		grpc.InTapHandle(tapUploadStreams),
 		grpc.StaticStreamWindowSize(StreamWindow),
 		grpc.StaticConnWindowSize(ConnWindow),
 	}
@@ -142,6 +150,8 @@ type writeReceiver struct {
 	held     int64    // budget held: for the data in req, or for the receive under way
 	last     int64    // data length of the last request received; -1 before the first
 	vec      [][]byte // scratch for the handler: req.Data's bytes, to write in one call
+	stall    stallTimer
+	stalls   *atomic.Int64 // streams the stall timer ended
 }
 
 // writeReceivers recycles writeReceivers across streams: a request's Data
@@ -151,20 +161,26 @@ type writeReceiver struct {
 var writeReceivers = syncpool.New(func() *writeReceiver { return new(writeReceiver) })
 
 // newWriteReceiver returns a writeReceiver for stream that takes budget
-// from budget; release it when the stream is done.
-func newWriteReceiver(stream bspb.ByteStream_WriteServer, budget *uploadBudget) *writeReceiver {
+// from s's upload budget and ends the stream when a receive waits longer
+// than s's Options.UploadStallTimeout (where ServerOptions made that
+// possible: uploadstall.go), counting it in s's stats; release it when the
+// stream is done.
+func newWriteReceiver(stream bspb.ByteStream_WriteServer, s *Server) *writeReceiver {
 	w := writeReceivers.Get()
-	w.stream, w.zeroCopy, w.budget, w.last = stream, zeroCopy(stream), budget, -1
+	w.stream, w.zeroCopy, w.budget, w.last = stream, zeroCopy(stream), s.uploadBudget, -1
+	w.stalls = &s.uploadsStalled
+	w.stall.start(stream.Context(), s.opts.UploadStallTimeout)
 	return w
 }
 
 // release frees the last request's data, gives back its budget and
 // recycles w.
 func (w *writeReceiver) release() {
+	w.stall.stop()
 	w.req.Free()
 	w.budget.release(w.held)
 	w.req.ResourceName, w.req.WriteOffset, w.req.FinishWrite = "", 0, false
-	w.stream, w.budget, w.held, w.last = nil, nil, 0, 0
+	w.stream, w.budget, w.held, w.last, w.stalls = nil, nil, 0, 0, nil
 	clear(w.vec) // keep the capacity, not the bytes
 	w.vec = w.vec[:0]
 	writeReceivers.Put(w)
@@ -193,7 +209,17 @@ func (w *writeReceiver) recv() (*grpcmem.WriteRequest, error) {
 		return nil, err
 	}
 	if w.zeroCopy {
-		if err := w.stream.RecvMsg(&w.req); err != nil {
+		w.stall.arm()
+		err := w.stream.RecvMsg(&w.req)
+		w.stall.disarm()
+		if err != nil {
+			if stalled(ctx) {
+				// gRPC has answered the client already (DEADLINE_EXCEEDED:
+				// uploadStreamContext.Err); this status is for the handler's
+				// callers and logs.
+				w.stalls.Add(1)
+				return nil, status.Errorf(codes.DeadlineExceeded, "no data from the client for %v: the server ended the stream; the upload is kept for resumption (QueryWriteStatus)", w.stall.timeout)
+			}
 			return nil, err
 		}
 	} else {

@@ -51,6 +51,7 @@ type serveConfig struct {
 	logFormat       string
 	readyFile       string
 	uploadTTL       time.Duration
+	uploadStall     time.Duration
 	shutdownTimeout time.Duration
 	scrubRate       int64
 	s3URL           string
@@ -93,6 +94,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 		logLevel:     slog.LevelInfo,
 		logFormat:    "text",
 		uploadTTL:    cas.DefaultPartialUploadTTL,
+		uploadStall:  cas.DefaultUploadStallTimeout,
 		scrubRate:    defaultScrubRate,
 
 		maxConnections: defaultMaxConnections,
@@ -118,6 +120,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
 	fs.StringVar(&cfg.readyFile, "ready-file", "", "once serving, write the listen line to this `file` (written whole, by rename)")
 	fs.DurationVar(&cfg.uploadTTL, "upload-ttl", cfg.uploadTTL, "how long an interrupted ByteStream upload is kept, idle, for its client to resume it")
+	fs.DurationVar(&cfg.uploadStall, "upload-stall-timeout", cfg.uploadStall, "how long the server waits for an upload's next message before it ends the stream\n(DEADLINE_EXCEEDED; the upload is kept for resumption), so that stalled streams do not hold\nthe upload budget")
 	fs.StringVar(&cfg.s3URL, "s3", "", "`URL` of an S3-compatible bucket shared by every node, behind the disk: s3://bucket/prefix?endpoint=...\n(parameters: "+s3tier.URLParameters+";\ncredentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)")
 	fs.BoolVar(&cfg.s3WriteThrough, "s3-write-through", false, "with --s3, a write returns only once the bucket has the blob (UNAVAILABLE if it cannot)")
 	fs.DurationVar(&cfg.s3Timeout, "s3-timeout", 30*time.Second, "with --s3, how long to wait for the bucket to answer a request, or for a transfer to make progress")
@@ -165,6 +168,8 @@ func (c *serveConfig) validate() error {
 		return usageError("--max-inflight-upload must not be negative")
 	case c.uploadTTL <= 0:
 		return usageError("--upload-ttl must be positive")
+	case c.uploadStall <= 0:
+		return usageError("--upload-stall-timeout must be positive")
 	case c.shutdownTimeout < 0:
 		return usageError("--shutdown-timeout must not be negative")
 	case c.scrubRate < 0:
@@ -352,16 +357,17 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	}
 
 	casServer, err := cas.NewServer(storage, cas.Options{
-		Pool:              pool,
-		ChunkSize:         int(cfg.chunkSize),
-		MaxBatchBytes:     cfg.maxBatchSize,
-		PartialUploadTTL:  cfg.uploadTTL,
-		MaxInflightUpload: cfg.maxInflight,
-		MaxOpenUploads:    cfg.maxOpenUploads,
-		MaxKeptUploads:    cfg.maxKeptUploads,
-		Access:            cfg.accessControl,
-		Logger:            log,
-		Zstd:              zp,
+		Pool:               pool,
+		ChunkSize:          int(cfg.chunkSize),
+		MaxBatchBytes:      cfg.maxBatchSize,
+		PartialUploadTTL:   cfg.uploadTTL,
+		UploadStallTimeout: cfg.uploadStall,
+		MaxInflightUpload:  cfg.maxInflight,
+		MaxOpenUploads:     cfg.maxOpenUploads,
+		MaxKeptUploads:     cfg.maxKeptUploads,
+		Access:             cfg.accessControl,
+		Logger:             log,
+		Zstd:               zp,
 	})
 	if err != nil {
 		return fmt.Errorf("cas server: %w", err)

@@ -264,6 +264,7 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 		`membuf_access_refused_total{code="permission_denied"} 0`,
 		"membuf_upload_open 0",
 		"membuf_upload_kept 0",
+		"membuf_upload_stalled_total 0",
 		"membuf_store_verified_bytes_total ",
 		"membuf_store_scrub_passes_total ",
 		"membuf_store_max_bytes 1.073741824e+10",
@@ -412,6 +413,7 @@ func TestServeBadFlags(t *testing.T) {
 		{"s3 parameter", []string{"--s3", "s3://bucket?acl=public"}, 2, []string{"--s3:", `unknown parameter "acl"`}},
 		{"write-through alone", []string{"--s3-write-through"}, 2, []string{"--s3-write-through needs --s3"}},
 		{"zero s3 timeout", []string{"--s3-timeout", "0s"}, 2, []string{"--s3-timeout must be positive"}},
+		{"zero upload stall timeout", []string{"--upload-stall-timeout", "0s"}, 2, []string{"--upload-stall-timeout must be positive"}},
 		{"bad ready file", []string{"--listen", "127.0.0.1:0", "--ready-file", filepath.Join(file, "ready")}, 2, []string{"--ready-file " + filepath.Join(file, "ready"), "not a directory that exists"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -566,7 +568,7 @@ func TestServeLogsEverySetting(t *testing.T) {
 	}
 	for _, want := range []string{
 		"grpc=127.0.0.1:", "http=127.0.0.1:", "dir=", "max_size=10GiB", "chunk_size=64KiB", "max_batch_size=4032KiB",
-		"pool_budget=5MiB", "gomemlimit=", "max_inflight_upload=", "upload_ttl=7m0s", "max_open_uploads=4096", "max_kept_uploads=10000",
+		"pool_budget=5MiB", "gomemlimit=", "max_inflight_upload=", "upload_ttl=7m0s", "upload_stall_timeout=1m0s", "max_open_uploads=4096", "max_kept_uploads=10000",
 		"scrub_rate=1MiB/s", "s3=off", "tls=off", "tls_client_ca=off", "htpasswd=off", `policy="everyone may do everything`,
 		"max_connections=4096", "max_streams_per_connection=256", "keepalive_min_time=10s", "keepalive_time=1m0s", "keepalive_timeout=20s",
 		"max_connection_idle=10m0s", "handshake_timeout=10s", "reflection=false", "pprof=false", "shutdown_timeout=3s", "drain_delay=0s",

@@ -7,13 +7,15 @@ import (
 )
 
 // serverCollector exports the cas server's own statistics (the upload
-// budget, the uploads open and kept, refused requests), read at scrape time.
+// budget, the uploads open, kept and stalled, refused requests), read at
+// scrape time.
 type serverCollector struct {
 	server *cas.Server
 
 	inflight, peak, limit *prometheus.Desc
 	open, kept            *prometheus.Desc
 	refused               *prometheus.Desc
+	stalled               *prometheus.Desc
 }
 
 func newServerCollector(server *cas.Server) *serverCollector {
@@ -27,13 +29,14 @@ func newServerCollector(server *cas.Server) *serverCollector {
 		limit:    d("inflight_limit_bytes", "The upload budget (--max-inflight-upload)."),
 		open:     d("open", "ByteStream uploads streaming now (at most --max-open-uploads)."),
 		kept:     d("kept", "Interrupted uploads kept for resumption, holding a temporary file and no descriptor (at most --max-kept-uploads)."),
+		stalled:  d("stalled_total", "ByteStream uploads the server ended because their client sent nothing for --upload-stall-timeout (kept for resumption)."),
 		refused: prometheus.NewDesc("membuf_access_refused_total", "Requests the access control refused, by gRPC code: unauthenticated (no or bad credentials), permission_denied (not allowed).",
 			[]string{"code"}, nil),
 	}
 }
 
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.inflight, c.peak, c.limit, c.open, c.kept, c.refused} {
+	for _, d := range []*prometheus.Desc{c.inflight, c.peak, c.limit, c.open, c.kept, c.refused, c.stalled} {
 		ch <- d
 	}
 }
@@ -46,6 +49,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	}{{c.inflight, st.InflightUploadBytes}, {c.peak, st.InflightUploadPeak}, {c.limit, st.MaxInflightUpload}, {c.open, st.OpenUploads}, {c.kept, st.KeptUploads}} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.v))
 	}
+	ch <- prometheus.MustNewConstMetric(c.stalled, prometheus.CounterValue, float64(st.UploadsStalled))
 	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Unauthenticated), "unauthenticated")
 	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.PermissionDenied), "permission_denied")
 }
