@@ -75,6 +75,7 @@ type poolCollector struct {
 	pool *membuf.Pool
 
 	gets, hits, misses, puts, drops, released *prometheus.Desc
+	storeHits, storePuts                      *prometheus.Desc
 	retainedBuffers, retainedBytes            *prometheus.Desc
 	undersize, totalRetainedBytes, budget     *prometheus.Desc
 }
@@ -87,21 +88,23 @@ func newPoolCollector(pool *membuf.Pool) *poolCollector {
 	return &poolCollector{
 		pool:               pool,
 		gets:               d("gets_total", "Buffers asked of the pool, by size class.", class),
-		hits:               d("hits_total", "Gets served with a retained buffer, by size class.", class),
+		hits:               d("hits_total", "Gets served with a buffer the pool had (from its sync.Pool front or its store), by size class.", class),
+		storeHits:          d("store_hits_total", "Gets served from the store (the budgeted free lists that survive garbage collection), by size class.", class),
 		misses:             d("misses_total", "Gets that had to allocate a new buffer, by size class.", class),
 		puts:               d("puts_total", "Buffers returned to the pool, by size class.", class),
-		drops:              d("drops_total", "Returned buffers the pool did not keep (over budget, or oversize), by size class.", class),
-		released:           d("released_total", "Retained buffers let go after staying unused for the idle timeout, by size class.", class),
-		retainedBuffers:    d("retained_buffers", "Free buffers the pool holds now, by size class.", class),
-		retainedBytes:      d("retained_bytes", "Bytes of free buffers the pool holds now, by size class.", class),
+		storePuts:          d("store_puts_total", "Returned buffers filed in the store (while it was below its reserve); the rest went to the front or were dropped, by size class.", class),
+		drops:              d("drops_total", "Returned buffers the pool did not keep (oversize not retained; in debug mode, a full store), by size class.", class),
+		released:           d("released_total", "Buffers let go from the store after staying unused for the idle timeout, by size class.", class),
+		retainedBuffers:    d("retained_buffers", "Free buffers the store holds now, by size class (what the sync.Pool front holds is not known).", class),
+		retainedBytes:      d("retained_bytes", "Bytes of free buffers the store holds now, by size class.", class),
 		undersize:          d("undersize_puts_total", "Returned buffers dropped because they were smaller than the smallest class.", nil),
-		totalRetainedBytes: d("total_retained_bytes", "Bytes of free buffers the pool holds now, all classes; never above the budget.", nil),
-		budget:             d("budget_bytes", "Most bytes of free buffers the pool keeps (--pool-budget).", nil),
+		totalRetainedBytes: d("total_retained_bytes", "Bytes of free buffers the store holds now, all classes; never above the budget.", nil),
+		budget:             d("budget_bytes", "Most bytes of free buffers the store keeps (--pool-budget).", nil),
 	}
 }
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.gets, c.hits, c.misses, c.puts, c.drops, c.released,
+	for _, d := range []*prometheus.Desc{c.gets, c.hits, c.storeHits, c.misses, c.puts, c.storePuts, c.drops, c.released,
 		c.retainedBuffers, c.retainedBytes, c.undersize, c.totalRetainedBytes, c.budget} {
 		ch <- d
 	}
@@ -118,8 +121,10 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(c.gets, cs.Gets)
 		counter(c.hits, cs.Hits)
+		counter(c.storeHits, cs.StoreHits)
 		counter(c.misses, cs.Misses)
 		counter(c.puts, cs.Puts)
+		counter(c.storePuts, cs.StorePuts)
 		counter(c.drops, cs.Drops)
 		counter(c.released, cs.Released)
 		gauge(c.retainedBuffers, cs.RetainedBuffers)

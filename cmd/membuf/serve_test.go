@@ -251,6 +251,8 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 		// The pool, per class and in all.
 		`membuf_pool_gets_total{class="256"} `,
 		`membuf_pool_hits_total{class="oversize"} `,
+		`membuf_pool_store_hits_total{class="65536"} `,
+		`membuf_pool_store_puts_total{class="65536"} `,
 		`membuf_pool_retained_bytes{class="4096"} `,
 		// The default budget in force: 64 MiB, or less under a small
 		// GOMEMLIMIT, as a default pool in this process reports it.
