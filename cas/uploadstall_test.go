@@ -12,6 +12,11 @@ import (
 	"github.com/membuf/membuf/internal/await"
 )
 
+// stallTimeoutForTests is short, to keep the tests quick, and long
+// enough that a client descheduled on a loaded machine between two sends
+// of a healthy upload is not taken for a stalled one.
+const stallTimeoutForTests = time.Second
+
 // Upload streams that open and send nothing hold a first receive's budget
 // each; with the budget taken by them, another upload waits only until the
 // stall timeout ends them. They end DEADLINE_EXCEEDED, are counted, and
@@ -21,7 +26,7 @@ func TestStalledUploadStreamsEndAndGiveBackTheirBudget(t *testing.T) {
 	store := openTestStore(t, t.TempDir(), 0)
 	pool := &outstandingPool{}
 	// Room for exactly two first receives.
-	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: 2 * firstMessageGuess, UploadStallTimeout: 300 * time.Millisecond}, pool)
+	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: 2 * firstMessageGuess, UploadStallTimeout: stallTimeoutForTests}, pool)
 
 	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
 	defer cancel()
@@ -60,7 +65,7 @@ func TestStalledUploadIsKeptForResumption(t *testing.T) {
 	const chunk = 64 << 10
 	store := openTestStore(t, t.TempDir(), 0)
 	pool := &outstandingPool{}
-	srv, clients := budgetEnv(t, store, Options{Pool: pool, UploadStallTimeout: 300 * time.Millisecond}, pool)
+	srv, clients := budgetEnv(t, store, Options{Pool: pool, UploadStallTimeout: stallTimeoutForTests}, pool)
 
 	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
 	defer cancel()
