@@ -233,13 +233,13 @@ func (p *ZstdPool) encodeFrameBuffer(ctx context.Context, src []byte, pool membu
 	}
 	defer p.release(c)
 	out := membuf.AllocUncleared(pool, maxEncodedSize(len(src)))
-	enc := c.enc.EncodeAll(src, out.Bytes()[:0])
+	// Capped at the bound: past it (never seen) the encoder must grow a
+	// slice of its own rather than write into the pool buffer's spare
+	// capacity, which out.Free would then hand to someone else.
+	enc := c.enc.EncodeAll(src, out.Bytes()[:0:out.Len()])
 	if len(enc) > out.Len() {
-		// Past the bound (never seen): the encoder grew a slice of its own.
 		out.Free()
-		out = membuf.AllocUncleared(pool, len(enc))
-		copy(out.Bytes(), enc)
-		return out, nil
+		return membuf.Wrap(enc), nil
 	}
 	out.Split(len(enc)).Free()
 	return out, nil
