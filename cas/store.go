@@ -102,25 +102,28 @@ type Store struct {
 	zp      *ZstdPool
 	buffers membuf.BufferPool
 
-	mu          sync.Mutex
-	index       map[entryKey]*list.Element // Value is *entry
-	lru         *list.List                 // front: most recently used
-	bytes       int64                      // on disk
-	plainBytes  int64                      // the entries' own sizes
-	zstdEntries int64                      // how many blobs are kept compressed
-	partial     int64                      // bytes reserved by uploads in progress (Writers); they count towards maxSize
-	acEntries   int64                      // how many index entries are action results
-	evictions   int64
-	hits        int64
-	misses      int64
-	corrupt     int64 // blobs whose content no longer matched their name, removed
-	verified    int64 // bytes re-hashed by first reads and the scrubber
-	scrubPasses int64 // full passes of the scrubber
-	commits     int64 // entries committed (group commit)
-	batches     int64 // group commits run
-	closed      bool
+	mu            sync.Mutex
+	index         map[entryKey]*list.Element // Value is *entry
+	lru           *list.List                 // front: most recently used
+	bytes         int64                      // on disk
+	plainBytes    int64                      // the entries' own sizes
+	zstdEntries   int64                      // how many blobs are kept compressed
+	partial       int64                      // bytes reserved by uploads in progress (Writers); they count towards maxSize
+	acEntries     int64                      // how many index entries are action results
+	evictions     int64
+	hits          int64
+	misses        int64
+	corrupt       int64 // blobs whose content no longer matched their name, removed
+	verified      int64 // bytes re-hashed by first reads and the scrubber
+	scrubPasses   int64 // full passes of the scrubber
+	scrubListings int64 // shard directories the scrubber listed
+	commits       int64 // entries committed (group commit)
+	batches       int64 // group commits run
+	closed        bool
 
 	committer *groupCommit
+
+	scrubClock scrubClock // wallClock, or a test's (export_test.go)
 }
 
 // StoreStats is a snapshot of a Store's counters.
@@ -140,6 +143,7 @@ type StoreStats struct {
 	Corrupt           int64 // blobs found not to match their name when re-hashed (first read, scrubber), and removed
 	VerifiedBytes     int64 // bytes of stored blobs re-hashed (first reads after start, scrubber)
 	ScrubPasses       int64 // passes of the scrubber over every blob completed
+	ScrubListings     int64 // shard directories the scrubber listed (256 a pass)
 	Commits           int64 // blobs and action results committed to disk
 	CommitBatches     int64 // group commits that made them durable: Commits/CommitBatches is the batch size
 }
@@ -164,6 +168,8 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		log:     logger,
 		index:   make(map[entryKey]*list.Element),
 		lru:     list.New(),
+
+		scrubClock: wallClock,
 	}
 	for _, o := range opts {
 		o(s)
@@ -376,6 +382,7 @@ func (s *Store) Stats() StoreStats {
 		Corrupt:           s.corrupt,
 		VerifiedBytes:     s.verified,
 		ScrubPasses:       s.scrubPasses,
+		ScrubListings:     s.scrubListings,
 		Commits:           s.commits,
 		CommitBatches:     s.batches,
 	}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/internal/syncpool"
@@ -250,98 +249,4 @@ func (s *Store) removeLocked(el *list.Element) {
 	s.lru.Remove(el)
 	delete(s.index, e.key)
 	s.uncountLocked(e)
-}
-
-// Scrub re-hashes every stored blob in turn, pass after pass, reading at
-// most bytesPerSecond on average, until ctx is done or the store is closed;
-// it then returns nil. A blob found corrupt is removed as on a read (see
-// above); one found intact counts as verified for reads.
-// It touches no recency: scrubbing is not use. Run it on a goroutine of its
-// own; bytesPerSecond must be positive.
-func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
-	if bytesPerSecond <= 0 {
-		return fmt.Errorf("cas: scrub rate %d must be positive", bytesPerSecond)
-	}
-	p := pacer{rate: bytesPerSecond, ctx: ctx}
-	for {
-		for shard := range 256 {
-			if ctx.Err() != nil || s.isClosed() {
-				return nil
-			}
-			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), &p)
-		}
-		s.mu.Lock()
-		s.scrubPasses++
-		s.mu.Unlock()
-	}
-}
-
-// scrubShard re-hashes the blobs of one shard directory of cas/ (listing
-// one directory at a time keeps the scrubber's memory to a shard's names).
-func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
-	ents, err := os.ReadDir(filepath.Join(s.dir, kindCAS.dir(), shard))
-	if err != nil {
-		s.log.Warn("scrubber: listing a shard", "shard", shard, "err", err)
-		return
-	}
-	for _, de := range ents {
-		if ctx.Err() != nil {
-			return
-		}
-		hash, _, _, ok := parseStoredName(de.Name())
-		if !ok {
-			continue // a stray name
-		}
-		k := entryKey{kindCAS, hash}
-		s.mu.Lock()
-		el, ok := s.index[k]
-		var e entry
-		if ok {
-			e = *el.Value.(*entry)
-		}
-		s.mu.Unlock()
-		if !ok || filepath.Base(s.filePath(&e)) != de.Name() {
-			continue // not an entry's file (evicted or replaced since the listing)
-		}
-		f, err := os.Open(s.filePath(&e))
-		if err != nil {
-			continue // evicted since
-		}
-		err = s.checkBlob(ctx, e, f, true, p.wait)
-		f.Close()
-		if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
-			s.log.Warn("scrubber: re-hashing a blob", "hash", k.hash, "err", err)
-		}
-	}
-}
-
-// pacer holds a reader to rate bytes per second on average, sleeping as
-// needed: the scrubber must not compete with clients for the disk.
-type pacer struct {
-	rate  int64
-	ctx   context.Context
-	start time.Time
-	bytes int64
-}
-
-func (p *pacer) wait(n int) error {
-	now := time.Now()
-	if p.start.IsZero() || now.Sub(p.start) > time.Minute {
-		// Start a fresh window now and then, so that time spent idle
-		// (between passes, or before the first chunk) is not saved up
-		// for a burst.
-		p.start, p.bytes = now, 0
-	}
-	p.bytes += int64(n)
-	due := p.start.Add(time.Duration(float64(p.bytes) / float64(p.rate) * float64(time.Second)))
-	if d := due.Sub(now); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-p.ctx.Done():
-			return p.ctx.Err()
-		}
-	}
-	return nil
 }
