@@ -4,18 +4,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 )
 
-// hashLen is the length of a SHA-256 hash in lowercase hex, the only digest
+// HashLen is the length of a SHA-256 hash in lowercase hex, the only digest
 // function this server supports.
-const hashLen = 2 * sha256.Size
+const HashLen = 2 * sha256.Size
 
-// emptyHash is the SHA-256 of no bytes. The empty blob is always present
+// EmptyHash is the SHA-256 of no bytes. The empty blob is always present
 // (remote_execution.proto: "Servers MUST behave as though empty blobs are
 // always available"), so it is never stored.
-const emptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+const EmptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // Digest identifies a blob: the lowercase hex SHA-256 of its content and its
 // size in bytes. A Digest made by ParseDigest or parseResourceName is valid.
@@ -30,8 +31,8 @@ func (d Digest) String() string { return fmt.Sprintf("%s/%d", d.Hash, d.Size) }
 // Proto returns d as a REAPI Digest message.
 func (d Digest) Proto() *repb.Digest { return &repb.Digest{Hash: d.Hash, SizeBytes: d.Size} }
 
-// isEmpty reports whether d names the empty blob.
-func (d Digest) isEmpty() bool { return d.Size == 0 && d.Hash == emptyHash }
+// IsEmpty reports whether d names the empty blob.
+func (d Digest) IsEmpty() bool { return d.Size == 0 && d.Hash == EmptyHash }
 
 // DigestOf returns the digest of data.
 func DigestOf(data []byte) Digest {
@@ -45,7 +46,7 @@ func ParseDigest(p *repb.Digest) (Digest, error) {
 	if p == nil {
 		return Digest{}, fmt.Errorf("digest is missing")
 	}
-	if err := checkHash(p.Hash); err != nil {
+	if err := CheckHash(p.Hash); err != nil {
 		return Digest{}, err
 	}
 	if p.SizeBytes < 0 {
@@ -54,23 +55,23 @@ func ParseDigest(p *repb.Digest) (Digest, error) {
 	return Digest{Hash: p.Hash, Size: p.SizeBytes}, nil
 }
 
-// checkHash accepts exactly 64 lowercase hex characters.
-func checkHash(h string) error {
-	if len(h) != hashLen {
-		return fmt.Errorf("hash %q is %d characters; a SHA-256 hash is %d lowercase hex characters (the only digest function this server supports)", clip(h), len(h), hashLen)
+// CheckHash accepts exactly 64 lowercase hex characters.
+func CheckHash(h string) error {
+	if len(h) != HashLen {
+		return fmt.Errorf("hash %q is %d characters; a SHA-256 hash is %d lowercase hex characters (the only digest function this server supports)", Clip(h), len(h), HashLen)
 	}
 	for i := 0; i < len(h); i++ {
 		c := h[i]
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return fmt.Errorf("hash %q has %q at position %d; a hash is lowercase hex", clip(h), c, i)
+			return fmt.Errorf("hash %q has %q at position %d; a hash is lowercase hex", Clip(h), c, i)
 		}
 	}
 	return nil
 }
 
-// clip shortens s for an error message so a huge bad input does not make a
+// Clip shortens s for an error message so a huge bad input does not make a
 // huge error.
-func clip(s string) string {
+func Clip(s string) string {
 	const max = 100
 	if len(s) <= max {
 		return s
@@ -78,11 +79,20 @@ func clip(s string) string {
 	return s[:max] + "..."
 }
 
-// checkDigestFunction accepts the digest_function field of a request: unset
-// (the server infers SHA-256 from the hash length) or SHA256.
-func checkDigestFunction(f repb.DigestFunction_Value) error {
-	if f == repb.DigestFunction_UNKNOWN || f == repb.DigestFunction_SHA256 {
-		return nil
+// ParseSize accepts a non-negative decimal that fits an int64: digits only,
+// no sign.
+func ParseSize(s string) (int64, error) {
+	if s == "" {
+		return 0, fmt.Errorf("size is empty")
 	}
-	return fmt.Errorf("digest function %s is not supported; this server supports only SHA256", f)
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("size %q is not a non-negative decimal number", Clip(s))
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q does not fit in 64 bits", Clip(s))
+	}
+	return n, nil
 }

@@ -1,22 +1,22 @@
-// Package cas is a content-addressed blob cache for remote builds: a disk
-// [Store] of blobs named by their SHA-256 digest and of action results, and
-// a [Server] that serves it over gRPC as the Remote Execution API's cache
-// services (ContentAddressableStorage, ActionCache, Capabilities) and
-// ByteStream. `membuf serve` is this package behind a command line.
+// Package cas is the vocabulary of the content-addressed blob cache for
+// remote builds that `membuf serve` runs: the [Digest] a blob is named by
+// (its SHA-256 and size), the [Storage] interface every tier implements
+// and every protocol serves from, with its [BlobReader], [BlobWriter] and
+// [StoreStats], and the errors a Storage returns.
 //
-// A blob becomes visible in the Store only once its size and hash have
-// been checked and it has been fsynced and renamed into place, so a crash
-// leaves only complete, verified blobs; the Store evicts the least recently
-// used entries to stay under its maximum size.
+// The cache is split by concern into packages below this one; imports run
+// one way, down this list:
 //
-// ByteStream's data path moves blob bytes without copying them when the
-// gRPC server is made with [ServerOptions] and the Server's Options.Pool is
-// the same pool: Read sends pooled chunks to gRPC by reference, and Write
-// keeps references into the frames gRPC received (see grpcmem and
-// docs/zerocopy.md). A Server registered on a plain grpc.Server serves every
-// RPC the same way through the proto codec, copying.
+//	cas/reapi     the gRPC services (REAPI cache services, ByteStream): protocol over any Storage
+//	cas/s3tier    a Storage of two tiers, a disk store in front of an S3-compatible bucket
+//	cas/disk      the disk Storage: files, index, group commit, integrity checks, the scrubber
+//	cas/access    who a caller is and what the policy lets it do
+//	cas/zstdseek  the seekable zstd format and the zstd coders' memory budget
+//	cas           this package: names and interfaces only
 //
-// What the server does where the specification leaves a choice (instance
-// names, resource name forms, resumable uploads, error codes) is set out in
-// docs/cas.md.
+// This package imports no other package of the cache: it must not know of
+// disks, buckets, gRPC services or access rules. A crash at any moment
+// leaves only complete, verified blobs in every Storage; what each
+// implementation does where the specification leaves a choice is set out
+// in docs/cas.md.
 package cas

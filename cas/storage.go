@@ -8,7 +8,7 @@ import (
 
 // Storage is what the services read and write through: blobs, named by
 // their digests, and action results, named by their actions' digests. The
-// disk store (*Store) is one; a tiered store (a disk store in front of a
+// disk store (disk.Store) is one; a tiered store (a disk store in front of a
 // shared object store) is another, which is why every call takes a context:
 // an implementation may do network I/O, and must stop waiting when ctx is
 // done.
@@ -56,6 +56,12 @@ type Storage interface {
 	// Stats returns a snapshot of the local store's counters.
 	Stats() StoreStats
 }
+
+// DefaultChunkSize is the size of the chunks a blob is read in and sent
+// in (BlobReader.ReadChunks' chunkSize) where a caller sets none: one
+// ByteStream ReadResponse's data, and a quarter of a gRPC frame's default
+// limit.
+const DefaultChunkSize = 64 << 10
 
 // Lookup says whose lookup a FindMissing is.
 type Lookup bool
@@ -107,8 +113,8 @@ type BlobReader interface {
 	// ReadChunks does, with a zstd stream that decompresses to [off,
 	// Size()), 0 <= off <= Size(); for off == Size() one empty frame. An
 	// implementation that keeps the blob compressed sends what it stores
-	// (recompressing at most the frame that holds off); CompressChunks
-	// serves one that does not.
+	// (recompressing at most the frame that holds off); the disk
+	// store compresses as it reads for one that does not.
 	ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error
 	// Close releases the blob.
 	Close() error
@@ -137,6 +143,3 @@ type BlobWriter interface {
 	// Abort discards the upload; after Commit it does nothing.
 	Abort()
 }
-
-// The disk store is a Storage.
-var _ Storage = (*Store)(nil)

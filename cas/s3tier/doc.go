@@ -1,13 +1,13 @@
 // Package s3tier is a cas.Storage made of two tiers: a local disk store
-// (cas.Store, bounded by its maximum size) in front of a bucket of an
+// (disk.Store, bounded by its maximum size) in front of a bucket of an
 // S3-compatible object store (AWS S3, MinIO, Ceph RGW, Garage, GCS's
 // interoperability API), shared by every node that points at it.
 //
-//	disk, _ := cas.OpenStore(dir, maxSize, logger)
+//	local, _ := disk.OpenStore(dir, maxSize, logger)
 //	loc, _ := s3tier.ParseURL("s3://bucket/prefix?endpoint=http://127.0.0.1:9000")
-//	store, _ := s3tier.Open(ctx, disk, s3tier.Config{Location: loc, Dir: dir, Pool: pool})
-//	srv, _ := cas.NewServer(store, cas.Options{Pool: pool})
-//	// on shutdown: srv.Close(); store.Close() (drains or journals the uploads); disk.Close()
+//	store, _ := s3tier.Open(ctx, local, s3tier.Config{Location: loc, Dir: dir, Pool: pool})
+//	srv, _ := reapi.NewServer(store, reapi.Options{Pool: pool})
+//	// on shutdown: srv.Close(); store.Close() (drains or journals the uploads); local.Close()
 //
 // Reads are served from disk when the blob is there. A miss streams one GET
 // of the whole object: its bytes go to the client by reference, in pooled
@@ -22,4 +22,7 @@
 // object's SHA-256 checksum is the digest's hash) and {prefix}ac/{hash}
 // (the serialized ActionResult). docs/cas.md describes the design, what is
 // durable where and when, and how each failure is answered.
+//
+// It imports cas and disk, never a protocol (reapi): it is served, as any
+// cas.Storage is, by whatever protocol is put in front of it.
 package s3tier

@@ -19,6 +19,8 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/reapi"
 )
 
 // isolateAWS gives the SDK static test credentials from the environment,
@@ -37,14 +39,14 @@ func isolateAWS(t testing.TB, key, secret string) {
 }
 
 // node is one cache node: a disk store, a tiered Store over it and a
-// bucket, and a cas.Server on loopback gRPC with the zero-copy options,
+// bucket, and a reapi.Server on loopback gRPC with the zero-copy options,
 // with clients connected to it.
 type node struct {
 	t     testing.TB
 	dir   string
-	disk  *cas.Store
+	disk  *disk.Store
 	store *Store
-	srv   *cas.Server
+	srv   *reapi.Server
 	g     *grpc.Server
 	conn  *grpc.ClientConn
 	pool  *membuf.Pool
@@ -69,7 +71,7 @@ func startNode(t testing.TB, dir string, loc Location, cfg Config) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.disk, err = cas.OpenStore(dir, 0, nil)
+	n.disk, err = disk.OpenStore(dir, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func startNode(t testing.TB, dir string, loc Location, cfg Config) *node {
 		n.disk.Close()
 		t.Fatal(err)
 	}
-	n.srv, err = cas.NewServer(n.store, cas.Options{Pool: n.pool})
+	n.srv, err = reapi.NewServer(n.store, reapi.Options{Pool: n.pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func startNode(t testing.TB, dir string, loc Location, cfg Config) *node {
 		}
 		return handler(srv, ss)
 	}
-	n.g = grpc.NewServer(append(cas.ServerOptions(n.pool), grpc.ChainStreamInterceptor(countReads))...)
+	n.g = grpc.NewServer(append(reapi.ServerOptions(n.pool), grpc.ChainStreamInterceptor(countReads))...)
 	n.srv.Register(n.g)
 	go n.g.Serve(lis)
 	n.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk"
 )
 
 // Config configures a Store. Zero fields take the defaults named.
@@ -63,7 +64,7 @@ type Config struct {
 // See the package documentation and docs/cas.md. It is safe for concurrent
 // use.
 type Store struct {
-	disk   *cas.Store
+	disk   *disk.Store
 	bucket *bucket
 	cfg    Config
 	log    *slog.Logger
@@ -89,7 +90,7 @@ var _ cas.Storage = (*Store)(nil)
 // disk meanwhile, and retries the uploads. It reads the upload journal in
 // cfg.Dir and queues the uploads a previous run left unfinished. Close the
 // Store before disk.
-func Open(ctx context.Context, disk *cas.Store, cfg Config) (*Store, error) {
+func Open(ctx context.Context, disk *disk.Store, cfg Config) (*Store, error) {
 	if disk == nil {
 		return nil, errors.New("s3tier: Open needs a disk store")
 	}

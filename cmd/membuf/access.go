@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
 )
 
 // accessFlags are serve's flags for TLS, authentication and the access
@@ -13,12 +13,12 @@ import (
 type accessFlags struct {
 	tls            tlsFiles
 	htpasswd       string
-	rules          [4]string // per cas.Operation, "" for the default
+	rules          [4]string // per access.Operation, "" for the default
 	anonymousReads bool
 	readOnly       bool
 }
 
-var ruleFlagNames = [4]string{cas.ReadCAS: "read-cas", cas.WriteCAS: "write-cas", cas.ReadAC: "read-ac", cas.WriteAC: "write-ac"}
+var ruleFlagNames = [4]string{access.ReadCAS: "read-cas", access.WriteCAS: "write-cas", access.ReadAC: "read-ac", access.WriteAC: "write-ac"}
 
 func (a *accessFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.tls.cert, "tls-cert", "", "PEM certificate `file` (with its chain) for TLS on the gRPC and HTTP listeners; needs --tls-key")
@@ -39,15 +39,15 @@ func (a *accessFlags) register(fs *flag.FlagSet) {
 // resolve validates the flags, loads what they name, and returns the
 // access control for cas (nil: everyone may do everything, as without any
 // of these flags) and the TLS material (nil: plaintext).
-func (a *accessFlags) resolve() (*cas.AccessControl, *tlsMaterial, error) {
+func (a *accessFlags) resolve() (*access.Control, *tlsMaterial, error) {
 	switch {
 	case (a.tls.cert == "") != (a.tls.key == ""):
 		return nil, nil, usageError("--tls-cert and --tls-key go together")
 	case a.tls.clientCA != "" && a.tls.cert == "":
 		return nil, nil, usageError("--tls-client-ca needs --tls-cert and --tls-key: client certificates come with TLS")
-	case a.anonymousReads && (a.rules[cas.ReadCAS] != "" || a.rules[cas.ReadAC] != ""):
+	case a.anonymousReads && (a.rules[access.ReadCAS] != "" || a.rules[access.ReadAC] != ""):
 		return nil, nil, usageError("--anonymous-reads sets --read-cas and --read-ac; give one or the other")
-	case a.readOnly && (a.rules[cas.WriteCAS] != "" || a.rules[cas.WriteAC] != ""):
+	case a.readOnly && (a.rules[access.WriteCAS] != "" || a.rules[access.WriteAC] != ""):
 		return nil, nil, usageError("--read-only sets --write-cas and --write-ac; give one or the other")
 	}
 	var material *tlsMaterial
@@ -58,9 +58,9 @@ func (a *accessFlags) resolve() (*cas.AccessControl, *tlsMaterial, error) {
 		}
 		material = m
 	}
-	var users *cas.Htpasswd
+	var users *access.Htpasswd
 	if a.htpasswd != "" {
-		u, err := cas.LoadHtpasswd(a.htpasswd)
+		u, err := access.LoadHtpasswd(a.htpasswd)
 		if err != nil {
 			return nil, nil, usageError("--htpasswd: %v", err)
 		}
@@ -81,33 +81,33 @@ func (a *accessFlags) resolve() (*cas.AccessControl, *tlsMaterial, error) {
 		if !canAuthenticate {
 			return nil, nil, usageError("--anonymous-reads leaves writes to authenticated clients, and without --htpasswd or --tls-client-ca no one can authenticate (for a server no one writes to, use --read-only)")
 		}
-		rules[cas.ReadCAS], rules[cas.ReadAC] = "anyone", "anyone"
+		rules[access.ReadCAS], rules[access.ReadAC] = "anyone", "anyone"
 	}
 	if a.readOnly {
-		rules[cas.WriteCAS], rules[cas.WriteAC] = "nobody", "nobody"
+		rules[access.WriteCAS], rules[access.WriteAC] = "nobody", "nobody"
 	}
-	var parsed [4]cas.Rule
+	var parsed [4]access.Rule
 	for op, s := range rules {
-		r, err := cas.ParseRule(s)
+		r, err := access.ParseRule(s)
 		if err != nil {
 			return nil, nil, usageError("--%s %v", ruleFlagNames[op], err)
 		}
 		parsed[op] = r
 	}
-	policy := cas.Policy{ReadCAS: parsed[cas.ReadCAS], WriteCAS: parsed[cas.WriteCAS], ReadAC: parsed[cas.ReadAC], WriteAC: parsed[cas.WriteAC]}
+	policy := access.Policy{ReadCAS: parsed[access.ReadCAS], WriteCAS: parsed[access.WriteCAS], ReadAC: parsed[access.ReadAC], WriteAC: parsed[access.WriteAC]}
 	if policy.NeedsIdentity() && !canAuthenticate {
 		return nil, nil, usageError("the access rules (%s) name authenticated clients, but without --htpasswd or --tls-client-ca no one can authenticate", policy.String())
 	}
 	if !canAuthenticate && !a.readOnly && a.rules == [4]string{} {
 		return nil, material, nil // no access control at all: as before these flags
 	}
-	return &cas.AccessControl{Policy: policy, Users: users, ClientCertificates: a.tls.clientCA != ""}, material, nil
+	return &access.Control{Policy: policy, Users: users, ClientCertificates: a.tls.clientCA != ""}, material, nil
 }
 
 // reloadOnSIGHUP loads the TLS material (certs, if not nil) and the
 // htpasswd file (if access has one) again. A file that fails to load leaves
 // what is in force, and the log says why.
-func reloadOnSIGHUP(certs *certReloader, access *cas.AccessControl, log *slog.Logger) {
+func reloadOnSIGHUP(certs *certReloader, access *access.Control, log *slog.Logger) {
 	if certs != nil {
 		certs.reload("SIGHUP")
 	}

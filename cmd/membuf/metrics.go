@@ -12,15 +12,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/membuf/membuf"
-	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cas/zstdseek"
 )
 
 // newRegistry returns a registry with the Go runtime's figures (GC cycles,
 // pauses and CPU, heap, scheduler, from runtime/metrics), the process's, and
 // the pool's, the store's and the cas server's statistics, and the shared
 // tier's if tiered is not nil, read at scrape time.
-func newRegistry(pool *membuf.Pool, store *cas.Store, server *cas.Server, zp *cas.ZstdPool, tiered *s3tier.Store) *prometheus.Registry {
+func newRegistry(pool *membuf.Pool, store *disk.Store, server *reapi.Server, zp *zstdseek.Pool, tiered *s3tier.Store) *prometheus.Registry {
 	reg := newRuntimeRegistry()
 	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store), newServerCollector(server), newZstdCollector(zp))
 	if tiered != nil {

@@ -24,7 +24,11 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cas/zstdseek"
 )
 
 func init() {
@@ -45,8 +49,8 @@ type serveConfig struct {
 	maxBatchSize    int64
 	poolBudget      int64
 	maxInflight     int64
-	zstdMemory      int64              // 0: cas.DefaultZstdBudget of the pool's budget
-	diskCompression cas.CompressPolicy // which blobs are kept compressed
+	zstdMemory      int64               // 0: zstdseek.DefaultBudget of the pool's budget
+	diskCompression disk.CompressPolicy // which blobs are kept compressed
 	logLevel        slog.Level
 	logFormat       string
 	readyFile       string
@@ -68,14 +72,14 @@ type serveConfig struct {
 	drainDelay      time.Duration
 
 	// Resolved by validate from the flags above, before anything opens.
-	accessControl *cas.AccessControl // nil: everyone may do everything
-	tlsMaterial   *tlsMaterial       // nil: plaintext
+	accessControl *access.Control // nil: everyone may do everything
+	tlsMaterial   *tlsMaterial    // nil: plaintext
 }
 
 const (
 	defaultMaxSize      = 10 << 30
 	defaultChunkSize    = cas.DefaultChunkSize
-	defaultMaxBatchSize = cas.DefaultMaxBatchBytes
+	defaultMaxBatchSize = reapi.DefaultMaxBatchBytes
 	defaultPoolBudget   = 0       // the pool's default: 64 MiB, or a quarter of GOMEMLIMIT if less
 	maxChunkSize        = 2 << 20 // a read chunk must fit a client's default 4 MiB receive limit
 	maxMaxBatchSize     = 256 << 20
@@ -93,13 +97,13 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 		poolBudget:   defaultPoolBudget,
 		logLevel:     slog.LevelInfo,
 		logFormat:    "text",
-		uploadTTL:    cas.DefaultPartialUploadTTL,
-		uploadStall:  cas.DefaultUploadStallTimeout,
+		uploadTTL:    reapi.DefaultPartialUploadTTL,
+		uploadStall:  reapi.DefaultUploadStallTimeout,
 		scrubRate:    defaultScrubRate,
 
 		maxConnections: defaultMaxConnections,
-		maxOpenUploads: cas.DefaultMaxOpenUploads,
-		maxKeptUploads: cas.DefaultMaxKeptUploads,
+		maxOpenUploads: reapi.DefaultMaxOpenUploads,
+		maxKeptUploads: reapi.DefaultMaxKeptUploads,
 	}
 	fs := newFlagSet("serve", "[flags]",
 		"Serve a content-addressed blob cache over gRPC: ByteStream, ContentAddressableStorage,\n"+
@@ -283,13 +287,13 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	// (compressed uploads).
 	zstdMemory := cfg.zstdMemory
 	if zstdMemory == 0 {
-		zstdMemory = cas.DefaultZstdBudget(pool.Stats().Budget)
+		zstdMemory = zstdseek.DefaultBudget(pool.Stats().Budget)
 	}
-	zp, err := cas.NewZstdPool(zstdMemory)
+	zp, err := zstdseek.NewPool(zstdMemory)
 	if err != nil {
 		return fmt.Errorf("--zstd-memory: %w", err)
 	}
-	store, err := cas.OpenStore(dir, cfg.maxSize, log, cas.WithCompression(cas.Compression{
+	store, err := disk.OpenStore(dir, cfg.maxSize, log, disk.WithCompression(disk.Compression{
 		Policy:  cfg.diskCompression,
 		Zstd:    zp,
 		Buffers: pool,
@@ -356,7 +360,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		storage = tiered
 	}
 
-	casServer, err := cas.NewServer(storage, cas.Options{
+	casServer, err := reapi.NewServer(storage, reapi.Options{
 		Pool:               pool,
 		ChunkSize:          int(cfg.chunkSize),
 		MaxBatchBytes:      cfg.maxBatchSize,
@@ -381,7 +385,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	// grpcmem's codec, so that ByteStream chunks go to and from gRPC by
 	// reference instead of by copy; then the limits on what a client can
 	// hold, and TLS.
-	grpcOpts := append(cas.ServerOptions(pool), grpc.MaxRecvMsgSize(msgSize), grpc.MaxSendMsgSize(msgSize))
+	grpcOpts := append(reapi.ServerOptions(pool), grpc.MaxRecvMsgSize(msgSize), grpc.MaxSendMsgSize(msgSize))
 	grpcOpts = append(grpcOpts, grpcLimits()...)
 	var certs *certReloader
 	if cfg.tlsMaterial != nil {
@@ -568,18 +572,18 @@ func (f levelFlag) Set(s string) error {
 }
 
 // choiceFlag is a flag.Value that accepts one of a fixed set of words.
-// compressPolicyFlag is a flag.Value for a cas.CompressPolicy.
-type compressPolicyFlag struct{ p *cas.CompressPolicy }
+// compressPolicyFlag is a flag.Value for a disk.CompressPolicy.
+type compressPolicyFlag struct{ p *disk.CompressPolicy }
 
 func (f compressPolicyFlag) String() string {
 	if f.p == nil {
-		return cas.CompressUploaded.String()
+		return disk.CompressUploaded.String()
 	}
 	return f.p.String()
 }
 
 func (f compressPolicyFlag) Set(s string) error {
-	p, err := cas.ParseCompressPolicy(s)
+	p, err := disk.ParseCompressPolicy(s)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/membuf/membuf"
-	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/membuf/membuf/internal/await"
 	"github.com/membuf/membuf/internal/serveprocess"
 	"golang.org/x/crypto/bcrypt"
@@ -271,7 +271,7 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 		"membuf_store_scrub_passes_total ",
 		"membuf_store_max_bytes 1.073741824e+10",
 		// zstd's memory: the default budget, half the pool's.
-		fmt.Sprintf("membuf_zstd_budget_bytes %s", strconv.FormatFloat(float64(cas.DefaultZstdBudget(budgetOfDefaultPool(t))), 'g', -1, 64)),
+		fmt.Sprintf("membuf_zstd_budget_bytes %s", strconv.FormatFloat(float64(zstdseek.DefaultBudget(budgetOfDefaultPool(t))), 'g', -1, 64)),
 		"membuf_zstd_wait_seconds_total ",
 		"membuf_zstd_waits_total ",
 		// The Go runtime's GC figures, from runtime/metrics and MemStats.

@@ -1,16 +1,15 @@
 package main
 
 import (
+	"github.com/membuf/membuf/cas/reapi"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/membuf/membuf/cas"
 )
 
 // serverCollector exports the cas server's own statistics (the upload
 // budget, the uploads open, kept and stalled, refused requests), read at
 // scrape time.
 type serverCollector struct {
-	server *cas.Server
+	server *reapi.Server
 
 	inflight, peak, limit *prometheus.Desc
 	open, kept            *prometheus.Desc
@@ -18,7 +17,7 @@ type serverCollector struct {
 	stalled               *prometheus.Desc
 }
 
-func newServerCollector(server *cas.Server) *serverCollector {
+func newServerCollector(server *reapi.Server) *serverCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("membuf_upload_"+name, help, nil, nil)
 	}

@@ -7,7 +7,7 @@ import (
 	"net"
 	"runtime/debug"
 
-	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
 )
 
 // settingsLog returns the attributes of serve's start-up log line: every
@@ -71,7 +71,7 @@ func warnAboutSettings(c *serveConfig, log *slog.Logger) {
 	if c.tlsMaterial == nil {
 		log.Warn("gRPC is served without TLS on a non-loopback address: whoever is on the path reads and alters blobs and credentials; set --tls-cert and --tls-key", "listen", c.listen)
 	}
-	if a := c.accessControl; a == nil || a.Policy.Allows(cas.WriteAC, cas.Identity{}) {
+	if a := c.accessControl; a == nil || a.Policy.Allows(access.WriteAC, access.Identity{}) {
 		log.Warn("anyone who can reach --listen may write the action cache, and so choose the outputs of every build that reads it; set --htpasswd or --tls-client-ca (and --anonymous-reads to keep reads open)", "listen", c.listen)
 	}
 	if c.httpAddr != "" && c.pprof && !loopbackAddr(c.httpAddr) {

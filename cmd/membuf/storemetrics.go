@@ -1,14 +1,13 @@
 package main
 
 import (
+	"github.com/membuf/membuf/cas/disk"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/membuf/membuf/cas"
 )
 
 // storeCollector exports the disk store's statistics, read at scrape time.
 type storeCollector struct {
-	store *cas.Store
+	store *disk.Store
 
 	blobs, actionResults, bytes, maxBytes *prometheus.Desc
 	evictions, hits, misses               *prometheus.Desc
@@ -17,7 +16,7 @@ type storeCollector struct {
 	uncompressedBytes, compressedBlobs    *prometheus.Desc
 }
 
-func newStoreCollector(store *cas.Store) *storeCollector {
+func newStoreCollector(store *disk.Store) *storeCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("membuf_store_"+name, help, nil, nil)
 	}

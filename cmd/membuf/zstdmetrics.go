@@ -1,16 +1,15 @@
 package main
 
 import (
+	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/membuf/membuf/cas"
 )
 
-// zstdCollector exports the zstd coder pool's statistics (cas.ZstdStats):
+// zstdCollector exports the zstd coder pool's statistics (zstdseek.PoolStats):
 // the memory its encoders and decoders hold against --zstd-memory, and the
 // requests that waited for it. Read at scrape time.
 type zstdCollector struct {
-	zp *cas.ZstdPool
+	zp *zstdseek.Pool
 
 	budget, memory, peak, longBytes *prometheus.Desc
 	leases, created, dropped        *prometheus.Desc
@@ -18,7 +17,7 @@ type zstdCollector struct {
 	timeouts                        *prometheus.Desc
 }
 
-func newZstdCollector(zp *cas.ZstdPool) *zstdCollector {
+func newZstdCollector(zp *zstdseek.Pool) *zstdCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("membuf_zstd_"+name, help, labels, nil)
 	}

@@ -32,6 +32,8 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/grpcmem"
 	"github.com/membuf/membuf/internal/serveprocess"
 )
@@ -883,8 +885,8 @@ func (bt *blobTarget) stallUpload(ctx context.Context, conn *grpc.ClientConn, na
 
 // blobServer is a cas server in this process.
 type blobServer struct {
-	store     *cas.Store
-	cas       *cas.Server
+	store     *disk.Store
+	cas       *reapi.Server
 	grpc      *grpc.Server
 	addr      string
 	completed atomic.Int64 // ByteStream Reads and Writes that succeeded
@@ -892,7 +894,7 @@ type blobServer struct {
 
 // startBlobServer starts a cas server of configuration config on a store in
 // dir. ConfigMembufZeroCopy is wired for the zero-copy path
-// (cas.ServerOptions): pool for read chunks and for gRPC's buffers, and
+// (reapi.ServerOptions): pool for read chunks and for gRPC's buffers, and
 // membuf's ByteStream codec. ConfigFreshSlice is plain chunk slices, grpc-go's
 // default pool and proto codec; ConfigPrepared is the same with Read served
 // by preparedRead.
@@ -900,22 +902,22 @@ func startBlobServer(dir string, storeSize int64, chunk int, config string, pool
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	store, err := cas.OpenStore(dir, storeSize, slog.New(slog.DiscardHandler))
+	store, err := disk.OpenStore(dir, storeSize, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}
-	opts := cas.Options{ChunkSize: chunk}
+	opts := reapi.Options{ChunkSize: chunk}
 	var serverOpts []grpc.ServerOption
 	switch config {
 	case ConfigMembufZeroCopy:
 		opts.Pool = pool
 		// grpcmem's codec, the pool for gRPC's reads, and the marker
 		// that turns the handlers' zero-copy path on.
-		serverOpts = append(serverOpts, cas.ServerOptions(pool)...)
+		serverOpts = append(serverOpts, reapi.ServerOptions(pool)...)
 	case ConfigPrepared:
 		serverOpts = append(serverOpts, grpc.ChainStreamInterceptor(newPreparedRead(store, chunk).intercept))
 	}
-	srv, err := cas.NewServer(store, opts)
+	srv, err := reapi.NewServer(store, opts)
 	if err != nil {
 		store.Close()
 		return nil, err

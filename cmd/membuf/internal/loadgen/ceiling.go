@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/membuf/membuf"
-	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/grpcmem"
 )
 
@@ -23,12 +23,12 @@ import (
 const ConfigCeiling = "ceiling"
 
 // CeilingServerOptions returns the gRPC server options of the ceiling: the
-// same as membuf serve's data path (cas.ServerOptions with pool: grpcmem's
+// same as membuf serve's data path (reapi.ServerOptions with pool: grpcmem's
 // codec, gRPC's reads into pool, the flow-control windows), and its
 // message size limit, so that the ceiling differs from membuf serve only by
 // what its Write handler does with the bytes.
 func CeilingServerOptions(pool membuf.BufferPool, maxMessage int) []grpc.ServerOption {
-	return append(cas.ServerOptions(pool), grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
+	return append(reapi.ServerOptions(pool), grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
 }
 
 // Ceiling is the write ceiling: a ByteStream server whose Write does what

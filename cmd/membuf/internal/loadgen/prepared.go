@@ -13,6 +13,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk"
 )
 
 // preparedRead is a stream interceptor that serves ByteStream Read the way
@@ -22,12 +23,12 @@ import (
 // gRPC still writes the last chunk out. Every other call goes to the cas
 // server's handler.
 type preparedRead struct {
-	store *cas.Store
+	store *disk.Store
 	chunk int
 	bufs  sync.Pool // of *[]byte, chunk bytes each
 }
 
-func newPreparedRead(store *cas.Store, chunk int) *preparedRead {
+func newPreparedRead(store *disk.Store, chunk int) *preparedRead {
 	p := &preparedRead{store: store, chunk: chunk}
 	p.bufs.New = func() any {
 		b := make([]byte, chunk)

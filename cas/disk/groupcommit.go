@@ -1,0 +1,217 @@
+package disk
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/membuf/membuf/cas"
+	"golang.org/x/sync/errgroup"
+)
+
+// groupCommit makes committed files durable and visible in batches: the
+// files whose commits arrive while a batch is being made durable form the
+// next batch, so N concurrent commits cost far fewer than N rounds of
+// fsyncs. One goroutine per store runs the batches; a commit waits until
+// its batch is done, so it still returns only once its entry is durable.
+//
+// A batch: fdatasync every file, in parallel (the filesystem's journal
+// merges concurrent syncs into a few commits); then, under the store's lock,
+// rename each into place and index it (visible to readers; lookups that
+// report it present wait for the batch to finish, so nobody is told of an
+// entry that a crash could still take away); then fsync each directory the
+// renames touched, once, in parallel; then wake every committer. A crash at
+// any point leaves each file either in tmp/ (removed at the next start) or
+// complete under its name: nothing is renamed before its data is durable.
+type groupCommit struct {
+	s *Store
+
+	mu      sync.Mutex
+	queue   []*pendingCommit
+	wake    chan struct{} // signalled (without blocking) when queue gains work
+	stopped chan struct{} // closed when the committer goroutine has exited
+	closing bool
+}
+
+// pendingCommit is one file waiting to be committed as entry e.
+type pendingCommit struct {
+	f *os.File
+	e *entry // its key, sizes, form and when its content was checked
+	// reserved is what the store counted of the file's bytes as an
+	// upload in progress (Writer): the entry's size takes its place.
+	reserved int64
+	err      error
+	done     *sync.WaitGroup
+}
+
+// commitBatch marks the entries of a batch until they are durable.
+type commitBatch struct {
+	durable chan struct{} // closed once the batch's renames are durable
+}
+
+// syncParallelism bounds the fsyncs of one batch in flight at once.
+const syncParallelism = 16
+
+// commitStage, when set (by tests), is called at each stage of a batch:
+// "synced" (data durable, nothing renamed), "renamed" (renamed and
+// indexed, directories not yet synced), "durable". The crash test stops a
+// process there to kill it.
+var commitStage func(stage string)
+
+func newGroupCommit(s *Store) *groupCommit {
+	g := &groupCommit{s: s, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go g.run()
+	return g
+}
+
+// commit makes each file of cs durable as its entry and waits until they
+// are; each one's outcome is in its err. The caller has closed nothing:
+// commit closes every file, and removes those that fail.
+func (g *groupCommit) commit(cs ...*pendingCommit) {
+	var wg sync.WaitGroup
+	wg.Add(len(cs))
+	g.mu.Lock()
+	if g.closing {
+		g.mu.Unlock()
+		for _, c := range cs {
+			discardTemp(c.f)
+			c.err = cas.ErrClosed
+		}
+		return
+	}
+	for _, c := range cs {
+		c.done = &wg
+	}
+	g.queue = append(g.queue, cs...)
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default: // already signalled
+	}
+	wg.Wait()
+}
+
+// close lets the batches queued run, then stops the committer; later
+// commits fail with ErrClosed.
+func (g *groupCommit) close() {
+	g.mu.Lock()
+	g.closing = true
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+	<-g.stopped
+}
+
+func (g *groupCommit) run() {
+	defer close(g.stopped)
+	var batch []*pendingCommit
+	for range g.wake {
+		for {
+			g.mu.Lock()
+			batch, g.queue = g.queue, batch[:0]
+			closing := g.closing
+			g.mu.Unlock()
+			if len(batch) == 0 {
+				if closing {
+					return
+				}
+				break
+			}
+			g.commitBatch(batch)
+			clear(batch) // let the files go
+		}
+	}
+}
+
+func (g *groupCommit) commitBatch(batch []*pendingCommit) {
+	s := g.s
+	// Data first: nothing is renamed before its content is durable.
+	var eg errgroup.Group
+	eg.SetLimit(syncParallelism)
+	for _, c := range batch {
+		eg.Go(func() error {
+			if err := fdatasync(c.f); err != nil {
+				c.err = fmt.Errorf("cas: fsync: %w", err)
+			}
+			if err := c.f.Close(); err != nil && c.err == nil {
+				c.err = fmt.Errorf("cas: %w", err)
+			}
+			if c.err != nil {
+				os.Remove(c.f.Name())
+				s.unreserve(c.reserved)
+			}
+			return nil
+		})
+	}
+	eg.Wait()
+	stage("synced")
+
+	// Renames and index updates under one hold of the lock, so that an
+	// eviction (which removes files under the same lock) can never delete a
+	// file that this batch has just put in place.
+	b := &commitBatch{durable: make(chan struct{})}
+	dirs := make(map[string]bool)
+	s.mu.Lock()
+	s.batches++
+	for _, c := range batch {
+		if c.err != nil {
+			continue
+		}
+		s.partial -= c.reserved
+		if s.closed {
+			os.Remove(c.f.Name())
+			c.err = cas.ErrClosed
+			continue
+		}
+		final := s.filePath(c.e)
+		if err := os.Rename(c.f.Name(), final); err != nil {
+			os.Remove(c.f.Name())
+			c.err = fmt.Errorf("cas: %w", err)
+			continue
+		}
+		dirs[filepath.Dir(final)] = true
+		s.indexCommittedLocked(c.e, b)
+		s.commits++
+	}
+	s.mu.Unlock()
+	stage("renamed")
+
+	// Then the renames: each directory once.
+	var dirErrs sync.Map
+	for dir := range dirs {
+		eg.Go(func() error {
+			if err := syncDir(dir); err != nil {
+				dirErrs.Store(dir, err)
+			}
+			return nil
+		})
+	}
+	eg.Wait()
+	s.mu.Lock()
+	for _, c := range batch {
+		if el, ok := s.index[c.e.key]; ok && c.err == nil {
+			if e := el.Value.(*entry); e.pending == b {
+				e.pending = nil
+			}
+		}
+	}
+	s.mu.Unlock()
+	close(b.durable)
+	stage("durable")
+	for _, c := range batch {
+		if err, failed := dirErrs.Load(filepath.Dir(s.path(c.e.key))); failed && c.err == nil {
+			// The entry is in place but its name may not survive a crash.
+			c.err = fmt.Errorf("cas: fsync of %s: %w", filepath.Dir(s.path(c.e.key)), err.(error))
+		}
+		c.done.Done()
+	}
+}
+
+func stage(name string) {
+	if commitStage != nil {
+		commitStage(name)
+	}
+}

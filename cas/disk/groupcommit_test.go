@@ -1,0 +1,224 @@
+package disk
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/internal/await"
+)
+
+// The crash test's child: a store under load (ByteStream-style writers and
+// batches of small blobs) that reports each commit acknowledged to it, and
+// at the chosen stage of its third group commit reports that and stops
+// there, to be killed.
+const (
+	crashChildDir   = "MEMBUF_CAS_CRASH_DIR"
+	crashChildStage = "MEMBUF_CAS_CRASH_STAGE" // a commitStage, or "any": no stop, killed at a moment of the parent's choosing
+)
+
+func TestGroupCommitCrashChild(t *testing.T) {
+	dir := os.Getenv(crashChildDir)
+	if dir == "" {
+		t.Skip("run by TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs")
+	}
+	want := os.Getenv(crashChildStage)
+	var out sync.Mutex
+	say := func(format string, args ...any) {
+		out.Lock()
+		fmt.Printf(format+"\n", args...)
+		out.Unlock()
+	}
+	var batches int
+	commitStage = func(stage string) {
+		if stage == "durable" {
+			batches++
+		}
+		if stage == want && batches >= 2 {
+			say("stopped at %s", stage)
+			select {} // until killed
+		}
+	}
+	s, err := OpenStore(dir, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			for {
+				data := make([]byte, 1+r.IntN(200<<10))
+				for i := range data {
+					data[i] = byte(r.Uint32())
+				}
+				d := cas.DigestOf(data)
+				bw, err := s.NewWriter(ctx, d, cas.Uncompressed)
+				if err != nil {
+					panic(err)
+				}
+				for off := 0; off < len(data); off += 16 << 10 {
+					if _, err := bw.Write(data[off:min(off+16<<10, len(data))]); err != nil {
+						panic(err)
+					}
+				}
+				if err := bw.Commit(ctx); err != nil {
+					panic(err)
+				}
+				say("committed %s", d)
+			}
+		})
+	}
+	wg.Go(func() {
+		r := rand.New(rand.NewPCG(99, uint64(time.Now().UnixNano())))
+		for {
+			var ds []cas.Digest
+			var data [][]byte
+			for range 16 {
+				b := make([]byte, 1+r.IntN(4<<10))
+				for i := range b {
+					b[i] = byte(r.Uint32())
+				}
+				ds, data = append(ds, cas.DigestOf(b)), append(data, b)
+			}
+			for i, err := range s.PutBatch(ctx, ds, data, nil) {
+				if err != nil {
+					panic(err)
+				}
+				say("committed %s", ds[i])
+			}
+		}
+	})
+	wg.Wait()
+}
+
+// kill -9 in the middle of a group commit, at each of its stages (data
+// synced, nothing renamed; renamed, directories not synced; durable, not
+// yet acknowledged) and at a moment of no stage in particular, leaves a
+// store that opens, holds only blobs whose content matches their name, and
+// holds every blob whose commit was acknowledged. (A process kill does not
+// drop the page cache, so this shows atomicity and ordering, not that the
+// fsyncs reach the disk; that takes pulling the power.)
+func TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	for _, stage := range []string{"synced", "renamed", "durable", "any"} {
+		t.Run(stage, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestGroupCommitCrashChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), crashChildDir+"="+dir, crashChildStage+"="+stage)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			acked := map[string]bool{}
+			stopped := make(chan string, 1)
+			var mu sync.Mutex
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					line := sc.Text()
+					if d, ok := strings.CutPrefix(line, "committed "); ok {
+						mu.Lock()
+						acked[d] = true
+						mu.Unlock()
+					} else if st, ok := strings.CutPrefix(line, "stopped at "); ok {
+						stopped <- st
+					}
+				}
+				close(stopped)
+			}()
+			if stage == "any" {
+				// Some commits done, others under way: whatever moment this is.
+				await.True(t, "the child to acknowledge 100 commits", func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return len(acked) >= 100
+				})
+			} else {
+				select {
+				case st, ok := <-stopped:
+					if !ok {
+						cmd.Wait()
+						t.Fatalf("the child exited before stage %s:\n%s", stage, stderr.String())
+					}
+					if st != stage {
+						t.Fatalf("the child stopped at %q, want %q", st, stage)
+					}
+				case <-time.After(await.Timeout):
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("the child did not reach stage %s in %v:\n%s", stage, await.Timeout, stderr.String())
+				}
+			}
+			cmd.Process.Kill()
+			cmd.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			checkCrashedStore(t, dir, acked)
+		})
+	}
+}
+
+// checkCrashedStore opens the store a crash left in dir and checks every
+// file in it, and that every acknowledged blob is there.
+func checkCrashedStore(t *testing.T, dir string, acked map[string]bool) {
+	t.Helper()
+	// Temporary files of the commits under way, before the store empties tmp/.
+	tmps, _ := os.ReadDir(filepath.Join(dir, "tmp"))
+	s, err := OpenStore(dir, 0, nil)
+	if err != nil {
+		t.Fatalf("reopening after the crash: %v", err)
+	}
+	defer s.Close()
+	found := 0
+	err = filepath.WalkDir(filepath.Join(dir, "cas"), func(p string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if got := cas.DigestOf(data).Hash; got != de.Name() {
+			t.Errorf("%s holds content hashing to %s: a partial or corrupt blob is visible", p, got)
+		}
+		found++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := range acked {
+		parts := strings.Split(d, "/")
+		size, _ := strconv.ParseInt(parts[1], 10, 64)
+		if !s.Has(cas.Digest{Hash: parts[0], Size: size}) {
+			t.Errorf("blob %s was acknowledged but is not in the store after the crash", d)
+		}
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(left) > 0 {
+		t.Errorf("tmp/ still holds %d files after reopening", len(left))
+	}
+	if found == 0 || len(acked) == 0 {
+		t.Fatalf("%d blobs on disk, %d acknowledged: the child did no work", found, len(acked))
+	}
+	t.Logf("%d blobs on disk, all intact; %d acknowledged, all present; %d temporary files removed", found, len(acked), len(tmps))
+}

@@ -1,0 +1,163 @@
+package disk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// The scrubber's pacing. A pass is held to the rate in "cost", not only in
+// bytes hashed: with few bytes to pace, a scrubber that counts bytes alone
+// lists its 256 shard directories hundreds of times a second and keeps a
+// core busy at rest. So every blob costs at least scrubBlobCost (opening,
+// stat-ing and reading a file costs system calls and a seek that its bytes
+// do not show), every shard listing costs scrubListingCost, and a pass
+// starts at most once per scrubPassInterval whatever it cost.
+const (
+	scrubBlobCost    = 64 << 10
+	scrubListingCost = 64 << 10
+	// scrubPassInterval bounds how soon rot is found in a small store (a
+	// pass, then at most this long) against what an idle server spends:
+	// a pass over an empty store is 256 directory listings, about 2 ms of
+	// CPU, so at most 0.004% of a core.
+	scrubPassInterval = time.Minute
+)
+
+// scrubClock is the scrubber's time: the wall clock, or a test's, so that
+// a test can count the scrubber's work per unit of time without waiting.
+type scrubClock struct {
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error // returns ctx's error if it ends first
+}
+
+var wallClock = scrubClock{
+	now: time.Now,
+	sleep: func(ctx context.Context, d time.Duration) error {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	},
+}
+
+// Scrub re-hashes every stored blob in turn, pass after pass, until ctx is
+// done or the store is closed; it then returns nil. It reads at most
+// bytesPerSecond on average, counting each blob as at least 64 KiB and each
+// of the 256 shard directories it lists as 64 KiB, and starts a pass at
+// most once a minute. A blob found corrupt is removed as on a read (see
+// verify.go); one found intact counts as verified for reads.
+// It touches no recency: scrubbing is not use. Run it on a goroutine of its
+// own; bytesPerSecond must be positive.
+func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
+	if bytesPerSecond <= 0 {
+		return fmt.Errorf("cas: scrub rate %d must be positive", bytesPerSecond)
+	}
+	clock := s.scrubClock
+	p := pacer{rate: bytesPerSecond, ctx: ctx, clock: clock}
+	for {
+		passStart := clock.now()
+		for shard := range 256 {
+			if ctx.Err() != nil || s.isClosed() {
+				return nil
+			}
+			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), &p)
+		}
+		if ctx.Err() != nil {
+			return nil // the last shard was cut short: no whole pass
+		}
+		s.mu.Lock()
+		s.scrubPasses++
+		s.mu.Unlock()
+		if rest := scrubPassInterval - clock.now().Sub(passStart); rest > 0 {
+			if clock.sleep(ctx, rest) != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// scrubShard re-hashes the blobs of one shard directory of cas/ (listing
+// one directory at a time keeps the scrubber's memory to a shard's names).
+func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
+	if p.wait(scrubListingCost) != nil {
+		return
+	}
+	ents, err := os.ReadDir(filepath.Join(s.dir, kindCAS.dir(), shard))
+	s.mu.Lock()
+	s.scrubListings++
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Warn("scrubber: listing a shard", "shard", shard, "err", err)
+		return
+	}
+	for _, de := range ents {
+		if ctx.Err() != nil {
+			return
+		}
+		hash, _, _, ok := parseStoredName(de.Name())
+		if !ok {
+			continue // a stray name
+		}
+		k := entryKey{kindCAS, hash}
+		s.mu.Lock()
+		el, ok := s.index[k]
+		var e entry
+		if ok {
+			e = *el.Value.(*entry)
+		}
+		s.mu.Unlock()
+		if !ok || filepath.Base(s.filePath(&e)) != de.Name() {
+			continue // not an entry's file (evicted or replaced since the listing)
+		}
+		// Charge what the blob's bytes will not (see scrubBlobCost); the
+		// bytes are charged as they are hashed.
+		if p.wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
+			return
+		}
+		f, err := os.Open(s.filePath(&e))
+		if err != nil {
+			continue // evicted since
+		}
+		err = s.checkBlob(ctx, e, f, true, p.wait)
+		f.Close()
+		if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
+			s.log.Warn("scrubber: re-hashing a blob", "hash", k.hash, "err", err)
+		}
+	}
+}
+
+// pacer holds the scrubber to rate bytes per second on average, sleeping as
+// needed: the scrubber must not compete with clients for the disk.
+type pacer struct {
+	rate  int64
+	ctx   context.Context
+	clock scrubClock
+	start time.Time
+	bytes int64
+}
+
+// wait charges n bytes and sleeps until the rate allows them.
+func (p *pacer) wait(n int) error {
+	now := p.clock.now()
+	if p.start.IsZero() || now.Sub(p.start) > time.Minute {
+		// Start a fresh window now and then, so that time spent idle
+		// (between passes, or before the first chunk) is not saved up
+		// for a burst.
+		p.start, p.bytes = now, 0
+	}
+	p.bytes += int64(n)
+	due := p.start.Add(time.Duration(float64(p.bytes) / float64(p.rate) * float64(time.Second)))
+	if d := due.Sub(now); d > 0 {
+		return p.clock.sleep(p.ctx, d)
+	}
+	return nil
+}

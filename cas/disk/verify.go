@@ -1,0 +1,254 @@
+package disk
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/zstdseek"
+	"github.com/membuf/membuf/internal/syncpool"
+)
+
+// Integrity at rest. A blob is published only after its hash was checked,
+// but a disk can rot, and a file can be changed behind the store's back.
+// The disk store therefore re-hashes a blob before serving it unless this
+// process has already found it matching its name as it is now:
+//
+//   - every Open and ReadAll (checkBlob, from open) compares the open file's
+//     modification time and size with those it had when last verified; a
+//     blob never verified in this process (everything found on disk at
+//     start) or modified since is hashed whole first, through the
+//     descriptor it is then served from. Blobs this process wrote were
+//     hashed on their way in and count as verified as of their commit. The
+//     steady state costs one fstat per open;
+//   - in the background, at a bounded rate (Scrub), every blob is re-hashed
+//     in turn, so that rot in blobs nobody reads is found before
+//     FindMissingBlobs vouches for them, and rot that changes no
+//     modification time (bit rot) is found during a long run at all.
+//
+// A blob whose content does not hash to its name is removed (file and
+// index entry, under the lock, as eviction does), counted in
+// StoreStats.Corrupt and logged; the read that found it gets ErrNotFound,
+// never the bytes, and FindMissing reports it missing from then on.
+//
+// hashContent is the one place stored content is checked against its name:
+// a blob kept compressed is decompressed there, frame by frame, so that what
+// is checked is the blob's own SHA-256 (a damaged frame or seek table is
+// content that does not match).
+
+// errCorrupt marks a blob whose content does not match its name. Callers
+// of the store see ErrNotFound: the blob is gone.
+var errCorrupt = fmt.Errorf("%w: stored content does not match its digest (removed)", cas.ErrNotFound)
+
+// blobCheck is a re-hash in progress: others that need the same blob
+// checked wait for it instead of hashing it again (a hot blob read by many
+// clients just after a restart is hashed once).
+type blobCheck struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// hashChunkSize is what hashContent reads at a time, and the pacing step of
+// the scrubber.
+const hashChunkSize = 1 << 20
+
+var hashBuffers = syncpool.New(func() *[]byte {
+	b := make([]byte, hashChunkSize)
+	return &b
+})
+
+// errReplaced: the entry was committed anew (perhaps in the other form,
+// plain or compressed) since the caller looked it up and opened its file;
+// the file it holds is not the entry's. The caller looks it up again.
+var errReplaced = errors.New("entry replaced since it was opened")
+
+// checkBlob makes sure the content of CAS blob opened (a copy of its index
+// entry, taken when it was looked up), open as f, matches its name,
+// re-hashing it unless this process found it matching with the
+// modification time it has now (force: re-hash anyway, the scrubber). pace,
+// if not nil, is called after each chunk hashed, with its length, and may
+// wait (the scrubber's rate). It returns nil, an error wrapping ErrNotFound
+// (errCorrupt, or the blob is gone), errReplaced, or the error that stopped
+// the check (ctx, I/O).
+func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force bool, pace func(int) error) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("cas: %w", err)
+	}
+	mtime := fi.ModTime()
+	k := opened.key
+	for {
+		s.mu.Lock()
+		el, ok := s.index[k]
+		if !ok {
+			s.mu.Unlock()
+			return cas.ErrNotFound // evicted or removed since the lookup
+		}
+		e := el.Value.(*entry)
+		if e.gen != opened.gen {
+			s.mu.Unlock()
+			return errReplaced
+		}
+		if !force && !e.checked.IsZero() && e.checked.Equal(mtime) && fi.Size() == e.stored {
+			s.mu.Unlock()
+			return nil
+		}
+		c := e.check
+		if c == nil {
+			c = &blobCheck{done: make(chan struct{})}
+			e.check = c
+			s.mu.Unlock()
+			return s.runCheck(ctx, c, el, opened, f, fi, pace)
+		}
+		s.mu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if c.err == nil || errors.Is(c.err, cas.ErrNotFound) {
+			return c.err
+		}
+		// The check stopped for its own caller's reasons (its client went
+		// away, an I/O error): look again, and check it ourselves if need
+		// be.
+	}
+}
+
+// runCheck hashes f, the file of opened (a copy of the entry el taken when
+// it was looked up), whose check c this caller owns, and records the
+// outcome: verified as of fi's modification time, or removed if the
+// content does not match (and el is still that entry, not replaced by a
+// commit since: that one's content was checked on its way in).
+func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, opened entry, f *os.File, fi os.FileInfo, pace func(int) error) error {
+	e := el.Value.(*entry)
+	k := opened.key
+	var sum string
+	var n int64
+	var err error
+	if fi.Size() != opened.stored {
+		err = errCorrupt // changed length since it was indexed
+	} else {
+		sum, n, err = s.hashContent(ctx, f, opened, pace)
+		if err == nil && sum != k.hash {
+			err = errCorrupt
+		}
+	}
+
+	s.mu.Lock()
+	e.check = nil
+	s.verified += n
+	switch {
+	case err == nil && e.gen == opened.gen:
+		e.checked = fi.ModTime()
+	case errors.Is(err, errCorrupt) && s.index[k] == el && e.gen == opened.gen:
+		s.removeLocked(el)
+		s.corrupt++
+		s.log.Error("blob failed its integrity check: removed", "hash", k.hash, "size", opened.size, "file_size", fi.Size(), "compressed", opened.zstd, "content_hash", sum, "err", err)
+	}
+	s.mu.Unlock()
+	c.err = err
+	close(c.done)
+	return err
+}
+
+// hashContent returns the SHA-256 (hex) of the content of e, the entry
+// whose file f is, and how many bytes it hashed: the first e.size bytes of
+// a plain file, or what a compressed one decompresses to. A file shorter
+// than that, a damaged frame or a bad seek table is errCorrupt.
+func (s *Store) hashContent(ctx context.Context, f *os.File, e entry, pace func(int) error) (string, int64, error) {
+	bp := hashBuffers.Get()
+	defer hashBuffers.Put(bp)
+	buf := *bp
+	h := sha256.New()
+	if e.zstd {
+		return s.hashFrames(ctx, f, e, buf, pace)
+	}
+	size := e.size
+	var off int64
+	for off < size {
+		if err := ctx.Err(); err != nil {
+			return "", off, err
+		}
+		n := int(min(int64(len(buf)), size-off))
+		m, err := f.ReadAt(buf[:n], off)
+		h.Write(buf[:m])
+		off += int64(m)
+		if m < n {
+			if err == io.EOF {
+				// Shorter than its index entry: not the blob.
+				return "", off, errCorrupt
+			}
+			return "", off, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+		}
+		if pace != nil {
+			if err := pace(m); err != nil {
+				return "", off, err
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), off, nil
+}
+
+// hashFrames is hashContent for a blob kept compressed: each frame is read
+// into a buffer from the store's pool and decompressed into buf (which
+// holds maxStoredFrame bytes, the largest frame a seek table may give).
+func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte, pace func(int) error) (string, int64, error) {
+	t, err := zstdseek.ReadSeekTable(f, e.stored, e.size)
+	if errors.Is(err, zstdseek.ErrSeekTable) {
+		return "", 0, fmt.Errorf("%w: %v", errCorrupt, err)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+	}
+	h := sha256.New()
+	var cstart, off int64
+	for i := range t.Frames() {
+		if err := ctx.Err(); err != nil {
+			return "", off, err
+		}
+		cs, ds := t.Entry(i)
+		in := membuf.AllocUncleared(s.buffers, int(cs))
+		_, err := f.ReadAt(in.Bytes(), cstart)
+		var out []byte
+		if err == nil {
+			out, err = s.zp.DecodeFrame(ctx, in.Bytes(), buf[:0:ds])
+			if err == nil && int64(len(out)) != ds {
+				err = errCorruptFrame
+			}
+			if err != nil && ctx.Err() == nil {
+				err = fmt.Errorf("%w: frame %d: %v", errCorrupt, i, err)
+			}
+		}
+		in.Free()
+		if err != nil {
+			return "", off, err
+		}
+		h.Write(out)
+		off += ds
+		cstart += cs
+		if pace != nil {
+			if err := pace(int(ds)); err != nil {
+				return "", off, err
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), off, nil
+}
+
+// removeLocked unlinks entry el's file and drops it from the index.
+func (s *Store) removeLocked(el *list.Element) {
+	e := el.Value.(*entry)
+	s.removeFile(e)
+	s.lru.Remove(el)
+	delete(s.index, e.key)
+	s.uncountLocked(e)
+}

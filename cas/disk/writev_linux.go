@@ -1,0 +1,44 @@
+package disk
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxIovecs is how many buffers one writev takes (IOV_MAX on Linux).
+const maxIovecs = 1024
+
+// writeBuffers writes bufs to f in order with as few writev calls as it
+// takes (one, unless there are more than maxIovecs or the kernel writes
+// less than asked), and returns how many bytes it wrote.
+func writeBuffers(f *os.File, bufs [][]byte) (int, error) {
+	fd := int(f.Fd())
+	total := 0
+	for len(bufs) > 0 {
+		batch := bufs[:min(len(bufs), maxIovecs)]
+		n, err := unix.Writev(fd, batch)
+		if err == unix.EINTR {
+			continue
+		}
+		if n > 0 {
+			total += n
+		}
+		if err != nil {
+			return total, &os.PathError{Op: "writev", Path: f.Name(), Err: err}
+		}
+		// Drop what was written: whole buffers, then part of the next (in
+		// a copy of the list: the caller's stays as it was).
+		for n > 0 && n >= len(bufs[0]) {
+			n -= len(bufs[0])
+			bufs = bufs[1:]
+		}
+		if n > 0 {
+			bufs = append([][]byte{bufs[0][n:]}, bufs[1:]...)
+		}
+		for len(bufs) > 0 && len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+		}
+	}
+	return total, nil
+}

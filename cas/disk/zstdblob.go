@@ -1,0 +1,201 @@
+package disk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/zstdseek"
+)
+
+// emptyZstdFrame is a zstd frame of no content: what a compressed read with
+// nothing left to send sends, so that the client decodes a valid stream.
+// Never written to: it goes to gRPC by reference from every such read.
+var emptyZstdFrame = []byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x00, 0x01, 0x00, 0x00}
+
+// errCorruptFrame: a stored frame did not decode to the size its seek table
+// gives; the blob on disk is damaged.
+var errCorruptFrame = errors.New("stored zstd frame is damaged")
+
+// zstdBlob is an open blob kept compressed: independent frames and a seek
+// table (seektable.go). A plain read decompresses the frames it needs, one
+// at a time, starting with the one holding its offset; a compressed read
+// sends the stored frames as they are.
+type zstdBlob struct {
+	f     *os.File
+	size  int64
+	table zstdseek.SeekTable
+	zp    *zstdseek.Pool
+}
+
+// openZstdBlob checks the seek table of the compressed file f of a blob of
+// size bytes. On error f is closed.
+func openZstdBlob(f *os.File, size int64, zp *zstdseek.Pool) (*zstdBlob, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	t, err := zstdseek.ReadSeekTable(f, fi.Size(), size)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &zstdBlob{f: f, size: size, table: t, zp: zp}, nil
+}
+
+// Size returns the blob's uncompressed size.
+func (b *zstdBlob) Size() int64 { return b.size }
+
+// Stored returns Zstd.
+func (b *zstdBlob) Stored() cas.Encoding { return cas.Zstd }
+
+// Close releases the file.
+func (b *zstdBlob) Close() error { return b.f.Close() }
+
+// frame reads frame i, which starts at compressed offset cstart, and
+// decompresses it into a buffer of its own from pool.
+func (b *zstdBlob) frame(ctx context.Context, pool membuf.BufferPool, i int, cstart int64) (membuf.Buffer, error) {
+	cs, ds := b.table.Entry(i)
+	in := membuf.AllocUncleared(pool, int(cs))
+	defer in.Free()
+	if _, err := b.f.ReadAt(in.Bytes(), cstart); err != nil {
+		return membuf.Buffer{}, fmt.Errorf("cas: reading zstd frame %d: %w", i, err)
+	}
+	out := membuf.AllocUncleared(pool, int(ds))
+	got, err := b.zp.DecodeFrame(ctx, in.Bytes(), out.Bytes()[:0:ds])
+	if err != nil || int64(len(got)) != ds {
+		out.Free()
+		if ctx.Err() != nil {
+			return membuf.Buffer{}, ctx.Err()
+		}
+		return membuf.Buffer{}, fmt.Errorf("cas: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, errCorruptFrame)
+	}
+	return out, nil
+}
+
+// ReadChunks decompresses [off, end), frame by frame. Each frame is
+// decompressed into one buffer from pool and handed to fn as views of at
+// most chunkSize bytes, without copying; see BlobReader.
+func (b *zstdBlob) ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	i, dstart, cstart := b.table.FrameAt(off)
+	for dstart < end {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		cs, ds := b.table.Entry(i)
+		plain, err := b.frame(ctx, pool, i, cstart)
+		if err != nil {
+			return err
+		}
+		if err := sendViews(plain, max(off, dstart)-dstart, min(end, dstart+ds)-dstart, chunkSize, fn); err != nil {
+			return err
+		}
+		i, dstart, cstart = i+1, dstart+ds, cstart+cs
+	}
+	return nil
+}
+
+// ReadZstd sends the stored frames from the one holding off to the last,
+// read from disk as they are. If off is inside a frame, that frame's part
+// from off is recompressed first. See BlobReader.
+func (b *zstdBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	if off >= b.size {
+		return fn(membuf.Wrap(emptyZstdFrame))
+	}
+	i, dstart, cstart := b.table.FrameAt(off)
+	if off > dstart {
+		cs, _ := b.table.Entry(i)
+		plain, err := b.frame(ctx, pool, i, cstart)
+		if err != nil {
+			return err
+		}
+		err = compressFrame(ctx, b.zp, plain.Bytes()[off-dstart:], pool, chunkSize, fn)
+		plain.Free()
+		if err != nil {
+			return err
+		}
+		cstart += cs
+	}
+	return chunkReader{pool: pool, chunkSize: chunkSize}.eachBuffer(b.f, cstart, b.table.DataSize(), fn)
+}
+
+// readAll decompresses the whole blob into a new slice, each frame in its
+// place (no copy).
+func (b *zstdBlob) readAll(ctx context.Context, pool membuf.BufferPool) ([]byte, error) {
+	out := make([]byte, b.size)
+	var cstart, dstart int64
+	for i := range b.table.Frames() {
+		cs, ds := b.table.Entry(i)
+		in := membuf.AllocUncleared(pool, int(cs))
+		_, err := b.f.ReadAt(in.Bytes(), cstart)
+		if err == nil {
+			var got []byte
+			got, err = b.zp.DecodeFrame(ctx, in.Bytes(), out[dstart:dstart:dstart+ds])
+			if err == nil && int64(len(got)) != ds {
+				err = fmt.Errorf("cas: frame %d of %d bytes decoded to %d: %w", i, ds, len(got), errCorruptFrame)
+			}
+		}
+		in.Free()
+		if err != nil {
+			return nil, err
+		}
+		cstart, dstart = cstart+cs, dstart+ds
+	}
+	return out, nil
+}
+
+// sendViews hands [lo, hi) of buf to fn as views of at most chunkSize bytes
+// each, in order, and frees buf's own reference: the memory goes back to
+// its pool when fn's holders have freed every view.
+func sendViews(buf membuf.Buffer, lo, hi int64, chunkSize int, fn func(membuf.Buffer) error) error {
+	defer buf.Free()
+	for lo < hi {
+		n := min(int64(chunkSize), hi-lo)
+		if err := fn(buf.Slice(int(lo), int(lo+n))); err != nil {
+			return err
+		}
+		lo += n
+	}
+	return nil
+}
+
+// compressFrame compresses plain as one frame into a buffer from pool and
+// hands it to fn as views of at most chunkSize bytes (no copy).
+func compressFrame(ctx context.Context, zp *zstdseek.Pool, plain []byte, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	frame, err := zp.EncodeFrame(ctx, plain, pool)
+	if err != nil {
+		return err
+	}
+	return sendViews(frame, 0, int64(frame.Len()), chunkSize, fn)
+}
+
+// onTheFlyFrame is the uncompressed size of the frames compressChunks
+// makes for reads of chunkSize bytes: one frame per read chunk, with room
+// for zstd's framing so that an incompressible frame still fits the chunk.
+// Small frames keep what a read holds small (a frame waiting for an
+// encoder, or for the client), which is what bounds memory when hundreds of
+// clients read compressed; blobs kept plain are mostly those that do not
+// compress, for which a frame's size costs no ratio.
+func onTheFlyFrame(chunkSize int) int {
+	return min(max(chunkSize-64, 4<<10), zstdseek.FrameSize)
+}
+
+// compressChunks serves BlobReader.ReadZstd for a blob r keeps plain: it
+// reads [off, r.Size()) a chunk at a time (onTheFlyFrame), compresses each
+// piece as an independent zstd frame with an encoder from zp (waiting for
+// one, within ctx, if the budget is spent) and calls fn with the stream as
+// ReadZstd does. The frames together decompress to [off, r.Size()).
+func compressChunks(ctx context.Context, zp *zstdseek.Pool, r cas.BlobReader, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	if off >= r.Size() {
+		return fn(membuf.Wrap(emptyZstdFrame))
+	}
+	return r.ReadChunks(ctx, off, r.Size(), pool, onTheFlyFrame(chunkSize), func(plain membuf.Buffer) error {
+		err := compressFrame(ctx, zp, plain.Bytes(), pool, chunkSize, fn)
+		plain.Free()
+		return err
+	})
+}

@@ -1,0 +1,36 @@
+package cas_test
+
+import (
+	"go/build"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestImportsRunOneWay holds the cache's packages to their fences (see
+// each package's doc and DEVELOPERS.md): which of the cache's packages each
+// may import, in its non-test code. A protocol never reaches into a
+// storage, a storage never into a protocol, and the leaves know no store.
+func TestImportsRunOneWay(t *testing.T) {
+	const mod = "github.com/membuf/membuf/cas"
+	allowed := map[string][]string{
+		".":        {},
+		"zstdseek": {},
+		"access":   {mod},
+		"disk":     {mod, mod + "/zstdseek"},
+		"reapi":    {mod, mod + "/access", mod + "/zstdseek"},
+		"s3tier":   {mod, mod + "/disk"},
+	}
+	for dir, may := range allowed {
+		pkg, err := build.ImportDir(filepath.FromSlash(dir), 0)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		for _, imp := range pkg.Imports {
+			if (imp == mod || strings.HasPrefix(imp, mod+"/")) && !slices.Contains(may, imp) {
+				t.Errorf("cas/%s imports %s; it may import only %v of the cache's packages", dir, imp, may)
+			}
+		}
+	}
+}

@@ -1,0 +1,43 @@
+package reapi
+
+import (
+	"context"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	smpb "github.com/bazelbuild/remote-apis/build/bazel/semver"
+)
+
+// capabilitiesService implements build.bazel.remote.execution.v2.Capabilities
+// for a cache-only server (no execution capabilities).
+type capabilitiesService struct {
+	repb.UnimplementedCapabilitiesServer
+	s *Server
+}
+
+// GetCapabilities advertises what is true of this server for every instance
+// name: SHA256 only; action cache updates allowed if this caller may make
+// them (a client told they are not skips uploading results); the batch limit; the
+// largest blob the store accepts (its maximum size, if any); absolute
+// symlink targets allowed (action results are stored as given); zstd for
+// compressed-blobs ByteStream names and in batches; REAPI 2.0 to 2.3.
+func (c *capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetCapabilitiesRequest) (*repb.ServerCapabilities, error) {
+	updateAC, err := c.s.capabilities(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &repb.ServerCapabilities{
+		CacheCapabilities: &repb.CacheCapabilities{
+			DigestFunctions:               []repb.DigestFunction_Value{repb.DigestFunction_SHA256},
+			ActionCacheUpdateCapabilities: &repb.ActionCacheUpdateCapabilities{UpdateEnabled: updateAC},
+			MaxBatchTotalSizeBytes:        c.s.opts.MaxBatchBytes,
+			MaxCasBlobSizeBytes:           c.s.store.MaxSize(),
+			SymlinkAbsolutePathStrategy:   repb.SymlinkAbsolutePathStrategy_ALLOWED,
+			SupportedCompressors:          []repb.Compressor_Value{repb.Compressor_ZSTD},
+			// BatchReadBlobs answers zstd for blobs kept compressed when a
+			// request accepts it.
+			SupportedBatchUpdateCompressors: []repb.Compressor_Value{repb.Compressor_ZSTD},
+		},
+		LowApiVersion:  &smpb.SemVer{Major: 2, Minor: 0},
+		HighApiVersion: &smpb.SemVer{Major: 2, Minor: 3},
+	}, nil
+}

@@ -1,0 +1,400 @@
+package reapi
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
+	"golang.org/x/sync/errgroup"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// casService implements build.bazel.remote.execution.v2.ContentAddressableStorage.
+type casService struct {
+	repb.UnimplementedContentAddressableStorageServer
+	s *Server
+}
+
+// batchParallelism bounds how many blobs of one batch are written at once
+// on a Storage that is not a batchPutter; each write ends in an fsync,
+// which is what a batch of small blobs waits on.
+const batchParallelism = 8
+
+// batchPutter is a Storage that stores a batch of blobs at once more
+// cheaply than one at a time: the disk store writes them in turn and
+// commits them in one group (one round of fsyncs for the batch).
+type batchPutter interface {
+	// PutBatch stores each data[i] as blob ds[i], which arrived as
+	// arrived[i] (nil: all Uncompressed).
+	PutBatch(ctx context.Context, ds []cas.Digest, data [][]byte, arrived []cas.Encoding) []error
+}
+
+// FindMissingBlobs returns the requested digests that are not stored. A
+// malformed digest fails the whole request (the response has no per-blob
+// status).
+func (c *casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissingBlobsRequest) (*repb.FindMissingBlobsResponse, error) {
+	// Readers ask what is stored; so do writers, before they upload.
+	if _, err := c.s.authorize(ctx, access.ReadCAS, access.WriteCAS); err != nil {
+		return nil, err
+	}
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	ds := make([]cas.Digest, len(req.BlobDigests))
+	for i, p := range req.BlobDigests {
+		d, err := cas.ParseDigest(p)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "blob_digests[%d]: %v", i, err)
+		}
+		ds[i] = d
+	}
+	missing, err := c.s.store.FindMissing(ctx, ds, cas.ClientLookup)
+	if err != nil {
+		return nil, storeError(err, "FindMissingBlobs")
+	}
+	resp := &repb.FindMissingBlobsResponse{}
+	for _, d := range missing {
+		resp.MissingBlobDigests = append(resp.MissingBlobDigests, d.Proto())
+	}
+	return resp, nil
+}
+
+func okStatus() *statuspb.Status { return &statuspb.Status{Code: int32(codes.OK)} }
+
+func statusProto(err error) *statuspb.Status { return status.Convert(err).Proto() }
+
+// BatchUpdateBlobs stores each blob independently, with a status per blob.
+// A request whose data adds up to more than max_batch_total_size_bytes is
+// INVALID_ARGUMENT as a whole.
+func (c *casService) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdateBlobsRequest) (*repb.BatchUpdateBlobsResponse, error) {
+	if _, err := c.s.authorize(ctx, access.WriteCAS); err != nil {
+		return nil, err
+	}
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	// A compressed blob counts by the size it declares: what it takes once
+	// decompressed, and what clients (the REAPI SDK) size batches by.
+	var total int64
+	for _, r := range req.Requests {
+		if r.Compressor == repb.Compressor_ZSTD {
+			total += max(r.Digest.GetSizeBytes(), 0)
+		} else {
+			total += int64(len(r.Data))
+		}
+	}
+	if max := c.s.opts.MaxBatchBytes; total > max {
+		return nil, status.Errorf(codes.InvalidArgument, "batch carries %d bytes of blobs (compressed ones counted uncompressed), over max_batch_total_size_bytes %d; split it or use ByteStream Write", total, max)
+	}
+	resp := &repb.BatchUpdateBlobsResponse{Responses: make([]*repb.BatchUpdateBlobsResponse_Response, len(req.Requests))}
+	if bp, ok := c.s.store.(batchPutter); ok {
+		c.updateBatch(ctx, bp, req.Requests, resp.Responses)
+		return resp, nil
+	}
+	var g errgroup.Group
+	g.SetLimit(batchParallelism)
+	for i, r := range req.Requests {
+		resp.Responses[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: r.Digest}
+		g.Go(func() error {
+			resp.Responses[i].Status = c.updateOne(ctx, r)
+			return nil
+		})
+	}
+	g.Wait()
+	return resp, nil
+}
+
+func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequest_Request) *statuspb.Status {
+	d, st := checkUpdate(r)
+	if st != nil {
+		return st
+	}
+	if err := ctx.Err(); err != nil {
+		return statusProto(status.FromContextError(err).Err())
+	}
+	data, arrived, free, st := c.batchData(ctx, d, r)
+	if st != nil {
+		return st
+	}
+	defer free()
+	// Put checks the data against d (one hash) before anything else.
+	return c.updateStatus(d, c.s.store.Put(ctx, d, data, arrived))
+}
+
+// batchData returns the data of a BatchUpdateBlobs request for blob d,
+// decompressed if it came compressed into a buffer from the server's pool
+// (given back by free), with the form it arrived in; or the request's
+// answer if it does not decompress to at most d.Size bytes.
+func (c *casService) batchData(ctx context.Context, d cas.Digest, r *repb.BatchUpdateBlobsRequest_Request) ([]byte, cas.Encoding, func(), *statuspb.Status) {
+	if r.Compressor != repb.Compressor_ZSTD {
+		return r.Data, cas.Uncompressed, func() {}, nil
+	}
+	buf := membuf.AllocUncleared(c.s.opts.Pool, int(d.Size)) // only what is decoded into it is read
+	// The capacity stops a bomb at the size the digest declares.
+	out, err := c.s.opts.Zstd.DecodeFrame(ctx, r.Data, buf.Bytes()[:0:d.Size])
+	if err != nil {
+		buf.Free()
+		switch {
+		case ctx.Err() != nil:
+			return nil, 0, nil, statusProto(status.FromContextError(ctx.Err()).Err())
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded):
+			return nil, 0, nil, statusProto(status.Errorf(codes.InvalidArgument, "blob %s: its zstd data decompresses to more than the %d bytes its digest says", d, d.Size))
+		default:
+			return nil, 0, nil, statusProto(status.Errorf(codes.InvalidArgument, "blob %s: its data is not a valid zstd stream: %v", d, err))
+		}
+	}
+	return out, cas.Zstd, buf.Free, nil
+}
+
+// updateBatch stores the blobs of rs, answering in out, in one PutBatch.
+func (c *casService) updateBatch(ctx context.Context, bp batchPutter, rs []*repb.BatchUpdateBlobsRequest_Request, out []*repb.BatchUpdateBlobsResponse_Response) {
+	var ds []cas.Digest
+	var data [][]byte
+	var arrived []cas.Encoding
+	var which []int
+	var frees []func()
+	defer func() {
+		for _, free := range frees {
+			free()
+		}
+	}()
+	for i, r := range rs {
+		out[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: r.Digest}
+		d, st := checkUpdate(r)
+		if st != nil {
+			out[i].Status = st
+			continue
+		}
+		b, form, free, st := c.batchData(ctx, d, r)
+		if st != nil {
+			out[i].Status = st
+			continue
+		}
+		frees = append(frees, free)
+		ds, data, arrived, which = append(ds, d), append(data, b), append(arrived, form), append(which, i)
+	}
+	if err := ctx.Err(); err != nil {
+		for _, i := range which {
+			out[i].Status = statusProto(status.FromContextError(err).Err())
+		}
+		return
+	}
+	// PutBatch checks each blob's data against its digest (one hash each).
+	for j, err := range bp.PutBatch(ctx, ds, data, arrived) {
+		out[which[j]].Status = c.updateStatus(ds[j], err)
+	}
+}
+
+// checkUpdate parses a BatchUpdateBlobs request's digest and checks its
+// compressor; a non-nil status is the request's answer.
+func checkUpdate(r *repb.BatchUpdateBlobsRequest_Request) (cas.Digest, *statuspb.Status) {
+	d, err := cas.ParseDigest(r.Digest)
+	if err != nil {
+		return cas.Digest{}, statusProto(status.Error(codes.InvalidArgument, err.Error()))
+	}
+	switch r.Compressor {
+	case repb.Compressor_IDENTITY:
+	case repb.Compressor_ZSTD:
+		// Its declared size counts against the batch's limit (checked by
+		// BatchUpdateBlobs), which bounds what it decompresses into.
+	default:
+		return cas.Digest{}, statusProto(status.Errorf(codes.InvalidArgument, "blob %s: compressor %s is not supported (this server advertises zstd only)", d, r.Compressor))
+	}
+	return d, nil
+}
+
+// updateStatus is the answer for blob d, stored with outcome err.
+func (c *casService) updateStatus(d cas.Digest, err error) *statuspb.Status {
+	if err == nil {
+		return okStatus()
+	}
+	if !errors.Is(err, cas.ErrMismatch) {
+		c.s.log.Error("BatchUpdateBlobs could not store a blob", "digest", d.String(), "err", err)
+	}
+	return statusProto(storeError(err, "blob "+d.String()))
+}
+
+// BatchReadBlobs returns each blob with its own status. A request whose
+// digests add up to more than max_batch_total_size_bytes is
+// INVALID_ARGUMENT as a whole. Blobs come back uncompressed (identity is
+// always acceptable).
+func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobsRequest) (*repb.BatchReadBlobsResponse, error) {
+	if _, err := c.s.authorize(ctx, access.ReadCAS); err != nil {
+		return nil, err
+	}
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	var total int64
+	for _, p := range req.Digests {
+		if p.GetSizeBytes() > 0 {
+			total += p.GetSizeBytes()
+		}
+		if total > c.s.opts.MaxBatchBytes {
+			return nil, status.Errorf(codes.InvalidArgument, "batch asks for more than max_batch_total_size_bytes %d; split it or use ByteStream Read", c.s.opts.MaxBatchBytes)
+		}
+	}
+	zstdOK := slices.Contains(req.AcceptableCompressors, repb.Compressor_ZSTD)
+	resp := &repb.BatchReadBlobsResponse{Responses: make([]*repb.BatchReadBlobsResponse_Response, len(req.Digests))}
+	for i, p := range req.Digests {
+		r := &repb.BatchReadBlobsResponse_Response{Digest: p, Compressor: repb.Compressor_IDENTITY}
+		resp.Responses[i] = r
+		d, err := cas.ParseDigest(p)
+		if err != nil {
+			r.Status = statusProto(status.Error(codes.InvalidArgument, err.Error()))
+			continue
+		}
+		// The data is allocated plainly: a unary response is marshalled after
+		// the handler returns, with no hook to give a pooled buffer back.
+		var data []byte
+		if zstdOK {
+			data, r.Compressor, err = c.readForBatch(ctx, d)
+		} else {
+			data, err = c.s.store.ReadAll(ctx, d)
+		}
+		if err != nil {
+			r.Status = statusProto(storeError(err, "blob "+d.String()))
+			continue
+		}
+		r.Data = data
+		r.Status = okStatus()
+	}
+	return resp, nil
+}
+
+// readForBatch reads blob d for a BatchReadBlobs request that accepts zstd:
+// as the stored frames if the blob is kept compressed (no compressing
+// here: the batch answers at once, and identity is always acceptable),
+// plainly otherwise.
+func (c *casService) readForBatch(ctx context.Context, d cas.Digest) ([]byte, repb.Compressor_Value, error) {
+	b, err := c.s.store.Open(ctx, d)
+	if err != nil {
+		return nil, repb.Compressor_IDENTITY, err
+	}
+	defer b.Close()
+	var data []byte
+	collect := func(chunk membuf.Buffer) error {
+		data = append(data, chunk.Bytes()...)
+		chunk.Free()
+		return nil
+	}
+	if b.Stored() == cas.Zstd {
+		err = b.ReadZstd(ctx, 0, c.s.opts.Pool, c.s.opts.ChunkSize, collect)
+		return data, repb.Compressor_ZSTD, err
+	}
+	data = make([]byte, 0, b.Size())
+	err = b.ReadChunks(ctx, 0, b.Size(), c.s.opts.Pool, c.s.opts.ChunkSize, collect)
+	return data, repb.Compressor_IDENTITY, err
+}
+
+// getTreePageSize bounds the directories in one GetTreeResponse when the
+// client sets no page_size; getTreePageBytes bounds its encoded size.
+const (
+	getTreePageSize  = 10000
+	getTreePageBytes = 2 << 20
+	// maxDirectoryBytes bounds what GetTree reads as one Directory: a
+	// larger one could not reach a client with gRPC's default 4 MiB
+	// receive limit anyway, and a tree naming a huge output file as a
+	// directory must not make the server read it into memory.
+	maxDirectoryBytes = 4 << 20
+)
+
+// GetTree returns the directories under root, breadth first, each once.
+// Directories missing from the CAS are left out with what they contain.
+// With page_size set, one page is sent, and its page token resumes the
+// walk where it stopped (treewalk.go): a page costs reading its own
+// directories. Without, all pages are streamed from one walk.
+func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddressableStorage_GetTreeServer) error {
+	if _, err := c.s.authorize(stream.Context(), access.ReadCAS); err != nil {
+		return err
+	}
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	root, err := cas.ParseDigest(req.RootDigest)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "root_digest: %v", err)
+	}
+	if req.PageSize < 0 {
+		return status.Errorf(codes.InvalidArgument, "page_size %d is negative", req.PageSize)
+	}
+	var pos int
+	var id string
+	if req.PageToken != "" {
+		if pos, id, err = parsePageToken(req.PageToken); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	ctx := stream.Context()
+	w := c.s.cursors.take(id, root, pos)
+	if w == nil {
+		// No walk kept for this token: walk again up to its position.
+		w = newTreeWalk(root)
+		for w.emitted < pos {
+			d, err := w.nextDir(ctx, c)
+			if err != nil {
+				return err
+			}
+			if d == nil {
+				return status.Errorf(codes.InvalidArgument, "page_token %q is past the end of the tree (%d directories)", cas.Clip(req.PageToken), w.emitted)
+			}
+		}
+	}
+	pageSize := getTreePageSize
+	if req.PageSize > 0 {
+		pageSize = int(req.PageSize)
+	}
+	for {
+		resp := &repb.GetTreeResponse{}
+		bytes := 0
+		for len(resp.Directories) < pageSize {
+			d, err := w.nextDir(ctx, c)
+			if err != nil {
+				return err
+			}
+			if d == nil {
+				break
+			}
+			n := proto.Size(d)
+			if len(resp.Directories) > 0 && bytes+n > getTreePageBytes {
+				w.unread()
+				break
+			}
+			bytes += n
+			resp.Directories = append(resp.Directories, d)
+		}
+		// Is there more? Look at the next directory (read again first
+		// thing on the next page).
+		next, err := w.nextDir(ctx, c)
+		if err != nil {
+			return err
+		}
+		if next != nil {
+			w.unread()
+			if req.PageSize > 0 {
+				resp.NextPageToken = c.s.cursors.keep(w)
+			} else {
+				resp.NextPageToken = strconv.Itoa(w.emitted)
+			}
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		if next == nil || req.PageSize > 0 {
+			return nil
+		}
+	}
+}
+
+func marshalDeterministic(m proto.Message) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}

@@ -1,0 +1,197 @@
+package reapi
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/membuf/membuf/cas"
+)
+
+const testHash = "a665a45920422f9d417e4867efdc4fb8a04a1f3fff1fa07e998e86f7f7a27ae3" // sha256("123")
+
+func TestParseReadName(t *testing.T) {
+	good := []struct {
+		name     string
+		instance string
+		size     int64
+	}{
+		{"blobs/" + testHash + "/3", "", 3},
+		{"main/blobs/" + testHash + "/3", "main", 3},
+		{"a/b/c/blobs/" + testHash + "/0", "a/b/c", 0},
+		{"blobs/" + testHash + "/9223372036854775807", "", 9223372036854775807},
+	}
+	for _, tc := range good {
+		rn, err := parseReadName(tc.name)
+		if err != nil {
+			t.Errorf("parseReadName(%q): %v", tc.name, err)
+			continue
+		}
+		if rn.Instance != tc.instance || rn.Digest.Hash != testHash || rn.Digest.Size != tc.size {
+			t.Errorf("parseReadName(%q) = %+v", tc.name, rn)
+		}
+	}
+	bad := []struct{ name, want string }{
+		{"", "empty"},
+		{"/blobs/" + testHash + "/3", "empty path segment"},
+		{"a//b/blobs/" + testHash + "/3", "empty path segment"},
+		{"main/" + testHash + "/3", "no blobs/"},
+		{"blobs/" + strings.ToUpper(testHash) + "/3", "lowercase hex"},
+		{"blobs/" + testHash[:63] + "/3", "63 characters"},
+		{"blobs/" + testHash + "0/3", "65 characters"},
+		{"blobs/" + testHash[:63] + "g/3", "lowercase hex"},
+		{"blobs/" + testHash + "/-3", "non-negative"},
+		{"blobs/" + testHash + "/+3", "non-negative"},
+		{"blobs/" + testHash + "/3x", "non-negative"},
+		{"blobs/" + testHash + "/", "size is empty"},
+		{"blobs/" + testHash, "expected {hash}/{size}"},
+		{"blobs/" + testHash + "/99999999999999999999", "64 bits"},
+		{"blobs/" + testHash + "/3/extra", "after the size"},
+		{"blobs/sha256/" + testHash + "/3", "must be omitted"},
+		{"blobs/blake3/" + testHash + "/3", "not supported"},
+		{"uploads/u/blobs/" + testHash + "/3", "where blobs was expected"},
+		{"compressed-blobs/identity/" + testHash + "/3", "identity"},
+		{"compressed-blobs/lz4/" + testHash + "/3", "unknown compressor"},
+		{"compressed-blobs/zstd/" + strings.ToUpper(testHash) + "/3", "lowercase hex"},
+	}
+	for _, tc := range bad {
+		_, err := parseReadName(tc.name)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseReadName(%q) error %v, want one containing %q", tc.name, err, tc.want)
+		}
+		if errors.Is(err, errCompressorUnsupported) {
+			t.Errorf("parseReadName(%q): malformed name reported as merely unsupported", tc.name)
+		}
+	}
+	rn, err := parseReadName("x/compressed-blobs/zstd/" + testHash + "/3")
+	if err != nil || rn.Compressor != "zstd" || rn.Instance != "x" || rn.Digest != (cas.Digest{Hash: testHash, Size: 3}) {
+		t.Errorf("a zstd name: %+v, %v", rn, err)
+	}
+	for _, c := range []string{"deflate", "brotli"} {
+		if _, err := parseReadName("compressed-blobs/" + c + "/" + testHash + "/3"); !errors.Is(err, errCompressorUnsupported) {
+			t.Errorf("compressor %s: error %v, want errCompressorUnsupported", c, err)
+		}
+	}
+}
+
+func TestParseWriteName(t *testing.T) {
+	good := []struct {
+		name, instance, uuid, meta string
+	}{
+		{"uploads/u1/blobs/" + testHash + "/3", "", "u1", ""},
+		{"inst/uploads/4b2b0a4c-6f3a-4b0e-9d0c-1c2d3e4f5a6b/blobs/" + testHash + "/3", "inst", "4b2b0a4c-6f3a-4b0e-9d0c-1c2d3e4f5a6b", ""},
+		{"a/b/uploads/u/blobs/" + testHash + "/3/some/meta/data", "a/b", "u", "some/meta/data"},
+		{"uploads/u/blobs/" + testHash + "/3/", "", "u", ""},
+	}
+	for _, tc := range good {
+		rn, err := parseWriteName(tc.name)
+		if err != nil {
+			t.Errorf("parseWriteName(%q): %v", tc.name, err)
+			continue
+		}
+		if rn.Instance != tc.instance || rn.UUID != tc.uuid || rn.Metadata != tc.meta || rn.Digest != (cas.Digest{Hash: testHash, Size: 3}) {
+			t.Errorf("parseWriteName(%q) = %+v", tc.name, rn)
+		}
+	}
+	bad := []struct{ name, want string }{
+		{"blobs/" + testHash + "/3", "where uploads was expected"},
+		{"uploads", "missing the upload uuid"},
+		{"uploads//blobs/" + testHash + "/3", "missing the upload uuid"},
+		{"uploads/blobs/" + testHash + "/3", "missing the upload uuid"},
+		{"uploads/u/" + testHash + "/3", "expected blobs/"},
+		{"uploads/u/blobs/" + testHash[:10] + "/3", "10 characters"},
+		{"uploads/u/blobs/" + testHash + "/-1", "non-negative"},
+		{"uploads/u/blobs/sha256/" + testHash + "/3", "must be omitted"},
+		{"uploads/u/blobs/gitsha1/" + testHash + "/3", "not supported"},
+		{"uploads/u/compressed-blobs/" + testHash + "/3", "unknown compressor"},
+	}
+	for _, tc := range bad {
+		_, err := parseWriteName(tc.name)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseWriteName(%q) error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+	rn, err := parseWriteName("i/uploads/u/compressed-blobs/zstd/" + testHash + "/3/meta")
+	if err != nil || rn.Compressor != "zstd" || rn.Instance != "i" || rn.UUID != "u" || rn.Metadata != "meta" || rn.Digest != (cas.Digest{Hash: testHash, Size: 3}) {
+		t.Errorf("a zstd upload: %+v, %v", rn, err)
+	}
+	if _, err := parseWriteName("uploads/u/compressed-blobs/brotli/" + testHash + "/3"); !errors.Is(err, errCompressorUnsupported) {
+		t.Errorf("a brotli upload: error %v, want errCompressorUnsupported", err)
+	}
+	a, _ := parseWriteName("i/uploads/u/blobs/" + testHash + "/3/m1")
+	b, _ := parseWriteName("i/uploads/u/blobs/" + testHash + "/3/m2")
+	if a.uploadKey() != b.uploadKey() {
+		t.Errorf("metadata changes the upload key: %q vs %q", a.uploadKey(), b.uploadKey())
+	}
+}
+
+// checkRoundTrip asserts that a name that parsed describes itself: the
+// digest is valid and formatting it back reproduces the parse.
+func checkRoundTrip(t *testing.T, rn resourceName, reparse func(string) (resourceName, error), format func(resourceName) string) {
+	t.Helper()
+	if err := cas.CheckHash(rn.Digest.Hash); err != nil || rn.Digest.Size < 0 {
+		t.Fatalf("parsed an invalid digest %+v", rn.Digest)
+	}
+	again, err := reparse(format(rn))
+	if err != nil || again != rn {
+		t.Fatalf("round trip of %+v: %+v, %v", rn, again, err)
+	}
+}
+
+// blobPart formats the part of a name from blobs/ or compressed-blobs/ on.
+func blobPart(rn resourceName) string {
+	if rn.Compressor != "" {
+		return "compressed-blobs/" + rn.Compressor + "/" + rn.Digest.String()
+	}
+	return "blobs/" + rn.Digest.String()
+}
+
+func joinInstance(inst, rest string) string {
+	if inst == "" {
+		return rest
+	}
+	return inst + "/" + rest
+}
+
+func FuzzParseReadName(f *testing.F) {
+	f.Add("blobs/" + testHash + "/3")
+	f.Add("a/b/blobs/" + testHash + "/0")
+	f.Add("compressed-blobs/zstd/" + testHash + "/3")
+	f.Fuzz(func(t *testing.T, name string) {
+		rn, err := parseReadName(name)
+		if err != nil {
+			return
+		}
+		if rn.Compressor != "" && rn.Compressor != supportedCompressor {
+			t.Fatalf("accepted compressor %q", rn.Compressor)
+		}
+		checkRoundTrip(t, rn, parseReadName, func(rn resourceName) string {
+			return joinInstance(rn.Instance, blobPart(rn))
+		})
+	})
+}
+
+func FuzzParseWriteName(f *testing.F) {
+	f.Add("uploads/u/blobs/" + testHash + "/3")
+	f.Add("x/uploads/u/blobs/" + testHash + "/3/meta/data")
+	f.Add("uploads/u/compressed-blobs/zstd/" + testHash + "/3")
+	f.Fuzz(func(t *testing.T, name string) {
+		rn, err := parseWriteName(name)
+		if err != nil {
+			return
+		}
+		if rn.Compressor != "" && rn.Compressor != supportedCompressor {
+			t.Fatalf("accepted compressor %q", rn.Compressor)
+		}
+		if rn.UUID == "" || strings.Contains(rn.UUID, "/") {
+			t.Fatalf("parsed uuid %q", rn.UUID)
+		}
+		checkRoundTrip(t, rn, parseWriteName, func(rn resourceName) string {
+			s := joinInstance(rn.Instance, "uploads/"+rn.UUID+"/"+blobPart(rn))
+			if rn.Metadata != "" {
+				s += "/" + rn.Metadata
+			}
+			return s
+		})
+	})
+}

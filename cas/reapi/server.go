@@ -1,0 +1,255 @@
+package reapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/zstdseek"
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Defaults for Options fields left zero.
+const (
+	// DefaultMaxBatchBytes keeps a batch request, with its per-blob framing,
+	// under grpc-go's default 4 MiB receive limit.
+	DefaultMaxBatchBytes = 4<<20 - 64<<10
+	// DefaultPartialUploadTTL is how long an interrupted upload is kept,
+	// idle, for a client to resume it.
+	DefaultPartialUploadTTL = 10 * time.Minute
+	// DefaultUploadStallTimeout is how long a ByteStream Write may wait
+	// for the client's next message before the server ends the stream.
+	DefaultUploadStallTimeout = time.Minute
+	// DefaultMaxOpenUploads bounds the ByteStream uploads streaming at
+	// once, each holding one file descriptor: a quarter of a 16384
+	// descriptor limit, far above what a build farm's clients keep open.
+	DefaultMaxOpenUploads = 4096
+	// DefaultMaxKeptUploads bounds the interrupted uploads kept for
+	// resumption (each holds a temporary file on disk, no descriptor, and
+	// about a kilobyte of memory).
+	DefaultMaxKeptUploads = 10000
+)
+
+// Options configure a Server.
+type Options struct {
+	// Pool provides the buffers ByteStream Read fills from disk, one chunk
+	// at a time. nil allocates each chunk plainly. Give the gRPC server the
+	// same pool (ServerOptions) so that received frames come from it too.
+	Pool membuf.BufferPool
+	// ChunkSize is the largest data payload of one ReadResponse;
+	// 0 means cas.DefaultChunkSize.
+	ChunkSize int
+	// MaxBatchBytes is the max_batch_total_size_bytes advertised in the
+	// capabilities and enforced on BatchUpdateBlobs and BatchReadBlobs;
+	// 0 means DefaultMaxBatchBytes. The gRPC server's receive limit must
+	// leave room for it.
+	MaxBatchBytes int64
+	// PartialUploadTTL is how long an interrupted ByteStream upload is kept
+	// for resumption after its last activity; 0 means
+	// DefaultPartialUploadTTL.
+	PartialUploadTTL time.Duration
+	// MaxInflightUpload bounds the bytes of ByteStream Write data the
+	// server has received, or is receiving, and not yet written to the
+	// store, over all streams; 0 means DefaultMaxInflightUpload(). With
+	// the windows of ServerOptions, upload memory is then at most this plus
+	// StreamWindow per open upload stream (docs/cas.md, "Memory for
+	// uploads").
+	MaxInflightUpload int64
+	// UploadStallTimeout ends a ByteStream Write stream, DEADLINE_EXCEEDED
+	// with the upload kept for resumption, when the server has waited this
+	// long for the client's next message (a stalled stream would otherwise
+	// keep the budget its receive reserved for as long as the client keeps
+	// it open); 0 means DefaultUploadStallTimeout. It takes effect on a gRPC
+	// server made with ServerOptions (uploadstall.go).
+	UploadStallTimeout time.Duration
+	// MaxOpenUploads bounds the ByteStream uploads being streamed at once
+	// (each holds a file descriptor); one more is RESOURCE_EXHAUSTED. 0
+	// means DefaultMaxOpenUploads.
+	MaxOpenUploads int
+	// MaxKeptUploads bounds the interrupted uploads kept, idle, for
+	// resumption; past it the least recently active is discarded. 0 means
+	// DefaultMaxKeptUploads.
+	MaxKeptUploads int
+	// Access authenticates requests and decides what each caller may do
+	// (access.go); nil lets every client do everything, which is for a
+	// server only trusted clients can reach.
+	Access *access.Control
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// Zstd lends the decoders of compressed uploads (ByteStream Write of
+	// compressed-blobs/zstd/ names and zstd BatchUpdateBlobs entries).
+	// Give it the pool the store compresses with (cas.WithCompression), so
+	// that one budget bounds both. nil: a pool of the server's own, of
+	// zstdseek.DefaultBudget(0) bytes.
+	Zstd *zstdseek.Pool
+}
+
+// Server implements ByteStream, ContentAddressableStorage, ActionCache and
+// Capabilities over a Storage.
+type Server struct {
+	store   cas.Storage
+	opts    Options
+	log     *slog.Logger
+	uploads *uploads
+	cursors *treeCursors // GetTree walks kept between pages
+	// Requests the access control refused, by code.
+	refusedUnauthenticated, refusedPermission atomic.Int64
+	// uploadsStalled counts Write streams ended by their stall timer.
+	uploadsStalled atomic.Int64
+	// uploadBudget bounds the ByteStream Write data in flight.
+	uploadBudget *uploadBudget
+}
+
+// NewServer returns a Server over store: the disk store (disk.Store), or one
+// that tiers it.
+func NewServer(store cas.Storage, opts Options) (*Server, error) {
+	if store == nil {
+		return nil, errors.New("cas: NewServer needs a store")
+	}
+	if opts.ChunkSize < 0 || opts.MaxBatchBytes < 0 || opts.PartialUploadTTL < 0 || opts.MaxInflightUpload < 0 || opts.MaxOpenUploads < 0 || opts.MaxKeptUploads < 0 || opts.UploadStallTimeout < 0 {
+		return nil, fmt.Errorf("cas: negative option: ChunkSize %d, MaxBatchBytes %d, PartialUploadTTL %v, MaxInflightUpload %d, MaxOpenUploads %d, MaxKeptUploads %d, UploadStallTimeout %v",
+			opts.ChunkSize, opts.MaxBatchBytes, opts.PartialUploadTTL, opts.MaxInflightUpload, opts.MaxOpenUploads, opts.MaxKeptUploads, opts.UploadStallTimeout)
+	}
+	if opts.UploadStallTimeout == 0 {
+		opts.UploadStallTimeout = DefaultUploadStallTimeout
+	}
+	if opts.MaxInflightUpload == 0 {
+		opts.MaxInflightUpload = DefaultMaxInflightUpload()
+	}
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = cas.DefaultChunkSize
+	}
+	if opts.MaxBatchBytes == 0 {
+		opts.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if opts.PartialUploadTTL == 0 {
+		opts.PartialUploadTTL = DefaultPartialUploadTTL
+	}
+	if opts.MaxOpenUploads == 0 {
+		opts.MaxOpenUploads = DefaultMaxOpenUploads
+	}
+	if opts.MaxKeptUploads == 0 {
+		opts.MaxKeptUploads = DefaultMaxKeptUploads
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Zstd == nil {
+		zp, err := zstdseek.NewPool(zstdseek.DefaultBudget(0))
+		if err != nil {
+			return nil, err
+		}
+		opts.Zstd = zp
+	}
+	return &Server{
+		store:        store,
+		opts:         opts,
+		log:          opts.Logger,
+		uploads:      newUploads(opts.PartialUploadTTL, opts.MaxOpenUploads, opts.MaxKeptUploads),
+		uploadBudget: newUploadBudget(opts.MaxInflightUpload),
+		cursors:      newTreeCursors(),
+	}, nil
+}
+
+// ServerStats is a snapshot of a Server's own counters (the store keeps
+// its own: StoreStats).
+type ServerStats struct {
+	// InflightUploadBytes is the upload budget held now: ByteStream Write
+	// data received, or being received, and not yet written to the store.
+	InflightUploadBytes int64
+	// InflightUploadPeak is the most it has been since the server started.
+	InflightUploadPeak int64
+	// MaxInflightUpload is the limit in force (Options.MaxInflightUpload).
+	MaxInflightUpload int64
+	// OpenUploads is the ByteStream uploads streaming now (at most
+	// Options.MaxOpenUploads); KeptUploads, the interrupted ones kept for
+	// resumption (at most Options.MaxKeptUploads).
+	OpenUploads, KeptUploads int64
+	// Unauthenticated and PermissionDenied count the requests refused with
+	// those codes by the access control (Options.Access).
+	Unauthenticated, PermissionDenied int64
+	// UploadsStalled counts the ByteStream Write streams the server ended
+	// because the client sent nothing for Options.UploadStallTimeout.
+	UploadsStalled int64
+}
+
+// Stats returns a snapshot of the server's counters.
+func (s *Server) Stats() ServerStats {
+	open, kept := s.uploads.counts()
+	return ServerStats{
+		InflightUploadBytes: s.uploadBudget.held.Load(),
+		InflightUploadPeak:  s.uploadBudget.peak.Load(),
+		MaxInflightUpload:   s.uploadBudget.limit,
+		OpenUploads:         int64(open),
+		KeptUploads:         int64(kept),
+		Unauthenticated:     s.refusedUnauthenticated.Load(),
+		PermissionDenied:    s.refusedPermission.Load(),
+		UploadsStalled:      s.uploadsStalled.Load(),
+	}
+}
+
+// Register registers the ByteStream, ContentAddressableStorage, ActionCache
+// and Capabilities services on g. Make g with ServerOptions(Options.Pool)
+// for ByteStream's zero-copy data path; without them every RPC still works,
+// through the proto codec.
+func (s *Server) Register(g *grpc.Server) {
+	bspb.RegisterByteStreamServer(g, &byteStreamService{s: s})
+	repb.RegisterContentAddressableStorageServer(g, &casService{s: s})
+	repb.RegisterActionCacheServer(g, &actionCacheService{s: s})
+	repb.RegisterCapabilitiesServer(g, &capabilitiesService{s: s})
+}
+
+// Close discards the interrupted uploads kept for resumption. Uploads still
+// streaming are discarded when their stream ends. Call it after the gRPC
+// server has stopped and before closing the store.
+func (s *Server) Close() error {
+	s.uploads.close()
+	return nil
+}
+
+// storeError maps an error from the store to a gRPC status whose message
+// starts with what; the codes are the ones remote_execution.proto names.
+func storeError(err error, what string) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, cas.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, cas.ErrMismatch), errors.Is(err, cas.ErrTooLarge):
+		code = codes.InvalidArgument
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, cas.ErrFull), errors.Is(err, errTooManyUploads):
+		code = codes.ResourceExhausted
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		// Out of descriptors is load, not a fault of the server's: the
+		// client should retry later, and must not be told INTERNAL.
+		code = codes.ResourceExhausted
+	case errors.Is(err, cas.ErrClosed), errors.Is(err, cas.ErrUnavailable):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	}
+	return status.Errorf(code, "%s: %v", what, err)
+}
+
+// nameError maps a resource-name parse error to a status: a well-formed
+// compressed-blobs name with a compressor this server does not offer is
+// UNIMPLEMENTED (it is valid REAPI, just not advertised here), anything
+// else INVALID_ARGUMENT.
+func nameError(err error) error {
+	if errors.Is(err, errCompressorUnsupported) {
+		return status.Error(codes.Unimplemented, err.Error())
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
+}
