@@ -24,7 +24,7 @@ func BenchmarkWriterFrames(b *testing.B) {
 	}
 	for _, mode := range []string{"write-per-frame", "writev"} {
 		b.Run(mode, func(b *testing.B) {
-			s, err := OpenStore(b.TempDir(), 0, nil)
+			s, err := OpenStore(b.TempDir(), 0, nil, WithPacks(0))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"container/list"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,10 +35,16 @@ type groupCommit struct {
 	closing bool
 }
 
-// pendingCommit is one file waiting to be committed as entry e.
+// pendingCommit is one file, or one packed record (seg, its committed
+// header written), waiting to be committed as entry e.
 type pendingCommit struct {
-	f *os.File
-	e *entry // its key, sizes, form and when its content was checked
+	f   *os.File
+	seg *segment // the record's segment; nil for a file
+	e   *entry   // its key, sizes, form and when its content was checked
+	// ifCurrent, if set, is the entry this one copies forward: it is
+	// indexed only if that is still the entry, at generation ifGen.
+	ifCurrent *list.Element
+	ifGen     uint32
 	// reserved is what the store counted of the file's bytes as an
 	// upload in progress (Writer): the entry's size takes its place.
 	reserved int64
@@ -131,7 +138,14 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	// Data first: nothing is renamed before its content is durable.
 	var eg errgroup.Group
 	eg.SetLimit(syncParallelism)
+	segs := make(map[*segment]*error) // each segment's records: one fdatasync for them all
 	for _, c := range batch {
+		if c.seg != nil {
+			if c.err == nil && segs[c.seg] == nil {
+				segs[c.seg] = new(error)
+			}
+			continue
+		}
 		eg.Go(func() error {
 			if err := fdatasync(c.f); err != nil {
 				c.err = fmt.Errorf("cas: fsync: %w", err)
@@ -142,6 +156,14 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			if c.err != nil {
 				os.Remove(c.f.Name())
 				s.unreserve(c.reserved)
+			}
+			return nil
+		})
+	}
+	for seg, errp := range segs {
+		eg.Go(func() error {
+			if err := fdatasync(seg.f); err != nil {
+				*errp = fmt.Errorf("cas: fsync of a pack segment: %w", err)
 			}
 			return nil
 		})
@@ -157,6 +179,10 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	s.mu.Lock()
 	s.batches++
 	for _, c := range batch {
+		if c.seg != nil {
+			s.indexRecordLocked(c, segs[c.seg])
+			continue
+		}
 		if c.err != nil {
 			continue
 		}
@@ -202,6 +228,10 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	close(b.durable)
 	stage("durable")
 	for _, c := range batch {
+		if c.seg != nil {
+			c.done.Done()
+			continue
+		}
 		if err, failed := dirErrs.Load(filepath.Dir(s.path(c.e.key))); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
 			c.err = fmt.Errorf("cas: fsync of %s: %w", filepath.Dir(s.path(c.e.key)), err.(error))
@@ -214,4 +244,28 @@ func stage(name string) {
 	if commitStage != nil {
 		commitStage(name)
 	}
+}
+
+// indexRecordLocked ends the commit of packed record c, whose segment's
+// fsync ended in *syncErr: the record is indexed (durable already: no
+// directory to sync) unless something failed or, for a copy forward, the
+// entry it copies was replaced meanwhile. Either way its writer's slot is
+// released.
+func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
+	defer s.releaseSlotLocked(c.seg)
+	switch {
+	case c.err != nil:
+		return
+	case syncErr != nil && *syncErr != nil:
+		c.err = *syncErr
+		return
+	case s.closed:
+		c.err = cas.ErrClosed
+		return
+	case c.ifCurrent != nil && (s.index[c.e.key] != c.ifCurrent || c.ifCurrent.Value.(*entry).gen != c.ifGen):
+		return // replaced since it was queued: the copy is garbage
+	}
+	s.indexCommittedLocked(c.e, nil)
+	c.seg.keys = append(c.seg.keys, c.e.key)
+	s.commits++
 }

@@ -26,7 +26,17 @@ import (
 const (
 	crashChildDir   = "MEMBUF_CAS_CRASH_DIR"
 	crashChildStage = "MEMBUF_CAS_CRASH_STAGE" // a commitStage, or "any": no stop, killed at a moment of the parent's choosing
+	crashChildPacks = "MEMBUF_CAS_CRASH_PACKS" // "1": blobs packed into segments (the default store); else a file each
 )
+
+// crashStoreOptions are the options of the crash test's store: packed or
+// a file per blob.
+func crashStoreOptions(packs bool) []StoreOption {
+	if packs {
+		return nil
+	}
+	return []StoreOption{WithPacks(0)}
+}
 
 func TestGroupCommitCrashChild(t *testing.T) {
 	dir := os.Getenv(crashChildDir)
@@ -50,7 +60,7 @@ func TestGroupCommitCrashChild(t *testing.T) {
 			select {} // until killed
 		}
 	}
-	s, err := OpenStore(dir, 0, nil)
+	s, err := OpenStore(dir, 0, nil, crashStoreOptions(os.Getenv(crashChildPacks) == "1")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +125,19 @@ func TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	for _, stage := range []string{"synced", "renamed", "durable", "any"} {
-		t.Run(stage, func(t *testing.T) {
+	for _, run := range []struct {
+		stage string
+		packs bool
+	}{{"synced", false}, {"renamed", false}, {"durable", false}, {"any", false}, {"synced", true}, {"renamed", true}, {"any", true}} {
+		stage, packs := run.stage, run.packs
+		name := stage + "/files"
+		if packs {
+			name = stage + "/packs"
+		}
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestGroupCommitCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), crashChildDir+"="+dir, crashChildStage+"="+stage)
+			cmd.Env = append(os.Environ(), crashChildDir+"="+dir, crashChildStage+"="+stage, fmt.Sprintf("%s=%d", crashChildPacks, map[bool]int{false: 0, true: 1}[packs]))
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			stdout, err := cmd.StdoutPipe()
@@ -173,18 +191,18 @@ func TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs(t *testing.T) {
 			cmd.Wait()
 			mu.Lock()
 			defer mu.Unlock()
-			checkCrashedStore(t, dir, acked)
+			checkCrashedStore(t, dir, acked, packs)
 		})
 	}
 }
 
 // checkCrashedStore opens the store a crash left in dir and checks every
 // file in it, and that every acknowledged blob is there.
-func checkCrashedStore(t *testing.T, dir string, acked map[string]bool) {
+func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs bool) {
 	t.Helper()
 	// Temporary files of the commits under way, before the store empties tmp/.
 	tmps, _ := os.ReadDir(filepath.Join(dir, "tmp"))
-	s, err := OpenStore(dir, 0, nil)
+	s, err := OpenStore(dir, 0, nil, crashStoreOptions(packs)...)
 	if err != nil {
 		t.Fatalf("reopening after the crash: %v", err)
 	}
@@ -206,6 +224,27 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Every packed blob the store indexed reads back whole, hashing to its
+	// name (a read re-hashes it first: one that did not match would be
+	// removed and NotFound, which must not happen either).
+	s.mu.Lock()
+	var packed []cas.Digest
+	for k, el := range s.index {
+		if e := el.Value.(*entry); e.seg != nil && k.kind == kindCAS {
+			packed = append(packed, cas.Digest{Hash: k.hash, Size: e.size})
+		}
+	}
+	s.mu.Unlock()
+	for _, d := range packed {
+		data, err := s.ReadAll(context.Background(), d)
+		if err != nil || cas.DigestOf(data) != d {
+			t.Errorf("packed blob %s after the crash: %v; want it whole", d, err)
+		}
+		found++
+	}
+	if st := s.Stats(); st.Corrupt != 0 {
+		t.Errorf("%d blobs found corrupt after the crash: a partial record was indexed", st.Corrupt)
 	}
 	for d := range acked {
 		parts := strings.Split(d, "/")

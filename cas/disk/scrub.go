@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/membuf/membuf/cas"
@@ -71,6 +72,7 @@ func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
 			}
 			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), &p)
 		}
+		s.scrubPacks(ctx, &p)
 		if ctx.Err() != nil {
 			return nil // the last shard was cut short: no whole pass
 		}
@@ -160,4 +162,45 @@ func (p *pacer) wait(n int) error {
 		return p.clock.sleep(p.ctx, d)
 	}
 	return nil
+}
+
+// scrubPacks re-hashes the packed CAS blobs, segment by segment (each
+// segment costs what a shard listing does).
+func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
+	s.mu.Lock()
+	segs := slices.Clone(s.segments)
+	s.mu.Unlock()
+	for _, seg := range segs {
+		if p.wait(scrubListingCost) != nil {
+			return
+		}
+		s.mu.Lock()
+		keys := slices.Clone(seg.keys)
+		s.mu.Unlock()
+		for _, k := range keys {
+			if ctx.Err() != nil {
+				return
+			}
+			if k.kind != kindCAS {
+				continue
+			}
+			s.mu.Lock()
+			el, ok := s.index[k]
+			var e entry
+			if ok {
+				e = *el.Value.(*entry)
+			}
+			s.mu.Unlock()
+			if !ok || e.seg != seg {
+				continue // replaced, removed or evicted since
+			}
+			if p.wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
+				return
+			}
+			err := s.checkPacked(ctx, e, true, p.wait)
+			if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
+				s.log.Warn("scrubber: re-hashing a packed blob", "hash", k.hash, "err", err)
+			}
+		}
+	}
 }

@@ -57,6 +57,16 @@ type entry struct {
 	// pending is the commit batch that put this entry in place, until its
 	// rename is durable; lookups that report the entry present wait for it.
 	pending *commitBatch
+
+	// A packed entry (packs.go) is a record in seg, its data at off; nil:
+	// a file of its own. verified: this process has found a packed CAS
+	// blob matching its name (a segment's time says nothing of a record).
+	seg      *segment
+	off      int64
+	verified bool
+	// used is Store.tick when a file entry was last used: its age against
+	// the oldest segment's, for eviction.
+	used uint64
 }
 
 // Store is a content-addressed disk store with least-recently-used eviction.
@@ -65,6 +75,7 @@ type entry struct {
 //
 //	cas/ab/ab12...            one file per blob, named by its SHA-256 in hex, sharded by the first two hex characters
 //	cas/ab/ab12...-{size}.zst a blob kept compressed: zstd frames and a seek table (seektable.go)
+//	packs/0000000000000001.pack small blobs and action results packed as records (WithPacks; packrecord.go)
 //	ac/ab/ab12...             one file per action result (a serialized ActionResult), named by the action digest's hash
 //	tmp/                      uploads in progress; emptied at start
 //
@@ -107,6 +118,17 @@ type Store struct {
 
 	committer *groupCommit
 
+	// Packs (packs.go, segment.go); guarded by mu.
+	packMax      int64      // largest entry packed; 0: none is
+	segSize      int64      // bytes of slots a segment takes before it is sealed
+	segments     []*segment // oldest first
+	active       *segment   // takes the slots; nil until the first
+	nextSeq      uint64
+	tick         uint64         // counts uses and segments: the store's clock of recency
+	finishing    sync.WaitGroup // segments being made durable in the background
+	packsClosing bool           // Close has begun: no segment starts being made durable
+	refreshes    chan refresh   // packed entries to copy forward out of old segments; nil once closed
+
 	scrubClock scrubClock // wallClock, or a test's (export_test.go)
 }
 
@@ -132,10 +154,12 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		lru:     list.New(),
 
 		scrubClock: wallClock,
+		packMax:    DefaultPackMax,
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.setupPacks()
 	if s.zp == nil {
 		if s.zp, err = zstdseek.NewPool(zstdseek.DefaultBudget(0)); err != nil {
 			return nil, err
@@ -175,8 +199,10 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 // are missing, and syncs the parents of those it created, so that a commit
 // never has to create (and make durable) a directory before its rename.
 func makeDirs(dir string) error {
-	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
-		return err
+	for _, sub := range []string{"tmp", packDirName} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
 	}
 	for _, kind := range []entryKind{kindCAS, kindAC} {
 		top := filepath.Join(dir, kind.dir())
@@ -280,14 +306,57 @@ func (s *Store) rebuild() error {
 			// newer.
 			old := el.Value.(*entry)
 			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", old.key.hash)
-			s.removeFile(old)
-			s.lru.Remove(el)
-			delete(s.index, old.key)
-			s.uncountLocked(old)
+			s.removeLocked(el)
 		}
 		s.insertLocked(f.e)
 	}
+	records, err := s.loadSegments()
+	if err != nil {
+		return err
+	}
+	// Recency: files' last modification and segments' order, on one clock
+	// (files older than the oldest segment first), so that eviction takes
+	// the older of the two kinds.
+	s.tick = 0
+	si := 0
+	for _, f := range all {
+		for si < len(s.segments) && s.segmentTime(s.segments[si]).Before(f.mtime) {
+			s.tick++
+			s.segments[si].created = s.tick
+			si++
+		}
+		s.tick++
+		if el, ok := s.index[f.e.key]; ok && el.Value.(*entry) == f.e {
+			f.e.used = s.tick
+		}
+	}
+	for ; si < len(s.segments); si++ {
+		s.tick++
+		s.segments[si].created = s.tick
+	}
+	// Records in segment order: a later record of a key replaces an
+	// earlier one (an action result updated, a blob written again), and a
+	// packed entry replaces a file of the same key (written since).
+	for _, r := range records {
+		k := entryKey{r.h.kind, r.h.hashHex()}
+		if el, ok := s.index[k]; ok {
+			s.removeLocked(el)
+		}
+		e := &entry{key: k, size: r.h.size, stored: r.h.size, seg: r.seg, off: r.off}
+		s.insertLocked(e)
+		r.seg.keys = append(r.seg.keys, k)
+	}
 	return nil
+}
+
+// segmentTime is when seg's file was last written, for ordering it among
+// files at start.
+func (s *Store) segmentTime(seg *segment) time.Time {
+	fi, err := seg.f.Stat()
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }
 
 // parseStoredName parses the name of a file in cas/ or ac/: a hash, or a
@@ -319,6 +388,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.committer.close() // commits still queued fail with cas.ErrClosed
+	s.closePacks()
 	err := s.removeTemps()
 	if uerr := s.lock.unlock(); err == nil {
 		err = uerr
@@ -372,6 +442,32 @@ func (s *Store) zstdPath(k entryKey, size int64) string {
 	return s.path(k) + "-" + strconv.FormatInt(size, 10) + ".zst"
 }
 
+// closePacks makes the active segment durable if no writer holds a slot
+// in it (else the next start checks it), waits for the segments being made
+// durable, and closes the segments' files (a reader still holding one
+// closes it).
+func (s *Store) closePacks() {
+	s.mu.Lock()
+	if seg := s.active; seg != nil && seg.open == 0 {
+		s.sealLocked(seg)
+	}
+	s.packsClosing = true // no segment starts being finished from here on
+	if s.refreshes != nil {
+		close(s.refreshes)
+		s.refreshes = nil
+	}
+	s.mu.Unlock()
+	s.finishing.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, seg := range s.segments {
+		seg.evicted = true // to the readers: close the file when done
+		if seg.readers == 0 {
+			seg.f.Close()
+		}
+	}
+}
+
 // removeFile unlinks e's file; a file already gone is no error.
 func (s *Store) removeFile(e *entry) {
 	if err := os.Remove(s.filePath(e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -402,11 +498,18 @@ func (s *Store) lookupPending(k entryKey, size int64, count bool) (entry, bool) 
 	defer s.mu.Unlock()
 	el, ok := s.index[k]
 	if ok && (k.kind == kindAC || el.Value.(*entry).size == size) {
-		s.lru.MoveToFront(el)
+		e := el.Value.(*entry)
+		s.tick++
+		if e.seg == nil {
+			s.lru.MoveToFront(el)
+			e.used = s.tick
+		} else {
+			s.refreshIfOldLocked(el)
+		}
 		if count {
 			s.hits++
 		}
-		return *el.Value.(*entry), true
+		return *e, true
 	}
 	if count {
 		s.misses++
@@ -534,6 +637,18 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		if !ok {
 			return nil, cas.ErrNotFound
 		}
+		if e.seg != nil {
+			b, err := s.openPacked(ctx, e)
+			switch {
+			case err == nil:
+				return b, nil
+			case errors.Is(err, errReplaced) && attempt < 2:
+				continue
+			case errors.Is(err, errReplaced):
+				return nil, cas.ErrNotFound // replaced or evicted under us, again and again
+			}
+			return nil, err
+		}
 		var err error
 		f, err = os.Open(s.filePath(&e))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -592,12 +707,17 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 		return nil, err
 	}
 	defer r.Close()
-	if z, ok := r.(*zstdBlob); ok {
-		return z.readAll(ctx, s.buffers)
+	var rd io.ReaderAt
+	switch b := r.(type) {
+	case *zstdBlob:
+		return b.readAll(ctx, s.buffers)
+	case *packedBlob:
+		rd = b
+	default:
+		rd = b.(*Blob).f
 	}
-	b := r.(*Blob)
-	buf := make([]byte, b.size)
-	if _, err := b.f.ReadAt(buf, 0); err != nil {
+	buf := make([]byte, r.Size())
+	if _, err := rd.ReadAt(buf, 0); err != nil {
 		return nil, fmt.Errorf("cas: reading %s: %w", k.hash, err)
 	}
 	return buf, nil
@@ -628,6 +748,9 @@ func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.En
 // store's policy and the data say so, and returns it ready to commit as
 // blob d.
 func (s *Store) writeBlob(d cas.Digest, data []byte, arrived cas.Encoding) (*pendingCommit, error) {
+	if s.packs(d.Size) {
+		return s.writeRecord(entryKey{kindCAS, d.Hash}, data)
+	}
 	f, err := s.createTemp()
 	if err != nil {
 		return nil, err
@@ -722,7 +845,16 @@ func (s *Store) PutActionResult(_ context.Context, d cas.Digest, data []byte) er
 	if s.maxSize > 0 && int64(len(data)) > s.maxSize {
 		return fmt.Errorf("action result of %d bytes: %w", len(data), cas.ErrTooLarge)
 	}
-	return s.putFile(entryKey{kindAC, d.Hash}, data)
+	k := entryKey{kindAC, d.Hash}
+	if s.packs(int64(len(data))) {
+		c, err := s.writeRecord(k, data)
+		if err != nil {
+			return err
+		}
+		s.committer.commit(c)
+		return c.err
+	}
+	return s.putFile(k, data)
 }
 
 // putFile writes data to a temporary file and commits it as k.
@@ -788,17 +920,29 @@ func (s *Store) pendingCommit(f *os.File, e *entry, reserved int64) *pendingComm
 // removed.
 func (s *Store) indexCommittedLocked(e *entry, b *commitBatch) {
 	if el, ok := s.index[e.key]; ok {
+		// The entry keeps its identity (checks in progress hold it) and
+		// takes the new form: a file (plain or compressed) or a record.
 		old := el.Value.(*entry)
-		if s.filePath(old) != s.filePath(e) {
+		if old.seg == nil && (e.seg != nil || s.filePath(old) != s.filePath(e)) {
 			s.removeFile(old)
 		}
 		s.uncountLocked(old)
+		wasFile := old.seg == nil
 		old.size, old.stored, old.zstd = e.size, e.stored, e.zstd
-		old.checked = e.checked
+		old.checked, old.seg, old.off, old.verified = e.checked, e.seg, e.off, e.verified
 		old.gen++
 		old.pending = b
 		s.countLocked(old)
-		s.lru.MoveToFront(el)
+		s.tick++
+		switch {
+		case old.seg != nil && wasFile:
+			s.lru.Remove(el) // out of the files' recency
+		case old.seg == nil && !wasFile:
+			s.index[e.key] = s.lru.PushFront(old)
+		case old.seg == nil:
+			s.lru.MoveToFront(el)
+		}
+		old.used = s.tick
 	} else {
 		e.pending = b
 		s.insertLocked(e)
@@ -808,13 +952,24 @@ func (s *Store) indexCommittedLocked(e *entry, b *commitBatch) {
 
 // insertLocked adds a new entry as the most recently used.
 func (s *Store) insertLocked(e *entry) {
-	s.index[e.key] = s.lru.PushFront(e)
+	if e.seg != nil {
+		// Packed entries are in no list: their segment's age is theirs.
+		// (MoveToFront and Remove leave an element of no list alone.)
+		s.index[e.key] = &list.Element{Value: e}
+	} else {
+		s.tick++
+		e.used = s.tick
+		s.index[e.key] = s.lru.PushFront(e)
+	}
 	s.countLocked(e)
 }
 
 // countLocked adds e to the store's totals; uncountLocked takes it out.
+// A packed entry's bytes are its segment's, counted when it took its slot.
 func (s *Store) countLocked(e *entry) {
-	s.bytes += e.stored
+	if e.seg == nil {
+		s.bytes += e.stored
+	}
 	s.plainBytes += e.size
 	if e.zstd {
 		s.zstdEntries++
@@ -825,7 +980,9 @@ func (s *Store) countLocked(e *entry) {
 }
 
 func (s *Store) uncountLocked(e *entry) {
-	s.bytes -= e.stored
+	if e.seg == nil {
+		s.bytes -= e.stored
+	}
 	s.plainBytes -= e.size
 	if e.zstd {
 		s.zstdEntries--
@@ -835,17 +992,24 @@ func (s *Store) uncountLocked(e *entry) {
 	}
 }
 
-// evictLocked removes least recently used entries until they and the
-// uploads in progress fit the maximum size. keep, if not nil, is never
-// evicted (the entry just written).
+// evictLocked removes the least recently used entries until they and the
+// uploads in progress fit the maximum size: of the least recently used
+// file and the oldest pack segment (sealed, no writer in it), the older
+// goes, the segment whole. keep, if not nil, is never evicted (the entry
+// just written).
 func (s *Store) evictLocked(keep *list.Element) {
 	if s.maxSize <= 0 {
 		return
 	}
 	for s.bytes+s.partial > s.maxSize {
 		el := s.lru.Back()
-		if el == keep {
+		if el != nil && el == keep {
 			el = el.Prev()
+		}
+		seg := s.oldestEvictableLocked()
+		if seg != nil && (el == nil || seg.created < el.Value.(*entry).used) {
+			s.evictSegmentLocked(seg)
+			continue
 		}
 		if el == nil {
 			return
@@ -891,6 +1055,9 @@ const reserveStep = 1 << 20
 func (s *Store) NewWriter(_ context.Context, d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
 	if s.maxSize > 0 && d.Size > s.maxSize {
 		return nil, fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
+	}
+	if s.packs(d.Size) {
+		return s.newPackWriter(d)
 	}
 	f, err := s.createTemp()
 	if err != nil {

@@ -17,9 +17,12 @@ import (
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
+// openTestStore opens a store in dir that keeps every blob in a file of its
+// own: the tests of files (here, verify_test.go, zstdblob_test.go) look at
+// them. packs_test.go tests packed entries.
 func openTestStore(t *testing.T, dir string, maxSize int64) *Store {
 	t.Helper()
-	s, err := OpenStore(dir, maxSize, nil)
+	s, err := OpenStore(dir, maxSize, nil, WithPacks(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +102,7 @@ func TestStoreMismatchLeavesNothing(t *testing.T) {
 
 func TestStoreRestartKeepsBlobsAndRemovesStrayTemps(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenStore(dir, 0, nil)
+	s, err := OpenStore(dir, 0, nil, WithPacks(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +323,7 @@ func TestOpenStoreErrors(t *testing.T) {
 // progress alone; once the first closes, the directory opens again.
 func TestOpenStoreLocksDir(t *testing.T) {
 	dir := t.TempDir()
-	first, err := OpenStore(dir, 0, nil)
+	first, err := OpenStore(dir, 0, nil, WithPacks(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +335,7 @@ func TestOpenStoreLocksDir(t *testing.T) {
 	if _, err := w.Write(data[:10]); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenStore(dir, 0, nil)
+	_, err = OpenStore(dir, 0, nil, WithPacks(0))
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("second OpenStore on a directory in use: %v; want ErrLocked", err)
 	}

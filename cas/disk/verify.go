@@ -244,10 +244,19 @@ func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte,
 	return hex.EncodeToString(h.Sum(nil)), off, nil
 }
 
-// removeLocked unlinks entry el's file and drops it from the index.
+// removeLocked unlinks entry el's file, if it has one, and drops it from
+// the index.
 func (s *Store) removeLocked(el *list.Element) {
+	if e := el.Value.(*entry); e.seg == nil {
+		s.removeFile(e)
+	}
+	s.dropLocked(el)
+}
+
+// dropLocked drops entry el from the index, leaving its bytes where they
+// are: a packed entry's stay in its segment until the segment goes.
+func (s *Store) dropLocked(el *list.Element) {
 	e := el.Value.(*entry)
-	s.removeFile(e)
 	s.lru.Remove(el)
 	delete(s.index, e.key)
 	s.uncountLocked(e)

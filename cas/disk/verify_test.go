@@ -34,7 +34,7 @@ func scrubOnePass(t *testing.T, ctx context.Context, s *Store) {
 func TestCorruptBlobFoundOnFirstReadAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := OpenStore(dir, 0, nil)
+	s, err := OpenStore(dir, 0, nil, WithPacks(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestScrubFindsRotNobodyRead(t *testing.T) {
 func TestConcurrentFirstReadsHashOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := OpenStore(dir, 0, nil)
+	s, err := OpenStore(dir, 0, nil, WithPacks(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,23 @@ const maxIovecs = 1024
 // takes (one, unless there are more than maxIovecs or the kernel writes
 // less than asked), and returns how many bytes it wrote.
 func writeBuffers(f *os.File, bufs [][]byte) (int, error) {
+	return writeBuffersAt(f, bufs, -1)
+}
+
+// writeBuffersAt is writeBuffers at offset off of f (pwritev: the file's
+// own offset is neither used nor moved), or at f's offset if off < 0.
+func writeBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
 	fd := int(f.Fd())
 	total := 0
 	for len(bufs) > 0 {
 		batch := bufs[:min(len(bufs), maxIovecs)]
-		n, err := unix.Writev(fd, batch)
+		var n int
+		var err error
+		if off < 0 {
+			n, err = unix.Writev(fd, batch)
+		} else {
+			n, err = unix.Pwritev(fd, batch, off+int64(total))
+		}
 		if err == unix.EINTR {
 			continue
 		}

@@ -21,7 +21,7 @@ import (
 // buffers from pool (nil: allocated).
 func openZstdStore(t *testing.T, dir string, maxSize int64, policy CompressPolicy, pool membuf.BufferPool) *Store {
 	t.Helper()
-	s, err := OpenStore(dir, maxSize, nil, WithCompression(Compression{Policy: policy, Buffers: pool}))
+	s, err := OpenStore(dir, maxSize, nil, WithPacks(0), WithCompression(Compression{Policy: policy, Buffers: pool}))
 	if err != nil {
 		t.Fatal(err)
 	}

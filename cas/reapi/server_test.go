@@ -44,6 +44,9 @@ type testEnv struct {
 	// policy is the store's compression policy; the store shares the
 	// server's zstdseek.Pool (opts.Zstd, if set) and buffer pool.
 	policy disk.CompressPolicy
+	// files keeps every blob in a file of its own (disk.WithPacks(0)), for
+	// the tests that look at the store's files.
+	files bool
 
 	bs   bspb.ByteStreamClient
 	cas  repb.ContentAddressableStorageClient
@@ -59,10 +62,25 @@ func newEnv(t testing.TB, maxSize int64, opts Options) *testEnv {
 	return e
 }
 
+// newFileEnv is newEnv over a store that keeps every blob in a file of its
+// own: for tests that look at its files, the temporary files of uploads,
+// or blobs kept compressed (packed blobs are kept plain).
+func newFileEnv(t testing.TB, maxSize int64, opts Options) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, dir: t.TempDir(), maxSize: maxSize, opts: opts, files: true}
+	e.start()
+	t.Cleanup(e.stop)
+	return e
+}
+
 func (e *testEnv) start() {
 	t := e.t
 	t.Helper()
-	store, err := disk.OpenStore(e.dir, e.maxSize, nil, disk.WithCompression(disk.Compression{Policy: e.policy, Zstd: e.opts.Zstd, Buffers: e.opts.Pool}))
+	storeOpts := []disk.StoreOption{disk.WithCompression(disk.Compression{Policy: e.policy, Zstd: e.opts.Zstd, Buffers: e.opts.Pool})}
+	if e.files {
+		storeOpts = append(storeOpts, disk.WithPacks(0))
+	}
+	store, err := disk.OpenStore(e.dir, e.maxSize, nil, storeOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -896,7 +914,7 @@ func TestNewServerOptions(t *testing.T) {
 }
 
 func TestPartialUploadsDiscarded(t *testing.T) {
-	e := newEnv(t, 0, Options{})
+	e := newFileEnv(t, 0, Options{})
 	data := testblob.Pattern(5000, 11)
 	d := cas.DigestOf(data)
 
@@ -1021,7 +1039,7 @@ func TestActionResultOutputPaths(t *testing.T) {
 // FindMissingBlobs then reports the blob missing, a batch read answers
 // NOT_FOUND for it, and a client can upload it again.
 func TestCorruptBlobIsNotFound(t *testing.T) {
-	e := newEnv(t, 0, Options{})
+	e := newFileEnv(t, 0, Options{})
 	ctx := context.Background()
 	data := testblob.Pattern(300<<10, 5)
 	d := e.put(data)

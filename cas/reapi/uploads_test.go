@@ -61,7 +61,7 @@ func (e *testEnv) abandon(name string, data []byte, n int, cancel bool) error {
 // resumption holds its temporary file on disk but no descriptor; resuming
 // it takes the file up again and stores the blob whole.
 func TestIdleUploadsHoldNoDescriptors(t *testing.T) {
-	e := newEnv(t, 0, Options{})
+	e := newFileEnv(t, 0, Options{})
 	before := openFDs(t)
 	var blobs [][]byte
 	for i := range 50 {
@@ -131,7 +131,7 @@ func TestOpenUploadsCapped(t *testing.T) {
 // TestKeptUploadsCapped: past the cap of idle uploads kept for
 // resumption, the least recently active is discarded with its file.
 func TestKeptUploadsCapped(t *testing.T) {
-	e := newEnv(t, 0, Options{MaxKeptUploads: 3})
+	e := newFileEnv(t, 0, Options{MaxKeptUploads: 3})
 	var names []string
 	for i := range 5 {
 		data := testblob.Pattern(1000, byte(i))

@@ -42,7 +42,7 @@ func (e *testEnv) readZstdName(name string, off int64) ([]byte, error) {
 // compress, and read back both ways from any offset; a finished compressed
 // upload's committed_size is the compressed bytes received.
 func TestZstdWriteThenRead(t *testing.T) {
-	e := newEnv(t, 0, Options{})
+	e := newFileEnv(t, 0, Options{})
 	cases := []struct {
 		name       string
 		data       []byte
@@ -306,7 +306,7 @@ func TestZstdUploadWaitsForMemory(t *testing.T) {
 // own: bombs, garbage, mismatches), and BatchReadBlobs answers zstd, with
 // the stored frames, for blobs kept compressed when the request accepts it.
 func TestZstdBatches(t *testing.T) {
-	e := newEnv(t, 0, Options{})
+	e := newFileEnv(t, 0, Options{})
 	text := testblob.Text(100<<10, 10)
 	random := testblob.Random(50<<10, 102)
 	bad := testblob.Text(1000, 11)

@@ -209,8 +209,9 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 	}
 
 	// A second blob uploaded zstd-compressed (kept compressed on disk, as
-	// --disk-compression's default says) and read back compressed.
-	zblob := bytes.Repeat([]byte("zstd on the wire "), 1<<14)
+	// --disk-compression's default says for a blob over --pack-max) and
+	// read back compressed.
+	zblob := bytes.Repeat([]byte("zstd on the wire "), 1<<17)
 	zsum := sha256.Sum256(zblob)
 	enc, err := zstd.NewWriter(nil)
 	if err != nil {
@@ -239,7 +240,7 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 		"membuf_store_blobs":                               2,
 		"membuf_store_bytes":                               1 << 20,
 		"membuf_store_compressed_blobs":                    1,
-		"membuf_store_uncompressed_bytes":                  1<<20 + 17<<14,
+		"membuf_store_uncompressed_bytes":                  1<<20 + 17<<17,
 		`membuf_zstd_leases_total{coder="stream_decoder"}`: 1,
 		`membuf_zstd_memory_bytes{state="idle"}`:           1,
 	} {
@@ -571,7 +572,7 @@ func TestServeLogsEverySetting(t *testing.T) {
 	for _, want := range []string{
 		"grpc=127.0.0.1:", "http=127.0.0.1:", "dir=", "max_size=10GiB", "chunk_size=64KiB", "max_batch_size=4032KiB",
 		"pool_budget=5MiB", "gomemlimit=", "max_inflight_upload=", "upload_ttl=7m0s", "upload_stall_timeout=1m0s", "max_open_uploads=4096", "max_kept_uploads=10000",
-		"scrub_rate=1MiB/s", "s3=off", "tls=off", "tls_client_ca=off", "htpasswd=off", `policy="everyone may do everything`,
+		"scrub_rate=1MiB/s", "pack_max=1MiB", "s3=off", "tls=off", "tls_client_ca=off", "htpasswd=off", `policy="everyone may do everything`,
 		"max_connections=4096", "max_streams_per_connection=256", "keepalive_min_time=10s", "keepalive_time=1m0s", "keepalive_timeout=20s",
 		"max_connection_idle=10m0s", "handshake_timeout=10s", "reflection=false", "pprof=false", "shutdown_timeout=3s", "drain_delay=0s",
 		"log_level=INFO", "log_format=text",

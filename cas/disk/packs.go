@@ -1,0 +1,413 @@
+package disk
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+)
+
+// Small blobs and action results are packed into segment files
+// (segment.go, packrecord.go) instead of getting a file each: a file costs
+// about 50 µs of CPU per blob (create, write, fsync, rename, directory
+// fsync, close, and an unlink at eviction) and, on a journaled filesystem,
+// a journal commit of its own, which is most of what a build uploads.
+// Larger blobs stay files, so their reads stay zero-copy from the page
+// cache with an fd each and their eviction stays least-recently-used.
+const (
+	// DefaultPackMax is the largest blob packed by default: above it a
+	// file's fixed cost is under 5% of writing its bytes.
+	DefaultPackMax = 1 << 20
+	// MaxPackMax is the most WithPacks takes: what the scrubber and the
+	// copying forward hash in one buffer.
+	MaxPackMax = hashChunkSize
+	// defaultSegmentSize is the size of a pack segment: the unit of
+	// eviction, so it is kept small beside the store (at most a 16th of
+	// its maximum size).
+	defaultSegmentSize = 64 << 20
+	// minSegmentSize: a store too small for segments this size (16 of
+	// them) keeps every blob in a file of its own.
+	minSegmentSize = 1 << 20
+)
+
+// WithPacks packs blobs and action results of at most maxBlob bytes into
+// segment files (docs/cas.md, "Small blobs"); larger ones are files of
+// their own. Without it, maxBlob is DefaultPackMax; 0 keeps everything in
+// files; more than MaxPackMax is MaxPackMax. A store whose maximum size is under 16 MiB keeps everything in
+// files whatever maxBlob is: its segments would be the size of its blobs.
+// Packed blobs are kept uncompressed, whatever the compression policy.
+func WithPacks(maxBlob int64) StoreOption {
+	return func(s *Store) { s.packMax = max(maxBlob, 0) }
+}
+
+// packedLocked reports whether an entry of size bytes is packed.
+func (s *Store) packs(size int64) bool {
+	return s.packMax > 0 && size <= s.packMax
+}
+
+// setupPacks fixes the segment size from the maximum size, and turns
+// packing off for a store too small for it.
+func (s *Store) setupPacks() {
+	s.segSize = defaultSegmentSize
+	if s.maxSize > 0 {
+		s.segSize = min(s.segSize, s.maxSize/16)
+	}
+	if s.segSize < minSegmentSize {
+		s.packMax = 0
+	}
+	// A quarter of a segment at most, and MaxPackMax.
+	s.packMax = min(s.packMax, s.segSize/4, MaxPackMax)
+	if s.packMax > 0 {
+		s.refreshes = make(chan refresh, refreshQueue)
+		go s.refreshLoop(s.refreshes)
+	}
+}
+
+// packedBlob is an open packed blob: a range of its segment's file, read
+// with pread. It keeps the segment's file open until Close, even if the
+// segment is evicted meanwhile.
+type packedBlob struct {
+	s    *Store
+	seg  *segment
+	off  int64 // of the data in the segment
+	size int64
+}
+
+func (b *packedBlob) Size() int64 { return b.size }
+
+// Stored returns Uncompressed: packed blobs are kept plain.
+func (b *packedBlob) Stored() cas.Encoding { return cas.Uncompressed }
+
+func (b *packedBlob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	return chunkReader{pool: pool, chunkSize: chunkSize}.eachBuffer(b, off, end, fn)
+}
+
+func (b *packedBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	return compressChunks(ctx, b.s.zp, b, off, pool, chunkSize, fn)
+}
+
+// ReadAt reads the blob's bytes, never past its end.
+func (b *packedBlob) ReadAt(p []byte, off int64) (int, error) {
+	if off >= b.size {
+		return 0, io.EOF
+	}
+	short := int64(len(p)) > b.size-off
+	if short {
+		p = p[:b.size-off]
+	}
+	n, err := b.seg.f.ReadAt(p, b.off+off)
+	if err == nil && short {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *packedBlob) Close() error {
+	s := b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b.seg.readers--
+	if b.seg.evicted && b.seg.readers == 0 {
+		return b.seg.f.Close()
+	}
+	return nil
+}
+
+// openPacked opens the packed entry of which e is a copy, checking a CAS
+// blob against its name first unless this process already has. It
+// returns errReplaced if the entry was replaced or evicted meanwhile.
+func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
+	if e.key.kind == kindCAS {
+		if err := s.checkPacked(ctx, e, false, nil); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.index[e.key]
+	if !ok || el.Value.(*entry).seg != e.seg || el.Value.(*entry).off != e.off || e.seg.evicted {
+		return nil, errReplaced
+	}
+	e.seg.readers++
+	return &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size}, nil
+}
+
+// packWriter writes one blob into a slot of the active segment, taken
+// when it starts (the digest gives its size): its bytes go to the
+// segment's file at their offset as they arrive, hashed and summed, and
+// its committed header, then the group commit's fsync of the segment, make
+// it a record. A slot abandoned by its writer stays a reserved record that
+// scans step over, until its segment is evicted.
+type packWriter struct {
+	s   *Store
+	d   cas.Digest
+	seg *segment
+	off int64 // of the data in the segment
+	h   hash.Hash
+	crc uint32
+	n   int64
+	end bool
+}
+
+// newPackWriter takes a slot for blob d.
+func (s *Store) newPackWriter(d cas.Digest) (*packWriter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, cas.ErrClosed
+	}
+	seg, off, err := s.takeSlotLocked(entryKey{kindCAS, d.Hash}, d.Size)
+	if err != nil {
+		return nil, err
+	}
+	s.evictLocked(nil)
+	return &packWriter{s: s, d: d, seg: seg, off: off, h: sha256.New()}, nil
+}
+
+func (w *packWriter) Digest() cas.Digest { return w.d }
+func (w *packWriter) Written() int64     { return w.n }
+
+// Write appends p; past the digest's size it fails with ErrMismatch and
+// writes nothing.
+func (w *packWriter) Write(p []byte) (int, error) {
+	n, err := w.WriteBuffers([][]byte{p})
+	return int(n), err
+}
+
+// WriteBuffers appends bufs with one pwritev.
+func (w *packWriter) WriteBuffers(bufs [][]byte) (int64, error) {
+	if w.end {
+		return 0, errors.New("cas: write after Commit or Abort")
+	}
+	var total int64
+	for _, b := range bufs {
+		total += int64(len(b))
+	}
+	if total > w.d.Size-w.n {
+		return 0, fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, w.d.Size)
+	}
+	n, err := writeBuffersAt(w.seg.f, bufs, w.off+w.n)
+	for rest := n; rest > 0; bufs = bufs[1:] { // hash and sum what was written
+		k := min(rest, len(bufs[0]))
+		w.h.Write(bufs[0][:k])
+		w.crc = crc32.Update(w.crc, castagnoli, bufs[0][:k])
+		rest -= k
+	}
+	w.n += int64(n)
+	return int64(n), err
+}
+
+// Suspend does nothing: the writer holds no descriptor of its own.
+func (w *packWriter) Suspend() error { return nil }
+
+// Commit checks the content against the digest, writes the committed
+// header and waits for the group commit to make the record durable.
+func (w *packWriter) Commit(context.Context) error {
+	if w.end {
+		return errors.New("cas: Commit after Commit or Abort")
+	}
+	if w.n != w.d.Size {
+		w.Abort()
+		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, w.n, w.d.Size)
+	}
+	var sum [sha256.Size]byte
+	if got := w.h.Sum(sum[:0]); hex.EncodeToString(got) != w.d.Hash {
+		w.Abort()
+		return fmt.Errorf("%w: content hashes to %x, the digest says %s", cas.ErrMismatch, got, w.d.Hash)
+	}
+	w.end = true
+	return w.s.commitRecord(w.seg, w.off, entryKey{kindCAS, w.d.Hash}, w.n, w.crc)
+}
+
+// Abort gives the slot up.
+func (w *packWriter) Abort() {
+	if w.end {
+		return
+	}
+	w.end = true
+	w.s.mu.Lock()
+	w.s.releaseSlotLocked(w.seg)
+	w.s.mu.Unlock()
+}
+
+// writeRecord writes data, complete and checked, as a committed record of
+// k into a new slot, and returns it ready for the group commit.
+func (s *Store) writeRecord(k entryKey, data []byte) (*pendingCommit, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, cas.ErrClosed
+	}
+	seg, off, err := s.takeSlotLocked(k, int64(len(data)))
+	if err == nil {
+		s.evictLocked(nil)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	c := s.recordCommit(seg, off, k, int64(len(data)), crc32.Checksum(data, castagnoli))
+	if _, err := seg.f.WriteAt(data, off); err != nil {
+		s.mu.Lock()
+		s.releaseSlotLocked(seg)
+		s.mu.Unlock()
+		return nil, fmt.Errorf("cas: writing a record: %w", err)
+	}
+	return c, nil
+}
+
+// commitRecord makes the record of k at off in seg committed and durable,
+// through the group commit.
+func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, crc uint32) error {
+	c := s.recordCommit(seg, off, k, size, crc)
+	s.committer.commit(c)
+	return c.err
+}
+
+// recordCommit writes the committed header of the record of k at off in
+// seg (its data written) and returns the commit that will make it durable
+// and index it. Its content was checked on its way in.
+func (s *Store) recordCommit(seg *segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
+	h := recordHeader{kind: k.kind, state: recordCommitted, size: size, dataCRC: crc}
+	h.setHash(k.hash)
+	var b [recordHeaderLen]byte
+	h.encode(b[:])
+	c := &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS}}
+	if _, err := seg.f.WriteAt(b[:], off-recordHeaderLen); err != nil {
+		c.err = fmt.Errorf("cas: committing a record: %w", err)
+	}
+	return c
+}
+
+// checkPacked makes sure the content of the packed CAS blob opened (a copy
+// of its index entry) matches its name, hashing it unless this process
+// already has (force: hash anyway, the scrubber). pace is as for
+// checkBlob. A blob that does not match is removed.
+func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace func(int) error) error {
+	s.mu.Lock()
+	el, ok := s.index[opened.key]
+	if !ok || el.Value.(*entry).seg != opened.seg || el.Value.(*entry).off != opened.off {
+		s.mu.Unlock()
+		return errReplaced
+	}
+	if el.Value.(*entry).verified && !force {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	bp := hashBuffers.Get()
+	defer hashBuffers.Put(bp)
+	buf := (*bp)[:opened.size]
+	_, err := opened.seg.f.ReadAt(buf, opened.off)
+	if err != nil {
+		return fmt.Errorf("cas: re-hashing a packed blob: %w", err)
+	}
+	if pace != nil {
+		if err := pace(len(buf)); err != nil {
+			return err
+		}
+	}
+	sum := sha256.Sum256(buf)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.verified += opened.size
+	el, ok = s.index[opened.key]
+	if !ok || el.Value.(*entry).seg != opened.seg || el.Value.(*entry).off != opened.off {
+		return errReplaced
+	}
+	if hex.EncodeToString(sum[:]) != opened.key.hash {
+		s.dropLocked(el)
+		s.corrupt++
+		s.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.seq, "content_hash", hex.EncodeToString(sum[:]))
+		return errCorrupt
+	}
+	el.Value.(*entry).verified = true
+	return nil
+}
+
+// Hot packed entries are copied forward out of old segments (bb-storage's
+// "refresh"): a lookup of an entry in the oldest quarter of the segments
+// queues it, and a goroutine of the store's copies it into the active
+// segment, so that eviction, which drops the oldest segment whole, takes
+// what was not used lately and keeps what was.
+const refreshQueue = 256
+
+// refresh is a packed entry to copy forward: its element and generation
+// when queued, so that an entry replaced meanwhile (an action result
+// updated) is not overwritten with its older content.
+type refresh struct {
+	el  *list.Element
+	gen uint32
+}
+
+// refreshIfOldLocked queues packed entry el for copying forward if its
+// segment is among the oldest quarter. A full queue drops it: a lookup is
+// never held up for a copy.
+func (s *Store) refreshIfOldLocked(el *list.Element) {
+	e := el.Value.(*entry)
+	if s.refreshes == nil || len(s.segments) < 4 || !e.seg.sealed || e.seg.seq >= s.segments[0].seq+uint64(len(s.segments)/4) {
+		return
+	}
+	select {
+	case s.refreshes <- refresh{el, e.gen}:
+	default:
+	}
+}
+
+func (s *Store) refreshLoop(q <-chan refresh) {
+	for r := range q {
+		if err := s.copyForward(r); err != nil && !errors.Is(err, cas.ErrClosed) {
+			s.log.Warn("copying a packed entry out of an old segment", "err", err)
+		}
+	}
+}
+
+// copyForward copies the packed entry of r into the active segment,
+// unless it was replaced, removed or evicted meanwhile. A CAS blob is
+// checked against its name on the way: rot is not copied.
+func (s *Store) copyForward(r refresh) error {
+	s.mu.Lock()
+	e := r.el.Value.(*entry)
+	if s.index[e.key] != r.el || e.gen != r.gen || e.seg == nil || e.seg.evicted {
+		s.mu.Unlock()
+		return nil
+	}
+	old := *e
+	old.seg.readers++
+	s.mu.Unlock()
+	data := make([]byte, old.size)
+	_, err := old.seg.f.ReadAt(data, old.off)
+	s.mu.Lock()
+	old.seg.readers--
+	if old.seg.evicted && old.seg.readers == 0 {
+		old.seg.f.Close()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if old.key.kind == kindCAS {
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != old.key.hash {
+			// The next read re-hashes it (unless verified) and removes it.
+			return nil
+		}
+	}
+	c, err := s.writeRecord(old.key, data)
+	if err != nil {
+		return err
+	}
+	c.ifCurrent, c.ifGen = r.el, r.gen
+	s.committer.commit(c)
+	return c.err
+}

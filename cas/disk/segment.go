@@ -1,0 +1,297 @@
+package disk
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// segment is one pack file (packrecord.go). Records are appended to the
+// active segment only; when it has no room for a record it is sealed and a
+// new one made active. A sealed segment becomes durable as a whole (fsynced
+// and renamed from .open to .pack) once the last writer with a slot in it
+// has finished; eviction drops the oldest sealed segment whole.
+//
+// Everything but f and seq is guarded by Store.mu.
+type segment struct {
+	seq uint64   // its number: segments are made, and evicted, in order
+	f   *os.File // read and written with pread/pwrite at record offsets
+
+	size    int64  // bytes taken by slots: where the next one starts
+	open    int    // slots taken whose writers have neither committed nor aborted
+	sealed  bool   // takes no more slots
+	durable bool   // fsynced whole and named .pack: a scan at start trusts it
+	created uint64 // Store.tick when it was made: its age against files' last use
+
+	// keys are the entries committed into it (some since replaced or
+	// removed: the index is the truth), for eviction and the scrubber.
+	keys []entryKey
+
+	readers int  // open packedBlobs; the file is closed when it is evicted and none is left
+	evicted bool // unlinked and out of the index
+}
+
+// Pack segments live in packs/ under the store's directory.
+const (
+	packDirName    = "packs"
+	segOpenSuffix  = ".open"
+	segDoneSuffix  = ".pack"
+	segmentNameLen = 16 // hex digits of seq
+)
+
+func (s *Store) segmentPath(seq uint64, durable bool) string {
+	suffix := segOpenSuffix
+	if durable {
+		suffix = segDoneSuffix
+	}
+	return filepath.Join(s.dir, packDirName, fmt.Sprintf("%0*x%s", segmentNameLen, seq, suffix))
+}
+
+// parseSegmentName parses a file name of packs/.
+func parseSegmentName(name string) (seq uint64, durable, ok bool) {
+	base, durable := strings.CutSuffix(name, segDoneSuffix)
+	if !durable {
+		var open bool
+		if base, open = strings.CutSuffix(name, segOpenSuffix); !open {
+			return 0, false, false
+		}
+	}
+	if len(base) != segmentNameLen {
+		return 0, false, false
+	}
+	seq, err := strconv.ParseUint(base, 16, 64)
+	return seq, durable, err == nil
+}
+
+// takeSlotLocked takes room for a record of size bytes in the active
+// segment (making a new one if it has none), writes the record's reserved
+// header there, and returns the segment and the offset of the record's
+// data. The header is written under the lock, before any later slot is
+// taken, so that no commit's fsync can make a later record durable while
+// this one's header is not yet written: a scan after a crash always steps
+// over a slot to the records after it.
+func (s *Store) takeSlotLocked(k entryKey, size int64) (*segment, int64, error) {
+	n := recordLen(size)
+	seg := s.active
+	if seg == nil || seg.size+n > s.segSize && seg.size > 0 {
+		if seg != nil {
+			s.sealLocked(seg)
+		}
+		var err error
+		if seg, err = s.newSegmentLocked(); err != nil {
+			return nil, 0, err
+		}
+	}
+	off := seg.size
+	h := recordHeader{kind: k.kind, state: recordReserved, size: size}
+	h.setHash(k.hash)
+	var b [recordHeaderLen]byte
+	h.encode(b[:])
+	if _, err := seg.f.WriteAt(b[:], off); err != nil {
+		return nil, 0, fmt.Errorf("cas: reserving a record: %w", err)
+	}
+	seg.size += n
+	seg.open++
+	s.bytes += n
+	return seg, off + recordHeaderLen, nil
+}
+
+// newSegmentLocked makes a new active segment. Its directory entry is made
+// durable at once: a record committed into it must survive a crash.
+func (s *Store) newSegmentLocked() (*segment, error) {
+	seq := s.nextSeq
+	f, err := os.OpenFile(s.segmentPath(seq, false), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cas: making a pack segment: %w", err)
+	}
+	if err := syncDir(filepath.Join(s.dir, packDirName)); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("cas: making a pack segment: %w", err)
+	}
+	s.nextSeq++
+	s.tick++
+	seg := &segment{seq: seq, f: f, created: s.tick}
+	s.segments = append(s.segments, seg)
+	s.active = seg
+	return seg, nil
+}
+
+// sealLocked stops seg taking slots, and finishes it if no writer holds
+// one.
+func (s *Store) sealLocked(seg *segment) {
+	seg.sealed = true
+	if s.active == seg {
+		s.active = nil
+	}
+	s.finishIfDoneLocked(seg)
+}
+
+// releaseSlotLocked records that a writer with a slot in seg has committed
+// or aborted.
+func (s *Store) releaseSlotLocked(seg *segment) {
+	seg.open--
+	s.finishIfDoneLocked(seg)
+}
+
+// finishIfDoneLocked makes seg durable as a whole, in the background, once
+// it is sealed and no writer holds a slot in it.
+func (s *Store) finishIfDoneLocked(seg *segment) {
+	if !seg.sealed || seg.open > 0 || seg.durable || seg.evicted || s.packsClosing {
+		return
+	}
+	seg.durable = true // by the time anyone else looks, or the next start will see .open and check it
+	s.finishing.Go(func() {
+		err := fdatasync(seg.f)
+		if err == nil {
+			err = os.Rename(s.segmentPath(seg.seq, false), s.segmentPath(seg.seq, true))
+		}
+		if err == nil {
+			err = syncDir(filepath.Join(s.dir, packDirName))
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) { // evicted meanwhile: nothing to finish
+			s.log.Warn("finishing a pack segment (it stays .open; the next start checks it)", "seq", seg.seq, "err", err)
+		}
+	})
+}
+
+// oldestEvictableLocked returns the oldest segment eviction may drop:
+// sealed, with no writer holding a slot. nil if there is none.
+func (s *Store) oldestEvictableLocked() *segment {
+	for _, seg := range s.segments {
+		if seg.sealed && seg.open == 0 {
+			return seg
+		}
+	}
+	return nil
+}
+
+// evictSegmentLocked drops seg: its entries leave the index, its bytes the
+// store's total, its file the disk (readers still holding it keep reading
+// until they close).
+func (s *Store) evictSegmentLocked(seg *segment) {
+	for _, k := range seg.keys {
+		if el, ok := s.index[k]; ok && el.Value.(*entry).seg == seg {
+			s.dropLocked(el)
+			s.evictions++
+		}
+	}
+	seg.keys = nil
+	s.bytes -= seg.size
+	seg.evicted = true
+	s.segments = slices.DeleteFunc(s.segments, func(x *segment) bool { return x == seg })
+	for _, durable := range []bool{true, false} {
+		if err := os.Remove(s.segmentPath(seg.seq, durable)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Error("removing a pack segment", "seq", seg.seq, "err", err)
+		}
+	}
+	if seg.readers == 0 {
+		seg.f.Close()
+	}
+	s.log.Debug("evicted a pack segment", "seq", seg.seq, "bytes", seg.size)
+}
+
+// loadSegments opens the segments in packs/, oldest first, and returns the
+// records each holds (the newest record of a key wins, in rebuild). A
+// segment left .open by a crash is checked record by record (data CRC):
+// it may hold records whose commit never completed. Every loaded segment
+// is sealed; the store starts a new one for its writes.
+func (s *Store) loadSegments() ([]scannedRecord, error) {
+	dir := filepath.Join(s.dir, packDirName)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cas: %w", err)
+	}
+	var all []scannedRecord
+	for _, de := range ents {
+		seq, durable, ok := parseSegmentName(de.Name())
+		if !ok {
+			s.log.Warn("ignoring unexpected file in store", "path", filepath.Join(dir, de.Name()))
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, de.Name()), os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cas: %w", err)
+		}
+		seg := &segment{seq: seq, f: f, sealed: true, durable: durable}
+		recs, size, err := scanSegment(f, !durable, s.packMax)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cas: scanning pack segment %s: %w", de.Name(), err)
+		}
+		seg.size = size
+		for i := range recs {
+			recs[i].seg = seg
+		}
+		all = append(all, recs...)
+		s.segments = append(s.segments, seg)
+		s.nextSeq = max(s.nextSeq, seq+1)
+		if !durable {
+			// Checked: make it durable as it is now, so that the next
+			// start trusts it.
+			s.finishIfDoneLocked(seg)
+		}
+	}
+	slices.SortFunc(s.segments, func(a, b *segment) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortStableFunc(all, func(a, b scannedRecord) int { return cmp.Compare(a.seg.seq, b.seg.seq) })
+	for _, seg := range s.segments {
+		s.bytes += seg.size
+	}
+	return all, nil
+}
+
+// scannedRecord is a committed record found by scanSegment.
+type scannedRecord struct {
+	h   recordHeader
+	seg *segment
+	off int64 // of its data
+}
+
+// scanSegment reads the record headers of the segment file f and returns
+// its committed records, in order, and the file's length. With checkData,
+// each committed record's data is read and its CRC checked, and a record
+// whose data does not match is left out. Anything that is not a valid
+// header (a torn write, a hole) is stepped over 64 bytes at a time.
+func scanSegment(f *os.File, checkData bool, maxSize int64) ([]scannedRecord, int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	end := fi.Size()
+	var recs []scannedRecord
+	var hb [recordHeaderLen]byte
+	var data []byte
+	for off := int64(0); off+recordHeaderLen <= end; {
+		if _, err := f.ReadAt(hb[:], off); err != nil {
+			return nil, 0, err
+		}
+		h, ok := decodeRecordHeader(hb[:], maxSize)
+		if !ok || off+recordHeaderLen+h.size > end {
+			off += recordAlign
+			continue
+		}
+		if h.state == recordCommitted {
+			keep := true
+			if checkData {
+				data = slices.Grow(data[:0], int(h.size))[:h.size]
+				if _, err := f.ReadAt(data, off+recordHeaderLen); err != nil && err != io.EOF {
+					return nil, 0, err
+				}
+				keep = crc32.Checksum(data, castagnoli) == h.dataCRC
+			}
+			if keep {
+				recs = append(recs, scannedRecord{h: h, off: off + recordHeaderLen})
+			}
+		}
+		off += recordLen(h.size)
+	}
+	return recs, end, nil
+}
