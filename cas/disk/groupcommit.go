@@ -161,6 +161,9 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		})
 	}
 	for seg, errp := range segs {
+		if s.syncEvery > 0 {
+			break // the segments' syncer makes them durable (WithPackSync)
+		}
 		eg.Go(func() error {
 			if err := fdatasync(seg.f); err != nil {
 				*errp = fmt.Errorf("cas: fsync of a pack segment: %w", err)
@@ -263,9 +266,22 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		c.err = cas.ErrClosed
 		return
 	case c.ifCurrent != nil && (s.index[c.e.key] != c.ifCurrent || c.ifCurrent.Value.(*entry).gen != c.ifGen):
-		return // replaced since it was queued: the copy is garbage
+		// Replaced since it was queued: the copy is garbage, and its
+		// header says so, so that the next start does not take an old
+		// action result, copied after a newer one was written, for the
+		// newest.
+		h := recordHeader{kind: c.e.key.kind, state: recordReserved, size: c.e.size, seq: c.seg.seq}
+		var b [recordHeaderLen]byte
+		h.encode(b[:])
+		if _, err := c.seg.f.WriteAt(b[:], c.e.off-recordHeaderLen); err != nil {
+			s.log.Warn("marking a stale copy of a packed entry", "err", err)
+		}
+		return
 	}
 	s.indexCommittedLocked(c.e, nil)
 	c.seg.keys = append(c.seg.keys, c.e.key)
+	if s.syncEvery > 0 {
+		s.unsynced[c.seg] = true
+	}
 	s.commits++
 }

@@ -12,10 +12,15 @@ import (
 //
 //	record:  header (64 bytes) | data (size bytes) | zeros to a multiple of 64
 //	header:  magic "MBR1" (4) | kind (1) | state (1) | 0 (2) | size (8)
-//	         | hash (32: the SHA-256, raw) | data CRC-32C (4) | header CRC-32C (4) | 0 (8)
+//	         | hash (32: the SHA-256, raw) | data CRC-32C (4) | segment (8) | header CRC-32C (4)
 //
-// all little-endian. The header CRC covers the 56 bytes before it. Records
+// all little-endian. The header CRC covers the 60 bytes before it. Records
 // start at multiples of 64, so a header never straddles a disk sector.
+// segment is the number of the segment the record was written into: a
+// segment's file is reused for a later segment once it is evicted (its
+// blocks are allocated already, so an fdatasync of it writes data, not
+// metadata), and records of its earlier life, past where the new one has
+// written, are not the new segment's.
 //
 // A record's header is written twice: reserved (state recordReserved, data
 // CRC 0) when its slot is taken, so that a scan can step over a slot whose
@@ -41,6 +46,7 @@ type recordHeader struct {
 	size    int64
 	hash    [32]byte
 	dataCRC uint32
+	seq     uint64 // of the segment it belongs to
 }
 
 // recordLen is the length of a record of size bytes of data, padding
@@ -58,7 +64,8 @@ func (h *recordHeader) encode(b []byte) {
 	binary.LittleEndian.PutUint64(b[8:], uint64(h.size))
 	copy(b[16:48], h.hash[:])
 	binary.LittleEndian.PutUint32(b[48:], h.dataCRC)
-	binary.LittleEndian.PutUint32(b[52:], crc32.Checksum(b[:52], castagnoli))
+	binary.LittleEndian.PutUint64(b[52:], h.seq)
+	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
 }
 
 // decodeRecordHeader decodes the header in b (recordHeaderLen bytes). ok
@@ -66,7 +73,7 @@ func (h *recordHeader) encode(b []byte) {
 // header CRC that does not match, or a size past maxSize.
 func decodeRecordHeader(b []byte, maxSize int64) (h recordHeader, ok bool) {
 	if binary.LittleEndian.Uint32(b[0:]) != recordMagic ||
-		binary.LittleEndian.Uint32(b[52:]) != crc32.Checksum(b[:52], castagnoli) {
+		binary.LittleEndian.Uint32(b[60:]) != crc32.Checksum(b[:60], castagnoli) {
 		return h, false
 	}
 	h.kind = entryKind(b[4])
@@ -74,6 +81,7 @@ func decodeRecordHeader(b []byte, maxSize int64) (h recordHeader, ok bool) {
 	h.size = int64(binary.LittleEndian.Uint64(b[8:]))
 	copy(h.hash[:], b[16:48])
 	h.dataCRC = binary.LittleEndian.Uint32(b[48:])
+	h.seq = binary.LittleEndian.Uint64(b[52:])
 	if h.kind > kindAC || h.state != recordReserved && h.state != recordCommitted || h.size < 0 || h.size > maxSize {
 		return h, false
 	}

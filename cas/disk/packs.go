@@ -10,6 +10,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -68,6 +69,59 @@ func (s *Store) setupPacks() {
 	if s.packMax > 0 {
 		s.refreshes = make(chan refresh, refreshQueue)
 		go s.refreshLoop(s.refreshes)
+		if s.syncEvery > 0 {
+			s.unsynced = make(map[*segment]bool)
+			s.syncerDone = make(chan struct{})
+			go s.syncLoop()
+		}
+	}
+}
+
+// WithPackSync makes packed records durable every interval instead of
+// before each commit is acknowledged: a commit returns once its record is
+// written (to the page cache) and indexed, and a goroutine fdatasyncs the
+// segments written since its last pass every interval (and at Close).
+// Writes of small blobs then cost no fsync wait: on a journaled filesystem
+// that is most of their time. The price (docs/cas.md, "Small blobs"): a
+// crash of the machine (not of the process: the page cache survives that)
+// may lose records acknowledged in the last interval; at the next start
+// they fail their CRC check and are missing, never served. Blobs over the
+// pack size are files, durable before they are acknowledged, either way.
+// 0 (the default) syncs before acknowledging.
+func WithPackSync(interval time.Duration) StoreOption {
+	return func(s *Store) { s.syncEvery = max(interval, 0) }
+}
+
+// syncLoop is WithPackSync's goroutine: every interval it fdatasyncs the
+// segments that took records since its last pass, until Close.
+func (s *Store) syncLoop() {
+	defer close(s.syncerDone)
+	t := time.NewTicker(s.syncEvery)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		closing := s.packsClosing
+		dirty := make([]*segment, 0, len(s.unsynced))
+		for seg := range s.unsynced {
+			dirty = append(dirty, seg)
+			seg.readers++ // keeps its file open through the sync, evicted or not
+		}
+		clear(s.unsynced)
+		s.mu.Unlock()
+		for _, seg := range dirty {
+			if err := fdatasync(seg.f); err != nil {
+				s.log.Error("syncing a pack segment", "seq", seg.seq, "err", err)
+			}
+		}
+		s.mu.Lock()
+		for _, seg := range dirty {
+			s.releaseReaderLocked(seg)
+		}
+		s.mu.Unlock()
+		if closing {
+			return
+		}
+		<-t.C
 	}
 }
 
@@ -114,10 +168,7 @@ func (b *packedBlob) Close() error {
 	s := b.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b.seg.readers--
-	if b.seg.evicted && b.seg.readers == 0 {
-		return b.seg.f.Close()
-	}
+	s.releaseReaderLocked(b.seg)
 	return nil
 }
 
@@ -276,7 +327,7 @@ func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, cr
 // seg (its data written) and returns the commit that will make it durable
 // and index it. Its content was checked on its way in.
 func (s *Store) recordCommit(seg *segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
-	h := recordHeader{kind: k.kind, state: recordCommitted, size: size, dataCRC: crc}
+	h := recordHeader{kind: k.kind, state: recordCommitted, size: size, dataCRC: crc, seq: seg.seq}
 	h.setHash(k.hash)
 	var b [recordHeaderLen]byte
 	h.encode(b[:])
@@ -389,10 +440,7 @@ func (s *Store) copyForward(r refresh) error {
 	data := make([]byte, old.size)
 	_, err := old.seg.f.ReadAt(data, old.off)
 	s.mu.Lock()
-	old.seg.readers--
-	if old.seg.evicted && old.seg.readers == 0 {
-		old.seg.f.Close()
-	}
+	s.releaseReaderLocked(old.seg)
 	s.mu.Unlock()
 	if err != nil {
 		return err

@@ -24,6 +24,9 @@ import (
 type segment struct {
 	seq uint64   // its number: segments are made, and evicted, in order
 	f   *os.File // read and written with pread/pwrite at record offsets
+	// name is the file's path now (.open, then .pack); guarded by
+	// Store.mu.
+	name string
 
 	size    int64  // bytes taken by slots: where the next one starts
 	open    int    // slots taken whose writers have neither committed nor aborted
@@ -35,15 +38,22 @@ type segment struct {
 	// removed: the index is the truth), for eviction and the scrubber.
 	keys []entryKey
 
-	readers int  // open packedBlobs; the file is closed when it is evicted and none is left
-	evicted bool // unlinked and out of the index
+	// readers hold the file (open packedBlobs, a sync or a copy under way):
+	// an evicted segment's file is reused (or closed) only when none is left.
+	readers int
+	evicted bool // out of the index and the store's total
+	closed  bool // the store is closed: the last reader closes the file
 }
 
 // Pack segments live in packs/ under the store's directory.
 const (
-	packDirName    = "packs"
-	segOpenSuffix  = ".open"
-	segDoneSuffix  = ".pack"
+	packDirName   = "packs"
+	segOpenSuffix = ".open"
+	segDoneSuffix = ".pack"
+	segFreeSuffix = ".free" // an evicted segment's file, kept to be reused
+	// maxSpareFiles is how many evicted segments' files are kept for
+	// reuse: enough for the next segment while the last is in use.
+	maxSpareFiles  = 2
 	segmentNameLen = 16 // hex digits of seq
 )
 
@@ -55,20 +65,29 @@ func (s *Store) segmentPath(seq uint64, durable bool) string {
 	return filepath.Join(s.dir, packDirName, fmt.Sprintf("%0*x%s", segmentNameLen, seq, suffix))
 }
 
-// parseSegmentName parses a file name of packs/.
-func parseSegmentName(name string) (seq uint64, durable, ok bool) {
+// spareFile is an evicted segment's file, to be reused for a new segment.
+type spareFile struct {
+	f    *os.File
+	name string
+}
+
+// parseSegmentName parses a file name of packs/: a segment's, finished
+// (durable) or not, or a spare file's (free).
+func parseSegmentName(name string) (seq uint64, durable, free, ok bool) {
 	base, durable := strings.CutSuffix(name, segDoneSuffix)
 	if !durable {
 		var open bool
 		if base, open = strings.CutSuffix(name, segOpenSuffix); !open {
-			return 0, false, false
+			if base, free = strings.CutSuffix(name, segFreeSuffix); !free {
+				return 0, false, false, false
+			}
 		}
 	}
 	if len(base) != segmentNameLen {
-		return 0, false, false
+		return 0, false, false, false
 	}
 	seq, err := strconv.ParseUint(base, 16, 64)
-	return seq, durable, err == nil
+	return seq, durable, free, err == nil
 }
 
 // takeSlotLocked takes room for a record of size bytes in the active
@@ -91,7 +110,7 @@ func (s *Store) takeSlotLocked(k entryKey, size int64) (*segment, int64, error) 
 		}
 	}
 	off := seg.size
-	h := recordHeader{kind: k.kind, state: recordReserved, size: size}
+	h := recordHeader{kind: k.kind, state: recordReserved, size: size, seq: seg.seq}
 	h.setHash(k.hash)
 	var b [recordHeaderLen]byte
 	h.encode(b[:])
@@ -104,22 +123,39 @@ func (s *Store) takeSlotLocked(k entryKey, size int64) (*segment, int64, error) 
 	return seg, off + recordHeaderLen, nil
 }
 
-// newSegmentLocked makes a new active segment. Its directory entry is made
-// durable at once: a record committed into it must survive a crash.
+// newSegmentLocked makes a new active segment, in a spare file if there
+// is one (its blocks are allocated already: writing over them changes no
+// metadata, so an fdatasync of them costs no journal commit). Its directory
+// entry is made durable at once: a record committed into it must survive a
+// crash.
 func (s *Store) newSegmentLocked() (*segment, error) {
 	seq := s.nextSeq
-	f, err := os.OpenFile(s.segmentPath(seq, false), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("cas: making a pack segment: %w", err)
+	name := s.segmentPath(seq, false)
+	var f *os.File
+	var err error
+	if n := len(s.spare); n > 0 {
+		sp := s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		if err = os.Rename(sp.name, name); err == nil {
+			f = sp.f
+		} else {
+			sp.f.Close()
+			os.Remove(sp.name)
+		}
+	}
+	if f == nil {
+		if f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+			return nil, fmt.Errorf("cas: making a pack segment: %w", err)
+		}
 	}
 	if err := syncDir(filepath.Join(s.dir, packDirName)); err != nil {
 		f.Close()
-		os.Remove(f.Name())
+		os.Remove(name)
 		return nil, fmt.Errorf("cas: making a pack segment: %w", err)
 	}
 	s.nextSeq++
 	s.tick++
-	seg := &segment{seq: seq, f: f, created: s.tick}
+	seg := &segment{seq: seq, f: f, name: name, created: s.tick}
 	s.segments = append(s.segments, seg)
 	s.active = seg
 	return seg, nil
@@ -149,17 +185,25 @@ func (s *Store) finishIfDoneLocked(seg *segment) {
 		return
 	}
 	seg.durable = true // by the time anyone else looks, or the next start will see .open and check it
+	seg.readers++      // the file is this goroutine's until it is done
 	s.finishing.Go(func() {
+		done := s.segmentPath(seg.seq, true)
 		err := fdatasync(seg.f)
 		if err == nil {
-			err = os.Rename(s.segmentPath(seg.seq, false), s.segmentPath(seg.seq, true))
+			err = os.Rename(seg.name, done)
 		}
 		if err == nil {
 			err = syncDir(filepath.Join(s.dir, packDirName))
 		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) { // evicted meanwhile: nothing to finish
+		if err != nil {
 			s.log.Warn("finishing a pack segment (it stays .open; the next start checks it)", "seq", seg.seq, "err", err)
 		}
+		s.mu.Lock()
+		if err == nil {
+			seg.name = done
+		}
+		s.releaseReaderLocked(seg)
+		s.mu.Unlock()
 	})
 }
 
@@ -188,15 +232,38 @@ func (s *Store) evictSegmentLocked(seg *segment) {
 	s.bytes -= seg.size
 	seg.evicted = true
 	s.segments = slices.DeleteFunc(s.segments, func(x *segment) bool { return x == seg })
-	for _, durable := range []bool{true, false} {
-		if err := os.Remove(s.segmentPath(seg.seq, durable)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.log.Error("removing a pack segment", "seq", seg.seq, "err", err)
+	s.log.Debug("evicted a pack segment", "seq", seg.seq, "bytes", seg.size)
+	seg.readers++
+	s.releaseReaderLocked(seg) // reused or removed now, or when its last reader is done
+}
+
+// releaseReaderLocked ends one hold of seg's file. The last of an evicted
+// segment's makes the file a spare, to be written over by a later segment
+// (its records name their segment, so none of its old ones count there),
+// or removes it if there are spares enough or the store is closing.
+func (s *Store) releaseReaderLocked(seg *segment) {
+	seg.readers--
+	if seg.readers > 0 {
+		return
+	}
+	if seg.closed && !seg.evicted {
+		seg.f.Close()
+		return
+	}
+	if !seg.evicted {
+		return
+	}
+	free := filepath.Join(s.dir, packDirName, fmt.Sprintf("%0*x%s", segmentNameLen, seg.seq, segFreeSuffix))
+	if len(s.spare) < maxSpareFiles && !s.packsClosing {
+		if err := os.Rename(seg.name, free); err == nil {
+			s.spare = append(s.spare, spareFile{seg.f, free})
+			return
 		}
 	}
-	if seg.readers == 0 {
-		seg.f.Close()
+	seg.f.Close()
+	if err := os.Remove(seg.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("removing a pack segment", "seq", seg.seq, "err", err)
 	}
-	s.log.Debug("evicted a pack segment", "seq", seg.seq, "bytes", seg.size)
 }
 
 // loadSegments opens the segments in packs/, oldest first, and returns the
@@ -212,17 +279,28 @@ func (s *Store) loadSegments() ([]scannedRecord, error) {
 	}
 	var all []scannedRecord
 	for _, de := range ents {
-		seq, durable, ok := parseSegmentName(de.Name())
+		seq, durable, free, ok := parseSegmentName(de.Name())
 		if !ok {
 			s.log.Warn("ignoring unexpected file in store", "path", filepath.Join(dir, de.Name()))
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(dir, de.Name()), os.O_RDWR, 0)
+		name := filepath.Join(dir, de.Name())
+		f, err := os.OpenFile(name, os.O_RDWR, 0)
 		if err != nil {
 			return nil, fmt.Errorf("cas: %w", err)
 		}
-		seg := &segment{seq: seq, f: f, sealed: true, durable: durable}
-		recs, size, err := scanSegment(f, !durable, s.packMax)
+		if free {
+			if len(s.spare) < maxSpareFiles {
+				s.spare = append(s.spare, spareFile{f, name})
+			} else {
+				f.Close()
+				os.Remove(name)
+			}
+			s.nextSeq = max(s.nextSeq, seq+1)
+			continue
+		}
+		seg := &segment{seq: seq, f: f, name: name, sealed: true, durable: durable}
+		recs, size, err := scanSegment(f, !durable, s.packMax, seq)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("cas: scanning pack segment %s: %w", de.Name(), err)
@@ -255,17 +333,20 @@ type scannedRecord struct {
 	off int64 // of its data
 }
 
-// scanSegment reads the record headers of the segment file f and returns
-// its committed records, in order, and the file's length. With checkData,
-// each committed record's data is read and its CRC checked, and a record
-// whose data does not match is left out. Anything that is not a valid
-// header (a torn write, a hole) is stepped over 64 bytes at a time.
-func scanSegment(f *os.File, checkData bool, maxSize int64) ([]scannedRecord, int64, error) {
+// scanSegment reads the record headers of the file f of segment seq and
+// returns its committed records, in order, and where the segment ends (past
+// its last record of seq). With checkData, each committed record's data is
+// read and its CRC checked, and a record whose data does not match is left
+// out. Anything that is not a valid header (a torn write, a hole) is
+// stepped over 64 bytes at a time; a record of another segment (the file's
+// earlier life) is stepped over whole.
+func scanSegment(f *os.File, checkData bool, maxSize int64, seq uint64) ([]scannedRecord, int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, 0, err
 	}
 	end := fi.Size()
+	var used int64 // past the last record of seq
 	var recs []scannedRecord
 	var hb [recordHeaderLen]byte
 	var data []byte
@@ -278,6 +359,11 @@ func scanSegment(f *os.File, checkData bool, maxSize int64) ([]scannedRecord, in
 			off += recordAlign
 			continue
 		}
+		if h.seq != seq {
+			off += recordLen(h.size)
+			continue
+		}
+		used = min(off+recordLen(h.size), end)
 		if h.state == recordCommitted {
 			keep := true
 			if checkData {
@@ -293,5 +379,5 @@ func scanSegment(f *os.File, checkData bool, maxSize int64) ([]scannedRecord, in
 		}
 		off += recordLen(h.size)
 	}
-	return recs, end, nil
+	return recs, used, nil
 }

@@ -127,7 +127,11 @@ type Store struct {
 	tick         uint64         // counts uses and segments: the store's clock of recency
 	finishing    sync.WaitGroup // segments being made durable in the background
 	packsClosing bool           // Close has begun: no segment starts being made durable
-	refreshes    chan refresh   // packed entries to copy forward out of old segments; nil once closed
+	syncEvery    time.Duration  // WithPackSync: 0, records are durable when acknowledged
+	unsynced     map[*segment]bool
+	syncerDone   chan struct{} // closed when the syncer has made its last pass
+	refreshes    chan refresh  // packed entries to copy forward out of old segments; nil once closed
+	spare        []spareFile   // evicted segments' files, to be reused
 
 	scrubClock scrubClock // wallClock, or a test's (export_test.go)
 }
@@ -452,20 +456,28 @@ func (s *Store) closePacks() {
 		s.sealLocked(seg)
 	}
 	s.packsClosing = true // no segment starts being finished from here on
+	stopSyncer := s.syncerDone != nil
 	if s.refreshes != nil {
 		close(s.refreshes)
 		s.refreshes = nil
 	}
 	s.mu.Unlock()
+	if stopSyncer {
+		<-s.syncerDone // its last pass makes every record durable
+	}
 	s.finishing.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, seg := range s.segments {
-		seg.evicted = true // to the readers: close the file when done
+		seg.closed = true // to the readers: close the file when done
 		if seg.readers == 0 {
 			seg.f.Close()
 		}
 	}
+	for _, sp := range s.spare {
+		sp.f.Close() // the file stays, a spare for the next start
+	}
+	s.spare = nil
 }
 
 // removeFile unlinks e's file; a file already gone is no error.

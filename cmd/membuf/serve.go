@@ -52,6 +52,7 @@ type serveConfig struct {
 	zstdMemory      int64               // 0: zstdseek.DefaultBudget of the pool's budget
 	diskCompression disk.CompressPolicy // which blobs are kept compressed
 	packMax         int64               // largest blob packed into segments; 0: none
+	packSync        time.Duration       // how often packed records are made durable; 0: before each acknowledgement
 	logLevel        slog.Level
 	logFormat       string
 	readyFile       string
@@ -122,6 +123,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(sizeFlag{&cfg.zstdMemory}, "zstd-memory", "`size` of memory zstd encoders and decoders may hold (compressed uploads, reads and disk writes);\na request that finds it spent waits, within its deadline (0: half the pool budget, and at least an 8MiB upload window plus a coder per CPU)")
 	fs.Var(compressPolicyFlag{&cfg.diskCompression}, "disk-compression", "which blobs are kept zstd-compressed on disk (`policy`): uploaded (those that arrive compressed),\nall, or none (default uploaded); a blob that does not shrink by an eighth is kept plain either way")
 	fs.Var(sizeFlag{&cfg.packMax}, "pack-max", "largest `size` of blob or action result packed with others into segment files (one fsync a batch,\nno file each; evicted a segment at a time); larger ones are files of their own; 0: every blob a file")
+	fs.DurationVar(&cfg.packSync, "pack-sync", cfg.packSync, "how often packed records are fsynced; 0: each before its upload is acknowledged. Longer:\nuploads of small blobs wait for no fsync, and a crash of the machine may lose those of the last\ninterval (missing after restart, never served wrong; blobs over --pack-max are always synced)")
 	fs.Var(sizeFlag{&cfg.poolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections\n(0: 64MiB, or a quarter of GOMEMLIMIT if that is less; keep it well below GOMEMLIMIT)")
 	fs.Var(levelFlag{&cfg.logLevel}, "log-level", "least severe log `level`: debug, info, warn or error")
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
@@ -181,6 +183,8 @@ func (c *serveConfig) validate() error {
 		return usageError("--shutdown-timeout must not be negative")
 	case c.scrubRate < 0:
 		return usageError("--scrub-rate must not be negative")
+	case c.packSync < 0:
+		return usageError("--pack-sync must not be negative")
 	case c.packMax < 0 || c.packMax > disk.MaxPackMax:
 		return usageError("--pack-max must be 0 to " + formatSize(disk.MaxPackMax))
 	case c.s3Timeout <= 0:
@@ -302,7 +306,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		Policy:  cfg.diskCompression,
 		Zstd:    zp,
 		Buffers: pool,
-	}), disk.WithPacks(cfg.packMax))
+	}), disk.WithPacks(cfg.packMax), disk.WithPackSync(cfg.packSync))
 	if err != nil {
 		return fmt.Errorf("open store in %s: %w", dir, err)
 	}
