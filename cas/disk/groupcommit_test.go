@@ -26,14 +26,17 @@ import (
 const (
 	crashChildDir   = "MEMBUF_CAS_CRASH_DIR"
 	crashChildStage = "MEMBUF_CAS_CRASH_STAGE" // a commitStage, or "any": no stop, killed at a moment of the parent's choosing
-	crashChildPacks = "MEMBUF_CAS_CRASH_PACKS" // "1": blobs packed into segments (the default store); else a file each
+	crashChildPacks = "MEMBUF_CAS_CRASH_PACKS" // "1": blobs packed into segments (the default store); "sync": packed, fsynced on an interval (WithPackSync); else a file each
 )
 
-// crashStoreOptions are the options of the crash test's store: packed or
-// a file per blob.
-func crashStoreOptions(packs bool) []StoreOption {
-	if packs {
+// crashStoreOptions are the options of the crash test's store: packed
+// ("1"), packed and synced on an interval ("sync"), or a file per blob.
+func crashStoreOptions(packs string) []StoreOption {
+	switch packs {
+	case "1":
 		return nil
+	case "sync":
+		return []StoreOption{WithPackSync(50 * time.Millisecond)}
 	}
 	return []StoreOption{WithPacks(0)}
 }
@@ -60,7 +63,7 @@ func TestGroupCommitCrashChild(t *testing.T) {
 			select {} // until killed
 		}
 	}
-	s, err := OpenStore(dir, 0, nil, crashStoreOptions(os.Getenv(crashChildPacks) == "1")...)
+	s, err := OpenStore(dir, 0, nil, crashStoreOptions(os.Getenv(crashChildPacks))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,18 +129,14 @@ func TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs(t *testing.T) {
 		t.Skip("starts child processes")
 	}
 	for _, run := range []struct {
-		stage string
-		packs bool
-	}{{"synced", false}, {"renamed", false}, {"durable", false}, {"any", false}, {"synced", true}, {"renamed", true}, {"any", true}} {
+		stage, packs string
+	}{{"synced", ""}, {"renamed", ""}, {"durable", ""}, {"any", ""}, {"synced", "1"}, {"renamed", "1"}, {"any", "1"}, {"any", "sync"}} {
 		stage, packs := run.stage, run.packs
-		name := stage + "/files"
-		if packs {
-			name = stage + "/packs"
-		}
+		name := stage + map[string]string{"": "/files", "1": "/packs", "sync": "/packs-synced-on-an-interval"}[packs]
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestGroupCommitCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), crashChildDir+"="+dir, crashChildStage+"="+stage, fmt.Sprintf("%s=%d", crashChildPacks, map[bool]int{false: 0, true: 1}[packs]))
+			cmd.Env = append(os.Environ(), crashChildDir+"="+dir, crashChildStage+"="+stage, crashChildPacks+"="+packs)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			stdout, err := cmd.StdoutPipe()
@@ -198,7 +197,7 @@ func TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs(t *testing.T) {
 
 // checkCrashedStore opens the store a crash left in dir and checks every
 // file in it, and that every acknowledged blob is there.
-func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs bool) {
+func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs string) {
 	t.Helper()
 	// Temporary files of the commits under way, before the store empties tmp/.
 	tmps, _ := os.ReadDir(filepath.Join(dir, "tmp"))

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -1180,4 +1182,57 @@ func openTestStore(t *testing.T, dir string, maxSize int64, opts ...disk.StoreOp
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// TestActionResultNamingABlobLostInACrashIsAMiss: what a crash of the
+// machine can leave of a small blob's upload (with --pack-sync, one
+// acknowledged in the last interval): its record in a segment still .open,
+// its data never written. After the restart the blob is missing (reads and
+// FindMissingBlobs say so) and the action result naming it is a miss, not
+// a result whose output cannot be read.
+func TestActionResultNamingABlobLostInACrashIsAMiss(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 0, Options{})
+	out := testblob.Random(5000, 77)
+	dOut := e.put(out)
+	ad := cas.DigestOf([]byte("an action whose output a crash loses"))
+	ar := &repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "out", Digest: dOut.Proto()}}}
+	if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: ar}); err != nil {
+		t.Fatal(err)
+	}
+	// The machine "crashes": the store's directory as it is now, with the
+	// output's data gone from its segment.
+	crashed := t.TempDir()
+	if err := os.CopyFS(crashed, os.DirFS(e.dir)); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(crashed, "packs", "*.open"))
+	lost := false
+	for _, p := range segs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(b, out); i >= 0 {
+			copy(b[i:], make([]byte, len(out)))
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			lost = true
+		}
+	}
+	if !lost {
+		t.Fatalf("the output's record is in no .open segment of %v", segs)
+	}
+	e2 := &testEnv{t: t, dir: crashed}
+	e2.start()
+	t.Cleanup(e2.stop)
+	_, err := e2.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto()})
+	wantCode(t, err, codes.NotFound, "action result")
+	missing, err := e2.cas.FindMissingBlobs(ctx, &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{dOut.Proto()}})
+	if err != nil || len(missing.MissingBlobDigests) != 1 {
+		t.Fatalf("FindMissingBlobs after the crash: %v, %v; want the lost output", missing, err)
+	}
+	_, _, err = e2.read(readName(dOut), 0, 0)
+	wantCode(t, err, codes.NotFound, "")
 }

@@ -36,6 +36,7 @@ func serverOptionsForTests(t testing.TB, opts Options) []grpc.ServerOption {
 var serverTests = []func(*testing.T){
 	TestAccessPolicyCells,
 	TestActionCache,
+	TestActionResultNamingABlobLostInACrashIsAMiss,
 	TestActionResultOutputPaths,
 	TestAnonymousCannotPoisonTheActionCache,
 	TestBatchReadBlobs,

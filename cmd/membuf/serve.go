@@ -89,6 +89,13 @@ const (
 	// 1 TiB one in 36 hours, reading a few percent of what one disk
 	// delivers: rot is found within a day or so, and clients barely notice.
 	defaultScrubRate = 8 << 20
+	// defaultPackSync acknowledges uploads of small blobs before their
+	// fsync, as bb-storage does (it syncs none): on a journaled ext4 that
+	// is 1.25x to 1.4x the throughput of syncing each batch first
+	// (docs/benchmarks.md, "Small blobs"). What a machine crash can lose
+	// (the last 100 ms of small uploads) is missing after the restart,
+	// never served wrong, and a cache's client uploads it again.
+	defaultPackSync = 100 * time.Millisecond
 )
 
 func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) error) {
@@ -103,6 +110,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 		uploadStall:  reapi.DefaultUploadStallTimeout,
 		scrubRate:    defaultScrubRate,
 		packMax:      disk.DefaultPackMax,
+		packSync:     defaultPackSync,
 
 		maxConnections: defaultMaxConnections,
 		maxOpenUploads: reapi.DefaultMaxOpenUploads,
