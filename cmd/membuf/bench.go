@@ -319,8 +319,9 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 			"per reader, each chunk copied into a grpc.PreparedMsg, as bb-storage's PR 339;\n"+
 			"writes as fresh-slice) and membuf (the pool and codec `membuf serve` uses), with\n"+
 			"the process's GC figures; as processes of their own, serve (`membuf serve` itself)\n"+
-			"and ceiling (`membuf ceiling`: writes received and hashed, never stored; writes\n"+
-			"only), with each server's own CPU seconds and GC cycles per GiB and peak RSS.\n"+
+			"and ceiling (`membuf ceiling`: writes received and hashed, never stored; reads sent\n"+
+			"from memory by reference), with each server's own CPU seconds and GC cycles per GiB\n"+
+			"and peak RSS.\n"+
 			"With --addr, measures that server alone; --server-pid and --server-metrics add its\n"+
 			"CPU, peak RSS and GC cycles. Written blobs are new random blobs, each committed\n"+
 			"before the write counts. Sizes take a suffix: K, M, G (powers of 1024) or KB, MB, GB.")
@@ -365,9 +366,6 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 			o.Configs = nil // a server at an address is measured as it is
 		} else if o.ServerPID != 0 || o.ServerMetrics != "" {
 			return nil, usageError("--server-pid and --server-metrics describe the server at --addr")
-		}
-		if slices.Contains(o.Configs, loadgen.ConfigCeiling) && slices.Contains(o.Modes, loadgen.ModeRead) {
-			return nil, usageError("the ceiling configuration serves writes only: add --mode write")
 		}
 		if o.Stall <= 0 {
 			return nil, usageError("--stall must be positive")

@@ -90,7 +90,6 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"bench", "grpc", "--concurrency", "1,2"}, "takes one --concurrency"},
 		{[]string{"bench", "blobs", "--connections", "0"}, "--connections"},
 		{[]string{"bench", "blobs", "--server-pid", "1"}, "describe the server at --addr"},
-		{[]string{"bench", "blobs", "--config", "ceiling"}, "writes only"},
 	} {
 		code, _, errOut := runCLI(t, ctx, tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.err) {
@@ -127,20 +126,20 @@ func TestBenchBlobsServerProcesses(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	jsonFile := filepath.Join(dir, "w.json")
-	code, out, errOut := runCLI(t, ctx, "bench", "blobs", "--mode", "write", "--config", "ceiling,serve",
+	code, out, errOut := runCLI(t, ctx, "bench", "blobs", "--mode", "read,write", "--config", "ceiling,serve",
 		"--size", "100KiB", "--count", "8", "--rounds", "2", "--concurrency", "1,4", "--connections", "2",
 		"--dir", filepath.Join(dir, "stores"), "--json", jsonFile)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"write 100 KiB C=1", "write 100 KiB C=4", "CPU-s/GiB", "of it kernel", "peak RSS", "ceiling", "serve"} {
+	for _, want := range []string{"read 100 KiB C=1", "write 100 KiB C=1", "write 100 KiB C=4", "CPU-s/GiB", "of it kernel", "peak RSS", "ceiling", "serve"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
 	r := readReportFile(t, jsonFile)
-	if len(r.Results) != 4 {
-		t.Fatalf("%d results, want 4 (2 stream counts x 2 configs)", len(r.Results))
+	if len(r.Results) != 8 {
+		t.Fatalf("%d results, want 8 (2 modes x 2 stream counts x 2 configs)", len(r.Results))
 	}
 	for _, res := range r.Results {
 		u := res.Server

@@ -20,7 +20,7 @@ import (
 func init() {
 	register(&command{
 		name:    "ceiling",
-		summary: "serve ByteStream Writes that are received and hashed, never stored: the write ceiling of bench blobs",
+		summary: "serve ByteStream Writes received and hashed, never stored, and Reads from memory: the ceiling of bench blobs",
 		flags:   ceilingFlags,
 	})
 }
@@ -30,7 +30,9 @@ func ceilingFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) er
 		"Serve ByteStream Write as cheaply as any server that checks uploads can: each message is\n"+
 			"received through gRPC with membuf serve's gRPC settings (its buffer pool, codec and flow-\n"+
 			"control windows), its data fed to SHA-256 and dropped; finish_write checks size and hash\n"+
-			"and answers. Nothing touches a disk. 'membuf bench blobs --config ceiling' starts one and\n"+
+			"and answers. Read sends the size the resource name gives from one static buffer, by\n"+
+			"reference (not the blob's bytes: only lengths are checked). Nothing touches a disk.\n"+
+			"'membuf bench blobs --config ceiling' starts one and\n"+
 			"measures servers against it; run it yourself to measure it with 'bench blobs --addr'.\n"+
 			"Prints the same listen line as serve; SIGINT or SIGTERM stops it.")
 	listen := fs.String("listen", "127.0.0.1:0", "`address` for gRPC; port 0 picks a free port")

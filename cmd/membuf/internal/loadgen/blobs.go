@@ -193,9 +193,6 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		if !slices.Contains(BlobConfigs, c) {
 			return nil, fmt.Errorf("unknown blobs configuration %q: want one of %s", c, strings.Join(BlobConfigs, ", "))
 		}
-		if c == ConfigCeiling && slices.Contains(o.modes(), ModeRead) {
-			return nil, errors.New("the ceiling serves writes only: measure it with the write mode alone")
-		}
 		if slices.Contains(processConfigs, c) && o.Command == nil {
 			return nil, fmt.Errorf("configuration %s runs as a process of its own, and no command to start it was given", c)
 		}

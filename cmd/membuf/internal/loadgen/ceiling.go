@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,12 +15,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/grpcmem"
 )
 
 // ConfigCeiling names the ceiling server: ByteStream Writes received and
-// hashed, then dropped. It runs as a process of its own (`membuf ceiling`).
+// hashed, then dropped, and Reads answered from memory by reference. It
+// runs as a process of its own (`membuf ceiling`).
 const ConfigCeiling = "ceiling"
 
 // CeilingServerOptions returns the gRPC server options of the ceiling: the
@@ -31,14 +34,19 @@ func CeilingServerOptions(pool membuf.BufferPool, maxMessage int) []grpc.ServerO
 	return append(reapi.ServerOptions(pool), grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
 }
 
-// Ceiling is the write ceiling: a ByteStream server whose Write does what
-// any server that checks uploads must do and nothing else: receive each
-// message through gRPC (by reference, with grpcmem's codec), feed its data
-// to SHA-256, and at finish_write check the size and the hash against the
-// resource name and answer. Nothing is stored, copied or kept, so a real
-// server's cost over the ceiling's is its own: files, commits, bookkeeping.
-// Read and QueryWriteStatus are unimplemented. Register it on a server made
-// with CeilingServerOptions.
+// Ceiling is the ceiling of a ByteStream server's costs. Its Write does
+// what any server that checks uploads must do and nothing else: receive
+// each message through gRPC (by reference, with grpcmem's codec), feed its
+// data to SHA-256, and at finish_write check the size and the hash against
+// the resource name and answer. Nothing is stored, copied or kept. Its Read
+// does what any server that sends a blob must: it sends the size the
+// resource name gives, in chunks of cas.DefaultChunkSize, each a view of
+// one static buffer of zeros handed to gRPC by reference (grpcmem.SendRead):
+// no disk, no copy, no allocation of its own, and not the blob's bytes
+// (nothing checks them: the bench's client checks lengths). A real server's
+// cost over the ceiling's is its own: files, commits, lookups, bookkeeping.
+// QueryWriteStatus is unimplemented. Register it on a server made with
+// CeilingServerOptions.
 type Ceiling struct {
 	bspb.UnimplementedByteStreamServer
 }
@@ -81,6 +89,45 @@ func (*Ceiling) Write(stream bspb.ByteStream_WriteServer) error {
 		return status.Errorf(codes.InvalidArgument, "received %d bytes that do not match %s", next, name)
 	}
 	return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: size})
+}
+
+// ceilingData is what every Read sends: read-only zeros, shared.
+var ceilingData = make([]byte, cas.DefaultChunkSize)
+
+// Read sends [read_offset, size) of a blob of the size its resource name
+// ({instance}/blobs/{hash}/{size}) gives, or read_limit bytes of it.
+func (*Ceiling) Read(req *bspb.ReadRequest, stream bspb.ByteStream_ReadServer) error {
+	size, err := readSize(req.ResourceName)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if req.ReadOffset < 0 || req.ReadOffset > size || req.ReadLimit < 0 {
+		return status.Errorf(codes.OutOfRange, "read_offset %d, read_limit %d of a blob of %d bytes", req.ReadOffset, req.ReadLimit, size)
+	}
+	end := size
+	if req.ReadLimit > 0 {
+		end = min(end, req.ReadOffset+req.ReadLimit)
+	}
+	for off := req.ReadOffset; off < end; {
+		n := min(int64(len(ceilingData)), end-off)
+		if err := grpcmem.SendRead(stream, membuf.Wrap(ceilingData[:n])); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}
+
+// readSize returns the size a read's resource name
+// ({instance}/blobs/{hash}/{size}) ends with.
+func readSize(name string) (int64, error) {
+	segs := strings.Split(name, "/")
+	if n := len(segs); n >= 3 && segs[n-3] == "blobs" && len(segs[n-2]) == 2*sha256.Size && !slices.Contains(segs, "uploads") {
+		if size, err := strconv.ParseInt(segs[n-1], 10, 64); err == nil && size >= 0 {
+			return size, nil
+		}
+	}
+	return 0, fmt.Errorf("resource name %q is not {instance}/blobs/{hash}/{size}", name)
 }
 
 // uploadDigest returns the hash and size an upload's resource name
