@@ -110,13 +110,7 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
 			continue // a stray name
 		}
 		k := entryKey{kindCAS, hash}
-		s.mu.Lock()
-		el, ok := s.index[k]
-		var e entry
-		if ok {
-			e = *el.Value.(*entry)
-		}
-		s.mu.Unlock()
+		e, ok := s.entryOf(k)
 		if !ok || filepath.Base(s.filePath(&e)) != de.Name() {
 			continue // not an entry's file (evicted or replaced since the listing)
 		}
@@ -184,13 +178,7 @@ func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
 			if k.kind != kindCAS {
 				continue
 			}
-			s.mu.Lock()
-			el, ok := s.index[k]
-			var e entry
-			if ok {
-				e = *el.Value.(*entry)
-			}
-			s.mu.Unlock()
+			e, ok := s.entryOf(k)
 			if !ok || e.seg != seg {
 				continue // replaced, removed or evicted since
 			}
@@ -203,4 +191,16 @@ func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
 			}
 		}
 	}
+}
+
+// entryOf returns a copy of entry k, without touching its recency: the
+// scrubber's look at it.
+func (s *Store) entryOf(k entryKey) (entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.index[k]
+	if !ok {
+		return entry{}, false
+	}
+	return *el.Value.(*entry), true
 }
