@@ -281,6 +281,9 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 	s.indexCommittedLocked(c.e, nil)
 	c.seg.keys = append(c.seg.keys, c.e.key)
 	if s.syncEvery > 0 {
+		if len(s.unsynced) == 0 {
+			s.wakeSyncer()
+		}
 		s.unsynced[c.seg] = true
 	}
 	s.commits++

@@ -71,6 +71,7 @@ func (s *Store) setupPacks() {
 		go s.refreshLoop(s.refreshes)
 		if s.syncEvery > 0 {
 			s.unsynced = make(map[*segment]bool)
+			s.syncWake = make(chan struct{}, 1)
 			s.syncerDone = make(chan struct{})
 			go s.syncLoop()
 		}
@@ -92,15 +93,24 @@ func WithPackSync(interval time.Duration) StoreOption {
 	return func(s *Store) { s.syncEvery = max(interval, 0) }
 }
 
-// syncLoop is WithPackSync's goroutine: every interval it fdatasyncs the
-// segments that took records since its last pass, until Close.
+// syncLoop is WithPackSync's goroutine: woken by the first record written
+// since its last pass, it waits out the interval and fdatasyncs the
+// segments written since, until Close wakes it for a last pass. A store
+// with nothing to sync costs nothing.
 func (s *Store) syncLoop() {
 	defer close(s.syncerDone)
-	t := time.NewTicker(s.syncEvery)
-	defer t.Stop()
+	t := time.NewTimer(s.syncEvery)
 	for {
+		<-s.syncWake
 		s.mu.Lock()
 		closing := s.packsClosing
+		s.mu.Unlock()
+		if !closing {
+			t.Reset(s.syncEvery)
+			<-t.C // let the interval's records gather
+		}
+		s.mu.Lock()
+		closing = s.packsClosing
 		dirty := make([]*segment, 0, len(s.unsynced))
 		for seg := range s.unsynced {
 			dirty = append(dirty, seg)
@@ -121,7 +131,15 @@ func (s *Store) syncLoop() {
 		if closing {
 			return
 		}
-		<-t.C
+	}
+}
+
+// wakeSyncer tells the syncer there is something to do (a record written
+// since its last pass, or Close); it never blocks.
+func (s *Store) wakeSyncer() {
+	select {
+	case s.syncWake <- struct{}{}:
+	default: // already woken
 	}
 }
 

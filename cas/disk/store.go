@@ -129,6 +129,7 @@ type Store struct {
 	packsClosing bool           // Close has begun: no segment starts being made durable
 	syncEvery    time.Duration  // WithPackSync: 0, records are durable when acknowledged
 	unsynced     map[*segment]bool
+	syncWake     chan struct{} // the syncer's: records to sync, or Close
 	syncerDone   chan struct{} // closed when the syncer has made its last pass
 	refreshes    chan refresh  // packed entries to copy forward out of old segments; nil once closed
 	spare        []spareFile   // evicted segments' files, to be reused
@@ -457,6 +458,9 @@ func (s *Store) closePacks() {
 	}
 	s.packsClosing = true // no segment starts being finished from here on
 	stopSyncer := s.syncerDone != nil
+	if stopSyncer {
+		s.wakeSyncer()
+	}
 	if s.refreshes != nil {
 		close(s.refreshes)
 		s.refreshes = nil
