@@ -49,7 +49,7 @@ func WithPacks(maxBlob int64) StoreOption {
 	return func(s *Store) { s.packMax = max(maxBlob, 0) }
 }
 
-// packedLocked reports whether an entry of size bytes is packed.
+// packs reports whether an entry of size bytes is packed.
 func (s *Store) packs(size int64) bool {
 	return s.packMax > 0 && size <= s.packMax
 }
@@ -153,15 +153,19 @@ type packedBlob struct {
 	size int64
 }
 
+// Size returns the blob's size in bytes.
 func (b *packedBlob) Size() int64 { return b.size }
 
 // Stored returns Uncompressed: packed blobs are kept plain.
 func (b *packedBlob) Stored() cas.Encoding { return cas.Uncompressed }
 
+// ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
+// from pool; see cas.BlobReader.
 func (b *packedBlob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	return chunkReader{pool: pool, chunkSize: chunkSize}.eachBuffer(b, off, end, fn)
 }
 
+// ReadZstd compresses the blob from off as it reads it.
 func (b *packedBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	return compressChunks(ctx, b.s.zp, b, off, pool, chunkSize, fn)
 }
@@ -182,6 +186,7 @@ func (b *packedBlob) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// Close lets the segment's file go.
 func (b *packedBlob) Close() error {
 	s := b.s
 	s.mu.Lock()
@@ -241,8 +246,11 @@ func (s *Store) newPackWriter(d cas.Digest) (*packWriter, error) {
 	return &packWriter{s: s, d: d, seg: seg, off: off, h: sha256.New()}, nil
 }
 
+// Digest returns the digest the writer was started with.
 func (w *packWriter) Digest() cas.Digest { return w.d }
-func (w *packWriter) Written() int64     { return w.n }
+
+// Written returns the number of bytes written so far.
+func (w *packWriter) Written() int64 { return w.n }
 
 // Write appends p; past the digest's size it fails with ErrMismatch and
 // writes nothing.
