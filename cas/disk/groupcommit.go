@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/packfile"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -270,10 +271,7 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
 		// newest.
-		h := recordHeader{kind: c.e.key.kind, state: recordReserved, size: c.e.size, seq: c.seg.seq}
-		var b [recordHeaderLen]byte
-		h.encode(b[:])
-		if _, err := c.seg.f.WriteAt(b[:], c.e.off-recordHeaderLen); err != nil {
+		if err := writeRecordHeader(c.seg, c.e.key, packfile.Reserved, c.e.size, 0, c.e.off); err != nil {
 			s.log.Warn("marking a stale copy of a packed entry", "err", err)
 		}
 		return

@@ -8,16 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/zstdfile"
 )
 
 // Small blobs and action results are packed into segment files
-// (segment.go, packrecord.go) instead of getting a file each: a file costs
+// (segment.go, package packfile) instead of getting a file each: a file costs
 // about 50 µs of CPU per blob (create, write, fsync, rename, directory
 // fsync, close, and an unlink at eviction) and, on a journaled filesystem,
 // a journal commit of its own, which is most of what a build uploads.
@@ -162,12 +163,12 @@ func (b *packedBlob) Stored() cas.Encoding { return cas.Uncompressed }
 // ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
 // from pool; see cas.BlobReader.
 func (b *packedBlob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	return chunkReader{pool: pool, chunkSize: chunkSize}.eachBuffer(b, off, end, fn)
+	return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
 }
 
 // ReadZstd compresses the blob from off as it reads it.
 func (b *packedBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	return compressChunks(ctx, b.s.zp, b, off, pool, chunkSize, fn)
+	return zstdfile.CompressChunks(ctx, b.s.zp, b, off, pool, chunkSize, fn)
 }
 
 // ReadAt reads the blob's bytes, never past its end.
@@ -275,7 +276,7 @@ func (w *packWriter) WriteBuffers(bufs [][]byte) (int64, error) {
 	for rest := n; rest > 0; bufs = bufs[1:] { // hash and sum what was written
 		k := min(rest, len(bufs[0]))
 		w.h.Write(bufs[0][:k])
-		w.crc = crc32.Update(w.crc, castagnoli, bufs[0][:k])
+		w.crc = packfile.UpdateChecksum(w.crc, bufs[0][:k])
 		rest -= k
 	}
 	w.n += int64(n)
@@ -331,7 +332,7 @@ func (s *Store) writeRecord(k entryKey, data []byte) (*pendingCommit, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := s.recordCommit(seg, off, k, int64(len(data)), crc32.Checksum(data, castagnoli))
+	c := s.recordCommit(seg, off, k, int64(len(data)), packfile.Checksum(data))
 	if _, err := seg.f.WriteAt(data, off); err != nil {
 		s.mu.Lock()
 		s.releaseSlotLocked(seg)
@@ -353,12 +354,8 @@ func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, cr
 // seg (its data written) and returns the commit that will make it durable
 // and index it. Its content was checked on its way in.
 func (s *Store) recordCommit(seg *segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
-	h := recordHeader{kind: k.kind, state: recordCommitted, size: size, dataCRC: crc, seq: seg.seq}
-	h.setHash(k.hash)
-	var b [recordHeaderLen]byte
-	h.encode(b[:])
 	c := &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS}}
-	if _, err := seg.f.WriteAt(b[:], off-recordHeaderLen); err != nil {
+	if err := writeRecordHeader(seg, k, packfile.Committed, size, crc, off); err != nil {
 		c.err = fmt.Errorf("cas: committing a record: %w", err)
 	}
 	return c

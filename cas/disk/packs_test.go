@@ -12,6 +12,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/disktest"
+	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
@@ -364,8 +365,8 @@ func TestPacksTornRecordsAtStart(t *testing.T) {
 	}
 	// Garbage past the last record: half a header, then zeros.
 	fi, _ := f.Stat()
-	var h [recordHeaderLen]byte
-	(&recordHeader{kind: kindCAS, state: recordCommitted, size: 10}).encode(h[:])
+	var h [packfile.HeaderLen]byte
+	(&packfile.Header{Kind: uint8(kindCAS), State: packfile.Committed, Size: 10}).Encode(h[:])
 	f.WriteAt(h[:30], fi.Size())
 	f.WriteAt(make([]byte, 500), fi.Size()+30)
 	f.Close()

@@ -4,17 +4,17 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/membuf/membuf/cas/disk/packfile"
 )
 
-// segment is one pack file (packrecord.go). Records are appended to the
+// segment is one pack file (package packfile). Records are appended to the
 // active segment only; when it has no room for a record it is sealed and a
 // new one made active. A sealed segment becomes durable as a whole (fsynced
 // and renamed from .open to .pack) once the last writer with a slot in it
@@ -98,7 +98,7 @@ func parseSegmentName(name string) (seq uint64, durable, free, ok bool) {
 // this one's header is not yet written: a scan after a crash always steps
 // over a slot to the records after it.
 func (s *Store) takeSlotLocked(k entryKey, size int64) (*segment, int64, error) {
-	n := recordLen(size)
+	n := packfile.RecordLen(size)
 	seg := s.active
 	if seg == nil || seg.size+n > s.segSize && seg.size > 0 {
 		if seg != nil {
@@ -110,17 +110,13 @@ func (s *Store) takeSlotLocked(k entryKey, size int64) (*segment, int64, error) 
 		}
 	}
 	off := seg.size
-	h := recordHeader{kind: k.kind, state: recordReserved, size: size, seq: seg.seq}
-	h.setHash(k.hash)
-	var b [recordHeaderLen]byte
-	h.encode(b[:])
-	if _, err := seg.f.WriteAt(b[:], off); err != nil {
+	if err := writeRecordHeader(seg, k, packfile.Reserved, size, 0, off+packfile.HeaderLen); err != nil {
 		return nil, 0, fmt.Errorf("cas: reserving a record: %w", err)
 	}
 	seg.size += n
 	seg.open++
 	s.bytes += n
-	return seg, off + recordHeaderLen, nil
+	return seg, off + packfile.HeaderLen, nil
 }
 
 // newSegmentLocked makes a new active segment, in a spare file if there
@@ -300,16 +296,15 @@ func (s *Store) loadSegments() ([]scannedRecord, error) {
 			continue
 		}
 		seg := &segment{seq: seq, f: f, name: name, sealed: true, durable: durable}
-		recs, size, err := scanSegment(f, !durable, s.packMax, seq)
+		found, size, err := packfile.Scan(f, !durable, s.packMax, seq)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("cas: scanning pack segment %s: %w", de.Name(), err)
 		}
 		seg.size = size
-		for i := range recs {
-			recs[i].seg = seg
+		for _, r := range found {
+			all = append(all, scannedRecord{r, seg})
 		}
-		all = append(all, recs...)
 		s.segments = append(s.segments, seg)
 		s.nextSeq = max(s.nextSeq, seq+1)
 		if !durable {
@@ -326,58 +321,20 @@ func (s *Store) loadSegments() ([]scannedRecord, error) {
 	return all, nil
 }
 
-// scannedRecord is a committed record found by scanSegment.
+// scannedRecord is a committed record found at start, and its segment.
 type scannedRecord struct {
-	h   recordHeader
+	packfile.Record
 	seg *segment
-	off int64 // of its data
 }
 
-// scanSegment reads the record headers of the file f of segment seq and
-// returns its committed records, in order, and where the segment ends (past
-// its last record of seq). With checkData, each committed record's data is
-// read and its CRC checked, and a record whose data does not match is left
-// out. Anything that is not a valid header (a torn write, a hole) is
-// stepped over 64 bytes at a time; a record of another segment (the file's
-// earlier life) is stepped over whole.
-func scanSegment(f *os.File, checkData bool, maxSize int64, seq uint64) ([]scannedRecord, int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	end := fi.Size()
-	var used int64 // past the last record of seq
-	var recs []scannedRecord
-	var hb [recordHeaderLen]byte
-	var data []byte
-	for off := int64(0); off+recordHeaderLen <= end; {
-		if _, err := f.ReadAt(hb[:], off); err != nil {
-			return nil, 0, err
-		}
-		h, ok := decodeRecordHeader(hb[:], maxSize)
-		if !ok || off+recordHeaderLen+h.size > end {
-			off += recordAlign
-			continue
-		}
-		if h.seq != seq {
-			off += recordLen(h.size)
-			continue
-		}
-		used = min(off+recordLen(h.size), end)
-		if h.state == recordCommitted {
-			keep := true
-			if checkData {
-				data = slices.Grow(data[:0], int(h.size))[:h.size]
-				if _, err := f.ReadAt(data, off+recordHeaderLen); err != nil && err != io.EOF {
-					return nil, 0, err
-				}
-				keep = crc32.Checksum(data, castagnoli) == h.dataCRC
-			}
-			if keep {
-				recs = append(recs, scannedRecord{h: h, off: off + recordHeaderLen})
-			}
-		}
-		off += recordLen(h.size)
-	}
-	return recs, used, nil
+// writeRecordHeader writes the header of the record of k whose data starts
+// at dataOff in seg: state (packfile.Reserved or Committed), its size and,
+// committed, its data's CRC.
+func writeRecordHeader(seg *segment, k entryKey, state uint8, size int64, crc uint32, dataOff int64) error {
+	h := packfile.Header{Kind: uint8(k.kind), State: state, Size: size, DataCRC: crc, Seq: seg.seq}
+	h.SetHash(k.hash)
+	var b [packfile.HeaderLen]byte
+	h.Encode(b[:])
+	_, err := seg.f.WriteAt(b[:], dataOff-packfile.HeaderLen)
+	return err
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -75,7 +76,7 @@ type entry struct {
 //
 //	cas/ab/ab12...            one file per blob, named by its SHA-256 in hex, sharded by the first two hex characters
 //	cas/ab/ab12...-{size}.zst a blob kept compressed: zstd frames and a seek table (seektable.go)
-//	packs/0000000000000001.pack small blobs and action results packed as records (WithPacks; packrecord.go)
+//	packs/0000000000000001.pack small blobs and action results packed as records (WithPacks; package packfile)
 //	ac/ab/ab12...             one file per action result (a serialized ActionResult), named by the action digest's hash
 //	tmp/                      uploads in progress; emptied at start
 //
@@ -343,11 +344,15 @@ func (s *Store) rebuild() error {
 	// earlier one (an action result updated, a blob written again), and a
 	// packed entry replaces a file of the same key (written since).
 	for _, r := range records {
-		k := entryKey{r.h.kind, r.h.hashHex()}
+		if entryKind(r.Kind) > kindAC {
+			s.log.Warn("ignoring a pack record of unknown kind", "segment", r.seg.seq, "kind", r.Kind)
+			continue
+		}
+		k := entryKey{entryKind(r.Kind), r.HashHex()}
 		if el, ok := s.index[k]; ok {
 			s.removeLocked(el)
 		}
-		e := &entry{key: k, size: r.h.size, stored: r.h.size, seg: r.seg, off: r.off}
+		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.seg, off: r.Off}
 		s.insertLocked(e)
 		r.seg.keys = append(r.seg.keys, k)
 	}
@@ -588,15 +593,15 @@ func (b *Blob) Size() int64 { return b.size }
 // ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
 // from pool; see BlobReader.
 func (b *Blob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	return chunkReader{pool: pool, chunkSize: chunkSize}.eachBuffer(b, off, end, fn)
+	return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
 }
 
 // Stored returns Uncompressed: the blob is kept plain.
 func (b *Blob) Stored() cas.Encoding { return cas.Uncompressed }
 
-// ReadZstd compresses the blob from off as it reads it (compressChunks).
+// ReadZstd compresses the blob from off as it reads it (zstdfile.CompressChunks).
 func (b *Blob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	return compressChunks(ctx, b.zp, b, off, pool, chunkSize, fn)
+	return zstdfile.CompressChunks(ctx, b.zp, b, off, pool, chunkSize, fn)
 }
 
 // ReadAt implements io.ReaderAt.
@@ -699,7 +704,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		}
 	}
 	if e.zstd {
-		b, err := openZstdBlob(f, e.size, s.zp)
+		b, err := zstdfile.Open(f, e.size, s.zp)
 		if err != nil {
 			s.log.Error("compressed blob unreadable", "hash", k.hash, "err", err)
 			return nil, fmt.Errorf("cas: blob %s: %w", k.hash, err)
@@ -725,8 +730,8 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 	defer r.Close()
 	var rd io.ReaderAt
 	switch b := r.(type) {
-	case *zstdBlob:
-		return b.readAll(ctx, s.buffers)
+	case *zstdfile.Blob:
+		return b.ReadAll(ctx, s.buffers)
 	case *packedBlob:
 		rd = b
 	default:

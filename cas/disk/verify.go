@@ -13,6 +13,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/membuf/membuf/internal/syncpool"
 )
@@ -222,7 +223,7 @@ func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte,
 		if err == nil {
 			out, err = s.zp.DecodeFrame(ctx, in.Bytes(), buf[:0:ds])
 			if err == nil && int64(len(out)) != ds {
-				err = errCorruptFrame
+				err = zstdfile.ErrCorruptFrame
 			}
 			if err != nil && ctx.Err() == nil {
 				err = fmt.Errorf("%w: frame %d: %v", errCorrupt, i, err)

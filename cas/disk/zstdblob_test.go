@@ -12,6 +12,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/disktest"
+	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/membuf/membuf/internal/await"
@@ -132,7 +133,7 @@ func TestStoreKeepsCompressibleBlobsCompressed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	st2 := b.(*zstdBlob).table
+	st2 := b.(*zstdfile.Blob).Table()
 	_, _, cstart := st2.FrameAt(zstdseek.FrameSize)
 	if got := readZstd(t, b, zstdseek.FrameSize, nil); !bytes.Equal(got, file[cstart:st2.DataSize()]) {
 		t.Fatal("a compressed read at a frame boundary is not the stored frames")
@@ -320,8 +321,8 @@ func TestStoreDamagedCompressedBlob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readRange(b, 0, d.Size); !errors.Is(err, errCorruptFrame) {
-		t.Fatalf("reading a damaged frame: %v, want errCorruptFrame", err)
+	if _, err := readRange(b, 0, d.Size); !errors.Is(err, zstdfile.ErrCorruptFrame) {
+		t.Fatalf("reading a damaged frame: %v, want zstdfile.ErrCorruptFrame", err)
 	}
 	b.Close()
 	// The scrubber's check (forced) finds it and removes it.

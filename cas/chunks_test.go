@@ -1,4 +1,4 @@
-package disk
+package cas_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/internal/testenv"
 )
@@ -22,13 +23,12 @@ func (r *recordingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return r.r.ReadAt(p, off)
 }
 
-func TestChunkReaderSeeksAndSizesChunks(t *testing.T) {
+func TestReadChunksSeeksAndSizesChunks(t *testing.T) {
 	data := testblob.Pattern(1000, 1)
 	r := &recordingReaderAt{r: bytes.NewReader(data)}
-	c := chunkReader{chunkSize: 300} // no pool: each chunk allocated
 	var got []byte
 	var sizes []int
-	err := c.eachBuffer(r, 250, 1000, func(chunk membuf.Buffer) error {
+	err := cas.ReadChunks(r, 250, 1000, nil, 300, func(chunk membuf.Buffer) error {
 		got = append(got, chunk.Bytes()...)
 		sizes = append(sizes, chunk.Len())
 		chunk.Free()
@@ -42,15 +42,15 @@ func TestChunkReaderSeeksAndSizesChunks(t *testing.T) {
 		t.Fatalf("reads at %v with sizes %v", r.offs, sizes)
 	}
 	// A blob shorter than the index says is an error, not a short read.
-	err = c.eachBuffer(bytes.NewReader(data), 900, 1200, func(chunk membuf.Buffer) error { chunk.Free(); return nil })
+	err = cas.ReadChunks(bytes.NewReader(data), 900, 1200, nil, 300, func(chunk membuf.Buffer) error { chunk.Free(); return nil })
 	if err != io.ErrUnexpectedEOF {
 		t.Fatalf("short blob: %v", err)
 	}
 }
 
-// TestChunkReaderBuffersAllocateNothing: reading chunks into a membuf.Pool
+// TestReadChunksAllocatesNothing: reading chunks into a membuf.Pool
 // as Buffers, and freeing them, allocates nothing per chunk.
-func TestChunkReaderBuffersAllocateNothing(t *testing.T) {
+func TestReadChunksAllocatesNothing(t *testing.T) {
 	testenv.SkipUnlessAllocationsCount(t)
 	pool, err := membuf.NewPool(membuf.Config{Clearing: membuf.ClearNone})
 	if err != nil {
@@ -58,7 +58,6 @@ func TestChunkReaderBuffersAllocateNothing(t *testing.T) {
 	}
 	data := testblob.Random(1<<20+100, 3)
 	r := bytes.NewReader(data)
-	c := chunkReader{pool: pool, chunkSize: 64 << 10}
 	var sum int
 	fn := func(b membuf.Buffer) error {
 		sum += int(b.Bytes()[0])
@@ -66,7 +65,7 @@ func TestChunkReaderBuffersAllocateNothing(t *testing.T) {
 		return nil
 	}
 	allocs := testing.AllocsPerRun(50, func() {
-		if err := c.eachBuffer(r, 0, int64(len(data)), fn); err != nil {
+		if err := cas.ReadChunks(r, 0, int64(len(data)), pool, 64<<10, fn); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -75,15 +74,15 @@ func TestChunkReaderBuffersAllocateNothing(t *testing.T) {
 	}
 	// Offsets and the short last chunk.
 	var got []byte
-	err = c.eachBuffer(r, 5, int64(len(data)), func(b membuf.Buffer) error {
+	err = cas.ReadChunks(r, 5, int64(len(data)), pool, 64<<10, func(b membuf.Buffer) error {
 		got = append(got, b.Bytes()...)
 		b.Free()
 		return nil
 	})
 	if err != nil || !bytes.Equal(got, data[5:]) {
-		t.Fatalf("eachBuffer from 5: %v", err)
+		t.Fatalf("ReadChunks from 5: %v", err)
 	}
-	if err := c.eachBuffer(r, int64(len(data))-10, int64(len(data))+10, func(b membuf.Buffer) error { b.Free(); return nil }); err != io.ErrUnexpectedEOF {
+	if err := cas.ReadChunks(r, int64(len(data))-10, int64(len(data))+10, pool, 64<<10, func(b membuf.Buffer) error { b.Free(); return nil }); err != io.ErrUnexpectedEOF {
 		t.Fatalf("past the end: %v", err)
 	}
 	if st := pool.Stats().Total(); st.Gets != st.Puts {

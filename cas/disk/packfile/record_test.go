@@ -1,7 +1,6 @@
-package disk
+package packfile
 
 import (
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,22 +11,22 @@ import (
 func segmentBytes(datas ...[]byte) []byte {
 	var seg []byte
 	for i, data := range datas {
-		h := recordHeader{kind: kindCAS, state: recordCommitted, size: int64(len(data)), dataCRC: crc32.Checksum(data, castagnoli)}
-		h.hash[0] = byte(i)
-		rec := make([]byte, recordLen(int64(len(data))))
-		h.encode(rec)
-		copy(rec[recordHeaderLen:], data)
+		h := Header{Kind: 1, State: Committed, Size: int64(len(data)), DataCRC: Checksum(data)}
+		h.Hash[0] = byte(i)
+		rec := make([]byte, RecordLen(int64(len(data))))
+		h.Encode(rec)
+		copy(rec[HeaderLen:], data)
 		seg = append(seg, rec...)
 	}
 	return seg
 }
 
-// FuzzScanSegment: whatever a segment file holds (torn writes, holes,
+// FuzzScan: whatever a segment file holds (torn writes, holes,
 // garbage, headers that lie about sizes), scanning it never panics, and
 // every record it returns lies within the segment's end, at a record
 // boundary, belongs to the segment scanned, and (checking data) has data
 // that matches its CRC.
-func FuzzScanSegment(f *testing.F) {
+func FuzzScan(f *testing.F) {
 	f.Add(segmentBytes([]byte("hello"), make([]byte, 200), []byte{}))
 	torn := segmentBytes([]byte("first"), []byte("second record"))
 	f.Add(torn[:len(torn)-40])
@@ -43,7 +42,7 @@ func FuzzScanSegment(f *testing.F) {
 		}
 		defer file.Close()
 		for _, checkData := range []bool{false, true} {
-			recs, end, err := scanSegment(file, checkData, 1<<20, 0)
+			recs, end, err := Scan(file, checkData, 1<<20, 0)
 			if err != nil {
 				t.Fatalf("scanning %d bytes: %v", len(b), err)
 			}
@@ -52,14 +51,14 @@ func FuzzScanSegment(f *testing.F) {
 			}
 			prevEnd := int64(0)
 			for _, r := range recs {
-				start := r.off - recordHeaderLen
-				if start%recordAlign != 0 || start < prevEnd || r.off+r.h.size > end || r.h.state != recordCommitted || r.h.seq != 0 {
-					t.Fatalf("record at %d (size %d, state %d) out of place in %d bytes (previous ended at %d)", start, r.h.size, r.h.state, end, prevEnd)
+				start := r.Off - HeaderLen
+				if start%Align != 0 || start < prevEnd || r.Off+r.Size > end || r.State != Committed || r.Seq != 0 {
+					t.Fatalf("record at %d (size %d, state %d) out of place in %d bytes (previous ended at %d)", start, r.Size, r.State, end, prevEnd)
 				}
-				if checkData && crc32.Checksum(b[r.off:r.off+r.h.size], castagnoli) != r.h.dataCRC {
+				if checkData && Checksum(b[r.Off:r.Off+r.Size]) != r.DataCRC {
 					t.Fatalf("record at %d returned with data that does not match its CRC", start)
 				}
-				prevEnd = start + recordLen(r.h.size)
+				prevEnd = start + RecordLen(r.Size)
 			}
 		}
 	})
@@ -68,23 +67,23 @@ func FuzzScanSegment(f *testing.F) {
 // TestRecordHeaderRoundTrip: a header decodes to what was encoded; any one
 // byte changed in its first 60 bytes makes it invalid.
 func TestRecordHeaderRoundTrip(t *testing.T) {
-	h := recordHeader{kind: kindAC, state: recordCommitted, size: 12345, dataCRC: 0xdeadbeef, seq: 1 << 40}
-	for i := range h.hash {
-		h.hash[i] = byte(i * 3)
+	h := Header{Kind: 2, State: Committed, Size: 12345, DataCRC: 0xdeadbeef, Seq: 1 << 40}
+	for i := range h.Hash {
+		h.Hash[i] = byte(i * 3)
 	}
-	var b [recordHeaderLen]byte
-	h.encode(b[:])
-	got, ok := decodeRecordHeader(b[:], 1<<20)
+	var b [HeaderLen]byte
+	h.Encode(b[:])
+	got, ok := DecodeHeader(b[:], 1<<20)
 	if !ok || got != h {
 		t.Fatalf("decoded %+v, %v; want %+v", got, ok, h)
 	}
-	if _, ok := decodeRecordHeader(b[:], 12344); ok {
+	if _, ok := DecodeHeader(b[:], 12344); ok {
 		t.Error("a header whose size is over the largest record decoded")
 	}
 	for i := range 60 {
 		c := b
 		c[i] ^= 1
-		if _, ok := decodeRecordHeader(c[:], 1<<20); ok {
+		if _, ok := DecodeHeader(c[:], 1<<20); ok {
 			t.Errorf("a header with byte %d changed decoded", i)
 		}
 	}

@@ -1,4 +1,10 @@
-package disk
+// Package zstdfile reads a blob kept as a seekable zstd file (independent
+// frames and a seek table: package zstdseek) as a cas.BlobReader, plain or
+// compressed, and compresses a blob kept plain as it is read
+// (CompressChunks). The disk store keeps compressed blobs in such files. It
+// knows nothing of the store's index or layout: it is given an open file
+// and the blob's size.
+package zstdfile
 
 import (
 	"context"
@@ -16,24 +22,25 @@ import (
 // Never written to: it goes to gRPC by reference from every such read.
 var emptyZstdFrame = []byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x00, 0x01, 0x00, 0x00}
 
-// errCorruptFrame: a stored frame did not decode to the size its seek table
-// gives; the blob on disk is damaged.
-var errCorruptFrame = errors.New("stored zstd frame is damaged")
+// ErrCorruptFrame: a stored frame did not decode to the size its seek table
+// gives; the file is damaged.
+var ErrCorruptFrame = errors.New("stored zstd frame is damaged")
 
-// zstdBlob is an open blob kept compressed: independent frames and a seek
-// table (seektable.go). A plain read decompresses the frames it needs, one
+// Blob is an open blob kept compressed: independent frames and a seek
+// table (package zstdseek). A plain read decompresses the frames it needs, one
 // at a time, starting with the one holding its offset; a compressed read
 // sends the stored frames as they are.
-type zstdBlob struct {
+type Blob struct {
 	f     *os.File
 	size  int64
 	table zstdseek.SeekTable
 	zp    *zstdseek.Pool
 }
 
-// openZstdBlob checks the seek table of the compressed file f of a blob of
-// size bytes. On error f is closed.
-func openZstdBlob(f *os.File, size int64, zp *zstdseek.Pool) (*zstdBlob, error) {
+// Open checks the seek table of the compressed file f of a blob of size
+// bytes and returns the blob, which owns f from then on. On error f is
+// closed.
+func Open(f *os.File, size int64, zp *zstdseek.Pool) (*Blob, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -44,21 +51,24 @@ func openZstdBlob(f *os.File, size int64, zp *zstdseek.Pool) (*zstdBlob, error) 
 		f.Close()
 		return nil, err
 	}
-	return &zstdBlob{f: f, size: size, table: t, zp: zp}, nil
+	return &Blob{f: f, size: size, table: t, zp: zp}, nil
 }
 
+// Table returns the blob's seek table.
+func (b *Blob) Table() zstdseek.SeekTable { return b.table }
+
 // Size returns the blob's uncompressed size.
-func (b *zstdBlob) Size() int64 { return b.size }
+func (b *Blob) Size() int64 { return b.size }
 
 // Stored returns Zstd.
-func (b *zstdBlob) Stored() cas.Encoding { return cas.Zstd }
+func (b *Blob) Stored() cas.Encoding { return cas.Zstd }
 
 // Close releases the file.
-func (b *zstdBlob) Close() error { return b.f.Close() }
+func (b *Blob) Close() error { return b.f.Close() }
 
 // frame reads frame i, which starts at compressed offset cstart, and
 // decompresses it into a buffer of its own from pool.
-func (b *zstdBlob) frame(ctx context.Context, pool membuf.BufferPool, i int, cstart int64) (membuf.Buffer, error) {
+func (b *Blob) frame(ctx context.Context, pool membuf.BufferPool, i int, cstart int64) (membuf.Buffer, error) {
 	cs, ds := b.table.Entry(i)
 	in := membuf.AllocUncleared(pool, int(cs))
 	defer in.Free()
@@ -72,7 +82,7 @@ func (b *zstdBlob) frame(ctx context.Context, pool membuf.BufferPool, i int, cst
 		if ctx.Err() != nil {
 			return membuf.Buffer{}, ctx.Err()
 		}
-		return membuf.Buffer{}, fmt.Errorf("cas: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, errCorruptFrame)
+		return membuf.Buffer{}, fmt.Errorf("cas: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, ErrCorruptFrame)
 	}
 	return out, nil
 }
@@ -80,7 +90,7 @@ func (b *zstdBlob) frame(ctx context.Context, pool membuf.BufferPool, i int, cst
 // ReadChunks decompresses [off, end), frame by frame. Each frame is
 // decompressed into one buffer from pool and handed to fn as views of at
 // most chunkSize bytes, without copying; see BlobReader.
-func (b *zstdBlob) ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+func (b *Blob) ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	i, dstart, cstart := b.table.FrameAt(off)
 	for dstart < end {
 		if err := ctx.Err(); err != nil {
@@ -102,7 +112,7 @@ func (b *zstdBlob) ReadChunks(ctx context.Context, off, end int64, pool membuf.B
 // ReadZstd sends the stored frames from the one holding off to the last,
 // read from disk as they are. If off is inside a frame, that frame's part
 // from off is recompressed first. See BlobReader.
-func (b *zstdBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+func (b *Blob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	if off >= b.size {
 		return fn(membuf.Wrap(emptyZstdFrame))
 	}
@@ -120,12 +130,12 @@ func (b *zstdBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPo
 		}
 		cstart += cs
 	}
-	return chunkReader{pool: pool, chunkSize: chunkSize}.eachBuffer(b.f, cstart, b.table.DataSize(), fn)
+	return cas.ReadChunks(b.f, cstart, b.table.DataSize(), pool, chunkSize, fn)
 }
 
-// readAll decompresses the whole blob into a new slice, each frame in its
+// ReadAll decompresses the whole blob into a new slice, each frame in its
 // place (no copy).
-func (b *zstdBlob) readAll(ctx context.Context, pool membuf.BufferPool) ([]byte, error) {
+func (b *Blob) ReadAll(ctx context.Context, pool membuf.BufferPool) ([]byte, error) {
 	out := make([]byte, b.size)
 	var cstart, dstart int64
 	for i := range b.table.Frames() {
@@ -136,7 +146,7 @@ func (b *zstdBlob) readAll(ctx context.Context, pool membuf.BufferPool) ([]byte,
 			var got []byte
 			got, err = b.zp.DecodeFrame(ctx, in.Bytes(), out[dstart:dstart:dstart+ds])
 			if err == nil && int64(len(got)) != ds {
-				err = fmt.Errorf("cas: frame %d of %d bytes decoded to %d: %w", i, ds, len(got), errCorruptFrame)
+				err = fmt.Errorf("cas: frame %d of %d bytes decoded to %d: %w", i, ds, len(got), ErrCorruptFrame)
 			}
 		}
 		in.Free()
@@ -173,7 +183,7 @@ func compressFrame(ctx context.Context, zp *zstdseek.Pool, plain []byte, pool me
 	return sendViews(frame, 0, int64(frame.Len()), chunkSize, fn)
 }
 
-// onTheFlyFrame is the uncompressed size of the frames compressChunks
+// onTheFlyFrame is the uncompressed size of the frames CompressChunks
 // makes for reads of chunkSize bytes: one frame per read chunk, with room
 // for zstd's framing so that an incompressible frame still fits the chunk.
 // Small frames keep what a read holds small (a frame waiting for an
@@ -184,12 +194,12 @@ func onTheFlyFrame(chunkSize int) int {
 	return min(max(chunkSize-64, 4<<10), zstdseek.FrameSize)
 }
 
-// compressChunks serves BlobReader.ReadZstd for a blob r keeps plain: it
+// CompressChunks serves BlobReader.ReadZstd for a blob r keeps plain: it
 // reads [off, r.Size()) a chunk at a time (onTheFlyFrame), compresses each
 // piece as an independent zstd frame with an encoder from zp (waiting for
 // one, within ctx, if the budget is spent) and calls fn with the stream as
 // ReadZstd does. The frames together decompress to [off, r.Size()).
-func compressChunks(ctx context.Context, zp *zstdseek.Pool, r cas.BlobReader, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+func CompressChunks(ctx context.Context, zp *zstdseek.Pool, r cas.BlobReader, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	if off >= r.Size() {
 		return fn(membuf.Wrap(emptyZstdFrame))
 	}

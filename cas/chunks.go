@@ -1,0 +1,51 @@
+package cas
+
+import (
+	"io"
+
+	"github.com/membuf/membuf"
+)
+
+// ReadChunks reads [off, end) of r as a sequence of chunks and calls fn with
+// each: the one way a BlobReader's ReadChunks reads a range, whatever holds
+// the bytes (a file, a range of a segment, a frame). Each chunk is read with
+// ReadAt (pread, at its own offset: an offset read seeks, it never reads and
+// discards) into a buffer of its own from pool (fresh memory if pool is
+// nil), sized to what remains, at most chunkSize bytes. It stops at the
+// first error from r or fn; r ending before end is io.ErrUnexpectedEOF.
+//
+// Ownership: fn receives one reference to the chunk and owns it from then
+// on, until it frees it or hands it to something that will: it must do one
+// or the other exactly once, whether or not it returns an error.
+// ReadChunks keeps nothing, so the chunk's memory goes back to the pool
+// exactly when its last holder frees it. ByteStream Read hands each chunk
+// to gRPC by reference (grpcmem.SendRead), which frees it after writing it
+// to the wire, which may be after fn returns; nothing here may touch a
+// chunk once fn has it.
+//
+// Per chunk this takes one buffer from the pool and a membuf header
+// (recycled), and allocates nothing itself in the steady state
+// (TestReadChunksAllocatesNothing). Sending the chunk does allocate:
+// grpcmem.SendRead makes a 96-byte ReadResponse per chunk, which gRPC may
+// hold after Send returns, so it cannot be recycled.
+func ReadChunks(r io.ReaderAt, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	for off < end {
+		n := int(min(int64(chunkSize), end-off))
+		// Uncleared: ReadAt overwrites all n bytes, and a short read
+		// frees the chunk unseen, so clearing it first would be wasted.
+		chunk := membuf.AllocUncleared(pool, n)
+		m, err := r.ReadAt(chunk.Bytes(), off)
+		if m < n {
+			chunk.Free()
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if err := fn(chunk); err != nil {
+			return err
+		}
+		off += int64(n)
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package packfile
+
+import (
+	"io"
+	"os"
+	"slices"
+)
+
+// Record is a committed record found by Scan.
+type Record struct {
+	Header
+	Off int64 // of its data in the file
+}
+
+// Scan reads the record headers of the file f of segment seq and
+// returns its committed records, in order, and where the segment ends (past
+// its last record of seq). With checkData, each committed record's data is
+// read and its CRC checked, and a record whose data does not match is left
+// out. Anything that is not a valid header (a torn write, a hole) is
+// stepped over 64 bytes at a time; a record of another segment (the file's
+// earlier life) is stepped over whole.
+func Scan(f *os.File, checkData bool, maxSize int64, seq uint64) ([]Record, int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	end := fi.Size()
+	var used int64 // past the last record of seq
+	var recs []Record
+	var hb [HeaderLen]byte
+	var data []byte
+	for off := int64(0); off+HeaderLen <= end; {
+		if _, err := f.ReadAt(hb[:], off); err != nil {
+			return nil, 0, err
+		}
+		h, ok := DecodeHeader(hb[:], maxSize)
+		if !ok || off+HeaderLen+h.Size > end {
+			off += Align
+			continue
+		}
+		if h.Seq != seq {
+			off += RecordLen(h.Size)
+			continue
+		}
+		used = min(off+RecordLen(h.Size), end)
+		if h.State == Committed {
+			keep := true
+			if checkData {
+				data = slices.Grow(data[:0], int(h.Size))[:h.Size]
+				if _, err := f.ReadAt(data, off+HeaderLen); err != nil && err != io.EOF {
+					return nil, 0, err
+				}
+				keep = Checksum(data) == h.DataCRC
+			}
+			if keep {
+				recs = append(recs, Record{Header: h, Off: off + HeaderLen})
+			}
+		}
+		off += RecordLen(h.Size)
+	}
+	return recs, used, nil
+}
