@@ -161,9 +161,10 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			return nil
 		})
 	}
+	// With WithPackSync, the segments' syncer makes them durable instead.
 	for seg, errp := range segs {
 		if s.syncEvery > 0 {
-			break // the segments' syncer makes them durable (WithPackSync)
+			continue
 		}
 		eg.Go(func() error {
 			if err := fdatasync(seg.f); err != nil {

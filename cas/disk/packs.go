@@ -43,8 +43,9 @@ const (
 // WithPacks packs blobs and action results of at most maxBlob bytes into
 // segment files (docs/cas.md, "Small blobs"); larger ones are files of
 // their own. Without it, maxBlob is DefaultPackMax; 0 keeps everything in
-// files; more than MaxPackMax is MaxPackMax. A store whose maximum size is under 16 MiB keeps everything in
-// files whatever maxBlob is: its segments would be the size of its blobs.
+// files; more than MaxPackMax is MaxPackMax. A store whose maximum size is
+// under 16 MiB keeps everything in files whatever maxBlob is: its segments
+// would be the size of its blobs.
 // Packed blobs are kept uncompressed, whatever the compression policy.
 func WithPacks(maxBlob int64) StoreOption {
 	return func(s *Store) { s.packMax = max(maxBlob, 0) }
@@ -113,7 +114,7 @@ func (s *Store) syncLoop() {
 		s.mu.Lock()
 		closing = s.packsClosing
 		dirty := make([]*segment, 0, len(s.unsynced))
-		for seg := range s.unsynced {
+		for seg := range s.unsynced { // none evicted: eviction takes a segment out
 			dirty = append(dirty, seg)
 			seg.readers++ // keeps its file open through the sync, evicted or not
 		}
@@ -383,8 +384,9 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 	bp := hashBuffers.Get()
 	defer hashBuffers.Put(bp)
 	buf := (*bp)[:opened.size]
-	_, err := opened.seg.f.ReadAt(buf, opened.off)
-	if err != nil {
+	if err := s.readRecord(opened, buf); errors.Is(err, errReplaced) {
+		return err
+	} else if err != nil {
 		return fmt.Errorf("cas: re-hashing a packed blob: %w", err)
 	}
 	if pace != nil {
@@ -458,14 +460,14 @@ func (s *Store) copyForward(r refresh) error {
 		return nil
 	}
 	old := *e
-	old.seg.readers++
 	s.mu.Unlock()
-	data := make([]byte, old.size)
-	_, err := old.seg.f.ReadAt(data, old.off)
-	s.mu.Lock()
-	s.releaseReaderLocked(old.seg)
-	s.mu.Unlock()
-	if err != nil {
+	// writeRecord is done with data when it returns: a pooled buffer does.
+	bp := hashBuffers.Get()
+	defer hashBuffers.Put(bp)
+	data := (*bp)[:old.size]
+	if err := s.readRecord(old, data); errors.Is(err, errReplaced) {
+		return nil // evicted meanwhile: nothing to copy
+	} else if err != nil {
 		return err
 	}
 	if old.key.kind == kindCAS {
@@ -481,4 +483,24 @@ func (s *Store) copyForward(r refresh) error {
 	c.ifCurrent, c.ifGen = r.el, r.gen
 	s.committer.commit(c)
 	return c.err
+}
+
+// readRecord reads the data of packed entry e (a copy of its index entry)
+// into buf, e.size bytes, holding its segment's file meanwhile: an eviction
+// cannot close it or hand it to a later segment under the read.
+// A segment evicted since e was copied is errReplaced: its file may be
+// another segment's by now.
+func (s *Store) readRecord(e entry, buf []byte) error {
+	s.mu.Lock()
+	if e.seg.evicted {
+		s.mu.Unlock()
+		return errReplaced
+	}
+	e.seg.readers++
+	s.mu.Unlock()
+	_, err := e.seg.f.ReadAt(buf, e.off)
+	s.mu.Lock()
+	s.releaseReaderLocked(e.seg)
+	s.mu.Unlock()
+	return err
 }

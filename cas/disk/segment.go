@@ -43,6 +43,7 @@ type segment struct {
 	readers int
 	evicted bool // out of the index and the store's total
 	closed  bool // the store is closed: the last reader closes the file
+	gone    bool // its file was handed on (a spare) or closed: nothing of this segment may touch it
 }
 
 // Pack segments live in packs/ under the store's directory.
@@ -227,6 +228,7 @@ func (s *Store) evictSegmentLocked(seg *segment) {
 	seg.keys = nil
 	s.bytes -= seg.size
 	seg.evicted = true
+	delete(s.unsynced, seg) // its records are gone: nothing to make durable
 	s.segments = slices.DeleteFunc(s.segments, func(x *segment) bool { return x == seg })
 	s.log.Debug("evicted a pack segment", "seq", seg.seq, "bytes", seg.size)
 	seg.readers++
@@ -239,14 +241,15 @@ func (s *Store) evictSegmentLocked(seg *segment) {
 // or removes it if there are spares enough or the store is closing.
 func (s *Store) releaseReaderLocked(seg *segment) {
 	seg.readers--
-	if seg.readers > 0 {
+	if seg.readers > 0 || seg.gone {
 		return
 	}
-	if seg.closed && !seg.evicted {
-		seg.f.Close()
+	if !seg.evicted && !seg.closed {
 		return
 	}
+	seg.gone = true
 	if !seg.evicted {
+		seg.f.Close()
 		return
 	}
 	free := filepath.Join(s.dir, packDirName, fmt.Sprintf("%0*x%s", segmentNameLen, seg.seq, segFreeSuffix))

@@ -480,6 +480,7 @@ func (s *Store) closePacks() {
 	for _, seg := range s.segments {
 		seg.closed = true // to the readers: close the file when done
 		if seg.readers == 0 {
+			seg.gone = true
 			seg.f.Close()
 		}
 	}
