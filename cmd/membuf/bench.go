@@ -41,6 +41,7 @@ type workload struct {
 var workloads = []workload{
 	{"blobs", "ByteStream reads and writes of blobs against the cas server (in-process, or --addr)", blobsFlags},
 	{"grpc", "unary and streaming gRPC echo: grpc-go's default buffer pool against membuf's", grpcFlags},
+	{"build", "a Bazel-like build's cache traffic, cold then warm: membuf serve against servers at --addr", buildFlags},
 }
 
 const benchDescription = "Run a workload that compares configurations side by side, in interleaved rounds so\n" +
@@ -59,14 +60,14 @@ func benchFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs := newFlagSet("bench", "<workload> [flags]", desc.String())
 	return fs, func(ctx context.Context, args []string) error {
 		if len(args) == 0 {
-			return usageError("bench needs a workload: blobs or grpc")
+			return usageError("bench needs a workload: blobs, grpc or build")
 		}
 		for _, w := range workloads {
 			if w.name == args[0] {
 				return runWorkload(ctx, w, args[1:], std)
 			}
 		}
-		return usageError("unknown workload %q: want blobs or grpc", args[0])
+		return usageError("unknown workload %q: want blobs, grpc or build", args[0])
 	}
 }
 
@@ -394,13 +395,7 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 		if len(c.concurrency) > 1 {
 			o.Streams = c.concurrency
 		}
-		o.Command = func(args ...string) *exec.Cmd {
-			exe, err := os.Executable()
-			if err != nil {
-				exe = os.Args[0]
-			}
-			return exec.Command(exe, args...)
-		}
+		o.Command = selfCommand
 		if o.Blobs < 1 || o.Blobs > loadgen.MaxBlobsPerCase {
 			return nil, usageError("--blobs must be between 1 and 65536")
 		}
@@ -425,6 +420,102 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 		o.Bounds, o.Progress = c.bounds, c.progress
 		return loadgen.Blobs(ctx, o)
 	}
+}
+
+func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*loadgen.Report, error)) {
+	fs := newFlagSet("bench build", "[flags]",
+		"Play a Bazel-like build's remote-cache traffic against REAPI servers, in interleaved\n"+
+			"rounds. Each round builds --actions new actions with one output each, sizes drawn\n"+
+			"from the mix of a real 1,500-genrule build ("+loadgen.BazelMixLabel+").\n"+
+			"The upload phase is the cold build: per action a GetActionResult that misses, a\n"+
+			"FindMissingBlobs of its output, the output's upload (BatchUpdateBlobs up to\n"+
+			"--batch-max, a ByteStream Write above) and an UpdateActionResult. The download\n"+
+			"phase is the rebuild after `bazel clean`: per action a GetActionResult that hits and\n"+
+			"the output's download (BatchReadBlobs, or a ByteStream Read). Reports each phase's\n"+
+			"wall time, actions per second and, for each server whose process it can observe,\n"+
+			"server CPU seconds per 1,000 actions and peak RSS.\n"+
+			"Servers: `membuf serve` started on a temporary store (--config serve, the default),\n"+
+			"and any at --addr (with --server-pid for their CPU and memory), e.g. bb-storage or\n"+
+			"bazel-remote. --concurrency is the actions in flight, as Bazel's --jobs.")
+	common := &benchCommon{}
+	common.register(fs, time.Second)
+	o := loadgen.BuildOptions{Seed: 1, Actions: 1000}
+	var addrs []string
+	configs := []string{loadgen.ConfigServe}
+	var pids []int
+	var serveFlags string
+	batchMax, chunk, storeSize := int64(1<<20), int64(64<<10), int64(8<<30)
+	fs.Var(listFlag[string]{&addrs, func(s string) (string, error) { return s, checkLoopback(s) }, func(s string) string { return s }},
+		"addr", "comma-separated `host:port` list of running REAPI servers to measure beside --config's (loopback only)")
+	fs.Var(intList(&pids), "server-pid", "comma-separated process `ids`, one per --addr (0 for none): those servers' CPU time and peak RSS from /proc")
+	fs.Var(choiceList(&configs, loadgen.ConfigServe, "none"), "config", "`servers` to start: serve (membuf serve, on a store under --dir) or none")
+	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` of every request")
+	fs.StringVar(&o.Dir, "dir", "", "`directory` for the started servers' stores (default a temporary one, removed after)")
+	fs.StringVar(&serveFlags, "serve-flags", "", "extra `flags` for membuf serve, space-separated")
+	fs.Var(sizeFlag{&storeSize}, "store-size", "`size` bound of the started servers' stores")
+	fs.IntVar(&o.Actions, "actions", o.Actions, "actions one build runs")
+	fs.Var(sizeFlag{&batchMax}, "batch-max", "largest output `size` sent and fetched in a batch (lowered to fit a server's max_batch_total_size_bytes)")
+	fs.Var(sizeFlag{&chunk}, "chunk-size", "`size` of each ByteStream WriteRequest")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for the output sizes and contents")
+	return fs, common, func(ctx context.Context, c *benchCommon) (*loadgen.Report, error) {
+		var bad []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "duration" || f.Name == "count" || f.Name == "plot" {
+				bad = append(bad, "--"+f.Name)
+			}
+		})
+		if len(bad) > 0 {
+			return nil, usageError("bench build runs whole builds (--actions, --rounds): %s does not apply", strings.Join(bad, ", "))
+		}
+		if len(c.concurrency) > 1 {
+			return nil, usageError("bench build takes one --concurrency")
+		}
+		if slices.Contains(configs, "none") {
+			if len(configs) > 1 {
+				return nil, usageError("--config none starts no server: give it alone")
+			}
+			configs = nil
+		}
+		if len(configs) == 0 && len(addrs) == 0 {
+			return nil, usageError("--config none needs at least one --addr")
+		}
+		if len(pids) > len(addrs) {
+			return nil, usageError("--server-pid gives %d process ids for %d --addr servers", len(pids), len(addrs))
+		}
+		for _, p := range pids {
+			if p < 0 {
+				return nil, usageError("--server-pid %d is not a process id", p)
+			}
+		}
+		if o.Actions < 1 || o.Actions > loadgen.MaxBlobsPerCase {
+			return nil, usageError("--actions must be between 1 and %d", loadgen.MaxBlobsPerCase)
+		}
+		if batchMax < 1 {
+			return nil, usageError("--batch-max must be positive")
+		}
+		if chunk < 1 || chunk > loadgen.MaxChunkSize {
+			return nil, usageError("--chunk-size must be between 1 byte and 2MiB")
+		}
+		if storeSize < 1 {
+			return nil, usageError("--store-size must be positive")
+		}
+		o.Addrs, o.ServerPIDs, o.Configs = addrs, pids, configs
+		o.BatchMax, o.ChunkSize, o.StoreSize = batchMax, int(chunk), storeSize
+		o.ServeFlags = strings.Fields(serveFlags)
+		o.Command = selfCommand
+		o.Bounds, o.Progress = c.bounds, c.progress
+		return loadgen.Build(ctx, o)
+	}
+}
+
+// selfCommand returns a command that runs this program with args: how the
+// workloads start `membuf serve` and `membuf ceiling`.
+func selfCommand(args ...string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exec.Command(exe, args...)
 }
 
 // checkLoopback refuses an --addr that is not a loopback address: the

@@ -90,6 +90,11 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"bench", "grpc", "--concurrency", "1,2"}, "takes one --concurrency"},
 		{[]string{"bench", "blobs", "--connections", "0"}, "--connections"},
 		{[]string{"bench", "blobs", "--server-pid", "1"}, "describe the server at --addr"},
+		{[]string{"bench", "build", "--duration", "5s"}, "--duration does not apply"},
+		{[]string{"bench", "build", "--config", "none"}, "needs at least one --addr"},
+		{[]string{"bench", "build", "--addr", "127.0.0.1:1", "--server-pid", "1,2"}, "2 process ids for 1 --addr"},
+		{[]string{"bench", "build", "--addr", "10.0.0.1:8980"}, "only loopback"},
+		{[]string{"bench", "build", "--batch-max", "0"}, "--batch-max must be positive"},
 	} {
 		code, _, errOut := runCLI(t, ctx, tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.err) {
@@ -241,6 +246,52 @@ func TestProgressLineFitsTheTerminal(t *testing.T) {
 	for _, seg := range strings.Split(out.String(), "\r\x1b[K") {
 		if utf8.RuneCountInString(seg) >= 50 || strings.Contains(seg, "\n") {
 			t.Errorf("a redraw on a 50-column terminal: %q", seg)
+		}
+	}
+}
+
+// bench build against the serve configuration (a process of its own) and a
+// server at an address (in this process), side by side: every action of
+// every round goes through both phases on both, and each phase's server
+// figures are there.
+func TestBenchBuild(t *testing.T) {
+	t.Setenv("MEMBUF_TEST_RUN_MAIN", "1") // the serve child runs main
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv := startServe(t)
+	defer srv.stop()
+	dir := t.TempDir()
+	jsonFile := filepath.Join(dir, "build.json")
+	const actions, rounds = 60, 2
+	code, out, errOut := runCLI(t, ctx, "bench", "build", "--actions", strconv.Itoa(actions), "--rounds", strconv.Itoa(rounds),
+		"--concurrency", "4", "--batch-max", "64KiB", "--addr", srv.grpcAddr, "--server-pid", strconv.Itoa(os.Getpid()),
+		"--dir", filepath.Join(dir, "stores"), "--json", jsonFile)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"upload", "download", "CPU-s/1k actions", "wall/build", "serve", srv.grpcAddr} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	// Every output of every round, once per phase.
+	var want int64
+	for round := range uint64(rounds) {
+		for _, s := range loadgen.BazelMixSizes(actions, 1^round<<32) {
+			want += s
+		}
+	}
+	r := readReportFile(t, jsonFile)
+	if r.Workload != "build" || len(r.Results) != 4 {
+		t.Fatalf("report: workload %q with %d results, want build with 4 (2 phases x 2 servers)", r.Workload, len(r.Results))
+	}
+	for _, res := range r.Results {
+		u := res.Server
+		switch {
+		case res.Ops != actions*rounds || res.Bytes != want:
+			t.Errorf("%s/%s: %d actions moving %d bytes, want %d moving %d", res.Mode, res.Config, res.Ops, res.Bytes, actions*rounds, want)
+		case u == nil || u.PeakRSS < 1<<20 || u.CPUSeconds <= 0 || u.CPUSecondsPerKOp <= 0:
+			t.Errorf("%s/%s: server figures %+v, want CPU time and a peak RSS", res.Mode, res.Config, u)
 		}
 	}
 }

@@ -194,6 +194,9 @@ func (r *Report) Find(c Case, config string) *Result {
 // share of all the CPU the process had (GOMAXPROCS over the wall time);
 // GC busy is its share of the CPU the process used.
 func (r *Report) WriteTable(w io.Writer) error {
+	if r.Workload == "build" {
+		return r.writeBuildTable(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "case\tconfig\tops/s\tMB/s\tp50\tp90\tp99\tGC CPU\tGC busy\tGC/kop\talloc/op\tallocs/op\tops/s vs base\talloc/op vs base\t\n")
 	for _, c := range r.Cases() {
@@ -271,6 +274,45 @@ func (r *Report) writeServerTable(w io.Writer) error {
 				cpu = ratio(u.CPUSecondsPerGiB, base.Server.CPUSecondsPerGiB)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", c, cfg, res.MiBPerSec(), u.CPUSecondsPerGiB, u.SystemCPUSecondsPerGiB, gc, alloc, peak, thr, cpu)
+		}
+	}
+	return tw.Flush()
+}
+
+// writeBuildTable prints the build workload's report: per phase and
+// server, the wall time of one build (the mean over rounds), actions per
+// second, and what the server used per 1,000 actions, with ratios to the
+// baseline's.
+func (r *Report) writeBuildTable(w io.Writer) error {
+	fmt.Fprintf(w, "server CPU time (and of it the kernel's) and peak RSS from /proc/<pid>, where known; ratios against %s:\n", r.Configs[0])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "phase\tconfig\twall/build\tactions/s\tMiB/s\tp50\tp99\tCPU-s/1k actions\tof it kernel\tpeak RSS\twall vs base\tCPU vs base\t\n")
+	for _, c := range r.Cases() {
+		base := r.Find(c, r.Configs[0])
+		for _, cfg := range r.Configs {
+			res := r.Find(c, cfg)
+			if res == nil {
+				continue
+			}
+			wall := res.Wall / time.Duration(max(res.Rounds, 1))
+			cpu, kernel, peak, wallRatio, cpuRatio := "-", "-", "-", "", ""
+			if u := res.Server; u != nil {
+				cpu = fmt.Sprintf("%.3f", u.CPUSecondsPerKOp)
+				kernel = fmt.Sprintf("%.3f", u.SystemCPUSeconds/float64(max(res.Ops, 1))*1000)
+				peak = formatFloatBytes(float64(u.PeakRSS))
+				if u.PeakSinceStart {
+					peak += " (since start)"
+				}
+			}
+			if base != nil && base != res {
+				wallRatio = ratio(res.Wall.Seconds(), base.Wall.Seconds())
+				if res.Server != nil && base.Server != nil {
+					cpuRatio = ratio(res.Server.CPUSecondsPerKOp, base.Server.CPUSecondsPerKOp)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+				c.Mode, cfg, wall.Round(time.Millisecond), res.OpsPerSec, res.MiBPerSec(),
+				formatLatency(res.P50), formatLatency(res.P99), cpu, kernel, peak, wallRatio, cpuRatio)
 		}
 	}
 	return tw.Flush()

@@ -283,6 +283,6 @@ func finish(r *Result) {
 		r.AllocPerByte = float64(r.GC.AllocatedBytes) / float64(r.Bytes)
 	}
 	if r.Server != nil {
-		r.Server.finish(r.Bytes)
+		r.Server.finish(r.Bytes, r.Ops)
 	}
 }

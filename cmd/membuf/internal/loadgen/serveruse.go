@@ -48,6 +48,9 @@ type ServerUse struct {
 	GCCyclesPerGiB         float64 `json:"gc_cycles_per_gib,omitempty"`
 	// AllocBytesPerMiB is AllocBytes per MiB of payload moved.
 	AllocBytesPerMiB float64 `json:"alloc_bytes_per_mib,omitempty"`
+	// CPUSecondsPerKOp is CPUSeconds per 1,000 operations: for the build
+	// workload, per 1,000 actions.
+	CPUSecondsPerKOp float64 `json:"cpu_seconds_per_kop,omitempty"`
 }
 
 // add adds the use of one more stretch.
@@ -68,7 +71,10 @@ func (u *ServerUse) add(v ServerUse) {
 	}
 }
 
-func (u *ServerUse) finish(bytes int64) {
+func (u *ServerUse) finish(bytes, ops int64) {
+	if ops > 0 {
+		u.CPUSecondsPerKOp = u.CPUSeconds / float64(ops) * 1000
+	}
 	if bytes <= 0 {
 		return
 	}
