@@ -49,3 +49,20 @@ func ReadChunks(r io.ReaderAt, off, end int64, pool membuf.BufferPool, chunkSize
 	}
 	return nil
 }
+
+// SendViews hands [lo, hi) of buf to fn as views of at most chunkSize bytes
+// each, in order, with ReadChunks's ownership (fn owns each view), and frees
+// buf's own reference: the memory goes back to its pool when fn's holders
+// have freed every view. It is how a reader that reads more at once than
+// it sends (a whole frame, a whole checked block) hands it on.
+func SendViews(buf membuf.Buffer, lo, hi int64, chunkSize int, fn func(membuf.Buffer) error) error {
+	defer buf.Free()
+	for lo < hi {
+		n := min(int64(chunkSize), hi-lo)
+		if err := fn(buf.Slice(int(lo), int(lo+n))); err != nil {
+			return err
+		}
+		lo += n
+	}
+	return nil
+}

@@ -153,6 +153,10 @@ type packedBlob struct {
 	seg  *segment
 	off  int64 // of the data in the segment
 	size int64
+	// checked is the entry as opened, its record's CRC what every read
+	// checks the whole record against (readcheck.go); nil: reads are
+	// not checked (WithoutReadChecks).
+	checked *entry
 }
 
 // Size returns the blob's size in bytes.
@@ -164,7 +168,64 @@ func (b *packedBlob) Stored() cas.Encoding { return cas.Uncompressed }
 // ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
 // from pool; see cas.BlobReader.
 func (b *packedBlob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
+	if b.checked == nil || off >= end {
+		return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
+	}
+	// Checked as it streams (readcheck.go): each chunk is summed, and the
+	// last is held back until the whole record's CRC matches. Bytes of
+	// the record outside [off, end) are summed through a scratch buffer.
+	crc, err := b.sumRange(0, 0, off)
+	if err != nil {
+		return err
+	}
+	pos := off
+	return cas.ReadChunks(b.seg.f, b.off+off, b.off+end, pool, chunkSize, func(chunk membuf.Buffer) error {
+		crc = packfile.UpdateChecksum(crc, chunk.Bytes())
+		pos += int64(chunk.Len())
+		if pos == end {
+			sum, err := b.sumRange(crc, end, b.size)
+			if err == nil {
+				err = b.check(sum)
+			}
+			if err != nil {
+				chunk.Free()
+				return err
+			}
+		}
+		return fn(chunk)
+	})
+}
+
+// sumRange adds bytes [from, to) of the record to crc.
+func (b *packedBlob) sumRange(crc uint32, from, to int64) (uint32, error) {
+	if from >= to {
+		return crc, nil
+	}
+	bp := hashBuffers.Get() // a record is at most 1 MiB, the buffer's size
+	defer hashBuffers.Put(bp)
+	p := (*bp)[:to-from]
+	if _, err := b.seg.f.ReadAt(p, b.off+from); err != nil {
+		return 0, fmt.Errorf("cas: reading a packed blob: %w", err)
+	}
+	return packfile.UpdateChecksum(crc, p), nil
+}
+
+// check compares crc, the sum of the whole record as read, with the one
+// its header holds, and fails the read if they differ.
+func (b *packedBlob) check(crc uint32) error {
+	if crc != b.checked.crc {
+		return b.s.readFailed(*b.checked, "record data does not match its CRC-32C")
+	}
+	return nil
+}
+
+// readChecked reads the whole record into p, len(p) == b.size, and checks
+// it against the record's CRC.
+func (b *packedBlob) readChecked(p []byte) error {
+	if _, err := b.seg.f.ReadAt(p, b.off); err != nil {
+		return fmt.Errorf("cas: reading a packed blob: %w", err)
+	}
+	return b.check(packfile.Checksum(p))
 }
 
 // ReadZstd compresses the blob from off as it reads it.
@@ -172,7 +233,9 @@ func (b *packedBlob) ReadZstd(ctx context.Context, off int64, pool membuf.Buffer
 	return zstdfile.CompressChunks(ctx, b.s.zp, b, off, pool, chunkSize, fn)
 }
 
-// ReadAt reads the blob's bytes, never past its end.
+// ReadAt reads the blob's bytes, never past its end: with reads checked,
+// the whole record, into p if p takes it all, through a pooled buffer if
+// not.
 func (b *packedBlob) ReadAt(p []byte, off int64) (int, error) {
 	if off >= b.size {
 		return 0, io.EOF
@@ -181,7 +244,22 @@ func (b *packedBlob) ReadAt(p []byte, off int64) (int, error) {
 	if short {
 		p = p[:b.size-off]
 	}
-	n, err := b.seg.f.ReadAt(p, b.off+off)
+	var n int
+	var err error
+	switch {
+	case b.checked == nil:
+		n, err = b.seg.f.ReadAt(p, b.off+off)
+	case off == 0 && int64(len(p)) == b.size:
+		if err = b.readChecked(p); err == nil {
+			n = len(p)
+		}
+	default:
+		bp := hashBuffers.Get() // a record is at most 1 MiB, the buffer's size
+		if err = b.readChecked((*bp)[:b.size]); err == nil {
+			n = copy(p, (*bp)[off:b.size])
+		}
+		hashBuffers.Put(bp)
+	}
 	if err == nil && short {
 		err = io.EOF
 	}
@@ -213,7 +291,11 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
 		return nil, errReplaced
 	}
 	e.seg.readers++
-	return &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size}, nil
+	b := &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size}
+	if !s.noReadChecks {
+		b.checked = &e
+	}
+	return b, nil
 }
 
 // packWriter writes one blob into a slot of the active segment, taken
@@ -355,7 +437,7 @@ func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, cr
 // seg (its data written) and returns the commit that will make it durable
 // and index it. Its content was checked on its way in.
 func (s *Store) recordCommit(seg *segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
-	c := &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS}}
+	c := &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS, crc: crc}}
 	if err := writeRecordHeader(seg, k, packfile.Committed, size, crc, off); err != nil {
 		c.err = fmt.Errorf("cas: committing a record: %w", err)
 	}

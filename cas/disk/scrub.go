@@ -123,7 +123,7 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
 		if err != nil {
 			continue // evicted since
 		}
-		err = s.checkBlob(ctx, e, f, true, p.wait)
+		_, err = s.checkBlob(ctx, e, f, true, p.wait)
 		f.Close()
 		if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
 			s.log.Warn("scrubber: re-hashing a blob", "hash", k.hash, "err", err)

@@ -65,6 +65,11 @@ type entry struct {
 	seg      *segment
 	off      int64
 	verified bool
+	// What every read checks (readcheck.go): a packed entry's record
+	// CRC; a plain file's block sums, nil until this process has hashed
+	// the file (a compressed file has none).
+	crc  uint32
+	sums []uint32
 	// used is Store.tick when a file entry was last used: its age against
 	// the oldest segment's, for eviction.
 	used uint64
@@ -87,6 +92,7 @@ type entry struct {
 // is rebuilt from the directory at start, ordered by modification time.
 // A Store is safe for concurrent use.
 type Store struct {
+	noReadChecks bool // WithoutReadChecks
 	dir     string
 	tmpDir  string
 	maxSize int64
@@ -352,7 +358,7 @@ func (s *Store) rebuild() error {
 		if el, ok := s.index[k]; ok {
 			s.removeLocked(el)
 		}
-		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.seg, off: r.Off}
+		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.seg, off: r.Off, crc: r.DataCRC}
 		s.insertLocked(e)
 		r.seg.keys = append(r.seg.keys, k)
 	}
@@ -586,6 +592,9 @@ type Blob struct {
 	f    *os.File // nil for the empty blob
 	size int64
 	zp   *zstdseek.Pool // for ReadZstd
+	// checked reads f block by block against its sums (readcheck.go);
+	// nil: reads are not checked (the empty blob, WithoutReadChecks).
+	checked *checkedFile
 }
 
 // Size returns the blob's size in bytes.
@@ -594,6 +603,9 @@ func (b *Blob) Size() int64 { return b.size }
 // ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
 // from pool; see BlobReader.
 func (b *Blob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	if b.checked != nil {
+		return b.checked.ReadChunks(off, end, pool, chunkSize, fn)
+	}
 	return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
 }
 
@@ -607,8 +619,11 @@ func (b *Blob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, 
 
 // ReadAt implements io.ReaderAt.
 func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
-	if b.f == nil {
+	switch {
+	case b.f == nil:
 		return 0, io.EOF
+	case b.checked != nil:
+		return b.checked.ReadAt(p, off)
 	}
 	return b.f.ReadAt(p, off)
 }
@@ -648,6 +663,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 	}
 	var e entry
 	var f *os.File
+	var sums []uint32
 	// A blob can be committed again, in the other form (plain or
 	// compressed), between its lookup and its open: then its file is gone,
 	// or the check finds the entry replaced, and the lookup is done again.
@@ -692,9 +708,12 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 				return nil, err
 			}
 			e.size = fi.Size()
+			// Its sums, if this process wrote it; one written before
+			// the start has no name to be checked against, and none.
+			sums = s.actionResultSums(e, fi)
 			break
 		}
-		err = s.checkBlob(ctx, e, f, false, nil)
+		sums, err = s.checkBlob(ctx, e, f, false, nil)
 		if err == nil {
 			break
 		}
@@ -712,7 +731,26 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		}
 		return b, nil
 	}
-	return &Blob{f: f, size: e.size, zp: s.zp}, nil
+	b := &Blob{f: f, size: e.size, zp: s.zp}
+	if sums != nil && !s.noReadChecks {
+		opened := e
+		b.checked = &checkedFile{f: f, size: e.size, sums: sums, failed: func(detail string) error { return s.readFailed(opened, detail) }}
+	}
+	return b, nil
+}
+
+// actionResultSums returns the block sums of the action result file of e,
+// open with fi, if its entry has sums and is still that file (same
+// generation and size); nil otherwise.
+func (s *Store) actionResultSums(e entry, fi os.FileInfo) []uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.index[e.key]; ok {
+		if cur := el.Value.(*entry); cur.gen == e.gen && cur.seg == nil && cur.stored == fi.Size() {
+			return cur.sums
+		}
+	}
+	return nil
 }
 
 // ReadAll returns the whole content of blob d.
@@ -736,7 +774,7 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 	case *packedBlob:
 		rd = b
 	default:
-		rd = b.(*Blob).f
+		rd = b.(*Blob)
 	}
 	buf := make([]byte, r.Size())
 	if _, err := rd.ReadAt(buf, 0); err != nil {
@@ -795,6 +833,9 @@ func (s *Store) writeBlob(d cas.Digest, data []byte, arrived cas.Encoding) (*pen
 	if err != nil {
 		discardTemp(f)
 		return nil, err
+	}
+	if !e.zstd {
+		e.sums = sumsOf(data) // what is on disk is data
 	}
 	return s.pendingCommit(f, e, 0), nil
 }
@@ -890,7 +931,7 @@ func (s *Store) putFile(k entryKey, data []byte) error {
 		return err
 	}
 	n := int64(len(data))
-	return s.commitTemp(f, &entry{key: k, size: n, stored: n}, 0)
+	return s.commitTemp(f, &entry{key: k, size: n, stored: n, sums: sumsOf(data)}, 0)
 }
 
 func (s *Store) isClosed() bool {
@@ -952,6 +993,7 @@ func (s *Store) indexCommittedLocked(e *entry, b *commitBatch) {
 		wasFile := old.seg == nil
 		old.size, old.stored, old.zstd = e.size, e.stored, e.zstd
 		old.checked, old.seg, old.off, old.verified = e.checked, e.seg, e.off, e.verified
+		old.crc, old.sums = e.crc, e.sums
 		old.gen++
 		old.pending = b
 		s.countLocked(old)
@@ -1065,6 +1107,9 @@ type Writer struct {
 	// arrived as this one did compressed; nil otherwise. Its frame being
 	// filled stays in memory while the writer is suspended.
 	z *zstdseek.FrameCompressor
+	// sums takes the block sums of the content as it arrives: what is on
+	// disk, unless z ends up keeping it compressed (readcheck.go).
+	sums *blockSums
 }
 
 // reserveStep is how far ahead of what it has written a Writer reserves.
@@ -1085,7 +1130,7 @@ func (s *Store) NewWriter(_ context.Context, d cas.Digest, arrived cas.Encoding)
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{s: s, d: d, f: f, name: f.Name(), h: sha256.New()}
+	w := &Writer{s: s, d: d, f: f, name: f.Name(), h: sha256.New(), sums: newBlockSums(d.Size)}
 	if s.policy.compresses(arrived) {
 		c := zstdseek.NewFrameCompressor(s.zp, s.buffers)
 		w.z = &c
@@ -1151,11 +1196,13 @@ func (w *Writer) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		w.h.Write(p)
+		w.sums.Write(p)
 		w.n += int64(len(p))
 		return len(p), nil
 	}
 	n, err := f.Write(p)
 	w.h.Write(p[:n])
+	w.sums.Write(p[:n])
 	w.n += int64(n)
 	return n, err
 }
@@ -1190,6 +1237,7 @@ func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	for rest := n; rest > 0; bufs = bufs[1:] { // hash what was written
 		k := min(rest, len(bufs[0]))
 		w.h.Write(bufs[0][:k])
+		w.sums.Write(bufs[0][:k])
 		rest -= k
 	}
 	w.n += int64(n)
@@ -1252,7 +1300,7 @@ func (w *Writer) Commit(context.Context) error {
 		w.Abort()
 		return err
 	}
-	e := &entry{key: entryKey{kindCAS, w.d.Hash}, size: w.n, stored: w.n}
+	e := &entry{key: entryKey{kindCAS, w.d.Hash}, size: w.n, stored: w.n, sums: w.sums.finish()}
 	if w.z != nil {
 		zstd, stored, err := w.z.Finish(f)
 		if err != nil {
@@ -1260,7 +1308,7 @@ func (w *Writer) Commit(context.Context) error {
 			return err
 		}
 		if zstd {
-			e.zstd, e.stored = true, stored
+			e.zstd, e.stored, e.sums = true, stored, nil
 		}
 		w.freeFrames()
 	}

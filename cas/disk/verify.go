@@ -78,11 +78,12 @@ var errReplaced = errors.New("entry replaced since it was opened")
 // if not nil, is called after each chunk hashed, with its length, and may
 // wait (the scrubber's rate). It returns nil, an error wrapping ErrNotFound
 // (errCorrupt, or the blob is gone), errReplaced, or the error that stopped
-// the check (ctx, I/O).
-func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force bool, pace func(int) error) error {
+// the check (ctx, I/O). With nil it returns the blob's block sums, for its
+// reads to check (readcheck.go): nil for a blob kept compressed.
+func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force bool, pace func(int) error) ([]uint32, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("cas: %w", err)
+		return nil, fmt.Errorf("cas: %w", err)
 	}
 	mtime := fi.ModTime()
 	k := opened.key
@@ -91,16 +92,17 @@ func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force b
 		el, ok := s.index[k]
 		if !ok {
 			s.mu.Unlock()
-			return cas.ErrNotFound // evicted or removed since the lookup
+			return nil, cas.ErrNotFound // evicted or removed since the lookup
 		}
 		e := el.Value.(*entry)
 		if e.gen != opened.gen {
 			s.mu.Unlock()
-			return errReplaced
+			return nil, errReplaced
 		}
-		if !force && !e.checked.IsZero() && e.checked.Equal(mtime) && fi.Size() == e.stored {
+		if !force && !e.checked.IsZero() && e.checked.Equal(mtime) && fi.Size() == e.stored && (e.sums != nil || e.zstd) {
+			sums := e.sums
 			s.mu.Unlock()
-			return nil
+			return sums, nil
 		}
 		c := e.check
 		if c == nil {
@@ -113,12 +115,13 @@ func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force b
 		select {
 		case <-c.done:
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		if c.err == nil || errors.Is(c.err, cas.ErrNotFound) {
-			return c.err
+		if errors.Is(c.err, cas.ErrNotFound) {
+			return nil, c.err
 		}
-		// The check stopped for its own caller's reasons (its client went
+		// Checked (look again: the entry holds its sums now), or the
+		// check stopped for its own caller's reasons (its client went
 		// away, an I/O error): look again, and check it ourselves if need
 		// be.
 	}
@@ -128,17 +131,19 @@ func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force b
 // it was looked up), whose check c this caller owns, and records the
 // outcome: verified as of fi's modification time, or removed if the
 // content does not match (and el is still that entry, not replaced by a
-// commit since: that one's content was checked on its way in).
-func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, opened entry, f *os.File, fi os.FileInfo, pace func(int) error) error {
+// commit since: that one's content was checked on its way in). It returns
+// the blob's block sums, taken as it hashed, if it matched.
+func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, opened entry, f *os.File, fi os.FileInfo, pace func(int) error) ([]uint32, error) {
 	e := el.Value.(*entry)
 	k := opened.key
 	var sum string
+	var sums []uint32
 	var n int64
 	var err error
 	if fi.Size() != opened.stored {
 		err = errCorrupt // changed length since it was indexed
 	} else {
-		sum, n, err = s.hashContent(ctx, f, opened, pace)
+		sum, sums, n, err = s.hashContent(ctx, f, opened, pace)
 		if err == nil && sum != k.hash {
 			err = errCorrupt
 		}
@@ -149,7 +154,7 @@ func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, op
 	s.verified += n
 	switch {
 	case err == nil && e.gen == opened.gen:
-		e.checked = fi.ModTime()
+		e.checked, e.sums = fi.ModTime(), sums
 	case errors.Is(err, errCorrupt) && s.index[k] == el && e.gen == opened.gen:
 		s.removeLocked(el)
 		s.corrupt++
@@ -158,45 +163,52 @@ func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, op
 	s.mu.Unlock()
 	c.err = err
 	close(c.done)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return sums, nil
 }
 
 // hashContent returns the SHA-256 (hex) of the content of e, the entry
-// whose file f is, and how many bytes it hashed: the first e.size bytes of
-// a plain file, or what a compressed one decompresses to. A file shorter
-// than that, a damaged frame or a bad seek table is errCorrupt.
-func (s *Store) hashContent(ctx context.Context, f *os.File, e entry, pace func(int) error) (string, int64, error) {
+// whose file f is, the block sums of a plain file (nil for a compressed
+// one) and how many bytes it hashed: the first e.size bytes of a plain
+// file, or what a compressed one decompresses to. A file shorter than
+// that, a damaged frame or a bad seek table is errCorrupt.
+func (s *Store) hashContent(ctx context.Context, f *os.File, e entry, pace func(int) error) (string, []uint32, int64, error) {
 	bp := hashBuffers.Get()
 	defer hashBuffers.Put(bp)
 	buf := *bp
 	h := sha256.New()
 	if e.zstd {
-		return s.hashFrames(ctx, f, e, buf, pace)
+		sum, n, err := s.hashFrames(ctx, f, e, buf, pace)
+		return sum, nil, n, err
 	}
 	size := e.size
+	sums := newBlockSums(size)
 	var off int64
 	for off < size {
 		if err := ctx.Err(); err != nil {
-			return "", off, err
+			return "", nil, off, err
 		}
 		n := int(min(int64(len(buf)), size-off))
 		m, err := f.ReadAt(buf[:n], off)
 		h.Write(buf[:m])
+		sums.Write(buf[:m])
 		off += int64(m)
 		if m < n {
 			if err == io.EOF {
 				// Shorter than its index entry: not the blob.
-				return "", off, errCorrupt
+				return "", nil, off, errCorrupt
 			}
-			return "", off, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+			return "", nil, off, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
 		}
 		if pace != nil {
 			if err := pace(m); err != nil {
-				return "", off, err
+				return "", nil, off, err
 			}
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), off, nil
+	return hex.EncodeToString(h.Sum(nil)), sums.finish(), off, nil
 }
 
 // hashFrames is hashContent for a blob kept compressed: each frame is read

@@ -331,7 +331,7 @@ func TestStoreDamagedCompressedBlob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.checkBlob(context.Background(), e, f, true, nil); !errors.Is(err, errCorrupt) {
+	if _, err := s.checkBlob(context.Background(), e, f, true, nil); !errors.Is(err, errCorrupt) {
 		t.Fatalf("forced check of a damaged frame: %v, want errCorrupt", err)
 	}
 	f.Close()

@@ -53,6 +53,7 @@ type serveConfig struct {
 	diskCompression disk.CompressPolicy // which blobs are kept compressed
 	packMax         int64               // largest blob packed into segments; 0: none
 	packSync        time.Duration       // how often packed records are made durable; 0: before each acknowledgement
+	checkReads      bool                // check every read against the CRC-32Cs taken when the blob was hashed
 	logLevel        slog.Level
 	logFormat       string
 	readyFile       string
@@ -111,6 +112,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 		scrubRate:    defaultScrubRate,
 		packMax:      disk.DefaultPackMax,
 		packSync:     defaultPackSync,
+		checkReads:   true,
 
 		maxConnections: defaultMaxConnections,
 		maxOpenUploads: reapi.DefaultMaxOpenUploads,
@@ -132,6 +134,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(compressPolicyFlag{&cfg.diskCompression}, "disk-compression", "which blobs are kept zstd-compressed on disk (`policy`): uploaded (those that arrive compressed),\nall, or none (default uploaded); a blob that does not shrink by an eighth is kept plain either way")
 	fs.Var(sizeFlag{&cfg.packMax}, "pack-max", "largest `size` of blob or action result packed with others into segment files (one fsync a batch,\nno file each; evicted a segment at a time); larger ones are files of their own; 0: every blob a file")
 	fs.DurationVar(&cfg.packSync, "pack-sync", cfg.packSync, "how often packed records are fsynced; 0: each before its upload is acknowledged. Longer:\nuploads of small blobs wait for no fsync, and a crash of the machine may lose those of the last\ninterval (missing after restart, never served wrong; blobs over --pack-max are always synced)")
+	fs.BoolVar(&cfg.checkReads, "check-reads", cfg.checkReads, "check every read of a stored blob against the CRC-32Cs taken when it was hashed, so that no read\ncompletes with bytes the disk changed since (a blob that fails is removed and reported missing);\nfalse trusts the disk after a blob's first check, for a filesystem that checksums its own data (ZFS, btrfs)")
 	fs.Var(sizeFlag{&cfg.poolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections\n(0: 64MiB, or a quarter of GOMEMLIMIT if that is less; keep it well below GOMEMLIMIT)")
 	fs.Var(levelFlag{&cfg.logLevel}, "log-level", "least severe log `level`: debug, info, warn or error")
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
@@ -310,11 +313,15 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	if err != nil {
 		return fmt.Errorf("--zstd-memory: %w", err)
 	}
-	store, err := disk.OpenStore(dir, cfg.maxSize, log, disk.WithCompression(disk.Compression{
+	opts := []disk.StoreOption{disk.WithCompression(disk.Compression{
 		Policy:  cfg.diskCompression,
 		Zstd:    zp,
 		Buffers: pool,
-	}), disk.WithPacks(cfg.packMax), disk.WithPackSync(cfg.packSync))
+	}), disk.WithPacks(cfg.packMax), disk.WithPackSync(cfg.packSync)}
+	if !cfg.checkReads {
+		opts = append(opts, disk.WithoutReadChecks())
+	}
+	store, err := disk.OpenStore(dir, cfg.maxSize, log, opts...)
 	if err != nil {
 		return fmt.Errorf("open store in %s: %w", dir, err)
 	}

@@ -42,7 +42,7 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 		"max_size", formatSize(c.maxSize), "chunk_size", formatSize(c.chunkSize), "max_batch_size", formatSize(c.maxBatchSize),
 		"pool_budget", formatSize(poolBudget), "gomemlimit", memLimit, "max_inflight_upload", formatSize(maxInflight),
 		"upload_ttl", c.uploadTTL, "upload_stall_timeout", c.uploadStall, "max_open_uploads", c.maxOpenUploads, "max_kept_uploads", c.maxKeptUploads,
-		"scrub_rate", formatSize(c.scrubRate) + "/s", "pack_max", formatSize(c.packMax), "pack_sync", c.packSync,
+		"scrub_rate", formatSize(c.scrubRate) + "/s", "pack_max", formatSize(c.packMax), "pack_sync", c.packSync, "check_reads", c.checkReads,
 		"s3", s3, "s3_write_through", c.s3WriteThrough, "s3_timeout", c.s3Timeout, "s3_missing_ttl", c.s3MissingTTL,
 		"tls", tlsShown, "tls_client_ca", clientCA, "htpasswd", htpasswd, "policy", policy,
 		"max_connections", c.maxConnections, "max_streams_per_connection", maxStreamsPerConnection,

@@ -101,7 +101,7 @@ func (b *Blob) ReadChunks(ctx context.Context, off, end int64, pool membuf.Buffe
 		if err != nil {
 			return err
 		}
-		if err := sendViews(plain, max(off, dstart)-dstart, min(end, dstart+ds)-dstart, chunkSize, fn); err != nil {
+		if err := cas.SendViews(plain, max(off, dstart)-dstart, min(end, dstart+ds)-dstart, chunkSize, fn); err != nil {
 			return err
 		}
 		i, dstart, cstart = i+1, dstart+ds, cstart+cs
@@ -158,21 +158,6 @@ func (b *Blob) ReadAll(ctx context.Context, pool membuf.BufferPool) ([]byte, err
 	return out, nil
 }
 
-// sendViews hands [lo, hi) of buf to fn as views of at most chunkSize bytes
-// each, in order, and frees buf's own reference: the memory goes back to
-// its pool when fn's holders have freed every view.
-func sendViews(buf membuf.Buffer, lo, hi int64, chunkSize int, fn func(membuf.Buffer) error) error {
-	defer buf.Free()
-	for lo < hi {
-		n := min(int64(chunkSize), hi-lo)
-		if err := fn(buf.Slice(int(lo), int(lo+n))); err != nil {
-			return err
-		}
-		lo += n
-	}
-	return nil
-}
-
 // compressFrame compresses plain as one frame into a buffer from pool and
 // hands it to fn as views of at most chunkSize bytes (no copy).
 func compressFrame(ctx context.Context, zp *zstdseek.Pool, plain []byte, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
@@ -180,7 +165,7 @@ func compressFrame(ctx context.Context, zp *zstdseek.Pool, plain []byte, pool me
 	if err != nil {
 		return err
 	}
-	return sendViews(frame, 0, int64(frame.Len()), chunkSize, fn)
+	return cas.SendViews(frame, 0, int64(frame.Len()), chunkSize, fn)
 }
 
 // onTheFlyFrame is the uncompressed size of the frames CompressChunks

@@ -1,0 +1,256 @@
+package disk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/disktest"
+	"github.com/membuf/membuf/cas/internal/testblob"
+)
+
+// rotAfterRead stores data in s, reads it once (so this process has
+// verified it), then flips the byte at off of its stored bytes keeping the
+// file's modification time: bit rot the first check cannot see.
+func rotAfterRead(t *testing.T, s *Store, data []byte, off int64) cas.Digest {
+	t.Helper()
+	ctx := context.Background()
+	d := cas.DigestOf(data)
+	if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("first read: %v", err)
+	}
+	path, base := storedAt(t, s, d)
+	disktest.FlipByte(t, path, base+off, true)
+	return d
+}
+
+// storedAt returns the file that holds blob d and the offset of its bytes
+// there: its own file at 0, or its segment's file at its record's data.
+func storedAt(t *testing.T, s *Store, d cas.Digest) (string, int64) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.index[entryKey{kindCAS, d.Hash}]
+	if !ok {
+		t.Fatalf("blob %s is not stored", d)
+	}
+	if e := el.Value.(*entry); e.seg != nil {
+		return e.seg.f.Name(), e.off
+	}
+	return disktest.BlobPath(s.dir, d), 0
+}
+
+// readChunks reads [off, end) of d through ReadChunks, in chunks of
+// chunkSize, and returns what it was handed before any error.
+func readChunks(t *testing.T, s *Store, d cas.Digest, off, end int64, chunkSize int) ([]byte, error) {
+	t.Helper()
+	b, err := s.Open(context.Background(), d)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	var got []byte
+	err = b.ReadChunks(context.Background(), off, end, membuf.DefaultPool(), chunkSize, func(c membuf.Buffer) error {
+		got = append(got, c.Bytes()...)
+		c.Free()
+		return nil
+	})
+	return got, err
+}
+
+// wantRemoved checks that the read that found d damaged failed as a miss,
+// that d is gone, and that it was counted.
+func wantRemoved(t *testing.T, s *Store, d cas.Digest, err error, corrupt int64) {
+	t.Helper()
+	if !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("read of a damaged blob: %v, want an error wrapping ErrNotFound", err)
+	}
+	if s.Has(d) {
+		t.Fatal("damaged blob still stored after its read failed")
+	}
+	if missing, err := s.FindMissing(context.Background(), []cas.Digest{d}, cas.InternalCheck); err != nil || len(missing) != 1 {
+		t.Fatalf("FindMissing: %v, %v; want the damaged blob missing", missing, err)
+	}
+	if got := s.Stats().Corrupt; got != corrupt {
+		t.Fatalf("%d blobs counted corrupt, want %d", got, corrupt)
+	}
+}
+
+// A blob this process verified, then damaged without its modification
+// time changing, is never served with the damage: the read stops before
+// the damaged block, every byte handed on is right, and the blob is gone.
+func TestReadChecksCatchRotInAFile(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), 0)
+	data := testblob.Pattern(5*sumBlock+123, 1)
+	d := rotAfterRead(t, s, data, 3*sumBlock+7)
+	got, err := readChunks(t, s, d, 0, int64(len(data)), 1000)
+	if !bytes.Equal(got, data[:len(got)]) || len(got) > 3*sumBlock {
+		t.Fatalf("handed on %d bytes before the error, right: %v; want at most the 3 blocks before the damage, all right",
+			len(got), bytes.Equal(got, data[:len(got)]))
+	}
+	wantRemoved(t, s, d, err, 1)
+}
+
+// A read of a range inside the damaged block, starting and ending inside
+// it, hands on nothing.
+func TestReadChecksCatchRotInARange(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), 0)
+	data := testblob.Pattern(4*sumBlock, 2)
+	d := rotAfterRead(t, s, data, 2*sumBlock+100)
+	got, err := readChunks(t, s, d, 2*sumBlock+50, 2*sumBlock+500, 64)
+	if len(got) != 0 {
+		t.Fatalf("handed on %d bytes of the damaged block", len(got))
+	}
+	wantRemoved(t, s, d, err, 1)
+}
+
+// ReadAt and ReadAll check too: unaligned, into a short buffer, and whole.
+func TestReadChecksCatchRotThroughReadAtAndReadAll(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), 0)
+	a := rotAfterRead(t, s, testblob.Pattern(3*sumBlock+9, 3), sumBlock+1)
+	b, err := s.Open(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, 10)
+	ra := b.(io.ReaderAt)
+	if _, err := ra.ReadAt(p, 10); err != nil { // block 0, intact
+		t.Fatalf("ReadAt of an intact block: %v", err)
+	}
+	_, err = ra.ReadAt(p, sumBlock-5) // across blocks 0 and 1
+	b.Close()
+	wantRemoved(t, s, a, err, 1)
+
+	c := rotAfterRead(t, s, testblob.Pattern(2*sumBlock+9, 4), 2*sumBlock+3)
+	_, err = s.ReadAll(context.Background(), c)
+	wantRemoved(t, s, c, err, 2)
+}
+
+// Packed blobs are checked against their record's CRC on every read, as
+// they stream: the last chunk is held back until the sum matches, so the
+// read never completes.
+func TestReadChecksCatchRotInAPackedBlob(t *testing.T) {
+	s, err := OpenStore(t.TempDir(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := testblob.Pattern(10_000, 5)
+	d := rotAfterRead(t, s, data, 20)
+	if path, _ := storedAt(t, s, d); path == disktest.BlobPath(s.dir, d) {
+		t.Fatal("the blob is not packed")
+	}
+	got, err := readChunks(t, s, d, 0, int64(len(data)), 1000)
+	if len(got) != 9000 {
+		t.Fatalf("handed on %d bytes, want the 9 chunks before the last, held back", len(got))
+	}
+	wantRemoved(t, s, d, err, 1)
+
+	// A range that ends before the record does: the rest is summed too.
+	d = rotAfterRead(t, s, testblob.Pattern(10_000, 6), 9_999)
+	got, err = readChunks(t, s, d, 100, 2100, 1000)
+	if len(got) != 1000 {
+		t.Fatalf("handed on %d bytes of [100, 2100), want the first chunk only", len(got))
+	}
+	wantRemoved(t, s, d, err, 2)
+}
+
+// Blobs found on disk at start get their sums from their first check:
+// rot after it is caught like rot in a blob this process wrote.
+func TestReadChecksAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, 0)
+	data := testblob.Pattern(2*sumBlock+1, 6)
+	d := cas.DigestOf(data)
+	if err := s.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTestStore(t, dir, 0)
+	if got, err := s.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("first read after the restart: %v", err)
+	}
+	disktest.FlipByte(t, disktest.BlobPath(dir, d), 2*sumBlock, true) // the last block, one byte long
+	got, err := readChunks(t, s, d, 0, int64(len(data)), 64<<10)
+	if !bytes.Equal(got, data[:len(got)]) || len(got) > 2*sumBlock {
+		t.Fatalf("handed on %d bytes, want at most the 2 intact blocks", len(got))
+	}
+	wantRemoved(t, s, d, err, 1)
+}
+
+// WithoutReadChecks trusts the disk after the first check: the damage is
+// served (what an operator opts into on a filesystem that checksums).
+func TestWithoutReadChecksServesWhatTheDiskHolds(t *testing.T) {
+	s, err := OpenStore(t.TempDir(), 0, nil, WithPacks(0), WithoutReadChecks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := testblob.Pattern(2*sumBlock, 7)
+	d := rotAfterRead(t, s, data, 5)
+	got, err := readChunks(t, s, d, 0, int64(len(data)), 1000)
+	if err != nil || len(got) != len(data) || got[5] != data[5]^0xff || !bytes.Equal(got[6:], data[6:]) {
+		t.Fatalf("read: %d bytes, %v; want the whole blob with its byte 5 flipped", len(got), err)
+	}
+}
+
+// Every range of a plain and of a packed blob reads back right, through
+// ReadChunks in any chunk size and through ReadAt in any buffer size: the
+// block arithmetic of checked reads against the bytes.
+func TestCheckedReadsOfEveryShape(t *testing.T) {
+	ctx := context.Background()
+	for _, packed := range []bool{false, true} {
+		opts := []StoreOption{WithPacks(0)}
+		if packed {
+			opts = nil
+		}
+		s, err := OpenStore(t.TempDir(), 0, nil, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := testblob.Pattern(3*sumBlock+777, 8)
+		if packed {
+			data = data[:150_000]
+		}
+		d := cas.DigestOf(data)
+		if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		size := int64(len(data))
+		for range 200 {
+			off := rng.Int64N(size)
+			end := off + rng.Int64N(size-off+1)
+			chunk := 1 + rng.IntN(3*sumBlock)
+			got, err := readChunks(t, s, d, off, end, chunk)
+			if err != nil || !bytes.Equal(got, data[off:end]) {
+				t.Fatalf("packed %v: ReadChunks [%d, %d) in chunks of %d: %v, right: %v", packed, off, end, chunk, err, bytes.Equal(got, data[off:end]))
+			}
+			b, err := s.Open(ctx, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := make([]byte, 1+rng.IntN(2*sumBlock))
+			n, err := b.(io.ReaderAt).ReadAt(p, off)
+			b.Close()
+			want := data[off:min(size, off+int64(len(p)))]
+			if n != len(want) || !bytes.Equal(p[:n], want) || (n < len(p)) != (err == io.EOF) || err != nil && err != io.EOF {
+				t.Fatalf("packed %v: ReadAt(%d bytes, %d): %d, %v; want %d bytes", packed, len(p), off, n, err, len(want))
+			}
+		}
+		if st := s.Stats(); st.Corrupt != 0 {
+			t.Fatalf("%d blobs counted corrupt on intact reads", st.Corrupt)
+		}
+		s.Close()
+		_ = os.RemoveAll(s.dir)
+	}
+}
