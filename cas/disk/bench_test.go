@@ -3,8 +3,10 @@ package disk
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
@@ -63,4 +65,58 @@ func BenchmarkWriterFrames(b *testing.B) {
 			w.Abort()
 		})
 	}
+}
+
+// BenchmarkStoreRead reads a stored blob whole through ReadChunks in
+// 64 KiB chunks from a membuf.Pool, each chunk freed at once (what the
+// ByteStream server's read costs the store, without gRPC), with every
+// read checked against its CRC-32Cs (readcheck.go) and without
+// (WithoutReadChecks): 64 KiB and 1 MiB are packed records, 16 MiB a file.
+//
+//	go test -run XXX -bench BenchmarkStoreRead -benchmem -count 6 ./cas/disk | benchstat -col /reads -
+func BenchmarkStoreRead(b *testing.B) {
+	pool, err := membuf.NewPool(membuf.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{64 << 10, 1 << 20, 16 << 20} {
+		for _, reads := range []string{"checked", "unchecked"} {
+			b.Run(fmt.Sprintf("size=%s/reads=%s", formatBytes(size), reads), func(b *testing.B) {
+				var opts []StoreOption
+				if reads == "unchecked" {
+					opts = append(opts, WithoutReadChecks())
+				}
+				s, err := OpenStore(b.TempDir(), 0, nil, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				ctx := context.Background()
+				data := testblob.Random(size, 3)
+				d := cas.DigestOf(data)
+				if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					r, err := s.Open(ctx, d)
+					if err != nil {
+						b.Fatal(err)
+					}
+					err = r.ReadChunks(ctx, 0, int64(size), pool, 64<<10, func(c membuf.Buffer) error { c.Free(); return nil })
+					r.Close()
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func formatBytes(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
 }
