@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -108,12 +109,14 @@ func (b *bucket) key(k objectKey) string {
 }
 
 // fail wraps err, from a call about k, in cas.ErrNotFound or
-// cas.ErrUnavailable, and counts the call.
+// cas.ErrUnavailable, and counts the call. What the error says names
+// neither the bucket, nor the key, nor the endpoint: it reaches clients.
+// Logged, it says all of them (bucketError.LogValue).
 func (b *bucket) fail(ctx context.Context, op Op, k objectKey, start time.Time, err error) error {
 	var re interface{ HTTPStatusCode() int }
 	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
 		b.c.request(op, OutcomeNotFound, time.Since(start))
-		return fmt.Errorf("%s in s3://%s/%s: %w", k, b.name, b.key(k), cas.ErrNotFound)
+		return &bucketError{kind: cas.ErrNotFound, public: fmt.Sprintf("%s is not in the shared tier", k), where: "s3://" + b.name + "/" + b.key(k), cause: err}
 	}
 	b.c.request(op, OutcomeError, time.Since(start))
 	if ctx.Err() != nil {
@@ -121,7 +124,29 @@ func (b *bucket) fail(ctx context.Context, op Op, k objectKey, start time.Time, 
 		// closing, reads better than "context canceled".
 		err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 	}
-	return fmt.Errorf("%w: %s %s in s3://%s: %v", cas.ErrUnavailable, op, k, b.name, err)
+	return &bucketError{kind: cas.ErrUnavailable, public: fmt.Sprintf("the shared tier did not answer a %s of %s", op, k), where: "s3://" + b.name + "/" + b.key(k), cause: err}
+}
+
+// bucketError is a failed call to the bucket. Its message is for clients:
+// what failed, in their terms (the digest). Its log value adds where (the
+// bucket and key) and the SDK's error (which names the endpoint), for the
+// operator.
+type bucketError struct {
+	kind   error // cas.ErrNotFound or cas.ErrUnavailable
+	public string
+	where  string
+	cause  error
+}
+
+func (e *bucketError) Error() string { return e.kind.Error() + ": " + e.public }
+
+// Unwrap gives the kind only: the cause's text must not reach a message
+// that wraps it with %w and is sent to a client.
+func (e *bucketError) Unwrap() error { return e.kind }
+
+// LogValue is what slog writes for the error: everything.
+func (e *bucketError) LogValue() slog.Value {
+	return slog.StringValue(e.Error() + " (" + e.where + ": " + e.cause.Error() + ")")
 }
 
 // head returns the size of k's object.

@@ -127,6 +127,7 @@ func (t *Store) fillOnce(f *fill) error {
 	defer obj.body.Close()
 	if obj.size != f.d.Size {
 		t.c.corrupt.Add(1)
+		t.exists.markBad(f.d)
 		return fmt.Errorf("%w: the object for %s in the bucket is %d bytes, not %d (corrupt; not served)", cas.ErrNotFound, f.d, obj.size, f.d.Size)
 	}
 	for off := int64(0); off < f.d.Size; {
@@ -139,7 +140,7 @@ func (t *Store) fillOnce(f *fill) error {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 			}
-			return fmt.Errorf("%w: reading %s from the bucket at byte %d: %v", cas.ErrUnavailable, f.d, off+int64(m), err)
+			return &bucketError{kind: cas.ErrUnavailable, public: fmt.Sprintf("reading %s from the shared tier stopped at byte %d", f.d, off+int64(m)), where: "GET " + t.bucket.key(k), cause: err}
 		}
 		stall.Reset(t.cfg.RequestTimeout)
 		if _, err := w.Write(chunk.Bytes()); err != nil {
@@ -154,6 +155,7 @@ func (t *Store) fillOnce(f *fill) error {
 	if err := w.Commit(ctx); err != nil {
 		if errors.Is(err, cas.ErrMismatch) {
 			t.c.corrupt.Add(1)
+			t.exists.markBad(f.d) // FindMissing asks for it again; its upload is PUT
 			return fmt.Errorf("%w: the object for %s in the bucket does not match it (corrupt; not served): %v", cas.ErrNotFound, f.d, err)
 		}
 		return err

@@ -106,3 +106,46 @@ func TestMinIOTwoNodes(t *testing.T) {
 		t.Fatalf("B's GETs %v, fills %d; want 2 GETs, 1 fill", st.Requests[OpGet], st.Fills)
 	}
 }
+
+// A bad object in a real bucket (the right size, other bytes, put with
+// their own checksum as a faulty writer would) is repaired by one upload
+// through the node that found it, and a node that never saw it bad then
+// reads the right bytes.
+func TestMinIORepairsABadObject(t *testing.T) {
+	loc := minioLocation(t, "repair")
+	var c counters
+	b, err := newBucket(context.Background(), loc, 4, cfgTimeout, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := blobOf(1<<20, 24)
+	d := cas.DigestOf(data)
+	bad := bytes.Clone(data)
+	bad[1000] ^= 1
+	if err := b.put(context.Background(), blobKey(d), bytes.NewReader(bad), d.Size, cas.DigestOf(bad).Hash); err != nil {
+		t.Fatal(err)
+	}
+	a := startNode(t, "", loc, fastRetries)
+	if m := findMissing(t, a, d); len(m) != 0 {
+		t.Fatalf("before any read: %v missing; want the same-size object vouched for", m)
+	}
+	if _, err := a.read(context.Background(), d, 0, 0); err == nil {
+		t.Fatal("read of the bad object succeeded")
+	}
+	if m := findMissing(t, a, d); len(m) != 1 {
+		t.Fatal("FindMissingBlobs vouches for the object found bad")
+	}
+	if _, err := a.write(context.Background(), data); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, "A's upload of the right bytes", func() bool {
+		obj, err := b.get(context.Background(), blobKey(d))
+		if err != nil {
+			return false
+		}
+		defer obj.body.Close()
+		got, err := io.ReadAll(obj.body)
+		return err == nil && bytes.Equal(got, data)
+	})
+	startNode(t, "", loc, fastRetries).mustRead(d, data)
+}

@@ -295,8 +295,12 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Loo
 					answers[i] = true
 					t.exists.set(d, true)
 				case err == nil:
-					t.c.corrupt.Add(1)
-					t.log.Warn("s3tier: an object's size differs from its digest's; treated as missing", "digest", d.String(), "size", size)
+					// Not this digest's blob: either the object is bad or
+					// the digest is (a client's mistake). Missing either
+					// way, remembered so as not to ask again; a read of it
+					// would find out which, and count it.
+					t.exists.set(d, false)
+					t.log.Debug("s3tier: the object under a digest's hash has another size; missing", "digest", d.String(), "size", size)
 				case errors.Is(err, cas.ErrNotFound):
 					t.exists.set(d, false)
 				default:
@@ -462,11 +466,19 @@ func (t *Store) getActionResult(ctx context.Context, d cas.Digest) ([]byte, erro
 		return nil, fmt.Errorf("%w: reading %s from the bucket: %v", cas.ErrUnavailable, k, err)
 	}
 	sum := sha256.Sum256(data)
-	if obj.sha256 != "" && obj.sha256 != hex.EncodeToString(sum[:]) {
+	switch obj.sha256 {
+	case "":
+		// Every action result this server puts carries its SHA-256:
+		// one without was not put by it, or lost its metadata.
 		t.c.corrupt.Add(1)
-		return nil, fmt.Errorf("%w: %s in the bucket does not match the SHA-256 it was stored with (corrupt; not served)", cas.ErrNotFound, k)
+		t.log.Warn("s3tier: an action result in the bucket has no SHA-256 metadata; a miss", "action", d.String())
+		return nil, fmt.Errorf("%w: action result %s in the bucket has no checksum (not served)", cas.ErrNotFound, d)
+	case hex.EncodeToString(sum[:]):
+		return data, nil
 	}
-	return data, nil
+	t.c.corrupt.Add(1)
+	t.log.Warn("s3tier: an action result in the bucket does not match the SHA-256 it was stored with; a miss", "action", d.String())
+	return nil, fmt.Errorf("%w: action result %s in the bucket does not match its checksum (corrupt; not served)", cas.ErrNotFound, d)
 }
 
 // PutActionResult stores data for the action digest d on disk and queues

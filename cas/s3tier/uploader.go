@@ -349,6 +349,6 @@ func (u *uploader) upload(ctx context.Context, k objectKey, size int64, data []b
 	if err := t.bucket.put(ctx, k, body, k.size, k.hash); err != nil {
 		return err
 	}
-	t.exists.set(k.digest(), true)
+	t.exists.uploaded(k.digest())
 	return nil
 }
