@@ -93,11 +93,11 @@ type entry struct {
 // A Store is safe for concurrent use.
 type Store struct {
 	noReadChecks bool // WithoutReadChecks
-	dir     string
-	tmpDir  string
-	maxSize int64
-	log     *slog.Logger
-	lock    *dirLock
+	dir          string
+	tmpDir       string
+	maxSize      int64
+	log          *slog.Logger
+	lock         *dirLock
 
 	// How blobs are compressed (WithCompression).
 	policy  CompressPolicy
