@@ -92,12 +92,15 @@ type entry struct {
 // is rebuilt from the directory at start, ordered by modification time.
 // A Store is safe for concurrent use.
 type Store struct {
-	noReadChecks bool // WithoutReadChecks
-	dir          string
-	tmpDir       string
-	maxSize      int64
-	log          *slog.Logger
-	lock         *dirLock
+	dir     string
+	tmpDir  string
+	maxSize int64
+	log     *slog.Logger
+	lock    *dirLock
+
+	// noReadChecks: reads trust the disk after a blob's first check
+	// (WithoutReadChecks; readcheck.go).
+	noReadChecks bool
 
 	// How blobs are compressed (WithCompression).
 	policy  CompressPolicy
