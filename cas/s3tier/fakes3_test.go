@@ -113,6 +113,10 @@ func (f *fakeS3) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.stall.Load() {
+		// Read the body first: an HTTP/1.1 server notices a client that
+		// gives up (and cancels r's context) only once it has read the
+		// request whole.
+		io.Copy(io.Discard, r.Body)
 		<-r.Context().Done()
 		return
 	}

@@ -399,6 +399,15 @@ func (t *Store) commit(ctx context.Context, k objectKey, data []byte, store func
 	if err != nil || !t.cfg.WriteThrough {
 		return err
 	}
+	if t.uploads.bucketDown() {
+		// Its last attempts all failed: wait for this entry's own
+		// attempt (at the front of the queue: the probe that finds the
+		// bucket back), but no longer than a request may take, whatever
+		// the other workers are stuck on.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.cfg.RequestTimeout)
+		defer cancel()
+	}
 	if err := t.uploads.wait(ctx, p, version); err != nil {
 		return fmt.Errorf("%w: %s is stored locally and queued for the bucket, which does not have it yet: %v", cas.ErrUnavailable, k, err)
 	}

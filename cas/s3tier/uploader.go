@@ -7,6 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,9 +20,22 @@ import (
 
 // uploader is the bounded background queue that copies committed entries
 // to the bucket: Config.UploadWorkers workers, at most Config.UploadBytes
-// of uploads in flight at once, failed attempts retried with exponential
-// backoff. Its entries are also in the journal until the bucket has them,
-// so a crash loses none: the next start queues them again.
+// of uploads in flight at once. Its entries are also in the journal until
+// the bucket has them, so a crash loses none: the next start queues them
+// again.
+//
+// A failed attempt delays that entry, not a worker: the entry waits an
+// exponential backoff of its own (from Config.RetryBackoff, doubling per
+// failure up to maxRetryBackoff, with jitter so that entries that failed
+// together do not retry together) while the workers go on with entries
+// that are due. The first success after failures is the bucket answering
+// again: every entry waiting out a backoff is due at once, so a queue
+// built up in an outage drains at the bucket's pace, not the backoffs'.
+// To find that out, while attempts fail and nothing is due, the entry
+// soonest due is tried anyway once every probeEvery: one request a second
+// during an outage, and a drain that starts within a second of its end.
+// While the last UploadWorkers attempts have all failed the bucket counts
+// as down, and a write-through commit fails at once instead of waiting.
 //
 // An entry leaves the journal only when the bucket has the last version
 // committed and no commit of it is under way: a commit writes its journal
@@ -37,7 +53,14 @@ type uploader struct {
 	closed     bool
 	wake       chan struct{} // a token when there is queued work, for the workers
 	changed    chan struct{} // closed and replaced whenever an attempt ends
+	failing    int           // attempts that failed since the last that succeeded
+	lastStart  time.Time     // of the last attempt handed out
+	now        func() time.Time
 }
+
+// probeEvery is how often, while attempts fail, an entry is tried before
+// its backoff is over: see uploader.
+const probeEvery = time.Second
 
 // pendingUpload is an entry the bucket does not have yet.
 type pendingUpload struct {
@@ -50,6 +73,10 @@ type pendingUpload struct {
 	lastErr  error  // why the last attempt failed, if it did
 	queued   bool
 	running  bool
+	// failures counts the attempts that failed in a row; a queued entry
+	// is not due before notBefore.
+	failures  int
+	notBefore time.Time
 }
 
 // errLost: the entry is no longer on disk, so it cannot be uploaded.
@@ -63,6 +90,7 @@ func newUploader(t *Store) *uploader {
 		committing: make(map[objectKey]int),
 		wake:       make(chan struct{}, 1),
 		changed:    make(chan struct{}),
+		now:        time.Now,
 	}
 }
 
@@ -157,7 +185,8 @@ func (u *uploader) signalLocked() {
 	}
 }
 
-// next takes the oldest queued item, waiting for one; nil once closed.
+// next takes the oldest queued item that is due, waiting for one; nil
+// once closed.
 func (u *uploader) next(ctx context.Context) (p *pendingUpload, version uint64, data []byte) {
 	for {
 		u.mu.Lock()
@@ -165,25 +194,68 @@ func (u *uploader) next(ctx context.Context) (p *pendingUpload, version uint64, 
 			u.mu.Unlock()
 			return nil, 0, nil
 		}
-		if len(u.queue) > 0 {
-			p = u.queue[0]
-			u.queue[0] = nil
-			u.queue = u.queue[1:]
-			p.queued, p.running = false, true
+		now := u.now()
+		take := -1
+		var soonest time.Time // of the entries not yet due
+		for i, q := range u.queue {
+			if !q.notBefore.After(now) {
+				take = i
+				break
+			}
+			if soonest.IsZero() || q.notBefore.Before(soonest) {
+				soonest, take = q.notBefore, i
+			}
+		}
+		probe := u.failing > 0 && !now.Before(u.lastStart.Add(probeEvery))
+		if take >= 0 && (!u.queue[take].notBefore.After(now) || probe) {
+			q := u.queue[take]
+			u.queue = slices.Delete(u.queue, take, take+1)
+			q.queued, q.running = false, true
+			u.lastStart = now
 			if len(u.queue) > 0 {
 				u.signalLocked() // for the next worker
 			}
-			version, data = p.version, p.data
+			version, data = q.version, q.data
 			u.mu.Unlock()
-			return p, version, data
+			return q, version, data
+		}
+		if p := u.lastStart.Add(probeEvery); !soonest.IsZero() && u.failing > 0 && p.Before(soonest) {
+			soonest = p
 		}
 		u.mu.Unlock()
+		var due <-chan time.Time
+		if !soonest.IsZero() {
+			t := time.NewTimer(soonest.Sub(now))
+			defer t.Stop()
+			due = t.C
+		}
 		select {
 		case <-u.wake:
+		case <-due:
 		case <-ctx.Done():
 			return nil, 0, nil
 		}
 	}
+}
+
+// retryDelay is the backoff after an entry's failures-th failure in a
+// row: RetryBackoff doubled per failure up to maxRetryBackoff, then a
+// random half of it taken off (jitter).
+func (u *uploader) retryDelay(failures int) time.Duration {
+	d := u.t.cfg.RetryBackoff
+	for i := 1; i < failures && d < maxRetryBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, maxRetryBackoff)
+	return d - rand.N(d/2+1)
+}
+
+// bucketDown reports whether the last UploadWorkers attempts all failed:
+// a write-through commit then fails at once.
+func (u *uploader) bucketDown() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.failing >= u.t.cfg.UploadWorkers
 }
 
 // finish ends an attempt at p's version: err nil (the bucket has it),
@@ -194,8 +266,23 @@ func (u *uploader) finish(p *pendingUpload, version uint64, err error) {
 	defer u.mu.Unlock()
 	p.running = false
 	p.attempt, p.lastErr = version, err
-	if err == nil || errors.Is(err, errLost) {
+	switch {
+	case err == nil || errors.Is(err, errLost):
 		p.uploaded = max(p.uploaded, version)
+		p.failures, p.notBefore = 0, time.Time{}
+		if err == nil && u.failing > 0 {
+			// The bucket answers again: whatever waits out a backoff
+			// is due now.
+			u.failing = 0
+			for _, q := range u.queue {
+				q.failures, q.notBefore = 0, time.Time{}
+			}
+			u.signalLocked()
+		}
+	default:
+		u.failing++
+		p.failures++
+		p.notBefore = u.now().Add(u.retryDelay(p.failures))
 	}
 	u.settleLocked(p)
 	close(u.changed)
@@ -262,11 +349,9 @@ func (u *uploader) close() {
 }
 
 // work is one upload worker, until ctx is done or the uploader closes.
-// After a failed attempt it waits before its next, doubling the wait from
-// Config.RetryBackoff up to maxRetryBackoff while attempts keep failing.
+// It never waits out a failure: the entry that failed does (finish).
 func (u *uploader) work(ctx context.Context) {
 	defer u.t.wg.Done()
-	var backoff time.Duration
 	for {
 		p, version, data := u.next(ctx)
 		if p == nil {
@@ -276,25 +361,28 @@ func (u *uploader) work(ctx context.Context) {
 		u.finish(p, version, err)
 		switch {
 		case err == nil:
-			backoff = 0
 			u.t.c.uploaded.Add(1)
 		case errors.Is(err, errLost):
-			backoff = 0
 			u.t.c.uploadsLost.Add(1)
 			u.t.log.Error("s3tier: a pending upload is no longer on disk; the bucket will not get it", "entry", p.key.String())
 		default:
 			u.t.c.uploadRetries.Add(1)
-			backoff = min(max(2*backoff, u.t.cfg.RetryBackoff), maxRetryBackoff)
-			u.t.log.Warn("s3tier: upload failed; will retry", "entry", p.key.String(), "retry_in", backoff, "err", err)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
+			// An outage fails every entry: one line for each entry's
+			// first failure, the rest at debug.
+			level := slog.LevelDebug
+			if u.failuresOf(p) == 1 {
+				level = slog.LevelWarn
 			}
+			u.t.log.Log(ctx, level, "s3tier: upload failed; will retry", "entry", p.key.String(), "failures", u.failuresOf(p), "err", err)
 		}
 	}
+}
+
+// failuresOf returns p's failures in a row.
+func (u *uploader) failuresOf(p *pendingUpload) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return p.failures
 }
 
 // maxRetryBackoff caps the wait between failed upload attempts.

@@ -113,9 +113,10 @@ type Server struct {
 	// DataDir holds its data; Bucket is a directory in it.
 	DataDir string
 
-	cmd    *exec.Cmd
-	log    serveprocess.LockedBuffer
-	exited chan struct{}
+	bin, addr, console string
+	cmd                *exec.Cmd
+	log                serveprocess.LockedBuffer
+	exited             chan struct{}
 }
 
 // Start starts MinIO with a bucket named Bucket and stops it when the test
@@ -147,9 +148,27 @@ func start(bin, dataDir string) (*Server, error) {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	s := &Server{Endpoint: "http://" + addr, DataDir: dataDir, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, "server", dataDir, "--address", addr,
-		"--console-address", "127.0.0.1:"+strconv.Itoa(ports[1]), "--quiet")
+	s := &Server{Endpoint: "http://" + addr, DataDir: dataDir, bin: bin, addr: addr, console: "127.0.0.1:" + strconv.Itoa(ports[1])}
+	return s, s.launch()
+}
+
+// Stop stops MinIO and waits for it to exit, as an outage of the bucket
+// would; Restart brings it back.
+func (s *Server) Stop() { s.stop() }
+
+// Restart starts a stopped server again, on its address and its data.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.launch(); err != nil {
+		t.Fatalf("restarting MinIO: %v", err)
+	}
+}
+
+// launch starts the MinIO process of s and waits until it is ready.
+func (s *Server) launch() error {
+	s.exited = make(chan struct{})
+	s.cmd = exec.Command(s.bin, "server", s.DataDir, "--address", s.addr,
+		"--console-address", s.console, "--quiet")
 	s.cmd.Env = append(os.Environ(),
 		"MINIO_ROOT_USER="+AccessKey,
 		"MINIO_ROOT_PASSWORD="+SecretKey,
@@ -158,7 +177,7 @@ func start(bin, dataDir string) (*Server, error) {
 	)
 	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
 	if err := s.cmd.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	go func() {
 		s.cmd.Wait()
@@ -196,12 +215,12 @@ func start(bin, dataDir string) (*Server, error) {
 	}
 	if !await.Within(ReadyTimeout, func() bool { return exited() || ready() }) {
 		s.stop()
-		return nil, fmt.Errorf("minio not ready within %v:\n%s", ReadyTimeout, s.log.String())
+		return fmt.Errorf("minio not ready within %v:\n%s", ReadyTimeout, s.log.String())
 	}
 	if exited() {
-		return nil, fmt.Errorf("minio exited before it was ready:\n%s", s.log.String())
+		return fmt.Errorf("minio exited before it was ready:\n%s", s.log.String())
 	}
-	return s, nil
+	return nil
 }
 
 // stop stops MinIO (SIGTERM, then SIGKILL if it lingers) and waits for it.
