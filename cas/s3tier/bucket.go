@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,6 +18,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/membuf/membuf/cas"
@@ -114,6 +116,11 @@ func (b *bucket) key(k objectKey) string {
 // Logged, it says all of them (bucketError.LogValue).
 func (b *bucket) fail(ctx context.Context, op Op, k objectKey, start time.Time, err error) error {
 	var re interface{ HTTPStatusCode() int }
+	// A bucket that is gone is the tier failing, not the object missing.
+	if api, ok := errors.AsType[smithy.APIError](err); ok && api.ErrorCode() == "NoSuchBucket" {
+		b.c.request(op, OutcomeError, time.Since(start))
+		return &bucketError{kind: cas.ErrUnavailable, public: fmt.Sprintf("the shared tier's bucket is gone (a %s of %s)", op, k), where: "s3://" + b.name, cause: err}
+	}
 	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
 		b.c.request(op, OutcomeNotFound, time.Since(start))
 		return &bucketError{kind: cas.ErrNotFound, public: fmt.Sprintf("%s is not in the shared tier", k), where: "s3://" + b.name + "/" + b.key(k), cause: err}
@@ -231,9 +238,41 @@ func presetPayloadHash(sum string) func(*middleware.Stack) error {
 	}
 }
 
-// probe asks for the bucket itself, to report at start-up whether the
-// shared tier is reachable.
+// probe asks for an object that does not exist under the prefix, a GET so
+// that a refusal comes with its code: NoSuchKey is a bucket that answers,
+// and the credentials work for it. It returns nil then, an
+// *ErrMisconfigured when the answer says the configuration is wrong (the
+// bucket does not exist; the credentials are refused), and the error
+// otherwise (unreachable, timed out, a 5xx, a refusal that may be a
+// missing permission: AccessDenied is what S3 answers a GET of a missing
+// key without s3:ListBucket).
 func (b *bucket) probe(ctx context.Context) error {
-	_, err := b.api.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &b.name})
+	key := b.prefix + "cas/" + strings.Repeat("0", 64)
+	out, err := b.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.name, Key: &key})
+	if err == nil {
+		out.Body.Close()
+		return nil
+	}
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return err
+	}
+	switch code := api.ErrorCode(); code {
+	case "NoSuchKey":
+		return nil
+	case "NoSuchBucket":
+		return &ErrMisconfigured{Cause: fmt.Sprintf("bucket %q does not exist at the endpoint", b.name)}
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId":
+		return &ErrMisconfigured{Cause: fmt.Sprintf("the credentials are refused (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile", code)}
+	}
 	return err
 }
+
+// ErrMisconfigured is a shared tier that cannot work as configured, found
+// at start: Open returns it, and the server does not start (an outage
+// ends by itself; a wrong bucket name or key does not).
+type ErrMisconfigured struct {
+	Cause string
+}
+
+func (e *ErrMisconfigured) Error() string { return "s3tier: " + e.Cause }

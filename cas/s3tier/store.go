@@ -124,6 +124,15 @@ func Open(ctx context.Context, disk *disk.Store, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	t.bucket = b
+	// Whether the bucket answers, before anything starts: a configuration
+	// that cannot work (no such bucket, refused credentials) is an error;
+	// a bucket that does not answer is served around (it may come back).
+	pctx, cancel := context.WithTimeout(ctx, min(cfg.RequestTimeout, startProbeTimeout))
+	probeErr := b.probe(pctx)
+	cancel()
+	if _, ok := errors.AsType[*ErrMisconfigured](probeErr); ok {
+		return nil, probeErr
+	}
 	j, pending, skipped, err := openJournal(cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -141,29 +150,24 @@ func Open(ctx context.Context, disk *disk.Store, cfg Config) (*Store, error) {
 		t.wg.Add(1)
 		go t.uploads.work(t.ctx)
 	}
-	t.wg.Add(1)
-	go t.probe()
+	if probeErr != nil {
+		t.log.Warn("s3tier: the bucket does not answer; serving from disk, uploads will retry", "bucket", cfg.Location.String(), "err", probeErr)
+	} else {
+		t.log.Info("s3tier: the bucket answers", "bucket", cfg.Location.String())
+	}
 	t.log.Info("s3tier: shared tier", "bucket", cfg.Location.String(), "pending_uploads", len(pending), "write_through", cfg.WriteThrough)
 	return t, nil
 }
+
+// startProbeTimeout bounds the wait for the bucket's answer at start: a
+// bucket that has not answered by then is served around.
+const startProbeTimeout = 5 * time.Second
 
 func setDefault[T comparable](v *T, def T) {
 	var zero T
 	if *v == zero {
 		*v = def
 	}
-}
-
-// probe reports once whether the bucket answers.
-func (t *Store) probe() {
-	defer t.wg.Done()
-	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.RequestTimeout)
-	defer cancel()
-	if err := t.bucket.probe(ctx); err != nil {
-		t.log.Warn("s3tier: the bucket does not answer; serving from disk, uploads will retry", "bucket", t.cfg.Location.String(), "err", err)
-		return
-	}
-	t.log.Info("s3tier: the bucket answers", "bucket", t.cfg.Location.String())
 }
 
 // Drain waits until every pending upload is in the bucket, or ctx ends
