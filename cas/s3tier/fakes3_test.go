@@ -102,9 +102,12 @@ func fakeNode(t *testing.T) (*fakeS3, *node) {
 func (f *fakeS3) serve(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	bucket, key, _ := strings.Cut(path, "/")
-	counted := r.Method // object requests by method; bucket requests apart
-	if key == "" {
+	counted := r.Method // object requests by method; bucket requests and the start's probe apart
+	switch {
+	case key == "":
 		counted += " bucket"
+	case strings.HasSuffix(key, strings.Repeat("0", 64)): // the key bucket.probe asks for
+		counted += " probe"
 	}
 	v, _ := f.requests.LoadOrStore(counted, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
