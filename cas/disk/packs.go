@@ -153,10 +153,13 @@ type packedBlob struct {
 	seg  *segment
 	off  int64 // of the data in the segment
 	size int64
-	// checked is the entry as opened, its record's CRC what every read
-	// checks the whole record against (readcheck.go); nil: reads are
-	// not checked (WithoutReadChecks).
-	checked *entry
+	// checked: every read checks the whole record against crc, its
+	// record's CRC (readcheck.go); false with WithoutReadChecks. key and
+	// gen say which entry a failed check removes.
+	checked bool
+	crc     uint32
+	key     entryKey
+	gen     uint32
 }
 
 // Size returns the blob's size in bytes.
@@ -168,7 +171,7 @@ func (b *packedBlob) Stored() cas.Encoding { return cas.Uncompressed }
 // ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
 // from pool; see cas.BlobReader.
 func (b *packedBlob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	if b.checked == nil || off >= end {
+	if !b.checked || off >= end {
 		return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
 	}
 	// Checked as it streams (readcheck.go): each chunk is summed, and the
@@ -213,8 +216,9 @@ func (b *packedBlob) sumRange(crc uint32, from, to int64) (uint32, error) {
 // check compares crc, the sum of the whole record as read, with the one
 // its header holds, and fails the read if they differ.
 func (b *packedBlob) check(crc uint32) error {
-	if crc != b.checked.crc {
-		return b.s.readFailed(*b.checked, "record data does not match its CRC-32C")
+	if crc != b.crc {
+		opened := entry{key: b.key, gen: b.gen, seg: b.seg, off: b.off, size: b.size}
+		return b.s.readFailed(opened, "record data does not match its CRC-32C")
 	}
 	return nil
 }
@@ -247,7 +251,7 @@ func (b *packedBlob) ReadAt(p []byte, off int64) (int, error) {
 	var n int
 	var err error
 	switch {
-	case b.checked == nil:
+	case !b.checked:
 		n, err = b.seg.f.ReadAt(p, b.off+off)
 	case off == 0 && int64(len(p)) == b.size:
 		if err = b.readChecked(p); err == nil {
@@ -291,11 +295,7 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
 		return nil, errReplaced
 	}
 	e.seg.readers++
-	b := &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size}
-	if !s.noReadChecks {
-		b.checked = &e
-	}
-	return b, nil
+	return &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size, checked: !s.noReadChecks, crc: e.crc, key: e.key, gen: e.gen}, nil
 }
 
 // packWriter writes one blob into a slot of the active segment, taken
