@@ -43,9 +43,12 @@ import (
 // the action, then upload its outputs; DATA_LOSS, the code for corruption,
 // fails a Bazel build.
 //
-// Blobs kept compressed are not covered yet: they are checked by their
-// first read (SHA-256 of the content), by the scrubber, and by zstd's
-// decoder, which rejects most damaged frames.
+// A blob kept compressed has block sums of its file as stored (frames and
+// seek table), taken as the file was written or by the first check: a
+// compressed read, which sends the stored frames as they are, reads them
+// in checked blocks (zstdfile.StoredReader); a plain read decompresses,
+// and zstd checks each frame's own checksum (every frame this store
+// writes has one), so a damaged frame fails the read there.
 //
 // WithoutReadChecks turns this off, for a filesystem that checksums its own
 // data (ZFS, btrfs): reads then trust what the first check found.
@@ -95,6 +98,19 @@ func (b *blockSums) finish() []uint32 {
 		b.crc, b.fill = 0, 0
 	}
 	return b.sums
+}
+
+// summingFile writes to f and takes the block sums of what it wrote: the
+// writer a compressor writes a file through.
+type summingFile struct {
+	f    *os.File
+	sums *blockSums
+}
+
+func (w summingFile) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.sums.Write(p[:n])
+	return n, err
 }
 
 // sumsOf returns the block sums of data.

@@ -726,20 +726,27 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 			return nil, err
 		}
 	}
+	var checked *checkedFile
+	if sums != nil && !s.noReadChecks {
+		opened := e
+		checked = &checkedFile{f: f, size: e.stored, sums: sums, failed: func(detail string) error { return s.readFailed(opened, detail) }}
+	}
 	if e.zstd {
 		b, err := zstdfile.Open(f, e.size, s.zp)
+		if errors.Is(err, zstdseek.ErrSeekTable) {
+			// It matched its name when checked: the disk changed it.
+			return nil, s.readFailed(e, err.Error())
+		}
 		if err != nil {
 			s.log.Error("compressed blob unreadable", "hash", k.hash, "err", err)
 			return nil, fmt.Errorf("cas: blob %s: %w", k.hash, err)
 		}
+		if checked != nil {
+			b.SetStoredReader(checked.ReadChunks)
+		}
 		return b, nil
 	}
-	b := &Blob{f: f, size: e.size, zp: s.zp}
-	if sums != nil && !s.noReadChecks {
-		opened := e
-		b.checked = &checkedFile{f: f, size: e.size, sums: sums, failed: func(detail string) error { return s.readFailed(opened, detail) }}
-	}
-	return b, nil
+	return &Blob{f: f, size: e.size, zp: s.zp, checked: checked}, nil
 }
 
 // actionResultSums returns the block sums of the action result file of e,
@@ -821,24 +828,24 @@ func (s *Store) writeBlob(d cas.Digest, data []byte, arrived cas.Encoding) (*pen
 	e := &entry{key: entryKey{kindCAS, d.Hash}, size: d.Size, stored: d.Size}
 	if s.policy.compresses(arrived) {
 		c := zstdseek.NewFrameCompressor(s.zp, s.buffers)
-		err = c.Write(f, data)
+		sf := summingFile{f, newBlockSums(d.Size)}
+		err = c.Write(sf, data)
 		if err == nil {
 			var stored int64
-			e.zstd, stored, err = c.Finish(f)
+			e.zstd, stored, err = c.Finish(sf)
 			if e.zstd {
 				e.stored = stored
 			}
 		}
 		c.Free()
+		e.sums = sf.sums.finish()
 	} else {
 		_, err = f.Write(data)
+		e.sums = sumsOf(data)
 	}
 	if err != nil {
 		discardTemp(f)
 		return nil, err
-	}
-	if !e.zstd {
-		e.sums = sumsOf(data) // what is on disk is data
 	}
 	return s.pendingCommit(f, e, 0), nil
 }
@@ -1195,11 +1202,10 @@ func (w *Writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	if w.z != nil {
-		if err := w.z.Write(f, p); err != nil {
+		if err := w.z.Write(summingFile{f, w.sums}, p); err != nil {
 			return 0, err
 		}
 		w.h.Write(p)
-		w.sums.Write(p)
 		w.n += int64(len(p))
 		return len(p), nil
 	}
@@ -1303,18 +1309,19 @@ func (w *Writer) Commit(context.Context) error {
 		w.Abort()
 		return err
 	}
-	e := &entry{key: entryKey{kindCAS, w.d.Hash}, size: w.n, stored: w.n, sums: w.sums.finish()}
+	e := &entry{key: entryKey{kindCAS, w.d.Hash}, size: w.n, stored: w.n}
 	if w.z != nil {
-		zstd, stored, err := w.z.Finish(f)
+		zstd, stored, err := w.z.Finish(summingFile{f, w.sums})
 		if err != nil {
 			w.Abort()
 			return err
 		}
 		if zstd {
-			e.zstd, e.stored, e.sums = true, stored, nil
+			e.zstd, e.stored = true, stored
 		}
 		w.freeFrames()
 	}
+	e.sums = w.sums.finish() // of the file as written, frames or plain
 	w.end = true
 	return w.s.commitTemp(f, e, w.reserved)
 }

@@ -99,7 +99,7 @@ func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force b
 			s.mu.Unlock()
 			return nil, errReplaced
 		}
-		if !force && !e.checked.IsZero() && e.checked.Equal(mtime) && fi.Size() == e.stored && (e.sums != nil || e.zstd) {
+		if !force && !e.checked.IsZero() && e.checked.Equal(mtime) && fi.Size() == e.stored && e.sums != nil {
 			sums := e.sums
 			s.mu.Unlock()
 			return sums, nil
@@ -180,8 +180,7 @@ func (s *Store) hashContent(ctx context.Context, f *os.File, e entry, pace func(
 	buf := *bp
 	h := sha256.New()
 	if e.zstd {
-		sum, n, err := s.hashFrames(ctx, f, e, buf, pace)
-		return sum, nil, n, err
+		return s.hashFrames(ctx, f, e, buf, pace)
 	}
 	size := e.size
 	sums := newBlockSums(size)
@@ -213,26 +212,29 @@ func (s *Store) hashContent(ctx context.Context, f *os.File, e entry, pace func(
 
 // hashFrames is hashContent for a blob kept compressed: each frame is read
 // into a buffer from the store's pool and decompressed into buf (which
-// holds maxStoredFrame bytes, the largest frame a seek table may give).
-func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte, pace func(int) error) (string, int64, error) {
+// holds maxStoredFrame bytes, the largest frame a seek table may give). It
+// also takes the block sums of the file as stored, frames and seek table.
+func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte, pace func(int) error) (string, []uint32, int64, error) {
 	t, err := zstdseek.ReadSeekTable(f, e.stored, e.size)
 	if errors.Is(err, zstdseek.ErrSeekTable) {
-		return "", 0, fmt.Errorf("%w: %v", errCorrupt, err)
+		return "", nil, 0, fmt.Errorf("%w: %v", errCorrupt, err)
 	}
 	if err != nil {
-		return "", 0, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+		return "", nil, 0, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
 	}
 	h := sha256.New()
+	sums := newBlockSums(e.stored)
 	var cstart, off int64
 	for i := range t.Frames() {
 		if err := ctx.Err(); err != nil {
-			return "", off, err
+			return "", nil, off, err
 		}
 		cs, ds := t.Entry(i)
 		in := membuf.AllocUncleared(s.buffers, int(cs))
 		_, err := f.ReadAt(in.Bytes(), cstart)
 		var out []byte
 		if err == nil {
+			sums.Write(in.Bytes())
 			out, err = s.zp.DecodeFrame(ctx, in.Bytes(), buf[:0:ds])
 			if err == nil && int64(len(out)) != ds {
 				err = zstdfile.ErrCorruptFrame
@@ -243,18 +245,28 @@ func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte,
 		}
 		in.Free()
 		if err != nil {
-			return "", off, err
+			return "", nil, off, err
 		}
 		h.Write(out)
 		off += ds
 		cstart += cs
 		if pace != nil {
 			if err := pace(int(ds)); err != nil {
-				return "", off, err
+				return "", nil, off, err
 			}
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), off, nil
+	// The seek table after the frames, for the sums: the block that holds
+	// the last frame's end holds the table's start.
+	for cstart < e.stored {
+		n := int(min(int64(len(buf)), e.stored-cstart))
+		if _, err := f.ReadAt(buf[:n], cstart); err != nil {
+			return "", nil, off, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+		}
+		sums.Write(buf[:n])
+		cstart += int64(n)
+	}
+	return hex.EncodeToString(h.Sum(nil)), sums.finish(), off, nil
 }
 
 // removeLocked unlinks entry el's file, if it has one, and drops it from

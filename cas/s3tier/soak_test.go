@@ -21,9 +21,9 @@ import (
 // pack segments, modification times kept: bit rot) and objects in the
 // bucket are replaced by damaged copies of the same size. A read may fail
 // (the client then uploads the blob again, as Bazel does after a miss);
-// none may complete with wrong bytes. Blobs kept compressed are not in it:
-// reads of those are not checked against a CRC yet (docs/cas.md,
-// "Integrity at rest").
+// none may complete with wrong bytes. Blobs kept compressed are not in it
+// (this node keeps none: it fills plain from the bucket); disk's
+// TestReadChecksCatchRotInACompressedBlob covers them.
 func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: 10,000 reads against MinIO")

@@ -35,7 +35,21 @@ type Blob struct {
 	size  int64
 	table zstdseek.SeekTable
 	zp    *zstdseek.Pool
+	// stored reads a range of the file as it is stored, for a compressed
+	// read; nil reads it with cas.ReadChunks (SetStoredReader).
+	stored StoredReader
 }
+
+// A StoredReader reads [off, end) of a compressed blob's file as it is
+// stored, with cas.ReadChunks's contract: how a compressed read gets the
+// frames it sends on as they are (the disk store's checks each block
+// against a CRC first).
+type StoredReader func(off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error
+
+// SetStoredReader makes compressed reads of b read the file through r.
+// Plain reads need none: zstd checks each frame's checksum as it
+// decompresses it.
+func (b *Blob) SetStoredReader(r StoredReader) { b.stored = r }
 
 // Open checks the seek table of the compressed file f of a blob of size
 // bytes and returns the blob, which owns f from then on. On error f is
@@ -129,6 +143,9 @@ func (b *Blob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, 
 			return err
 		}
 		cstart += cs
+	}
+	if b.stored != nil {
+		return b.stored(cstart, b.table.DataSize(), pool, chunkSize, fn)
 	}
 	return cas.ReadChunks(b.f, cstart, b.table.DataSize(), pool, chunkSize, fn)
 }
