@@ -3,7 +3,6 @@ package disk
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -291,17 +290,7 @@ func compressedRotAfterRead(t *testing.T, s *Store, data []byte, off int64, put 
 func TestReadChecksCatchRotInACompressedBlob(t *testing.T) {
 	dir := t.TempDir()
 	s := openZstdStore(t, dir, 0, CompressAll, nil)
-	// 1.7 MB of words drawn from a thousand: zstd takes it to a few
-	// hundred KB, in several frames.
-	vocab := make([]string, 0, 1000)
-	for w := hex.EncodeToString(testblob.Random(6000, 9)); len(vocab) < 1000; w = w[12:] {
-		vocab = append(vocab, w[:12])
-	}
-	rng := rand.New(rand.NewPCG(9, 9))
-	var text []byte
-	for len(text) < 1_700_000 {
-		text = append(append(text, vocab[rng.IntN(len(vocab))]...), ' ')
-	}
+	text := compressible(1_700_000) // zstd takes it to a few hundred KB, in several frames
 	variant := func(i byte) []byte { v := bytes.Clone(text); v[0] = i; return v }
 
 	for i, put := range []bool{false, true} {
