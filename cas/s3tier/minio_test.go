@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/internal/await"
@@ -148,4 +151,27 @@ func TestMinIORepairsABadObject(t *testing.T) {
 		return err == nil && bytes.Equal(got, data)
 	})
 	startNode(t, "", loc, fastRetries).mustRead(d, data)
+}
+
+// An action result put in a real bucket without the checksum metadata
+// every put of this server carries is a miss.
+func TestMinIOActionResultWithoutItsChecksumIsAMiss(t *testing.T) {
+	loc := minioLocation(t, "acmeta")
+	var c counters
+	b, err := newBucket(context.Background(), loc, 4, cfgTimeout, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := cas.DigestOf([]byte("archive baz"))
+	key := b.key(actionKey(ad))
+	if _, err := b.api.PutObject(context.Background(), &s3.PutObjectInput{Bucket: &b.name, Key: &key, Body: bytes.NewReader([]byte{0x08, 0x01})}); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, "", loc, fastRetries)
+	if _, err := n.ac.GetActionResult(context.Background(), &repb.GetActionResultRequest{ActionDigest: ad.Proto()}); status.Code(err) != codes.NotFound {
+		t.Fatalf("GetActionResult of an entry without its checksum: %v, want NOT_FOUND", err)
+	}
+	if st := n.store.TierStats(); st.Corrupt != 1 {
+		t.Fatalf("%d corrupt entries counted, want 1", st.Corrupt)
+	}
 }

@@ -2,6 +2,7 @@ package s3tier
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,8 +110,14 @@ func TestMinIOOutage(t *testing.T) {
 	through := startNode(t, "", loc, wtCfg)
 	m.Stop()
 	start := time.Now()
-	if _, err := through.write(context.Background(), blobOf(3000, 35)); status.Code(err) != codes.Unavailable {
+	_, err = through.write(context.Background(), blobOf(3000, 35))
+	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("write-through with MinIO stopped: %v, want UNAVAILABLE", err)
+	}
+	for _, secret := range []string{miniotest.Bucket, strings.TrimPrefix(m.Endpoint, "http://"), "outage/cas/"} {
+		if msg := status.Convert(err).Message(); strings.Contains(msg, secret) {
+			t.Errorf("the client's error %q names %q", msg, secret)
+		}
 	}
 	if took := time.Since(start); took > outageConfig.RequestTimeout+time.Second {
 		t.Fatalf("write-through took %v to fail, more than --s3-timeout %v + 1s", took, outageConfig.RequestTimeout)
@@ -119,7 +126,9 @@ func TestMinIOOutage(t *testing.T) {
 	ds := queueBlobs(t, queued, blobs, 36)
 	await.True(t, "every upload to fail once", func() bool { return queued.store.TierStats().UploadRetries >= blobs })
 	m.Restart(t)
+	back := time.Now()
 	await.True(t, "the queue to drain", func() bool { return queued.store.TierStats().UploadQueueLength == 0 })
+	t.Logf("%d queued blobs drained %v after MinIO was back", blobs, time.Since(back).Round(time.Millisecond))
 	other := startNode(t, "", loc, outageConfig)
 	other.mustRead(ds[blobs-1], blobOf(1000+blobs-1, 36))
 }

@@ -476,7 +476,7 @@ func (t *Store) getActionResult(ctx context.Context, d cas.Digest) ([]byte, erro
 	n, err := io.ReadFull(obj.body, data)
 	t.c.bytesDown.Add(uint64(n))
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading %s from the bucket: %v", cas.ErrUnavailable, k, err)
+		return nil, &bucketError{kind: cas.ErrUnavailable, public: fmt.Sprintf("reading %s from the shared tier stopped at byte %d", k, n), where: "GET " + t.bucket.key(k), cause: err}
 	}
 	sum := sha256.Sum256(data)
 	switch obj.sha256 {
