@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -21,9 +22,9 @@ import (
 // pack segments, modification times kept: bit rot) and objects in the
 // bucket are replaced by damaged copies of the same size. A read may fail
 // (the client then uploads the blob again, as Bazel does after a miss);
-// none may complete with wrong bytes. Blobs kept compressed are not in it
-// (this node keeps none: it fills plain from the bucket); disk's
-// TestReadChecksCatchRotInACompressedBlob covers them.
+// none may complete with wrong bytes. A sixth of the blobs are text the
+// reader keeps compressed (uploaded to it compressed), read now plain
+// (decompressed by the node) and now compressed (its stored frames).
 func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: 10,000 reads against MinIO")
@@ -36,11 +37,16 @@ func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 	}
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(21, 21))
-	// Mostly small blobs (packed), some files of their own.
+	// Mostly small blobs (packed), some files of their own, some text the
+	// reader keeps compressed.
 	var blobs [][]byte
+	compressed := func(i int) bool { return i%6 == 5 }
 	for i := range 48 {
 		size := 1<<10 + rng.IntN(31<<10)
 		switch {
+		case compressed(i):
+			blobs = append(blobs, wordsOf(1<<20+100<<10+rng.IntN(400<<10), rng))
+			continue
 		case i%12 == 0:
 			size = 1<<20 + 100<<10 + rng.IntN(200<<10)
 		case i%4 == 0:
@@ -57,6 +63,25 @@ func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 		}
 	}
 	reader := startNode(t, "", loc, fastRetries)
+	upload := func(i int) error {
+		var err error
+		if compressed(i) {
+			_, err = reader.writeZstd(ctx, blobs[i])
+		} else {
+			_, err = reader.write(ctx, blobs[i])
+		}
+		return err
+	}
+	for i := range blobs {
+		if compressed(i) {
+			if err := upload(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st := reader.disk.Stats(); st.CompressedBlobs != int64(len(blobs)/6) {
+		t.Fatalf("the reader keeps %d blobs compressed, want %d", st.CompressedBlobs, len(blobs)/6)
+	}
 	var c counters
 	bucket, err := newBucket(ctx, loc, 4, cfgTimeout, &c)
 	if err != nil {
@@ -103,9 +128,16 @@ func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 				if i%flipEvery == 0 {
 					flip()
 				}
-				want := blobs[r.IntN(len(blobs))]
+				j := r.IntN(len(blobs))
+				want := blobs[j]
 				d := cas.DigestOf(want)
-				got, err := reader.read(ctx, d, 0, 0)
+				var got []byte
+				var err error
+				if compressed(j) && r.IntN(2) == 0 {
+					got, err = reader.readZstd(ctx, d)
+				} else {
+					got, err = reader.read(ctx, d, 0, 0)
+				}
 				switch {
 				case err == nil && !bytes.Equal(got, want):
 					wrong.Add(1)
@@ -114,7 +146,7 @@ func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 				default:
 					failed.Add(1)
 					// As a client does after a miss: upload it again.
-					if _, err := reader.write(ctx, want); err != nil {
+					if err := upload(j); err != nil {
 						t.Errorf("re-upload of %s: %v", d, err)
 					}
 				}
@@ -129,6 +161,20 @@ func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 	if failed.Load() == 0 || completed.Load() < reads/2 {
 		t.Fatalf("%d reads failed and %d completed: the damage did not reach the reads, or too much did", failed.Load(), completed.Load())
 	}
+}
+
+// wordsOf returns n bytes of words drawn from a hundred: text that zstd
+// shrinks several times.
+func wordsOf(n int, rng *rand.Rand) []byte {
+	var vocab []string
+	for range 100 {
+		vocab = append(vocab, fmt.Sprintf("w%x", rng.Uint32()))
+	}
+	out := make([]byte, 0, n+16)
+	for len(out) < n {
+		out = append(append(out, vocab[rng.IntN(len(vocab))]...), ' ')
+	}
+	return out[:n]
 }
 
 // flipKeepingMtime flips one bit at a random offset of the file at path
