@@ -148,4 +148,3 @@ func compressible(n int) []byte {
 	}
 	return out[:n]
 }
-
