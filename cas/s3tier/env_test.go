@@ -64,6 +64,12 @@ type node struct {
 // Location and Dir it fills in if unset. It is stopped when the test ends.
 func startNode(t testing.TB, dir string, loc Location, cfg Config) *node {
 	t.Helper()
+	return startNodeWith(t, dir, loc, cfg)
+}
+
+// startNodeWith is startNode with options for its disk store.
+func startNodeWith(t testing.TB, dir string, loc Location, cfg Config, opts ...disk.StoreOption) *node {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -73,7 +79,7 @@ func startNode(t testing.TB, dir string, loc Location, cfg Config) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.disk, err = disk.OpenStore(dir, 0, nil)
+	n.disk, err = disk.OpenStore(dir, 0, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
