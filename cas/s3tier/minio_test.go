@@ -71,6 +71,19 @@ func TestMinIORefusesACorruptUpload(t *testing.T) {
 
 const cfgTimeout = 30 * time.Second
 
+// minioBucket starts a real MinIO and returns its bucket's Location and a
+// client of it, for a test to put objects behind a node's back.
+func minioBucket(t *testing.T, prefix string) (Location, *bucket) {
+	t.Helper()
+	loc := minioLocation(t, prefix)
+	var c counters
+	b, err := newBucket(context.Background(), loc, 4, cfgTimeout, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc, b
+}
+
 // Two nodes with their own disks share a MinIO bucket: what A stores, B
 // serves (filled from the bucket once, then from its disk), action results
 // included.
@@ -115,12 +128,7 @@ func TestMinIOTwoNodes(t *testing.T) {
 // through the node that found it, and a node that never saw it bad then
 // reads the right bytes.
 func TestMinIORepairsABadObject(t *testing.T) {
-	loc := minioLocation(t, "repair")
-	var c counters
-	b, err := newBucket(context.Background(), loc, 4, cfgTimeout, &c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc, b := minioBucket(t, "repair")
 	data := blobOf(1<<20, 24)
 	d := cas.DigestOf(data)
 	bad := bytes.Clone(data)
@@ -156,12 +164,7 @@ func TestMinIORepairsABadObject(t *testing.T) {
 // An action result put in a real bucket without the checksum metadata
 // every put of this server carries is a miss.
 func TestMinIOActionResultWithoutItsChecksumIsAMiss(t *testing.T) {
-	loc := minioLocation(t, "acmeta")
-	var c counters
-	b, err := newBucket(context.Background(), loc, 4, cfgTimeout, &c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc, b := minioBucket(t, "acmeta")
 	ad := cas.DigestOf([]byte("archive baz"))
 	key := b.key(actionKey(ad))
 	if _, err := b.api.PutObject(context.Background(), &s3.PutObjectInput{Bucket: &b.name, Key: &key, Body: bytes.NewReader([]byte{0x08, 0x01})}); err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
-	"github.com/membuf/membuf/internal/miniotest"
 )
 
 // TestMinIOSoakNoReadCompletesWithWrongBytes reads blobs through a node
@@ -30,12 +29,7 @@ func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: 10,000 reads against MinIO")
 	}
-	m := miniotest.Start(t)
-	isolateAWS(t, miniotest.AccessKey, miniotest.SecretKey)
-	loc, err := ParseURL(m.URL("soak"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc, bucket := minioBucket(t, "soak")
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(21, 21))
 	// The reader packs blobs up to 16 KiB (packMax), so that files of
@@ -83,11 +77,6 @@ func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 	}
 	if st := reader.disk.Stats(); st.CompressedBlobs != int64(len(blobs)/6) {
 		t.Fatalf("the reader keeps %d blobs compressed, want %d", st.CompressedBlobs, len(blobs)/6)
-	}
-	var c counters
-	bucket, err := newBucket(ctx, loc, 4, cfgTimeout, &c)
-	if err != nil {
-		t.Fatal(err)
 	}
 
 	const reads, readers, flipEvery = 10_000, 4, 20
