@@ -91,6 +91,12 @@ type Stats struct {
 	// UploadsLost counts pending uploads whose local copy was gone (evicted
 	// while the bucket was unreachable, or deleted) before they were sent.
 	UploadsLost uint64
+	// FailedInARow counts the upload attempts that failed since the last
+	// that succeeded; BucketDown is whether they are at least
+	// UploadWorkers (the state in which a write-through fails within
+	// RequestTimeout).
+	FailedInARow int64
+	BucketDown   bool
 }
 
 // counters are a Store's live statistics.

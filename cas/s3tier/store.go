@@ -190,6 +190,7 @@ func (t *Store) Close() error {
 func (t *Store) TierStats() Stats {
 	st := t.c.snapshot()
 	st.UploadQueueLength, st.UploadQueueBytes = t.uploads.length()
+	st.FailedInARow, st.BucketDown = t.uploads.failures()
 	return st
 }
 

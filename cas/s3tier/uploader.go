@@ -251,11 +251,18 @@ func (u *uploader) retryDelay(failures int) time.Duration {
 }
 
 // bucketDown reports whether the last UploadWorkers attempts all failed:
-// a write-through commit then fails at once.
+// a write-through commit then waits at most RequestTimeout.
 func (u *uploader) bucketDown() bool {
+	_, down := u.failures()
+	return down
+}
+
+// failures returns the attempts that failed since the last success, and
+// whether that makes the bucket down.
+func (u *uploader) failures() (int64, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.failing >= u.t.cfg.UploadWorkers
+	return int64(u.failing), u.failing >= u.t.cfg.UploadWorkers
 }
 
 // finish ends an attempt at p's version: err nil (the bucket has it),

@@ -69,7 +69,7 @@ func serveCeiling(ctx context.Context, listen, httpAddr string, std *stdio) erro
 			return fmt.Errorf("--http: %w", err)
 		}
 		line += " http=" + hl.Addr().String()
-		h = &http.Server{Handler: newHTTPHandler(newRuntimeRegistry(), nil, true), ReadHeaderTimeout: 10 * time.Second}
+		h = &http.Server{Handler: newHTTPHandler(newRuntimeRegistry(), nil, nil, true), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := h.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("http: %w", err)

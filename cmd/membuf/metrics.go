@@ -48,15 +48,18 @@ func newRuntimeRegistry() *prometheus.Registry {
 	return reg
 }
 
-// newHTTPHandler serves /metrics from reg, /healthz from health (if not
-// nil), and with
-// pprof the runtime profiles under /debug/pprof/ (opt-in: they show the
-// command line and memory contents).
-func newHTTPHandler(reg *prometheus.Registry, health http.Handler, withPprof bool) http.Handler {
+// newHTTPHandler serves /metrics from reg, /healthz from health and
+// /status from status (each if not nil), and with pprof the runtime
+// profiles under /debug/pprof/ (opt-in: they show the command line and
+// memory contents).
+func newHTTPHandler(reg *prometheus.Registry, health, status http.Handler, withPprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if health != nil {
 		mux.Handle("/healthz", health)
+	}
+	if status != nil {
+		mux.Handle("GET /status", status)
 	}
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -66,7 +69,7 @@ func newHTTPHandler(reg *prometheus.Registry, health http.Handler, withPprof boo
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "membuf: /metrics (Prometheus), /healthz (health), /debug/pprof/ (profiles, with --pprof)")
+		fmt.Fprintln(w, "membuf: /metrics (Prometheus), /healthz (health), /status (JSON: disk use, counts, hit rate, the S3 tier), /debug/pprof/ (profiles, with --pprof)")
 	})
 	return mux
 }

@@ -281,6 +281,7 @@ func newLogger(c *serveConfig, w io.Writer) *slog.Logger {
 
 // serve runs the server until ctx is cancelled, then stops it gracefully.
 func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
+	started := time.Now()
 	log := newLogger(cfg, std.err)
 	warnAboutSettings(cfg, log)
 
@@ -441,7 +442,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			httpLis = tls.NewListener(httpLis, certs.httpConfig())
 		}
 		httpServer = &http.Server{
-			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, zp, tiered), health, cfg.pprof),
+			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, zp, tiered), health, statusHandler(store, tiered, cfg.s3.String(), started), cfg.pprof),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,

@@ -553,6 +553,10 @@ func TestServeS3UnreachableAtStart(t *testing.T) {
 		return metricValue(t, m, `membuf_s3_requests_total{op="put",outcome="error"}`) >= 1 &&
 			metricValue(t, m, "membuf_s3_upload_queue_length") == 1
 	})
+	st := getStatus(t, s.httpAddr)
+	if st.S3 == nil || st.S3.State == "answering" || st.S3.FailedInARow < 1 || st.S3.UploadQueue != 1 || !strings.Contains(st.S3.Bucket, "membuf-test") {
+		t.Fatalf("/status with the bucket unreachable: %+v; want the tier failing or down, one upload queued", st.S3)
+	}
 	if code, _, errOut := s.stop(); code != 0 || !strings.Contains(errOut, "uploads to the bucket pending") {
 		t.Fatalf("stop: exit %d; want 0 and a warning that uploads are pending:\n%s", code, errOut)
 	}

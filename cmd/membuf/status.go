@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/s3tier"
+)
+
+// serverStatus is what /status answers: what an operator checks first, as JSON.
+// Prometheus (/metrics) has every counter; this has the few that say
+// whether the cache is well, read at request time.
+type serverStatus struct {
+	Version       string      `json:"version"`
+	Go            string      `json:"go"`
+	Started       time.Time   `json:"started"`
+	UptimeSeconds float64     `json:"uptime_seconds"`
+	Disk          diskStatus  `json:"disk"`
+	Lookups       hitRate     `json:"lookups"`
+	S3            *tierStatus `json:"s3"` // null without --s3
+}
+
+type diskStatus struct {
+	Bytes           int64 `json:"bytes"`
+	MaxBytes        int64 `json:"max_bytes"` // 0: no limit
+	Blobs           int64 `json:"blobs"`
+	ActionResults   int64 `json:"action_results"`
+	CompressedBlobs int64 `json:"compressed_blobs"`
+	Evictions       int64 `json:"evictions"`
+	Corrupt         int64 `json:"corrupt"` // found damaged, and removed
+}
+
+// hitRate is lookups that found their entry (reads, batch reads, action
+// cache gets, FindMissingBlobs entries) against those that did not.
+type hitRate struct {
+	Hits    int64   `json:"hits"`
+	Misses  int64   `json:"misses"`
+	HitRate float64 `json:"hit_rate"` // 0 before any lookup
+}
+
+type tierStatus struct {
+	Bucket string `json:"bucket"`
+	// State is "answering", "failing" (recent uploads failed) or "down"
+	// (the last uploads all failed: write-throughs fail within
+	// --s3-timeout).
+	State         string  `json:"state"`
+	FailedInARow  int64   `json:"failed_in_a_row"`
+	UploadQueue   int64   `json:"upload_queue"`
+	UploadBytes   int64   `json:"upload_queue_bytes"`
+	Uploaded      uint64  `json:"uploaded"`
+	FromBucket    uint64  `json:"lookups_from_bucket"` // client lookups the bucket answered
+	CorruptInTier uint64  `json:"corrupt_objects"`
+	HitRate       float64 `json:"hit_rate"` // disk and bucket together
+}
+
+// statusHandler serves /status for store, and tiered if not nil, of a
+// server started at started.
+func statusHandler(store *disk.Store, tiered *s3tier.Store, bucket string, started time.Time) http.Handler {
+	version := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := store.Stats()
+		s := serverStatus{
+			Version:       version,
+			Go:            runtime.Version(),
+			Started:       started.UTC().Truncate(time.Second),
+			UptimeSeconds: time.Since(started).Seconds(),
+			Disk: diskStatus{
+				Bytes: st.Bytes, MaxBytes: st.MaxBytes, Blobs: st.Blobs, ActionResults: st.ActionResults,
+				CompressedBlobs: st.CompressedBlobs, Evictions: st.Evictions, Corrupt: st.Corrupt,
+			},
+			Lookups: hitRate{Hits: st.Hits, Misses: st.Misses, HitRate: ratioOf(st.Hits, st.Hits+st.Misses)},
+		}
+		if tiered != nil {
+			ts := tiered.TierStats()
+			state := "answering"
+			switch {
+			case ts.BucketDown:
+				state = "down"
+			case ts.FailedInARow > 0:
+				state = "failing"
+			}
+			disk, s3, miss := int64(ts.Lookups[s3tier.TierDisk]), int64(ts.Lookups[s3tier.TierS3]), int64(ts.Lookups[s3tier.TierMiss])
+			s.S3 = &tierStatus{
+				Bucket: bucket, State: state, FailedInARow: ts.FailedInARow,
+				UploadQueue: ts.UploadQueueLength, UploadBytes: ts.UploadQueueBytes, Uploaded: ts.Uploaded,
+				FromBucket: ts.Lookups[s3tier.TierS3], CorruptInTier: ts.Corrupt,
+				HitRate: ratioOf(disk+s3, disk+s3+miss),
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(s)
+	})
+}
+
+// ratioOf is a/b, or 0 when b is 0.
+func ratioOf(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// getStatus fetches and decodes /status from the HTTP listener at addr.
+func getStatus(t *testing.T, addr string) serverStatus {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("/status: %s, %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	var st serverStatus
+	dec := json.NewDecoder(resp.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		t.Fatalf("/status: %v", err)
+	}
+	return st
+}
+
+// /status says what the store holds, its limit, and how lookups went.
+func TestServeStatus(t *testing.T) {
+	s := startServe(t, "--max-size", "1GiB")
+	defer s.stop()
+	conn := dial(t, s.grpcAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := getStatus(t, s.httpAddr)
+	if before.Disk.Blobs != 0 || before.Disk.MaxBytes != 1<<30 || before.S3 != nil || before.Version == "" || before.UptimeSeconds <= 0 {
+		t.Fatalf("/status of a fresh server: %+v", before)
+	}
+	blob := bytes.Repeat([]byte("status "), 3000)
+	name := fmt.Sprintf("blobs/%x/%d", sha256.Sum256(blob), len(blob))
+	bs := bspb.NewByteStreamClient(conn)
+	writeBlob(t, ctx, bs, "uploads/u1/"+name, blob)
+	readBlob(t, ctx, bs, name)
+	missing, err := bs.Read(ctx, &bspb.ReadRequest{ResourceName: fmt.Sprintf("blobs/%x/5", sha256.Sum256([]byte("other")))})
+	if err == nil {
+		_, err = missing.Recv()
+	}
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("read of a missing blob: %v", err)
+	}
+	st := getStatus(t, s.httpAddr)
+	d := st.Disk
+	if d.Blobs != 1 || d.Bytes < int64(len(blob)) || d.ActionResults != 0 || d.Corrupt != 0 {
+		t.Errorf("/status disk after one upload: %+v", d)
+	}
+	if st.Lookups.Hits < 1 || st.Lookups.Misses < 1 || st.Lookups.HitRate <= 0 || st.Lookups.HitRate >= 1 {
+		t.Errorf("/status lookups after a hit and a miss: %+v", st.Lookups)
+	}
+	if !st.Started.Equal(before.Started) || st.UptimeSeconds < before.UptimeSeconds {
+		t.Errorf("/status start %v, uptime %v after %v, %v", st.Started, st.UptimeSeconds, before.Started, before.UptimeSeconds)
+	}
+}
