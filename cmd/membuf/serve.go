@@ -54,6 +54,8 @@ type serveConfig struct {
 	packMax         int64               // largest blob packed into segments; 0: none
 	packSync        time.Duration       // how often packed records are made durable; 0: before each acknowledgement
 	checkReads      bool                // check every read against the CRC-32Cs taken when the blob was hashed
+	configFile      string              // --config: a TOML file of settings (configsources.go)
+	from            map[string]string   // where each flag set got its value: "flag", "env …", "file …"
 	logLevel        slog.Level
 	logFormat       string
 	readyFile       string
@@ -154,10 +156,16 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.BoolVar(&cfg.reflection, "reflection", false, "serve gRPC server reflection (grpc.reflection.v1), for grpcurl and the like")
 	fs.BoolVar(&cfg.pprof, "pprof", false, "serve the runtime's profiles under /debug/pprof/ on the HTTP listener (they show command lines\nand memory: keep that listener private)")
 	fs.DurationVar(&cfg.drainDelay, "drain-delay", 0, "on SIGINT or SIGTERM, report NOT_SERVING (health, /healthz) for this long while still serving,\nso that load balancers stop sending new work, before the graceful stop")
+	fs.StringVar(&cfg.configFile, configFlag, "", "TOML `file` of settings, a key per flag (max-size = \"200GiB\"); every flag can also come from the\nenvironment as MEMBUF_<FLAG> (MEMBUF_MAX_SIZE); the command line wins, then the environment, then the file")
 	return fs, func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usageError("unexpected arguments %q: serve takes only flags", args)
 		}
+		from, err := applySettingSources(fs, os.LookupEnv)
+		if err != nil {
+			return err
+		}
+		cfg.from = from
 		if err := cfg.validate(); err != nil {
 			return err
 		}
@@ -283,6 +291,9 @@ func newLogger(c *serveConfig, w io.Writer) *slog.Logger {
 func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	started := time.Now()
 	log := newLogger(cfg, std.err)
+	if len(cfg.from) > 0 {
+		log.Info("settings", settingSourcesLog(cfg.from)...)
+	}
 	warnAboutSettings(cfg, log)
 
 	dir, err := filepath.Abs(cfg.dir)
