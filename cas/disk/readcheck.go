@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -14,7 +15,7 @@ import (
 // in this process (SHA-256); that says nothing of the disk since: a bit
 // that rots afterwards, leaving the modification time alone, would be
 // served until the scrubber came round, which on a large store takes a
-// day. So each plain blob also carries CRC-32Cs of its stored bytes, taken
+// day. So each stored blob also carries CRC-32Cs of its stored bytes, taken
 // when they were hashed (on their way in, or by that first check), and
 // every read checks what it read against them before it hands on a byte:
 //
@@ -96,6 +97,11 @@ func (b *blockSums) finish() []uint32 {
 	if b.fill > 0 {
 		b.sums = append(b.sums, b.crc)
 		b.crc, b.fill = 0, 0
+	}
+	if cap(b.sums) > 2*len(b.sums) {
+		// Sized for the plain blob, kept compressed: the index keeps
+		// these for the blob's life.
+		b.sums = slices.Clone(b.sums)
 	}
 	return b.sums
 }
