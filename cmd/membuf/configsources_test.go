@@ -135,3 +135,30 @@ func TestServeConfigFile(t *testing.T) {
 		t.Fatalf("the start-up line does not say the file set scrub-rate:\n%s", errOut)
 	}
 }
+
+// Whatever a config file holds, reading it returns settings or an error
+// that names the file, never a panic, and a file it accepts sets only
+// flags serve has.
+// The seed corpus is in testdata/fuzz/FuzzConfigFile.
+func FuzzConfigFile(f *testing.F) {
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, text string) {
+		path := filepath.Join(dir, "fuzz.toml")
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fs := serveFlagSet(t, "--config", path)
+		from, err := applySettingSources(fs, env(nil))
+		if err != nil {
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %v: want a usage error naming the file", err)
+			}
+			return
+		}
+		for name := range from {
+			if fs.Lookup(name) == nil {
+				t.Fatalf("set %q, not a flag", name)
+			}
+		}
+	})
+}
