@@ -153,13 +153,11 @@ type packedBlob struct {
 	seg  *segment
 	off  int64 // of the data in the segment
 	size int64
-	// checked: every read checks the whole record against crc, its
-	// record's CRC (readcheck.go); false with WithoutReadChecks. key and
-	// gen say which entry a failed check removes.
+	// checked: every read checks the whole record against opened.crc,
+	// its record's CRC (readcheck.go); false with WithoutReadChecks.
+	// opened is the entry as opened, which a failed check removes.
 	checked bool
-	crc     uint32
-	key     entryKey
-	gen     uint32
+	opened  entry
 }
 
 // Size returns the blob's size in bytes.
@@ -216,9 +214,8 @@ func (b *packedBlob) sumRange(crc uint32, from, to int64) (uint32, error) {
 // check compares crc, the sum of the whole record as read, with the one
 // its header holds, and fails the read if they differ.
 func (b *packedBlob) check(crc uint32) error {
-	if crc != b.crc {
-		opened := entry{key: b.key, gen: b.gen, seg: b.seg, off: b.off, size: b.size}
-		return b.s.readFailed(opened, "record data does not match its CRC-32C")
+	if crc != b.opened.crc {
+		return b.s.readFailed(b.opened, "record data does not match its CRC-32C")
 	}
 	return nil
 }
@@ -295,7 +292,7 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
 		return nil, errReplaced
 	}
 	e.seg.readers++
-	return &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size, checked: !s.noReadChecks, crc: e.crc, key: e.key, gen: e.gen}, nil
+	return &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size, checked: !s.noReadChecks, opened: e}, nil
 }
 
 // packWriter writes one blob into a slot of the active segment, taken

@@ -126,14 +126,15 @@ func sumsOf(data []byte) []uint32 {
 	return b.finish()
 }
 
-// checkedFile reads a plain file whose blocks have sums, checking each
-// block before it hands on any of it. failed is called with what did not
-// match, and returns the error the read fails with.
+// checkedFile reads a file whose blocks have sums, checking each block
+// before it hands on any of it. A block that does not match fails the read
+// through s.readFailed, which removes opened, the entry as it was opened.
 type checkedFile struct {
 	f      *os.File
-	size   int64
+	size   int64 // of the file as stored
 	sums   []uint32
-	failed func(detail string) error
+	s      *Store
+	opened entry
 }
 
 // readBlocks fills p, which starts at pos (a multiple of sumBlock) and
@@ -142,14 +143,14 @@ func (c *checkedFile) readBlocks(p []byte, pos int64) error {
 	m, err := c.f.ReadAt(p, pos)
 	if m < len(p) {
 		if err == io.EOF {
-			return c.failed(fmt.Sprintf("file ends at %d bytes, its index entry says %d", pos+int64(m), c.size))
+			return c.s.readFailed(c.opened, fmt.Sprintf("file ends at %d bytes, its index entry says %d", pos+int64(m), c.size))
 		}
 		return fmt.Errorf("cas: reading %s: %w", c.f.Name(), err)
 	}
 	for i := 0; i < len(p); i += sumBlock {
 		blk := int((pos + int64(i)) / sumBlock)
 		if blk >= len(c.sums) || packfile.Checksum(p[i:min(i+sumBlock, len(p))]) != c.sums[blk] {
-			return c.failed(fmt.Sprintf("block %d (bytes %d to %d) does not match its CRC-32C", blk, pos+int64(i), min(pos+int64(i)+sumBlock, c.size)))
+			return c.s.readFailed(c.opened, fmt.Sprintf("block %d (bytes %d to %d) does not match its CRC-32C", blk, pos+int64(i), min(pos+int64(i)+sumBlock, c.size)))
 		}
 	}
 	return nil

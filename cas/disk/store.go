@@ -66,8 +66,8 @@ type entry struct {
 	off      int64
 	verified bool
 	// What every read checks (readcheck.go): a packed entry's record
-	// CRC; a plain file's block sums, nil until this process has hashed
-	// the file (a compressed file has none).
+	// CRC; a file's block sums (of the file as stored, compressed or
+	// not), nil until this process has hashed the file.
 	crc  uint32
 	sums []uint32
 	// used is Store.tick when a file entry was last used: its age against
@@ -728,8 +728,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 	}
 	var checked *checkedFile
 	if sums != nil && !s.noReadChecks {
-		opened := e
-		checked = &checkedFile{f: f, size: e.stored, sums: sums, failed: func(detail string) error { return s.readFailed(opened, detail) }}
+		checked = &checkedFile{f: f, size: e.stored, sums: sums, s: s, opened: e}
 	}
 	if e.zstd {
 		b, err := zstdfile.Open(f, e.size, s.zp)

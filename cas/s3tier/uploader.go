@@ -376,11 +376,11 @@ func (u *uploader) work(ctx context.Context) {
 			u.t.c.uploadRetries.Add(1)
 			// An outage fails every entry: one line for each entry's
 			// first failure, the rest at debug.
-			level := slog.LevelDebug
-			if u.failuresOf(p) == 1 {
+			failures, level := u.failuresOf(p), slog.LevelDebug
+			if failures == 1 {
 				level = slog.LevelWarn
 			}
-			u.t.log.Log(ctx, level, "s3tier: upload failed; will retry", "entry", p.key.String(), "failures", u.failuresOf(p), "err", err)
+			u.t.log.Log(ctx, level, "s3tier: upload failed; will retry", "entry", p.key.String(), "failures", failures, "err", err)
 		}
 	}
 }
