@@ -31,6 +31,13 @@ type Storage interface {
 	// the lookups count in StoreStats. An implementation with a slower tier
 	// asks it only about the digests its faster tier lacks, all at once.
 	FindMissing(ctx context.Context, ds []Digest, lookup Lookup) ([]Digest, error)
+	// Resolve returns the digest of the stored blob whose SHA-256 is hash
+	// (lowercase hex, checked by the caller): the hash with the blob's
+	// size. It is for protocols that name a blob by its hash alone (the
+	// HTTP cache's /cas/{hash}); the Open that follows is the client's
+	// lookup, so Resolve counts nothing and marks nothing used. A blob
+	// that is not stored is an error wrapping ErrNotFound.
+	Resolve(ctx context.Context, hash string) (Digest, error)
 	// Contains reports whether blob d is stored; a check of the server's
 	// own, not counted. It is called once per ByteStream Write message, so
 	// on a hit in memory it must not allocate.

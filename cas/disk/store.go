@@ -562,6 +562,31 @@ func (s *Store) contains(d cas.Digest) bool {
 	return ok
 }
 
+// Resolve returns the digest of the stored blob whose hash is hash, or an
+// error wrapping ErrNotFound. The index is keyed by hash, so this is one
+// map lookup; a blob whose commit is not yet durable is waited for, as a
+// lookup by digest waits.
+func (s *Store) Resolve(_ context.Context, hash string) (cas.Digest, error) {
+	if hash == cas.EmptyHash {
+		return cas.Digest{Hash: hash}, nil
+	}
+	k := entryKey{kindCAS, hash}
+	s.mu.Lock()
+	el, ok := s.index[k]
+	var e entry
+	if ok {
+		e = *el.Value.(*entry)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return cas.Digest{}, fmt.Errorf("%w: blob %s", cas.ErrNotFound, hash)
+	}
+	if e.pending != nil {
+		<-e.pending.durable
+	}
+	return cas.Digest{Hash: hash, Size: e.size}, nil
+}
+
 // Has reports whether the blob d is stored (the empty blob always is) and
 // marks it recently used; a client's lookup.
 func (s *Store) Has(d cas.Digest) bool {

@@ -405,3 +405,33 @@ func TestWriterWriteBuffers(t *testing.T) {
 		})
 	}
 }
+
+// Resolve finds a blob by its hash alone, packed or in a file, and counts
+// nothing: the HTTP cache's GET /cas/{hash} resolves, then opens.
+func TestStoreResolveByHash(t *testing.T) {
+	s, err := OpenStore(t.TempDir(), 0, nil, WithPacks(16<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, n := range []int{100, 100 << 10} { // packed, and a file of its own
+		data := testblob.Pattern(n, byte(n))
+		d := cas.DigestOf(data)
+		if _, err := s.Resolve(context.Background(), d.Hash); !errors.Is(err, cas.ErrNotFound) {
+			t.Fatalf("%d bytes, before Put: %v, want cas.ErrNotFound", n, err)
+		}
+		if err := s.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Resolve(context.Background(), d.Hash)
+		if err != nil || got != d {
+			t.Fatalf("%d bytes: Resolve = %v, %v; want %v", n, got, err, d)
+		}
+	}
+	if got, err := s.Resolve(context.Background(), cas.EmptyHash); err != nil || !got.IsEmpty() {
+		t.Fatalf("the empty blob: %v, %v", got, err)
+	}
+	if st := s.Stats(); st.Hits != 0 || st.Misses != 0 {
+		t.Fatalf("Resolve counted lookups: %+v", st)
+	}
+}

@@ -69,6 +69,18 @@ func (e *existence) get(d cas.Digest) (exists, ok bool) {
 	return v.exists, true
 }
 
+// isBad reports whether this node found d's object bad recently (markBad)
+// and has not uploaded it since.
+func (e *existence) isBad(d cas.Digest) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, ok := e.cur[d]
+	if !ok {
+		v, ok = e.prev[d]
+	}
+	return ok && v.bad && e.now().Sub(v.at) <= e.positiveTTL
+}
+
 // set records that the bucket has (or has not) d. A yes does not replace
 // a recent bad mark: only an upload's (uploaded) does.
 func (e *existence) set(d cas.Digest, exists bool) {

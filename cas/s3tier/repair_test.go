@@ -3,6 +3,7 @@ package s3tier
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -119,5 +120,31 @@ func TestClientsAreNotToldWhereTheBucketIs(t *testing.T) {
 	}
 	if !strings.Contains(msg, d.Hash) {
 		t.Errorf("the client's error %q does not say which blob", msg)
+	}
+}
+
+// Resolve answers from the bucket for a blob the disk lacks (the object's
+// length is the blob's size), and not for an object this node found bad.
+func TestResolveAsksTheBucketAndHonoursBadMarks(t *testing.T) {
+	s3, n := fakeNode(t)
+	ctx := context.Background()
+	_, d := s3.putBlob(5000, 23)
+	if got, err := n.store.Resolve(ctx, d.Hash); err != nil || got != d {
+		t.Fatalf("Resolve of a bucket-only blob = %v, %v; want %v", got, err, d)
+	}
+	absent := cas.DigestOf([]byte("not anywhere"))
+	if _, err := n.store.Resolve(ctx, absent.Hash); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("Resolve of an absent blob: %v, want cas.ErrNotFound", err)
+	}
+	data := blobOf(6000, 24)
+	bd := cas.DigestOf(data)
+	bad := bytes.Clone(data)
+	bad[0] ^= 1
+	s3.putObject("cas/"+bd.Hash, bad)
+	if _, err := n.read(ctx, bd, 0, 0); status.Code(err) != codes.NotFound {
+		t.Fatalf("read of a bad object: %v, want NOT_FOUND", err)
+	}
+	if _, err := n.store.Resolve(ctx, bd.Hash); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("Resolve of an object this node found bad: %v, want cas.ErrNotFound", err)
 	}
 }

@@ -349,6 +349,30 @@ func (t *Store) addPendingUploads(ds, missing []cas.Digest) []cas.Digest {
 	return missing
 }
 
+// Resolve returns the digest of the blob whose hash is hash: from the disk
+// tier's index, or else from a HEAD of the bucket's object (whose length is
+// the blob's size). An object this node found bad is not there (existence's
+// bad mark), whatever the HEAD says. A bucket that cannot be asked is
+// ErrUnavailable, not a miss: the caller may try again.
+func (t *Store) Resolve(ctx context.Context, hash string) (cas.Digest, error) {
+	d, err := t.disk.Resolve(ctx, hash)
+	if err == nil || !errors.Is(err, cas.ErrNotFound) {
+		return d, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.RequestTimeout)
+	defer cancel()
+	size, err := t.bucket.head(ctx, objectKey{hash: hash})
+	if err != nil {
+		return cas.Digest{}, err
+	}
+	d = cas.Digest{Hash: hash, Size: size}
+	if t.exists.isBad(d) {
+		return cas.Digest{}, fmt.Errorf("%w: blob %s (its object in the shared tier was found bad)", cas.ErrNotFound, hash)
+	}
+	t.exists.set(d, true)
+	return d, nil
+}
+
 // Contains reports whether blob d is on disk or, by the existence cache's
 // recent answer, in the bucket; it asks the bucket nothing (it runs for
 // every ByteStream Write message). In write-through mode a blob whose
