@@ -18,10 +18,11 @@ func TestImportsRunOneWay(t *testing.T) {
 		".":             {},
 		"zstdseek":      {},
 		"access":        {mod},
+		"actionresult":  {mod},
 		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile"},
 		"disk/packfile": {},
 		"disk/zstdfile": {mod, mod + "/zstdseek"},
-		"reapi":         {mod, mod + "/access", mod + "/zstdseek"},
+		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek"},
 		"s3tier":        {mod, mod + "/disk"},
 	}
 	for dir, may := range allowed {

@@ -1,4 +1,4 @@
-package reapi
+package actionresult
 
 import (
 	"path"

@@ -1,0 +1,138 @@
+package actionresult
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/membuf/membuf/cas"
+	"google.golang.org/protobuf/proto"
+)
+
+// Check reports what would make ar unsafe to store: a malformed digest or
+// an output path that leaves the working directory. The error names the
+// output.
+func Check(ar *repb.ActionResult) error {
+	if ar == nil {
+		return errors.New("action_result is missing")
+	}
+	for ref := range outputs(ar) {
+		if _, err := cas.ParseDigest(ref.digest); err != nil {
+			return fmt.Errorf("action_result %s: %w", ref, err)
+		}
+	}
+	if err := checkOutputPaths(ar); err != nil {
+		return fmt.Errorf("action_result %w", err)
+	}
+	return nil
+}
+
+// Marshal serializes ar deterministically, so that the same result stored
+// twice is the same bytes (and the same SHA-256 in a shared tier).
+func Marshal(ar *repb.ActionResult) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(ar)
+}
+
+// Unservable is a stored action result that Load will not serve: it does
+// not parse, or it has an unsafe output path. It is a miss (errors.Is
+// cas.ErrNotFound) that the server should also log: the store holds
+// something no client should be given.
+type Unservable struct {
+	Action cas.Digest
+	Reason string // "stored entry is unreadable", ...
+	Cause  error
+}
+
+func (e *Unservable) Error() string {
+	return fmt.Sprintf("action result for %s: %s", e.Action, e.Reason)
+}
+
+// Is makes an Unservable a miss.
+func (e *Unservable) Is(target error) bool { return target == cas.ErrNotFound }
+
+func (e *Unservable) Unwrap() error { return e.Cause }
+
+// Load returns the action result stored for the action d, with its stored
+// bytes, if it may be served: it parses, its output paths are safe, and
+// every blob it names is in store (one FindMissing for all of them, which
+// also marks them recently used, and which a tiered store answers for its
+// local misses together). Anything else is an error wrapping
+// cas.ErrNotFound that says why, an *Unservable if it is the stored entry's
+// fault, or the store's own error.
+func Load(ctx context.Context, store cas.Storage, d cas.Digest) (*repb.ActionResult, []byte, error) {
+	data, err := store.GetActionResult(ctx, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	ar := &repb.ActionResult{}
+	if err := proto.Unmarshal(data, ar); err != nil {
+		return nil, nil, &Unservable{Action: d, Reason: "stored entry is unreadable", Cause: err}
+	}
+	if err := checkOutputPaths(ar); err != nil {
+		// Stored before paths were checked: a client must not restore it.
+		return nil, nil, &Unservable{Action: d, Reason: "stored entry has an unsafe output path", Cause: err}
+	}
+	var refs []outputRef
+	var ods []cas.Digest
+	for ref := range outputs(ar) {
+		od, err := cas.ParseDigest(ref.digest)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: action result for %s: its output %s has a bad digest: %v", cas.ErrNotFound, d, ref, err)
+		}
+		refs, ods = append(refs, ref), append(ods, od)
+	}
+	missing, err := store.FindMissing(ctx, ods, cas.InternalCheck)
+	if err != nil {
+		return nil, nil, fmt.Errorf("action result for %s: checking its outputs: %w", d, err)
+	}
+	if len(missing) > 0 {
+		ref := refs[slices.Index(ods, missing[0])]
+		return nil, nil, fmt.Errorf("%w: action result for %s: its output %s (%s) is no longer in the CAS", cas.ErrNotFound, d, ref, ref.digest.GetHash())
+	}
+	return ar, data, nil
+}
+
+// outputRef is a CAS blob an ActionResult refers to. Its description is
+// formatted only when an error needs it: Load checks every output of every
+// cache hit.
+type outputRef struct {
+	kind   string // "output file", "output directory", "stdout", "stderr"
+	path   string
+	digest *repb.Digest
+}
+
+func (r outputRef) String() string {
+	switch r.kind {
+	case "output file":
+		return fmt.Sprintf("output file %q", cas.Clip(r.path))
+	case "output directory":
+		return fmt.Sprintf("output directory %q tree", cas.Clip(r.path))
+	}
+	return r.kind
+}
+
+// outputs yields the CAS blobs an ActionResult refers to: output files,
+// output directory trees, and stdout and stderr when they are set.
+func outputs(ar *repb.ActionResult) iter.Seq[outputRef] {
+	return func(yield func(outputRef) bool) {
+		for _, f := range ar.OutputFiles {
+			if !yield(outputRef{"output file", f.Path, f.Digest}) {
+				return
+			}
+		}
+		for _, dir := range ar.OutputDirectories {
+			if !yield(outputRef{"output directory", dir.Path, dir.TreeDigest}) {
+				return
+			}
+		}
+		if ar.StdoutDigest != nil && !yield(outputRef{"stdout", "", ar.StdoutDigest}) {
+			return
+		}
+		if ar.StderrDigest != nil {
+			yield(outputRef{"stderr", "", ar.StderrDigest})
+		}
+	}
+}
