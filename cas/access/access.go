@@ -2,9 +2,12 @@ package access
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -229,31 +232,49 @@ type Control struct {
 	ClientCertificates bool
 }
 
-// Identify returns who the request in ctx comes from, or an
+// Identify returns who the gRPC request in ctx comes from, or an
 // UNAUTHENTICATED status.
 func (a *Control) Identify(ctx context.Context) (Identity, error) {
-	if a.Users != nil {
-		if vals := metadata.ValueFromIncomingContext(ctx, "authorization"); len(vals) > 0 {
-			if len(vals) > 1 {
-				return Identity{}, status.Error(codes.Unauthenticated, "more than one authorization header")
-			}
-			user, pass, err := parseBasicAuth(vals[0])
-			if err != nil {
-				return Identity{}, status.Error(codes.Unauthenticated, err.Error())
-			}
-			name, err := a.Users.Check(user, pass, ctx.Done())
-			if err != nil {
-				return Identity{}, status.Error(codes.Unauthenticated, err.Error())
-			}
-			return Identity{Name: name, Method: "basic"}, nil
+	var tlsState *tls.ConnectionState
+	if p, ok := peer.FromContext(ctx); ok {
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			tlsState = &info.State
 		}
 	}
-	if a.ClientCertificates {
-		if p, ok := peer.FromContext(ctx); ok {
-			if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 && len(info.State.VerifiedChains[0]) > 0 {
-				return Identity{Name: certificateName(info.State.VerifiedChains[0][0]), Method: "mtls"}, nil
-			}
+	id, err := a.identify(metadata.ValueFromIncomingContext(ctx, "authorization"), tlsState, ctx.Done())
+	if err != nil {
+		return id, status.Error(codes.Unauthenticated, err.Error())
+	}
+	return id, nil
+}
+
+// IdentifyHTTP returns who the HTTP request r comes from, by the same rules
+// as Identify: its Authorization header, then its client certificate. The
+// error says what is wrong with the credentials (the caller answers 401).
+func (a *Control) IdentifyHTTP(r *http.Request) (Identity, error) {
+	return a.identify(r.Header.Values("Authorization"), r.TLS, r.Context().Done())
+}
+
+// identify is Identify and IdentifyHTTP: auth is the request's
+// authorization values, tlsState its connection's TLS state (nil: none),
+// and done ends a wait for the password check.
+func (a *Control) identify(auth []string, tlsState *tls.ConnectionState, done <-chan struct{}) (Identity, error) {
+	if a.Users != nil && len(auth) > 0 {
+		if len(auth) > 1 {
+			return Identity{}, errors.New("more than one authorization header")
 		}
+		user, pass, err := parseBasicAuth(auth[0])
+		if err != nil {
+			return Identity{}, err
+		}
+		name, err := a.Users.Check(user, pass, done)
+		if err != nil {
+			return Identity{}, err
+		}
+		return Identity{Name: name, Method: "basic"}, nil
+	}
+	if a.ClientCertificates && tlsState != nil && len(tlsState.VerifiedChains) > 0 && len(tlsState.VerifiedChains[0]) > 0 {
+		return Identity{Name: certificateName(tlsState.VerifiedChains[0][0]), Method: "mtls"}, nil
 	}
 	return Identity{}, nil
 }
