@@ -23,6 +23,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"disk/packfile": {},
 		"disk/zstdfile": {mod, mod + "/zstdseek"},
 		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek"},
+		"httpcache":     {mod, mod + "/access", mod + "/actionresult"},
 		"s3tier":        {mod, mod + "/disk"},
 	}
 	for dir, may := range allowed {

@@ -184,6 +184,19 @@ type ServerStats struct {
 	UploadsStalled int64
 }
 
+// AcquireUpload waits until n bytes fit in the server's upload budget
+// (Options.MaxInflightUpload) and takes them, or returns ctx's error; more
+// than the whole budget takes the whole budget. It is for uploads of
+// another protocol served beside this one (the HTTP cache's PUT), so that
+// one budget bounds all the upload data the process holds. It returns how
+// much it took, to be given back with ReleaseUpload.
+func (s *Server) AcquireUpload(ctx context.Context, n int64) (int64, error) {
+	return s.uploadBudget.acquire(ctx, n)
+}
+
+// ReleaseUpload gives back n bytes taken by AcquireUpload.
+func (s *Server) ReleaseUpload(n int64) { s.uploadBudget.release(n) }
+
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() ServerStats {
 	open, kept := s.uploads.counts()

@@ -1,0 +1,97 @@
+package httpcache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/actionresult"
+	"google.golang.org/protobuf/proto"
+)
+
+// getActionResult answers GET and HEAD of /ac/{hash}: the stored
+// ActionResult if actionresult.Load would serve it (its outputs all in the
+// CAS), or, with RawActionCache, the stored bytes as they are.
+func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op operation, hash string) {
+	d := cas.Digest{Hash: hash} // an action result's name is its action's hash alone
+	var data []byte
+	var err error
+	if h.opts.RawActionCache {
+		data, err = h.store.GetActionResult(r.Context(), d)
+	} else {
+		_, data, err = actionresult.Load(r.Context(), h.store, d)
+		if u, ok := errors.AsType[*actionresult.Unservable](err); ok {
+			h.log.Warn("stored action result not served", "action", hash, "reason", u.Reason, "err", u.Cause)
+		}
+	}
+	if err != nil {
+		h.fail(w, r, op, "action result "+hash, err)
+		return
+	}
+	setLength(w, int64(len(data)))
+	w.WriteHeader(http.StatusOK)
+	h.stats.count(op, http.StatusOK)
+	if op == opGetAC {
+		n, _ := w.Write(data)
+		h.stats.bytesOut.Add(int64(n))
+	}
+}
+
+// putActionResult answers PUT of /ac/{hash}: the body, held whole under the
+// upload budget, is stored as an ActionResult that actionresult.Check
+// accepts (serialized again deterministically), or with RawActionCache as
+// it is.
+func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, hash string) {
+	n := r.ContentLength
+	if n < 0 {
+		h.answer(w, opPutAC, http.StatusLengthRequired, "a PUT to /ac/ needs a Content-Length")
+		return
+	}
+	limit := h.opts.MaxActionResultSize
+	if max := h.store.MaxSize(); max > 0 {
+		limit = min(limit, max)
+	}
+	if n > limit {
+		h.answer(w, opPutAC, http.StatusRequestEntityTooLarge, fmt.Sprintf("action result %s is %d bytes; this server takes at most %d", hash, n, limit))
+		return
+	}
+	if b := h.opts.Budget; b != nil {
+		took, err := b.AcquireUpload(r.Context(), n)
+		if err != nil {
+			h.fail(w, r, opPutAC, "action result "+hash, err)
+			return
+		}
+		defer b.ReleaseUpload(took)
+	}
+	// Fresh memory, not pooled: a tiered store may keep it for its upload.
+	data := make([]byte, n)
+	got, err := io.ReadFull(r.Body, data)
+	h.stats.bytesIn.Add(int64(got))
+	if err != nil {
+		h.fail(w, r, opPutAC, "action result "+hash, fmt.Errorf("%w: the body ended after %d of its %d bytes", cas.ErrMismatch, got, n))
+		return
+	}
+	if !h.opts.RawActionCache {
+		ar := &repb.ActionResult{}
+		if err := proto.Unmarshal(data, ar); err != nil {
+			h.answer(w, opPutAC, http.StatusBadRequest, fmt.Sprintf("action result %s: the body is not an ActionResult message (%v); this server keeps opaque /ac/ entries only with --http-ac-raw", hash, err))
+			return
+		}
+		if err := actionresult.Check(ar); err != nil {
+			h.answer(w, opPutAC, http.StatusBadRequest, fmt.Sprintf("action result %s: %v", hash, err))
+			return
+		}
+		if data, err = actionresult.Marshal(ar); err != nil {
+			h.answer(w, opPutAC, http.StatusBadRequest, fmt.Sprintf("action result %s does not serialize: %v", hash, err))
+			return
+		}
+	}
+	if err := h.store.PutActionResult(r.Context(), cas.Digest{Hash: hash}, data); err != nil {
+		h.fail(w, r, opPutAC, "action result "+hash, err)
+		return
+	}
+	h.answer(w, opPutAC, http.StatusOK, "stored")
+}

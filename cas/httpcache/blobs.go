@@ -1,0 +1,199 @@
+package httpcache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+)
+
+// getBlob answers GET and HEAD of /cas/{hash}: the blob, or the part a
+// Range asks for, read through the store's checked reads in pooled chunks.
+func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, hash string) {
+	ctx := r.Context()
+	d, err := h.store.Resolve(ctx, hash)
+	if err != nil {
+		h.fail(w, r, op, "blob "+hash, err)
+		return
+	}
+	rng, partial, satisfiable := parseRange(r.Header.Get("Range"), d.Size)
+	if partial && !satisfiable {
+		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(d.Size, 10))
+		h.answer(w, op, http.StatusRequestedRangeNotSatisfiable, fmt.Sprintf("range %q is outside blob %s", r.Header.Get("Range"), d))
+		return
+	}
+	if !partial {
+		rng = byteRange{0, d.Size}
+	}
+	code := http.StatusOK
+	header := func() {
+		w.Header().Set("Accept-Ranges", "bytes")
+		w.Header().Set("ETag", `"`+hash+`"`) // the content's own name: strong
+		if partial {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.off, rng.end-1, d.Size))
+			code = http.StatusPartialContent
+		}
+		setLength(w, rng.end-rng.off)
+		w.WriteHeader(code)
+		h.stats.count(op, code)
+	}
+	if op == opHead {
+		// A client's lookup, counted and marking the blob used, as a
+		// FindMissingBlobs of it would.
+		if missing, err := h.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil || len(missing) > 0 {
+			h.fail(w, r, op, "blob "+d.String(), cmpErr(err, cas.ErrNotFound))
+			return
+		}
+		header()
+		return
+	}
+	b, err := h.store.Open(ctx, d)
+	if err != nil {
+		h.fail(w, r, op, "blob "+d.String(), err)
+		return
+	}
+	defer b.Close()
+	if rng.off == rng.end {
+		header()
+		return
+	}
+	// The status line waits for the first chunk: a blob found bad before
+	// any of it is checked (a packed blob, a first block) is still a 404.
+	started := false
+	var sent int64
+	err = b.ReadChunks(ctx, rng.off, rng.end, h.opts.Pool, h.opts.ChunkSize, func(c membuf.Buffer) error {
+		defer c.Free()
+		if !started {
+			started = true
+			header()
+		}
+		n, err := w.Write(c.Bytes())
+		sent += int64(n)
+		return err
+	})
+	h.stats.bytesOut.Add(sent)
+	switch {
+	case err == nil:
+	case !started:
+		h.fail(w, r, op, "blob "+d.String(), err)
+	case ctx.Err() != nil:
+		h.stats.aborted.Add(1) // the client went away
+	default:
+		// Too late for a status: cut the connection, so the client sees a
+		// body shorter than its Content-Length and no wrong byte completes.
+		h.stats.aborted.Add(1)
+		h.log.Warn("read failed after the response started; connection cut", "blob", d.String(), "sent", sent, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// cmpErr returns err, or fallback if err is nil.
+func cmpErr(err, fallback error) error {
+	if err != nil {
+		return err
+	}
+	return fallback
+}
+
+// putBlob answers PUT of /cas/{hash}: the body is written to the store as
+// it arrives, in pooled chunks under the upload budget, and committed only
+// if it hashes to the name.
+func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
+	ctx := r.Context()
+	n := r.ContentLength
+	if n < 0 {
+		h.answer(w, opPut, http.StatusLengthRequired, "a PUT to /cas/ needs a Content-Length: the blob's size is part of its name in the store")
+		return
+	}
+	if max := h.store.MaxSize(); max > 0 && n > max {
+		h.answer(w, opPut, http.StatusRequestEntityTooLarge, fmt.Sprintf("blob %s is %d bytes; this store holds blobs of at most %d", hash, n, max))
+		return
+	}
+	d := cas.Digest{Hash: hash, Size: n}
+	if n == 0 {
+		if hash != cas.EmptyHash {
+			h.answer(w, opPut, http.StatusBadRequest, fmt.Sprintf("an empty body does not hash to %s", hash))
+			return
+		}
+		h.answer(w, opPut, http.StatusOK, "stored")
+		return
+	}
+	if ok, err := h.store.Contains(ctx, d); err == nil && ok {
+		// Stored already: read the body only to keep the connection.
+		got, err := io.Copy(io.Discard, r.Body)
+		h.stats.bytesIn.Add(got)
+		if err != nil {
+			h.fail(w, r, opPut, "blob "+d.String(), err)
+			return
+		}
+		h.answer(w, opPut, http.StatusOK, "stored")
+		return
+	}
+	bw, err := h.store.NewWriter(ctx, d, cas.Uncompressed)
+	if err != nil {
+		h.fail(w, r, opPut, "blob "+d.String(), err)
+		return
+	}
+	defer bw.Abort() // after Commit, nothing
+	chunk := int64(h.opts.ChunkSize)
+	for done := int64(0); done < n; {
+		want := min(chunk, n-done)
+		if err := h.receive(r, bw, want); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: the body ended after %d of its %d bytes", cas.ErrMismatch, done, n)
+			}
+			h.fail(w, r, opPut, "blob "+d.String(), err)
+			return
+		}
+		done += want
+	}
+	if err := bw.Commit(ctx); err != nil {
+		if errors.Is(err, cas.ErrMismatch) {
+			err = fmt.Errorf("%w: the body does not hash to %s", cas.ErrMismatch, hash)
+		}
+		h.fail(w, r, opPut, "blob "+d.String(), err)
+		return
+	}
+	h.answer(w, opPut, http.StatusOK, "stored")
+}
+
+// receive reads n bytes of r's body into a pooled buffer, under the upload
+// budget, and writes them to bw.
+func (h *Handler) receive(r *http.Request, bw cas.BlobWriter, n int64) error {
+	if b := h.opts.Budget; b != nil {
+		took, err := b.AcquireUpload(r.Context(), n)
+		if err != nil {
+			return err
+		}
+		defer b.ReleaseUpload(took)
+	}
+	buf := getBuffer(h.opts.Pool, int(n))
+	defer putBuffer(h.opts.Pool, buf)
+	got, err := io.ReadFull(r.Body, *buf)
+	h.stats.bytesIn.Add(int64(got))
+	if err != nil {
+		return err
+	}
+	_, err = bw.Write(*buf)
+	return err
+}
+
+// getBuffer returns n bytes from pool, or fresh ones if pool is nil.
+func getBuffer(pool membuf.BufferPool, n int) *[]byte {
+	if pool == nil {
+		b := make([]byte, n)
+		return &b
+	}
+	return pool.Get(n)
+}
+
+// putBuffer gives buf back to pool, if there is one.
+func putBuffer(pool membuf.BufferPool, buf *[]byte) {
+	if pool != nil {
+		pool.Put(buf)
+	}
+}

@@ -1,0 +1,30 @@
+// Package httpcache serves a [cas.Storage] as the HTTP/1.1 cache protocol
+// that Bazel (--remote_cache=http://…), ccache (remote_storage with
+// layout=bazel) and bazel-remote speak: GET, HEAD and PUT of /cas/{sha256}
+// and /ac/{sha256}, each optionally under an instance prefix
+// (/{instance}/cas/{sha256}), which, as on gRPC, names no separate
+// namespace.
+//
+// It sits beside reapi over the same Storage, with the same rules:
+//   - access: the same access.Control, its credentials from the
+//     Authorization header (Basic) or the client certificate; a refused
+//     anonymous caller is asked for credentials (401), a refused
+//     authenticated one is forbidden (403);
+//   - integrity: a PUT to /cas/ is hashed as it arrives and stored only if
+//     it matches the name; a GET reads through the store's checked reads,
+//     so no response completes with wrong bytes (a failure after the
+//     status line cuts the connection, which the client sees as a short
+//     body);
+//   - action results: a PUT to /ac/ must be an ActionResult that
+//     actionresult.Check accepts, and a GET serves one only if
+//     actionresult.Load would, unless Options.RawActionCache keeps and
+//     serves /ac/ entries as opaque bytes (ccache's own format);
+//   - memory: reads go out in pooled chunks, and PUT bodies are taken
+//     under the upload budget that bounds ByteStream writes.
+//
+// Status codes: 200 (206 for a Range), 400 for a bad name or content that
+// does not match it, 401 and 403, 404 for a miss, 405 for another method,
+// 411 for a PUT without a length, 413 for one larger than the store, 416
+// for a range outside the blob, 503 when a tier is unavailable, 507 when
+// the store is full of uploads in progress.
+package httpcache

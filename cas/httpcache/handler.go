@@ -1,0 +1,205 @@
+package httpcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"syscall"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
+)
+
+// DefaultMaxActionResultSize bounds a PUT to /ac/ where Options set no
+// bound: an ActionResult is a few hundred bytes, but ccache keeps whole
+// compiled objects under /ac/ in its own format (RawActionCache).
+const DefaultMaxActionResultSize = 64 << 20
+
+// UploadBudget is the budget PUT bodies are taken under: reapi.Server's
+// (AcquireUpload, ReleaseUpload), so that ByteStream writes and PUTs share
+// one bound on the upload data in memory.
+type UploadBudget interface {
+	// AcquireUpload waits until n bytes fit and takes them, or returns
+	// ctx's error; it returns how much it took.
+	AcquireUpload(ctx context.Context, n int64) (int64, error)
+	// ReleaseUpload gives back what AcquireUpload took.
+	ReleaseUpload(n int64)
+}
+
+// Options configure a Handler.
+type Options struct {
+	// Pool provides the buffers blobs are read into and PUT bodies are
+	// received in, one chunk at a time; nil allocates them plainly.
+	Pool membuf.BufferPool
+	// ChunkSize is the size of those chunks; 0 means cas.DefaultChunkSize.
+	ChunkSize int
+	// Access authenticates requests and decides what each caller may do;
+	// nil lets every client do everything.
+	Access *access.Control
+	// RawActionCache keeps /ac/ entries as the opaque bytes a client PUTs
+	// and serves them as they are, unchecked: ccache keeps its own format
+	// there. Without it, /ac/ holds ActionResult messages, checked as
+	// gRPC's UpdateActionResult and GetActionResult check them. A raw
+	// entry is never served to gRPC (it does not parse as an
+	// ActionResult).
+	RawActionCache bool
+	// MaxActionResultSize bounds a PUT to /ac/, which is held in memory
+	// whole; 0 means DefaultMaxActionResultSize.
+	MaxActionResultSize int64
+	// Budget bounds the PUT data held in memory, with ByteStream's; nil: a
+	// PUT holds one chunk at a time, unbounded over requests.
+	Budget UploadBudget
+	// Logger receives the handler's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Handler serves the HTTP cache protocol over a Storage.
+type Handler struct {
+	store cas.Storage
+	opts  Options
+	log   *slog.Logger
+	stats counters
+}
+
+// New returns a Handler over store.
+func New(store cas.Storage, opts Options) (*Handler, error) {
+	if store == nil {
+		return nil, errors.New("httpcache: New needs a store")
+	}
+	if opts.ChunkSize < 0 || opts.MaxActionResultSize < 0 {
+		return nil, fmt.Errorf("httpcache: negative option: ChunkSize %d, MaxActionResultSize %d", opts.ChunkSize, opts.MaxActionResultSize)
+	}
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = cas.DefaultChunkSize
+	}
+	if opts.MaxActionResultSize == 0 {
+		opts.MaxActionResultSize = DefaultMaxActionResultSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{store: store, opts: opts, log: opts.Logger}, nil
+}
+
+// ServeHTTP answers one request of the cache protocol.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	k, hash, err := parsePath(r.URL.Path)
+	if err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, errNotCachePath) {
+			code = http.StatusNotFound
+		}
+		h.answer(w, opOther, code, err.Error())
+		return
+	}
+	var op operation
+	switch r.Method {
+	case http.MethodGet:
+		op = opGet
+	case http.MethodHead:
+		op = opHead
+	case http.MethodPut:
+		op = opPut
+	default:
+		w.Header().Set("Allow", "GET, HEAD, PUT")
+		h.answer(w, opOther, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not served here: GET, HEAD or PUT", r.Method))
+		return
+	}
+	if k == kindAC {
+		op += opGetAC - opGet
+	}
+	if !h.authorize(w, r, op) {
+		return
+	}
+	switch op {
+	case opGet, opHead:
+		h.getBlob(w, r, op, hash)
+	case opPut:
+		h.putBlob(w, r, hash)
+	case opGetAC, opHeadAC:
+		h.getActionResult(w, r, op, hash)
+	case opPutAC:
+		h.putActionResult(w, r, hash)
+	}
+}
+
+// authorize reports whether the caller may perform op, answering 401 or
+// 403 if not. It comes before anything about the request is looked up, so
+// a refusal says nothing of what is stored.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, op operation) bool {
+	a := h.opts.Access
+	if a == nil {
+		return true
+	}
+	id, err := a.IdentifyHTTP(r)
+	if err != nil {
+		h.stats.unauthenticated.Add(1)
+		h.log.Info("request refused: authentication failed", "op", op.String(), "peer", r.RemoteAddr, "err", err)
+		w.Header().Set("WWW-Authenticate", `Basic realm="membuf"`)
+		h.answer(w, op, http.StatusUnauthorized, err.Error())
+		return false
+	}
+	if a.Policy.Allows(op.access(), id) {
+		return true
+	}
+	if !id.Authenticated() {
+		h.stats.unauthenticated.Add(1)
+		w.Header().Set("WWW-Authenticate", `Basic realm="membuf"`)
+		h.answer(w, op, http.StatusUnauthorized, fmt.Sprintf("credentials are needed to %s on this server", op.access()))
+		return false
+	}
+	h.stats.permissionDenied.Add(1)
+	h.answer(w, op, http.StatusForbidden, fmt.Sprintf("%s may not %s on this server", id, op.access()))
+	return false
+}
+
+// answer ends a request with code and a one-line plain-text body.
+func (h *Handler) answer(w http.ResponseWriter, op operation, code int, msg string) {
+	h.stats.count(op, code)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, msg)
+}
+
+// fail answers err, a store's error about what, with its status code.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, op operation, what string, err error) {
+	code := statusOf(err)
+	if code == http.StatusInternalServerError || code == http.StatusServiceUnavailable {
+		h.log.Warn("request failed", "op", op.String(), "what", what, "err", err)
+	}
+	if r.Context().Err() != nil {
+		h.stats.count(op, statusClientGone)
+		return // nobody to answer
+	}
+	h.answer(w, op, code, what+": "+err.Error())
+}
+
+// statusOf maps a store's error to an HTTP status, as reapi maps it to a
+// gRPC code.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, cas.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, cas.ErrMismatch):
+		return http.StatusBadRequest
+	case errors.Is(err, cas.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, cas.ErrFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return http.StatusInsufficientStorage
+	case errors.Is(err, cas.ErrClosed), errors.Is(err, cas.ErrUnavailable),
+		errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// setLength sets the headers of a body of n bytes of octets.
+func setLength(w http.ResponseWriter, n int64) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+}
