@@ -86,6 +86,6 @@ func serveCeiling(ctx context.Context, listen, httpAddr string, std *stdio) erro
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	stopGracefully(g, h, 10*time.Second, log)
+	stopGracefully(g, 10*time.Second, log, h)
 	return err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/s3tier"
 	"github.com/membuf/membuf/cas/zstdseek"
@@ -22,9 +23,9 @@ import (
 // pauses and CPU, heap, scheduler, from runtime/metrics), the process's, and
 // the pool's, the store's and the cas server's statistics, and the shared
 // tier's if tiered is not nil, read at scrape time.
-func newRegistry(pool *membuf.Pool, store *disk.Store, server *reapi.Server, zp *zstdseek.Pool, tiered *s3tier.Store) *prometheus.Registry {
+func newRegistry(pool *membuf.Pool, store *disk.Store, server *reapi.Server, zp *zstdseek.Pool, tiered *s3tier.Store, requests *grpcRequests, cache *httpcache.Handler) *prometheus.Registry {
 	reg := newRuntimeRegistry()
-	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store), newServerCollector(server), newZstdCollector(zp))
+	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store), newServerCollector(server, cache), newZstdCollector(zp), newRequestCollector(requests, cache))
 	if tiered != nil {
 		reg.MustRegister(newTierCollector(tiered))
 	}

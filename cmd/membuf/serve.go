@@ -26,6 +26,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/s3tier"
 	"github.com/membuf/membuf/cas/zstdseek"
@@ -43,6 +44,8 @@ func init() {
 type serveConfig struct {
 	listen          string
 	httpAddr        string
+	httpCacheAddr   string // --http-cache: the public HTTP/1.1 cache listener; "": off
+	httpACRaw       bool   // --http-ac-raw: /ac/ entries are opaque bytes (ccache's)
 	dir             string
 	maxSize         int64
 	chunkSize       int64
@@ -127,6 +130,8 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
 	fs.StringVar(&cfg.httpAddr, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz and (with --pprof) /debug/pprof/; empty disables it")
+	fs.StringVar(&cfg.httpCacheAddr, "http-cache", "", "`address` for the HTTP/1.1 cache protocol (GET, HEAD, PUT of /cas/{sha256} and /ac/{sha256}, under any\ninstance prefix), for Bazel's --remote_cache=http://... and ccache's layout=bazel; the same TLS,\nusers and rules as gRPC; empty (the default) disables it")
+	fs.BoolVar(&cfg.httpACRaw, "http-ac-raw", false, "with --http-cache, keep and serve /ac/ entries as opaque bytes instead of checked ActionResult\nmessages (ccache keeps its own format there)")
 	fs.StringVar(&cfg.dir, "dir", "membuf-data", "`directory` holding the store, created if missing")
 	fs.Var(sizeFlag{&cfg.maxSize}, "max-size", "`size` of blobs and action results kept on disk; beyond it the least recently used are evicted")
 	fs.Var(sizeFlag{&cfg.chunkSize}, "chunk-size", "`size` of each ByteStream Read response, at most 2MiB")
@@ -228,6 +233,13 @@ func (c *serveConfig) validate() error {
 		if err := checkListenAddr("http", c.httpAddr); err != nil {
 			return err
 		}
+	}
+	if c.httpCacheAddr != "" {
+		if err := checkListenAddr("http-cache", c.httpCacheAddr); err != nil {
+			return err
+		}
+	} else if c.httpACRaw {
+		return usageError("--http-ac-raw needs --http-cache")
 	}
 	if c.readyFile != "" {
 		if fi, err := os.Stat(filepath.Dir(c.readyFile)); err != nil || !fi.IsDir() {
@@ -421,7 +433,9 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	// grpcmem's codec, so that ByteStream chunks go to and from gRPC by
 	// reference instead of by copy; then the limits on what a client can
 	// hold, and TLS.
+	requests := &grpcRequests{}
 	grpcOpts := append(reapi.ServerOptions(pool), grpc.MaxRecvMsgSize(msgSize), grpc.MaxSendMsgSize(msgSize))
+	grpcOpts = append(grpcOpts, requests.serverOptions()...)
 	grpcOpts = append(grpcOpts, grpcLimits()...)
 	var certs *certReloader
 	if cfg.tlsMaterial != nil {
@@ -441,19 +455,57 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	grpcLis = limitConnections(grpcLis, cfg.maxConnections)
+	// The public HTTP/1.1 cache, over the same store, rules and upload
+	// budget as gRPC.
+	var cacheHandler *httpcache.Handler
+	var cacheServer *http.Server
+	var cacheLis net.Listener
+	if cfg.httpCacheAddr != "" {
+		cacheHandler, err = httpcache.New(storage, httpcache.Options{
+			Pool:           pool,
+			ChunkSize:      int(cfg.chunkSize),
+			Access:         cfg.accessControl,
+			RawActionCache: cfg.httpACRaw,
+			Budget:         casServer,
+			Logger:         log,
+		})
+		if err != nil {
+			grpcLis.Close()
+			return fmt.Errorf("--http-cache: %w", err)
+		}
+		cacheLis, err = net.Listen("tcp", cfg.httpCacheAddr)
+		if err != nil {
+			grpcLis.Close()
+			return fmt.Errorf("--http-cache: %w", err)
+		}
+		cacheLis = limitConnections(cacheLis, cfg.maxConnections)
+		if certs != nil {
+			cacheLis = tls.NewListener(cacheLis, certs.cacheConfig())
+		}
+		cacheServer = &http.Server{
+			Handler:           cacheHandler,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+	}
 	var httpServer *http.Server
 	var httpLis net.Listener
 	if cfg.httpAddr != "" {
 		httpLis, err = net.Listen("tcp", cfg.httpAddr)
 		if err != nil {
 			grpcLis.Close()
+			if cacheLis != nil {
+				cacheLis.Close()
+			}
 			return fmt.Errorf("--http: %w", err)
 		}
 		if certs != nil {
 			httpLis = tls.NewListener(httpLis, certs.httpConfig())
 		}
 		httpServer = &http.Server{
-			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, zp, tiered), health, statusHandler(store, tiered, cfg.s3.String(), started), cfg.pprof),
+			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, zp, tiered, requests, cacheHandler), health, statusHandler(store, tiered, cfg.s3.String(), started), cfg.pprof),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
@@ -482,7 +534,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		}()
 	}
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() {
 		if err := grpcServer.Serve(grpcLis); err != nil {
 			errc <- fmt.Errorf("grpc: %w", err)
@@ -496,12 +548,23 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		}()
 	}
 
+	if cacheServer != nil {
+		go func() {
+			if err := cacheServer.Serve(cacheLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("http-cache: %w", err)
+			}
+		}()
+	}
+
 	health.setServing()
 	line := "listening grpc=" + grpcLis.Addr().String()
 	httpShown := "off"
 	if httpLis != nil {
 		httpShown = httpLis.Addr().String()
 		line += " http=" + httpShown
+	}
+	if cacheLis != nil {
+		line += " http-cache=" + cacheLis.Addr().String()
 	}
 	log.Info("serving", append(settingsLog(cfg, dir, grpcLis.Addr().String(), httpShown, pool.Stats().Budget, casServer.Stats().MaxInflightUpload),
 		"zstd_memory", formatSize(zp.Stats().Budget), "disk_compression", cfg.diskCompression.String())...)
@@ -529,14 +592,14 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		health.drain()
 		log.Error("stopping after a failure", "err", err)
 	}
-	stopGracefully(grpcServer, httpServer, cfg.shutdownTimeout, log)
+	stopGracefully(grpcServer, cfg.shutdownTimeout, log, httpServer, cacheServer)
 	log.Info("stopped")
 	return err
 }
 
 // stopGracefully lets open RPCs and HTTP requests finish for up to timeout,
-// then cuts off whatever is left.
-func stopGracefully(g *grpc.Server, h *http.Server, timeout time.Duration, log *slog.Logger) {
+// then cuts off whatever is left. Servers in hs may be nil.
+func stopGracefully(g *grpc.Server, timeout time.Duration, log *slog.Logger, hs ...*http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	done := make(chan struct{})
@@ -544,9 +607,11 @@ func stopGracefully(g *grpc.Server, h *http.Server, timeout time.Duration, log *
 		g.GracefulStop()
 		close(done)
 	}()
-	if h != nil {
-		if err := h.Shutdown(ctx); err != nil {
-			h.Close()
+	for _, h := range hs {
+		if h != nil {
+			if err := h.Shutdown(ctx); err != nil {
+				h.Close()
+			}
 		}
 	}
 	select {

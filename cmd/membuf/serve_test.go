@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 
 // serverProcess is a `membuf serve` running in-process.
 type serverProcess struct {
-	grpcAddr, httpAddr string
+	grpcAddr, httpAddr, httpCacheAddr string
 	stop               func() (code int, stdout, stderr string)
 	stderr             *serveprocess.LockedBuffer
 }
@@ -111,12 +111,12 @@ func startServe(t *testing.T, extra ...string) *serverProcess {
 		stop()
 		t.Fatal(err)
 	}
-	grpcAddr, httpAddr, ok := serveprocess.ParseListenLine(strings.TrimSpace(string(data)))
+	addrs, ok := serveprocess.ParseListenLine(strings.TrimSpace(string(data)))
 	if !ok {
 		stop()
 		t.Fatalf("ready file holds %q; want a listen line", data)
 	}
-	p := &serverProcess{grpcAddr: grpcAddr, httpAddr: httpAddr, stop: stop, stderr: &errb}
+	p := &serverProcess{grpcAddr: addrs.GRPCAddr, httpAddr: addrs.HTTPAddr, httpCacheAddr: addrs.HTTPCacheAddr, stop: stop, stderr: &errb}
 	t.Cleanup(func() { stop() })
 	return p
 }
@@ -263,8 +263,8 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 		"membuf_store_action_results 0",
 		"membuf_store_hits_total ",
 		"membuf_store_corrupt_blobs_total 0",
-		`membuf_access_refused_total{code="unauthenticated"} 0`,
-		`membuf_access_refused_total{code="permission_denied"} 0`,
+		`membuf_access_refused_total{code="unauthenticated",protocol="grpc"} 0`,
+		`membuf_access_refused_total{code="permission_denied",protocol="grpc"} 0`,
 		"membuf_upload_open 0",
 		"membuf_upload_kept 0",
 		"membuf_upload_stalled_total 0",
@@ -307,7 +307,7 @@ func TestServeMetricsAndShutdown(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("serve exited %d after cancellation; stderr:\n%s", code, errOut)
 	}
-	if _, _, ok := serveprocess.ParseListenLine(strings.TrimSpace(out)); !ok {
+	if _, ok := serveprocess.ParseListenLine(strings.TrimSpace(out)); !ok {
 		t.Errorf("stdout %q; want one listen line", out)
 	}
 	for _, want := range []string{"msg=serving", "msg=stopped"} {
@@ -395,6 +395,8 @@ func TestServeBadFlags(t *testing.T) {
 		{"bad listen", []string{"--listen", "127.0.0.1:99999"}, 2, []string{`--listen "127.0.0.1:99999"`, "invalid port"}},
 		{"nonsense listen", []string{"--listen", "nonsense"}, 2, []string{`--listen "nonsense": want host:port`}},
 		{"nonsense http", []string{"--http", "localhost"}, 2, []string{`--http "localhost": want host:port`}},
+		{"nonsense http cache", []string{"--http-cache", "localhost"}, 2, []string{`--http-cache "localhost": want host:port`}},
+		{"raw ac without http cache", []string{"--http-ac-raw"}, 2, []string{"--http-ac-raw needs --http-cache"}},
 		{"cert without key", []string{"--tls-cert", file}, 2, []string{"--tls-cert and --tls-key go together"}},
 		{"unreadable cert", []string{"--tls-cert", file + ".none", "--tls-key", file}, 2, []string{"--tls-cert " + file + ".none", "no such file"}},
 		{"not a cert", []string{"--tls-cert", file, "--tls-key", file}, 2, []string{"--tls-cert " + file, "failed to find any PEM data"}},

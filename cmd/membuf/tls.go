@@ -160,6 +160,28 @@ func (r *certReloader) grpcConfig() *tls.Config {
 	}
 }
 
+// cacheConfig is the listener configuration for the HTTP cache: the
+// current certificate, HTTP/1.1, and with a client CA, client certificates
+// verified when given (an identity for the access policy, as on gRPC).
+func (r *certReloader) cacheConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			m := r.current()
+			c := &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				Certificates: []tls.Certificate{m.cert},
+				NextProtos:   []string{"http/1.1"},
+			}
+			if m.clientCA != nil {
+				c.ClientCAs = m.clientCA
+				c.ClientAuth = tls.VerifyClientCertIfGiven
+			}
+			return c, nil
+		},
+	}
+}
+
 // httpConfig is the listener configuration for HTTP (metrics, health,
 // profiles): the same certificate, no client certificates.
 func (r *certReloader) httpConfig() *tls.Config {

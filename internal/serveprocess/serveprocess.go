@@ -33,31 +33,39 @@ const (
 	StopTimeout = 30 * time.Second
 )
 
-// ParseListenLine returns the addresses a listen line names,
-// "listening grpc=HOST:PORT http=HOST:PORT" (the http part only when HTTP is
-// on), and whether line is one.
-func ParseListenLine(line string) (grpcAddr, httpAddr string, ok bool) {
+// Addrs are where a server listens, from its listen line: "listening
+// grpc=HOST:PORT http=HOST:PORT http-cache=HOST:PORT", each part after
+// grpc only when that listener is on (its field empty otherwise).
+type Addrs struct {
+	GRPCAddr, HTTPAddr, HTTPCacheAddr string
+}
+
+// ParseListenLine returns the addresses a listen line names, and whether
+// line is one.
+func ParseListenLine(line string) (Addrs, bool) {
 	rest, found := strings.CutPrefix(line, "listening ")
 	if !found {
-		return "", "", false
+		return Addrs{}, false
 	}
+	var a Addrs
 	for _, f := range strings.Fields(rest) {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
 		case "grpc":
-			grpcAddr = v
+			a.GRPCAddr = v
 		case "http":
-			httpAddr = v
+			a.HTTPAddr = v
+		case "http-cache":
+			a.HTTPCacheAddr = v
 		}
 	}
-	return grpcAddr, httpAddr, grpcAddr != ""
+	return a, a.GRPCAddr != ""
 }
 
 // Process is a running server process.
 type Process struct {
-	// GRPCAddr and HTTPAddr are where it listens, from its listen line;
-	// HTTPAddr is empty when HTTP is off.
-	GRPCAddr, HTTPAddr string
+	// Addrs are where it listens, from its listen line.
+	Addrs
 
 	cmd     *exec.Cmd
 	stderr  LockedBuffer
@@ -95,7 +103,7 @@ func Start(ctx context.Context, cmd *exec.Cmd) (*Process, error) {
 	select {
 	case line, ok := <-lines:
 		var listening bool
-		p.GRPCAddr, p.HTTPAddr, listening = ParseListenLine(line)
+		p.Addrs, listening = ParseListenLine(line)
 		if ok && listening {
 			return p, nil
 		}

@@ -11,17 +11,19 @@ import (
 
 func TestParseListenLine(t *testing.T) {
 	for _, tc := range []struct {
-		line, grpc, http string
-		ok               bool
+		line string
+		want Addrs
+		ok   bool
 	}{
-		{"listening grpc=127.0.0.1:41 http=127.0.0.1:42", "127.0.0.1:41", "127.0.0.1:42", true},
-		{"listening grpc=[::1]:5", "[::1]:5", "", true},
-		{"serving on 127.0.0.1:41", "", "", false},
-		{"listening http=127.0.0.1:42", "", "127.0.0.1:42", false},
+		{"listening grpc=127.0.0.1:41 http=127.0.0.1:42", Addrs{"127.0.0.1:41", "127.0.0.1:42", ""}, true},
+		{"listening grpc=127.0.0.1:41 http-cache=127.0.0.1:43", Addrs{"127.0.0.1:41", "", "127.0.0.1:43"}, true},
+		{"listening grpc=[::1]:5", Addrs{GRPCAddr: "[::1]:5"}, true},
+		{"serving on 127.0.0.1:41", Addrs{}, false},
+		{"listening http=127.0.0.1:42", Addrs{HTTPAddr: "127.0.0.1:42"}, false},
 	} {
-		g, h, ok := ParseListenLine(tc.line)
-		if g != tc.grpc || h != tc.http || ok != tc.ok {
-			t.Errorf("ParseListenLine(%q) = %q, %q, %v; want %q, %q, %v", tc.line, g, h, ok, tc.grpc, tc.http, tc.ok)
+		got, ok := ParseListenLine(tc.line)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParseListenLine(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
 		}
 	}
 }
