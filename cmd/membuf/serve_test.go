@@ -45,8 +45,8 @@ func TestMain(m *testing.M) {
 // serverProcess is a `membuf serve` running in-process.
 type serverProcess struct {
 	grpcAddr, httpAddr, httpCacheAddr string
-	stop               func() (code int, stdout, stderr string)
-	stderr             *serveprocess.LockedBuffer
+	stop                              func() (code int, stdout, stderr string)
+	stderr                            *serveprocess.LockedBuffer
 }
 
 // log returns what serve has logged so far.
