@@ -11,11 +11,12 @@ import (
 	"testing"
 )
 
-// bazelInstall is how to get the Bazel these tests run: Debian's package.
+// bazelInstall is how to get the Bazel these tests run: Debian's package
+// (.ci/install-clients runs it).
 const bazelInstall = "apt-get update && apt-get install -y bazel-bootstrap"
 
 // bazelBinary returns the bazel on PATH. Without one the test fails,
-// naming the command that installs it (.ci/install-bazel runs it), unless
+// naming the command that installs it (.ci/install-clients runs it), unless
 // -short skips the tests that start real clients.
 func bazelBinary(t *testing.T) string {
 	t.Helper()
@@ -69,7 +70,8 @@ func writeBazelWorkspace(t *testing.T) string {
 }
 
 // bazelRun runs bazel in ws in batch mode (no server left behind), with its
-// output base and HOME in root, and returns what it printed.
+// output base and HOME in root, and returns what it printed. args may start
+// with startup options.
 func bazelRun(t *testing.T, bazel, ws, root string, args ...string) string {
 	t.Helper()
 	full := append([]string{"--batch", "--output_user_root=" + filepath.Join(root, "out")}, args...)
@@ -113,9 +115,20 @@ func remoteHits(t *testing.T, out string) (int, string) {
 func TestBazelRemoteCache(t *testing.T) {
 	bazel := bazelBinary(t)
 	srv := startSingle(t, t.TempDir())
+	bazelBuildCleanRebuild(t, bazel, nil, "--remote_cache=grpc://"+srv.GRPCAddr)
+}
+
+// bazelBuildCleanRebuild builds a fresh workspace of genrules with the
+// remote cache flags given (and Bazel's startup options), then cleans and
+// rebuilds it twice, the second time with --remote_download_minimal, and
+// fails unless the first build has no remote cache hits and both rebuilds
+// have nothing else.
+func bazelBuildCleanRebuild(t *testing.T, bazel string, startup []string, cacheFlags ...string) {
+	t.Helper()
 	ws := writeBazelWorkspace(t)
 	root := t.TempDir()
-	flags := []string{"build", "--remote_cache=grpc://" + srv.GRPCAddr, "--spawn_strategy=local", "--noshow_progress", "//:all"}
+	flags := append(append(append(startup[:len(startup):len(startup)], "build"), cacheFlags...), "--spawn_strategy=local", "--noshow_progress", "//:all")
+	clean := append(startup[:len(startup):len(startup)], "clean")
 
 	out := bazelRun(t, bazel, ws, root, flags...)
 	hits, summary := remoteHits(t, out)
@@ -128,7 +141,7 @@ func TestBazelRemoteCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, extra := range [][]string{nil, {"--remote_download_minimal"}} {
-		bazelRun(t, bazel, ws, root, "clean")
+		bazelRun(t, bazel, ws, root, clean...)
 		out := bazelRun(t, bazel, ws, root, append(flags, extra...)...)
 		if hits, summary := remoteHits(t, out); hits != bazelGenrules+1 {
 			t.Fatalf("rebuild after clean %v: %s; want all %d actions remote cache hits\n%s", extra, summary, bazelGenrules+1, out)
