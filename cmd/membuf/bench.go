@@ -339,9 +339,10 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	var serveFlags string
 	mixSigma := 1.5
 	fs.StringVar(&o.Addr, "addr", "", "`host:port` of a running ByteStream server to measure instead of in-process ones (loopback only)")
+	fs.StringVar(&o.HTTPAddr, "http-addr", "", "with --addr: `host:port` of that server's HTTP cache (GET and PUT of /cas/{sha256}), for the http-get and http-put modes")
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` prefixing resource names")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the in-process servers' stores (default a temporary one, removed after)")
-	fs.Var(choiceList(&o.Modes, loadgen.BlobModes...), "mode", "comma-separated `modes`: read, write, stall (start an upload, send one message, hold the stream --stall, abandon it),\nread-zstd, write-zstd (the same through compressed-blobs/zstd names; blobs of their own, uploaded compressed)")
+	fs.Var(choiceList(&o.Modes, loadgen.BlobModes...), "mode", "comma-separated `modes`: read, write, stall (start an upload, send one message, hold the stream --stall, abandon it),\nread-zstd, write-zstd (the same through compressed-blobs/zstd names; blobs of their own, uploaded compressed),\nhttp-get, http-put (the same through the HTTP cache protocol: the serve configuration's --http-cache, or --http-addr)")
 	var contentFile string
 	fs.StringVar(&contentFile, "content", "", "`file` whose bytes, repeated, make up the blobs (text compresses; default random bytes, which do not)")
 	fs.DurationVar(&o.Stall, "stall", 5*time.Second, "how long a stall operation holds its stream")
@@ -364,9 +365,14 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 			if err := checkLoopback(o.Addr); err != nil {
 				return nil, err
 			}
+			if o.HTTPAddr != "" {
+				if err := checkLoopback(o.HTTPAddr); err != nil {
+					return nil, err
+				}
+			}
 			o.Configs = nil // a server at an address is measured as it is
-		} else if o.ServerPID != 0 || o.ServerMetrics != "" {
-			return nil, usageError("--server-pid and --server-metrics describe the server at --addr")
+		} else if o.ServerPID != 0 || o.ServerMetrics != "" || o.HTTPAddr != "" {
+			return nil, usageError("--server-pid, --server-metrics and --http-addr describe the server at --addr")
 		}
 		if o.Stall <= 0 {
 			return nil, usageError("--stall must be positive")

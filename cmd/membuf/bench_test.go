@@ -295,3 +295,42 @@ func TestBenchBuild(t *testing.T) {
 		}
 	}
 }
+
+// The HTTP modes read and write through a server's HTTP cache: here a
+// membuf serve at --addr with --http-cache, its HTTP address given.
+func TestBenchBlobsHTTPModes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startServe(t, "--http-cache", "127.0.0.1:0")
+	dir := t.TempDir()
+	jsonFile := filepath.Join(dir, "http.json")
+	code, out, errOut := runCLI(t, ctx, "bench", "blobs", "--mode", "http-get,http-put", "--addr", srv.grpcAddr, "--http-addr", srv.httpCacheAddr,
+		"--size", "100KiB,1KiB", "--count", "8", "--rounds", "2", "--concurrency", "3", "--json", jsonFile)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := readReportFile(t, jsonFile)
+	if len(r.Results) != 4 {
+		t.Fatalf("%d results, want 4 (2 modes x 2 sizes)", len(r.Results))
+	}
+	for _, res := range r.Results {
+		if res.Ops != 8 {
+			t.Errorf("%s: %d ops, want 8", res.Case, res.Ops)
+		}
+	}
+	// What the modes did is what the server counted: 8 GETs a size, and
+	// 8 PUTs a size besides the read sets' (16 blobs a size).
+	metrics := httpGet(t, "http://"+srv.httpAddr+"/metrics")
+	if v := metricValue(t, metrics, `membuf_requests_total{code="200",operation="get-cas",protocol="http"}`); v != 16 {
+		t.Errorf("the server answered %v GETs, want 16", v)
+	}
+	if v := metricValue(t, metrics, `membuf_requests_total{code="200",operation="put-cas",protocol="http"}`); v != 16+2*16 {
+		t.Errorf("the server answered %v PUTs, want %d", v, 16+2*16)
+	}
+
+	// Without an HTTP cache to go to, the HTTP modes are refused, saying why.
+	code, _, errOut = runCLI(t, ctx, "bench", "blobs", "--mode", "http-get", "--size", "1KiB", "--count", "2", "--rounds", "1")
+	if code == 0 || !strings.Contains(errOut, "HTTP cache") {
+		t.Fatalf("http-get against in-process servers: exit %d, stderr %q; want a refusal naming the HTTP cache", code, errOut)
+	}
+}

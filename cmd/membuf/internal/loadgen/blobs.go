@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -90,13 +91,17 @@ type BlobsOptions struct {
 	// the cas server in this process, once per configuration, each on a
 	// store in a directory under Dir.
 	Addr string
-	// Instance is the REAPI instance name that prefixes resource names.
+	// HTTPAddr, with Addr, is the address of that server's HTTP cache
+	// (GET and PUT of /cas/{sha256}), for the HTTP modes.
+	HTTPAddr string
+	// Instance is the REAPI instance name that prefixes resource names
+	// (and, in the HTTP modes, paths).
 	Instance string
 	// Dir holds the in-process servers' stores; empty means a new
 	// temporary directory, removed at the end.
 	Dir string
-	// Modes are ModeRead, ModeWrite, ModeStall, ModeReadZstd and
-	// ModeWriteZstd; empty means read and
+	// Modes are ModeRead, ModeWrite, ModeStall, ModeReadZstd,
+	// ModeWriteZstd, ModeHTTPGet and ModeHTTPPut; empty means read and
 	// write.
 	Modes []string
 	// Configs are the in-process servers to compare, in order:
@@ -186,8 +191,8 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 	if o.Addr != "" && len(o.Configs) > 0 {
 		return nil, errors.New("server configurations are for servers the workload starts; a server at an address is measured as it is")
 	}
-	if o.Addr == "" && (o.ServerPID != 0 || o.ServerMetrics != "") {
-		return nil, errors.New("a server's process id and metrics are for a server at an address")
+	if o.Addr == "" && (o.ServerPID != 0 || o.ServerMetrics != "" || o.HTTPAddr != "") {
+		return nil, errors.New("a server's process id, metrics and HTTP address are for a server at an address")
 	}
 	for _, c := range o.Configs {
 		if !slices.Contains(BlobConfigs, c) {
@@ -218,6 +223,9 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		}
 		defer closeAll(conns)
 		t := newBlobTarget(ConfigRemote, conns, nil, o.Instance, chunk, sets)
+		if o.HTTPAddr != "" {
+			t.httpBase = "http://" + o.HTTPAddr
+		}
 		if o.ServerPID != 0 {
 			t.probe = newServerProbe(o.ServerPID, o.ServerMetrics)
 		}
@@ -256,6 +264,9 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 				}
 				defer closeAll(conns)
 				t := newBlobTarget(name, conns, nil, o.Instance, chunk, sets)
+				if p.HTTPCacheAddr != "" {
+					t.httpBase = "http://" + p.HTTPCacheAddr
+				}
 				t.probe = newServerProbe(p.Pid(), metricsURL(p))
 				// The client's gRPC uses grpc-go's own default pool, as
 				// it does against a server at an address.
@@ -305,7 +316,11 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 				continue
 			}
 			uploaded[set] = true
-			if err := set.upload(ctx, t); err != nil {
+			upload := set.upload
+			if httpMode(c.Mode) {
+				upload = set.uploadHTTP
+			}
+			if err := upload(ctx, t); err != nil {
 				return nil, fmt.Errorf("%s: uploading the blobs to read: %w", t.name, err)
 			}
 		}
@@ -317,6 +332,7 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		Machine:  ThisMachine(),
 		Settings: map[string]string{
 			"addr":        o.Addr,
+			"http_addr":   o.HTTPAddr,
 			"modes":       fmt.Sprint(o.modes()),
 			"blobs":       strconv.Itoa(o.blobs()),
 			"chunk_size":  strconv.Itoa(chunk),
@@ -621,6 +637,8 @@ func withInstance(instance, name string) string {
 type blobTarget struct {
 	target
 	conns    []*grpc.ClientConn
+	http     *http.Client // for the HTTP modes
+	httpBase string       // http://host:port of the server's HTTP cache; "": none
 	stall    time.Duration
 	instance string
 	chunk    int
@@ -675,7 +693,7 @@ func dialLoopback(ctx context.Context, addr string) (net.Conn, error) {
 }
 
 func newBlobTarget(name string, conns []*grpc.ClientConn, s *blobServer, instance string, chunk int, sets map[Case]*blobSet) *blobTarget {
-	bt := &blobTarget{conns: conns, instance: instance, chunk: chunk, sets: sets}
+	bt := &blobTarget{conns: conns, http: newHTTPClient(), instance: instance, chunk: chunk, sets: sets}
 	bt.target = target{name: name, worker: bt.worker, measureGC: true}
 	if s != nil {
 		bt.serverOps = s.completed.Load
@@ -691,6 +709,9 @@ func (bt *blobTarget) worker(ctx context.Context, c Case, w int) (op, func(), er
 	// Worker w of a case of C streams uses connection w mod n: min(C, n)
 	// connections, each carrying an equal share of the streams.
 	conn := bt.conns[w%len(bt.conns)]
+	if httpMode(c.Mode) {
+		return bt.httpWorker(c, set, w)
+	}
 	switch c.Mode {
 	case ModeRead, ModeReadZstd:
 		names := make([]string, len(set.reads))
@@ -835,7 +856,7 @@ func (o *BlobsOptions) startProcess(ctx context.Context, name, dir string, store
 	var args []string
 	switch name {
 	case ConfigServe:
-		args = append([]string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--dir", dir,
+		args = append([]string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--http-cache", "127.0.0.1:0", "--dir", dir,
 			"--max-size", strconv.FormatInt(storeSize, 10), "--chunk-size", strconv.Itoa(chunk), "--log-level", "warn"},
 			o.ServeFlags...)
 	case ConfigCeiling:

@@ -28,13 +28,13 @@ const (
 )
 
 // BlobModes are every mode of the blobs workload.
-var BlobModes = []string{ModeRead, ModeWrite, ModeStall, ModeReadZstd, ModeWriteZstd}
+var BlobModes = []string{ModeRead, ModeWrite, ModeStall, ModeReadZstd, ModeWriteZstd, ModeHTTPGet, ModeHTTPPut}
 
 // zstdMode reports whether mode uses compressed resource names.
 func zstdMode(mode string) bool { return mode == ModeReadZstd || mode == ModeWriteZstd }
 
 // readMode reports whether mode reads the set uploaded before measuring.
-func readMode(mode string) bool { return mode == ModeRead || mode == ModeReadZstd }
+func readMode(mode string) bool { return mode == ModeRead || mode == ModeReadZstd || mode == ModeHTTPGet }
 
 // compressPrefixes compresses the prefix of every size of s once, as a
 // client would compress the blob (klauspost's default level, one frame), so
