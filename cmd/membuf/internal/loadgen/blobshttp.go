@@ -3,9 +3,9 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
-	"crypto/sha256"
 	"net"
 	"net/http"
 	"strings"

@@ -34,7 +34,9 @@ var BlobModes = []string{ModeRead, ModeWrite, ModeStall, ModeReadZstd, ModeWrite
 func zstdMode(mode string) bool { return mode == ModeReadZstd || mode == ModeWriteZstd }
 
 // readMode reports whether mode reads the set uploaded before measuring.
-func readMode(mode string) bool { return mode == ModeRead || mode == ModeReadZstd || mode == ModeHTTPGet }
+func readMode(mode string) bool {
+	return mode == ModeRead || mode == ModeReadZstd || mode == ModeHTTPGet
+}
 
 // compressPrefixes compresses the prefix of every size of s once, as a
 // client would compress the blob (klauspost's default level, one frame), so
