@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/membuf/membuf"
@@ -147,4 +148,44 @@ func compressible(n int) []byte {
 		out = append(append(out, hexWords[i:i+12]...), ' ')
 	}
 	return out[:n]
+}
+
+// BenchmarkIndexMemory reports the live heap the index holds per stored
+// blob (B/entry), packed and in files: the memory a store of many small
+// blobs costs at rest. Each iteration stores 10,000 blobs in a new store
+// and measures the heap after a collection; run with -benchtime=Nx:
+//
+//	go test -run XXX -bench BenchmarkIndexMemory -benchtime 3x -count 6 ./cas/disk
+func BenchmarkIndexMemory(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		size int
+		opt  StoreOption
+	}{{"packed", 200, WithPacks(16 << 10)}, {"files", 200, WithPacks(0)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			const n = 10000
+			data := testblob.Pattern(tc.size, 1)
+			var perEntry float64
+			for b.Loop() {
+				s, err := OpenStore(b.TempDir(), 0, nil, tc.opt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var m0, m1 runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&m0)
+				for i := range n {
+					data[0], data[1], data[2] = byte(i), byte(i>>8), byte(i>>16)
+					if err := s.Put(context.Background(), cas.DigestOf(data), data, cas.Uncompressed); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&m1)
+				perEntry = float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / n
+				s.Close()
+			}
+			b.ReportMetric(perEntry, "B/entry")
+		})
+	}
 }

@@ -1,7 +1,6 @@
 package disk
 
 import (
-	"container/list"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,7 +43,7 @@ type pendingCommit struct {
 	e   *entry   // its key, sizes, form and when its content was checked
 	// ifCurrent, if set, is the entry this one copies forward: it is
 	// indexed only if that is still the entry, at generation ifGen.
-	ifCurrent *list.Element
+	ifCurrent *entry
 	ifGen     uint32
 	// reserved is what the store counted of the file's bytes as an
 	// upload in progress (Writer): the entry's size takes its place.
@@ -224,7 +223,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	s.mu.Lock()
 	for _, c := range batch {
 		if el, ok := s.index[c.e.key]; ok && c.err == nil {
-			if e := el.Value.(*entry); e.pending == b {
+			if e := el; e.pending == b {
 				e.pending = nil
 			}
 		}
@@ -267,7 +266,7 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 	case s.closed:
 		c.err = cas.ErrClosed
 		return
-	case c.ifCurrent != nil && (s.index[c.e.key] != c.ifCurrent || c.ifCurrent.Value.(*entry).gen != c.ifGen):
+	case c.ifCurrent != nil && (s.index[c.e.key] != c.ifCurrent || c.ifCurrent.gen != c.ifGen):
 		// Replaced since it was queued: the copy is garbage, and its
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the

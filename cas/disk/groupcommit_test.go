@@ -230,7 +230,7 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	s.mu.Lock()
 	var packed []cas.Digest
 	for k, el := range s.index {
-		if e := el.Value.(*entry); e.seg != nil && k.kind == kindCAS {
+		if e := el; e.seg != nil && k.kind == kindCAS {
 			packed = append(packed, cas.Digest{Hash: k.hash, Size: e.size})
 		}
 	}

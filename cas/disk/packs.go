@@ -1,7 +1,6 @@
 package disk
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -288,7 +287,7 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.index[e.key]
-	if !ok || el.Value.(*entry).seg != e.seg || el.Value.(*entry).off != e.off || e.seg.evicted {
+	if !ok || el.seg != e.seg || el.off != e.off || e.seg.evicted {
 		return nil, errReplaced
 	}
 	e.seg.readers++
@@ -448,11 +447,11 @@ func (s *Store) recordCommit(seg *segment, off int64, k entryKey, size int64, cr
 func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace func(int) error) error {
 	s.mu.Lock()
 	el, ok := s.index[opened.key]
-	if !ok || el.Value.(*entry).seg != opened.seg || el.Value.(*entry).off != opened.off {
+	if !ok || el.seg != opened.seg || el.off != opened.off {
 		s.mu.Unlock()
 		return errReplaced
 	}
-	if el.Value.(*entry).verified && !force {
+	if el.verified && !force {
 		s.mu.Unlock()
 		return nil
 	}
@@ -478,7 +477,7 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 	defer s.mu.Unlock()
 	s.verified += opened.size
 	el, ok = s.index[opened.key]
-	if !ok || el.Value.(*entry).seg != opened.seg || el.Value.(*entry).off != opened.off {
+	if !ok || el.seg != opened.seg || el.off != opened.off {
 		return errReplaced
 	}
 	if hex.EncodeToString(sum[:]) != opened.key.hash {
@@ -487,7 +486,7 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 		s.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.seq, "content_hash", hex.EncodeToString(sum[:]))
 		return errCorrupt
 	}
-	el.Value.(*entry).verified = true
+	el.verified = true
 	return nil
 }
 
@@ -502,15 +501,15 @@ const refreshQueue = 256
 // when queued, so that an entry replaced meanwhile (an action result
 // updated) is not overwritten with its older content.
 type refresh struct {
-	el  *list.Element
+	el  *entry
 	gen uint32
 }
 
 // refreshIfOldLocked queues packed entry el for copying forward if its
 // segment is among the oldest quarter. A full queue drops it: a lookup is
 // never held up for a copy.
-func (s *Store) refreshIfOldLocked(el *list.Element) {
-	e := el.Value.(*entry)
+func (s *Store) refreshIfOldLocked(el *entry) {
+	e := el
 	if s.refreshes == nil || len(s.segments) < 4 || !e.seg.sealed || e.seg.seq >= s.segments[0].seq+uint64(len(s.segments)/4) {
 		return
 	}
@@ -533,7 +532,7 @@ func (s *Store) refreshLoop(q <-chan refresh) {
 // checked against its name on the way: rot is not copied.
 func (s *Store) copyForward(r refresh) error {
 	s.mu.Lock()
-	e := r.el.Value.(*entry)
+	e := r.el
 	if s.index[e.key] != r.el || e.gen != r.gen || e.seg == nil || e.seg.evicted {
 		s.mu.Unlock()
 		return nil

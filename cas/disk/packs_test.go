@@ -209,10 +209,10 @@ func recordOf(t *testing.T, s *Store, d cas.Digest) (string, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.index[entryKey{kindCAS, d.Hash}]
-	if !ok || el.Value.(*entry).seg == nil {
+	if !ok || el.seg == nil {
 		t.Fatalf("blob %s is not packed", d)
 	}
-	e := el.Value.(*entry)
+	e := el
 	return s.segmentPath(e.seg.seq, true), e.off
 }
 
@@ -306,7 +306,7 @@ func TestPacksEvictWholeSegmentsKeepWhatIsUsed(t *testing.T) {
 		m := map[cas.Digest]entry{}
 		for _, d := range all {
 			if el, ok := s.index[entryKey{kindCAS, d.Hash}]; ok {
-				m[d] = *el.Value.(*entry)
+				m[d] = *el
 			}
 		}
 		return m

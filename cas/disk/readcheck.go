@@ -219,7 +219,7 @@ func (s *Store) readFailed(opened entry, detail string) error {
 	s.mu.Lock()
 	removed := false
 	if el, ok := s.index[opened.key]; ok {
-		e := el.Value.(*entry)
+		e := el
 		if e.gen == opened.gen && e.seg == opened.seg && e.off == opened.off {
 			s.removeLocked(el)
 			s.corrupt++

@@ -202,5 +202,5 @@ func (s *Store) entryOf(k entryKey) (entry, bool) {
 	if !ok {
 		return entry{}, false
 	}
-	return *el.Value.(*entry), true
+	return *el, true
 }

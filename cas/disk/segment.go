@@ -220,7 +220,7 @@ func (s *Store) oldestEvictableLocked() *segment {
 // until they close).
 func (s *Store) evictSegmentLocked(seg *segment) {
 	for _, k := range seg.keys {
-		if el, ok := s.index[k]; ok && el.Value.(*entry).seg == seg {
+		if el, ok := s.index[k]; ok && el.seg == seg {
 			s.dropLocked(el)
 			s.evictions++
 		}

@@ -46,33 +46,40 @@ type entryKey struct {
 }
 
 type entry struct {
+	// Fields are ordered largest first, so that the struct packs into
+	// 128 bytes: the index holds one per stored blob.
 	key    entryKey
 	size   int64 // the blob's (or action result's) own size
 	stored int64 // bytes on disk: size, or less if kept compressed
-	zstd   bool  // kept compressed (zstdblob.go), in a file named by zstdPath
 
 	// Guarded by Store.mu; see verify.go.
-	checked time.Time  // modification time of the file when this process last found it matching its name; zero: never
+	checked int64      // modification time (UnixNano) of the file when this process last found it matching its name; 0: never
 	check   *blobCheck // a re-hash in progress, for others to wait on
-	gen     uint32     // counts commits over this entry, so a check of a replaced file removes nothing
 	// pending is the commit batch that put this entry in place, until its
 	// rename is durable; lookups that report the entry present wait for it.
 	pending *commitBatch
 
 	// A packed entry (packs.go) is a record in seg, its data at off; nil:
-	// a file of its own. verified: this process has found a packed CAS
-	// blob matching its name (a segment's time says nothing of a record).
-	seg      *segment
-	off      int64
-	verified bool
-	// What every read checks (readcheck.go): a packed entry's record
-	// CRC; a file's block sums (of the file as stored, compressed or
-	// not), nil until this process has hashed the file.
-	crc  uint32
+	// a file of its own.
+	seg *segment
+	off int64
+	// What every read checks (readcheck.go): a file's block sums (of the
+	// file as stored, compressed or not), nil until this process has
+	// hashed the file; a packed entry's record CRC (crc, below).
 	sums []uint32
 	// used is Store.tick when a file entry was last used: its age against
 	// the oldest segment's, for eviction.
 	used uint64
+	// el is a file entry's place in Store.lru (its recency); nil for a
+	// packed entry, whose segment's age is its own.
+	el *list.Element
+
+	gen uint32 // counts commits over this entry, so a check of a replaced file removes nothing
+	crc uint32 // a packed entry's record CRC
+	// verified: this process has found a packed CAS blob matching its
+	// name (a segment's time says nothing of a record).
+	verified bool
+	zstd     bool // kept compressed (zstdblob.go), in a file named by zstdPath
 }
 
 // Store is a content-addressed disk store with least-recently-used eviction.
@@ -108,7 +115,7 @@ type Store struct {
 	buffers membuf.BufferPool
 
 	mu            sync.Mutex
-	index         map[entryKey]*list.Element // Value is *entry
+	index         map[entryKey]*entry
 	lru           *list.List                 // front: most recently used
 	bytes         int64                      // on disk
 	plainBytes    int64                      // the entries' own sizes
@@ -165,7 +172,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		tmpDir:  filepath.Join(dir, "tmp"),
 		maxSize: maxSize,
 		log:     logger,
-		index:   make(map[entryKey]*list.Element),
+		index:   make(map[entryKey]*entry),
 		lru:     list.New(),
 
 		scrubClock: wallClock,
@@ -319,7 +326,7 @@ func (s *Store) rebuild() error {
 			// Kept both ways: a crash between a commit's rename and its
 			// removal of the other form. Both were checked; keep the
 			// newer.
-			old := el.Value.(*entry)
+			old := el
 			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", old.key.hash)
 			s.removeLocked(el)
 		}
@@ -341,7 +348,7 @@ func (s *Store) rebuild() error {
 			si++
 		}
 		s.tick++
-		if el, ok := s.index[f.e.key]; ok && el.Value.(*entry) == f.e {
+		if el, ok := s.index[f.e.key]; ok && el == f.e {
 			f.e.used = s.tick
 		}
 	}
@@ -528,11 +535,11 @@ func (s *Store) lookupPending(k entryKey, size int64, count bool) (entry, bool) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.index[k]
-	if ok && (k.kind == kindAC || el.Value.(*entry).size == size) {
-		e := el.Value.(*entry)
+	if ok && (k.kind == kindAC || el.size == size) {
+		e := el
 		s.tick++
 		if e.seg == nil {
-			s.lru.MoveToFront(el)
+			s.lru.MoveToFront(e.el)
 			e.used = s.tick
 		} else {
 			s.refreshIfOldLocked(el)
@@ -575,7 +582,7 @@ func (s *Store) Resolve(_ context.Context, hash string) (cas.Digest, error) {
 	el, ok := s.index[k]
 	var e entry
 	if ok {
-		e = *el.Value.(*entry)
+		e = *el
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -780,7 +787,7 @@ func (s *Store) actionResultSums(e entry, fi os.FileInfo) []uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if el, ok := s.index[e.key]; ok {
-		if cur := el.Value.(*entry); cur.gen == e.gen && cur.seg == nil && cur.stored == fi.Size() {
+		if cur := el; cur.gen == e.gen && cur.seg == nil && cur.stored == fi.Size() {
 			return cur.sums
 		}
 	}
@@ -1006,7 +1013,7 @@ func (s *Store) pendingCommit(f *os.File, e *entry, reserved int64) *pendingComm
 	// The content was checked on its way in: as of this modification time
 	// it is verified (verify.go). Without it, the first read re-hashes.
 	if fi, err := f.Stat(); err == nil {
-		e.checked = fi.ModTime()
+		e.checked = fi.ModTime().UnixNano()
 	}
 	return &pendingCommit{f: f, e: e, reserved: reserved}
 }
@@ -1019,7 +1026,7 @@ func (s *Store) indexCommittedLocked(e *entry, b *commitBatch) {
 	if el, ok := s.index[e.key]; ok {
 		// The entry keeps its identity (checks in progress hold it) and
 		// takes the new form: a file (plain or compressed) or a record.
-		old := el.Value.(*entry)
+		old := el
 		if old.seg == nil && (e.seg != nil || s.filePath(old) != s.filePath(e)) {
 			s.removeFile(old)
 		}
@@ -1034,11 +1041,12 @@ func (s *Store) indexCommittedLocked(e *entry, b *commitBatch) {
 		s.tick++
 		switch {
 		case old.seg != nil && wasFile:
-			s.lru.Remove(el) // out of the files' recency
+			s.lru.Remove(old.el) // out of the files' recency
+			old.el = nil
 		case old.seg == nil && !wasFile:
-			s.index[e.key] = s.lru.PushFront(old)
+			old.el = s.lru.PushFront(old)
 		case old.seg == nil:
-			s.lru.MoveToFront(el)
+			s.lru.MoveToFront(old.el)
 		}
 		old.used = s.tick
 	} else {
@@ -1050,15 +1058,13 @@ func (s *Store) indexCommittedLocked(e *entry, b *commitBatch) {
 
 // insertLocked adds a new entry as the most recently used.
 func (s *Store) insertLocked(e *entry) {
-	if e.seg != nil {
+	if e.seg == nil {
 		// Packed entries are in no list: their segment's age is theirs.
-		// (MoveToFront and Remove leave an element of no list alone.)
-		s.index[e.key] = &list.Element{Value: e}
-	} else {
 		s.tick++
 		e.used = s.tick
-		s.index[e.key] = s.lru.PushFront(e)
+		e.el = s.lru.PushFront(e)
 	}
+	s.index[e.key] = e
 	s.countLocked(e)
 }
 
@@ -1095,13 +1101,13 @@ func (s *Store) uncountLocked(e *entry) {
 // file and the oldest pack segment (sealed, no writer in it), the older
 // goes, the segment whole. keep, if not nil, is never evicted (the entry
 // just written).
-func (s *Store) evictLocked(keep *list.Element) {
+func (s *Store) evictLocked(keep *entry) {
 	if s.maxSize <= 0 {
 		return
 	}
 	for s.bytes+s.partial > s.maxSize {
 		el := s.lru.Back()
-		if el != nil && el == keep {
+		if el != nil && el.Value.(*entry) == keep {
 			el = el.Prev()
 		}
 		seg := s.oldestEvictableLocked()
@@ -1113,7 +1119,7 @@ func (s *Store) evictLocked(keep *list.Element) {
 			return
 		}
 		e := el.Value.(*entry)
-		s.removeLocked(el)
+		s.removeLocked(e)
 		s.evictions++
 		s.log.Debug("evicted", "kind", e.key.kind.dir(), "hash", e.key.hash, "size", e.size)
 	}

@@ -1,7 +1,6 @@
 package disk
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -94,12 +93,12 @@ func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force b
 			s.mu.Unlock()
 			return nil, cas.ErrNotFound // evicted or removed since the lookup
 		}
-		e := el.Value.(*entry)
+		e := el
 		if e.gen != opened.gen {
 			s.mu.Unlock()
 			return nil, errReplaced
 		}
-		if !force && !e.checked.IsZero() && e.checked.Equal(mtime) && fi.Size() == e.stored && e.sums != nil {
+		if !force && e.checked != 0 && e.checked == mtime.UnixNano() && fi.Size() == e.stored && e.sums != nil {
 			sums := e.sums
 			s.mu.Unlock()
 			return sums, nil
@@ -133,8 +132,8 @@ func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force b
 // content does not match (and el is still that entry, not replaced by a
 // commit since: that one's content was checked on its way in). It returns
 // the blob's block sums, taken as it hashed, if it matched.
-func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, opened entry, f *os.File, fi os.FileInfo, pace func(int) error) ([]uint32, error) {
-	e := el.Value.(*entry)
+func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *entry, opened entry, f *os.File, fi os.FileInfo, pace func(int) error) ([]uint32, error) {
+	e := el
 	k := opened.key
 	var sum string
 	var sums []uint32
@@ -154,7 +153,7 @@ func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *list.Element, op
 	s.verified += n
 	switch {
 	case err == nil && e.gen == opened.gen:
-		e.checked, e.sums = fi.ModTime(), sums
+		e.checked, e.sums = fi.ModTime().UnixNano(), sums
 	case errors.Is(err, errCorrupt) && s.index[k] == el && e.gen == opened.gen:
 		s.removeLocked(el)
 		s.corrupt++
@@ -271,8 +270,8 @@ func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte,
 
 // removeLocked unlinks entry el's file, if it has one, and drops it from
 // the index.
-func (s *Store) removeLocked(el *list.Element) {
-	if e := el.Value.(*entry); e.seg == nil {
+func (s *Store) removeLocked(el *entry) {
+	if e := el; e.seg == nil {
 		s.removeFile(e)
 	}
 	s.dropLocked(el)
@@ -280,9 +279,11 @@ func (s *Store) removeLocked(el *list.Element) {
 
 // dropLocked drops entry el from the index, leaving its bytes where they
 // are: a packed entry's stay in its segment until the segment goes.
-func (s *Store) dropLocked(el *list.Element) {
-	e := el.Value.(*entry)
-	s.lru.Remove(el)
+func (s *Store) dropLocked(e *entry) {
+	if e.el != nil {
+		s.lru.Remove(e.el)
+		e.el = nil
+	}
 	delete(s.index, e.key)
 	s.uncountLocked(e)
 }
