@@ -116,12 +116,12 @@ type Store struct {
 
 	mu            sync.Mutex
 	index         map[entryKey]*entry
-	lru           *list.List                 // front: most recently used
-	bytes         int64                      // on disk
-	plainBytes    int64                      // the entries' own sizes
-	zstdEntries   int64                      // how many blobs are kept compressed
-	partial       int64                      // bytes reserved by uploads in progress (Writers); they count towards maxSize
-	acEntries     int64                      // how many index entries are action results
+	lru           *list.List // front: most recently used
+	bytes         int64      // on disk
+	plainBytes    int64      // the entries' own sizes
+	zstdEntries   int64      // how many blobs are kept compressed
+	partial       int64      // bytes reserved by uploads in progress (Writers); they count towards maxSize
+	acEntries     int64      // how many index entries are action results
 	evictions     int64
 	hits          int64
 	misses        int64
