@@ -15,5 +15,6 @@
 // It owns the protocols' rules (resource names, offsets, batch limits,
 // error codes; docs/cas.md) and imports cas, access and zstdseek, never a
 // Storage implementation: the disk store and the S3 tier are given to
-// NewServer. An HTTP protocol would sit beside it, over the same Storage.
+// NewServer. The HTTP cache protocol (package httpcache) sits beside it,
+// over the same Storage.
 package reapi
