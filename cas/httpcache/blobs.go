@@ -171,29 +171,13 @@ func (h *Handler) receive(r *http.Request, bw cas.BlobWriter, n int64) error {
 		}
 		defer b.ReleaseUpload(took)
 	}
-	buf := getBuffer(h.opts.Pool, int(n))
-	defer putBuffer(h.opts.Pool, buf)
-	got, err := io.ReadFull(r.Body, *buf)
+	buf := membuf.AllocUncleared(h.opts.Pool, int(n)) // filled whole before it is read
+	defer buf.Free()
+	got, err := io.ReadFull(r.Body, buf.Bytes())
 	h.stats.bytesIn.Add(int64(got))
 	if err != nil {
 		return err
 	}
-	_, err = bw.Write(*buf)
+	_, err = bw.Write(buf.Bytes())
 	return err
-}
-
-// getBuffer returns n bytes from pool, or fresh ones if pool is nil.
-func getBuffer(pool membuf.BufferPool, n int) *[]byte {
-	if pool == nil {
-		b := make([]byte, n)
-		return &b
-	}
-	return pool.Get(n)
-}
-
-// putBuffer gives buf back to pool, if there is one.
-func putBuffer(pool membuf.BufferPool, buf *[]byte) {
-	if pool != nil {
-		pool.Put(buf)
-	}
 }

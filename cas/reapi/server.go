@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -87,6 +89,17 @@ type Options struct {
 	Access *access.Control
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// AssetHosts are the hosts the Remote Asset API's FetchBlob may
+	// download from: "host" (any port) or "host:port". Empty: none; it then
+	// answers only from the CAS (a sha256 checksum.sri) and from pushed
+	// associations.
+	AssetHosts []string
+	// AssetMaxSize bounds a download; 0 means the store's maximum size, or
+	// DefaultAssetMaxSize if it has none.
+	AssetMaxSize int64
+	// AssetTimeout bounds a download when the request asks for no shorter
+	// one; 0 means DefaultAssetTimeout.
+	AssetTimeout time.Duration
 	// Zstd lends the decoders of compressed uploads (ByteStream Write of
 	// compressed-blobs/zstd/ names and zstd BatchUpdateBlobs entries).
 	// Give it the pool the store compresses with (cas.WithCompression), so
@@ -109,6 +122,10 @@ type Server struct {
 	uploadsStalled atomic.Int64
 	// uploadBudget bounds the ByteStream Write data in flight.
 	uploadBudget *uploadBudget
+	// The Remote Asset API's downloads (fetch.go) and their counts.
+	assetClient  *http.Client
+	assetFetches outcomeCounts
+	assetPushes  atomic.Int64
 }
 
 // NewServer returns a Server over store: the disk store (disk.Store), or one
@@ -145,6 +162,15 @@ func NewServer(store cas.Storage, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.AssetTimeout <= 0 {
+		opts.AssetTimeout = DefaultAssetTimeout
+	}
+	if opts.AssetMaxSize <= 0 {
+		opts.AssetMaxSize = DefaultAssetMaxSize
+		if m := store.MaxSize(); m > 0 {
+			opts.AssetMaxSize = m
+		}
+	}
 	if opts.Zstd == nil {
 		zp, err := zstdseek.NewPool(zstdseek.DefaultBudget(0))
 		if err != nil {
@@ -152,14 +178,16 @@ func NewServer(store cas.Storage, opts Options) (*Server, error) {
 		}
 		opts.Zstd = zp
 	}
-	return &Server{
+	s := &Server{
 		store:        store,
 		opts:         opts,
 		log:          opts.Logger,
 		uploads:      newUploads(opts.PartialUploadTTL, opts.MaxOpenUploads, opts.MaxKeptUploads),
 		uploadBudget: newUploadBudget(opts.MaxInflightUpload),
 		cursors:      newTreeCursors(),
-	}, nil
+	}
+	s.assetClient = s.newAssetClient()
+	return s, nil
 }
 
 // ServerStats is a snapshot of a Server's own counters (the store keeps
@@ -182,6 +210,11 @@ type ServerStats struct {
 	// UploadsStalled counts the ByteStream Write streams the server ended
 	// because the client sent nothing for Options.UploadStallTimeout.
 	UploadsStalled int64
+	// AssetFetches counts the Remote Asset API's FetchBlob requests that
+	// got past their checks, by outcome (FetchCached, FetchDownloaded, ...).
+	AssetFetches map[string]int64
+	// AssetPushes counts PushBlob requests that recorded associations.
+	AssetPushes int64
 }
 
 // AcquireUpload waits until n bytes fit in the server's upload budget
@@ -209,6 +242,8 @@ func (s *Server) Stats() ServerStats {
 		Unauthenticated:     s.refusedUnauthenticated.Load(),
 		PermissionDenied:    s.refusedPermission.Load(),
 		UploadsStalled:      s.uploadsStalled.Load(),
+		AssetFetches:        s.assetFetches.snapshot(),
+		AssetPushes:         s.assetPushes.Load(),
 	}
 }
 
@@ -221,6 +256,8 @@ func (s *Server) Register(g *grpc.Server) {
 	repb.RegisterContentAddressableStorageServer(g, &casService{s: s})
 	repb.RegisterActionCacheServer(g, &actionCacheService{s: s})
 	repb.RegisterCapabilitiesServer(g, &capabilitiesService{s: s})
+	rapb.RegisterFetchServer(g, &fetchService{s: s})
+	rapb.RegisterPushServer(g, &pushService{s: s})
 }
 
 // Close discards the interrupted uploads kept for resumption. Uploads still

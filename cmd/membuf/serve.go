@@ -44,8 +44,11 @@ func init() {
 type serveConfig struct {
 	listen          string
 	httpAddr        string
-	httpCacheAddr   string // --http-cache: the public HTTP/1.1 cache listener; "": off
-	httpACRaw       bool   // --http-ac-raw: /ac/ entries are opaque bytes (ccache's)
+	httpCacheAddr   string        // --http-cache: the public HTTP/1.1 cache listener; "": off
+	httpACRaw       bool          // --http-ac-raw: /ac/ entries are opaque bytes (ccache's)
+	assetHosts      []string      // --asset-hosts: where the Remote Asset API's FetchBlob may download from
+	assetMaxSize    int64         // --asset-max-size; 0: the store's --max-size
+	assetTimeout    time.Duration // --asset-timeout
 	dir             string
 	maxSize         int64
 	chunkSize       int64
@@ -132,6 +135,17 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.StringVar(&cfg.httpAddr, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz and (with --pprof) /debug/pprof/; empty disables it")
 	fs.StringVar(&cfg.httpCacheAddr, "http-cache", "", "`address` for the HTTP/1.1 cache protocol (GET, HEAD, PUT of /cas/{sha256} and /ac/{sha256}, under any\ninstance prefix), for Bazel's --remote_cache=http://... and ccache's layout=bazel; the same TLS,\nusers and rules as gRPC; empty (the default) disables it")
 	fs.BoolVar(&cfg.httpACRaw, "http-ac-raw", false, "with --http-cache, keep and serve /ac/ entries as opaque bytes instead of checked ActionResult\nmessages (ccache keeps its own format there)")
+	fs.Func("asset-hosts", "comma-separated `hosts` (host, or host:port) the Remote Asset API's FetchBlob may download from,\nfor Bazel's --experimental_remote_downloader; empty (the default): none, and FetchBlob answers only\nfrom the cache and from PushBlob's associations", func(v string) error {
+		cfg.assetHosts = nil
+		for h := range strings.SplitSeq(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				cfg.assetHosts = append(cfg.assetHosts, h)
+			}
+		}
+		return nil
+	})
+	fs.Var(sizeFlag{&cfg.assetMaxSize}, "asset-max-size", "largest `size` FetchBlob downloads (0: --max-size)")
+	fs.DurationVar(&cfg.assetTimeout, "asset-timeout", reapi.DefaultAssetTimeout, "longest a FetchBlob download may take, when its request asks for no shorter")
 	fs.StringVar(&cfg.dir, "dir", "membuf-data", "`directory` holding the store, created if missing")
 	fs.Var(sizeFlag{&cfg.maxSize}, "max-size", "`size` of blobs and action results kept on disk; beyond it the least recently used are evicted")
 	fs.Var(sizeFlag{&cfg.chunkSize}, "chunk-size", "`size` of each ByteStream Read response, at most 2MiB")
@@ -225,6 +239,10 @@ func (c *serveConfig) validate() error {
 		return usageError("--max-kept-uploads must be at least 1")
 	case c.drainDelay < 0:
 		return usageError("--drain-delay must not be negative")
+	case c.assetMaxSize < 0:
+		return usageError("--asset-max-size must not be negative")
+	case c.assetTimeout <= 0:
+		return usageError("--asset-timeout must be positive")
 	}
 	if err := checkListenAddr("listen", c.listen); err != nil {
 		return err
@@ -240,6 +258,11 @@ func (c *serveConfig) validate() error {
 		}
 	} else if c.httpACRaw {
 		return usageError("--http-ac-raw needs --http-cache")
+	}
+	for _, h := range c.assetHosts {
+		if strings.ContainsAny(h, "/ ") || strings.Contains(h, "://") {
+			return usageError("--asset-hosts %q: want a host or host:port, not a URL", h)
+		}
 	}
 	if c.readyFile != "" {
 		if fi, err := os.Stat(filepath.Dir(c.readyFile)); err != nil || !fi.IsDir() {
@@ -420,6 +443,9 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		Access:             cfg.accessControl,
 		Logger:             log,
 		Zstd:               zp,
+		AssetHosts:         cfg.assetHosts,
+		AssetMaxSize:       cfg.assetMaxSize,
+		AssetTimeout:       cfg.assetTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("cas server: %w", err)

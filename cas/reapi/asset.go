@@ -1,0 +1,117 @@
+package reapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
+	"github.com/membuf/membuf/cas"
+)
+
+// Qualifiers of the Remote Asset API that FetchBlob understands.
+const (
+	qualifierSRI          = "checksum.sri"       // the content's checksum(s): checked, and a sha256 names the CAS blob
+	qualifierCanonicalID  = "bazel.canonical_id" // Bazel's identity of a download: part of what names an association
+	qualifierResourceType = "resource_type"      // a media type: informational, part of what names an association
+)
+
+// knownQualifiers are the qualifiers a FetchBlob may carry without an
+// association pushed for them.
+var knownQualifiers = []string{qualifierSRI, qualifierCanonicalID, qualifierResourceType}
+
+// An association is what a PushBlob, or a FetchBlob that downloaded, tells
+// later fetches: this URI, with these qualifiers, is this blob. It is kept
+// in the action cache under associationKey, so it lasts as long as the
+// store keeps it, survives restarts and is shared through a shared tier;
+// it is JSON, not an ActionResult, so gRPC's GetActionResult never serves
+// it (it does not parse as one).
+type association struct {
+	Digest   string    `json:"digest"`           // hash/size
+	Recorded time.Time `json:"recorded"`         // when pushed or fetched: against oldest_content_accepted
+	Expires  time.Time `json:"expires,omitzero"` // PushBlob's expire_at; zero: none
+	Pushed   bool      `json:"pushed,omitempty"` // from PushBlob (its qualifiers trusted, not checked)
+	Origin   string    `json:"origin,omitempty"` // the URI it was downloaded from
+}
+
+// associationKey names the association of uri with qualifiers: the
+// SHA-256 of a text no action digest's preimage is (the action cache
+// holds both), made of the URI and the qualifiers sorted by name, then
+// value.
+func associationKey(uri string, qualifiers []*rapb.Qualifier) cas.Digest {
+	q := make([]string, 0, len(qualifiers))
+	for _, x := range qualifiers {
+		q = append(q, x.GetName()+"="+x.GetValue())
+	}
+	slices.Sort(q)
+	h := sha256.New()
+	h.Write([]byte("membuf remote asset association v1\x00"))
+	h.Write([]byte(uri))
+	for _, s := range q {
+		h.Write([]byte{0})
+		h.Write([]byte(s))
+	}
+	return cas.Digest{Hash: hex.EncodeToString(h.Sum(nil))}
+}
+
+// recordAssociation stores a for uri with qualifiers.
+func (s *Server) recordAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, a association) error {
+	data, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	return s.store.PutActionResult(ctx, associationKey(uri, qualifiers), data)
+}
+
+// lookupAssociation returns the blob associated with uri and qualifiers,
+// if there is one, recorded no earlier than oldest (zero: any), not
+// expired, and whose blob is still in the CAS.
+func (s *Server) lookupAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, oldest time.Time) (cas.Digest, association, bool, error) {
+	data, err := s.store.GetActionResult(ctx, associationKey(uri, qualifiers))
+	if errors.Is(err, cas.ErrNotFound) {
+		return cas.Digest{}, association{}, false, nil
+	}
+	if err != nil {
+		return cas.Digest{}, association{}, false, err
+	}
+	var a association
+	if err := json.Unmarshal(data, &a); err != nil {
+		s.log.Warn("remote asset: an association does not parse; ignored", "uri", uri, "err", err)
+		return cas.Digest{}, association{}, false, nil
+	}
+	d, err := parseDigestName(a.Digest)
+	if err != nil {
+		s.log.Warn("remote asset: an association names a bad digest; ignored", "uri", uri, "err", err)
+		return cas.Digest{}, association{}, false, nil
+	}
+	if (!oldest.IsZero() && a.Recorded.Before(oldest)) || (!a.Expires.IsZero() && time.Now().After(a.Expires)) {
+		return cas.Digest{}, association{}, false, nil
+	}
+	missing, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.InternalCheck)
+	if err != nil {
+		return cas.Digest{}, association{}, false, err
+	}
+	return d, a, len(missing) == 0, nil
+}
+
+// parseDigestName reads "hash/size".
+func parseDigestName(s string) (cas.Digest, error) {
+	hash, size, ok := strings.Cut(s, "/")
+	if !ok {
+		return cas.Digest{}, fmt.Errorf("digest %q: want hash/size", cas.Clip(s))
+	}
+	var n int64
+	if _, err := fmt.Sscan(size, &n); err != nil || n < 0 {
+		return cas.Digest{}, fmt.Errorf("digest %q: bad size", cas.Clip(s))
+	}
+	if err := cas.CheckHash(hash); err != nil {
+		return cas.Digest{}, err
+	}
+	return cas.Digest{Hash: hash, Size: n}, nil
+}

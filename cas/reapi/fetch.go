@@ -1,0 +1,289 @@
+package reapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Defaults for the Remote Asset API's Options fields left zero.
+const (
+	// DefaultAssetTimeout bounds a download whose request sets no shorter
+	// timeout.
+	DefaultAssetTimeout = 10 * time.Minute
+	// DefaultAssetMaxSize bounds a download when the store sets no
+	// smaller maximum size.
+	DefaultAssetMaxSize = 4 << 30
+)
+
+// fetchService implements build.bazel.remote.asset.v1.Fetch.
+type fetchService struct {
+	rapb.UnimplementedFetchServer
+	s *Server
+}
+
+// Fetch outcomes, counted in ServerStats.AssetFetches.
+const (
+	FetchCached     = "cached"     // the blob was in the CAS under the request's sha256
+	FetchAssociated = "associated" // answered from a pushed or earlier downloaded association
+	FetchDownloaded = "downloaded" // downloaded, checked and stored
+	FetchRefused    = "refused"    // no URI's host is allowed (--asset-hosts)
+	FetchMismatch   = "mismatch"   // downloaded content failed its checksum; nothing stored
+	FetchFailed     = "failed"     // the origin failed (not found, an error, a timeout)
+)
+
+// FetchBlob answers a blob for one of the request's URIs:
+//  1. the CAS blob named by a sha256 checksum.sri, if stored: no download;
+//  2. an association of one of the URIs with exactly these qualifiers
+//     (pushed, or recorded by an earlier download), recorded no earlier
+//     than oldest_content_accepted, whose blob is still stored;
+//  3. a download from the first URI whose host Options.AssetHosts allows,
+//     hashed as it streams, stored only if every checksum.sri matches.
+//
+// A qualifier other than checksum.sri, bazel.canonical_id and
+// resource_type is INVALID_ARGUMENT, with a BadRequest naming it, unless
+// an association was pushed with it (2): the spec lets the server trust a
+// pushing client's qualifiers. Failures of the origin are the response's
+// status, per the spec: NOT_FOUND, PERMISSION_DENIED (a host not allowed,
+// or the origin refused), ABORTED (a checksum that does not match),
+// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (too large).
+func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest) (*rapb.FetchBlobResponse, error) {
+	s := f.s
+	if _, err := s.authorize(ctx, access.ReadCAS); err != nil {
+		return nil, err
+	}
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if len(req.Uris) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "uris is empty: a fetch needs at least one URI")
+	}
+	var sums []sriChecksum
+	var unknown []string
+	for _, q := range req.Qualifiers {
+		switch q.GetName() {
+		case qualifierSRI:
+			got, err := parseSRI(q.GetValue())
+			if err != nil {
+				return nil, status.Error(codes.InvalidArgument, err.Error())
+			}
+			sums = append(sums, got...)
+		case qualifierCanonicalID, qualifierResourceType:
+		default:
+			unknown = append(unknown, q.GetName())
+		}
+	}
+	oldest := req.GetOldestContentAccepted().AsTime()
+	if req.OldestContentAccepted == nil {
+		oldest = time.Time{}
+	}
+	ok := func(uri string, d cas.Digest, outcome string) *rapb.FetchBlobResponse {
+		s.assetFetches.count(outcome)
+		return &rapb.FetchBlobResponse{Status: status.New(codes.OK, "").Proto(), Uri: uri, Qualifiers: req.Qualifiers,
+			BlobDigest: d.Proto(), DigestFunction: repb.DigestFunction_SHA256}
+	}
+
+	// 1: stored under the sha256 the client gave. Content-addressed, so
+	// no age or qualifier makes it stale.
+	if hash, found := sha256Hex(sums); found && len(unknown) == 0 {
+		d, err := s.store.Resolve(ctx, hash)
+		switch {
+		case err == nil:
+			if _, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil { // a client's lookup: marks it used
+				return nil, storeError(err, "blob "+d.String())
+			}
+			return ok(req.Uris[0], d, FetchCached), nil
+		case !errors.Is(err, cas.ErrNotFound):
+			return nil, storeError(err, "blob "+hash)
+		}
+	}
+	// 2: an association of a URI with these qualifiers.
+	for _, uri := range req.Uris {
+		d, _, found, err := s.lookupAssociation(ctx, uri, req.Qualifiers, oldest)
+		if err != nil {
+			return nil, storeError(err, "the association of "+cas.Clip(uri))
+		}
+		if found {
+			return ok(uri, d, FetchAssociated), nil
+		}
+	}
+	if len(unknown) > 0 {
+		st := status.New(codes.InvalidArgument, fmt.Sprintf("qualifier %q is not supported (this server checks %s; others only name pushed associations, and none matches)", cas.Clip(unknown[0]), strings.Join(knownQualifiers, ", ")))
+		br := &errdetails.BadRequest{}
+		for _, n := range unknown {
+			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: "qualifiers.name", Description: fmt.Sprintf("%q not supported", n)})
+		}
+		if withDetails, err := st.WithDetails(br); err == nil {
+			st = withDetails
+		}
+		return nil, st.Err()
+	}
+	// 3: a download, which is a write. The response reports the last
+	// URI tried, and the outcome counted is the last one.
+	var lastURI string
+	last, outcome := status.New(codes.PermissionDenied, "no URI's host is one this server downloads from (--asset-hosts)"), FetchRefused
+	for _, uri := range req.Uris {
+		u, err := url.Parse(uri)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, status.Errorf(codes.InvalidArgument, "uri %q: want an http:// or https:// URL", cas.Clip(uri))
+		}
+		if !s.assetHostAllowed(u) {
+			if outcome == FetchRefused {
+				lastURI, last = uri, status.Newf(codes.PermissionDenied, "%s: host %s is not one this server downloads from (--asset-hosts)", cas.Clip(uri), u.Host)
+			}
+			continue
+		}
+		if _, err := s.authorize(ctx, access.WriteCAS); err != nil {
+			return nil, err // a download stores a blob: the caller must be allowed to write
+		}
+		timeout := s.opts.AssetTimeout
+		if t := req.GetTimeout(); t != nil && t.AsDuration() > 0 {
+			timeout = min(timeout, t.AsDuration())
+		}
+		d, st, err := s.download(ctx, u, sums, timeout)
+		if err != nil {
+			return nil, storeError(err, "storing the download of "+cas.Clip(uri)) // the store's failure, not the origin's
+		}
+		if st.Code() == codes.OK {
+			rec := association{Digest: d.String(), Recorded: time.Now(), Origin: uri}
+			for _, other := range req.Uris {
+				if err := s.recordAssociation(ctx, other, req.Qualifiers, rec); err != nil {
+					s.log.Warn("remote asset: recording an association", "uri", other, "err", err)
+				}
+			}
+			return ok(uri, d, FetchDownloaded), nil
+		}
+		lastURI, last, outcome = uri, st, FetchFailed
+		if st.Code() == codes.Aborted {
+			outcome = FetchMismatch
+		}
+		s.log.Info("remote asset: download failed", "uri", uri, "status", st.Code().String(), "err", st.Message())
+	}
+	s.assetFetches.count(outcome)
+	return &rapb.FetchBlobResponse{Status: last.Proto(), Uri: lastURI, Qualifiers: req.Qualifiers}, nil
+}
+
+// FetchDirectory is not served: it would need Directory trees built from
+// archives or repositories.
+func (f *fetchService) FetchDirectory(ctx context.Context, req *rapb.FetchDirectoryRequest) (*rapb.FetchDirectoryResponse, error) {
+	if _, err := f.s.authorize(ctx, access.ReadCAS); err != nil {
+		return nil, err
+	}
+	return nil, status.Error(codes.Unimplemented, "FetchDirectory is not served by this server; FetchBlob is")
+}
+
+// assetHostAllowed reports whether Options.AssetHosts lets downloads come
+// from u: an entry "host" allows that host on any port, "host:port" that
+// port only (an absent port is the scheme's).
+func (s *Server) assetHostAllowed(u *url.URL) bool {
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	for _, a := range s.opts.AssetHosts {
+		if h, p, err := net.SplitHostPort(a); err == nil {
+			if strings.EqualFold(h, host) && p == port {
+				return true
+			}
+		} else if strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// pushService implements build.bazel.remote.asset.v1.Push.
+type pushService struct {
+	rapb.UnimplementedPushServer
+	s *Server
+}
+
+// PushBlob records that each of the request's URIs, with its qualifiers,
+// is the blob blob_digest, which must be in the CAS already. Later
+// FetchBlobs with the same URI and qualifiers answer it, trusting the
+// pusher's qualifiers, until expire_at.
+func (p *pushService) PushBlob(ctx context.Context, req *rapb.PushBlobRequest) (*rapb.PushBlobResponse, error) {
+	s := p.s
+	if _, err := s.authorize(ctx, access.WriteCAS); err != nil {
+		return nil, err
+	}
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if len(req.Uris) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "uris is empty: a push associates at least one URI")
+	}
+	d, err := cas.ParseDigest(req.BlobDigest)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "blob_digest: %v", err)
+	}
+	for _, q := range req.Qualifiers {
+		if q.GetName() == qualifierSRI {
+			if _, err := parseSRI(q.GetValue()); err != nil {
+				return nil, status.Error(codes.InvalidArgument, err.Error())
+			}
+		}
+	}
+	missing, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.InternalCheck)
+	if err != nil {
+		return nil, storeError(err, "blob "+d.String())
+	}
+	if len(missing) > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "blob_digest %s is not in the CAS: upload it before pushing its association", d)
+	}
+	rec := association{Digest: d.String(), Recorded: time.Now(), Pushed: true}
+	if req.ExpireAt != nil {
+		rec.Expires = req.ExpireAt.AsTime()
+	}
+	for _, uri := range req.Uris {
+		if err := s.recordAssociation(ctx, uri, req.Qualifiers, rec); err != nil {
+			return nil, storeError(err, "the association of "+cas.Clip(uri))
+		}
+	}
+	s.assetPushes.Add(1)
+	return &rapb.PushBlobResponse{}, nil
+}
+
+// PushDirectory is not served, as FetchDirectory is not.
+func (p *pushService) PushDirectory(ctx context.Context, req *rapb.PushDirectoryRequest) (*rapb.PushDirectoryResponse, error) {
+	if _, err := p.s.authorize(ctx, access.WriteCAS); err != nil {
+		return nil, err
+	}
+	return nil, status.Error(codes.Unimplemented, "PushDirectory is not served by this server; PushBlob is")
+}
+
+// fetchOutcomes are the outcomes FetchBlob counts, in a fixed order.
+var fetchOutcomes = [...]string{FetchCached, FetchAssociated, FetchDownloaded, FetchRefused, FetchMismatch, FetchFailed}
+
+// outcomeCounts counts FetchBlob requests by outcome.
+type outcomeCounts [len(fetchOutcomes)]atomic.Int64
+
+func (c *outcomeCounts) count(outcome string) {
+	for i, o := range fetchOutcomes {
+		if o == outcome {
+			c[i].Add(1)
+			return
+		}
+	}
+}
+
+func (c *outcomeCounts) snapshot() map[string]int64 {
+	m := make(map[string]int64, len(fetchOutcomes))
+	for i, o := range fetchOutcomes {
+		m[o] = c[i].Load()
+	}
+	return m
+}

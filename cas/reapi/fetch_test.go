@@ -1,0 +1,263 @@
+package reapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/internal/testblob"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// origin is an HTTP server of files, counting the requests it serves.
+type origin struct {
+	*httptest.Server
+	files    map[string][]byte
+	requests atomic.Int64
+	noLength bool // send bodies chunked, without a Content-Length
+}
+
+func newOrigin(t *testing.T, files map[string][]byte) *origin {
+	o := &origin{files: files}
+	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.requests.Add(1)
+		if target, ok := o.files["redirect:"+r.URL.Path]; ok {
+			http.Redirect(w, r, string(target), http.StatusFound)
+			return
+		}
+		data, ok := o.files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		if !o.noLength {
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		}
+		w.Write(data)
+		if o.noLength {
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(o.Close)
+	return o
+}
+
+// host is the origin's host:port, for Options.AssetHosts.
+func (o *origin) host() string {
+	u, _ := url.Parse(o.URL)
+	return u.Host
+}
+
+func sri(alg string, data []byte) *rapb.Qualifier {
+	var sum []byte
+	switch alg {
+	case "sha256":
+		s := sha256.Sum256(data)
+		sum = s[:]
+	case "sha384":
+		s := sha512.Sum384(data)
+		sum = s[:]
+	case "sha512":
+		s := sha512.Sum512(data)
+		sum = s[:]
+	}
+	return &rapb.Qualifier{Name: "checksum.sri", Value: alg + "-" + base64.StdEncoding.EncodeToString(sum)}
+}
+
+func (e *testEnv) fetch(uris []string, qualifiers ...*rapb.Qualifier) (*rapb.FetchBlobResponse, error) {
+	return rapb.NewFetchClient(e.conn).FetchBlob(context.Background(), &rapb.FetchBlobRequest{Uris: uris, Qualifiers: qualifiers, Timeout: durationpb.New(30 * time.Second)})
+}
+
+// wantFetched fails unless resp is OK with data's digest, and the CAS
+// serves data under it.
+func (e *testEnv) wantFetched(resp *rapb.FetchBlobResponse, err error, data []byte) {
+	e.t.Helper()
+	if err != nil || resp.GetStatus().GetCode() != int32(codes.OK) {
+		e.t.Fatalf("FetchBlob: %v, status %v", err, resp.GetStatus())
+	}
+	d := cas.DigestOf(data)
+	if got, gerr := cas.ParseDigest(resp.BlobDigest); gerr != nil || got != d {
+		e.t.Fatalf("FetchBlob answered %v, want %v", resp.BlobDigest, d)
+	}
+	got, _, err := e.read(readName(d), 0, 0)
+	if err != nil || !bytes.Equal(got, data) {
+		e.t.Fatalf("the fetched blob reads back as %d bytes (%v), not the %d fetched", len(got), err, len(data))
+	}
+}
+
+// An allowed fetch downloads once and stores the blob; the next is
+// answered from the CAS without a request to the origin, even after the
+// origin is gone.
+func TestFetchBlobDownloadsOnceThenServesFromTheCache(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		alg      string
+		size     int
+		noLength bool
+	}{
+		{"sha256 streamed", "sha256", 300 << 10, false},
+		{"sha256 without a length", "sha256", 300 << 10, true},
+		{"sha384", "sha384", 5000, false},
+		{"sha512", "sha512", 5000, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := testblob.Pattern(tc.size, 7)
+			o := newOrigin(t, map[string][]byte{"/dep.tar.gz": data})
+			o.noLength = tc.noLength
+			e := newEnv(t, 0, Options{AssetHosts: []string{o.host()}})
+			q := sri(tc.alg, data)
+			resp, err := e.fetch([]string{o.URL + "/dep.tar.gz"}, q)
+			e.wantFetched(resp, err, data)
+			if n := o.requests.Load(); n != 1 {
+				t.Fatalf("%d requests to the origin, want 1", n)
+			}
+			o.Close()
+			resp, err = e.fetch([]string{o.URL + "/dep.tar.gz"}, q)
+			e.wantFetched(resp, err, data)
+			if n := o.requests.Load(); n != 1 {
+				t.Fatalf("the second fetch asked the origin: %d requests", n)
+			}
+			st := e.srv.Stats().AssetFetches
+			again := FetchCached
+			if tc.alg != "sha256" {
+				again = FetchAssociated // a sha384's blob is found by the association its download recorded
+			}
+			if st[FetchDownloaded] != 1 || st[again] != 1 {
+				t.Fatalf("outcomes %v; want 1 downloaded, 1 %s", st, again)
+			}
+		})
+	}
+}
+
+// A download whose content does not match its checksum stores nothing; a
+// host not allowed is not asked at all, nor one a redirect points to.
+func TestFetchBlobRefusals(t *testing.T) {
+	data := testblob.Pattern(100<<10, 8)
+	other := newOrigin(t, map[string][]byte{"/dep": data})
+	o := newOrigin(t, map[string][]byte{"/dep": data, "redirect:/moved": []byte(other.URL + "/dep")})
+	e := newEnv(t, 0, Options{AssetHosts: []string{o.host()}})
+
+	wrong := testblob.Pattern(100<<10, 9)
+	for _, alg := range []string{"sha256", "sha512"} {
+		resp, err := e.fetch([]string{o.URL + "/dep"}, sri(alg, wrong))
+		if err != nil || resp.GetStatus().GetCode() != int32(codes.Aborted) {
+			t.Fatalf("%s of other content: %v, status %v; want ABORTED", alg, err, resp.GetStatus())
+		}
+		if _, err := e.store.Resolve(context.Background(), cas.DigestOf(data).Hash); err == nil {
+			t.Fatalf("%s mismatch: the downloaded content was stored", alg)
+		}
+	}
+
+	before := other.requests.Load()
+	resp, err := e.fetch([]string{other.URL + "/dep"}, sri("sha256", data))
+	if err != nil || resp.GetStatus().GetCode() != int32(codes.PermissionDenied) || other.requests.Load() != before {
+		t.Fatalf("a host not allowed: %v, status %v, %d requests to it; want PERMISSION_DENIED and none", err, resp.GetStatus(), other.requests.Load()-before)
+	}
+	resp, err = e.fetch([]string{o.URL + "/moved"}, sri("sha256", data))
+	if err != nil || resp.GetStatus().GetCode() == int32(codes.OK) || other.requests.Load() != before {
+		t.Fatalf("a redirect to a host not allowed: %v, status %v, %d requests to it; want a failure and none", err, resp.GetStatus(), other.requests.Load()-before)
+	}
+	resp, err = e.fetch([]string{o.URL + "/absent"}, sri("sha256", data))
+	if err != nil || resp.GetStatus().GetCode() != int32(codes.NotFound) {
+		t.Fatalf("a missing file: %v, status %v; want NOT_FOUND", err, resp.GetStatus())
+	}
+	// The first URI that works is the one answered.
+	resp, err = e.fetch([]string{other.URL + "/dep", o.URL + "/absent", o.URL + "/dep"}, sri("sha256", data))
+	e.wantFetched(resp, err, data)
+	if resp.Uri != o.URL+"/dep" {
+		t.Fatalf("answered for %q, want the URI that was fetched", resp.Uri)
+	}
+	st := e.srv.Stats().AssetFetches
+	if st[FetchMismatch] != 2 || st[FetchRefused] != 1 || st[FetchDownloaded] != 1 {
+		t.Fatalf("outcomes %v; want 2 mismatch, 1 refused, 1 downloaded", st)
+	}
+}
+
+func TestFetchBlobBadRequests(t *testing.T) {
+	e := newEnv(t, 0, Options{})
+	good := sri("sha256", []byte("x"))
+	for _, tc := range []struct {
+		name string
+		uris []string
+		q    []*rapb.Qualifier
+		want string
+	}{
+		{"no uri", nil, []*rapb.Qualifier{good}, "uris is empty"},
+		{"unknown qualifier", []string{"http://example.com/x"}, []*rapb.Qualifier{good, {Name: "vcs.commit", Value: "abc"}}, `"vcs.commit" is not supported`},
+		{"bad sri", []string{"http://example.com/x"}, []*rapb.Qualifier{{Name: "checksum.sri", Value: "md5-abc"}}, `algorithm "md5"`},
+		{"short sha256", []string{"http://example.com/x"}, []*rapb.Qualifier{{Name: "checksum.sri", Value: "sha256-AAAA"}}, "not a base64 sha256"},
+		{"not http", []string{"ftp://example.com/x"}, []*rapb.Qualifier{good}, "http:// or https://"},
+	} {
+		_, err := e.fetch(tc.uris, tc.q...)
+		if status.Code(err) != codes.InvalidArgument || !bytes.Contains([]byte(status.Convert(err).Message()), []byte(tc.want)) {
+			t.Errorf("%s: %v; want INVALID_ARGUMENT saying %q", tc.name, err, tc.want)
+			continue
+		}
+		if tc.name == "unknown qualifier" {
+			var named bool
+			for _, d := range status.Convert(err).Details() {
+				if br, ok := d.(*errdetails.BadRequest); ok && len(br.FieldViolations) == 1 && br.FieldViolations[0].Field == "qualifiers.name" {
+					named = true
+				}
+			}
+			if !named {
+				t.Errorf("unknown qualifier: no BadRequest detail naming it: %v", status.Convert(err).Details())
+			}
+		}
+	}
+	_, err := rapb.NewFetchClient(e.conn).FetchDirectory(context.Background(), &rapb.FetchDirectoryRequest{Uris: []string{"http://example.com/x"}})
+	wantCode(t, err, codes.Unimplemented, "FetchDirectory")
+}
+
+// PushBlob's associations are what FetchBlob answers, for any qualifiers
+// the pusher gave, until they expire, and only while the blob is stored;
+// bazel.canonical_id is part of the association's name.
+func TestPushBlobThenFetch(t *testing.T) {
+	e := newEnv(t, 0, Options{})
+	data := []byte("pushed content")
+	d := e.put(data)
+	push := rapb.NewPushClient(e.conn)
+	uri := "https://mirror.example.com/pkg-1.0.tar.gz"
+	qs := []*rapb.Qualifier{{Name: "bazel.canonical_id", Value: "pkg-1.0"}, {Name: "vcs.commit", Value: "abc123"}}
+	if _, err := push.PushBlob(context.Background(), &rapb.PushBlobRequest{Uris: []string{uri}, Qualifiers: qs, BlobDigest: d.Proto()}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.fetch([]string{uri}, qs[1], qs[0]) // the order of qualifiers does not matter
+	e.wantFetched(resp, err, data)
+
+	// Another canonical id is another association: none, and no host to
+	// download from.
+	resp, err = e.fetch([]string{uri}, &rapb.Qualifier{Name: "bazel.canonical_id", Value: "pkg-2.0"})
+	if err != nil || resp.GetStatus().GetCode() != int32(codes.PermissionDenied) {
+		t.Fatalf("another canonical id: %v, status %v; want no answer (PERMISSION_DENIED: no host allowed)", err, resp.GetStatus())
+	}
+
+	expired := "https://mirror.example.com/old.tar.gz"
+	if _, err := push.PushBlob(context.Background(), &rapb.PushBlobRequest{Uris: []string{expired}, BlobDigest: d.Proto(), ExpireAt: timestamppb.New(time.Now().Add(-time.Minute))}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := e.fetch([]string{expired}); err != nil || resp.GetStatus().GetCode() == int32(codes.OK) {
+		t.Fatalf("an expired association was answered: %v %v", err, resp.GetStatus())
+	}
+	gone := cas.DigestOf([]byte("never uploaded"))
+	_, err = push.PushBlob(context.Background(), &rapb.PushBlobRequest{Uris: []string{uri}, BlobDigest: gone.Proto()})
+	wantCode(t, err, codes.FailedPrecondition, "not in the CAS")
+	if st := e.srv.Stats(); st.AssetPushes != 2 || st.AssetFetches[FetchAssociated] != 1 {
+		t.Fatalf("pushes %d, fetches %v; want 2 pushes, 1 associated fetch", st.AssetPushes, st.AssetFetches)
+	}
+}
