@@ -17,12 +17,13 @@ func TestImportsRunOneWay(t *testing.T) {
 	allowed := map[string][]string{
 		".":             {},
 		"zstdseek":      {},
+		"fastcdc":       {},
 		"access":        {mod},
 		"actionresult":  {mod},
 		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile"},
 		"disk/packfile": {},
 		"disk/zstdfile": {mod, mod + "/zstdseek"},
-		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek"},
+		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/fastcdc", mod + "/zstdseek"},
 		"httpcache":     {mod, mod + "/access", mod + "/actionresult"},
 		"s3tier":        {mod, mod + "/disk"},
 	}
