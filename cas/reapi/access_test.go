@@ -318,8 +318,10 @@ func TestEveryRPCIsChecked(t *testing.T) {
 			}
 		}
 	}
-	if implemented != 10 {
-		t.Errorf("the server implements %d methods; want the 10 of ByteStream, CAS, ActionCache and Capabilities", implemented)
+	// ByteStream 3, CAS 8 (with splitting and splicing), ActionCache 2,
+	// Capabilities 1, and the Remote Asset API's FetchBlob and PushBlob.
+	if implemented != 16 {
+		t.Errorf("the server implements %d methods; want the 16 of ByteStream, CAS, ActionCache, Capabilities, Fetch and Push", implemented)
 	}
 }
 

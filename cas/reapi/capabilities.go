@@ -19,7 +19,8 @@ type capabilitiesService struct {
 // them (a client told they are not skips uploading results); the batch limit; the
 // largest blob the store accepts (its maximum size, if any); absolute
 // symlink targets allowed (action results are stored as given); zstd for
-// compressed-blobs ByteStream names and in batches; REAPI 2.0 to 2.3.
+// compressed-blobs ByteStream names and in batches; blob splitting and
+// splicing with FastCDC 2020; REAPI 2.0 to 2.3.
 func (c *capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetCapabilitiesRequest) (*repb.ServerCapabilities, error) {
 	updateAC, err := c.s.capabilities(ctx)
 	if err != nil {
@@ -36,6 +37,11 @@ func (c *capabilitiesService) GetCapabilities(ctx context.Context, req *repb.Get
 			// BatchReadBlobs answers zstd for blobs kept compressed when a
 			// request accepts it.
 			SupportedBatchUpdateCompressors: []repb.Compressor_Value{repb.Compressor_ZSTD},
+			// Blob splitting and splicing (chunking.go), with the FastCDC
+			// 2020 parameters the server cuts with.
+			SplitBlobSupport:   true,
+			SpliceBlobSupport:  true,
+			FastCdc_2020Params: &repb.FastCdc2020Params{AvgChunkSizeBytes: uint64(chunkParams.AvgSize), Seed: uint32(chunkParams.Seed)},
 		},
 		LowApiVersion:  &smpb.SemVer{Major: 2, Minor: 0},
 		HighApiVersion: &smpb.SemVer{Major: 2, Minor: 3},

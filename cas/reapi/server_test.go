@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
@@ -896,12 +897,13 @@ func TestCapabilities(t *testing.T) {
 	}
 }
 
+// The Remote Asset API's directory RPCs are not served, and say so.
 func TestUnimplementedRPCs(t *testing.T) {
 	e := newEnv(t, 0, Options{})
-	_, err := e.cas.SplitBlob(context.Background(), &repb.SplitBlobRequest{})
-	if status.Code(err) != codes.Unimplemented {
-		t.Fatalf("SplitBlob: %v", err)
-	}
+	_, err := rapb.NewFetchClient(e.conn).FetchDirectory(context.Background(), &rapb.FetchDirectoryRequest{})
+	wantCode(t, err, codes.Unimplemented, "FetchDirectory is not served")
+	_, err = rapb.NewPushClient(e.conn).PushDirectory(context.Background(), &rapb.PushDirectoryRequest{})
+	wantCode(t, err, codes.Unimplemented, "PushDirectory is not served")
 }
 
 func TestNewServerOptions(t *testing.T) {
