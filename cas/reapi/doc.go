@@ -13,8 +13,10 @@
 // may be resumed.
 //
 // It owns the protocols' rules (resource names, offsets, batch limits,
-// error codes; docs/cas.md) and imports cas, access and zstdseek, never a
-// Storage implementation: the disk store and the S3 tier are given to
-// NewServer. The HTTP cache protocol (package httpcache) sits beside it,
-// over the same Storage.
+// error codes; docs/cas.md) and imports cas, access, actionresult, fastcdc
+// and zstdseek, never a Storage implementation: the disk store and the S3
+// tier are given to NewServer. It also serves the Remote Asset API's Fetch
+// and Push (docs/remoteasset.md) and blob splitting and splicing
+// (docs/chunking.md). The HTTP cache protocol (package httpcache) sits
+// beside it, over the same Storage.
 package reapi
