@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
@@ -40,6 +42,26 @@ func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op ope
 	}
 }
 
+// readStalling fills p from body, giving each read stall to arrive.
+func readStalling(body io.Reader, p []byte, rc *http.ResponseController, stall time.Duration) (int, error) {
+	got := 0
+	for got < len(p) {
+		setStallDeadline(rc, stall)
+		n, err := body.Read(p[got:])
+		got += n
+		if err != nil {
+			if err == io.EOF && got == len(p) {
+				break
+			}
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return got, err
+		}
+	}
+	return got, nil
+}
+
 // putActionResult answers PUT of /ac/{hash}: the body, held whole under the
 // upload budget, is stored as an ActionResult that actionresult.Check
 // accepts (serialized again deterministically), or with RawActionCache as
@@ -68,12 +90,17 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, hash s
 	}
 	// Fresh memory, not pooled: a tiered store may keep it for its upload.
 	data := make([]byte, n)
-	got, err := io.ReadFull(r.Body, data)
+	rc := http.NewResponseController(w)
+	got, err := readStalling(r.Body, data, rc, h.opts.StallTimeout)
 	h.stats.bytesIn.Add(int64(got))
 	if err != nil {
-		h.fail(w, r, opPutAC, "action result "+hash, fmt.Errorf("%w: the body ended after %d of its %d bytes", cas.ErrMismatch, got, n))
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("%w: the body ended after %d of its %d bytes", cas.ErrMismatch, got, n)
+		}
+		h.fail(w, r, opPutAC, "action result "+hash, err)
 		return
 	}
+	clearStallDeadline(rc)
 	if !h.opts.RawActionCache {
 		ar := &repb.ActionResult{}
 		if err := proto.Unmarshal(data, ar); err != nil {

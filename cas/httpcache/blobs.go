@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -91,6 +92,21 @@ func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, 
 	}
 }
 
+// setStallDeadline gives the next read of a request's body d to arrive.
+// A connection that cannot take deadlines (httptest's recorder) reads
+// without one.
+func setStallDeadline(rc *http.ResponseController, d time.Duration) {
+	rc.SetReadDeadline(time.Now().Add(d))
+}
+
+// clearStallDeadline lifts the body's deadline once a PUT has read all of
+// it, so that the connection's next request is not held to it. After a
+// stall it stays: the server then fails at once to read the rest of the
+// body before it answers, and closes the connection.
+func clearStallDeadline(rc *http.ResponseController) {
+	rc.SetReadDeadline(time.Time{})
+}
+
 // cmpErr returns err, or fallback if err is nil.
 func cmpErr(err, fallback error) error {
 	if err != nil {
@@ -140,9 +156,10 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 	}
 	defer bw.Abort() // after Commit, nothing
 	chunk := int64(h.opts.ChunkSize)
+	rc := http.NewResponseController(w)
 	for done := int64(0); done < n; {
 		want := min(chunk, n-done)
-		if err := h.receive(r, bw, want); err != nil {
+		if err := h.receive(r, rc, bw, want); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 				err = fmt.Errorf("%w: the body ended after %d of its %d bytes", cas.ErrMismatch, done, n)
 			}
@@ -151,6 +168,7 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 		}
 		done += want
 	}
+	clearStallDeadline(rc)
 	if err := bw.Commit(ctx); err != nil {
 		if errors.Is(err, cas.ErrMismatch) {
 			err = fmt.Errorf("%w: the body does not hash to %s", cas.ErrMismatch, hash)
@@ -163,7 +181,7 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 
 // receive reads n bytes of r's body into a pooled buffer, under the upload
 // budget, and writes them to bw.
-func (h *Handler) receive(r *http.Request, bw cas.BlobWriter, n int64) error {
+func (h *Handler) receive(r *http.Request, rc *http.ResponseController, bw cas.BlobWriter, n int64) error {
 	if b := h.opts.Budget; b != nil {
 		took, err := b.AcquireUpload(r.Context(), n)
 		if err != nil {
@@ -173,6 +191,7 @@ func (h *Handler) receive(r *http.Request, bw cas.BlobWriter, n int64) error {
 	}
 	buf := membuf.AllocUncleared(h.opts.Pool, int(n)) // filled whole before it is read
 	defer buf.Free()
+	setStallDeadline(rc, h.opts.StallTimeout)
 	got, err := io.ReadFull(r.Body, buf.Bytes())
 	h.stats.bytesIn.Add(int64(got))
 	if err != nil {

@@ -24,7 +24,7 @@
 //
 // Status codes: 200 (206 for a Range), 400 for a bad name or content that
 // does not match it, 401 and 403, 404 for a miss, 405 for another method,
-// 411 for a PUT without a length, 413 for one larger than the store, 416
+// 408 for a PUT whose body stalled, 411 for a PUT without a length, 413 for one larger than the store, 416
 // for a range outside the blob, 503 when a tier is unavailable, 507 when
 // the store is full of uploads in progress.
 package httpcache

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -53,6 +55,12 @@ type Options struct {
 	// Budget bounds the PUT data held in memory, with ByteStream's; nil: a
 	// PUT holds one chunk at a time, unbounded over requests.
 	Budget UploadBudget
+	// StallTimeout ends a PUT, 408 and nothing stored, when the server has
+	// waited this long for the next chunk of its body, as ByteStream's
+	// stall timeout ends a stalled Write: a client that stops sending must
+	// not hold the upload budget and a connection forever. 0 means one
+	// minute (reapi.DefaultUploadStallTimeout).
+	StallTimeout time.Duration
 	// Logger receives the handler's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -70,8 +78,11 @@ func New(store cas.Storage, opts Options) (*Handler, error) {
 	if store == nil {
 		return nil, errors.New("httpcache: New needs a store")
 	}
-	if opts.ChunkSize < 0 || opts.MaxActionResultSize < 0 {
-		return nil, fmt.Errorf("httpcache: negative option: ChunkSize %d, MaxActionResultSize %d", opts.ChunkSize, opts.MaxActionResultSize)
+	if opts.ChunkSize < 0 || opts.MaxActionResultSize < 0 || opts.StallTimeout < 0 {
+		return nil, fmt.Errorf("httpcache: negative option: ChunkSize %d, MaxActionResultSize %d, StallTimeout %v", opts.ChunkSize, opts.MaxActionResultSize, opts.StallTimeout)
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = time.Minute
 	}
 	if opts.ChunkSize == 0 {
 		opts.ChunkSize = cas.DefaultChunkSize
@@ -172,9 +183,17 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, op operation, wha
 	if code == http.StatusInternalServerError || code == http.StatusServiceUnavailable {
 		h.log.Warn("request failed", "op", op.String(), "what", what, "err", err)
 	}
-	if r.Context().Err() != nil {
+	if code == http.StatusRequestTimeout {
+		// A stalled body: answered although the request's context is
+		// done (the failed read ended it), and the connection closed,
+		// since the rest of the body is not coming.
+		w.Header().Set("Connection", "close")
+	} else if r.Context().Err() != nil {
+		// The client left: nobody to answer. Abort rather than return, so
+		// that the server does not send the 200 a handler that writes
+		// nothing gets.
 		h.stats.count(op, statusClientGone)
-		return // nobody to answer
+		panic(http.ErrAbortHandler)
 	}
 	h.answer(w, op, code, what+": "+err.Error())
 }
@@ -191,6 +210,8 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, cas.ErrFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return http.StatusInsufficientStorage
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return http.StatusRequestTimeout // a PUT body stalled (Options.StallTimeout)
 	case errors.Is(err, cas.ErrClosed), errors.Is(err, cas.ErrUnavailable),
 		errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
 		return http.StatusServiceUnavailable

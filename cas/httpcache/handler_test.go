@@ -380,3 +380,45 @@ func TestPutsTakeTheUploadBudget(t *testing.T) {
 		t.Fatalf("budget taken %d, held after %d, peak %d; want %d taken, 0 held, a peak of at most one chunk", b.taken, b.held, b.peak, len(data)+3000)
 	}
 }
+
+// A PUT whose body stops arriving is ended after StallTimeout, 408, with
+// nothing stored and its budget given back: a client that stops sending
+// holds neither for long.
+func TestStalledPutIsEnded(t *testing.T) {
+	b := &budget{}
+	c := newCache(t, httpcache.Options{StallTimeout: 50 * time.Millisecond, Budget: b, ChunkSize: 16 << 10})
+	data := testblob.Pattern(100<<10, 6)
+	d := cas.DigestOf(data)
+	for _, path := range []string{"/cas/" + d.Hash, "/ac/" + d.Hash} {
+		pr, pw := io.Pipe()
+		go func() {
+			pw.Write(data[:20<<10]) // some of it, then nothing
+		}()
+		req, err := http.NewRequest("PUT", c.url+path, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = int64(len(data))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		pw.Close()
+		if resp.StatusCode != http.StatusRequestTimeout {
+			t.Fatalf("%s with a stalled body: %d %q, want 408", path, resp.StatusCode, msg)
+		}
+	}
+	if _, err := c.store.Resolve(context.Background(), d.Hash); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("the stalled PUT stored something: %v", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held != 0 {
+		t.Fatalf("%d bytes of budget still held after the stalled PUTs", b.held)
+	}
+	if n := requests(c.h.Stats(), "put-cas", 408) + requests(c.h.Stats(), "put-ac", 408); n != 2 {
+		t.Fatalf("%d PUTs counted 408, want 2", n)
+	}
+}

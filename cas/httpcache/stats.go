@@ -53,7 +53,7 @@ type counters struct {
 
 // statusCodes are the codes the handler answers, in the order byStatus
 // counts them.
-var statusCodes = [...]int{200, 206, 400, 401, 403, 404, 405, 411, 413, 416, statusClientGone, 500, 503, 507}
+var statusCodes = [...]int{200, 206, 400, 401, 403, 404, 405, 408, 411, 413, 416, statusClientGone, 500, 503, 507}
 
 func (c *counters) count(op operation, code int) {
 	for i, sc := range statusCodes {

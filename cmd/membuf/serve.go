@@ -161,7 +161,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
 	fs.StringVar(&cfg.readyFile, "ready-file", "", "once serving, write the listen line to this `file` (written whole, by rename)")
 	fs.DurationVar(&cfg.uploadTTL, "upload-ttl", cfg.uploadTTL, "how long an interrupted ByteStream upload is kept, idle, for its client to resume it")
-	fs.DurationVar(&cfg.uploadStall, "upload-stall-timeout", cfg.uploadStall, "how long the server waits for an upload's next message before it ends the stream\n(DEADLINE_EXCEEDED; the upload is kept for resumption), so that stalled streams do not hold\nthe upload budget")
+	fs.DurationVar(&cfg.uploadStall, "upload-stall-timeout", cfg.uploadStall, "how long the server waits for an upload's next message before it ends the stream\n(DEADLINE_EXCEEDED; the upload is kept for resumption), so that stalled streams do not hold\nthe upload budget; with --http-cache, also how long a PUT's body may stall (408)")
 	fs.StringVar(&cfg.s3URL, "s3", "", "`URL` of an S3-compatible bucket shared by every node, behind the disk: s3://bucket/prefix?endpoint=...\n(parameters: "+s3tier.URLParameters+";\ncredentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)")
 	fs.BoolVar(&cfg.s3WriteThrough, "s3-write-through", false, "with --s3, a write returns only once the bucket has the blob (UNAVAILABLE if it cannot)")
 	fs.DurationVar(&cfg.s3Timeout, "s3-timeout", 30*time.Second, "with --s3, how long to wait for the bucket to answer a request, or for a transfer to make progress")
@@ -493,6 +493,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			Access:         cfg.accessControl,
 			RawActionCache: cfg.httpACRaw,
 			Budget:         casServer,
+			StallTimeout:   cfg.uploadStall,
 			Logger:         log,
 		})
 		if err != nil {
