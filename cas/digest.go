@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 )
@@ -27,6 +28,23 @@ type Digest struct {
 
 // String formats d as hash/size, the form used in resource names.
 func (d Digest) String() string { return fmt.Sprintf("%s/%d", d.Hash, d.Size) }
+
+// ParseDigestString reads a digest as String writes it, hash/size, and
+// checks it as ParseDigest does.
+func ParseDigestString(s string) (Digest, error) {
+	hash, size, ok := strings.Cut(s, "/")
+	if !ok {
+		return Digest{}, fmt.Errorf("digest %q: want hash/size", Clip(s))
+	}
+	if err := CheckHash(hash); err != nil {
+		return Digest{}, err
+	}
+	n, err := ParseSize(size)
+	if err != nil {
+		return Digest{}, err
+	}
+	return Digest{Hash: hash, Size: n}, nil
+}
 
 // Proto returns d as a REAPI Digest message.
 func (d Digest) Proto() *repb.Digest { return &repb.Digest{Hash: d.Hash, SizeBytes: d.Size} }

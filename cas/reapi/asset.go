@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
@@ -85,7 +83,7 @@ func (s *Server) lookupAssociation(ctx context.Context, uri string, qualifiers [
 		s.log.Warn("remote asset: an association does not parse; ignored", "uri", uri, "err", err)
 		return cas.Digest{}, association{}, false, nil
 	}
-	d, err := parseDigestName(a.Digest)
+	d, err := cas.ParseDigestString(a.Digest)
 	if err != nil {
 		s.log.Warn("remote asset: an association names a bad digest; ignored", "uri", uri, "err", err)
 		return cas.Digest{}, association{}, false, nil
@@ -98,20 +96,4 @@ func (s *Server) lookupAssociation(ctx context.Context, uri string, qualifiers [
 		return cas.Digest{}, association{}, false, err
 	}
 	return d, a, len(missing) == 0, nil
-}
-
-// parseDigestName reads "hash/size".
-func parseDigestName(s string) (cas.Digest, error) {
-	hash, size, ok := strings.Cut(s, "/")
-	if !ok {
-		return cas.Digest{}, fmt.Errorf("digest %q: want hash/size", cas.Clip(s))
-	}
-	var n int64
-	if _, err := fmt.Sscan(size, &n); err != nil || n < 0 {
-		return cas.Digest{}, fmt.Errorf("digest %q: bad size", cas.Clip(s))
-	}
-	if err := cas.CheckHash(hash); err != nil {
-		return cas.Digest{}, err
-	}
-	return cas.Digest{Hash: hash, Size: n}, nil
 }

@@ -313,7 +313,7 @@ func (s *Server) lookupMapping(ctx context.Context, d cas.Digest) ([]cas.Digest,
 	chunks := make([]cas.Digest, len(names))
 	var total int64
 	for i, n := range names {
-		if chunks[i], err = parseDigestName(n); err != nil {
+		if chunks[i], err = cas.ParseDigestString(n); err != nil {
 			return nil, false
 		}
 		total += chunks[i].Size

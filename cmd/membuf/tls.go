@@ -138,32 +138,18 @@ func (r *certReloader) current() *tlsMaterial {
 // certificate, and with a client CA, client certificates verified when
 // given. Not required: a client without one is anonymous to the access
 // policy (which can refuse it everything), and health probes, which seldom
-// carry certificates, still get through.
-func (r *certReloader) grpcConfig() *tls.Config {
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			m := r.current()
-			c := &tls.Config{
-				MinVersion:   tls.VersionTLS12,
-				Certificates: []tls.Certificate{m.cert},
-				// gRPC clients require ALPN h2; this config replaces the
-				// one grpc's credentials set it on.
-				NextProtos: []string{"h2"},
-			}
-			if m.clientCA != nil {
-				c.ClientCAs = m.clientCA
-				c.ClientAuth = tls.VerifyClientCertIfGiven
-			}
-			return c, nil
-		},
-	}
-}
+// carry certificates, still get through. gRPC clients require ALPN h2;
+// this config replaces the one grpc's credentials set it on.
+func (r *certReloader) grpcConfig() *tls.Config { return r.clientAuthConfig("h2") }
 
-// cacheConfig is the listener configuration for the HTTP cache: the
-// current certificate, HTTP/1.1, and with a client CA, client certificates
-// verified when given (an identity for the access policy, as on gRPC).
-func (r *certReloader) cacheConfig() *tls.Config {
+// cacheConfig is grpcConfig for the HTTP cache's listener, which speaks
+// HTTP/1.1: client certificates identify callers there too.
+func (r *certReloader) cacheConfig() *tls.Config { return r.clientAuthConfig("http/1.1") }
+
+// clientAuthConfig is a listener configuration offering protocol, with the
+// current certificate and, with a client CA, client certificates verified
+// when given.
+func (r *certReloader) clientAuthConfig(protocol string) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -171,7 +157,7 @@ func (r *certReloader) cacheConfig() *tls.Config {
 			c := &tls.Config{
 				MinVersion:   tls.VersionTLS12,
 				Certificates: []tls.Certificate{m.cert},
-				NextProtos:   []string{"http/1.1"},
+				NextProtos:   []string{protocol},
 			}
 			if m.clientCA != nil {
 				c.ClientCAs = m.clientCA
