@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/membuf/membuf/cas/httpcache"
@@ -16,23 +15,44 @@ import (
 
 // grpcRequests counts gRPC requests by method and code, for
 // membuf_requests_total{protocol="grpc"}. Its interceptors cost a map
-// lookup and an atomic add per RPC.
+// lookup and an atomic add per RPC, and allocate nothing: the counters of
+// every method are made once, by track, before the server serves.
 type grpcRequests struct {
-	counts sync.Map // grpcRequestKey → *atomic.Int64
+	methods atomic.Pointer[map[string]*methodCounts] // by full method name; set by track
 }
 
-type grpcRequestKey struct {
-	method string // "ByteStream/Read": the service's short name and the method
-	code   codes.Code
+// methodCounts are one method's counts by code.
+type methodCounts struct {
+	name  string // "ByteStream/Read": the service's short name and the method
+	codes [numCodes]atomic.Int64
+}
+
+// numCodes is how many gRPC codes there are: OK (0) to UNAUTHENTICATED (16).
+const numCodes = int(codes.Unauthenticated) + 1
+
+// track makes the counters of every method registered on g; call it after
+// the last registration, before Serve.
+func (g *grpcRequests) track(info map[string]grpc.ServiceInfo) {
+	m := make(map[string]*methodCounts)
+	for svc, si := range info {
+		for _, method := range si.Methods {
+			full := "/" + svc + "/" + method.Name
+			m[full] = &methodCounts{name: shortMethod(full)}
+		}
+	}
+	g.methods.Store(&m)
 }
 
 func (g *grpcRequests) count(fullMethod string, err error) {
-	k := grpcRequestKey{shortMethod(fullMethod), status.Code(err)}
-	c, ok := g.counts.Load(k)
-	if !ok {
-		c, _ = g.counts.LoadOrStore(k, new(atomic.Int64))
+	m := g.methods.Load()
+	if m == nil {
+		return
 	}
-	c.(*atomic.Int64).Add(1)
+	if c := (*m)[fullMethod]; c != nil {
+		if code := status.Code(err); int(code) < numCodes {
+			c.codes[code].Add(1)
+		}
+	}
 }
 
 // shortMethod turns "/google.bytestream.ByteStream/Read" into
@@ -88,11 +108,15 @@ func (c *requestCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *requestCollector) Collect(ch chan<- prometheus.Metric) {
-	c.grpc.counts.Range(func(k, v any) bool {
-		key := k.(grpcRequestKey)
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(v.(*atomic.Int64).Load()), "grpc", key.method, key.code.String())
-		return true
-	})
+	if m := c.grpc.methods.Load(); m != nil {
+		for _, mc := range *m {
+			for code := range numCodes {
+				if n := mc.codes[code].Load(); n > 0 {
+					ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), "grpc", mc.name, codes.Code(code).String())
+				}
+			}
+		}
+	}
 	if c.cache == nil {
 		return
 	}

@@ -475,6 +475,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	}
 	health := newHealthService()
 	health.register(grpcServer) // last: it answers for every service registered
+	requests.track(grpcServer.GetServiceInfo())
 
 	grpcLis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
