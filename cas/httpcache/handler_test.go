@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +20,7 @@ import (
 	"github.com/membuf/membuf/cas/access/accesstest"
 	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/disk/disktest"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"google.golang.org/protobuf/proto"
@@ -313,24 +312,9 @@ func TestGetOfADamagedBlobNeverCompletes(t *testing.T) {
 	data := testblob.Pattern(1<<20, 4)
 	d := cas.DigestOf(data)
 	c.want(200, "PUT", "/cas/"+d.Hash, data)
-	path := filepath.Join(c.dir, "cas", d.Hash[:2], d.Hash)
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{^data[700<<10]}, 700<<10); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 	// Rot, not a rewrite: the modification time is kept, so only the
 	// read's own check can find it.
-	if err := os.Chtimes(path, time.Time{}, fi.ModTime()); err != nil {
-		t.Fatal(err)
-	}
+	disktest.FlipByte(t, disktest.BlobPath(c.dir, d), 700<<10, true)
 	code, body, _, err := c.do("GET", "/cas/"+d.Hash, nil)
 	if err == nil && bytes.Equal(body, data) || err == nil && code == 200 {
 		t.Fatalf("GET of a damaged blob completed: %d, %d bytes, %v", code, len(body), err)

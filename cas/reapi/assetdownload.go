@@ -129,6 +129,9 @@ func (s *Server) download(ctx context.Context, u *url.URL, sums []sriChecksum, t
 	// No sha256, or no length: in memory, under the budget.
 	memLimit := min(limit, s.uploadBudget.limit)
 	var data bytes.Buffer
+	if resp.ContentLength > 0 { // known: one allocation instead of a doubling series of copies
+		data.Grow(int(min(resp.ContentLength, memLimit)))
+	}
 	var held int64
 	defer func() { s.uploadBudget.release(held) }()
 	for {
