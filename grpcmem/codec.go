@@ -12,7 +12,7 @@ import (
 // client's) as a protobuf header followed by the data's buffers, by
 // reference; it unmarshals a [*WriteRequest] (a server's) and a
 // [*ClientReadResponse] (a client's) in place, keeping references into the
-// received buffers. Every other message goes to grpc-go's proto codec
+// received buffers, and so a REAPI [*BatchUpdateRequest] (a server's). Every other message goes to grpc-go's proto codec
 // unchanged, so a server or a client can use Codec for all its services.
 //
 // Its name is "proto": it speaks protobuf exactly (the fuzz tests check its
@@ -62,15 +62,17 @@ func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.proto.Marshal(v)
 }
 
-// Unmarshal parses data into v. For a *WriteRequest or a
-// *ClientReadResponse it takes a reference to each received buffer its Data
-// views (gRPC frees data when Unmarshal returns; the references keep the
-// memory) and copies nothing.
+// Unmarshal parses data into v. For a *WriteRequest, a *ClientReadResponse
+// or a *BatchUpdateRequest it takes a reference to each received buffer
+// its data views (gRPC frees data when Unmarshal returns; the references
+// keep the memory) and copies nothing.
 func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *WriteRequest:
 		return m.unmarshal(data)
 	case *ClientReadResponse:
+		return m.unmarshal(data)
+	case *BatchUpdateRequest:
 		return m.unmarshal(data)
 	}
 	return c.proto.Unmarshal(data, v)

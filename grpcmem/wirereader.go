@@ -31,13 +31,31 @@ func (r *wireReader) init(bufs mem.BufferSlice) {
 	r.nextBuffer()
 }
 
-// nextBuffer moves cur to the next non-empty buffer if cur is used up.
+// nextBuffer moves cur to the next non-empty buffer if cur is used up. cur
+// never reaches past rest: a sub-reader ends where its message does.
 func (r *wireReader) nextBuffer() {
-	for len(r.cur) == 0 && r.i+1 < len(r.bufs) {
+	for len(r.cur) == 0 && r.rest > 0 && r.i+1 < len(r.bufs) {
 		r.i++
 		r.off = 0
 		r.cur = r.bufs[r.i].ReadOnlyData()
 	}
+	if len(r.cur) > r.rest {
+		r.cur = r.cur[:r.rest]
+	}
+}
+
+// sub returns a reader of the bytes of sp alone: the value of a
+// length-delimited field, to be read as a message of its own.
+func (r *wireReader) sub(sp span) wireReader {
+	s := wireReader{bufs: r.bufs, i: sp.i, off: sp.off, rest: sp.n}
+	if sp.n > 0 {
+		s.cur = r.bufs[sp.i].ReadOnlyData()[sp.off:]
+		if len(s.cur) > sp.n {
+			s.cur = s.cur[:sp.n]
+		}
+		s.nextBuffer() // sp may start at the very end of buffer i
+	}
+	return s
 }
 
 // here returns the span of the next n bytes; n must be at most r.rest.
@@ -45,22 +63,25 @@ func (r *wireReader) here(n int) span { return span{r.i, r.off, n} }
 
 // skip moves past n bytes; n must be at most r.rest.
 func (r *wireReader) skip(n int) {
-	r.rest -= n
 	for n > 0 {
 		if n < len(r.cur) {
 			r.cur = r.cur[n:]
 			r.off += n
+			r.rest -= n
 			return
 		}
 		n -= len(r.cur)
+		r.rest -= len(r.cur)
 		r.off += len(r.cur)
 		r.cur = nil
 		r.nextBuffer()
 	}
 }
 
-// peek copies the next bytes, up to len(dst), into dst without moving.
+// peek copies the next bytes, up to len(dst) and no further than rest, into
+// dst without moving.
 func (r *wireReader) peek(dst []byte) int {
+	dst = dst[:min(len(dst), r.rest)]
 	n := copy(dst, r.cur)
 	for i := r.i + 1; n < len(dst) && i < len(r.bufs); i++ {
 		n += copy(dst[n:], r.bufs[i].ReadOnlyData())
