@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,13 +99,14 @@ func TestGroupCommitCrashChild(t *testing.T) {
 		r := rand.New(rand.NewPCG(99, uint64(time.Now().UnixNano())))
 		for {
 			var ds []cas.Digest
-			var data [][]byte
+			var data []net.Buffers
 			for range 16 {
 				b := make([]byte, 1+r.IntN(4<<10))
 				for i := range b {
 					b[i] = byte(r.Uint32())
 				}
-				ds, data = append(ds, cas.DigestOf(b)), append(data, b)
+				cut := r.IntN(len(b)) // in two pieces, as gRPC's frames deliver a batch
+				ds, data = append(ds, cas.DigestOf(b)), append(data, net.Buffers{b[:cut], b[cut:]})
 			}
 			for i, err := range s.PutBatch(ctx, ds, data, nil) {
 				if err != nil {

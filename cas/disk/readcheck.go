@@ -3,6 +3,7 @@ package disk
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 
@@ -119,10 +120,16 @@ func (w summingFile) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// sumsOf returns the block sums of data.
-func sumsOf(data []byte) []uint32 {
-	b := newBlockSums(int64(len(data)))
-	b.Write(data)
+// sumsOf returns the block sums of data, a blob's bytes in pieces.
+func sumsOf(data net.Buffers) []uint32 {
+	var n int64
+	for _, p := range data {
+		n += int64(len(p))
+	}
+	b := newBlockSums(n)
+	for _, p := range data {
+		b.Write(p)
+	}
 	return b.finish()
 }
 

@@ -334,10 +334,15 @@ type scannedRecord struct {
 // at dataOff in seg: state (packfile.Reserved or Committed), its size and,
 // committed, its data's CRC.
 func writeRecordHeader(seg *segment, k entryKey, state uint8, size int64, crc uint32, dataOff int64) error {
-	h := packfile.Header{Kind: uint8(k.kind), State: state, Size: size, DataCRC: crc, Seq: seg.seq}
-	h.SetHash(k.hash)
 	var b [packfile.HeaderLen]byte
-	h.Encode(b[:])
+	encodeRecordHeader(b[:], seg, k, state, size, crc)
 	_, err := seg.f.WriteAt(b[:], dataOff-packfile.HeaderLen)
 	return err
+}
+
+// encodeRecordHeader encodes into b the header of a record of k in seg.
+func encodeRecordHeader(b []byte, seg *segment, k entryKey, state uint8, size int64, crc uint32) {
+	h := packfile.Header{Kind: uint8(k.kind), State: state, Size: size, DataCRC: crc, Seq: seg.seq}
+	h.SetHash(k.hash)
+	h.Encode(b)
 }

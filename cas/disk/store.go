@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -828,6 +829,11 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 // that is already present succeeds (after the check: bad data for a stored
 // digest is still ErrMismatch).
 func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.Encoding) error {
+	return s.put(d, net.Buffers{data}, arrived)
+}
+
+// put is Put of data in pieces.
+func (s *Store) put(d cas.Digest, data net.Buffers, arrived cas.Encoding) error {
 	if err := checkData(d, data); err != nil {
 		return err
 	}
@@ -848,7 +854,7 @@ func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.En
 // writeBlob writes data, checked, to a temporary file, compressed if the
 // store's policy and the data say so, and returns it ready to commit as
 // blob d.
-func (s *Store) writeBlob(d cas.Digest, data []byte, arrived cas.Encoding) (*pendingCommit, error) {
+func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) (*pendingCommit, error) {
 	if s.packs(d.Size) {
 		return s.writeRecord(entryKey{kindCAS, d.Hash}, data)
 	}
@@ -860,7 +866,11 @@ func (s *Store) writeBlob(d cas.Digest, data []byte, arrived cas.Encoding) (*pen
 	if s.policy.compresses(arrived) {
 		c := zstdseek.NewFrameCompressor(s.zp, s.buffers)
 		sf := summingFile{f, newBlockSums(d.Size)}
-		err = c.Write(sf, data)
+		for _, p := range data {
+			if err = c.Write(sf, p); err != nil {
+				break
+			}
+		}
 		if err == nil {
 			var stored int64
 			e.zstd, stored, err = c.Finish(sf)
@@ -871,7 +881,7 @@ func (s *Store) writeBlob(d cas.Digest, data []byte, arrived cas.Encoding) (*pen
 		c.Free()
 		e.sums = sf.sums.finish()
 	} else {
-		_, err = f.Write(data)
+		_, err = writeBuffers(f, data)
 		e.sums = sumsOf(data)
 	}
 	if err != nil {
@@ -881,12 +891,14 @@ func (s *Store) writeBlob(d cas.Digest, data []byte, arrived cas.Encoding) (*pen
 	return s.pendingCommit(f, e, 0), nil
 }
 
-// PutBatch stores each data[i] as blob ds[i], as Put does, with one group
-// commit for all of them: the batch costs one round of fsyncs, not one per
-// blob, and no goroutine per blob. It returns one error per blob (nil: the
-// blob is stored, durably).
+// PutBatch stores each data[i], the bytes of blob ds[i] in pieces (written
+// in order, as writev writes them: a blob received in several buffers is
+// stored without joining them), as Put does, with one group commit for all
+// of them: the batch costs one round of fsyncs, not one per blob, and no
+// goroutine per blob. It returns one error per blob (nil: the blob is
+// stored, durably). It is done with data when it returns.
 // arrived says how each blob arrived; nil: all Uncompressed.
-func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data [][]byte, arrived []cas.Encoding) []error {
+func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error {
 	errs := make([]error, len(ds))
 	var commits []*pendingCommit
 	var which []int // index in ds of each commit
@@ -923,16 +935,31 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data [][]byte, arri
 	return errs
 }
 
-// checkData checks data against d: its size, then its hash.
-func checkData(d cas.Digest, data []byte) error {
-	switch n := int64(len(data)); {
+// checkData checks data, a blob's bytes in pieces, against d: its size,
+// then its hash.
+func checkData(d cas.Digest, data net.Buffers) error {
+	var n int64
+	for _, p := range data {
+		n += int64(len(p))
+	}
+	switch {
 	case n > d.Size:
 		return fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, d.Size)
 	case n < d.Size:
 		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, n, d.Size)
 	}
-	if got := cas.DigestOf(data); got.Hash != d.Hash {
-		return fmt.Errorf("%w: content hashes to %s, the digest says %s", cas.ErrMismatch, got.Hash, d.Hash)
+	var sum [sha256.Size]byte
+	if len(data) == 1 {
+		sum = sha256.Sum256(data[0]) // no hasher to allocate
+	} else {
+		h := sha256.New()
+		for _, p := range data {
+			h.Write(p)
+		}
+		h.Sum(sum[:0])
+	}
+	if got := hex.EncodeToString(sum[:]); got != d.Hash {
+		return fmt.Errorf("%w: content hashes to %s, the digest says %s", cas.ErrMismatch, got, d.Hash)
 	}
 	return nil
 }
@@ -951,7 +978,7 @@ func (s *Store) PutActionResult(_ context.Context, d cas.Digest, data []byte) er
 	}
 	k := entryKey{kindAC, d.Hash}
 	if s.packs(int64(len(data))) {
-		c, err := s.writeRecord(k, data)
+		c, err := s.writeRecord(k, net.Buffers{data})
 		if err != nil {
 			return err
 		}
@@ -972,7 +999,7 @@ func (s *Store) putFile(k entryKey, data []byte) error {
 		return err
 	}
 	n := int64(len(data))
-	return s.commitTemp(f, &entry{key: k, size: n, stored: n, sums: sumsOf(data)}, 0)
+	return s.commitTemp(f, &entry{key: k, size: n, stored: n, sums: sumsOf(net.Buffers{data})}, 0)
 }
 
 func (s *Store) isClosed() bool {

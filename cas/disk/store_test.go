@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -433,5 +434,52 @@ func TestStoreResolveByHash(t *testing.T) {
 	}
 	if st := s.Stats(); st.Hits != 0 || st.Misses != 0 {
 		t.Fatalf("Resolve counted lookups: %+v", st)
+	}
+}
+
+// PutBatch takes each blob in pieces, as gRPC received it, and stores their
+// concatenation: in a pack record, in a file, and in a file kept
+// compressed. A blob whose pieces do not add up to its digest is refused
+// and leaves nothing, whichever piece is wrong.
+func TestPutBatchStoresBlobsInPieces(t *testing.T) {
+	words := bytes.Repeat([]byte("the quick brown fox "), 1<<12) // compresses
+	for _, tc := range []struct {
+		name string
+		opts []StoreOption
+		data []byte
+	}{
+		{"packed", []StoreOption{WithPacks(DefaultPackMax)}, testblob.Pattern(40<<10, 7)},
+		{"file", []StoreOption{WithPacks(0)}, testblob.Pattern(40<<10, 8)},
+		{"compressed file", []StoreOption{WithPacks(0), WithCompression(Compression{Policy: CompressAll})}, words},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := OpenStore(t.TempDir(), 1<<30, nil, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			good := cas.DigestOf(tc.data)
+			bad := append([]byte(nil), tc.data...)
+			bad[len(bad)-1]++ // wrong in the last piece only
+			badDigest := cas.DigestOf(tc.data[:len(tc.data)-1])
+			pieces := func(b []byte) net.Buffers {
+				return net.Buffers{b[:1], b[1:100], nil, b[100 : len(b)/2], b[len(b)/2:]}
+			}
+			errs := s.PutBatch(ctx, []cas.Digest{good, good, badDigest}, []net.Buffers{pieces(tc.data), pieces(bad), pieces(tc.data)}, nil)
+			if errs[0] != nil {
+				t.Fatalf("good blob: %v", errs[0])
+			}
+			if !errors.Is(errs[1], cas.ErrMismatch) || !errors.Is(errs[2], cas.ErrMismatch) {
+				t.Fatalf("wrong content: %v; wrong size: %v; want cas.ErrMismatch for both", errs[1], errs[2])
+			}
+			if s.Has(badDigest) {
+				t.Fatal("a refused blob is stored")
+			}
+			got, err := s.ReadAll(ctx, good)
+			if err != nil || !bytes.Equal(got, tc.data) {
+				t.Fatalf("read back: %v, equal %v", err, bytes.Equal(got, tc.data))
+			}
+		})
 	}
 }

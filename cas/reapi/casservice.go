@@ -3,6 +3,7 @@ package reapi
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strconv"
 
@@ -33,9 +34,10 @@ const batchParallelism = 8
 // cheaply than one at a time: the disk store writes them in turn and
 // commits them in one group (one round of fsyncs for the batch).
 type batchPutter interface {
-	// PutBatch stores each data[i] as blob ds[i], which arrived as
-	// arrived[i] (nil: all Uncompressed).
-	PutBatch(ctx context.Context, ds []cas.Digest, data [][]byte, arrived []cas.Encoding) []error
+	// PutBatch stores each data[i], blob ds[i]'s bytes in pieces, as blob
+	// ds[i], which arrived as arrived[i] (nil: all Uncompressed). It is
+	// done with data when it returns.
+	PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error
 }
 
 // FindMissingBlobs returns the requested digests that are not stored. A
@@ -74,38 +76,68 @@ func statusProto(err error) *statuspb.Status { return status.Convert(err).Proto(
 
 // BatchUpdateBlobs stores each blob independently, with a status per blob.
 // A request whose data adds up to more than max_batch_total_size_bytes is
-// INVALID_ARGUMENT as a whole.
+// INVALID_ARGUMENT as a whole. This is the generated type's path, for a
+// server without grpcmem's codec; with it, batchUpdateInPlace serves the
+// RPC (batchupdate.go).
 func (c *casService) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdateBlobsRequest) (*repb.BatchUpdateBlobsResponse, error) {
+	blobs := make([]uploadedBlob, len(req.Requests))
+	data := make([][]byte, len(req.Requests)) // one backing array for every blob's one piece
+	for i, r := range req.Requests {
+		data[i] = r.Data
+		blobs[i] = uploadedBlob{digest: r.Digest, data: data[i : i+1 : i+1], compressor: r.Compressor}
+	}
+	return c.batchUpdate(ctx, req.DigestFunction, blobs)
+}
+
+// uploadedBlob is one blob of a BatchUpdateBlobs request: its digest as
+// sent, its data in pieces (as gRPC received it), its compressor.
+type uploadedBlob struct {
+	digest     *repb.Digest
+	data       net.Buffers
+	compressor repb.Compressor_Value
+}
+
+// size is the size of b's data as sent.
+func (b *uploadedBlob) size() int64 {
+	var n int64
+	for _, p := range b.data {
+		n += int64(len(p))
+	}
+	return n
+}
+
+// batchUpdate answers a BatchUpdateBlobs request for blobs, in either form.
+func (c *casService) batchUpdate(ctx context.Context, function repb.DigestFunction_Value, blobs []uploadedBlob) (*repb.BatchUpdateBlobsResponse, error) {
 	if _, err := c.s.authorize(ctx, access.WriteCAS); err != nil {
 		return nil, err
 	}
-	if err := checkDigestFunction(req.DigestFunction); err != nil {
+	if err := checkDigestFunction(function); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	// A compressed blob counts by the size it declares: what it takes once
 	// decompressed, and what clients (the REAPI SDK) size batches by.
 	var total int64
-	for _, r := range req.Requests {
-		if r.Compressor == repb.Compressor_ZSTD {
-			total += max(r.Digest.GetSizeBytes(), 0)
+	for i := range blobs {
+		if blobs[i].compressor == repb.Compressor_ZSTD {
+			total += max(blobs[i].digest.GetSizeBytes(), 0)
 		} else {
-			total += int64(len(r.Data))
+			total += blobs[i].size()
 		}
 	}
 	if max := c.s.opts.MaxBatchBytes; total > max {
 		return nil, status.Errorf(codes.InvalidArgument, "batch carries %d bytes of blobs (compressed ones counted uncompressed), over max_batch_total_size_bytes %d; split it or use ByteStream Write", total, max)
 	}
-	resp := &repb.BatchUpdateBlobsResponse{Responses: make([]*repb.BatchUpdateBlobsResponse_Response, len(req.Requests))}
+	resp := &repb.BatchUpdateBlobsResponse{Responses: make([]*repb.BatchUpdateBlobsResponse_Response, len(blobs))}
 	if bp, ok := c.s.store.(batchPutter); ok {
-		c.updateBatch(ctx, bp, req.Requests, resp.Responses)
+		c.updateBatch(ctx, bp, blobs, resp.Responses)
 		return resp, nil
 	}
 	var g errgroup.Group
 	g.SetLimit(batchParallelism)
-	for i, r := range req.Requests {
-		resp.Responses[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: r.Digest}
+	for i := range blobs {
+		resp.Responses[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: blobs[i].digest}
 		g.Go(func() error {
-			resp.Responses[i].Status = c.updateOne(ctx, r)
+			resp.Responses[i].Status = c.updateOne(ctx, &blobs[i])
 			return nil
 		})
 	}
@@ -113,15 +145,15 @@ func (c *casService) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdate
 	return resp, nil
 }
 
-func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequest_Request) *statuspb.Status {
-	d, st := checkUpdate(r)
+func (c *casService) updateOne(ctx context.Context, b *uploadedBlob) *statuspb.Status {
+	d, st := checkUpdate(b)
 	if st != nil {
 		return st
 	}
 	if err := ctx.Err(); err != nil {
 		return statusProto(status.FromContextError(err).Err())
 	}
-	data, arrived, free, st := c.batchData(ctx, d, r)
+	data, arrived, free, st := c.batchData(ctx, d, b)
 	if st != nil {
 		return st
 	}
@@ -130,17 +162,21 @@ func (c *casService) updateOne(ctx context.Context, r *repb.BatchUpdateBlobsRequ
 	return c.updateStatus(d, c.s.store.Put(ctx, d, data, arrived))
 }
 
-// batchData returns the data of a BatchUpdateBlobs request for blob d,
-// decompressed if it came compressed into a buffer from the server's pool
-// (given back by free), with the form it arrived in; or the request's
-// answer if it does not decompress to at most d.Size bytes.
-func (c *casService) batchData(ctx context.Context, d cas.Digest, r *repb.BatchUpdateBlobsRequest_Request) ([]byte, cas.Encoding, func(), *statuspb.Status) {
-	if r.Compressor != repb.Compressor_ZSTD {
-		return r.Data, cas.Uncompressed, func() {}, nil
+// batchData returns the data of blob b of a BatchUpdateBlobs request, whose
+// digest is d, in one slice: decompressed, if it came compressed, into a
+// buffer from the server's pool; joined into one, if gRPC received it in
+// pieces; with the form it arrived in and the function that gives back the
+// buffer. Or the request's answer if it does not decompress to at most
+// d.Size bytes.
+func (c *casService) batchData(ctx context.Context, d cas.Digest, b *uploadedBlob) ([]byte, cas.Encoding, func(), *statuspb.Status) {
+	src, free := joinPieces(c.s.opts.Pool, b.data)
+	if b.compressor != repb.Compressor_ZSTD {
+		return src, cas.Uncompressed, free, nil
 	}
+	defer free()
 	buf := membuf.AllocUncleared(c.s.opts.Pool, int(d.Size)) // only what is decoded into it is read
 	// The capacity stops a bomb at the size the digest declares.
-	out, err := c.s.opts.Zstd.DecodeFrame(ctx, r.Data, buf.Bytes()[:0:d.Size])
+	out, err := c.s.opts.Zstd.DecodeFrame(ctx, src, buf.Bytes()[:0:d.Size])
 	if err != nil {
 		buf.Free()
 		switch {
@@ -155,10 +191,11 @@ func (c *casService) batchData(ctx context.Context, d cas.Digest, r *repb.BatchU
 	return out, cas.Zstd, buf.Free, nil
 }
 
-// updateBatch stores the blobs of rs, answering in out, in one PutBatch.
-func (c *casService) updateBatch(ctx context.Context, bp batchPutter, rs []*repb.BatchUpdateBlobsRequest_Request, out []*repb.BatchUpdateBlobsResponse_Response) {
+// updateBatch stores the blobs, answering in out, in one PutBatch. The
+// plain ones go to the store in the pieces gRPC received them in.
+func (c *casService) updateBatch(ctx context.Context, bp batchPutter, blobs []uploadedBlob, out []*repb.BatchUpdateBlobsResponse_Response) {
 	var ds []cas.Digest
-	var data [][]byte
+	var data []net.Buffers
 	var arrived []cas.Encoding
 	var which []int
 	var frees []func()
@@ -167,20 +204,25 @@ func (c *casService) updateBatch(ctx context.Context, bp batchPutter, rs []*repb
 			free()
 		}
 	}()
-	for i, r := range rs {
-		out[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: r.Digest}
-		d, st := checkUpdate(r)
+	for i := range blobs {
+		b := &blobs[i]
+		out[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: b.digest}
+		d, st := checkUpdate(b)
 		if st != nil {
 			out[i].Status = st
 			continue
 		}
-		b, form, free, st := c.batchData(ctx, d, r)
-		if st != nil {
-			out[i].Status = st
-			continue
+		pieces, form := b.data, cas.Uncompressed
+		if b.compressor == repb.Compressor_ZSTD {
+			p, f, free, st := c.batchData(ctx, d, b)
+			if st != nil {
+				out[i].Status = st
+				continue
+			}
+			frees = append(frees, free)
+			pieces, form = net.Buffers{p}, f
 		}
-		frees = append(frees, free)
-		ds, data, arrived, which = append(ds, d), append(data, b), append(arrived, form), append(which, i)
+		ds, data, arrived, which = append(ds, d), append(data, pieces), append(arrived, form), append(which, i)
 	}
 	if err := ctx.Err(); err != nil {
 		for _, i := range which {
@@ -194,20 +236,20 @@ func (c *casService) updateBatch(ctx context.Context, bp batchPutter, rs []*repb
 	}
 }
 
-// checkUpdate parses a BatchUpdateBlobs request's digest and checks its
-// compressor; a non-nil status is the request's answer.
-func checkUpdate(r *repb.BatchUpdateBlobsRequest_Request) (cas.Digest, *statuspb.Status) {
-	d, err := cas.ParseDigest(r.Digest)
+// checkUpdate parses a BatchUpdateBlobs blob's digest and checks its
+// compressor; a non-nil status is the blob's answer.
+func checkUpdate(b *uploadedBlob) (cas.Digest, *statuspb.Status) {
+	d, err := cas.ParseDigest(b.digest)
 	if err != nil {
 		return cas.Digest{}, statusProto(status.Error(codes.InvalidArgument, err.Error()))
 	}
-	switch r.Compressor {
+	switch b.compressor {
 	case repb.Compressor_IDENTITY:
 	case repb.Compressor_ZSTD:
 		// Its declared size counts against the batch's limit (checked by
 		// BatchUpdateBlobs), which bounds what it decompresses into.
 	default:
-		return cas.Digest{}, statusProto(status.Errorf(codes.InvalidArgument, "blob %s: compressor %s is not supported (this server advertises zstd only)", d, r.Compressor))
+		return cas.Digest{}, statusProto(status.Errorf(codes.InvalidArgument, "blob %s: compressor %s is not supported (this server advertises zstd only)", d, b.compressor))
 	}
 	return d, nil
 }

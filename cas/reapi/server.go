@@ -253,7 +253,7 @@ func (s *Server) Stats() ServerStats {
 // through the proto codec.
 func (s *Server) Register(g *grpc.Server) {
 	bspb.RegisterByteStreamServer(g, &byteStreamService{s: s})
-	repb.RegisterContentAddressableStorageServer(g, &casService{s: s})
+	g.RegisterService(&casServiceDesc, &casService{s: s})
 	repb.RegisterActionCacheServer(g, &actionCacheService{s: s})
 	repb.RegisterCapabilitiesServer(g, &capabilitiesService{s: s})
 	rapb.RegisterFetchServer(g, &fetchService{s: s})

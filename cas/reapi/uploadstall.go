@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/grpc/tap"
 )
 
@@ -65,11 +66,16 @@ func (c *uploadStreamContext) Value(key any) any {
 }
 
 // tapUploadStreams is ServerOptions' grpc.InTapHandle: it gives each
-// ByteStream Write stream a context its handler can cancel, and leaves
-// every other stream's as it is. grpc-go calls it on the connection's
+// ByteStream Write stream a context its handler can cancel, marks each
+// BatchUpdateBlobs stream's as decoded by grpcmem's codec (batchupdate.go),
+// and leaves every other stream's as it is. grpc-go calls it on the connection's
 // reading goroutine, so it does nothing that waits.
 func tapUploadStreams(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if info.FullMethodName != byteStreamWrite {
+	switch info.FullMethodName {
+	case byteStreamWrite:
+	case repb.ContentAddressableStorage_BatchUpdateBlobs_FullMethodName:
+		return context.WithValue(ctx, inPlaceBatchesKey{}, true), nil
+	default:
 		return ctx, nil
 	}
 	c, cancel := context.WithCancelCause(ctx)

@@ -420,3 +420,77 @@ func TestServerOptionsGiveGRPCUnclearedFrames(t *testing.T) {
 			pool.gets.Load(), pool.uncleared.Load())
 	}
 }
+
+// TestBatchUpdateInPlaceOnlyWithServerOptions checks that BatchUpdateBlobs
+// is decoded in place (grpcmem.BatchUpdateRequest, the blobs' data in the
+// frames gRPC received, from the server's pool) on a server made with
+// ServerOptions, and through the generated type on one with grpcmem's codec
+// alone or without it; that either way the blobs stored are the ones sent,
+// a blob spread over many frames included, and a unary interceptor sees the
+// type the handler decoded; and that every pooled frame goes back.
+func TestBatchUpdateInPlaceOnlyWithServerOptions(t *testing.T) {
+	for _, mode := range []string{"ServerOptions", "codec alone", "plain"} {
+		t.Run(mode, func(t *testing.T) {
+			types := newPayloadTypes()
+			var seen sync.Map // request types the interceptor saw
+			intercept := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				if info.FullMethod == repb.ContentAddressableStorage_BatchUpdateBlobs_FullMethodName {
+					seen.Store(fmt.Sprintf("%T", req), true)
+				}
+				return h(ctx, req)
+			})
+			pool := &countingPool{}
+			opts := Options{Pool: pool}
+			var e *testEnv
+			switch mode {
+			case "ServerOptions":
+				e = newZeroCopyEnv(t, 0, opts, grpc.StatsHandler(types), intercept)
+			case "codec alone":
+				e = newEnvWithServerOptions(t, 0, opts, grpcmem.ServerOption(), grpc.StatsHandler(types), intercept)
+			default:
+				e = newEnvWithServerOptions(t, 0, opts, grpc.StatsHandler(types), intercept)
+			}
+			big := testblob.Random(300<<10, 1) // many HTTP/2 frames
+			small := []byte("small")
+			other := []byte("other")
+			resp, err := e.cas.BatchUpdateBlobs(context.Background(), &repb.BatchUpdateBlobsRequest{Requests: []*repb.BatchUpdateBlobsRequest_Request{
+				{Digest: cas.DigestOf(big).Proto(), Data: big},
+				{Digest: cas.DigestOf(small).Proto(), Data: small},
+				{Digest: cas.DigestOf(other).Proto(), Data: []byte("not other")},
+				{Data: small},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []codes.Code{codes.OK, codes.OK, codes.InvalidArgument, codes.InvalidArgument}
+			for i, r := range resp.Responses {
+				if codes.Code(r.Status.Code) != want[i] {
+					t.Errorf("blob %d: %v, want %v", i, r.Status, want[i])
+				}
+			}
+			if resp.Responses[0].Digest.GetHash() != cas.DigestOf(big).Hash || resp.Responses[3].Digest != nil {
+				t.Errorf("responses' digests %v, %v: want the requests' (none for none)", resp.Responses[0].Digest, resp.Responses[3].Digest)
+			}
+			for _, data := range [][]byte{big, small} {
+				if got, err := e.store.ReadAll(context.Background(), cas.DigestOf(data)); err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("stored blob of %d bytes differs (%v)", len(data), err)
+				}
+			}
+			if e.store.Has(cas.DigestOf(other)) {
+				t.Fatal("a mismatched blob was stored")
+			}
+			inPlace := mode == "ServerOptions"
+			types.mu.Lock()
+			gotInPlace, gotGenerated := types.in["*grpcmem.BatchUpdateRequest"], types.in["*remoteexecution.BatchUpdateBlobsRequest"]
+			types.mu.Unlock()
+			if gotInPlace != inPlace || gotGenerated == inPlace {
+				t.Fatalf("%s: %v; want in place: %v", mode, types, inPlace)
+			}
+			_, sawInPlace := seen.Load("*grpcmem.BatchUpdateRequest")
+			if sawInPlace != inPlace {
+				t.Errorf("the interceptor saw in place: %v, want %v", sawInPlace, inPlace)
+			}
+			await.True(t, "every pooled buffer back in the pool", func() bool { pool.mu.Lock(); defer pool.mu.Unlock(); return pool.out == 0 })
+		})
+	}
+}
