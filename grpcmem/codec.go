@@ -12,7 +12,9 @@ import (
 // client's) as a protobuf header followed by the data's buffers, by
 // reference; it unmarshals a [*WriteRequest] (a server's) and a
 // [*ClientReadResponse] (a client's) in place, keeping references into the
-// received buffers, and so a REAPI [*BatchUpdateRequest] (a server's). Every other message goes to grpc-go's proto codec
+// received buffers. It does the same for the REAPI's batches, which carry a
+// build's small blobs: a server's [*BatchUpdateRequest] and
+// [*BatchReadResponse]. Every other message goes to grpc-go's proto codec
 // unchanged, so a server or a client can use Codec for all its services.
 //
 // Its name is "proto": it speaks protobuf exactly (the fuzz tests check its
@@ -51,13 +53,16 @@ func (c *Codec) Name() string { return proto.Name }
 
 // Marshal returns the wire form of v. For a *ReadResponse or a
 // *WriteRequest it takes over the references in its Data (see
-// [ReadResponse], [WriteRequest]) and allocates nothing in the steady state.
+// [ReadResponse], [WriteRequest]) and allocates nothing in the steady state;
+// for a *BatchReadResponse, those in its blobs' Data.
 func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *ReadResponse:
 		return m.marshal(), nil
 	case *WriteRequest:
 		return m.marshal(), nil
+	case *BatchReadResponse:
+		return m.marshal()
 	}
 	return c.proto.Marshal(v)
 }
