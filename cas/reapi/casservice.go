@@ -270,22 +270,10 @@ func (c *casService) updateStatus(d cas.Digest, err error) *statuspb.Status {
 // INVALID_ARGUMENT as a whole. Blobs come back uncompressed (identity is
 // always acceptable).
 func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobsRequest) (*repb.BatchReadBlobsResponse, error) {
-	if _, err := c.s.authorize(ctx, access.ReadCAS); err != nil {
+	zstdOK, err := c.checkBatchRead(ctx, req)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkDigestFunction(req.DigestFunction); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	var total int64
-	for _, p := range req.Digests {
-		if p.GetSizeBytes() > 0 {
-			total += p.GetSizeBytes()
-		}
-		if total > c.s.opts.MaxBatchBytes {
-			return nil, status.Errorf(codes.InvalidArgument, "batch asks for more than max_batch_total_size_bytes %d; split it or use ByteStream Read", c.s.opts.MaxBatchBytes)
-		}
-	}
-	zstdOK := slices.Contains(req.AcceptableCompressors, repb.Compressor_ZSTD)
 	resp := &repb.BatchReadBlobsResponse{Responses: make([]*repb.BatchReadBlobsResponse_Response, len(req.Digests))}
 	for i, p := range req.Digests {
 		r := &repb.BatchReadBlobsResponse_Response{Digest: p, Compressor: repb.Compressor_IDENTITY}
@@ -297,9 +285,15 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 		}
 		// The data is allocated plainly: a unary response is marshalled after
 		// the handler returns, with no hook to give a pooled buffer back.
+		// (batchReadInPlace, on a server with grpcmem's codec, has one.)
 		var data []byte
 		if zstdOK {
-			data, r.Compressor, err = c.readForBatch(ctx, d)
+			data = make([]byte, 0, d.Size) // the plain size: a compressed blob's is less
+			r.Compressor, err = c.readBatchBlob(ctx, d, true, func(chunk membuf.Buffer) error {
+				data = append(data, chunk.Bytes()...)
+				chunk.Free()
+				return nil
+			})
 		} else {
 			data, err = c.s.store.ReadAll(ctx, d)
 		}
@@ -313,29 +307,43 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 	return resp, nil
 }
 
-// readForBatch reads blob d for a BatchReadBlobs request that accepts zstd:
-// as the stored frames if the blob is kept compressed (no compressing
-// here: the batch answers at once, and identity is always acceptable),
-// plainly otherwise.
-func (c *casService) readForBatch(ctx context.Context, d cas.Digest) ([]byte, repb.Compressor_Value, error) {
+// checkBatchRead authorizes a BatchReadBlobs request and checks its digest
+// function and the size it asks for, and reports whether it accepts zstd.
+func (c *casService) checkBatchRead(ctx context.Context, req *repb.BatchReadBlobsRequest) (zstdOK bool, err error) {
+	if _, err := c.s.authorize(ctx, access.ReadCAS); err != nil {
+		return false, err
+	}
+	if err := checkDigestFunction(req.DigestFunction); err != nil {
+		return false, status.Error(codes.InvalidArgument, err.Error())
+	}
+	var total int64
+	for _, p := range req.Digests {
+		if p.GetSizeBytes() > 0 {
+			total += p.GetSizeBytes()
+		}
+		if total > c.s.opts.MaxBatchBytes {
+			return false, status.Errorf(codes.InvalidArgument, "batch asks for more than max_batch_total_size_bytes %d; split it or use ByteStream Read", c.s.opts.MaxBatchBytes)
+		}
+	}
+	return slices.Contains(req.AcceptableCompressors, repb.Compressor_ZSTD), nil
+}
+
+// readBatchBlob reads blob d for a BatchReadBlobs response, in checked
+// chunks from the server's pool handed to collect (which owns each): as
+// the stored frames if the blob is kept compressed and zstdOK (no
+// compressing here: the batch answers at once, and identity is always
+// acceptable), plainly otherwise. It returns the compressor of what it
+// read.
+func (c *casService) readBatchBlob(ctx context.Context, d cas.Digest, zstdOK bool, collect func(membuf.Buffer) error) (repb.Compressor_Value, error) {
 	b, err := c.s.store.Open(ctx, d)
 	if err != nil {
-		return nil, repb.Compressor_IDENTITY, err
+		return repb.Compressor_IDENTITY, err
 	}
 	defer b.Close()
-	var data []byte
-	collect := func(chunk membuf.Buffer) error {
-		data = append(data, chunk.Bytes()...)
-		chunk.Free()
-		return nil
+	if zstdOK && b.Stored() == cas.Zstd {
+		return repb.Compressor_ZSTD, b.ReadZstd(ctx, 0, c.s.opts.Pool, c.s.opts.ChunkSize, collect)
 	}
-	if b.Stored() == cas.Zstd {
-		err = b.ReadZstd(ctx, 0, c.s.opts.Pool, c.s.opts.ChunkSize, collect)
-		return data, repb.Compressor_ZSTD, err
-	}
-	data = make([]byte, 0, b.Size())
-	err = b.ReadChunks(ctx, 0, b.Size(), c.s.opts.Pool, c.s.opts.ChunkSize, collect)
-	return data, repb.Compressor_IDENTITY, err
+	return repb.Compressor_IDENTITY, b.ReadChunks(ctx, 0, b.Size(), c.s.opts.Pool, c.s.opts.ChunkSize, collect)
 }
 
 // getTreePageSize bounds the directories in one GetTreeResponse when the

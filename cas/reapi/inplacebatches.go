@@ -6,38 +6,56 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/grpcmem"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-// BatchUpdateBlobs in place. A build's small outputs reach the cache in
-// BatchUpdateBlobs requests of up to max_batch_total_size_bytes; decoded
-// into the generated type, every blob's data is a copy of the frames gRPC
-// received (a new slice per blob, garbage per byte uploaded). On a server
-// made with ServerOptions the RPC is decoded by grpcmem's codec instead,
-// into a grpcmem.BatchUpdateRequest whose blobs hold references into those
-// frames, and the store writes them from there (one pwritev per blob).
-// The frames are given back when the handler returns: the store is done
-// with them by then.
+// Batches in place. A build's small outputs travel in BatchUpdateBlobs and
+// BatchReadBlobs of up to max_batch_total_size_bytes. Through the generated
+// types every blob's data is a fresh slice: on the way in a copy of the
+// frames gRPC received, on the way out a slice read from the store that
+// lives until the response is written; both garbage per byte moved. On a
+// server made with ServerOptions both RPCs go through grpcmem's codec
+// instead: a BatchUpdateBlobs request is decoded into a
+// grpcmem.BatchUpdateRequest whose blobs hold references into the received
+// frames, which the store writes from (one pwritev per blob) and which are
+// given back when the handler returns; a BatchReadBlobs response is a
+// grpcmem.BatchReadResponse of blobs read into chunks from the server's
+// pool, handed to gRPC by reference and given back once written.
 
-// casServiceDesc is the ContentAddressableStorage service with its
-// BatchUpdateBlobs handler replaced by batchUpdateBlobsHandler.
+// casServiceDesc is the ContentAddressableStorage service with its batch
+// handlers replaced by ones that take the in-place path when the server
+// runs grpcmem's codec (inPlaceBatches) and the generated one otherwise.
 var casServiceDesc = func() grpc.ServiceDesc {
 	desc := repb.ContentAddressableStorage_ServiceDesc
 	desc.Methods = append([]grpc.MethodDesc(nil), desc.Methods...)
+	replaced := 0
 	for i, m := range desc.Methods {
-		if m.MethodName == "BatchUpdateBlobs" {
-			generated := m.Handler
-			desc.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-				if !inPlaceBatches(ctx) {
-					return generated(srv, ctx, dec, interceptor)
-				}
-				return batchUpdateBlobsHandler(srv, ctx, dec, interceptor)
-			}
-			return desc
+		var inPlace func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error)
+		switch m.MethodName {
+		case "BatchUpdateBlobs":
+			inPlace = batchUpdateBlobsHandler
+		case "BatchReadBlobs":
+			inPlace = batchReadBlobsHandler
+		default:
+			continue
 		}
+		generated := m.Handler
+		desc.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			if !inPlaceBatches(ctx) {
+				return generated(srv, ctx, dec, interceptor)
+			}
+			return inPlace(srv, ctx, dec, interceptor)
+		}
+		replaced++
 	}
-	panic("reapi: the generated ContentAddressableStorage service has no BatchUpdateBlobs method")
+	if replaced != 2 {
+		panic("reapi: the generated ContentAddressableStorage service lacks a batch method")
+	}
+	return desc
 }()
 
 // batchUpdateBlobsHandler is the generated handler's body with the
@@ -78,7 +96,57 @@ func (c *casService) batchUpdateInPlace(ctx context.Context, req *grpcmem.BatchU
 	return c.batchUpdate(ctx, repb.DigestFunction_Value(req.DigestFunction), blobs)
 }
 
-// inPlaceBatchesKey marks the context of a BatchUpdateBlobs stream on a
+// batchReadBlobsHandler is the generated handler's body with the response
+// sent by reference. Interceptors see the response as a
+// *grpcmem.BatchReadResponse.
+func batchReadBlobsHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	in := new(repb.BatchReadBlobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	c := srv.(*casService)
+	if interceptor == nil {
+		return c.batchReadInPlace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: repb.ContentAddressableStorage_BatchReadBlobs_FullMethodName}
+	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+		return c.batchReadInPlace(ctx, req.(*repb.BatchReadBlobsRequest))
+	})
+}
+
+// batchReadInPlace is BatchReadBlobs with each blob read into chunks from
+// the server's pool, which gRPC gives back once it has written them.
+func (c *casService) batchReadInPlace(ctx context.Context, req *repb.BatchReadBlobsRequest) (*grpcmem.BatchReadResponse, error) {
+	zstdOK, err := c.checkBatchRead(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := &grpcmem.BatchReadResponse{Blobs: make([]grpcmem.BatchReadBlob, len(req.Digests))}
+	for i, p := range req.Digests {
+		r := &resp.Blobs[i]
+		r.Digest = grpcmem.Digest{Hash: p.GetHash(), SizeBytes: p.GetSizeBytes()}
+		d, err := cas.ParseDigest(p)
+		if err != nil {
+			r.Status = statusProto(status.Error(codes.InvalidArgument, err.Error()))
+			continue
+		}
+		form, err := c.readBatchBlob(ctx, d, zstdOK, func(chunk membuf.Buffer) error {
+			r.Data = append(r.Data, chunk)
+			return nil
+		})
+		if err != nil {
+			r.Data.Free()
+			r.Data = nil
+			r.Status = statusProto(storeError(err, "blob "+d.String()))
+			continue
+		}
+		r.Compressor = int32(form)
+		r.Status = okStatus()
+	}
+	return resp, nil
+}
+
+// inPlaceBatchesKey marks the context of a batch RPC's stream on a
 // server made with ServerOptions, whose codec is grpcmem's
 // (tapUploadStreams sets it: the InTapHandle runs before the handler
 // decodes the request, which a unary interceptor does not).

@@ -67,13 +67,13 @@ func (c *uploadStreamContext) Value(key any) any {
 
 // tapUploadStreams is ServerOptions' grpc.InTapHandle: it gives each
 // ByteStream Write stream a context its handler can cancel, marks each
-// BatchUpdateBlobs stream's as decoded by grpcmem's codec (batchupdate.go),
+// batch RPC's as served by grpcmem's codec (inplacebatches.go),
 // and leaves every other stream's as it is. grpc-go calls it on the connection's
 // reading goroutine, so it does nothing that waits.
 func tapUploadStreams(ctx context.Context, info *tap.Info) (context.Context, error) {
 	switch info.FullMethodName {
 	case byteStreamWrite:
-	case repb.ContentAddressableStorage_BatchUpdateBlobs_FullMethodName:
+	case repb.ContentAddressableStorage_BatchUpdateBlobs_FullMethodName, repb.ContentAddressableStorage_BatchReadBlobs_FullMethodName:
 		return context.WithValue(ctx, inPlaceBatchesKey{}, true), nil
 	default:
 		return ctx, nil

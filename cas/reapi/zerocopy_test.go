@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/protobuf/proto"
 )
 
 // newZeroCopyEnv is newEnv with the server made the way `membuf serve` makes
@@ -421,14 +422,16 @@ func TestServerOptionsGiveGRPCUnclearedFrames(t *testing.T) {
 	}
 }
 
-// TestBatchUpdateInPlaceOnlyWithServerOptions checks that BatchUpdateBlobs
-// is decoded in place (grpcmem.BatchUpdateRequest, the blobs' data in the
-// frames gRPC received, from the server's pool) on a server made with
-// ServerOptions, and through the generated type on one with grpcmem's codec
-// alone or without it; that either way the blobs stored are the ones sent,
-// a blob spread over many frames included, and a unary interceptor sees the
-// type the handler decoded; and that every pooled frame goes back.
-func TestBatchUpdateInPlaceOnlyWithServerOptions(t *testing.T) {
+// TestBatchesInPlaceOnlyWithServerOptions checks that BatchUpdateBlobs is
+// decoded in place (grpcmem.BatchUpdateRequest, the blobs' data in the
+// frames gRPC received, from the server's pool) and BatchReadBlobs answered
+// by reference (grpcmem.BatchReadResponse) on a server made with
+// ServerOptions, and through the generated types on one with grpcmem's
+// codec alone or without it; that either way the blobs stored and read are
+// the ones sent, a blob spread over many frames included, with the same
+// statuses; that a unary interceptor sees the type the handler decoded;
+// and that every pooled buffer, frame or chunk, goes back.
+func TestBatchesInPlaceOnlyWithServerOptions(t *testing.T) {
 	for _, mode := range []string{"ServerOptions", "codec alone", "plain"} {
 		t.Run(mode, func(t *testing.T) {
 			types := newPayloadTypes()
@@ -479,11 +482,33 @@ func TestBatchUpdateInPlaceOnlyWithServerOptions(t *testing.T) {
 			if e.store.Has(cas.DigestOf(other)) {
 				t.Fatal("a mismatched blob was stored")
 			}
+			// Read them back in one batch, with a miss and a bad digest.
+			missing := cas.DigestOf([]byte("never stored"))
+			for _, zstdOK := range []bool{false, true} {
+				req := &repb.BatchReadBlobsRequest{Digests: []*repb.Digest{cas.DigestOf(big).Proto(), missing.Proto(), cas.DigestOf(small).Proto(), {Hash: "bad"}}}
+				if zstdOK {
+					req.AcceptableCompressors = []repb.Compressor_Value{repb.Compressor_ZSTD}
+				}
+				rresp, err := e.cas.BatchReadBlobs(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantRead := []struct {
+					code codes.Code
+					data []byte
+				}{{codes.OK, big}, {codes.NotFound, nil}, {codes.OK, small}, {codes.InvalidArgument, nil}}
+				for i, r := range rresp.Responses {
+					if codes.Code(r.Status.GetCode()) != wantRead[i].code || !bytes.Equal(r.Data, wantRead[i].data) || !proto.Equal(r.Digest, req.Digests[i]) || r.Compressor != repb.Compressor_IDENTITY {
+						t.Errorf("read blob %d (zstd acceptable %v): %v, %d bytes, digest %v, %v; want %v, %d bytes", i, zstdOK, r.Status, len(r.Data), r.Digest, r.Compressor, wantRead[i].code, len(wantRead[i].data))
+					}
+				}
+			}
 			inPlace := mode == "ServerOptions"
 			types.mu.Lock()
 			gotInPlace, gotGenerated := types.in["*grpcmem.BatchUpdateRequest"], types.in["*remoteexecution.BatchUpdateBlobsRequest"]
+			sentInPlace, sentGenerated := types.out["*grpcmem.BatchReadResponse"], types.out["*remoteexecution.BatchReadBlobsResponse"]
 			types.mu.Unlock()
-			if gotInPlace != inPlace || gotGenerated == inPlace {
+			if gotInPlace != inPlace || gotGenerated == inPlace || sentInPlace != inPlace || sentGenerated == inPlace {
 				t.Fatalf("%s: %v; want in place: %v", mode, types, inPlace)
 			}
 			_, sawInPlace := seen.Load("*grpcmem.BatchUpdateRequest")
