@@ -15,11 +15,15 @@ import (
 )
 
 // ServerOptions returns the gRPC server options under which ByteStream Read
-// and Write move blob data without copying it (see docs/zerocopy.md):
+// and Write, and the CAS service's BatchUpdateBlobs and BatchReadBlobs, move
+// blob data without copying it (see docs/zerocopy.md, and docs/cas.md,
+// "Batches in place"):
 //
 //   - grpcmem's codec (grpc.ForceServerCodecV2), which sends each Read chunk
-//     to gRPC by reference, and parses each Write request's data as
-//     references into the frames gRPC received;
+//     and each batch-read blob to gRPC by reference, and parses each Write
+//     request's and each batch upload's data as references into the frames
+//     gRPC received (unary interceptors then see grpcmem's batch types for
+//     the two batch methods);
 //   - experimental.BufferPool(pool), so that gRPC reads those frames into
 //     pool (grpc-go's process default pool does not reach a server's
 //     transport reads), through GetUncleared if pool has it (gRPC fills
@@ -28,9 +32,11 @@ import (
 //     there;
 //   - an InTapHandle that gives each ByteStream Write stream a context its
 //     handler can end, so that a stream that stops sending does not keep
-//     its upload budget (Options.UploadStallTimeout; uploadstall.go).
+//     its upload budget (Options.UploadStallTimeout; uploadstall.go), and
+//     marks the batch RPCs' as served by grpcmem's codec (a unary handler
+//     decodes its request before any interceptor runs).
 //     grpc-go keeps one InTapHandle per server: one given after these
-//     replaces it, and the stall timeout with it;
+//     replaces it, and the stall timeout and batches in place with it;
 //   - static flow-control windows (StreamWindow per stream, ConnWindow per
 //     connection; grpc-go's BDP estimation, which grows windows up to
 //     16 MiB per stream, off): what gRPC may receive for a stream that its
@@ -39,7 +45,7 @@ import (
 //
 // Pass them all to grpc.NewServer, with no other ForceServerCodec or
 // ForceServerCodecV2 after them, and give Options.Pool the same pool. Every
-// other service keeps grpc-go's proto codec unchanged.
+// other RPC keeps grpc-go's proto codec unchanged.
 //
 // A Server registered on a grpc.Server made without these options still
 // serves every RPC correctly, through the proto codec: Read then copies each
