@@ -44,6 +44,11 @@ run_server() { # name round
 echo "== $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg) $RULES rules" | tee -a $OUT/results.txt
 # A warm-up build: Bazel's server starts, the workspace is loaded.
 (cd $WS && $BZ build --nobuild //... >/dev/null 2>&1)
+# And a warm-up round, not counted: Bazel's first builds with a remote
+# cache run slower whatever the server (its JVM warming up: the first
+# server of round 1 took 23-25 s to others' 15-19 s for its cold build),
+# which would charge that to whichever server goes first.
+(OUT=$OUT/warmup; mkdir -p $OUT; run_server membuf 0 > /dev/null)
 ORDER=(membuf bb)
 for r in $(seq $ROUNDS); do
   k=$(( (r - 1) % 2 ))
