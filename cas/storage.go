@@ -49,7 +49,9 @@ type Storage interface {
 	NewWriter(ctx context.Context, d Digest, arrived Encoding) (BlobWriter, error)
 	// Put stores data as blob d after checking that it matches d (size and
 	// hash: ErrMismatch otherwise); arrived is as for NewWriter. Storing a
-	// blob that is already present succeeds.
+	// blob that is already present succeeds. Put is done with data when it
+	// returns: the caller may reuse it (a server's batch uploads pass views
+	// into gRPC's pooled frames).
 	Put(ctx context.Context, d Digest, data []byte, arrived Encoding) error
 	// GetActionResult returns the serialized ActionResult stored for the
 	// action digest d, or an error wrapping ErrNotFound; a client's lookup.
