@@ -60,6 +60,7 @@ type serveConfig struct {
 	packMax         int64               // largest blob packed into segments; 0: none
 	packSync        time.Duration       // how often packed records are made durable; 0: before each acknowledgement
 	checkReads      bool                // check every read against the CRC-32Cs taken when the blob was hashed
+	adaptiveProcs   bool                // run on one P while the load is light (procs.go)
 	configFile      string              // --config: a TOML file of settings (configsources.go)
 	from            map[string]string   // where each flag set got its value: "flag", "env …", "file …"
 	logLevel        slog.Level
@@ -109,18 +110,19 @@ const (
 
 func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) error) {
 	cfg := serveConfig{
-		maxSize:      defaultMaxSize,
-		chunkSize:    defaultChunkSize,
-		maxBatchSize: defaultMaxBatchSize,
-		poolBudget:   defaultPoolBudget,
-		logLevel:     slog.LevelInfo,
-		logFormat:    "text",
-		uploadTTL:    reapi.DefaultPartialUploadTTL,
-		uploadStall:  reapi.DefaultUploadStallTimeout,
-		scrubRate:    defaultScrubRate,
-		packMax:      disk.DefaultPackMax,
-		packSync:     defaultPackSync,
-		checkReads:   true,
+		maxSize:       defaultMaxSize,
+		chunkSize:     defaultChunkSize,
+		maxBatchSize:  defaultMaxBatchSize,
+		poolBudget:    defaultPoolBudget,
+		logLevel:      slog.LevelInfo,
+		logFormat:     "text",
+		uploadTTL:     reapi.DefaultPartialUploadTTL,
+		uploadStall:   reapi.DefaultUploadStallTimeout,
+		scrubRate:     defaultScrubRate,
+		packMax:       disk.DefaultPackMax,
+		packSync:      defaultPackSync,
+		checkReads:    true,
+		adaptiveProcs: true,
 
 		maxConnections: defaultMaxConnections,
 		maxOpenUploads: reapi.DefaultMaxOpenUploads,
@@ -155,6 +157,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(compressPolicyFlag{&cfg.diskCompression}, "disk-compression", "which blobs are kept zstd-compressed on disk (`policy`): uploaded (those that arrive compressed),\nall, or none (default uploaded); a blob that does not shrink by an eighth is kept plain either way")
 	fs.Var(sizeFlag{&cfg.packMax}, "pack-max", "largest `size` of blob or action result packed with others into segment files (one fsync a batch,\nno file each; evicted a segment at a time); larger ones are files of their own; 0: every blob a file")
 	fs.DurationVar(&cfg.packSync, "pack-sync", cfg.packSync, "how often packed records are fsynced; 0: each before its upload is acknowledged. Longer:\nuploads of small blobs wait for no fsync, and a crash of the machine may lose those of the last\ninterval (missing after restart, never served wrong; blobs over --pack-max are always synced)")
+	fs.BoolVar(&cfg.adaptiveProcs, "adaptive-procs", cfg.adaptiveProcs, "run Go code on one CPU (GOMAXPROCS=1) while the server uses less than a third of a core, and on\nall of them as soon as it uses more (a lightly loaded server spends less on waking threads);\nignored when GOMAXPROCS is set")
 	fs.BoolVar(&cfg.checkReads, "check-reads", cfg.checkReads, "check every read of a stored blob against the CRC-32Cs taken when it was hashed, so that no read\ncompletes with bytes the disk changed since (a blob that fails is removed and reported missing);\nfalse trusts the disk after a blob's first check, for a filesystem that checksums its own data (ZFS, btrfs)")
 	fs.Var(sizeFlag{&cfg.poolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections\n(0: 64MiB, or a quarter of GOMEMLIMIT if that is less; keep it well below GOMEMLIMIT)")
 	fs.Var(levelFlag{&cfg.logLevel}, "log-level", "least severe log `level`: debug, info, warn or error")
@@ -380,6 +383,21 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			}
 		}
 	}()
+
+	if adaptiveProcsOff(cfg.adaptiveProcs) == "" {
+		procsCtx, stopProcs := context.WithCancel(context.Background())
+		tick := time.NewTicker(procsWindow)
+		adapted := make(chan struct{})
+		go func() {
+			defer close(adapted)
+			adaptProcs(procsCtx, tick.C, processCPU, setProcs)
+		}()
+		defer func() {
+			stopProcs()
+			tick.Stop()
+			<-adapted
+		}()
+	}
 
 	if cfg.scrubRate > 0 {
 		// Stopped (deferred after the store's Close, so it runs before it)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -48,12 +49,16 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 	if c.assetMaxSize > 0 {
 		assetMax = formatSize(c.assetMaxSize)
 	}
+	procs := fmt.Sprintf("1 while light, else %d (adaptive)", runtime.GOMAXPROCS(0))
+	if why := adaptiveProcsOff(c.adaptiveProcs); why != "" {
+		procs = fmt.Sprintf("%d (%s)", runtime.GOMAXPROCS(0), why)
+	}
 	return []any{
 		"grpc", grpcAddr, "http", httpAddr, "http_cache", httpCache, "http_ac_raw", c.httpACRaw, "dir", dir,
 		"max_size", formatSize(c.maxSize), "chunk_size", formatSize(c.chunkSize), "max_batch_size", formatSize(c.maxBatchSize),
 		"pool_budget", formatSize(poolBudget), "gomemlimit", memLimit, "max_inflight_upload", formatSize(maxInflight),
 		"upload_ttl", c.uploadTTL, "upload_stall_timeout", c.uploadStall, "max_open_uploads", c.maxOpenUploads, "max_kept_uploads", c.maxKeptUploads,
-		"scrub_rate", formatSize(c.scrubRate) + "/s", "pack_max", formatSize(c.packMax), "pack_sync", c.packSync, "check_reads", c.checkReads,
+		"procs", procs, "scrub_rate", formatSize(c.scrubRate) + "/s", "pack_max", formatSize(c.packMax), "pack_sync", c.packSync, "check_reads", c.checkReads,
 		"asset_hosts", assetHosts, "asset_max_size", assetMax, "asset_timeout", c.assetTimeout,
 		"s3", s3, "s3_write_through", c.s3WriteThrough, "s3_timeout", c.s3Timeout, "s3_missing_ttl", c.s3MissingTTL,
 		"tls", tlsShown, "tls_client_ca", clientCA, "htpasswd", htpasswd, "policy", policy,
