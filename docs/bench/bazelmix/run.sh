@@ -9,6 +9,9 @@
 #
 #   NOW=membuf BB=bb_storage run.sh FS_ROOT OUT [rounds] [rules]
 #
+# With ALT set (a command, e.g. "env GOMAXPROCS=1 membuf"), the second
+# server is `$ALT serve`, a membuf to compare with NOW, instead of bb-storage.
+#
 # Bazel is Debian's bazel-bootstrap (4.2.3). BB is bb-storage built from its
 # own repository (see ../smallblobs/run.sh). summarize.py OUT prints the table.
 set -u
@@ -26,6 +29,7 @@ run_server() { # name round
   rm -rf $ROOT/$s; mkdir -p $ROOT/$s
   case $s in
     membuf) setsid $M serve --dir $ROOT/$s/store --listen 127.0.0.1:19700 --http '' > $OUT/$s-r$r.log 2>&1 & pid=$!; P=19700;;
+    alt) setsid $ALT serve --dir $ROOT/$s/store --listen 127.0.0.1:19702 --http '' > $OUT/$s-r$r.log 2>&1 & pid=$!; P=19702;;
     bb) BB_AC=1 BB_GIB=${BB_GIB:-4} $HERE/../writepath/peers/bbconfig.sh $ROOT/$s 19710 19711; setsid $BB $ROOT/$s/bb.json > $OUT/$s-r$r.log 2>&1 & pid=$!; P=19710;;
   esac
   wait_port $P || return
@@ -50,6 +54,7 @@ echo "== $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg) $RULES rules" | tee -
 # which would charge that to whichever server goes first.
 (OUT=$OUT/warmup; mkdir -p $OUT; run_server membuf 0 > /dev/null)
 ORDER=(membuf bb)
+[ -n "${ALT:-}" ] && ORDER=(membuf alt)
 for r in $(seq $ROUNDS); do
   k=$(( (r - 1) % 2 ))
   for s in "${ORDER[@]:$k}" "${ORDER[@]:0:$k}"; do run_server $s $r; done
