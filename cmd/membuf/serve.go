@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -390,7 +391,10 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		adapted := make(chan struct{})
 		go func() {
 			defer close(adapted)
-			adaptProcs(procsCtx, tick.C, processCPU, setProcs)
+			adaptProcs(procsCtx, tick.C, processCPU, func(n int) {
+				setProcs(n)
+				log.Debug("GOMAXPROCS changed (--adaptive-procs)", "gomaxprocs", runtime.GOMAXPROCS(0))
+			})
 		}()
 		defer func() {
 			stopProcs()
