@@ -63,9 +63,7 @@ func pooledPieces(data []byte, cuts uint64, pool *countingPool) membuf.Slice {
 	var s membuf.Slice
 	state := cuts | 1
 	for len(data) > 0 {
-		state ^= state << 13
-		state ^= state >> 7
-		state ^= state << 17
+		state = nextCut(state)
 		n := len(data)
 		if cuts != 0 {
 			n = 1 + int(state%uint64(min(len(data), 3000)))
@@ -81,13 +79,7 @@ func pooledPieces(data []byte, cuts uint64, pool *countingPool) membuf.Slice {
 // batchReadSeeds are generated responses, marshalled: the fuzz test's
 // inputs.
 func batchReadSeeds() [][]byte {
-	valid := func(m *repb.BatchReadBlobsResponse) []byte {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			panic(err)
-		}
-		return b
-	}
+	valid := func(m *repb.BatchReadBlobsResponse) []byte { return mustMarshal(m) }
 	return [][]byte{
 		{},
 		valid(&repb.BatchReadBlobsResponse{Responses: []*repb.BatchReadBlobsResponse_Response{

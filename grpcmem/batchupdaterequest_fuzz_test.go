@@ -53,13 +53,7 @@ func FuzzBatchUpdateRequestUnmarshal(f *testing.F) {
 // batchUpdateSeeds are inputs for the fuzz test's corpus: valid batches,
 // odd but valid ones, and malformed ones.
 func batchUpdateSeeds() [][]byte {
-	valid := func(m *repb.BatchUpdateBlobsRequest) []byte {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			panic(err)
-		}
-		return b
-	}
+	valid := func(m *repb.BatchUpdateBlobsRequest) []byte { return mustMarshal(m) }
 	blob := func(hash string, data []byte) *repb.BatchUpdateBlobsRequest_Request {
 		return &repb.BatchUpdateBlobsRequest_Request{Digest: &repb.Digest{Hash: hash, SizeBytes: int64(len(data))}, Data: data}
 	}

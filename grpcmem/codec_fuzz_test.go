@@ -112,9 +112,7 @@ func splitIntoBuffers(input []byte, cuts uint64, pool *countingPool) mem.BufferS
 	var out mem.BufferSlice
 	state := cuts | 1
 	for len(input) > 0 {
-		state ^= state << 13
-		state ^= state >> 7
-		state ^= state << 17
+		state = nextCut(state)
 		n := len(input)
 		if cuts != 0 {
 			n = 1 + int(state%uint64(min(len(input), 64)))
@@ -145,16 +143,28 @@ func splitIntoBuffers(input []byte, cuts uint64, pool *countingPool) mem.BufferS
 	return out
 }
 
+// nextCut steps the xorshift generator that draws where inputs are cut
+// into pieces.
+func nextCut(state uint64) uint64 {
+	state ^= state << 13
+	state ^= state >> 7
+	state ^= state << 17
+	return state
+}
+
+// mustMarshal is proto.Marshal of a seed that must marshal.
+func mustMarshal(m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
 // writeRequestSeeds are inputs for the fuzz test's corpus: valid messages,
 // odd but valid ones, and malformed ones.
 func writeRequestSeeds() [][]byte {
-	valid := func(m *bytestream.WriteRequest) []byte {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			panic(err)
-		}
-		return b
-	}
+	valid := func(m *bytestream.WriteRequest) []byte { return mustMarshal(m) }
 	full := valid(&bytestream.WriteRequest{
 		ResourceName: "uploads/1/blobs/abc/5", WriteOffset: 1 << 40, FinishWrite: true,
 		Data: bytes.Repeat([]byte("x"), 3000),
