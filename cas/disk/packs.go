@@ -421,7 +421,7 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 	// The committed header and the data in one pwritev. Nothing orders the
 	// two on disk, nor did it when they were two writes: a record torn by a
 	// crash fails its CRC check at the next start (loadSegments).
-	c := &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS, crc: crc}}
+	c := newRecordCommit(seg, off, k, size, crc)
 	var hdr [packfile.HeaderLen]byte
 	encodeRecordHeader(hdr[:], seg, k, packfile.Committed, size, crc)
 	iov := make(net.Buffers, 0, 1+len(data))
@@ -435,23 +435,22 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 	return c, nil
 }
 
-// commitRecord makes the record of k at off in seg committed and durable,
-// through the group commit.
+// commitRecord writes the committed header of the record of k at off in
+// seg (its data written, and checked on its way in) and makes the record
+// durable and indexed through the group commit.
 func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, crc uint32) error {
-	c := s.recordCommit(seg, off, k, size, crc)
+	c := newRecordCommit(seg, off, k, size, crc)
+	if err := writeRecordHeader(seg, k, packfile.Committed, size, crc, off); err != nil {
+		c.err = fmt.Errorf("cas: committing a record: %w", err)
+	}
 	s.committer.commit(c)
 	return c.err
 }
 
-// recordCommit writes the committed header of the record of k at off in
-// seg (its data written) and returns the commit that will make it durable
-// and index it. Its content was checked on its way in.
-func (s *Store) recordCommit(seg *segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
-	c := &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS, crc: crc}}
-	if err := writeRecordHeader(seg, k, packfile.Committed, size, crc, off); err != nil {
-		c.err = fmt.Errorf("cas: committing a record: %w", err)
-	}
-	return c
+// newRecordCommit returns the commit of the record of k at off in seg,
+// whose content was checked on its way in.
+func newRecordCommit(seg *segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
+	return &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS, crc: crc}}
 }
 
 // checkPacked makes sure the content of the packed CAS blob opened (a copy

@@ -829,12 +829,8 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 // that is already present succeeds (after the check: bad data for a stored
 // digest is still ErrMismatch).
 func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.Encoding) error {
-	return s.put(d, net.Buffers{data}, arrived)
-}
-
-// put is Put of data in pieces.
-func (s *Store) put(d cas.Digest, data net.Buffers, arrived cas.Encoding) error {
-	if err := checkData(d, data); err != nil {
+	pieces := net.Buffers{data}
+	if err := checkData(d, pieces); err != nil {
 		return err
 	}
 	if s.contains(d) {
@@ -843,7 +839,7 @@ func (s *Store) put(d cas.Digest, data net.Buffers, arrived cas.Encoding) error 
 	if s.maxSize > 0 && d.Size > s.maxSize {
 		return fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
 	}
-	c, err := s.writeBlob(d, data, arrived)
+	c, err := s.writeBlob(d, pieces, arrived)
 	if err != nil {
 		return err
 	}
