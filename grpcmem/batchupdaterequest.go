@@ -117,11 +117,9 @@ func (m *BatchUpdateRequest) unmarshal(bufs mem.BufferSlice) error {
 			}
 			blobs = append(blobs, b)
 		case num == batchUpdateDigestFunction && typ == protowire.VarintType:
-			v, n := r.varint()
-			if n < 0 {
-				return true, fmt.Errorf("digest_function: %w", protowire.ParseError(n))
-			}
+			v, err := r.varintField("digest_function")
 			function = int32(v)
+			return true, err
 		default:
 			return false, nil
 		}
@@ -172,10 +170,8 @@ func parseBatchBlob(r wireReader) (parsedBlob, error) {
 		case num == batchBlobData && typ == protowire.BytesType:
 			b.data, err = r.bytesField("data")
 		case num == batchBlobCompressor && typ == protowire.VarintType:
-			v, n := r.varint()
-			if n < 0 {
-				return true, fmt.Errorf("compressor: %w", protowire.ParseError(n))
-			}
+			var v uint64
+			v, err = r.varintField("compressor")
 			b.compressor = int32(v)
 		default:
 			return false, nil
@@ -199,11 +195,9 @@ func parseDigest(r wireReader, d *Digest) error {
 			}
 			d.Hash = string(h)
 		case num == digestSizeBytes && typ == protowire.VarintType:
-			v, n := r.varint()
-			if n < 0 {
-				return true, fmt.Errorf("size_bytes: %w", protowire.ParseError(n))
-			}
+			v, err := r.varintField("size_bytes")
 			d.SizeBytes = int64(v)
+			return true, err
 		default:
 			return false, nil
 		}

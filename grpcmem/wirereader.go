@@ -144,6 +144,16 @@ func (r *wireReader) bytesField(name string) (span, error) {
 	return sp, nil
 }
 
+// varintField reads the value of a varint field, naming the field in its
+// error.
+func (r *wireReader) varintField(name string) (uint64, error) {
+	v, n := r.varint()
+	if n < 0 {
+		return 0, fmt.Errorf("%s: %w", name, protowire.ParseError(n))
+	}
+	return v, nil
+}
+
 // field reads the next field's tag: its number and wire type. It refuses,
 // as protowire does, a truncated or overlong tag, a field number outside
 // 1 to 2^29-1, and an end-group tag with no group open.

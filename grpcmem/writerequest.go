@@ -153,16 +153,12 @@ func (m *WriteRequest) unmarshal(bufs mem.BufferSlice) error {
 				return true, errors.New("resource_name: invalid UTF-8")
 			}
 		case num == writeRequestWriteOffset && typ == protowire.VarintType:
-			v, n := r.varint()
-			if n < 0 {
-				return true, fmt.Errorf("write_offset: %w", protowire.ParseError(n))
-			}
+			var v uint64
+			v, err = r.varintField("write_offset")
 			offset = int64(v)
 		case num == writeRequestFinishWrite && typ == protowire.VarintType:
-			v, n := r.varint()
-			if n < 0 {
-				return true, fmt.Errorf("finish_write: %w", protowire.ParseError(n))
-			}
+			var v uint64
+			v, err = r.varintField("finish_write")
 			finish = protowire.DecodeBool(v)
 		case num == writeRequestData && typ == protowire.BytesType:
 			data, err = r.bytesField("data")
