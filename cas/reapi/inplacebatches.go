@@ -67,13 +67,18 @@ func batchUpdateBlobsHandler(srv any, ctx context.Context, dec func(any) error, 
 		return nil, err
 	}
 	defer in.Free()
-	c := srv.(*casService)
+	return serveUnary(ctx, srv, repb.ContentAddressableStorage_BatchUpdateBlobs_FullMethodName, in, interceptor, srv.(*casService).batchUpdateInPlace)
+}
+
+// serveUnary calls handle with in, through interceptor if the server has
+// one, as a generated unary handler does after decoding its request.
+func serveUnary[Req, Resp any](ctx context.Context, srv any, method string, in Req, interceptor grpc.UnaryServerInterceptor, handle func(context.Context, Req) (Resp, error)) (any, error) {
 	if interceptor == nil {
-		return c.batchUpdateInPlace(ctx, in)
+		return handle(ctx, in)
 	}
-	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: repb.ContentAddressableStorage_BatchUpdateBlobs_FullMethodName}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: method}
 	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-		return c.batchUpdateInPlace(ctx, req.(*grpcmem.BatchUpdateRequest))
+		return handle(ctx, req.(Req))
 	})
 }
 
@@ -104,14 +109,7 @@ func batchReadBlobsHandler(srv any, ctx context.Context, dec func(any) error, in
 	if err := dec(in); err != nil {
 		return nil, err
 	}
-	c := srv.(*casService)
-	if interceptor == nil {
-		return c.batchReadInPlace(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: repb.ContentAddressableStorage_BatchReadBlobs_FullMethodName}
-	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-		return c.batchReadInPlace(ctx, req.(*repb.BatchReadBlobsRequest))
-	})
+	return serveUnary(ctx, srv, repb.ContentAddressableStorage_BatchReadBlobs_FullMethodName, in, interceptor, srv.(*casService).batchReadInPlace)
 }
 
 // batchReadInPlace is BatchReadBlobs with each blob read into chunks from
