@@ -167,48 +167,21 @@ func (b *packedBlob) Size() int64 { return b.size }
 func (b *packedBlob) Stored() cas.Encoding { return cas.Uncompressed }
 
 // ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
-// from pool; see cas.BlobReader.
+// from pool; see cas.BlobReader. With reads checked, the whole record (at
+// most --pack-max, 1 MiB) is read into one pooled buffer with one pread and
+// checked against its CRC before any of it is handed on, as views of that
+// buffer (no copy): a client that streams a read to disk never gets a byte
+// it would have to know to discard.
 func (b *packedBlob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	if !b.checked || off >= end {
 		return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
 	}
-	// Checked as it streams (readcheck.go): each chunk is summed, and the
-	// last is held back until the whole record's CRC matches. Bytes of
-	// the record outside [off, end) are summed through a scratch buffer.
-	crc, err := b.sumRange(0, 0, off)
-	if err != nil {
+	buf := membuf.AllocUncleared(pool, int(b.size)) // filled whole by the read before it is looked at
+	if err := b.readChecked(buf.Bytes()); err != nil {
+		buf.Free()
 		return err
 	}
-	pos := off
-	return cas.ReadChunks(b.seg.f, b.off+off, b.off+end, pool, chunkSize, func(chunk membuf.Buffer) error {
-		crc = packfile.UpdateChecksum(crc, chunk.Bytes())
-		pos += int64(chunk.Len())
-		if pos == end {
-			sum, err := b.sumRange(crc, end, b.size)
-			if err == nil {
-				err = b.check(sum)
-			}
-			if err != nil {
-				chunk.Free()
-				return err
-			}
-		}
-		return fn(chunk)
-	})
-}
-
-// sumRange adds bytes [from, to) of the record to crc.
-func (b *packedBlob) sumRange(crc uint32, from, to int64) (uint32, error) {
-	if from >= to {
-		return crc, nil
-	}
-	bp := hashBuffers.Get() // a record is at most 1 MiB, the buffer's size
-	defer hashBuffers.Put(bp)
-	p := (*bp)[:to-from]
-	if _, err := b.seg.f.ReadAt(p, b.off+from); err != nil {
-		return 0, fmt.Errorf("cas: reading a packed blob: %w", err)
-	}
-	return packfile.UpdateChecksum(crc, p), nil
+	return cas.SendViews(buf, off, end, chunkSize, fn)
 }
 
 // check compares crc, the sum of the whole record as read, with the one
@@ -487,20 +460,50 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 	}
 	sum := sha256.Sum256(buf)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.verified += opened.size
 	el, ok = s.index[opened.key]
 	if !ok || el.seg != opened.seg || el.off != opened.off {
+		s.mu.Unlock()
 		return errReplaced
 	}
 	if hex.EncodeToString(sum[:]) != opened.key.hash {
 		s.dropLocked(el)
 		s.corrupt++
+		s.mu.Unlock()
 		s.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.seq, "content_hash", hex.EncodeToString(sum[:]))
+		s.retireRecord(opened)
 		return errCorrupt
 	}
 	el.verified = true
+	s.mu.Unlock()
 	return nil
+}
+
+// retireRecord makes the verdict on a packed record found bad last: it
+// rewrites the record's header as a reserved slot's, which a scan steps
+// over whole (package packfile), and fdatasyncs it, so that the next start
+// does not index the record again. e is a copy of the entry as it was
+// dropped from the index. A crash before the rewritten header is durable
+// leaves the record to be indexed again at the next start, and found bad
+// again by its first read (docs/cas.md, "Integrity").
+func (s *Store) retireRecord(e entry) {
+	s.mu.Lock()
+	if e.seg.evicted {
+		s.mu.Unlock()
+		return // the record went with its segment; the file may be another's now
+	}
+	e.seg.readers++ // keeps the file this segment's while the header is written
+	s.mu.Unlock()
+	err := writeRecordHeader(e.seg, e.key, packfile.Reserved, e.size, 0, e.off)
+	if err == nil {
+		err = fdatasync(e.seg.f)
+	}
+	s.mu.Lock()
+	s.releaseReaderLocked(e.seg)
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.seq, "err", err)
+	}
 }
 
 // Hot packed entries are copied forward out of old segments (bb-storage's

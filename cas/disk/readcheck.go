@@ -21,9 +21,9 @@ import (
 // every read checks what it read against them before it hands on a byte:
 //
 //   - a packed blob (at most --pack-max, 1 MiB) is checked against its
-//     record's CRC, which the record header holds anyway: summed as it
-//     streams, its last chunk held back until the sum matches (ReadAt
-//     reads the whole record and checks it before copying out);
+//     record's CRC, which the record header holds anyway: a read reads
+//     the whole record into one pooled buffer and checks it before any of
+//     it is sent (as views of that buffer) or copied out;
 //   - a blob in a file of its own has one CRC per sumBlock bytes, kept in
 //     its index entry (4 bytes per 64 KiB: 64 KiB of memory per GiB
 //     stored in such files); reads go in whole blocks, each checked before
@@ -37,8 +37,7 @@ import (
 // store's files can also write its index. A block that does not match
 // removes the blob, as a failed first check does (StoreStats.Corrupt, an
 // error in the log), and the read fails with an error wrapping
-// ErrNotFound: no read completes with wrong bytes. (From a file, no wrong
-// byte is even sent; from a record, chunks before the last may be.)
+// ErrNotFound: no read sends a wrong byte, from a file or from a record.
 // FindMissingBlobs then reports the blob missing and clients upload it
 // again. ErrNotFound, NOT_FOUND on the wire, because that is what makes
 // clients recover: Bazel and the REAPI SDK take it as a cache miss and run
@@ -236,6 +235,9 @@ func (s *Store) readFailed(opened entry, detail string) error {
 	s.mu.Unlock()
 	if removed {
 		s.log.Error("blob failed the check of a read: removed", "hash", opened.key.hash, "kind", opened.key.kind, "size", opened.size, "packed", opened.seg != nil, "detail", detail)
+		if opened.seg != nil {
+			s.retireRecord(opened)
+		}
 	}
 	return errCorrupt
 }

@@ -7,11 +7,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/disktest"
+	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
@@ -135,31 +137,32 @@ func TestReadChecksCatchRotThroughReadAtAndReadAll(t *testing.T) {
 	wantRemoved(t, s, c, err, 2)
 }
 
-// Packed blobs are checked against their record's CRC on every read, as
-// they stream: the last chunk is held back until the sum matches, so the
-// read never completes.
+// Packed blobs are checked against their record's CRC on every read
+// before any byte is handed on: a flipped byte in the first 64 KiB of a
+// 1 MiB record sends nothing, whole or in part.
 func TestReadChecksCatchRotInAPackedBlob(t *testing.T) {
 	s, err := OpenStore(t.TempDir(), 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	data := testblob.Pattern(10_000, 5)
+	data := testblob.Pattern(DefaultPackMax, 5)
 	d := rotAfterRead(t, s, data, 20)
 	if path, _ := storedAt(t, s, d); path == disktest.BlobPath(s.dir, d) {
 		t.Fatal("the blob is not packed")
 	}
-	got, err := readChunks(t, s, d, 0, int64(len(data)), 1000)
-	if len(got) != 9000 {
-		t.Fatalf("handed on %d bytes, want the 9 chunks before the last, held back", len(got))
+	got, err := readChunks(t, s, d, 0, int64(len(data)), 64<<10)
+	if len(got) != 0 {
+		t.Fatalf("handed on %d bytes of a damaged record, want none", len(got))
 	}
 	wantRemoved(t, s, d, err, 1)
 
-	// A range that ends before the record does: the rest is summed too.
+	// A range that ends before the damage does: the whole record is
+	// checked all the same.
 	d = rotAfterRead(t, s, testblob.Pattern(10_000, 6), 9_999)
 	got, err = readChunks(t, s, d, 100, 2100, 1000)
-	if len(got) != 1000 {
-		t.Fatalf("handed on %d bytes of [100, 2100), want the first chunk only", len(got))
+	if len(got) != 0 {
+		t.Fatalf("handed on %d bytes of [100, 2100) of a damaged record, want none", len(got))
 	}
 	wantRemoved(t, s, d, err, 2)
 }
@@ -331,4 +334,95 @@ func TestReadChecksCatchRotInACompressedBlob(t *testing.T) {
 		b.Close()
 	}
 	wantRemoved(t, s, d, err, 1)
+}
+
+// The verdict on a packed record found bad lasts: after a restart the
+// record is not indexed again, whether its read's CRC check or its first
+// hash check after a restart found it, and the records beside it in its
+// segment are still served.
+func TestPackedRecordFoundBadStaysMissingAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func() *Store {
+		s, err := OpenStore(dir, 0, nil) // packs on, as by default
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	s := open()
+	neighbour := testblob.Pattern(3_000, 9)
+	nd := cas.DigestOf(neighbour)
+	if err := s.Put(ctx, nd, neighbour, cas.Uncompressed); err != nil {
+		t.Fatal(err)
+	}
+	// Found by a read's CRC check, in this process.
+	byCRC := rotAfterRead(t, s, testblob.Pattern(5_000, 7), 100)
+	_, err := readChunks(t, s, byCRC, 0, 5_000, 64<<10)
+	wantRemoved(t, s, byCRC, err, 1)
+	// Found by the first hash check after a restart: damaged while the
+	// store was down, its header and CRC rewritten to match, so only the
+	// SHA-256 can tell.
+	data := testblob.Pattern(4_000, 8)
+	byHash := cas.DigestOf(data)
+	if err := s.Put(ctx, byHash, data, cas.Uncompressed); err != nil {
+		t.Fatal(err)
+	}
+	path, off := storedAt(t, s, byHash)
+	s.Close()
+	// Close finishes the active segment: .open becomes .pack.
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		path = strings.TrimSuffix(path, ".open") + ".pack"
+	}
+	rewriteRecord(t, path, off, func(data []byte) { data[10] ^= 1 })
+
+	s = open()
+	if _, err := s.ReadAll(ctx, byHash); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("read of a record whose content does not match its name: %v, want a miss", err)
+	}
+	s.Close()
+
+	s = open()
+	missing, err := s.FindMissing(ctx, []cas.Digest{byCRC, byHash, nd}, cas.ClientLookup)
+	if err != nil || len(missing) != 2 || missing[0] != byCRC || missing[1] != byHash {
+		t.Fatalf("FindMissing after the restart: %v, %v; want the two records found bad, not their neighbour", missing, err)
+	}
+	if got, err := s.ReadAll(ctx, nd); err != nil || !bytes.Equal(got, neighbour) {
+		t.Fatalf("the neighbouring record after the restart: %v", err)
+	}
+}
+
+// rewriteRecord changes the data of the record whose data starts at off
+// in the segment file path with change, and rewrites its header's data
+// CRC (and so its header CRC) to match: damage that only the SHA-256 of
+// the content can find.
+func rewriteRecord(t *testing.T, path string, off int64, change func([]byte)) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var hb [packfile.HeaderLen]byte
+	if _, err := f.ReadAt(hb[:], off-packfile.HeaderLen); err != nil {
+		t.Fatal(err)
+	}
+	h, ok := packfile.DecodeHeader(hb[:], 1<<30)
+	if !ok {
+		t.Fatal("no record header before the data")
+	}
+	data := make([]byte, h.Size)
+	if _, err := f.ReadAt(data, off); err != nil {
+		t.Fatal(err)
+	}
+	change(data)
+	h.DataCRC = packfile.Checksum(data)
+	h.Encode(hb[:])
+	if _, err := f.WriteAt(hb[:], off-packfile.HeaderLen); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data, off); err != nil {
+		t.Fatal(err)
+	}
 }
