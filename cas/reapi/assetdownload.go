@@ -30,7 +30,7 @@ func (s *Server) newAssetClient() *http.Client {
 				return errors.New("more than 10 redirects")
 			}
 			if !s.assetHostAllowed(req.URL) {
-				return fmt.Errorf("a redirect to host %s, which this server does not download from (--asset-hosts)", req.URL.Host)
+				return fmt.Errorf("%w: to host %s, which this server does not download from (--asset-hosts)", errRedirectRefused, req.URL.Host)
 			}
 			return nil
 		},
@@ -46,8 +46,7 @@ func (s *Server) newAssetClient() *http.Client {
 // With a sha256 checksum and a Content-Length, the body streams into the
 // store in pooled chunks under the upload budget, as a ByteStream write
 // does, and is committed only if it hashes to the sha256. Otherwise it is
-// held in memory under the upload budget (at most all of it), hashed, and
-// stored if it matches.
+// held (downloadHeld), hashed, and stored if it matches.
 func (s *Server) download(ctx context.Context, u *url.URL, sums []sriChecksum, timeout time.Duration) (cas.Digest, *status.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -56,6 +55,9 @@ func (s *Server) download(ctx context.Context, u *url.URL, sums []sriChecksum, t
 		return cas.Digest{}, status.Newf(codes.InvalidArgument, "%s: %v", u, err), nil
 	}
 	resp, err := s.assetClient.Do(req)
+	if errors.Is(err, errRedirectRefused) {
+		return cas.Digest{}, status.Newf(codes.PermissionDenied, "%s: %v", u, err), nil
+	}
 	if err != nil {
 		return cas.Digest{}, originFailure(ctx, u, err), nil
 	}
@@ -126,42 +128,135 @@ func (s *Server) download(ctx context.Context, u *url.URL, sums []sriChecksum, t
 		return d, status.New(codes.OK, ""), nil
 	}
 
-	// No sha256, or no length: in memory, under the budget.
-	memLimit := min(limit, s.uploadBudget.limit)
-	var data bytes.Buffer
-	if resp.ContentLength > 0 { // known: one allocation instead of a doubling series of copies
-		data.Grow(int(min(resp.ContentLength, memLimit)))
+	// No sha256, or no length: the digest is known only once the body
+	// has ended, so the body is held until then.
+	return s.downloadHeld(ctx, u, resp, hashes, check)
+}
+
+// downloadHeld reads a download's body whose digest is known only at its
+// end into pooled chunks (no doubling growth, no copy at the end), hashes
+// it, checks it with check and stores it. It holds at most
+// min(Options.AssetMaxSize, half the upload budget), all of it under the
+// budget, and no more than a chunk past that before it refuses:
+//
+//   - the budget for its first chunk is waited for, as an upload's is (the
+//     fetch holds nothing yet); for every later chunk it is taken only if
+//     it is free at once. A fetch that held budget and waited for more
+//     could wait for budget only it (or another such fetch) can give back,
+//     and every upload on the server would wait behind it;
+//   - half the budget at most, so that one fetch leaves uploads the other
+//     half.
+//
+// Either way past its bound the fetch ends RESOURCE_EXHAUSTED at once.
+func (s *Server) downloadHeld(ctx context.Context, u *url.URL, resp *http.Response, hashes map[string]hash.Hash, check func(streamed bool) *status.Status) (cas.Digest, *status.Status, error) {
+	memLimit := min(s.opts.AssetMaxSize, s.uploadBudget.limit/2)
+	tooLarge := func() *status.Status {
+		return status.Newf(codes.ResourceExhausted, "%s is over %d bytes, the most this server holds for a download without both a sha256 checksum.sri and a Content-Length (half its upload budget, or --asset-max-size)", u, memLimit)
 	}
-	var held int64
-	defer func() { s.uploadBudget.release(held) }()
+	if resp.ContentLength > memLimit {
+		return cas.Digest{}, tooLarge(), nil
+	}
+	var held []membuf.Buffer
+	var budget, size int64
+	defer func() {
+		for _, b := range held {
+			b.Free()
+		}
+		s.uploadBudget.release(budget)
+	}()
+	chunk := int64(s.opts.ChunkSize)
 	for {
-		took, err := s.uploadBudget.acquire(ctx, int64(s.opts.ChunkSize))
-		held += took
+		var took int64
+		var err error
+		if len(held) == 0 {
+			took, err = s.uploadBudget.acquire(ctx, chunk)
+		} else if took = s.uploadBudget.tryAcquire(chunk); took == 0 {
+			return cas.Digest{}, status.Newf(codes.ResourceExhausted, "%s: the server's upload budget is taken by uploads in progress after %d bytes of a download it must hold whole (no sha256 checksum.sri and Content-Length); retry later", u, size), nil
+		}
+		budget += took
 		if err != nil {
 			return cas.Digest{}, originFailure(ctx, u, err), nil
 		}
-		n, err := io.CopyN(&data, resp.Body, int64(s.opts.ChunkSize))
-		if int64(data.Len()) > memLimit {
-			return cas.Digest{}, status.Newf(codes.ResourceExhausted, "%s is over %d bytes, the most this server holds in memory for a download without a sha256 checksum.sri and a Content-Length", u, memLimit), nil
+		buf := membuf.AllocUncleared(s.opts.Pool, int(chunk)) // read into before it is looked at
+		n, err := io.ReadFull(resp.Body, buf.Bytes())
+		if n == 0 {
+			buf.Free()
+		} else {
+			buf.Split(n).Free() // keep what was read
+			held = append(held, buf)
+			size += int64(n)
+			for _, h := range hashes {
+				h.Write(buf.Bytes())
+			}
 		}
-		if err == io.EOF || n < int64(s.opts.ChunkSize) && err == nil {
+		if size > memLimit {
+			return cas.Digest{}, tooLarge(), nil
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			break
 		}
 		if err != nil {
 			return cas.Digest{}, originFailure(ctx, u, err), nil
 		}
 	}
-	for _, h := range hashes {
-		h.Write(data.Bytes())
-	}
 	if st := check(false); st != nil {
 		return cas.Digest{}, st, nil
 	}
-	d := cas.Digest{Hash: hex.EncodeToString(hashes["sha256"].Sum(nil)), Size: int64(data.Len())}
-	if err := s.store.Put(ctx, d, data.Bytes(), cas.Uncompressed); err != nil {
+	d := cas.Digest{Hash: hex.EncodeToString(hashes["sha256"].Sum(nil)), Size: size}
+	w, err := s.store.NewWriter(ctx, d, cas.Uncompressed)
+	if err != nil {
+		return cas.Digest{}, nil, err
+	}
+	defer w.Abort() // after Commit, nothing
+	for _, b := range held {
+		if _, err := w.Write(b.Bytes()); err != nil {
+			return cas.Digest{}, nil, err
+		}
+	}
+	if err := w.Commit(ctx); err != nil {
 		return cas.Digest{}, nil, err
 	}
 	return d, status.New(codes.OK, ""), nil
+}
+
+// errRedirectRefused marks a redirect the download did not follow: to a
+// host Options.AssetHosts does not allow.
+var errRedirectRefused = errors.New("a redirect refused")
+
+// checkStoredSums hashes stored blob d with every algorithm of sums but
+// SHA-256 (d's own name) and returns the first whose checksum it does not
+// match, or "" if it matches them all (or there are none).
+func (s *Server) checkStoredSums(ctx context.Context, d cas.Digest, sums []sriChecksum) (string, error) {
+	hashes := map[string]hash.Hash{}
+	for _, c := range sums {
+		if c.alg != "sha256" && hashes[c.alg] == nil {
+			hashes[c.alg] = sriAlgorithms[c.alg].new()
+		}
+	}
+	if len(hashes) == 0 {
+		return "", nil
+	}
+	b, err := s.store.Open(ctx, d)
+	if err != nil {
+		return "", err
+	}
+	defer b.Close()
+	err = b.ReadChunks(ctx, 0, b.Size(), s.opts.Pool, s.opts.ChunkSize, func(chunk membuf.Buffer) error {
+		for _, h := range hashes {
+			h.Write(chunk.Bytes())
+		}
+		chunk.Free()
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, c := range sums {
+		if h := hashes[c.alg]; h != nil && !bytes.Equal(h.Sum(nil), c.sum) {
+			return c.alg, nil
+		}
+	}
+	return "", nil
 }
 
 // errStoreWrite marks a failure of the store's writer, not of the origin.

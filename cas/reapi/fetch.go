@@ -97,13 +97,27 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 	}
 
 	// 1: stored under the sha256 the client gave. Content-addressed, so
-	// no age or qualifier makes it stale.
+	// no age or qualifier makes it stale; any other checksum given is
+	// checked against the stored content, which is the only content the
+	// sha256 allows.
 	if hash, found := sha256Hex(sums); found && len(unknown) == 0 {
 		d, err := s.store.Resolve(ctx, hash)
 		switch {
 		case err == nil:
 			if _, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil { // a client's lookup: marks it used
 				return nil, storeError(err, "blob "+d.String())
+			}
+			mismatch, err := s.checkStoredSums(ctx, d, sums)
+			if errors.Is(err, cas.ErrNotFound) {
+				break // gone meanwhile: an association or a download may still answer
+			}
+			if err != nil {
+				return nil, storeError(err, "blob "+d.String())
+			}
+			if mismatch != "" {
+				s.assetFetches.count(FetchMismatch)
+				return &rapb.FetchBlobResponse{Status: status.Newf(codes.Aborted, "the blob with the checksum.sri's sha256 does not match its %s checksum: no content matches both", mismatch).Proto(),
+					Uri: req.Uris[0], Qualifiers: req.Qualifiers}, nil
 			}
 			return ok(req.Uris[0], d, FetchCached), nil
 		case !errors.Is(err, cas.ErrNotFound):

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -169,8 +170,8 @@ func TestFetchBlobRefusals(t *testing.T) {
 		t.Fatalf("a host not allowed: %v, status %v, %d requests to it; want PERMISSION_DENIED and none", err, resp.GetStatus(), other.requests.Load()-before)
 	}
 	resp, err = e.fetch([]string{o.URL + "/moved"}, sri("sha256", data))
-	if err != nil || resp.GetStatus().GetCode() == int32(codes.OK) || other.requests.Load() != before {
-		t.Fatalf("a redirect to a host not allowed: %v, status %v, %d requests to it; want a failure and none", err, resp.GetStatus(), other.requests.Load()-before)
+	if err != nil || resp.GetStatus().GetCode() != int32(codes.PermissionDenied) || other.requests.Load() != before {
+		t.Fatalf("a redirect to a host not allowed: %v, status %v, %d requests to it; want PERMISSION_DENIED and none", err, resp.GetStatus(), other.requests.Load()-before)
 	}
 	resp, err = e.fetch([]string{o.URL + "/absent"}, sri("sha256", data))
 	if err != nil || resp.GetStatus().GetCode() != int32(codes.NotFound) {
@@ -185,6 +186,97 @@ func TestFetchBlobRefusals(t *testing.T) {
 	st := e.srv.Stats().AssetFetches
 	if st[FetchMismatch] != 2 || st[FetchRefused] != 1 || st[FetchDownloaded] != 1 {
 		t.Fatalf("outcomes %v; want 2 mismatch, 1 refused, 1 downloaded", st)
+	}
+}
+
+// A checksum.sri of several hashes is checked whole: a stored blob named
+// by its sha256 answers only if it matches the others too.
+func TestFetchBlobChecksEveryChecksumOfACachedBlob(t *testing.T) {
+	data := testblob.Pattern(200<<10, 11)
+	o := newOrigin(t, map[string][]byte{"/dep": data})
+	e := newEnv(t, 0, Options{AssetHosts: []string{o.host()}})
+	resp, err := e.fetch([]string{o.URL + "/dep"}, sri("sha256", data))
+	e.wantFetched(resp, err, data)
+
+	both := func(other []byte) *rapb.Qualifier {
+		return &rapb.Qualifier{Name: "checksum.sri", Value: sri("sha256", data).Value + " " + sri("sha384", other).Value}
+	}
+	resp, err = e.fetch([]string{o.URL + "/dep"}, both(testblob.Pattern(200<<10, 12)))
+	if err != nil || resp.GetStatus().GetCode() != int32(codes.Aborted) {
+		t.Fatalf("sha256 of the stored blob with the sha384 of other content: %v, status %v; want ABORTED", err, resp.GetStatus())
+	}
+	resp, err = e.fetch([]string{o.URL + "/dep"}, both(data))
+	e.wantFetched(resp, err, data)
+	if n := o.requests.Load(); n != 1 {
+		t.Fatalf("%d requests to the origin, want 1: the stored blob answers", n)
+	}
+}
+
+// A download that must be held whole (no Content-Length here) from an
+// origin that never stops sending is refused RESOURCE_EXHAUSTED once it
+// passes half the upload budget, with the server's default options: it
+// never holds more than that, never waits for budget while holding some,
+// and uploads keep going while it runs and after.
+func TestFetchBlobOfAnEndlessBodyIsRefusedWithinItsBound(t *testing.T) {
+	var sent atomic.Int64
+	endless := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		zeros := make([]byte, 256<<10)
+		for r.Context().Err() == nil {
+			n, err := w.Write(zeros)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(endless.Close)
+	u, _ := url.Parse(endless.URL)
+	e := newEnv(t, 0, Options{AssetHosts: []string{u.Host}})
+	budget := e.srv.Stats().MaxInflightUpload
+	bound := budget / 2
+
+	// Uploads of 1 MiB blobs, one after another, while the fetch runs.
+	done := make(chan struct{})
+	uploads := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; err == nil; i++ {
+			select {
+			case <-done:
+				uploads <- nil
+				return
+			default:
+			}
+			data := testblob.Pattern(1<<20, byte(100+i))
+			_, err = e.write(writeName(fmt.Sprint("u", i), cas.DigestOf(data)), data, 64<<10)
+		}
+		uploads <- err
+	}()
+	resp, err := e.fetch([]string{endless.URL + "/big"})
+	close(done)
+	if err != nil || resp.GetStatus().GetCode() != int32(codes.ResourceExhausted) {
+		t.Fatalf("FetchBlob of an endless body: %v, status %v; want RESOURCE_EXHAUSTED", err, resp.GetStatus())
+	}
+	if err := <-uploads; err != nil {
+		t.Fatalf("an upload during the fetch failed: %v", err)
+	}
+	st := e.srv.Stats()
+	// The peak counts the uploads' budget too: a 1 MiB upload holds at
+	// most what its first message reserves and a window.
+	if st.InflightUploadPeak > bound+4<<20 {
+		t.Fatalf("upload budget peaked at %d bytes; the fetch may hold %d (half of %d)", st.InflightUploadPeak, bound, budget)
+	}
+	if st.InflightUploadBytes != 0 {
+		t.Fatalf("%d bytes of upload budget still held after the fetch was refused", st.InflightUploadBytes)
+	}
+	// It stopped reading at its bound: what the origin got out is the
+	// bound plus what the sockets' buffers held.
+	if got := sent.Load(); got > bound+32<<20 {
+		t.Fatalf("the origin sent %d bytes; the fetch holds at most %d", got, bound)
+	}
+	data := testblob.Pattern(3<<20, 99)
+	if _, err := e.write(writeName("after", cas.DigestOf(data)), data, 64<<10); err != nil {
+		t.Fatalf("an upload after the refused fetch: %v", err)
 	}
 }
 

@@ -107,10 +107,26 @@ func (b *uploadBudget) acquire(ctx context.Context, n int64) (int64, error) {
 	if err := b.sem.Acquire(ctx, n); err != nil {
 		return 0, err
 	}
+	b.took(n)
+	return n, nil
+}
+
+// tryAcquire takes n bytes (at most the limit) if they fit under the limit
+// now, and returns how much it took: 0 if they do not fit.
+func (b *uploadBudget) tryAcquire(n int64) int64 {
+	n = min(n, b.limit)
+	if n <= 0 || !b.sem.TryAcquire(n) {
+		return 0
+	}
+	b.took(n)
+	return n
+}
+
+// took counts n bytes just taken from the semaphore in held and peak.
+func (b *uploadBudget) took(n int64) {
 	h := b.held.Add(n)
 	for p := b.peak.Load(); h > p && !b.peak.CompareAndSwap(p, h); p = b.peak.Load() {
 	}
-	return n, nil
 }
 
 // release gives back n bytes taken by acquire.
