@@ -71,7 +71,14 @@ func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 // or a *BatchUpdateRequest it takes a reference to each received buffer
 // its data views (gRPC frees data when Unmarshal returns; the references
 // keep the memory) and copies nothing.
+//
+// For a *Checked it parses into its Msg as it would into Msg itself, and
+// reports a message that does not parse in its Err, returning nil.
 func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if ch, ok := v.(*Checked); ok {
+		ch.Err = c.Unmarshal(data, ch.Msg)
+		return nil
+	}
 	switch m := v.(type) {
 	case *WriteRequest:
 		return m.unmarshal(data)
@@ -81,4 +88,17 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return m.unmarshal(data)
 	}
 	return c.proto.Unmarshal(data, v)
+}
+
+// Checked is what a server passes to a stream's RecvMsg, in place of the
+// message, to answer a request that does not parse itself: grpc-go answers
+// INTERNAL for any error a codec returns, and writes that status before
+// the handler sees the error, though a message that does not parse is the
+// client's mistake (INVALID_ARGUMENT). Set Msg to the message to receive
+// into; after a RecvMsg that returns nil, Err is nil if Msg parsed, or
+// says why it did not. Only a Codec knows Checked: pass one to RecvMsg
+// only on a server that runs a Codec ([ServerOption]).
+type Checked struct {
+	Msg any
+	Err error
 }

@@ -144,16 +144,9 @@ func (c *casService) batchReadInPlace(ctx context.Context, req *repb.BatchReadBl
 	return resp, nil
 }
 
-// inPlaceBatchesKey marks the context of a batch RPC's stream on a
-// server made with ServerOptions, whose codec is grpcmem's
-// (tapUploadStreams sets it: the InTapHandle runs before the handler
-// decodes the request, which a unary interceptor does not).
-type inPlaceBatchesKey struct{}
-
-func inPlaceBatches(ctx context.Context) bool {
-	on, _ := ctx.Value(inPlaceBatchesKey{}).(bool)
-	return on
-}
+// inPlaceBatches reports whether the batch RPC whose context is ctx is
+// served by grpcmem's codec, which decodes its request in place.
+func inPlaceBatches(ctx context.Context) bool { return servedByCodec(ctx) }
 
 // joinPieces returns pieces as one slice: the only piece itself, or the
 // pieces copied into a buffer from pool, with the function that gives it

@@ -16,7 +16,6 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/zstdseek"
-	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -251,13 +250,17 @@ func (s *Server) Stats() ServerStats {
 // and Capabilities services on g. Make g with ServerOptions(Options.Pool)
 // for ByteStream's zero-copy data path; without them every RPC still works,
 // through the proto codec.
+//
+// A request that gRPC cannot receive (it does not parse or decompress) is
+// INVALID_ARGUMENT (MalformedIsInvalidArgument).
 func (s *Server) Register(g *grpc.Server) {
-	bspb.RegisterByteStreamServer(g, &byteStreamService{s: s})
-	g.RegisterService(&casServiceDesc, &casService{s: s})
-	repb.RegisterActionCacheServer(g, &actionCacheService{s: s})
-	repb.RegisterCapabilitiesServer(g, &capabilitiesService{s: s})
-	rapb.RegisterFetchServer(g, &fetchService{s: s})
-	rapb.RegisterPushServer(g, &pushService{s: s})
+	r := MalformedIsInvalidArgument(g)
+	r.RegisterService(&byteStreamDesc, &byteStreamService{s: s})
+	r.RegisterService(&casServiceDesc, &casService{s: s})
+	repb.RegisterActionCacheServer(r, &actionCacheService{s: s})
+	repb.RegisterCapabilitiesServer(r, &capabilitiesService{s: s})
+	rapb.RegisterFetchServer(r, &fetchService{s: s})
+	rapb.RegisterPushServer(r, &pushService{s: s})
 }
 
 // Close discards the interrupted uploads kept for resumption. Uploads still

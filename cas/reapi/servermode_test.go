@@ -49,6 +49,8 @@ var serverTests = []func(*testing.T){
 	TestFetchBlobBadRequests,
 	TestFetchBlobDownloadsOnceThenServesFromTheCache,
 	TestFetchBlobRefusals,
+	TestFetchBlobChecksEveryChecksumOfACachedBlob,
+	TestFetchBlobOfAnEndlessBodyIsRefusedWithinItsBound,
 	TestFindMissingBlobs,
 	TestGetChunkMapping,
 	TestPushBlobThenFetch,

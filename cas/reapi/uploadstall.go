@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/grpc/tap"
 )
 
@@ -65,17 +64,14 @@ func (c *uploadStreamContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// tapUploadStreams is ServerOptions' grpc.InTapHandle: it gives each
-// ByteStream Write stream a context its handler can cancel, marks each
-// batch RPC's as served by grpcmem's codec (inplacebatches.go),
-// and leaves every other stream's as it is. grpc-go calls it on the connection's
+// tapUploadStreams is ServerOptions' grpc.InTapHandle: it marks every
+// stream's context as served by grpcmem's codec (servedByCodec: batches in
+// place, requests that do not parse answered INVALID_ARGUMENT) and gives
+// each ByteStream Write stream a context its handler can cancel. grpc-go calls it on the connection's
 // reading goroutine, so it does nothing that waits.
 func tapUploadStreams(ctx context.Context, info *tap.Info) (context.Context, error) {
-	switch info.FullMethodName {
-	case byteStreamWrite:
-	case repb.ContentAddressableStorage_BatchUpdateBlobs_FullMethodName, repb.ContentAddressableStorage_BatchReadBlobs_FullMethodName:
-		return context.WithValue(ctx, inPlaceBatchesKey{}, true), nil
-	default:
+	ctx = context.WithValue(ctx, codecKey{}, true) // every stream: grpcmem's codec serves it
+	if info.FullMethodName != byteStreamWrite {
 		return ctx, nil
 	}
 	c, cancel := context.WithCancelCause(ctx)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/membuf/membuf/cas/reapi"
 	"net/http"
 	"slices"
 	"sync"
@@ -41,7 +42,7 @@ func newHealthService() *healthService {
 // register registers the service on g and answers for every service g has
 // registered so far (call it last).
 func (h *healthService) register(g *grpc.Server) {
-	healthgrpc.RegisterHealthServer(g, h)
+	healthgrpc.RegisterHealthServer(reapi.MalformedIsInvalidArgument(g), h) // a Check that does not parse is INVALID_ARGUMENT, as on the cache's services
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for name := range g.GetServiceInfo() {
