@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -94,8 +93,8 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, hash s
 	got, err := readStalling(r.Body, data, rc, h.opts.StallTimeout)
 	h.stats.bytesIn.Add(int64(got))
 	if err != nil {
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			err = fmt.Errorf("%w: the body ended after %d of its %d bytes", cas.ErrMismatch, got, n)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = shortBodyError{int64(got), n}
 		}
 		h.fail(w, r, opPutAC, "action result "+hash, err)
 		return

@@ -159,9 +159,9 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 	rc := http.NewResponseController(w)
 	for done := int64(0); done < n; {
 		want := min(chunk, n-done)
-		if err := h.receive(r, rc, bw, want); err != nil {
+		if got, err := h.receive(r, rc, bw, want); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				err = fmt.Errorf("%w: the body ended after %d of its %d bytes", cas.ErrMismatch, done, n)
+				err = shortBodyError{done + got, n}
 			}
 			h.fail(w, r, opPut, "blob "+d.String(), err)
 			return
@@ -180,12 +180,13 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 }
 
 // receive reads n bytes of r's body into a pooled buffer, under the upload
-// budget, and writes them to bw.
-func (h *Handler) receive(r *http.Request, rc *http.ResponseController, bw cas.BlobWriter, n int64) error {
+// budget, and writes them to bw. It returns how many bytes of the body it
+// read.
+func (h *Handler) receive(r *http.Request, rc *http.ResponseController, bw cas.BlobWriter, n int64) (int64, error) {
 	if b := h.opts.Budget; b != nil {
 		took, err := b.AcquireUpload(r.Context(), n)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer b.ReleaseUpload(took)
 	}
@@ -195,8 +196,8 @@ func (h *Handler) receive(r *http.Request, rc *http.ResponseController, bw cas.B
 	got, err := io.ReadFull(r.Body, buf.Bytes())
 	h.stats.bytesIn.Add(int64(got))
 	if err != nil {
-		return err
+		return int64(got), err
 	}
 	_, err = bw.Write(buf.Bytes())
-	return err
+	return int64(got), err
 }

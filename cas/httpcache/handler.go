@@ -183,10 +183,11 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, op operation, wha
 	if code == http.StatusInternalServerError || code == http.StatusServiceUnavailable {
 		h.log.Warn("request failed", "op", op.String(), "what", what, "err", err)
 	}
-	if code == http.StatusRequestTimeout {
-		// A stalled body: answered although the request's context is
-		// done (the failed read ended it), and the connection closed,
-		// since the rest of the body is not coming.
+	if code == http.StatusRequestTimeout || errors.As(err, new(shortBodyError)) {
+		// A stalled body, or one that ended before its length (the
+		// client half-closed, and still reads): answered although the
+		// request's context is done (the failed read ended it), and the
+		// connection closed, since the rest of the body is not coming.
 		w.Header().Set("Connection", "close")
 	} else if r.Context().Err() != nil {
 		// The client left: nobody to answer. Abort rather than return, so
@@ -197,6 +198,17 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, op operation, wha
 	}
 	h.answer(w, op, code, what+": "+err.Error())
 }
+
+// shortBodyError is a PUT body that ended before its Content-Length: the
+// client's mistake, 400 (it wraps cas.ErrMismatch), whose answer is sent
+// even though the end of the body ended the request's context.
+type shortBodyError struct{ got, want int64 }
+
+func (e shortBodyError) Error() string {
+	return fmt.Sprintf("the body ended after %d of its %d bytes", e.got, e.want)
+}
+
+func (e shortBodyError) Unwrap() error { return cas.ErrMismatch }
 
 // statusOf maps a store's error to an HTTP status, as reapi maps it to a
 // gRPC code.

@@ -1,11 +1,13 @@
 package httpcache_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -404,5 +406,36 @@ func TestStalledPutIsEnded(t *testing.T) {
 	}
 	if n := requests(c.h.Stats(), "put-cas", 408) + requests(c.h.Stats(), "put-ac", 408); n != 2 {
 		t.Fatalf("%d PUTs counted 408, want 2", n)
+	}
+}
+
+// A PUT whose body ends before its Content-Length, the client then
+// half-closing its side of the connection (it still reads), is answered
+// 400, naming what arrived, not dropped: to /cas/ and to /ac/.
+func TestShortBodyThenHalfCloseIsAnswered(t *testing.T) {
+	c := newCache(t, httpcache.Options{})
+	data := testblob.Pattern(5000, 3)
+	for _, path := range []string{"/cas/" + cas.DigestOf(data).Hash, "/ac/" + cas.DigestOf(data).Hash} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(c.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: cache\r\nContent-Length: %d\r\n\r\n", path, len(data))
+		conn.Write(data[:1000])
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("PUT %s, 1000 of 5000 bytes, then a half-close: no answer (%v)", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "ended after 1000 of its 5000 bytes") {
+			t.Errorf("PUT %s, 1000 of 5000 bytes, then a half-close: %d %q; want 400 naming what arrived", path, resp.StatusCode, body)
+		}
+	}
+	if _, err := c.store.Resolve(context.Background(), cas.DigestOf(data).Hash); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("the short body was stored: %v", err)
 	}
 }
