@@ -49,7 +49,8 @@ import (
 // compressed read, which sends the stored frames as they are, reads them
 // in checked blocks (zstdfile.StoredReader); a plain read decompresses,
 // and zstd checks each frame's own checksum (every frame this store
-// writes has one), so a damaged frame fails the read there.
+// writes has one), so a damaged frame fails the read there, and removes
+// the blob (zstdfile.Blob.SetCorruptHandler).
 //
 // WithoutReadChecks turns this off, for a filesystem that checksums its own
 // data (ZFS, btrfs): reads then trust what the first check found.

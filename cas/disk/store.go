@@ -776,6 +776,9 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		if checked != nil {
 			b.SetStoredReader(checked.ReadChunks)
 		}
+		// A frame that does not decompress: the disk changed it since
+		// it matched its name. Removed, as a block whose CRC fails.
+		b.SetCorruptHandler(func(err error) error { return s.readFailed(e, err.Error()) })
 		return b, nil
 	}
 	return &Blob{f: f, size: e.size, zp: s.zp, checked: checked}, nil
