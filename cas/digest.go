@@ -20,7 +20,7 @@ const HashLen = 2 * sha256.Size
 const EmptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // Digest identifies a blob: the lowercase hex SHA-256 of its content and its
-// size in bytes. A Digest made by ParseDigest or parseResourceName is valid.
+// size in bytes. A Digest made by ParseDigest or ParseDigestString is valid.
 type Digest struct {
 	Hash string
 	Size int64

@@ -7,12 +7,16 @@
 // The cache is split by concern into packages below this one; imports run
 // one way, down this list:
 //
-//	cas/reapi     the gRPC services (REAPI cache services, ByteStream): protocol over any Storage
-//	cas/s3tier    a Storage of two tiers, a disk store in front of an S3-compatible bucket
-//	cas/disk      the disk Storage: files, index, group commit, integrity checks, the scrubber
-//	cas/access    who a caller is and what the policy lets it do
-//	cas/zstdseek  the seekable zstd format and the zstd coders' memory budget
-//	cas           this package: names and interfaces only
+//	cas/reapi         the gRPC services (REAPI cache services, ByteStream, Remote Asset, chunking): protocol over any Storage
+//	cas/httpcache     the HTTP/1.1 cache protocol (/cas/, /ac/) over any Storage, beside reapi
+//	cas/s3tier        a Storage of two tiers, a disk store in front of an S3-compatible bucket
+//	cas/disk          the disk Storage: files, pack segments, index, group commit, integrity checks, the scrubber
+//	cas/storagetest   the conformance suite every Storage passes
+//	cas/actionresult  what is checked in an action result before it is stored or served
+//	cas/access        who a caller is and what the policy lets it do
+//	cas/fastcdc       content-defined chunking, for blob splitting
+//	cas/zstdseek      the seekable zstd format and the zstd coders' memory budget
+//	cas               this package: names and interfaces only
 //
 // This package imports no other package of the cache: it must not know of
 // disks, buckets, gRPC services or access rules. A crash at any moment

@@ -26,6 +26,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/fastcdc", mod + "/zstdseek"},
 		"httpcache":     {mod, mod + "/access", mod + "/actionresult"},
 		"s3tier":        {mod, mod + "/disk"},
+		"storagetest":   {mod},
 	}
 	for dir, may := range allowed {
 		pkg, err := build.ImportDir(filepath.FromSlash(dir), 0)

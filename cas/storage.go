@@ -2,6 +2,7 @@ package cas
 
 import (
 	"context"
+	"net"
 
 	"github.com/membuf/membuf"
 )
@@ -19,9 +20,12 @@ import (
 // gRPC codes); any other error is internal.
 type Storage interface {
 	// Open opens blob d for reading, or fails with an error wrapping
-	// ErrNotFound. It counts as a client's lookup (StoreStats.Hits and
-	// Misses) and marks the blob recently used. The caller must Close the
-	// BlobReader.
+	// ErrNotFound. A tier that fetches blobs from a slower one may open
+	// lazily instead (its first read both finds and streams the blob):
+	// then the first ReadChunks or ReadZstd of a blob it does not have
+	// fails with ErrNotFound, having handed on nothing. It counts as a
+	// client's lookup (StoreStats.Hits and Misses) and marks the blob
+	// recently used. The caller must Close the BlobReader.
 	Open(ctx context.Context, d Digest) (BlobReader, error)
 	// ReadAll returns the whole content of blob d, freshly allocated (for
 	// small blobs: batch reads, Directory messages); a client's lookup.
@@ -53,6 +57,15 @@ type Storage interface {
 	// returns: the caller may reuse it (a server's batch uploads pass views
 	// into gRPC's pooled frames).
 	Put(ctx context.Context, d Digest, data []byte, arrived Encoding) error
+	// PutBatch stores each data[i], blob ds[i]'s bytes in pieces (as gRPC
+	// received them), as blob ds[i], which arrived as arrived[i] (nil: all
+	// Uncompressed), each checked as Put checks one, and returns one error
+	// per blob (nil: stored). It is the path of a batch of small blobs
+	// (BatchUpdateBlobs): an implementation makes the batch durable at
+	// once (the disk store: one group commit, one round of fsyncs), and a
+	// tier in front of another passes the batch on whole; PutEach is the
+	// plain way, a Put per blob. It is done with data when it returns.
+	PutBatch(ctx context.Context, ds []Digest, data []net.Buffers, arrived []Encoding) []error
 	// GetActionResult returns the serialized ActionResult stored for the
 	// action digest d, or an error wrapping ErrNotFound; a client's lookup.
 	GetActionResult(ctx context.Context, d Digest) ([]byte, error)
@@ -141,6 +154,12 @@ type BlobWriter interface {
 	// ErrMismatch and writes nothing; a store whose maximum size is taken
 	// by uploads in progress fails it with ErrFull.
 	Write(p []byte) (int, error)
+	// WriteBuffers appends each of bufs in turn, as Write would, and
+	// returns the bytes written: the path of a ByteStream request, which
+	// arrives as one buffer per HTTP/2 frame (the disk store: one writev
+	// for them all). A wrapper that changes what Write does must change
+	// this too; WriteEach is the plain way, a Write per buffer.
+	WriteBuffers(bufs [][]byte) (int64, error)
 	// Suspend releases what the writer holds open (its temporary file's
 	// descriptor) while its upload waits, idle, to be resumed; the next
 	// Write or Commit takes it up again. The bytes written stay, and keep

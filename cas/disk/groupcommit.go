@@ -148,10 +148,10 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		}
 		eg.Go(func() error {
 			if err := fdatasync(c.f); err != nil {
-				c.err = fmt.Errorf("cas: fsync: %w", err)
+				c.err = fmt.Errorf("disk: fsync: %w", err)
 			}
 			if err := c.f.Close(); err != nil && c.err == nil {
-				c.err = fmt.Errorf("cas: %w", err)
+				c.err = fmt.Errorf("disk: %w", err)
 			}
 			if c.err != nil {
 				os.Remove(c.f.Name())
@@ -167,7 +167,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		}
 		eg.Go(func() error {
 			if err := fdatasync(seg.f); err != nil {
-				*errp = fmt.Errorf("cas: fsync of a pack segment: %w", err)
+				*errp = fmt.Errorf("disk: fsync of a pack segment: %w", err)
 			}
 			return nil
 		})
@@ -199,7 +199,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		final := s.filePath(c.e)
 		if err := os.Rename(c.f.Name(), final); err != nil {
 			os.Remove(c.f.Name())
-			c.err = fmt.Errorf("cas: %w", err)
+			c.err = fmt.Errorf("disk: %w", err)
 			continue
 		}
 		dirs[filepath.Dir(final)] = true
@@ -238,7 +238,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		}
 		if err, failed := dirErrs.Load(filepath.Dir(s.path(c.e.key))); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
-			c.err = fmt.Errorf("cas: fsync of %s: %w", filepath.Dir(s.path(c.e.key)), err.(error))
+			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(s.path(c.e.key)), err.(error))
 		}
 		c.done.Done()
 	}

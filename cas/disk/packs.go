@@ -197,7 +197,7 @@ func (b *packedBlob) check(crc uint32) error {
 // it against the record's CRC.
 func (b *packedBlob) readChecked(p []byte) error {
 	if _, err := b.seg.f.ReadAt(p, b.off); err != nil {
-		return fmt.Errorf("cas: reading a packed blob: %w", err)
+		return fmt.Errorf("disk: reading a packed blob: %w", err)
 	}
 	return b.check(packfile.Checksum(p))
 }
@@ -316,7 +316,7 @@ func (w *packWriter) Write(p []byte) (int, error) {
 // WriteBuffers appends bufs with one pwritev.
 func (w *packWriter) WriteBuffers(bufs [][]byte) (int64, error) {
 	if w.end {
-		return 0, errors.New("cas: write after Commit or Abort")
+		return 0, errors.New("disk: write after Commit or Abort")
 	}
 	var total int64
 	for _, b := range bufs {
@@ -343,7 +343,7 @@ func (w *packWriter) Suspend() error { return nil }
 // header and waits for the group commit to make the record durable.
 func (w *packWriter) Commit(context.Context) error {
 	if w.end {
-		return errors.New("cas: Commit after Commit or Abort")
+		return errors.New("disk: Commit after Commit or Abort")
 	}
 	if w.n != w.d.Size {
 		w.Abort()
@@ -403,7 +403,7 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 		s.mu.Lock()
 		s.releaseSlotLocked(seg)
 		s.mu.Unlock()
-		return nil, fmt.Errorf("cas: writing a record: %w", err)
+		return nil, fmt.Errorf("disk: writing a record: %w", err)
 	}
 	return c, nil
 }
@@ -414,7 +414,7 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, crc uint32) error {
 	c := newRecordCommit(seg, off, k, size, crc)
 	if err := writeRecordHeader(seg, k, packfile.Committed, size, crc, off); err != nil {
-		c.err = fmt.Errorf("cas: committing a record: %w", err)
+		c.err = fmt.Errorf("disk: committing a record: %w", err)
 	}
 	s.committer.commit(c)
 	return c.err
@@ -451,7 +451,7 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 	if err := s.readRecord(opened, buf); errors.Is(err, errReplaced) {
 		return err
 	} else if err != nil {
-		return fmt.Errorf("cas: re-hashing a packed blob: %w", err)
+		return fmt.Errorf("disk: re-hashing a packed blob: %w", err)
 	}
 	if pace != nil {
 		if err := pace(len(buf)); err != nil {

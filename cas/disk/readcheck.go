@@ -152,7 +152,7 @@ func (c *checkedFile) readBlocks(p []byte, pos int64) error {
 		if err == io.EOF {
 			return c.s.readFailed(c.opened, fmt.Sprintf("file ends at %d bytes, its index entry says %d", pos+int64(m), c.size))
 		}
-		return fmt.Errorf("cas: reading %s: %w", c.f.Name(), err)
+		return fmt.Errorf("disk: reading %s: %w", c.f.Name(), err)
 	}
 	for i := 0; i < len(p); i += sumBlock {
 		blk := int((pos + int64(i)) / sumBlock)

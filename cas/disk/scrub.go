@@ -60,7 +60,7 @@ var wallClock = scrubClock{
 // own; bytesPerSecond must be positive.
 func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
 	if bytesPerSecond <= 0 {
-		return fmt.Errorf("cas: scrub rate %d must be positive", bytesPerSecond)
+		return fmt.Errorf("disk: scrub rate %d must be positive", bytesPerSecond)
 	}
 	clock := s.scrubClock
 	p := pacer{rate: bytesPerSecond, ctx: ctx, clock: clock}

@@ -112,7 +112,7 @@ func (s *Store) takeSlotLocked(k entryKey, size int64) (*segment, int64, error) 
 	}
 	off := seg.size
 	if err := writeRecordHeader(seg, k, packfile.Reserved, size, 0, off+packfile.HeaderLen); err != nil {
-		return nil, 0, fmt.Errorf("cas: reserving a record: %w", err)
+		return nil, 0, fmt.Errorf("disk: reserving a record: %w", err)
 	}
 	seg.size += n
 	seg.open++
@@ -142,13 +142,13 @@ func (s *Store) newSegmentLocked() (*segment, error) {
 	}
 	if f == nil {
 		if f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
-			return nil, fmt.Errorf("cas: making a pack segment: %w", err)
+			return nil, fmt.Errorf("disk: making a pack segment: %w", err)
 		}
 	}
 	if err := syncDir(filepath.Join(s.dir, packDirName)); err != nil {
 		f.Close()
 		os.Remove(name)
-		return nil, fmt.Errorf("cas: making a pack segment: %w", err)
+		return nil, fmt.Errorf("disk: making a pack segment: %w", err)
 	}
 	s.nextSeq++
 	s.tick++
@@ -274,7 +274,7 @@ func (s *Store) loadSegments() ([]scannedRecord, error) {
 	dir := filepath.Join(s.dir, packDirName)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("cas: %w", err)
+		return nil, fmt.Errorf("disk: %w", err)
 	}
 	var all []scannedRecord
 	for _, de := range ents {
@@ -286,7 +286,7 @@ func (s *Store) loadSegments() ([]scannedRecord, error) {
 		name := filepath.Join(dir, de.Name())
 		f, err := os.OpenFile(name, os.O_RDWR, 0)
 		if err != nil {
-			return nil, fmt.Errorf("cas: %w", err)
+			return nil, fmt.Errorf("disk: %w", err)
 		}
 		if free {
 			if len(s.spare) < maxSpareFiles {
@@ -302,7 +302,7 @@ func (s *Store) loadSegments() ([]scannedRecord, error) {
 		found, size, err := packfile.Scan(f, !durable, s.packMax, seq)
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("cas: scanning pack segment %s: %w", de.Name(), err)
+			return nil, fmt.Errorf("disk: scanning pack segment %s: %w", de.Name(), err)
 		}
 		seg.size = size
 		for _, r := range found {

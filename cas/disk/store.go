@@ -163,7 +163,7 @@ type Store struct {
 // logger may be nil. Options: WithCompression.
 func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOption) (_ *Store, err error) {
 	if maxSize < 0 {
-		return nil, fmt.Errorf("cas: max size %d is negative", maxSize)
+		return nil, fmt.Errorf("disk: max size %d is negative", maxSize)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -189,12 +189,12 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cas: %w", err)
+		return nil, fmt.Errorf("disk: %w", err)
 	}
 	// Before anything in dir is touched: another process's tmp/ is not ours
 	// to empty.
 	if s.lock, err = lockDir(dir); err != nil {
-		return nil, fmt.Errorf("cas: %w", err)
+		return nil, fmt.Errorf("disk: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -202,7 +202,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		}
 	}()
 	if err := makeDirs(dir); err != nil {
-		return nil, fmt.Errorf("cas: %w", err)
+		return nil, fmt.Errorf("disk: %w", err)
 	}
 	if err := s.removeTemps(); err != nil {
 		return nil, err
@@ -264,12 +264,12 @@ func syncDir(dir string) error {
 func (s *Store) removeTemps() error {
 	ents, err := os.ReadDir(s.tmpDir)
 	if err != nil {
-		return fmt.Errorf("cas: %w", err)
+		return fmt.Errorf("disk: %w", err)
 	}
 	for _, e := range ents {
 		p := filepath.Join(s.tmpDir, e.Name())
 		if err := os.RemoveAll(p); err != nil {
-			return fmt.Errorf("cas: removing stray temporary file: %w", err)
+			return fmt.Errorf("disk: removing stray temporary file: %w", err)
 		}
 		s.log.Info("removed stray temporary file", "path", p)
 	}
@@ -287,7 +287,7 @@ func (s *Store) rebuild() error {
 		root := filepath.Join(s.dir, kind.dir())
 		shards, err := os.ReadDir(root)
 		if err != nil {
-			return fmt.Errorf("cas: %w", err)
+			return fmt.Errorf("disk: %w", err)
 		}
 		for _, shard := range shards {
 			if !shard.IsDir() {
@@ -296,7 +296,7 @@ func (s *Store) rebuild() error {
 			}
 			files, err := os.ReadDir(filepath.Join(root, shard.Name()))
 			if err != nil {
-				return fmt.Errorf("cas: %w", err)
+				return fmt.Errorf("disk: %w", err)
 			}
 			for _, f := range files {
 				name := f.Name()
@@ -311,7 +311,7 @@ func (s *Store) rebuild() error {
 					continue
 				}
 				if err != nil {
-					return fmt.Errorf("cas: %w", err)
+					return fmt.Errorf("disk: %w", err)
 				}
 				if !zstd {
 					size = info.Size()
@@ -771,7 +771,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		}
 		if err != nil {
 			s.log.Error("compressed blob unreadable", "hash", k.hash, "err", err)
-			return nil, fmt.Errorf("cas: blob %s: %w", k.hash, err)
+			return nil, fmt.Errorf("disk: blob %s: %w", k.hash, err)
 		}
 		if checked != nil {
 			b.SetStoredReader(checked.ReadChunks)
@@ -823,7 +823,7 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 	}
 	buf := make([]byte, r.Size())
 	if _, err := rd.ReadAt(buf, 0); err != nil {
-		return nil, fmt.Errorf("cas: reading %s: %w", k.hash, err)
+		return nil, fmt.Errorf("disk: reading %s: %w", k.hash, err)
 	}
 	return buf, nil
 }
@@ -1243,7 +1243,7 @@ func (w *Writer) file() (*os.File, error) {
 	if w.f == nil {
 		f, err := os.OpenFile(w.name, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
-			return nil, fmt.Errorf("cas: resuming an upload: %w", err)
+			return nil, fmt.Errorf("disk: resuming an upload: %w", err)
 		}
 		w.f = f
 	}
@@ -1280,15 +1280,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	if w.z != nil {
 		// Compressed as it goes: the frames go through the compressor.
-		var total int64
-		for _, b := range bufs {
-			n, err := w.Write(b)
-			total += int64(n)
-			if err != nil {
-				return total, err
-			}
-		}
-		return total, nil
+		return cas.WriteEach(w, bufs)
 	}
 	var total int64
 	for _, b := range bufs {
@@ -1313,7 +1305,7 @@ func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 // and returns the file to write them to.
 func (w *Writer) prepare(n int64) (*os.File, error) {
 	if w.end {
-		return nil, errors.New("cas: write after Commit or Abort")
+		return nil, errors.New("disk: write after Commit or Abort")
 	}
 	if n > w.d.Size-w.n {
 		return nil, fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, w.d.Size)
@@ -1350,7 +1342,7 @@ func (w *Writer) Suspend() error {
 // the temporary file is removed.
 func (w *Writer) Commit(context.Context) error {
 	if w.end {
-		return errors.New("cas: Commit after Commit or Abort")
+		return errors.New("disk: Commit after Commit or Abort")
 	}
 	if w.n != w.d.Size {
 		w.Abort()

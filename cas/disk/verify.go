@@ -82,7 +82,7 @@ var errReplaced = errors.New("entry replaced since it was opened")
 func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force bool, pace func(int) error) ([]uint32, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("cas: %w", err)
+		return nil, fmt.Errorf("disk: %w", err)
 	}
 	mtime := fi.ModTime()
 	k := opened.key
@@ -198,7 +198,7 @@ func (s *Store) hashContent(ctx context.Context, f *os.File, e entry, pace func(
 				// Shorter than its index entry: not the blob.
 				return "", nil, off, errCorrupt
 			}
-			return "", nil, off, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+			return "", nil, off, fmt.Errorf("disk: re-hashing %s: %w", filepath.Base(f.Name()), err)
 		}
 		if pace != nil {
 			if err := pace(m); err != nil {
@@ -219,7 +219,7 @@ func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte,
 		return "", nil, 0, fmt.Errorf("%w: %v", errCorrupt, err)
 	}
 	if err != nil {
-		return "", nil, 0, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+		return "", nil, 0, fmt.Errorf("disk: re-hashing %s: %w", filepath.Base(f.Name()), err)
 	}
 	h := sha256.New()
 	sums := newBlockSums(e.stored)
@@ -260,7 +260,7 @@ func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte,
 	for cstart < e.stored {
 		n := int(min(int64(len(buf)), e.stored-cstart))
 		if _, err := f.ReadAt(buf[:n], cstart); err != nil {
-			return "", nil, off, fmt.Errorf("cas: re-hashing %s: %w", filepath.Base(f.Name()), err)
+			return "", nil, off, fmt.Errorf("disk: re-hashing %s: %w", filepath.Base(f.Name()), err)
 		}
 		sums.Write(buf[:n])
 		cstart += int64(n)

@@ -185,7 +185,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		}
 		in.vec = vec
 		if len(vec) > 0 {
-			if err := writeAll(u.w, vec); err != nil {
+			if _, err := u.w.WriteBuffers(vec); err != nil { // one writev for the request's frames
 				keep = false
 				return storeError(err, "upload "+cas.Clip(name))
 			}
@@ -231,27 +231,6 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	}
 	s.log.Debug("blob stored", "digest", d.String())
 	return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
-}
-
-// buffersWriter is a BlobWriter that takes a request's buffers in one call
-// (the disk store's Writer: one writev for the frames of a request).
-type buffersWriter interface {
-	WriteBuffers(bufs [][]byte) (int64, error)
-}
-
-// writeAll writes bufs to w in order: in one call if w takes buffers, else
-// one Write each.
-func writeAll(w cas.BlobWriter, bufs [][]byte) error {
-	if bw, ok := w.(buffersWriter); ok {
-		_, err := bw.WriteBuffers(bufs)
-		return err
-	}
-	for _, b := range bufs {
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // QueryWriteStatus reports how much of an upload is committed: the full

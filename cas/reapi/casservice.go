@@ -12,7 +12,6 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
-	"golang.org/x/sync/errgroup"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,21 +22,6 @@ import (
 type casService struct {
 	repb.UnimplementedContentAddressableStorageServer
 	s *Server
-}
-
-// batchParallelism bounds how many blobs of one batch are written at once
-// on a Storage that is not a batchPutter; each write ends in an fsync,
-// which is what a batch of small blobs waits on.
-const batchParallelism = 8
-
-// batchPutter is a Storage that stores a batch of blobs at once more
-// cheaply than one at a time: the disk store writes them in turn and
-// commits them in one group (one round of fsyncs for the batch).
-type batchPutter interface {
-	// PutBatch stores each data[i], blob ds[i]'s bytes in pieces, as blob
-	// ds[i], which arrived as arrived[i] (nil: all Uncompressed). It is
-	// done with data when it returns.
-	PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error
 }
 
 // FindMissingBlobs returns the requested digests that are not stored. A
@@ -128,38 +112,8 @@ func (c *casService) batchUpdate(ctx context.Context, function repb.DigestFuncti
 		return nil, status.Errorf(codes.InvalidArgument, "batch carries %d bytes of blobs (compressed ones counted uncompressed), over max_batch_total_size_bytes %d; split it or use ByteStream Write", total, max)
 	}
 	resp := &repb.BatchUpdateBlobsResponse{Responses: make([]*repb.BatchUpdateBlobsResponse_Response, len(blobs))}
-	if bp, ok := c.s.store.(batchPutter); ok {
-		c.updateBatch(ctx, bp, blobs, resp.Responses)
-		return resp, nil
-	}
-	var g errgroup.Group
-	g.SetLimit(batchParallelism)
-	for i := range blobs {
-		resp.Responses[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: blobs[i].digest}
-		g.Go(func() error {
-			resp.Responses[i].Status = c.updateOne(ctx, &blobs[i])
-			return nil
-		})
-	}
-	g.Wait()
+	c.updateBatch(ctx, blobs, resp.Responses)
 	return resp, nil
-}
-
-func (c *casService) updateOne(ctx context.Context, b *uploadedBlob) *statuspb.Status {
-	d, st := checkUpdate(b)
-	if st != nil {
-		return st
-	}
-	if err := ctx.Err(); err != nil {
-		return statusProto(status.FromContextError(err).Err())
-	}
-	data, arrived, free, st := c.batchData(ctx, d, b)
-	if st != nil {
-		return st
-	}
-	defer free()
-	// Put checks the data against d (one hash) before anything else.
-	return c.updateStatus(d, c.s.store.Put(ctx, d, data, arrived))
 }
 
 // batchData returns the data of blob b of a BatchUpdateBlobs request, whose
@@ -193,7 +147,7 @@ func (c *casService) batchData(ctx context.Context, d cas.Digest, b *uploadedBlo
 
 // updateBatch stores the blobs, answering in out, in one PutBatch. The
 // plain ones go to the store in the pieces gRPC received them in.
-func (c *casService) updateBatch(ctx context.Context, bp batchPutter, blobs []uploadedBlob, out []*repb.BatchUpdateBlobsResponse_Response) {
+func (c *casService) updateBatch(ctx context.Context, blobs []uploadedBlob, out []*repb.BatchUpdateBlobsResponse_Response) {
 	var ds []cas.Digest
 	var data []net.Buffers
 	var arrived []cas.Encoding
@@ -231,7 +185,7 @@ func (c *casService) updateBatch(ctx context.Context, bp batchPutter, blobs []up
 		return
 	}
 	// PutBatch checks each blob's data against its digest (one hash each).
-	for j, err := range bp.PutBatch(ctx, ds, data, arrived) {
+	for j, err := range c.s.store.PutBatch(ctx, ds, data, arrived) {
 		out[which[j]].Status = c.updateStatus(ds[j], err)
 	}
 }

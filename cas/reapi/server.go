@@ -101,7 +101,7 @@ type Options struct {
 	AssetTimeout time.Duration
 	// Zstd lends the decoders of compressed uploads (ByteStream Write of
 	// compressed-blobs/zstd/ names and zstd BatchUpdateBlobs entries).
-	// Give it the pool the store compresses with (cas.WithCompression), so
+	// Give it the pool the store compresses with (disk.WithCompression), so
 	// that one budget bounds both. nil: a pool of the server's own, of
 	// zstdseek.DefaultBudget(0) bytes.
 	Zstd *zstdseek.Pool

@@ -151,15 +151,19 @@ func appendJournalLine(b []byte, add bool, k objectKey) []byte {
 	return append(b, '\n')
 }
 
-// add records k as pending and returns once that is durable.
-func (j *journal) add(k objectKey) error {
+// add records keys as pending and returns once that is durable: one
+// flush for them all (a batch's blobs), shared with any other adds that
+// join it.
+func (j *journal) add(keys ...objectKey) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.f == nil {
 		return errors.New("s3tier: the upload journal is closed")
 	}
-	j.pending[k] = struct{}{}
-	j.buf = appendJournalLine(j.buf, true, k)
+	for _, k := range keys {
+		j.pending[k] = struct{}{}
+		j.buf = appendJournalLine(j.buf, true, k)
+	}
 	mine := j.epoch
 	for j.durable < mine+1 && j.err == nil {
 		if j.flushing {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -428,6 +429,12 @@ func (t *Store) commit(ctx context.Context, k objectKey, data []byte, store func
 	if err != nil || !t.cfg.WriteThrough {
 		return err
 	}
+	return t.awaitUpload(ctx, k, p, version)
+}
+
+// awaitUpload waits, in write-through mode, for the upload of k that the
+// commit which made version of p queued.
+func (t *Store) awaitUpload(ctx context.Context, k objectKey, p *pendingUpload, version uint64) error {
 	if t.uploads.bucketDown() {
 		// Its last attempts all failed: wait for this entry's own
 		// attempt (at the front of the queue: the probe that finds the
@@ -449,6 +456,66 @@ func (t *Store) Put(ctx context.Context, d cas.Digest, data []byte, arrived cas.
 		return t.disk.Put(ctx, d, data, arrived) // checks data, stores nothing
 	}
 	return t.commit(ctx, blobKey(d), nil, func() error { return t.disk.Put(ctx, d, data, arrived) }, nil)
+}
+
+// PutBatch stores the batch on disk in one group commit (the disk store's
+// PutBatch: one round of fsyncs) and queues each blob stored for upload, as
+// Put does one blob: the blobs not already held are journalled first, all
+// in one flush of the journal; in write-through mode it then waits for
+// their uploads.
+func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error {
+	errs := make([]error, len(ds))
+	journalled := make([]bool, len(ds)) // not held already: its upload is queued once stored
+	var keys []objectKey
+	for i, d := range ds {
+		if ok, _ := t.Contains(ctx, d); !ok {
+			journalled[i] = true
+			keys = append(keys, blobKey(d))
+			t.uploads.beginCommit(keys[len(keys)-1])
+		}
+	}
+	// A blob held already is only checked by the disk; the others are
+	// stored only once their journal lines are durable.
+	journalErr := t.journal.add(keys...)
+	var todo []int // index in ds of each blob the disk gets
+	for i := range ds {
+		if journalled[i] && journalErr != nil {
+			errs[i] = journalErr
+			t.uploads.endCommit(blobKey(ds[i]), false, nil, false)
+			continue
+		}
+		todo = append(todo, i)
+	}
+	subDs, subData, subArrived := make([]cas.Digest, len(todo)), make([]net.Buffers, len(todo)), make([]cas.Encoding, len(todo))
+	for j, i := range todo {
+		subDs[j], subData[j] = ds[i], data[i]
+		if arrived != nil {
+			subArrived[j] = arrived[i]
+		}
+	}
+	type wait struct {
+		i       int
+		k       objectKey
+		p       *pendingUpload
+		version uint64
+	}
+	var waits []wait
+	for j, err := range t.disk.PutBatch(ctx, subDs, subData, subArrived) {
+		i := todo[j]
+		errs[i] = err
+		if !journalled[i] {
+			continue
+		}
+		k := blobKey(ds[i])
+		p, version := t.uploads.endCommit(k, err == nil, nil, t.cfg.WriteThrough)
+		if err == nil && t.cfg.WriteThrough {
+			waits = append(waits, wait{i, k, p, version})
+		}
+	}
+	for _, w := range waits {
+		errs[w.i] = t.awaitUpload(ctx, w.k, w.p, w.version)
+	}
+	return errs
 }
 
 // GetActionResult returns the action result for d from disk, or else from

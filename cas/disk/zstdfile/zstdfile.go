@@ -105,7 +105,7 @@ func (b *Blob) frame(ctx context.Context, pool membuf.BufferPool, i int, cstart 
 	in := membuf.AllocUncleared(pool, int(cs))
 	defer in.Free()
 	if _, err := b.f.ReadAt(in.Bytes(), cstart); err != nil {
-		return membuf.Buffer{}, fmt.Errorf("cas: reading zstd frame %d: %w", i, err)
+		return membuf.Buffer{}, fmt.Errorf("zstdfile: reading zstd frame %d: %w", i, err)
 	}
 	out := membuf.AllocUncleared(pool, int(ds))
 	got, err := b.zp.DecodeFrame(ctx, in.Bytes(), out.Bytes()[:0:ds])
@@ -114,7 +114,7 @@ func (b *Blob) frame(ctx context.Context, pool membuf.BufferPool, i int, cstart 
 		if ctx.Err() != nil {
 			return membuf.Buffer{}, ctx.Err()
 		}
-		return membuf.Buffer{}, b.corrupt(fmt.Errorf("cas: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, ErrCorruptFrame))
+		return membuf.Buffer{}, b.corrupt(fmt.Errorf("zstdfile: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, ErrCorruptFrame))
 	}
 	return out, nil
 }
@@ -181,7 +181,7 @@ func (b *Blob) ReadAll(ctx context.Context, pool membuf.BufferPool) ([]byte, err
 			var got []byte
 			got, err = b.zp.DecodeFrame(ctx, in.Bytes(), out[dstart:dstart:dstart+ds])
 			if (err != nil || int64(len(got)) != ds) && ctx.Err() == nil {
-				err = b.corrupt(fmt.Errorf("cas: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, ErrCorruptFrame))
+				err = b.corrupt(fmt.Errorf("zstdfile: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, ErrCorruptFrame))
 			}
 		}
 		in.Free()
