@@ -1,0 +1,185 @@
+package disk
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/zstdseek"
+)
+
+// Put stores data as blob d after checking that it matches d. Storing a blob
+// that is already present succeeds (after the check: bad data for a stored
+// digest is still ErrMismatch).
+func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.Encoding) error {
+	pieces := net.Buffers{data}
+	if err := checkData(d, pieces); err != nil {
+		return err
+	}
+	if s.contains(d) {
+		return nil
+	}
+	if s.maxSize > 0 && d.Size > s.maxSize {
+		return fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
+	}
+	c, err := s.writeBlob(d, pieces, arrived)
+	if err != nil {
+		return err
+	}
+	s.committer.commit(c)
+	return c.err
+}
+
+// writeBlob writes data, checked, to a temporary file, compressed if the
+// store's policy and the data say so, and returns it ready to commit as
+// blob d.
+func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) (*pendingCommit, error) {
+	if s.packs(d.Size) {
+		return s.writeRecord(entryKey{kindCAS, d.Hash}, data)
+	}
+	f, err := s.createTemp()
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{key: entryKey{kindCAS, d.Hash}, size: d.Size, stored: d.Size}
+	if s.policy.compresses(arrived) {
+		c := zstdseek.NewFrameCompressor(s.zp, s.buffers)
+		sf := summingFile{f, newBlockSums(d.Size)}
+		for _, p := range data {
+			if err = c.Write(sf, p); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			var stored int64
+			e.zstd, stored, err = c.Finish(sf)
+			if e.zstd {
+				e.stored = stored
+			}
+		}
+		c.Free()
+		e.sums = sf.sums.finish()
+	} else {
+		_, err = writeBuffers(f, data)
+		e.sums = sumsOf(data)
+	}
+	if err != nil {
+		discardTemp(f)
+		return nil, err
+	}
+	return s.pendingCommit(f, e, 0), nil
+}
+
+// PutBatch stores each data[i], the bytes of blob ds[i] in pieces (written
+// in order, as writev writes them: a blob received in several buffers is
+// stored without joining them), as Put does, with one group commit for all
+// of them: the batch costs one round of fsyncs, not one per blob, and no
+// goroutine per blob. It returns one error per blob (nil: the blob is
+// stored, durably). It is done with data when it returns.
+// arrived says how each blob arrived; nil: all Uncompressed.
+func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error {
+	errs := make([]error, len(ds))
+	var commits []*pendingCommit
+	var which []int // index in ds of each commit
+	for i, d := range ds {
+		if err := checkData(d, data[i]); err != nil {
+			errs[i] = err
+			continue
+		}
+		if s.contains(d) {
+			continue
+		}
+		if s.maxSize > 0 && d.Size > s.maxSize {
+			errs[i] = fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
+			continue
+		}
+		form := cas.Uncompressed
+		if arrived != nil {
+			form = arrived[i]
+		}
+		c, err := s.writeBlob(d, data[i], form)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		commits = append(commits, c)
+		which = append(which, i)
+	}
+	if len(commits) > 0 {
+		s.committer.commit(commits...)
+	}
+	for j, c := range commits {
+		errs[which[j]] = c.err
+	}
+	return errs
+}
+
+// checkData checks data, a blob's bytes in pieces, against d: its size,
+// then its hash.
+func checkData(d cas.Digest, data net.Buffers) error {
+	var n int64
+	for _, p := range data {
+		n += int64(len(p))
+	}
+	switch {
+	case n > d.Size:
+		return fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, d.Size)
+	case n < d.Size:
+		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, n, d.Size)
+	}
+	var sum [sha256.Size]byte
+	if len(data) == 1 {
+		sum = sha256.Sum256(data[0]) // no hasher to allocate
+	} else {
+		h := sha256.New()
+		for _, p := range data {
+			h.Write(p)
+		}
+		h.Sum(sum[:0])
+	}
+	if got := hex.EncodeToString(sum[:]); got != d.Hash {
+		return fmt.Errorf("%w: content hashes to %s, the digest says %s", cas.ErrMismatch, got, d.Hash)
+	}
+	return nil
+}
+
+// GetActionResult returns the serialized ActionResult stored for the action
+// digest d, or an error wrapping ErrNotFound.
+func (s *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
+	return s.readAll(ctx, entryKey{kindAC, d.Hash}, 0)
+}
+
+// PutActionResult stores data, a serialized ActionResult, for the action
+// digest d, replacing any earlier entry.
+func (s *Store) PutActionResult(_ context.Context, d cas.Digest, data []byte) error {
+	if s.maxSize > 0 && int64(len(data)) > s.maxSize {
+		return fmt.Errorf("action result of %d bytes: %w", len(data), cas.ErrTooLarge)
+	}
+	k := entryKey{kindAC, d.Hash}
+	if s.packs(int64(len(data))) {
+		c, err := s.writeRecord(k, net.Buffers{data})
+		if err != nil {
+			return err
+		}
+		s.committer.commit(c)
+		return c.err
+	}
+	return s.putFile(k, data)
+}
+
+// putFile writes data to a temporary file and commits it as k.
+func (s *Store) putFile(k entryKey, data []byte) error {
+	f, err := s.createTemp()
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		discardTemp(f)
+		return err
+	}
+	n := int64(len(data))
+	return s.commitTemp(f, &entry{key: k, size: n, stored: n, sums: sumsOf(net.Buffers{data})}, 0)
+}

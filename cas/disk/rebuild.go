@@ -1,0 +1,158 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// removeTemps deletes whatever a previous run left in tmp/: uploads that
+// never completed.
+func (s *Store) removeTemps() error {
+	ents, err := os.ReadDir(s.tmpDir)
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(s.tmpDir, e.Name())
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("disk: removing stray temporary file: %w", err)
+		}
+		s.log.Info("removed stray temporary file", "path", p)
+	}
+	return nil
+}
+
+// rebuild fills the index from cas/ and ac/, oldest modification first.
+func (s *Store) rebuild() error {
+	type found struct {
+		e     *entry
+		mtime time.Time
+	}
+	var all []found
+	for _, kind := range []entryKind{kindCAS, kindAC} {
+		root := filepath.Join(s.dir, kind.dir())
+		shards, err := os.ReadDir(root)
+		if err != nil {
+			return fmt.Errorf("disk: %w", err)
+		}
+		for _, shard := range shards {
+			if !shard.IsDir() {
+				s.log.Warn("ignoring unexpected file in store", "path", filepath.Join(root, shard.Name()))
+				continue
+			}
+			files, err := os.ReadDir(filepath.Join(root, shard.Name()))
+			if err != nil {
+				return fmt.Errorf("disk: %w", err)
+			}
+			for _, f := range files {
+				name := f.Name()
+				p := filepath.Join(root, shard.Name(), name)
+				hash, size, zstd, ok := parseStoredName(name)
+				if !ok || zstd && kind != kindCAS || hash[:2] != shard.Name() || !f.Type().IsRegular() {
+					s.log.Warn("ignoring unexpected file in store", "path", p)
+					continue
+				}
+				info, err := f.Info()
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("disk: %w", err)
+				}
+				if !zstd {
+					size = info.Size()
+				}
+				e := &entry{key: entryKey{kind, hash}, size: size, stored: info.Size(), zstd: zstd}
+				all = append(all, found{e, info.ModTime()})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b found) int { return a.mtime.Compare(b.mtime) })
+	for _, f := range all {
+		if el, ok := s.index[f.e.key]; ok {
+			// Kept both ways: a crash between a commit's rename and its
+			// removal of the other form. Both were checked; keep the
+			// newer.
+			old := el
+			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", old.key.hash)
+			s.removeLocked(el)
+		}
+		s.insertLocked(f.e)
+	}
+	records, err := s.loadSegments()
+	if err != nil {
+		return err
+	}
+	// Recency: files' last modification and segments' order, on one clock
+	// (files older than the oldest segment first), so that eviction takes
+	// the older of the two kinds.
+	s.tick = 0
+	si := 0
+	for _, f := range all {
+		for si < len(s.segments) && s.segmentTime(s.segments[si]).Before(f.mtime) {
+			s.tick++
+			s.segments[si].created = s.tick
+			si++
+		}
+		s.tick++
+		if el, ok := s.index[f.e.key]; ok && el == f.e {
+			f.e.used = s.tick
+		}
+	}
+	for ; si < len(s.segments); si++ {
+		s.tick++
+		s.segments[si].created = s.tick
+	}
+	// Records in segment order: a later record of a key replaces an
+	// earlier one (an action result updated, a blob written again), and a
+	// packed entry replaces a file of the same key (written since).
+	for _, r := range records {
+		if entryKind(r.Kind) > kindAC {
+			s.log.Warn("ignoring a pack record of unknown kind", "segment", r.seg.seq, "kind", r.Kind)
+			continue
+		}
+		k := entryKey{entryKind(r.Kind), r.HashHex()}
+		if el, ok := s.index[k]; ok {
+			s.removeLocked(el)
+		}
+		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.seg, off: r.Off, crc: r.DataCRC}
+		s.insertLocked(e)
+		r.seg.keys = append(r.seg.keys, k)
+	}
+	return nil
+}
+
+// segmentTime is when seg's file was last written, for ordering it among
+// files at start.
+func (s *Store) segmentTime(seg *segment) time.Time {
+	fi, err := seg.f.Stat()
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// parseStoredName parses the name of a file in cas/ or ac/: a hash, or a
+// hash and a size followed by .zst for a blob kept compressed.
+func parseStoredName(name string) (hash string, size int64, zstd, ok bool) {
+	if cas.CheckHash(name) == nil {
+		return name, 0, false, true
+	}
+	rest, found := strings.CutSuffix(name, ".zst")
+	if !found || len(rest) < cas.HashLen+2 || rest[cas.HashLen] != '-' || cas.CheckHash(rest[:cas.HashLen]) != nil {
+		return "", 0, false, false
+	}
+	size, err := cas.ParseSize(rest[cas.HashLen+1:])
+	if err != nil || size == 0 {
+		return "", 0, false, false
+	}
+	return rest[:cas.HashLen], size, true, true
+}
