@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
 // Run runs the conformance suite on the Storage that open returns, a new,
@@ -45,19 +45,8 @@ func Run(t *testing.T, open func(t *testing.T) cas.Storage) {
 	}
 }
 
-// blob returns n bytes of a pattern of seed: distinct seeds, distinct
-// contents; a size past a store's pack limit makes a file of its own.
-func blob(n int, seed byte) []byte {
-	b := make([]byte, n)
-	x := uint32(seed)*2654435761 + 1
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	return b
-}
+// blob returns n random bytes of seed: distinct seeds, distinct contents.
+func blob(n int, seed byte) []byte { return testblob.Random(n, uint64(seed)) }
 
 // sizes are the blob sizes the suite writes: packed and not, across chunk
 // and block boundaries.
@@ -232,7 +221,7 @@ func testWriter(t *testing.T, s cas.Storage) {
 		for i, n := range sizes {
 			data := blob(n, byte(60+i))
 			if arrived == cas.Zstd {
-				data = bytes.Repeat([]byte(fmt.Sprintf("text to keep compressed %d ", i)), n/25+1)[:n]
+				data = testblob.Text(n, byte(60+i)) // compresses, so a store keeps it so
 			}
 			d := cas.DigestOf(data)
 			w, err := s.NewWriter(ctx, d, arrived)
