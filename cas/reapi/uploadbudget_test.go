@@ -45,12 +45,26 @@ type gatedWriter struct {
 }
 
 func (w *gatedWriter) Write(p []byte) (int, error) {
+	w.wait()
+	return w.BlobWriter.Write(p)
+}
+
+// WriteBuffers waits at the gate as Write does: a wrapper that changes
+// Write must change WriteBuffers too, or the embedded writer's would take
+// a request's frames past it.
+func (w *gatedWriter) WriteBuffers(bufs [][]byte) (int64, error) {
+	w.wait()
+	return w.BlobWriter.WriteBuffers(bufs)
+}
+
+// wait blocks until the gate lets one write through, counting the writers
+// blocked there.
+func (w *gatedWriter) wait() {
 	n := w.g.blocked.Add(1)
 	for m := w.g.most.Load(); n > m && !w.g.most.CompareAndSwap(m, n); m = w.g.most.Load() {
 	}
 	<-w.g.gate
 	w.g.blocked.Add(-1)
-	return w.BlobWriter.Write(p)
 }
 
 // outstandingPool is a gRPC buffer pool that tracks the bytes it has handed

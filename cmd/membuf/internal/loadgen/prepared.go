@@ -87,6 +87,9 @@ func (p *preparedRead) intercept(srv any, ss grpc.ServerStream, info *grpc.Strea
 type oneBuffer struct{ b *[]byte }
 
 func (o oneBuffer) Get(n int) *[]byte {
+	if cap(*o.b) < n { // a store that reads more at once than it sends (a packed record whole): grown once
+		*o.b = make([]byte, n)
+	}
 	*o.b = (*o.b)[:n]
 	return o.b
 }
