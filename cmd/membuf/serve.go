@@ -132,7 +132,8 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs := newFlagSet("serve", "[flags]",
 		"Serve a content-addressed blob cache over gRPC: ByteStream, ContentAddressableStorage,\n"+
 			"ActionCache and Capabilities (REAPI v2), on a disk store under --dir. Point Bazel at it\n"+
-			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully.\n"+
+			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully; SIGHUP\n"+
+			"reloads the TLS material and --htpasswd (and never stops it).\n"+
 			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
 	fs.StringVar(&cfg.httpAddr, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz and (with --pprof) /debug/pprof/; empty disables it")
@@ -330,6 +331,12 @@ func newLogger(c *serveConfig, w io.Writer) *slog.Logger {
 func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	started := time.Now()
 	log := newLogger(cfg, std.err)
+	// SIGHUP is a reload (systemd's ExecReload sends it, whatever the
+	// flags), never a stop: caught from the start, before the store opens,
+	// and handled once the listeners exist (below); until then one waits.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if len(cfg.from) > 0 {
 		log.Info("settings", settingSourcesLog(cfg.from)...)
 	}
@@ -563,26 +570,20 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		}
 	}
 
-	// SIGHUP loads the TLS material and the htpasswd file again.
-	if certs != nil || (cfg.accessControl != nil && cfg.accessControl.Users != nil) {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		hupDone := make(chan struct{})
-		defer func() {
-			signal.Stop(hup)
-			close(hupDone)
-		}()
-		go func() {
-			for {
-				select {
-				case <-hup:
-					reloadOnSIGHUP(certs, cfg.accessControl, log)
-				case <-hupDone:
-					return
-				}
+	// SIGHUP loads the TLS material and the htpasswd file again, if the
+	// server has them; otherwise it says there is nothing to reload.
+	hupDone := make(chan struct{})
+	defer close(hupDone)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				reloadOnSIGHUP(certs, cfg.accessControl, log)
+			case <-hupDone:
+				return
 			}
-		}()
-	}
+		}
+	}()
 
 	errc := make(chan error, 4)
 	go func() {

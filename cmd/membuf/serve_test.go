@@ -509,6 +509,42 @@ func TestServeSignal(t *testing.T) {
 	}
 }
 
+// TestServeSIGHUPWithNothingToReload: SIGHUP to a server with neither TLS
+// nor --htpasswd (systemd's ExecReload sends it whatever the flags) is
+// logged as a reload with nothing to load; the server keeps serving and
+// exits 0 on SIGTERM afterwards, instead of dying of the signal.
+func TestServeSIGHUPWithNothingToReload(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--dir", filepath.Join(t.TempDir(), "data"))
+	cmd.Env = append(os.Environ(), "MEMBUF_TEST_RUN_MAIN=1")
+	s := serveprocess.StartTest(t, cmd)
+	for range 2 { // a second reload is as harmless as the first
+		before := strings.Count(s.Log(), "nothing to reload")
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		reloaded := func() bool { return strings.Count(s.Log(), "nothing to reload") > before }
+		await.True(t, "the log to say SIGHUP had nothing to reload, or the process to exit", func() bool {
+			return reloaded() || cmd.Process.Signal(syscall.Signal(0)) != nil
+		})
+		if !reloaded() {
+			t.Fatalf("membuf serve exited on SIGHUP instead of reloading:\n%s", s.Log())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := repb.NewCapabilitiesClient(dial(t, s.GRPCAddr)).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{}); err != nil {
+		t.Fatalf("GetCapabilities after SIGHUP: %v", err)
+	}
+	httpGet(t, "http://"+s.HTTPAddr+"/healthz")
+	if err := s.Stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s.Log(), "msg=stopped") {
+		t.Errorf("log does not say it stopped gracefully:\n%s", s.Log())
+	}
+}
+
 // TestServeRefusesADirInUse: a second serve on the directory of a running
 // one exits 1 naming the process that holds it, and the first keeps
 // serving.
