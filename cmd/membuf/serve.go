@@ -322,9 +322,21 @@ func poolMaxSize(msgSize int) int {
 func newLogger(c *serveConfig, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: c.logLevel}
 	if c.logFormat == "json" {
+		opts.ReplaceAttr = durationAsText
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationAsText writes a duration as the text handler does, a Go duration
+// ("10m0s", "1.5s"), instead of the JSON handler's integer nanoseconds,
+// which no reader takes for a duration: one log says the same in either
+// format, and the value reads back with time.ParseDuration.
+func durationAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // serve runs the server until ctx is cancelled, then stops it gracefully.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -354,6 +355,33 @@ func TestServeHTTPDisabled(t *testing.T) {
 	_, _, errOut := s.stop()
 	if !strings.Contains(errOut, `"msg":"serving"`) || !strings.Contains(errOut, `"http":"off"`) {
 		t.Errorf("--log-format json: log is not JSON or does not say http is off:\n%s", errOut)
+	}
+}
+
+// TestServeJSONLogDurations: --log-format json writes durations as the
+// text format does (a Go duration, "10m0s"), not as integer nanoseconds.
+func TestServeJSONLogDurations(t *testing.T) {
+	s := startServe(t, "--http", "", "--log-format", "json", "--upload-ttl", "7m", "--shutdown-timeout", "1500ms")
+	_, _, errOut := s.stop()
+	want := map[string]map[string]any{
+		"serving":                         {"upload_ttl": "7m0s", "shutdown_timeout": "1.5s", "pack_sync": "100ms", "drain_delay": "0s"},
+		"stopping: waiting for open RPCs": {"timeout": "1.5s"},
+	}
+	for line := range strings.Lines(errOut) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %v\n%s", err, line)
+		}
+		msg, _ := rec["msg"].(string)
+		for k, v := range want[msg] {
+			if rec[k] != v {
+				t.Errorf("%q: %s = %#v; want %#v", msg, k, rec[k], v)
+			}
+		}
+		delete(want, msg)
+	}
+	if len(want) > 0 {
+		t.Errorf("no log line for %v:\n%s", want, errOut)
 	}
 }
 
