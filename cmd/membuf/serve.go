@@ -354,6 +354,17 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	}
 	warnAboutSettings(cfg, log)
 
+	// The ports first: one in use fails at once, before the store's index
+	// is rebuilt (minutes on a large store) and before --dir is created.
+	// A client that connects meanwhile waits in the backlog until serving
+	// starts. Closed on every return (a second Close after the servers'
+	// own is harmless).
+	lis, err := bindListeners(cfg)
+	if err != nil {
+		return err
+	}
+	defer lis.close()
+
 	dir, err := filepath.Abs(cfg.dir)
 	if err != nil {
 		return fmt.Errorf("--dir %q: %w", cfg.dir, err)
@@ -518,11 +529,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	health.register(grpcServer) // last: it answers for every service registered
 	requests.track(grpcServer.GetServiceInfo())
 
-	grpcLis, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
-	grpcLis = limitConnections(grpcLis, cfg.maxConnections)
+	grpcLis := lis.grpc
 	// The public HTTP/1.1 cache, over the same store, rules and upload
 	// budget as gRPC.
 	var cacheHandler *httpcache.Handler
@@ -539,15 +546,9 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			Logger:         log,
 		})
 		if err != nil {
-			grpcLis.Close()
 			return fmt.Errorf("--http-cache: %w", err)
 		}
-		cacheLis, err = net.Listen("tcp", cfg.httpCacheAddr)
-		if err != nil {
-			grpcLis.Close()
-			return fmt.Errorf("--http-cache: %w", err)
-		}
-		cacheLis = limitConnections(cacheLis, cfg.maxConnections)
+		cacheLis = lis.cache
 		if certs != nil {
 			cacheLis = tls.NewListener(cacheLis, certs.cacheConfig())
 		}
@@ -562,14 +563,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	var httpServer *http.Server
 	var httpLis net.Listener
 	if cfg.httpAddr != "" {
-		httpLis, err = net.Listen("tcp", cfg.httpAddr)
-		if err != nil {
-			grpcLis.Close()
-			if cacheLis != nil {
-				cacheLis.Close()
-			}
-			return fmt.Errorf("--http: %w", err)
-		}
+		httpLis = lis.http
 		if certs != nil {
 			httpLis = tls.NewListener(httpLis, certs.httpConfig())
 		}
@@ -658,6 +652,49 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	stopGracefully(grpcServer, cfg.shutdownTimeout, log, httpServer, cacheServer)
 	log.Info("stopped")
 	return err
+}
+
+// serveListeners are serve's sockets: gRPC's, and the HTTP and HTTP
+// cache listeners' when they are on (nil otherwise), bound but not yet
+// served; gRPC's and the cache's limited to --max-connections.
+type serveListeners struct {
+	grpc, http, cache net.Listener
+}
+
+// bindListeners binds the addresses of --listen, --http and --http-cache,
+// and closes those it bound if one fails.
+func bindListeners(cfg *serveConfig) (_ *serveListeners, err error) {
+	l := &serveListeners{}
+	defer func() {
+		if err != nil {
+			l.close()
+		}
+	}()
+	if l.grpc, err = net.Listen("tcp", cfg.listen); err != nil {
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	l.grpc = limitConnections(l.grpc, cfg.maxConnections)
+	if cfg.httpCacheAddr != "" {
+		if l.cache, err = net.Listen("tcp", cfg.httpCacheAddr); err != nil {
+			return nil, fmt.Errorf("--http-cache: %w", err)
+		}
+		l.cache = limitConnections(l.cache, cfg.maxConnections)
+	}
+	if cfg.httpAddr != "" {
+		if l.http, err = net.Listen("tcp", cfg.httpAddr); err != nil {
+			return nil, fmt.Errorf("--http: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// close closes every listener bound.
+func (l *serveListeners) close() {
+	for _, c := range []net.Listener{l.grpc, l.http, l.cache} {
+		if c != nil {
+			c.Close()
+		}
+	}
 }
 
 // stopGracefully lets open RPCs and HTTP requests finish for up to timeout,

@@ -444,6 +444,7 @@ func TestServeBadFlags(t *testing.T) {
 		{"negative drain", []string{"--drain-delay", "-1s"}, 2, []string{"--drain-delay must not be negative"}},
 		{"busy listen", []string{"--listen", busy.Addr().String()}, 1, []string{"--listen:", "address already in use"}},
 		{"busy http", []string{"--listen", "127.0.0.1:0", "--http", busy.Addr().String()}, 1, []string{"--http:", "address already in use"}},
+		{"busy http cache", []string{"--listen", "127.0.0.1:0", "--http-cache", busy.Addr().String()}, 1, []string{"--http-cache:", "address already in use"}},
 		{"dir is a file", []string{"--dir", file}, 1, []string{"--dir:", "not a directory"}},
 		{"bad s3 URL", []string{"--s3", "s3://Bad_Bucket"}, 2, []string{"--s3:", "bucket name"}},
 		{"s3 parameter", []string{"--s3", "s3://bucket?acl=public"}, 2, []string{"--s3:", `unknown parameter "acl"`}},
@@ -473,6 +474,11 @@ func TestServeBadFlags(t *testing.T) {
 			}
 			if _, err := os.Stat(dir); tc.code == 2 && !os.IsNotExist(err) {
 				t.Errorf("membuf %q: a usage error, but --dir %s was created first", args, dir)
+			}
+			// A port in use is found before the store opens (its index
+			// can take minutes to rebuild), so before --dir is created.
+			if _, err := os.Stat(dir); strings.HasPrefix(tc.name, "busy ") && !os.IsNotExist(err) {
+				t.Errorf("membuf %q: a port in use, but --dir %s was created (and the store opened) first", args, dir)
 			}
 		})
 	}
