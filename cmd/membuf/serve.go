@@ -185,6 +185,9 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 		if len(args) > 0 {
 			return usageError("unexpected arguments %q: serve takes only flags", args)
 		}
+		if err := checkMembufEnv(fs, os.Environ()); err != nil {
+			return err
+		}
 		from, err := applySettingSources(fs, os.LookupEnv)
 		if err != nil {
 			return err

@@ -419,7 +419,11 @@ func TestServeBadFlags(t *testing.T) {
 		{"zero batch", []string{"--max-batch-size", "0"}, 2, []string{"--max-batch-size must be between"}},
 		{"bad level", []string{"--log-level", "loud"}, 2, []string{`invalid value "loud" for flag -log-level: want debug, info, warn or error`}},
 		{"bad format", []string{"--log-format", "xml"}, 2, []string{`invalid value "xml" for flag -log-format: want one of text, json`}},
-		{"unknown flag", []string{"--max_size", "1G"}, 2, []string{"flag provided but not defined: -max_size"}},
+		{"unknown flag", []string{"--max_size", "1G"}, 2, []string{"flag provided but not defined: -max_size (did you mean -max-size?)"}},
+		{"bad boolean", []string{"--check-reads=maybe"}, 2, []string{`invalid boolean value "maybe" for -check-reads: want true or false`}},
+		{"bad duration", []string{"--pack-sync", "soon"}, 2, []string{`invalid value "soon" for flag -pack-sync: want a duration such as 300ms`}},
+		{"bad number", []string{"--max-connections", "lots"}, 2, []string{`invalid value "lots" for flag -max-connections: want a whole number`}},
+		{"missing value", []string{"--listen"}, 2, []string{"flag needs an argument: -listen"}},
 		{"argument", []string{"now"}, 2, []string{`unexpected arguments ["now"]`}},
 		{"empty listen", []string{"--listen", ""}, 2, []string{"--listen must not be empty"}},
 		{"bad listen", []string{"--listen", "127.0.0.1:99999"}, 2, []string{`--listen "127.0.0.1:99999"`, "invalid port"}},
@@ -471,6 +475,11 @@ func TestServeBadFlags(t *testing.T) {
 			}
 			if strings.Contains(errOut, "panic") {
 				t.Errorf("membuf %q panicked:\n%s", args, errOut)
+			}
+			// A mistake is a line or two and where the usage is, not the
+			// whole usage: the mistake would scroll away above it.
+			if tc.code == 2 && (strings.Contains(errOut, "Usage:") || !strings.HasSuffix(errOut, "Run 'membuf serve -h' for usage.\n")) {
+				t.Errorf("membuf %q: want the error and \"Run 'membuf serve -h' for usage.\", not the usage:\n%s", args, errOut)
 			}
 			if _, err := os.Stat(dir); tc.code == 2 && !os.IsNotExist(err) {
 				t.Errorf("membuf %q: a usage error, but --dir %s was created first", args, dir)
