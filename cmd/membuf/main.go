@@ -1,7 +1,8 @@
 // Command membuf runs the membuf blob cache and its tools.
 //
 //	membuf serve [flags]             run the content-addressed blob cache
-//	membuf bench <workload> [flags]  compare membuf with grpc-go's defaults: blobs, grpc
+//	membuf bench <workload> [flags]  measure membuf beside grpc-go's defaults or other servers: blobs, grpc, build
+//	membuf ceiling [flags]           serve ByteStream at the least cost a checking server can: bench blobs' ceiling
 //	membuf version                   print the module version and VCS revision
 //	membuf help [command [workload]] print usage (on stdout, as -h does)
 //
