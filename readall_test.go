@@ -167,9 +167,7 @@ func TestReadAllInvalidReader(t *testing.T) {
 }
 
 func TestReadAllKnownSizeAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector makes sync.Pool drop headers, which allocates")
-	}
+	skipUnderRace(t, "the race detector makes sync.Pool drop headers, which allocates")
 	SetDebugEnv(t, false) // debug mode records stacks: it allocates by design
 	// Besides the pooled buffers, a known-size ReadAll allocates the same
 	// small number of objects whatever the size.

@@ -47,9 +47,7 @@ func TestWriterPacksSmallWrites(t *testing.T) {
 }
 
 func TestWriterSmallWritesDoNotAllocate(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector makes sync.Pool drop headers, which allocates")
-	}
+	skipUnderRace(t, "the race detector makes sync.Pool drop headers, which allocates")
 	w := NewWriter(&lifoTestPool{}, 0)
 	p := []byte("0123456789")
 	w.Write(p)

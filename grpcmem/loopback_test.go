@@ -234,11 +234,9 @@ func TestReadsWhileStatsHandlerHoldsMessages(t *testing.T) {
 // a Read that refills one buffer after each Send (bb-storage PR 339's
 // pooled buffer with plain Send) changes chunks the stats handler holds.
 func TestStatsHandlerCatchesReuseAfterSend(t *testing.T) {
-	if testenv.Race {
-		// The planted bug is a data race (refilling memory gRPC is writing
-		// out), which the race detector reports before this test can.
-		t.Skip("the race detector reports the planted reuse as a data race")
-	}
+	// The planted bug is a data race (refilling memory gRPC is writing
+	// out), which the race detector reports before this test can.
+	testenv.SkipUnderRace(t, "the race detector reports the planted reuse as a data race")
 	h := grpcmemtest.NewChunkHolder(heldPerStream)
 	srv := &readServer{pool: grpcmem.NewCountingPool(t, 0), received: map[string][]byte{}, reuseOneBuffer: true}
 	client := startServer(t, srv, h, grpcmem.NewCountingPool(t, 0))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/internal/await"
+	"github.com/membuf/membuf/internal/testenv"
 )
 
 // The crash test's child: a store under load (ByteStream-style writers and
@@ -44,10 +45,7 @@ func crashStoreOptions(packs string) []StoreOption {
 }
 
 func TestGroupCommitCrashChild(t *testing.T) {
-	dir := os.Getenv(crashChildDir)
-	if dir == "" {
-		t.Skip("run by TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs")
-	}
+	dir := testenv.ChildEnv(t, crashChildDir, "TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs")
 	want := os.Getenv(crashChildStage)
 	var out sync.Mutex
 	say := func(format string, args ...any) {

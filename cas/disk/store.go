@@ -147,9 +147,12 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	}
 	s.mu.Lock()
 	s.evictLocked(nil)
+	// Every entry, packed ones too (those are in no recency list), as
+	// Stats, and so /status, counts them.
+	entries, stored := len(s.index), s.bytes
 	s.mu.Unlock()
 	s.committer = newGroupCommit(s)
-	logger.Info("cas store opened", "dir", dir, "entries", s.lru.Len(), "bytes", s.bytes, "max_bytes", maxSize)
+	logger.Info("cas store opened", "dir", dir, "entries", entries, "bytes", stored, "max_bytes", maxSize)
 	return s, nil
 }
 

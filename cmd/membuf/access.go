@@ -106,8 +106,13 @@ func (a *accessFlags) resolve() (*access.Control, *tlsMaterial, error) {
 
 // reloadOnSIGHUP loads the TLS material (certs, if not nil) and the
 // htpasswd file (if access has one) again. A file that fails to load leaves
-// what is in force, and the log says why.
+// what is in force, and the log says why; a server with neither logs that
+// there was nothing to reload.
 func reloadOnSIGHUP(certs *certReloader, access *access.Control, log *slog.Logger) {
+	if certs == nil && (access == nil || access.Users == nil) {
+		log.Info("SIGHUP: nothing to reload (no --tls-cert, no --htpasswd); still serving")
+		return
+	}
 	if certs != nil {
 		certs.reload("SIGHUP")
 	}

@@ -25,7 +25,7 @@ func init() {
 	register(&command{
 		name:        "bench",
 		subcommands: true,
-		summary:     "compare membuf's pool against grpc-go's defaults on this machine: bench blobs, bench grpc",
+		summary:     benchSummary(),
 		flags:       benchFlags,
 	})
 }
@@ -42,6 +42,16 @@ var workloads = []workload{
 	{"blobs", "ByteStream reads and writes of blobs against the cas server (in-process, or --addr)", blobsFlags},
 	{"grpc", "unary and streaming gRPC echo: grpc-go's default buffer pool against membuf's", grpcFlags},
 	{"build", "a Bazel-like build's cache traffic, cold then warm: membuf serve against servers at --addr", buildFlags},
+}
+
+// benchSummary is bench's line in `membuf help`: every workload, so that
+// none is found only by reading bench's own usage.
+func benchSummary() string {
+	names := make([]string, len(workloads))
+	for i, w := range workloads {
+		names[i] = "bench " + w.name
+	}
+	return "measure membuf on this machine, beside grpc-go's defaults or other servers: " + strings.Join(names, ", ")
 }
 
 const benchDescription = "Run a workload that compares configurations side by side, in interleaved rounds so\n" +

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/membuf/membuf"
 )
 
 // Settings of `membuf serve` come from three places, and the first that
@@ -30,11 +32,51 @@ import (
 // parsed as the flag would parse it on the command line. An unknown key, a
 // table, or a value the flag refuses is a usage error (exit status 2)
 // naming it, before anything starts; so is a bad value in a MEMBUF_
-// variable. MEMBUF_ variables that name no flag (MEMBUF_DEBUG, the test
-// scripts' own) are left alone.
+// variable, and a MEMBUF_ variable that names no flag (a misspelling would
+// otherwise leave the setting at its default, unseen), except those that
+// membuf or its tests read for themselves (otherMembufVars).
 
 // configFlag is the flag that names the file; it cannot be set in it.
 const configFlag = "config"
+
+// otherMembufVars are the MEMBUF_ variables that are not settings of
+// serve: membuf's debug mode, and those of the scripts in .ci and of the
+// tests (which may start serve with their own environment).
+var otherMembufVars = []string{membuf.DebugEnv, "MEMBUF_MINIO", "MEMBUF_TOOLS", "MEMBUF_BENCH_SERVE"}
+
+// otherMembufPrefixes begin the names of the tests' own MEMBUF_ variables.
+var otherMembufPrefixes = []string{"MEMBUF_TEST_", "MEMBUF_CAS_CRASH_"}
+
+// checkMembufEnv returns a usage error naming each variable in environ
+// (os.Environ's form) that begins MEMBUF_, names no flag of fs and is not
+// one of otherMembufVars, with the name probably meant.
+func checkMembufEnv(fs *flag.FlagSet, environ []string) error {
+	known := slices.Clone(otherMembufVars)
+	fs.VisitAll(func(f *flag.Flag) { known = append(known, envName(f.Name)) })
+	var errs []error
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "MEMBUF_") || slices.Contains(known, name) ||
+			slices.ContainsFunc(otherMembufPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		hint := "; every flag of membuf serve can be set as MEMBUF_<FLAG> (MEMBUF_MAX_SIZE for --max-size)"
+		// Compared without the prefix they all share, which would make
+		// any two names look alike.
+		var flagParts []string
+		for _, k := range known {
+			flagParts = append(flagParts, strings.TrimPrefix(k, "MEMBUF_"))
+		}
+		if n, ok := nearest(strings.TrimPrefix(name, "MEMBUF_"), flagParts); ok {
+			hint = " (did you mean MEMBUF_" + n + "?)"
+		}
+		errs = append(errs, fmt.Errorf("environment variable %s is not a setting of membuf serve%s", name, hint))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return usageError("%v", err)
+	}
+	return nil
+}
 
 // envName is the environment variable that sets flag name.
 func envName(name string) string {
@@ -58,7 +100,7 @@ func applySettingSources(fs *flag.FlagSet, lookup func(string) (string, bool)) (
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: %v", envName(f.Name), v, err))
+			errs = append(errs, fmt.Errorf("%s=%q: %v", envName(f.Name), v, valueError(f, err)))
 			return
 		}
 		from[f.Name] = "env " + envName(f.Name)
@@ -84,12 +126,18 @@ func applySettingSources(fs *flag.FlagSet, lookup func(string) (string, bool)) (
 		case k == configFlag:
 			errs = append(errs, fmt.Errorf("key %q: a config file cannot name another", k))
 		case fs.Lookup(k) == nil:
-			errs = append(errs, fmt.Errorf("unknown key %q: not a flag of membuf serve", k))
+			var names []string
+			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			hint := ""
+			if n, ok := nearest(k, names); ok {
+				hint = fmt.Sprintf(" (did you mean %q?)", n)
+			}
+			errs = append(errs, fmt.Errorf("unknown key %q: not a flag of membuf serve%s", k, hint))
 		case from[k] != "":
 			// The command line or the environment set it: they win.
 		default:
 			if err := fs.Set(k, values[k]); err != nil {
-				errs = append(errs, fmt.Errorf("key %q = %q: %v", k, values[k], err))
+				errs = append(errs, fmt.Errorf("key %q = %q: %v", k, values[k], valueError(fs.Lookup(k), err)))
 				continue
 			}
 			from[k] = "file " + path

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // serveFlagSet returns membuf serve's flags parsed from args.
@@ -105,7 +106,10 @@ func TestSettingSourcesErrors(t *testing.T) {
 		{"table", "[s3]\nbucket = \"x\"", nil, `key "s3": a table`},
 		{"not TOML", `max-size = `, nil, "not TOML"},
 		{"nested config", `config = "other.toml"`, nil, `key "config"`},
-		{"bad environment", ``, map[string]string{"MEMBUF_PACK_SYNC": "soon"}, `MEMBUF_PACK_SYNC="soon"`},
+		{"bad environment", ``, map[string]string{"MEMBUF_PACK_SYNC": "soon"}, `MEMBUF_PACK_SYNC="soon": want a duration`},
+		{"bad boolean in the environment", ``, map[string]string{"MEMBUF_CHECK_READS": "maybe"}, `MEMBUF_CHECK_READS="maybe": want true or false`},
+		{"bad boolean in the file", `check-reads = "maybe"`, nil, `key "check-reads" = "maybe": want true or false`},
+		{"misspelled key", `max-sizes = "1GiB"`, nil, `unknown key "max-sizes": not a flag of membuf serve (did you mean "max-size"?)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := serveFlagSet(t, "--config", writeConfig(t, tc.file))
@@ -121,6 +125,29 @@ func TestSettingSourcesErrors(t *testing.T) {
 	}
 }
 
+// A MEMBUF_ variable that names no flag is a usage error naming it and the
+// variable probably meant, as an unknown config key is; membuf's own other
+// variables and the tests' are left alone.
+func TestCheckMembufEnv(t *testing.T) {
+	fs := serveFlagSet(t)
+	ok := []string{"PATH=/bin", "MEMBUF_MAX_SIZE=1G", "MEMBUF_CONFIG=x.toml", "MEMBUF_DEBUG=1", "MEMBUF_MINIO=/bin/minio",
+		"MEMBUF_TOOLS=/tmp", "MEMBUF_TEST_RUN_MAIN=1", "MEMBUF_CAS_CRASH_DIR=/tmp", "MEMBUF_BENCH_SERVE=membuf", "NOT_MEMBUF_X=1"}
+	if err := checkMembufEnv(fs, ok); err != nil {
+		t.Fatalf("%q: %v", ok, err)
+	}
+	for _, tc := range []struct{ env, want string }{
+		{"MEMBUF_MAX_SIZ=1G", "environment variable MEMBUF_MAX_SIZ is not a setting of membuf serve (did you mean MEMBUF_MAX_SIZE?)"},
+		{"MEMBUF_SCRUBRATE=1M", "(did you mean MEMBUF_SCRUB_RATE?)"},
+		{"MEMBUF_CACHE_SIZE=1G", "MEMBUF_CACHE_SIZE is not a setting of membuf serve; every flag of membuf serve can be set as MEMBUF_<FLAG>"},
+		{"MEMBUF_=", "MEMBUF_ is not a setting"},
+	} {
+		err := checkMembufEnv(fs, append(ok, tc.env))
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want a usage error saying %q", tc.env, err, tc.want)
+		}
+	}
+}
+
 // As the binary runs it: a bad key stops serve with exit status 2 before
 // anything starts, and a good file's settings reach the start-up line.
 func TestServeConfigFile(t *testing.T) {
@@ -129,6 +156,14 @@ func TestServeConfigFile(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, `unknown key "scrub-rates"`) {
 		t.Fatalf("serve with an unknown key: exit %d\n%s", code, errOut)
 	}
+	t.Setenv("MEMBUF_SCRUB_RAT", "1MiB")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a serve that starts stops
+	defer cancel()
+	code, _, errOut = runCLI(t, ctx, "serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "")
+	if code != 2 || !strings.Contains(errOut, "MEMBUF_SCRUB_RAT is not a setting of membuf serve (did you mean MEMBUF_SCRUB_RATE?)") {
+		t.Fatalf("serve with a misspelled MEMBUF_ variable: exit %d\n%s", code, errOut)
+	}
+	os.Unsetenv("MEMBUF_SCRUB_RAT") // t.Setenv restores what was there before the test at its end
 	s := startServe(t, "--config", writeConfig(t, `scrub-rate = "1MiB"`))
 	_, _, errOut = s.stop()
 	if !strings.Contains(errOut, "scrub-rate") || !strings.Contains(errOut, "file=") {

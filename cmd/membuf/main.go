@@ -1,7 +1,8 @@
 // Command membuf runs the membuf blob cache and its tools.
 //
 //	membuf serve [flags]             run the content-addressed blob cache
-//	membuf bench <workload> [flags]  compare membuf with grpc-go's defaults: blobs, grpc
+//	membuf bench <workload> [flags]  measure membuf beside grpc-go's defaults or other servers: blobs, grpc, build
+//	membuf ceiling [flags]           serve ByteStream at the least cost a checking server can: bench blobs' ceiling
 //	membuf version                   print the module version and VCS revision
 //	membuf help [command [workload]] print usage (on stdout, as -h does)
 //
@@ -10,7 +11,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // A command is one subcommand of membuf.
@@ -119,24 +120,76 @@ var errUsageReported = fmt.Errorf("%w (reported)", errUsage)
 
 // parseFlags parses args into fs. Asked for usage (-h, -help, --help), it
 // prints it on stdout, like every other form of help, and reports help; a
-// bad flag prints the flag package's message and the usage on stderr and
-// returns errUsageReported. Afterwards fs writes to stderr.
+// bad flag prints one line naming the flag and what is wrong with it, and
+// where the usage is, on stderr (not the whole usage: serve's is over a
+// hundred lines, and the mistake scrolls away above it), and returns
+// errUsageReported. Afterwards fs writes to stderr.
 func parseFlags(fs *flag.FlagSet, args []string, std *stdio) (help bool, err error) {
-	var msgs bytes.Buffer
-	fs.SetOutput(&msgs)
+	fs.SetOutput(io.Discard) // the flag package's message and usage: replaced below
 	err = fs.Parse(args)
+	fs.SetOutput(std.err)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(std.out)
 		fs.Usage()
+		fs.SetOutput(std.err)
 		return true, nil
 	case err != nil:
-		std.err.Write(msgs.Bytes())
-		fs.SetOutput(std.err)
+		fmt.Fprintf(std.err, "%s: %s\nRun '%s -h' for usage.\n", fs.Name(), explainFlagError(fs, err), fs.Name())
 		return false, errUsageReported
 	}
-	fs.SetOutput(std.err)
 	return false, nil
+}
+
+// explainFlagError returns the flag package's message for err, with what
+// it leaves out: the flag probably meant, for one that does not exist, and
+// what a value should look like, for one it calls a "parse error".
+func explainFlagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if n, ok := nearest(strings.TrimLeft(name, "-"), names); ok {
+			msg += " (did you mean -" + n + "?)"
+		}
+		return msg
+	}
+	if head, ok := strings.CutSuffix(msg, ": parse error"); ok {
+		// "invalid boolean value "x" for -name" or "invalid value "x" for flag -name"
+		if i := strings.LastIndex(head, " -"); i >= 0 {
+			if f := fs.Lookup(head[i+2:]); f != nil {
+				return head + ": " + wantOf(f)
+			}
+		}
+	}
+	return msg
+}
+
+// valueError is err, the error of f's Set, saying what f wants where the
+// flag package says only "parse error".
+func valueError(f *flag.Flag, err error) error {
+	if err.Error() == "parse error" {
+		return errors.New(wantOf(f))
+	}
+	return err
+}
+
+// wantOf says what a value of f looks like, for a flag of the standard
+// library's kinds.
+func wantOf(f *flag.Flag) string {
+	if g, ok := f.Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case bool:
+			return "want true or false"
+		case time.Duration:
+			return "want a duration such as 300ms, 30s or 5m"
+		case int, int64, uint, uint64:
+			return "want a whole number"
+		case float64:
+			return "want a number"
+		}
+	}
+	return "parse error"
 }
 
 func help(args []string, std *stdio) int {

@@ -59,12 +59,15 @@ func TestCLIDispatch(t *testing.T) {
 		{"cmd --help", []string{"testecho", "--help"}, 0, "Usage: membuf testecho", ""},
 		{"help cmd sub", []string{"help", "testecho", "x"}, 2, "", "testecho has no subcommands"},
 		{"runs", []string{"testecho", "-word", "hi"}, 0, "hi\n", ""},
-		{"bad flag", []string{"testecho", "-wrod", "hi"}, 2, "", "flag provided but not defined: -wrod"},
+		{"bad flag", []string{"testecho", "-wrod", "hi"}, 2, "", "membuf testecho: flag provided but not defined: -wrod (did you mean -word?)\nRun 'membuf testecho -h' for usage.\n"},
 		{"fails", []string{"testecho", "-word", "fail"}, 1, "", "membuf testecho: asked to fail"},
 		{"misuse", []string{"testecho", "-word", "misuse"}, 2, "", "asked to misuse"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runCLI(t, ctx, tc.args...)
+			if tc.code == 2 && strings.Contains(errs, "Flags:") {
+				t.Errorf("membuf %q printed the command's whole usage for a usage error:\n%s", tc.args, errs)
+			}
 			if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errs, tc.err) {
 				t.Errorf("membuf %q: exit %d, stdout %q, stderr %q; want exit %d, stdout containing %q, stderr containing %q",
 					tc.args, code, out, errs, tc.code, tc.out, tc.err)

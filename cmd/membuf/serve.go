@@ -132,10 +132,11 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs := newFlagSet("serve", "[flags]",
 		"Serve a content-addressed blob cache over gRPC: ByteStream, ContentAddressableStorage,\n"+
 			"ActionCache and Capabilities (REAPI v2), on a disk store under --dir. Point Bazel at it\n"+
-			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully.\n"+
+			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully; SIGHUP\n"+
+			"reloads the TLS material and --htpasswd (and never stops it).\n"+
 			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
-	fs.StringVar(&cfg.httpAddr, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz and (with --pprof) /debug/pprof/; empty disables it")
+	fs.StringVar(&cfg.httpAddr, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz, /status and (with --pprof) /debug/pprof/; empty disables it")
 	fs.StringVar(&cfg.httpCacheAddr, "http-cache", "", "`address` for the HTTP/1.1 cache protocol (GET, HEAD, PUT of /cas/{sha256} and /ac/{sha256}, under any\ninstance prefix), for Bazel's --remote_cache=http://... and ccache's layout=bazel; the same TLS,\nusers and rules as gRPC; empty (the default) disables it")
 	fs.BoolVar(&cfg.httpACRaw, "http-ac-raw", false, "with --http-cache, keep and serve /ac/ entries as opaque bytes instead of checked ActionResult\nmessages (ccache keeps its own format there)")
 	fs.Func("asset-hosts", "comma-separated `hosts` (host, or host:port) the Remote Asset API's FetchBlob may download from,\nfor Bazel's --experimental_remote_downloader; empty (the default): none, and FetchBlob answers only\nfrom the cache and from PushBlob's associations", func(v string) error {
@@ -183,6 +184,9 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	return fs, func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usageError("unexpected arguments %q: serve takes only flags", args)
+		}
+		if err := checkMembufEnv(fs, os.Environ()); err != nil {
+			return err
 		}
 		from, err := applySettingSources(fs, os.LookupEnv)
 		if err != nil {
@@ -321,19 +325,48 @@ func poolMaxSize(msgSize int) int {
 func newLogger(c *serveConfig, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: c.logLevel}
 	if c.logFormat == "json" {
+		opts.ReplaceAttr = durationAsText
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationAsText writes a duration as the text handler does, a Go duration
+// ("10m0s", "1.5s"), instead of the JSON handler's integer nanoseconds,
+// which no reader takes for a duration: one log says the same in either
+// format, and the value reads back with time.ParseDuration.
+func durationAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // serve runs the server until ctx is cancelled, then stops it gracefully.
 func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	started := time.Now()
 	log := newLogger(cfg, std.err)
+	// SIGHUP is a reload (systemd's ExecReload sends it, whatever the
+	// flags), never a stop: caught from the start, before the store opens,
+	// and handled once the listeners exist (below); until then one waits.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if len(cfg.from) > 0 {
 		log.Info("settings", settingSourcesLog(cfg.from)...)
 	}
 	warnAboutSettings(cfg, log)
+
+	// The ports first: one in use fails at once, before the store's index
+	// is rebuilt (minutes on a large store) and before --dir is created.
+	// A client that connects meanwhile waits in the backlog until serving
+	// starts. Closed on every return (a second Close after the servers'
+	// own is harmless).
+	lis, err := bindListeners(cfg)
+	if err != nil {
+		return err
+	}
+	defer lis.close()
 
 	dir, err := filepath.Abs(cfg.dir)
 	if err != nil {
@@ -499,11 +532,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	health.register(grpcServer) // last: it answers for every service registered
 	requests.track(grpcServer.GetServiceInfo())
 
-	grpcLis, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
-	grpcLis = limitConnections(grpcLis, cfg.maxConnections)
+	grpcLis := lis.grpc
 	// The public HTTP/1.1 cache, over the same store, rules and upload
 	// budget as gRPC.
 	var cacheHandler *httpcache.Handler
@@ -520,15 +549,9 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			Logger:         log,
 		})
 		if err != nil {
-			grpcLis.Close()
 			return fmt.Errorf("--http-cache: %w", err)
 		}
-		cacheLis, err = net.Listen("tcp", cfg.httpCacheAddr)
-		if err != nil {
-			grpcLis.Close()
-			return fmt.Errorf("--http-cache: %w", err)
-		}
-		cacheLis = limitConnections(cacheLis, cfg.maxConnections)
+		cacheLis = lis.cache
 		if certs != nil {
 			cacheLis = tls.NewListener(cacheLis, certs.cacheConfig())
 		}
@@ -543,14 +566,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	var httpServer *http.Server
 	var httpLis net.Listener
 	if cfg.httpAddr != "" {
-		httpLis, err = net.Listen("tcp", cfg.httpAddr)
-		if err != nil {
-			grpcLis.Close()
-			if cacheLis != nil {
-				cacheLis.Close()
-			}
-			return fmt.Errorf("--http: %w", err)
-		}
+		httpLis = lis.http
 		if certs != nil {
 			httpLis = tls.NewListener(httpLis, certs.httpConfig())
 		}
@@ -563,26 +579,20 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 		}
 	}
 
-	// SIGHUP loads the TLS material and the htpasswd file again.
-	if certs != nil || (cfg.accessControl != nil && cfg.accessControl.Users != nil) {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		hupDone := make(chan struct{})
-		defer func() {
-			signal.Stop(hup)
-			close(hupDone)
-		}()
-		go func() {
-			for {
-				select {
-				case <-hup:
-					reloadOnSIGHUP(certs, cfg.accessControl, log)
-				case <-hupDone:
-					return
-				}
+	// SIGHUP loads the TLS material and the htpasswd file again, if the
+	// server has them; otherwise it says there is nothing to reload.
+	hupDone := make(chan struct{})
+	defer close(hupDone)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				reloadOnSIGHUP(certs, cfg.accessControl, log)
+			case <-hupDone:
+				return
 			}
-		}()
-	}
+		}
+	}()
 
 	errc := make(chan error, 4)
 	go func() {
@@ -645,6 +655,49 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 	stopGracefully(grpcServer, cfg.shutdownTimeout, log, httpServer, cacheServer)
 	log.Info("stopped")
 	return err
+}
+
+// serveListeners are serve's sockets: gRPC's, and the HTTP and HTTP
+// cache listeners' when they are on (nil otherwise), bound but not yet
+// served; gRPC's and the cache's limited to --max-connections.
+type serveListeners struct {
+	grpc, http, cache net.Listener
+}
+
+// bindListeners binds the addresses of --listen, --http and --http-cache,
+// and closes those it bound if one fails.
+func bindListeners(cfg *serveConfig) (_ *serveListeners, err error) {
+	l := &serveListeners{}
+	defer func() {
+		if err != nil {
+			l.close()
+		}
+	}()
+	if l.grpc, err = net.Listen("tcp", cfg.listen); err != nil {
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	l.grpc = limitConnections(l.grpc, cfg.maxConnections)
+	if cfg.httpCacheAddr != "" {
+		if l.cache, err = net.Listen("tcp", cfg.httpCacheAddr); err != nil {
+			return nil, fmt.Errorf("--http-cache: %w", err)
+		}
+		l.cache = limitConnections(l.cache, cfg.maxConnections)
+	}
+	if cfg.httpAddr != "" {
+		if l.http, err = net.Listen("tcp", cfg.httpAddr); err != nil {
+			return nil, fmt.Errorf("--http: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// close closes every listener bound.
+func (l *serveListeners) close() {
+	for _, c := range []net.Listener{l.grpc, l.http, l.cache} {
+		if c != nil {
+			c.Close()
+		}
+	}
 }
 
 // stopGracefully lets open RPCs and HTTP requests finish for up to timeout,

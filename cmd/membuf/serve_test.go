@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -359,6 +360,33 @@ func TestServeHTTPDisabled(t *testing.T) {
 	}
 }
 
+// TestServeJSONLogDurations: --log-format json writes durations as the
+// text format does (a Go duration, "10m0s"), not as integer nanoseconds.
+func TestServeJSONLogDurations(t *testing.T) {
+	s := startServe(t, "--http", "", "--log-format", "json", "--upload-ttl", "7m", "--shutdown-timeout", "1500ms")
+	_, _, errOut := s.stop()
+	want := map[string]map[string]any{
+		"serving":                         {"upload_ttl": "7m0s", "shutdown_timeout": "1.5s", "pack_sync": "100ms", "drain_delay": "0s"},
+		"stopping: waiting for open RPCs": {"timeout": "1.5s"},
+	}
+	for line := range strings.Lines(errOut) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %v\n%s", err, line)
+		}
+		msg, _ := rec["msg"].(string)
+		for k, v := range want[msg] {
+			if rec[k] != v {
+				t.Errorf("%q: %s = %#v; want %#v", msg, k, rec[k], v)
+			}
+		}
+		delete(want, msg)
+	}
+	if len(want) > 0 {
+		t.Errorf("no log line for %v:\n%s", want, errOut)
+	}
+}
+
 func TestServeBadFlags(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -393,7 +421,11 @@ func TestServeBadFlags(t *testing.T) {
 		{"zero batch", []string{"--max-batch-size", "0"}, 2, []string{"--max-batch-size must be between"}},
 		{"bad level", []string{"--log-level", "loud"}, 2, []string{`invalid value "loud" for flag -log-level: want debug, info, warn or error`}},
 		{"bad format", []string{"--log-format", "xml"}, 2, []string{`invalid value "xml" for flag -log-format: want one of text, json`}},
-		{"unknown flag", []string{"--max_size", "1G"}, 2, []string{"flag provided but not defined: -max_size"}},
+		{"unknown flag", []string{"--max_size", "1G"}, 2, []string{"flag provided but not defined: -max_size (did you mean -max-size?)"}},
+		{"bad boolean", []string{"--check-reads=maybe"}, 2, []string{`invalid boolean value "maybe" for -check-reads: want true or false`}},
+		{"bad duration", []string{"--pack-sync", "soon"}, 2, []string{`invalid value "soon" for flag -pack-sync: want a duration such as 300ms`}},
+		{"bad number", []string{"--max-connections", "lots"}, 2, []string{`invalid value "lots" for flag -max-connections: want a whole number`}},
+		{"missing value", []string{"--listen"}, 2, []string{"flag needs an argument: -listen"}},
 		{"argument", []string{"now"}, 2, []string{`unexpected arguments ["now"]`}},
 		{"empty listen", []string{"--listen", ""}, 2, []string{"--listen must not be empty"}},
 		{"bad listen", []string{"--listen", "127.0.0.1:99999"}, 2, []string{`--listen "127.0.0.1:99999"`, "invalid port"}},
@@ -418,6 +450,7 @@ func TestServeBadFlags(t *testing.T) {
 		{"negative drain", []string{"--drain-delay", "-1s"}, 2, []string{"--drain-delay must not be negative"}},
 		{"busy listen", []string{"--listen", busy.Addr().String()}, 1, []string{"--listen:", "address already in use"}},
 		{"busy http", []string{"--listen", "127.0.0.1:0", "--http", busy.Addr().String()}, 1, []string{"--http:", "address already in use"}},
+		{"busy http cache", []string{"--listen", "127.0.0.1:0", "--http-cache", busy.Addr().String()}, 1, []string{"--http-cache:", "address already in use"}},
 		{"dir is a file", []string{"--dir", file}, 1, []string{"--dir:", "not a directory"}},
 		{"bad s3 URL", []string{"--s3", "s3://Bad_Bucket"}, 2, []string{"--s3:", "bucket name"}},
 		{"s3 parameter", []string{"--s3", "s3://bucket?acl=public"}, 2, []string{"--s3:", `unknown parameter "acl"`}},
@@ -445,8 +478,18 @@ func TestServeBadFlags(t *testing.T) {
 			if strings.Contains(errOut, "panic") {
 				t.Errorf("membuf %q panicked:\n%s", args, errOut)
 			}
+			// A mistake is a line or two and where the usage is, not the
+			// whole usage: the mistake would scroll away above it.
+			if tc.code == 2 && (strings.Contains(errOut, "Usage:") || !strings.HasSuffix(errOut, "Run 'membuf serve -h' for usage.\n")) {
+				t.Errorf("membuf %q: want the error and \"Run 'membuf serve -h' for usage.\", not the usage:\n%s", args, errOut)
+			}
 			if _, err := os.Stat(dir); tc.code == 2 && !os.IsNotExist(err) {
 				t.Errorf("membuf %q: a usage error, but --dir %s was created first", args, dir)
+			}
+			// A port in use is found before the store opens (its index
+			// can take minutes to rebuild), so before --dir is created.
+			if _, err := os.Stat(dir); strings.HasPrefix(tc.name, "busy ") && !os.IsNotExist(err) {
+				t.Errorf("membuf %q: a port in use, but --dir %s was created (and the store opened) first", args, dir)
 			}
 		})
 	}
@@ -508,6 +551,42 @@ func TestServeSignal(t *testing.T) {
 				t.Errorf("log does not say it stopped:\n%s", s.Log())
 			}
 		})
+	}
+}
+
+// TestServeSIGHUPWithNothingToReload: SIGHUP to a server with neither TLS
+// nor --htpasswd (systemd's ExecReload sends it whatever the flags) is
+// logged as a reload with nothing to load; the server keeps serving and
+// exits 0 on SIGTERM afterwards, instead of dying of the signal.
+func TestServeSIGHUPWithNothingToReload(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--dir", filepath.Join(t.TempDir(), "data"))
+	cmd.Env = append(os.Environ(), "MEMBUF_TEST_RUN_MAIN=1")
+	s := serveprocess.StartTest(t, cmd)
+	for range 2 { // a second reload is as harmless as the first
+		before := strings.Count(s.Log(), "nothing to reload")
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		reloaded := func() bool { return strings.Count(s.Log(), "nothing to reload") > before }
+		await.True(t, "the log to say SIGHUP had nothing to reload, or the process to exit", func() bool {
+			return reloaded() || cmd.Process.Signal(syscall.Signal(0)) != nil
+		})
+		if !reloaded() {
+			t.Fatalf("membuf serve exited on SIGHUP instead of reloading:\n%s", s.Log())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := repb.NewCapabilitiesClient(dial(t, s.GRPCAddr)).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{}); err != nil {
+		t.Fatalf("GetCapabilities after SIGHUP: %v", err)
+	}
+	httpGet(t, "http://"+s.HTTPAddr+"/healthz")
+	if err := s.Stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s.Log(), "msg=stopped") {
+		t.Errorf("log does not say it stopped gracefully:\n%s", s.Log())
 	}
 }
 

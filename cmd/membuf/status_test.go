@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +70,36 @@ func TestServeStatus(t *testing.T) {
 	}
 	if !st.Started.Equal(before.Started) || st.UptimeSeconds < before.UptimeSeconds {
 		t.Errorf("/status start %v, uptime %v after %v, %v", st.Started, st.UptimeSeconds, before.Started, before.UptimeSeconds)
+	}
+}
+
+// After a restart, the start-up line's entries and bytes are what /status
+// says: small blobs are packed into segments (and in no recency list), and
+// they count as entries too.
+func TestServeStartupLineAgreesWithStatusAfterARestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := startServe(t, "--dir", dir, "--scrub-rate", "0")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bs := bspb.NewByteStreamClient(dial(t, s.grpcAddr))
+	for i, size := range []int{100, 5000, 2 << 20} { // two packed, one a file of its own
+		blob := bytes.Repeat([]byte{byte('a' + i)}, size)
+		writeBlob(t, ctx, bs, fmt.Sprintf("uploads/u%d/blobs/%x/%d", i, sha256.Sum256(blob), size), blob)
+	}
+	if code, _, log := s.stop(); code != 0 {
+		t.Fatalf("stop: exit %d\n%s", code, log)
+	}
+	s = startServe(t, "--dir", dir, "--scrub-rate", "0")
+	st := getStatus(t, s.httpAddr)
+	_, _, log := s.stop()
+	var line string
+	for l := range strings.Lines(log) {
+		if strings.Contains(l, `msg="cas store opened"`) {
+			line = l
+		}
+	}
+	want := fmt.Sprintf(" entries=%d bytes=%d ", st.Disk.Blobs+st.Disk.ActionResults, st.Disk.Bytes)
+	if st.Disk.Blobs != 3 || !strings.Contains(line, want) {
+		t.Fatalf("after a restart /status says %+v, and the start-up line\n%s\ndoes not say%s", st.Disk, line, want)
 	}
 }

@@ -4,11 +4,11 @@
 // ends. It uses only the standard library, so that interop/ can import it.
 //
 // The binary is .ci/install-minio's: $MEMBUF_MINIO if set, else the cache
-// directory that script installs into. A test that finds none there runs
-// that script first (once per machine: about 3 minutes of building), so
-// that the README's test command tests the shared tier on a fresh clone
-// too; if it cannot, the test fails with the command that installs it.
-// Only -short skips these tests.
+// directory that script installs into. Only that script installs it (CI
+// runs it before the tests, once): a test never builds MinIO, since
+// several test binaries that each did would build it at once, for minutes,
+// within go test's timeout. A test that finds no binary fails with the
+// command that installs it; only -short skips these tests.
 package miniotest
 
 import (
@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -47,51 +46,53 @@ const Bucket = "membuf"
 // 2.5 s on an idle 2-core machine.
 const ReadyTimeout = 60 * time.Second
 
-// Binary returns the MinIO binary's path, installing it first if it is
-// missing (see the package doc). Under -short it skips a test that would
-// have to install it; it fails one that cannot.
+// InstallCommand is what installs the binary Binary looks for.
+const InstallCommand = ".ci/install-minio"
+
+// Binary returns the MinIO binary's path. If there is none, it fails the
+// test, naming the command that installs it; under -short it skips it.
 func Binary(t testing.TB) string {
 	t.Helper()
-	path, explicit := os.Getenv("MEMBUF_MINIO"), true
-	if path == "" {
-		path, explicit = filepath.Join(toolsDir(), "minio-7aac2a2c", "minio"), false
-	}
-	_, err := os.Stat(path)
+	path, err := find(os.Getenv("MEMBUF_MINIO"), toolsDir())
 	if err == nil {
 		return path
 	}
-	how := fmt.Sprintf("run .ci/install-minio once (go install github.com/minio/minio@%s into %s, about 3 minutes), or set MEMBUF_MINIO to a minio binary", Version, filepath.Dir(path))
-	switch {
-	case explicit:
-		t.Fatalf("MEMBUF_MINIO=%s: %v", path, err)
-	case testing.Short():
-		t.Skipf("-short: MinIO is not installed, and installing it takes minutes: %s", how)
+	if testing.Short() {
+		t.Skipf("-short: %v", err)
 	}
-	t.Logf("MinIO is not installed (%v): installing it with .ci/install-minio, once", err)
-	if out, err := install(); err != nil {
-		t.Fatalf("installing MinIO: %v\n%s\nTo install it by hand: %s", err, out, how)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("after .ci/install-minio: %v; %s", err, how)
-	}
-	return path
+	t.Fatal(err)
+	return ""
 }
 
-// install runs .ci/install-minio from the source tree this file is in.
-// Concurrent runs (test binaries of several packages) each build, and the
-// script's rename makes the binary appear whole either way.
-func install() ([]byte, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return nil, errors.New("cannot tell where the source tree is")
+// find returns the binary at explicit (MEMBUF_MINIO) if that is set, else
+// the one .ci/install-minio puts under tools, or an error that says how to
+// install it.
+func find(explicit, tools string) (string, error) {
+	if explicit != "" {
+		if err := isExecutable(explicit); err != nil {
+			return "", fmt.Errorf("MEMBUF_MINIO=%s: %v; unset it, or point it at a minio binary (%s installs one)", explicit, err, InstallCommand)
+		}
+		return explicit, nil
 	}
-	script := filepath.Join(filepath.Dir(file), "..", "..", ".ci", "install-minio")
-	if _, err := os.Stat(script); err != nil {
-		return nil, fmt.Errorf("no install script beside this source (%w)", err)
+	path := filepath.Join(tools, "minio-7aac2a2c", "minio")
+	if err := isExecutable(path); err != nil {
+		return "", fmt.Errorf("MinIO is not installed (%v): run %s once from the repository's root (go install github.com/minio/minio@%s into %s, about 3 minutes), or set MEMBUF_MINIO to a minio binary", err, InstallCommand, Version, filepath.Dir(path))
 	}
-	cmd := exec.Command(script)
-	cmd.Env = append(os.Environ(), "MEMBUF_TOOLS="+toolsDir())
-	return cmd.CombinedOutput()
+	return path, nil
+}
+
+// isExecutable reports why path is not an executable file, if it is not.
+func isExecutable(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return errors.New("not a regular file")
+	case fi.Mode().Perm()&0o111 == 0:
+		return errors.New("not executable")
+	}
+	return nil
 }
 
 // toolsDir is .ci/install-minio's cache directory.

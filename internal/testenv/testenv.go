@@ -20,15 +20,47 @@ func MembufDebug() bool {
 	return err == nil && on
 }
 
+// RaceSkip begins the message of every test skipped under the race
+// detector, and ChildSkip that of a test that is a child process's entry
+// point. internal/skipcheck, which reads CI's go test -json, accepts these
+// two skips and no other: it lists the tests skipped with RaceSkip, and
+// .ci/run runs them again without the race detector, so that every test
+// runs somewhere. The root package's own tests, which cannot import this
+// package, write the same text (race_test.go).
+const (
+	RaceSkip  = "skipped under the race detector (.ci/run runs it without): "
+	ChildSkip = "skipped: the entry point of a child process its parent test starts: "
+)
+
+// SkipUnderRace skips t when the binary was built with the race detector,
+// saying why. It is the one way a test skips under -race.
+func SkipUnderRace(t testing.TB, why string) {
+	t.Helper()
+	if Race {
+		t.Skip(RaceSkip + why)
+	}
+}
+
+// ChildEnv returns the value of env, the variable by which a parent test
+// tells its child process (this test binary, run again) what to do; when
+// it is not set, the test runs outside such a child and skips, naming the
+// parent that runs it.
+func ChildEnv(t testing.TB, env, parent string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		t.Skip(ChildSkip + parent + " runs it with " + env + " set")
+	}
+	return v
+}
+
 // SkipUnlessAllocationsCount skips a test that counts allocations where the
 // counts mean nothing: under the race detector, which makes sync.Pool drop
 // items at random, and in membuf's debug mode, which records stacks for
 // every buffer.
 func SkipUnlessAllocationsCount(t testing.TB) {
 	t.Helper()
-	if Race {
-		t.Skip("the race detector makes sync.Pool drop items at random, so allocation counts mean nothing")
-	}
+	SkipUnderRace(t, "the race detector makes sync.Pool drop items at random, so allocation counts mean nothing")
 	if MembufDebug() {
 		t.Skip("membuf debug mode (" + membuf.DebugEnv + ") allocates for every buffer")
 	}
