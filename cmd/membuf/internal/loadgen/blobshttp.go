@@ -23,7 +23,9 @@ const (
 )
 
 // httpMode reports whether mode goes through the HTTP cache protocol.
-func httpMode(mode string) bool { return mode == ModeHTTPGet || mode == ModeHTTPPut }
+func httpMode(mode string) bool {
+	return mode == ModeHTTPGet || mode == ModeHTTPPut || mode == ModeHTTPKeyedGet || mode == ModeHTTPKeyedPut
+}
 
 // newHTTPClient returns a client for the HTTP modes: loopback only, a
 // connection kept per stream, no compression asked for.
@@ -110,6 +112,8 @@ func (bt *blobTarget) httpWorker(c Case, set *blobSet, w int) (op, func(), error
 		return nil, nil, fmt.Errorf("mode %s needs the server's HTTP cache: the serve configuration, or --http-addr with --addr", c.Mode)
 	}
 	switch c.Mode {
+	case ModeHTTPKeyedGet, ModeHTTPKeyedPut:
+		return bt.keyedWorker(c, set, w)
 	case ModeHTTPGet:
 		urls := make([]string, len(set.reads))
 		for i, ref := range set.reads {
