@@ -49,15 +49,7 @@ func writeGradleProject(t *testing.T, url, user, password string) string {
 	for i := range gradleSources {
 		files[fmt.Sprintf("src/main/java/interop/C%d.java", i)] = fmt.Sprintf("package interop;\n\npublic class C%d {\n    public static int f(int x) { return x * %d + 1; }\n}\n", i, i+2)
 	}
-	for name, content := range files {
-		path := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	return dir
 }
 

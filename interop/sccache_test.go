@@ -170,12 +170,20 @@ func (s *sccacheRun) stats() sccacheStats {
 func writeRustWorkspace(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, content := range map[string]string{
+	writeFiles(t, dir, map[string]string{
 		"Cargo.toml":      "[package]\nname = \"interop_crate\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\ninterop_util = { path = \"util\" }\n",
 		"src/lib.rs":      "pub fn answer() -> u64 { interop_util::double(21) }\n\n#[cfg(test)]\nmod tests { #[test] fn answer() { assert_eq!(super::answer(), 42); } }\n",
 		"util/Cargo.toml": "[package]\nname = \"interop_util\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
 		"util/src/lib.rs": "pub fn double(x: u64) -> u64 { x * 2 }\n\npub const TABLE: [u32; 4096] = { let mut t = [0u32; 4096]; let mut i = 0; while i < 4096 { t[i] = (i as u32).wrapping_mul(2654435761); i += 1; } t };\n",
-	} {
+	})
+	return dir
+}
+
+// writeFiles writes each of files (slash-separated paths to contents)
+// under dir, making the directories they need.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -184,7 +192,6 @@ func writeRustWorkspace(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	return dir
 }
 
 // sccacheBuild compiles the C project in csrc through sccache and builds

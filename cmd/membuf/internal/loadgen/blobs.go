@@ -323,14 +323,13 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 				continue
 			}
 			uploaded[u] = true
-			upload := set.upload
-			switch {
-			case u.keyed:
-				upload = set.uploadKeyed
-			case httpMode(c.Mode):
-				upload = set.uploadHTTP
+			var err error
+			if httpMode(c.Mode) {
+				err = set.uploadHTTP(ctx, t, c.Mode)
+			} else {
+				err = set.upload(ctx, t)
 			}
-			if err := upload(ctx, t); err != nil {
+			if err != nil {
 				return nil, fmt.Errorf("%s: uploading the blobs to read: %w", t.name, err)
 			}
 		}
