@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -19,9 +20,12 @@ const keyedMethods = "GET, HEAD, PUT, PROPFIND, MKCOL, OPTIONS"
 // WebDAV's PROPFIND and MKCOL besides, as sccache's WebDAV storage
 // (Apache OpenDAL) sends them (webdav.go).
 func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPath) {
-	// What a client sends, for whoever wires a new one up (--log-level debug).
-	h.log.Debug("keyed request", "method", r.Method, "path", r.URL.Path, "depth", r.Header.Get("Depth"),
-		"length", r.ContentLength, "type", r.Header.Get("Content-Type"), "agent", r.UserAgent(), "auth", r.Header.Get("Authorization") != "")
+	// What a client sends, for whoever wires a new one up (--log-level
+	// debug); the arguments are not built when it is off.
+	if h.log.Enabled(r.Context(), slog.LevelDebug) {
+		h.log.Debug("keyed request", "method", r.Method, "path", r.URL.Path, "depth", r.Header.Get("Depth"),
+			"length", r.ContentLength, "type", r.Header.Get("Content-Type"), "agent", r.UserAgent(), "auth", r.Header.Get("Authorization") != "")
+	}
 	var op operation
 	switch r.Method {
 	case http.MethodGet:

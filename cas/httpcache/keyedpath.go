@@ -135,24 +135,21 @@ var errBadRecord = errors.New("not a keyed entry's record")
 // is errBadRecord.
 func parseKeyedRecord(b []byte) (keyedRecord, error) {
 	rest, ok := strings.CutPrefix(string(b), recordMagic)
-	lines := strings.Split(rest, "\n")
-	if !ok || len(lines) != 4 || lines[3] != "" {
+	// Cut, not Split: a record is read on every GET.
+	first, rest, ok1 := strings.Cut(rest, "\n")
+	namespace, rest, ok2 := strings.Cut(rest, "\n")
+	key, rest, ok3 := strings.Cut(rest, "\n")
+	hash, numbers, ok4 := strings.Cut(first, " ")
+	sizeText, nanosText, ok5 := strings.Cut(numbers, " ")
+	if !(ok && ok1 && ok2 && ok3 && ok4 && ok5) || rest != "" || cas.CheckHash(hash) != nil {
 		return keyedRecord{}, errBadRecord
 	}
-	fields := strings.Split(lines[0], " ")
-	if len(fields) != 3 || cas.CheckHash(fields[0]) != nil {
+	size, err1 := parseDecimal(sizeText)
+	nanos, err2 := parseDecimal(nanosText)
+	if err1 != nil || err2 != nil || checkNamespace(namespace) != nil {
 		return keyedRecord{}, errBadRecord
 	}
-	size, err1 := parseDecimal(fields[1])
-	nanos, err2 := parseDecimal(fields[2])
-	if err1 != nil || err2 != nil {
-		return keyedRecord{}, errBadRecord
-	}
-	r := keyedRecord{content: cas.Digest{Hash: fields[0], Size: size}, modified: time.Unix(0, nanos), namespace: lines[1], key: lines[2]}
-	if checkNamespace(r.namespace) != nil {
-		return keyedRecord{}, errBadRecord
-	}
-	return r, nil
+	return keyedRecord{content: cas.Digest{Hash: hash, Size: size}, modified: time.Unix(0, nanos), namespace: namespace, key: key}, nil
 }
 
 // parseDecimal reads a non-negative decimal with no leading zero (so that
