@@ -42,7 +42,7 @@ func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, 
 		w.WriteHeader(code)
 		h.stats.count(op, code)
 	}
-	if op == opHead {
+	if r.Method == http.MethodHead {
 		// A client's lookup, counted and marking the blob used, as a
 		// FindMissingBlobs of it would.
 		if missing, err := h.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil || len(missing) > 0 {

@@ -5,6 +5,13 @@
 // (/{instance}/cas/{sha256}), which, as on gRPC, names no separate
 // namespace.
 //
+// Any other path, /{namespace}/{key}, names a keyed entry: what sccache
+// (its WebDAV storage: GET, HEAD, PUT, PROPFIND, MKCOL) and Gradle's HTTP
+// build cache (GET, PUT) keep under a key they choose rather than the
+// content's hash. An entry is a small record in the action cache's side of
+// the store naming a CAS blob, so its reads are checked reads and equal
+// content is kept once (keyedpath.go, keyed.go, webdav.go).
+//
 // It sits beside reapi over the same Storage, with the same rules:
 //   - access: the same access.Control, its credentials from the
 //     Authorization header (Basic) or the client certificate; a refused
@@ -15,6 +22,8 @@
 //     so no response completes with wrong bytes (a failure after the
 //     status line cuts the connection, which the client sees as a short
 //     body);
+//   - keyed entries: read and written as the action cache is (its access
+//     rules), their content hashed as it arrives and stored as a blob;
 //   - action results: a PUT to /ac/ must be an ActionResult that
 //     actionresult.Check accepts, and a GET serves one only if
 //     actionresult.Load would, unless Options.RawActionCache keeps and
@@ -22,7 +31,7 @@
 //   - memory: reads go out in pooled chunks, and PUT bodies are taken
 //     under the upload budget that bounds ByteStream writes.
 //
-// Status codes: 200 (206 for a Range), 400 for a bad name or content that
+// Status codes: 200 (206 for a Range; 201 for MKCOL, 207 for PROPFIND), 400 for a bad name or content that
 // does not match it, 401 and 403, 404 for a miss, 405 for another method,
 // 408 for a PUT whose body stalled, 411 for a PUT without a length, 413 for one larger than the store, 416
 // for a range outside the blob, 503 when a tier is unavailable, 507 when

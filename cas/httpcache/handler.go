@@ -71,6 +71,9 @@ type Handler struct {
 	opts  Options
 	log   *slog.Logger
 	stats counters
+	// started is when the handler was made: the modification time a
+	// PROPFIND reports of a keyed namespace's collections.
+	started time.Time
 }
 
 // New returns a Handler over store.
@@ -93,12 +96,19 @@ func New(store cas.Storage, opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{store: store, opts: opts, log: opts.Logger}, nil
+	return &Handler{store: store, opts: opts, log: opts.Logger, started: time.Now()}, nil
 }
 
 // ServeHTTP answers one request of the cache protocol.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	k, hash, err := parsePath(r.URL.Path)
+	if errors.Is(err, errNotCachePath) {
+		var kp keyedPath
+		if kp, err = parseKeyedPath(r.URL.Path); err == nil {
+			h.serveKeyed(w, r, kp)
+			return
+		}
+	}
 	if err != nil {
 		code := http.StatusBadRequest
 		if errors.Is(err, errNotCachePath) {

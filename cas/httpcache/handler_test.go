@@ -210,10 +210,10 @@ func TestPathsAndMethods(t *testing.T) {
 		says         string
 	}{
 		{"GET", "/", 404, "not a cache path"},
-		{"GET", "/blobs/" + h, 404, "not a cache path"},
+		{"GET", "/blobs/" + h, 404, `of namespace "blobs": not found`}, // a keyed entry (keyed_test.go)
 		{"GET", "/cas/" + strings.ToUpper(h), 400, "lowercase hex"},
 		{"GET", "/cas/abc", 400, "64 lowercase hex"},
-		{"GET", "/xcas/" + h, 404, "not a cache path"},
+		{"GET", "/xcas/" + h, 404, `of namespace "xcas": not found`},
 		{"POST", "/cas/" + h, 405, "GET, HEAD or PUT"},
 		{"DELETE", "/ac/" + h, 405, "GET, HEAD or PUT"},
 	} {

@@ -17,7 +17,7 @@ const (
 
 // errNotCachePath is a path that names nothing in the cache: 404, as
 // bazel-remote answers.
-var errNotCachePath = fmt.Errorf("not a cache path: want /cas/{sha256} or /ac/{sha256}, optionally under an instance prefix")
+var errNotCachePath = fmt.Errorf("not a cache path: want /cas/{sha256} or /ac/{sha256}, optionally under an instance prefix, or a keyed entry's /{namespace}/{key}")
 
 // parsePath splits a request path into the part of the cache and the hash
 // it names. Whatever comes before "ac/" or "cas/" is the instance prefix,

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) cas.Storage) {
 		{"MissingIsNotFound", testMissing},
 		{"Writer", testWriter},
 		{"WriterRefusesWrongContent", testWriterRefuses},
+		{"UnnamedWriter", testUnnamedWriter},
 		{"PutBatch", testPutBatch},
 		{"ActionResults", testActionResults},
 		{"Concurrent", testConcurrent},

@@ -349,10 +349,10 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	var serveFlags string
 	mixSigma := 1.5
 	fs.StringVar(&o.Addr, "addr", "", "`host:port` of a running ByteStream server to measure instead of in-process ones (loopback only)")
-	fs.StringVar(&o.HTTPAddr, "http-addr", "", "with --addr: `host:port` of that server's HTTP cache (GET and PUT of /cas/{sha256}), for the http-get and http-put modes")
+	fs.StringVar(&o.HTTPAddr, "http-addr", "", "with --addr: `host:port` of that server's HTTP cache (GET and PUT of /cas/{sha256}), for the http-* modes")
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` prefixing resource names")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the in-process servers' stores (default a temporary one, removed after)")
-	fs.Var(choiceList(&o.Modes, loadgen.BlobModes...), "mode", "comma-separated `modes`: read, write, stall (start an upload, send one message, hold the stream --stall, abandon it),\nread-zstd, write-zstd (the same through compressed-blobs/zstd names; blobs of their own, uploaded compressed),\nhttp-get, http-put (the same through the HTTP cache protocol: the serve configuration's --http-cache, or --http-addr)")
+	fs.Var(choiceList(&o.Modes, loadgen.BlobModes...), "mode", "comma-separated `modes`: read, write, stall (start an upload, send one message, hold the stream --stall, abandon it),\nread-zstd, write-zstd (the same through compressed-blobs/zstd names; blobs of their own, uploaded compressed),\nhttp-get, http-put (the same through the HTTP cache protocol: the serve configuration's --http-cache, or --http-addr),\nhttp-keyed-get, http-keyed-put (the same as keyed entries, /bench/a/b/c/{sha256}, as sccache names its own)")
 	var contentFile string
 	fs.StringVar(&contentFile, "content", "", "`file` whose bytes, repeated, make up the blobs (text compresses; default random bytes, which do not)")
 	fs.DurationVar(&o.Stall, "stall", 5*time.Second, "how long a stall operation holds its stream")

@@ -137,7 +137,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
 	fs.StringVar(&cfg.httpAddr, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz, /status and (with --pprof) /debug/pprof/; empty disables it")
-	fs.StringVar(&cfg.httpCacheAddr, "http-cache", "", "`address` for the HTTP/1.1 cache protocol (GET, HEAD, PUT of /cas/{sha256} and /ac/{sha256}, under any\ninstance prefix), for Bazel's --remote_cache=http://... and ccache's layout=bazel; the same TLS,\nusers and rules as gRPC; empty (the default) disables it")
+	fs.StringVar(&cfg.httpCacheAddr, "http-cache", "", "`address` for the HTTP/1.1 cache protocol (GET, HEAD, PUT of /cas/{sha256} and /ac/{sha256}, under any\ninstance prefix), for Bazel's --remote_cache=http://... and ccache's layout=bazel, and of keyed entries\n/{namespace}/{key} (with WebDAV's PROPFIND and MKCOL), for sccache's SCCACHE_WEBDAV_ENDPOINT=http://ADDR/sccache/\nand Gradle's HttpBuildCache url 'http://ADDR/gradle/'; the same TLS, users and rules as gRPC; empty (the default) disables it")
 	fs.BoolVar(&cfg.httpACRaw, "http-ac-raw", false, "with --http-cache, keep and serve /ac/ entries as opaque bytes instead of checked ActionResult\nmessages (ccache keeps its own format there)")
 	fs.Func("asset-hosts", "comma-separated `hosts` (host, or host:port) the Remote Asset API's FetchBlob may download from,\nfor Bazel's --experimental_remote_downloader; empty (the default): none, and FetchBlob answers only\nfrom the cache and from PushBlob's associations", func(v string) error {
 		cfg.assetHosts = nil
@@ -571,7 +571,7 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) (err error) {
 			httpLis = tls.NewListener(httpLis, certs.httpConfig())
 		}
 		httpServer = &http.Server{
-			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, zp, tiered, requests, cacheHandler), health, statusHandler(store, tiered, cfg.s3.String(), started), cfg.pprof),
+			Handler:           newHTTPHandler(newRegistry(pool, store, casServer, zp, tiered, requests, cacheHandler), health, statusHandler(store, tiered, cacheHandler, cfg.s3.String(), started), cfg.pprof),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,

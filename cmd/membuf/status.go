@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/s3tier"
 )
 
@@ -22,6 +23,9 @@ type serverStatus struct {
 	Disk          diskStatus  `json:"disk"`
 	Lookups       hitRate     `json:"lookups"`
 	S3            *tierStatus `json:"s3"` // null without --s3
+	// Keyed is the HTTP cache's keyed entries (sccache, Gradle); null
+	// without --http-cache.
+	Keyed *keyedStatus `json:"keyed"`
 }
 
 type diskStatus struct {
@@ -57,9 +61,9 @@ type tierStatus struct {
 	HitRate       float64 `json:"hit_rate"` // disk and bucket together
 }
 
-// statusHandler serves /status for store, and tiered if not nil, of a
+// statusHandler serves /status for store, and tiered and cache if not nil, of a
 // server started at started.
-func statusHandler(store *disk.Store, tiered *s3tier.Store, bucket string, started time.Time) http.Handler {
+func statusHandler(store *disk.Store, tiered *s3tier.Store, cache *httpcache.Handler, bucket string, started time.Time) http.Handler {
 	version := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version = bi.Main.Version
@@ -76,6 +80,9 @@ func statusHandler(store *disk.Store, tiered *s3tier.Store, bucket string, start
 				CompressedBlobs: st.CompressedBlobs, Evictions: st.Evictions, Corrupt: st.Corrupt,
 			},
 			Lookups: hitRate{Hits: st.Hits, Misses: st.Misses, HitRate: ratioOf(st.Hits, st.Hits+st.Misses)},
+		}
+		if cache != nil {
+			s.Keyed = keyedStatusOf(cache.Stats())
 		}
 		if tiered != nil {
 			ts := tiered.TierStats()

@@ -304,23 +304,32 @@ func Blobs(ctx context.Context, o BlobsOptions) (*Report, error) {
 		t.stall = stall
 	}
 	// Upload the read set of every read case to every server, outside the
-	// measure (once per set: cases of different stream counts share one).
+	// measure (once per set: cases of different stream counts share one;
+	// once more as keyed entries for the keyed reads, whose records the
+	// others do not write).
+	type setUpload struct {
+		set   *blobSet
+		keyed bool
+	}
 	for _, t := range targets {
 		if t.prepare != nil {
 			t.prepare()
 		}
-		uploaded := map[*blobSet]bool{}
+		uploaded := map[setUpload]bool{}
 		for _, c := range cases {
 			set := sets[c]
-			if !readMode(c.Mode) || uploaded[set] {
+			u := setUpload{set, c.Mode == ModeHTTPKeyedGet}
+			if !readMode(c.Mode) || uploaded[u] {
 				continue
 			}
-			uploaded[set] = true
-			upload := set.upload
+			uploaded[u] = true
+			var err error
 			if httpMode(c.Mode) {
-				upload = set.uploadHTTP
+				err = set.uploadHTTP(ctx, t, c.Mode)
+			} else {
+				err = set.upload(ctx, t)
 			}
-			if err := upload(ctx, t); err != nil {
+			if err != nil {
 				return nil, fmt.Errorf("%s: uploading the blobs to read: %w", t.name, err)
 			}
 		}

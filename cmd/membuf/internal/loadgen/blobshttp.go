@@ -23,7 +23,9 @@ const (
 )
 
 // httpMode reports whether mode goes through the HTTP cache protocol.
-func httpMode(mode string) bool { return mode == ModeHTTPGet || mode == ModeHTTPPut }
+func httpMode(mode string) bool {
+	return mode == ModeHTTPGet || mode == ModeHTTPPut || mode == ModeHTTPKeyedGet || mode == ModeHTTPKeyedPut
+}
 
 // newHTTPClient returns a client for the HTTP modes: loopback only, a
 // connection kept per stream, no compression asked for.
@@ -40,12 +42,11 @@ func newHTTPClient() *http.Client {
 	}}
 }
 
-// casURL returns the URL of a blob named by digestName ("blobs/{hash}/{size}")
-// in the HTTP cache at base.
-func casURL(base, instance, digestName string) string {
+// hashOf is the hash in a digest name, blobs/{hash}/{size}.
+func hashOf(digestName string) string {
 	rest, _ := strings.CutPrefix(digestName, "blobs/")
 	hash, _, _ := strings.Cut(rest, "/")
-	return base + "/" + withInstance(instance, "cas/"+hash)
+	return hash
 }
 
 // httpGet reads a whole blob with a GET into buf (reused: the client's own
@@ -110,10 +111,10 @@ func (bt *blobTarget) httpWorker(c Case, set *blobSet, w int) (op, func(), error
 		return nil, nil, fmt.Errorf("mode %s needs the server's HTTP cache: the serve configuration, or --http-addr with --addr", c.Mode)
 	}
 	switch c.Mode {
-	case ModeHTTPGet:
+	case ModeHTTPGet, ModeHTTPKeyedGet:
 		urls := make([]string, len(set.reads))
 		for i, ref := range set.reads {
-			urls[i] = casURL(bt.httpBase, bt.instance, ref.digestName)
+			urls[i] = bt.blobURL(c.Mode, hashOf(ref.digestName))
 		}
 		buf := make([]byte, 256<<10)
 		start := int64(w) * 7
@@ -122,26 +123,26 @@ func (bt *blobTarget) httpWorker(c Case, set *blobSet, w int) (op, func(), error
 			size := set.reads[i].size
 			return size, bt.httpGet(ctx, urls[i], size, buf)
 		}, func() {}, nil
-	case ModeHTTPPut:
+	case ModeHTTPPut, ModeHTTPKeyedPut:
 		h := sha256.New()
 		return func(ctx context.Context, seq int64) (int64, error) {
 			size := set.sizes[seq%int64(len(set.sizes))]
 			stamp := set.stamp(uint64(seq))
-			url := bt.httpBase + "/" + withInstance(bt.instance, "cas/"+set.digest(h, size, &stamp))
+			url := bt.blobURL(c.Mode, set.digest(h, size, &stamp))
 			return size, bt.httpPut(ctx, url, set.base, size, &stamp)
 		}, func() {}, nil
 	}
 	return nil, nil, fmt.Errorf("unknown blobs mode %q", c.Mode)
 }
 
-// uploadHTTP PUTs the read set to the HTTP cache.
-func (s *blobSet) uploadHTTP(ctx context.Context, bt *blobTarget) error {
+// uploadHTTP PUTs the read set to the HTTP cache, where mode reads it.
+func (s *blobSet) uploadHTTP(ctx context.Context, bt *blobTarget, mode string) error {
 	if bt.httpBase == "" {
 		return fmt.Errorf("the HTTP modes need the server's HTTP cache: the serve configuration, or --http-addr with --addr")
 	}
 	for i := range s.reads {
 		ref := &s.reads[i]
-		if err := bt.httpPut(ctx, casURL(bt.httpBase, bt.instance, ref.digestName), s.base, ref.size, &ref.stamp); err != nil {
+		if err := bt.httpPut(ctx, bt.blobURL(mode, hashOf(ref.digestName)), s.base, ref.size, &ref.stamp); err != nil {
 			return fmt.Errorf("blob %s: %w", ref.digestName, err)
 		}
 	}

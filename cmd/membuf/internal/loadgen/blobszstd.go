@@ -28,14 +28,14 @@ const (
 )
 
 // BlobModes are every mode of the blobs workload.
-var BlobModes = []string{ModeRead, ModeWrite, ModeStall, ModeReadZstd, ModeWriteZstd, ModeHTTPGet, ModeHTTPPut}
+var BlobModes = []string{ModeRead, ModeWrite, ModeStall, ModeReadZstd, ModeWriteZstd, ModeHTTPGet, ModeHTTPPut, ModeHTTPKeyedGet, ModeHTTPKeyedPut}
 
 // zstdMode reports whether mode uses compressed resource names.
 func zstdMode(mode string) bool { return mode == ModeReadZstd || mode == ModeWriteZstd }
 
 // readMode reports whether mode reads the set uploaded before measuring.
 func readMode(mode string) bool {
-	return mode == ModeRead || mode == ModeReadZstd || mode == ModeHTTPGet
+	return mode == ModeRead || mode == ModeReadZstd || mode == ModeHTTPGet || mode == ModeHTTPKeyedGet
 }
 
 // compressPrefixes compresses the prefix of every size of s once, as a

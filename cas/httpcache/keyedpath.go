@@ -1,0 +1,162 @@
+package httpcache
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// Keyed entries: what sccache (WebDAV) and Gradle (its HTTP build cache)
+// store, named by a key the client chose, not by the hash of their
+// content. A path that is not a /cas/ or /ac/ path names one:
+// /{namespace}/{key}, the namespace its first segment (/sccache/,
+// /gradle/, any other name alike), the key the rest, slashes and all
+// (sccache's a/b/c/{hash}). Empty segments are dropped (OpenDAL sends
+// /sccache//a/...), so that a key has one spelling. A path that ends in
+// a slash, or names a namespace alone, is a collection: WebDAV's
+// directory, which every such path is and which holds no entry.
+//
+// An entry is kept as a record in the action cache's side of the store,
+// under recordDigest (a hash of namespace and key), that names the
+// content's digest; the content is a CAS blob. Reads are then the store's
+// checked reads, equal content is kept once, and both go by the store's
+// least-recently-used eviction like everything else.
+
+// Bounds of a keyed path, so that a record stays small.
+const (
+	maxNamespaceLen = 64
+	maxKeyLen       = 1024
+)
+
+// keyedPath is a keyed path, parsed.
+type keyedPath struct {
+	namespace  string
+	key        string // "" for the namespace's own collection
+	collection bool
+}
+
+func (p keyedPath) String() string {
+	if p.collection {
+		return fmt.Sprintf("collection %q of namespace %q", p.key, p.namespace)
+	}
+	return fmt.Sprintf("entry %q of namespace %q", p.key, p.namespace)
+}
+
+// parseKeyedPath parses a request path that parsePath found to be no
+// /cas/ or /ac/ path. A path with no namespace, or whose namespace is
+// "cas" or "ac" (a /cas/ or /ac/ path gone wrong), is errNotCachePath;
+// a namespace or key that breaks the rules is an error saying which
+// (400).
+func parseKeyedPath(p string) (keyedPath, error) {
+	var segs []string
+	for s := range strings.SplitSeq(p, "/") {
+		if s != "" {
+			segs = append(segs, s)
+		}
+	}
+	if len(segs) == 0 || segs[0] == "cas" || segs[0] == "ac" {
+		return keyedPath{}, errNotCachePath
+	}
+	kp := keyedPath{
+		namespace:  segs[0],
+		key:        strings.Join(segs[1:], "/"),
+		collection: len(segs) == 1 || strings.HasSuffix(p, "/"),
+	}
+	if err := checkNamespace(kp.namespace); err != nil {
+		return keyedPath{}, err
+	}
+	if len(kp.key) > maxKeyLen {
+		return keyedPath{}, fmt.Errorf("a key of %d bytes: at most %d", len(kp.key), maxKeyLen)
+	}
+	for _, s := range segs[1:] {
+		if s == "." || s == ".." {
+			return keyedPath{}, fmt.Errorf("key %q: a segment . or .. names nothing here", kp.key)
+		}
+		for _, c := range []byte(s) {
+			if c < 0x20 || c == 0x7f {
+				return keyedPath{}, fmt.Errorf("key %q: control character %#x", kp.key, c)
+			}
+		}
+	}
+	return kp, nil
+}
+
+// checkNamespace accepts 1 to maxNamespaceLen letters, digits, '.', '_'
+// and '-', starting with a letter or digit.
+func checkNamespace(ns string) error {
+	ok := ns != "" && len(ns) <= maxNamespaceLen
+	for i, c := range []byte(ns) {
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("namespace %q: want 1 to %d letters, digits, '.', '_' or '-', starting with a letter or digit", ns, maxNamespaceLen)
+	}
+	return nil
+}
+
+// recordDigest is where the entry's record is kept: an action digest no
+// action hashes to, since its input is not a serialized Action.
+func (p keyedPath) recordDigest() cas.Digest {
+	sum := sha256.Sum256([]byte("membuf-keyed\x00" + p.namespace + "\x00" + p.key))
+	return cas.Digest{Hash: hex.EncodeToString(sum[:])}
+}
+
+// keyedRecord is what the store keeps for an entry: its content's digest,
+// when it was stored, and its own name (checked on every read, so that a
+// record is never taken for another's).
+type keyedRecord struct {
+	content   cas.Digest
+	modified  time.Time
+	namespace string
+	key       string
+}
+
+// recordMagic starts every record: the format and its version.
+const recordMagic = "membuf-keyed 1\n"
+
+// marshal writes r as text: the magic line, then
+// "{hash} {size} {unix nanoseconds}\n{namespace}\n{key}\n".
+func (r keyedRecord) marshal() []byte {
+	return fmt.Appendf(nil, "%s%s %d %d\n%s\n%s\n", recordMagic, r.content.Hash, r.content.Size, r.modified.UnixNano(), r.namespace, r.key)
+}
+
+var errBadRecord = errors.New("not a keyed entry's record")
+
+// parseKeyedRecord reads what marshal wrote, and only that: anything else
+// is errBadRecord.
+func parseKeyedRecord(b []byte) (keyedRecord, error) {
+	rest, ok := strings.CutPrefix(string(b), recordMagic)
+	// Cut, not Split: a record is read on every GET.
+	first, rest, ok1 := strings.Cut(rest, "\n")
+	namespace, rest, ok2 := strings.Cut(rest, "\n")
+	key, rest, ok3 := strings.Cut(rest, "\n")
+	hash, numbers, ok4 := strings.Cut(first, " ")
+	sizeText, nanosText, ok5 := strings.Cut(numbers, " ")
+	if !(ok && ok1 && ok2 && ok3 && ok4 && ok5) || rest != "" || cas.CheckHash(hash) != nil {
+		return keyedRecord{}, errBadRecord
+	}
+	size, err1 := parseDecimal(sizeText)
+	nanos, err2 := parseDecimal(nanosText)
+	if err1 != nil || err2 != nil || checkNamespace(namespace) != nil {
+		return keyedRecord{}, errBadRecord
+	}
+	return keyedRecord{content: cas.Digest{Hash: hash, Size: size}, modified: time.Unix(0, nanos), namespace: namespace, key: key}, nil
+}
+
+// parseDecimal reads a non-negative decimal with no leading zero (so that
+// a number has one spelling).
+func parseDecimal(s string) (int64, error) {
+	if len(s) > 1 && s[0] == '0' {
+		return 0, strconv.ErrSyntax
+	}
+	return parseOffset(s)
+}
