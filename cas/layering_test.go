@@ -26,7 +26,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/fastcdc", mod + "/zstdseek"},
 		"httpcache":     {mod, mod + "/access", mod + "/actionresult"},
 		"s3tier":        {mod, mod + "/disk"},
-		"storagetest":   {mod},
+		"storagetest":   {mod, mod + "/internal/testblob"},
 	}
 	for dir, may := range allowed {
 		pkg, err := build.ImportDir(filepath.FromSlash(dir), 0)

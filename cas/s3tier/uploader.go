@@ -95,11 +95,17 @@ func newUploader(t *Store) *uploader {
 }
 
 // size is what an entry counts toward UploadBytes and the queue's bytes.
-func (p *pendingUpload) size() int64 {
-	if p.key.ac {
-		return int64(len(p.data))
+// The caller holds uploader.mu: a commit may replace an action result's
+// data meanwhile.
+func (p *pendingUpload) size() int64 { return uploadSize(p.key, p.data) }
+
+// uploadSize is the size of the upload of key whose data (an action
+// result's; nil for a blob) is data.
+func uploadSize(key objectKey, data []byte) int64 {
+	if key.ac {
+		return int64(len(data))
 	}
-	return p.key.size
+	return key.size
 }
 
 // beginCommit notes that a commit of key is starting; the caller then
@@ -364,7 +370,9 @@ func (u *uploader) work(ctx context.Context) {
 		if p == nil {
 			return
 		}
-		err := u.upload(ctx, p.key, p.size(), data)
+		// The size of the version taken, not p.size(): a commit may
+		// replace p's data while this uploads.
+		err := u.upload(ctx, p.key, uploadSize(p.key, data), data)
 		u.finish(p, version, err)
 		switch {
 		case err == nil:
