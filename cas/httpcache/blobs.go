@@ -155,20 +155,10 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 		return
 	}
 	defer bw.Abort() // after Commit, nothing
-	chunk := int64(h.opts.ChunkSize)
-	rc := http.NewResponseController(w)
-	for done := int64(0); done < n; {
-		want := min(chunk, n-done)
-		if got, err := h.receive(r, rc, bw, want); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				err = shortBodyError{done + got, n}
-			}
-			h.fail(w, r, opPut, "blob "+d.String(), err)
-			return
-		}
-		done += want
+	if err := h.receiveBody(w, r, bw, n); err != nil {
+		h.fail(w, r, opPut, "blob "+d.String(), err)
+		return
 	}
-	clearStallDeadline(rc)
 	if err := bw.Commit(ctx); err != nil {
 		if errors.Is(err, cas.ErrMismatch) {
 			err = fmt.Errorf("%w: the body does not hash to %s", cas.ErrMismatch, hash)
@@ -177,6 +167,26 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 		return
 	}
 	h.answer(w, opPut, http.StatusOK, "stored")
+}
+
+// receiveBody writes r's body, n bytes, to bw as it arrives, in pooled
+// chunks under the upload budget, each given the stall timeout to arrive.
+// A body that ends early is a shortBodyError.
+func (h *Handler) receiveBody(w http.ResponseWriter, r *http.Request, bw cas.BlobWriter, n int64) error {
+	chunk := int64(h.opts.ChunkSize)
+	rc := http.NewResponseController(w)
+	for done := int64(0); done < n; {
+		want := min(chunk, n-done)
+		if got, err := h.receive(r, rc, bw, want); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				err = shortBodyError{done + got, n}
+			}
+			return err
+		}
+		done += want
+	}
+	clearStallDeadline(rc)
+	return nil
 }
 
 // receive reads n bytes of r's body into a pooled buffer, under the upload

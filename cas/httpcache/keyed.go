@@ -140,17 +140,9 @@ func (h *Handler) receiveKeyed(r *http.Request, w http.ResponseWriter, n int64) 
 		return cas.Digest{}, err
 	}
 	defer bw.Abort() // after Commit, nothing
-	chunk := int64(h.opts.ChunkSize)
-	rc := http.NewResponseController(w)
-	for done := int64(0); done < n; done += min(chunk, n-done) {
-		if got, err := h.receive(r, rc, bw, min(chunk, n-done)); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				err = shortBodyError{done + got, n}
-			}
-			return cas.Digest{}, err
-		}
+	if err := h.receiveBody(w, r, bw, n); err != nil {
+		return cas.Digest{}, err
 	}
-	clearStallDeadline(rc)
 	if err := bw.Commit(ctx); err != nil {
 		return cas.Digest{}, err
 	}
