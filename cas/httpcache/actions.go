@@ -41,6 +41,34 @@ func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op ope
 	}
 }
 
+// receiveWhole reads r's body, n bytes, into fresh memory (not pooled: a
+// tiered store may keep it for its upload), under the upload budget, each
+// read given the stall timeout to arrive. A body that ends early is a
+// shortBodyError. release gives the budget back once the data is stored;
+// call it whatever the error.
+func (h *Handler) receiveWhole(w http.ResponseWriter, r *http.Request, n int64) (data []byte, release func(), err error) {
+	release = func() {}
+	if b := h.opts.Budget; b != nil {
+		took, err := b.AcquireUpload(r.Context(), n)
+		if err != nil {
+			return nil, release, err
+		}
+		release = func() { b.ReleaseUpload(took) }
+	}
+	data = make([]byte, n)
+	rc := http.NewResponseController(w)
+	got, err := readStalling(r.Body, data, rc, h.opts.StallTimeout)
+	h.stats.bytesIn.Add(int64(got))
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = shortBodyError{int64(got), n}
+		}
+		return nil, release, err
+	}
+	clearStallDeadline(rc)
+	return data, release, nil
+}
+
 // readStalling fills p from body, giving each read stall to arrive.
 func readStalling(body io.Reader, p []byte, rc *http.ResponseController, stall time.Duration) (int, error) {
 	got := 0
@@ -79,27 +107,12 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, hash s
 		h.answer(w, opPutAC, http.StatusRequestEntityTooLarge, fmt.Sprintf("action result %s is %d bytes; this server takes at most %d", hash, n, limit))
 		return
 	}
-	if b := h.opts.Budget; b != nil {
-		took, err := b.AcquireUpload(r.Context(), n)
-		if err != nil {
-			h.fail(w, r, opPutAC, "action result "+hash, err)
-			return
-		}
-		defer b.ReleaseUpload(took)
-	}
-	// Fresh memory, not pooled: a tiered store may keep it for its upload.
-	data := make([]byte, n)
-	rc := http.NewResponseController(w)
-	got, err := readStalling(r.Body, data, rc, h.opts.StallTimeout)
-	h.stats.bytesIn.Add(int64(got))
+	data, release, err := h.receiveWhole(w, r, n)
+	defer release()
 	if err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			err = shortBodyError{int64(got), n}
-		}
 		h.fail(w, r, opPutAC, "action result "+hash, err)
 		return
 	}
-	clearStallDeadline(rc)
 	if !h.opts.RawActionCache {
 		ar := &repb.ActionResult{}
 		if err := proto.Unmarshal(data, ar); err != nil {

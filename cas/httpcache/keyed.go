@@ -2,9 +2,7 @@ package httpcache
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -157,24 +155,11 @@ func (h *Handler) spoolKeyed(r *http.Request, w http.ResponseWriter, n int64) (c
 	if n > h.opts.MaxActionResultSize {
 		return cas.Digest{}, fmt.Errorf("%w: a keyed entry of %d bytes; this store takes at most %d", cas.ErrTooLarge, n, h.opts.MaxActionResultSize)
 	}
-	if b := h.opts.Budget; b != nil {
-		took, err := b.AcquireUpload(r.Context(), n)
-		if err != nil {
-			return cas.Digest{}, err
-		}
-		defer b.ReleaseUpload(took)
-	}
-	data := make([]byte, n) // fresh memory: a tiered store may keep it for its upload
-	rc := http.NewResponseController(w)
-	got, err := readStalling(r.Body, data, rc, h.opts.StallTimeout)
-	h.stats.bytesIn.Add(int64(got))
+	data, release, err := h.receiveWhole(w, r, n)
+	defer release()
 	if err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			err = shortBodyError{int64(got), n}
-		}
 		return cas.Digest{}, err
 	}
-	clearStallDeadline(rc)
 	d := cas.DigestOf(data)
 	return d, h.store.Put(r.Context(), d, data, cas.Uncompressed)
 }
