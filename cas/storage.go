@@ -51,6 +51,11 @@ type Storage interface {
 	// may keep blobs that arrived compressed compressed). The caller must
 	// Commit or Abort the BlobWriter.
 	NewWriter(ctx context.Context, d Digest, arrived Encoding) (BlobWriter, error)
+	// NewUnnamedWriter starts writing a blob of size bytes, size >= 1 (the
+	// empty blob is always present), whose hash the caller does not know:
+	// the writer learns it as it writes (UnnamedWriter). arrived is as for
+	// NewWriter. The caller must Commit or Abort the writer.
+	NewUnnamedWriter(ctx context.Context, size int64, arrived Encoding) (UnnamedWriter, error)
 	// Put stores data as blob d after checking that it matches d (size and
 	// hash: ErrMismatch otherwise); arrived is as for NewWriter. Storing a
 	// blob that is already present succeeds. Put is done with data when it

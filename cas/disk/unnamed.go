@@ -16,12 +16,12 @@ import (
 var placeholderHash = strings.Repeat("0", 64)
 
 // NewUnnamedWriter starts writing a blob of size bytes whose hash is
-// learned as it is written (cas.UnnamedWriterStorage): a writer of
-// NewWriter's, named at Commit by what it hashed on the way, so that the
-// content is hashed once.
-func (s *Store) NewUnnamedWriter(ctx context.Context, size int64, arrived cas.Encoding) (cas.BlobWriter, error) {
+// learned as it is written (cas.UnnamedWriter): a writer of NewWriter's,
+// named at Commit by what it hashed on the way, so that the content is
+// hashed once.
+func (s *Store) NewUnnamedWriter(ctx context.Context, size int64, arrived cas.Encoding) (cas.UnnamedWriter, error) {
 	if size < 1 {
-		return nil, fmt.Errorf("cas: an unnamed blob of %d bytes: the empty blob is always present, and is not written", size)
+		return nil, fmt.Errorf("disk: an unnamed blob of %d bytes: the empty blob is always present, and is not written", size)
 	}
 	bw, err := s.NewWriter(ctx, cas.Digest{Hash: placeholderHash, Size: size}, arrived)
 	if err != nil {
@@ -58,11 +58,19 @@ func (u *unnamedWriter) Digest() cas.Digest {
 	return cas.Digest{Size: u.size}
 }
 
+// Named returns the digest of what was written, once all of it is.
+func (u *unnamedWriter) Named() (cas.Digest, error) {
+	if n := u.BlobWriter.Written(); n != u.size {
+		return cas.Digest{}, fmt.Errorf("%w: %d of the %d bytes written", cas.ErrMismatch, n, u.size)
+	}
+	return cas.Digest{Hash: hex.EncodeToString(u.h.Sum(nil)), Size: u.size}, nil // Sum leaves the state as it is
+}
+
 // Commit names the blob by the hash of what was written, which the
 // writer's own check then finds it matches, and commits it.
 func (u *unnamedWriter) Commit(ctx context.Context) error {
-	if u.BlobWriter.Written() == u.size {
-		u.d.Hash = hex.EncodeToString(u.h.Sum(nil)) // Sum leaves the state as it is
+	if d, err := u.Named(); err == nil {
+		u.d.Hash = d.Hash
 	}
 	if err := u.BlobWriter.Commit(ctx); err != nil {
 		return err

@@ -128,12 +128,8 @@ func (h *Handler) receiveKeyed(r *http.Request, w http.ResponseWriter, n int64) 
 	if n == 0 {
 		return cas.Digest{Hash: cas.EmptyHash}, nil // always present
 	}
-	us, ok := h.store.(cas.UnnamedWriterStorage)
-	if !ok {
-		return h.spoolKeyed(r, w, n)
-	}
 	ctx := r.Context()
-	bw, err := us.NewUnnamedWriter(ctx, n, cas.Uncompressed)
+	bw, err := h.store.NewUnnamedWriter(ctx, n, cas.Uncompressed)
 	if err != nil {
 		return cas.Digest{}, err
 	}
@@ -145,21 +141,4 @@ func (h *Handler) receiveKeyed(r *http.Request, w http.ResponseWriter, n int64) 
 		return cas.Digest{}, err
 	}
 	return bw.Digest(), nil
-}
-
-// spoolKeyed is receiveKeyed for a store that cannot learn a blob's hash
-// as it writes it (the S3 tier): the body is held whole, under the upload
-// budget and so at most MaxActionResultSize, as an /ac/ PUT's is, then
-// hashed and stored by Put, which hashes it again.
-func (h *Handler) spoolKeyed(r *http.Request, w http.ResponseWriter, n int64) (cas.Digest, error) {
-	if n > h.opts.MaxActionResultSize {
-		return cas.Digest{}, fmt.Errorf("%w: a keyed entry of %d bytes; this store takes at most %d", cas.ErrTooLarge, n, h.opts.MaxActionResultSize)
-	}
-	data, release, err := h.receiveWhole(w, r, n)
-	defer release()
-	if err != nil {
-		return cas.Digest{}, err
-	}
-	d := cas.DigestOf(data)
-	return d, h.store.Put(r.Context(), d, data, cas.Uncompressed)
 }

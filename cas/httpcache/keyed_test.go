@@ -122,41 +122,6 @@ func TestKeyedPathsAndMethods(t *testing.T) {
 	}
 }
 
-// plainStorage hides the disk store's unnamed writer: a Storage that
-// cannot learn a blob's hash as it writes (the S3 tier).
-type plainStorage struct{ cas.Storage }
-
-// On a store without an unnamed writer, a keyed PUT is held whole, under
-// the budget and MaxActionResultSize, then stored: the same entries.
-func TestKeyedEntriesOnAPlainStorage(t *testing.T) {
-	store, err := disk.OpenStore(t.TempDir(), 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	b := &budget{}
-	h, err := httpcache.New(plainStorage{store}, httpcache.Options{Budget: b, MaxActionResultSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c := &cache{t: t, store: store, h: h, url: srv.URL}
-	entry := testblob.Pattern(200<<10, 3)
-	key := sccacheKey("plain")
-	c.want(200, "PUT", key, entry)
-	c.want(200, "PUT", key+"-again", entry)
-	if got := c.want(200, "GET", key+"-again", nil); !bytes.Equal(got, entry) {
-		t.Fatal("the entry came back different")
-	}
-	c.want(413, "PUT", key, make([]byte, 1<<20+1))
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.held != 0 || b.taken < 2*int64(len(entry)) {
-		t.Fatalf("budget taken %d, held after %d", b.taken, b.held)
-	}
-}
-
 // A keyed PUT is bounded as a /cas/ PUT is: larger than the store, 413; a
 // stalled body, 408; a short one, 400; nothing is stored by any of them,
 // and the budget is all given back.

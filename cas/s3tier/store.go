@@ -411,6 +411,35 @@ func (w *writer) Commit(ctx context.Context) error {
 	return w.t.commit(ctx, blobKey(w.Digest()), nil, func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
 }
 
+// NewUnnamedWriter starts writing a blob whose hash is learned as it is
+// written to the disk tier; its Commit journals the blob under that hash,
+// commits it and queues its upload, as a named writer's does.
+func (t *Store) NewUnnamedWriter(ctx context.Context, size int64, arrived cas.Encoding) (cas.UnnamedWriter, error) {
+	w, err := t.disk.NewUnnamedWriter(ctx, size, arrived)
+	if err != nil {
+		return nil, err
+	}
+	return &unnamedWriter{UnnamedWriter: w, t: t}, nil
+}
+
+// unnamedWriter is a disk store's unnamed writer whose Commit also queues
+// the upload, once the name is known and journalled.
+type unnamedWriter struct {
+	cas.UnnamedWriter
+	t *Store
+}
+
+func (w *unnamedWriter) Commit(ctx context.Context) error {
+	d, err := w.Named()
+	if err != nil {
+		return w.UnnamedWriter.Commit(ctx) // refuses it, as it should
+	}
+	if ok, _ := w.t.Contains(ctx, d); ok {
+		return w.UnnamedWriter.Commit(ctx) // held already: nothing to upload, as for Put
+	}
+	return w.t.commit(ctx, blobKey(d), nil, func() error { return w.UnnamedWriter.Commit(ctx) }, w.UnnamedWriter.Abort)
+}
+
 // commit runs store, the disk tier's commit of k, between journalling k
 // and queueing its upload; in write-through mode it then waits for the
 // upload. abort, if not nil, discards the uncommitted entry when the

@@ -9,23 +9,17 @@ import (
 	"github.com/membuf/membuf/cas"
 )
 
-// testUnnamedWriter holds a Storage that offers cas.UnnamedWriterStorage
-// to its contract: a blob written without its hash, through Write and
-// WriteBuffers, is stored under the hash of what was written, which Digest
-// gives after Commit; writing it again succeeds; a short one stores
-// nothing; an empty one is refused. A Storage without it has nothing here
-// to answer for.
+// testUnnamedWriter: a blob written without its hash, through Write and
+// WriteBuffers, is stored under the hash of what was written, which Named
+// gives before Commit and Digest after; writing it again succeeds; a short
+// one stores nothing; an empty one is refused.
 func testUnnamedWriter(t *testing.T, s cas.Storage) {
-	us, ok := s.(cas.UnnamedWriterStorage)
-	if !ok {
-		return
-	}
 	ctx := context.Background()
 	for i, n := range sizes {
 		data := blob(n, byte(90+i))
 		want := cas.DigestOf(data)
 		for range 2 {
-			w, err := us.NewUnnamedWriter(ctx, int64(n), cas.Uncompressed)
+			w, err := s.NewUnnamedWriter(ctx, int64(n), cas.Uncompressed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,6 +33,9 @@ func testUnnamedWriter(t *testing.T, s cas.Storage) {
 			if got, err := w.WriteBuffers([][]byte{data[half : half+(n-half)/2], data[half+(n-half)/2:]}); err != nil || got != int64(n-half) {
 				t.Fatalf("WriteBuffers: %d, %v", got, err)
 			}
+			if d, err := w.Named(); err != nil || d != want {
+				t.Fatalf("Named before Commit: %v, %v; want %v", d, err, want)
+			}
 			if err := w.Commit(ctx); err != nil {
 				t.Fatalf("Commit of %d bytes: %v", n, err)
 			}
@@ -51,12 +48,15 @@ func testUnnamedWriter(t *testing.T, s cas.Storage) {
 		}
 	}
 	short := blob(100<<10, 99)
-	w, err := us.NewUnnamedWriter(ctx, int64(len(short)), cas.Uncompressed)
+	w, err := s.NewUnnamedWriter(ctx, int64(len(short)), cas.Uncompressed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Write(short[:len(short)-1]); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := w.Named(); !errors.Is(err, cas.ErrMismatch) {
+		t.Fatalf("Named of a short unnamed blob: %v, want ErrMismatch", err)
 	}
 	if err := w.Commit(ctx); !errors.Is(err, cas.ErrMismatch) {
 		t.Fatalf("Commit of a short unnamed blob: %v, want ErrMismatch", err)
@@ -64,7 +64,7 @@ func testUnnamedWriter(t *testing.T, s cas.Storage) {
 	if ok, err := s.Contains(ctx, cas.DigestOf(short)); ok || err != nil {
 		t.Fatalf("a short unnamed blob is stored: %v, %v", ok, err)
 	}
-	if _, err := us.NewUnnamedWriter(ctx, 0, cas.Uncompressed); err == nil {
+	if _, err := s.NewUnnamedWriter(ctx, 0, cas.Uncompressed); err == nil {
 		t.Fatal("NewUnnamedWriter of 0 bytes: no error")
 	}
 }
