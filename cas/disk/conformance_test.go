@@ -1,6 +1,8 @@
 package disk_test
 
 import (
+	"context"
+	"net"
 	"testing"
 
 	"github.com/membuf/membuf/cas"
@@ -31,4 +33,23 @@ func TestStorageConformance(t *testing.T) {
 			})
 		})
 	}
+	// cas.PutEach, the plain PutBatch of a Storage with no cheaper way,
+	// keeps the contract too: the disk store with its batches that way.
+	t.Run("put-each", func(t *testing.T) {
+		storagetest.Run(t, func(t *testing.T) cas.Storage {
+			s, err := disk.OpenStore(t.TempDir(), 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return putEach{s}
+		})
+	})
+}
+
+// putEach is a disk store whose PutBatch is cas.PutEach.
+type putEach struct{ *disk.Store }
+
+func (p putEach) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error {
+	return cas.PutEach(ctx, p, ds, data, arrived)
 }

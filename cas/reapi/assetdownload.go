@@ -208,10 +208,12 @@ func (s *Server) downloadHeld(ctx context.Context, u *url.URL, resp *http.Respon
 		return cas.Digest{}, nil, err
 	}
 	defer w.Abort() // after Commit, nothing
-	for _, b := range held {
-		if _, err := w.Write(b.Bytes()); err != nil {
-			return cas.Digest{}, nil, err
-		}
+	bufs := make([][]byte, len(held))
+	for i, b := range held {
+		bufs[i] = b.Bytes()
+	}
+	if _, err := w.WriteBuffers(bufs); err != nil { // one vectored write for the whole body
+		return cas.Digest{}, nil, err
 	}
 	if err := w.Commit(ctx); err != nil {
 		return cas.Digest{}, nil, err

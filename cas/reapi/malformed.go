@@ -24,8 +24,9 @@ import (
 
 // MalformedIsInvalidArgument returns a ServiceRegistrar that registers each
 // service on g as given, but with every method's request received through
-// receiveChecked: for a unary method through the decoder its handler is
-// given, for a streaming one through the stream's RecvMsg. Pass it to a
+// a grpcmem.Checked when grpcmem's codec serves the stream: for a unary
+// method through the decoder its handler is given, for a streaming one
+// through the stream's RecvMsg (checkedStream). Pass it to a
 // generated Register function in place of the server. The ServiceDesc
 // given is copied, not changed.
 func MalformedIsInvalidArgument(g grpc.ServiceRegistrar) grpc.ServiceRegistrar {
@@ -40,7 +41,14 @@ func (r malformedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	for i, m := range desc.Methods {
 		h := m.Handler
 		d.Methods[i] = grpc.MethodDesc{MethodName: m.MethodName, Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-			return h(srv, ctx, func(m any) error { return receiveChecked(ctx, dec, m) }, interceptor)
+			if !servedByCodec(ctx) {
+				return h(srv, ctx, dec, interceptor)
+			}
+			return h(srv, ctx, func(m any) error {
+				c := checkedReceives.Get()
+				c.Msg = m
+				return checkedResult(c, dec(c))
+			}, interceptor)
 		}}
 	}
 	d.Streams = make([]grpc.StreamDesc, len(desc.Streams))
@@ -48,17 +56,25 @@ func (r malformedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 		h := s.Handler
 		d.Streams[i] = s
 		d.Streams[i].Handler = func(srv any, stream grpc.ServerStream) error {
+			if !servedByCodec(stream.Context()) {
+				return h(srv, stream)
+			}
 			return h(srv, checkedStream{stream})
 		}
 	}
 	r.g.RegisterService(&d, impl)
 }
 
-// checkedStream is a ServerStream whose RecvMsg is receiveChecked.
+// checkedStream is a ServerStream served by grpcmem's codec that receives
+// each request through a grpcmem.Checked. Whether the stream has the codec
+// is decided once, when it starts, not per message: a ByteStream Write
+// receives hundreds.
 type checkedStream struct{ grpc.ServerStream }
 
 func (s checkedStream) RecvMsg(m any) error {
-	return receiveChecked(s.Context(), s.ServerStream.RecvMsg, m)
+	c := checkedReceives.Get()
+	c.Msg = m
+	return checkedResult(c, s.ServerStream.RecvMsg(c))
 }
 
 // codecKey marks the context of a stream served by grpcmem's codec
@@ -77,17 +93,9 @@ func servedByCodec(ctx context.Context) bool {
 // stream's receives allocate nothing for it.
 var checkedReceives = syncpool.New(func() *grpcmem.Checked { return new(grpcmem.Checked) })
 
-// receiveChecked receives into m with recv (a stream's RecvMsg, or a unary
-// handler's decoder): through a grpcmem.Checked on a stream served by
-// grpcmem's codec, so that a request that does not parse is
-// INVALID_ARGUMENT; as it is otherwise.
-func receiveChecked(ctx context.Context, recv func(any) error, m any) error {
-	if !servedByCodec(ctx) {
-		return recv(m)
-	}
-	c := checkedReceives.Get()
-	c.Msg = m
-	err := recv(c)
+// checkedResult is the outcome of a receive through c whose error was err:
+// a request that did not parse is INVALID_ARGUMENT. It gives c back.
+func checkedResult(c *grpcmem.Checked, err error) error {
 	parseErr := c.Err
 	c.Msg, c.Err = nil, nil
 	checkedReceives.Put(c)
