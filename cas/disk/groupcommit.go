@@ -41,10 +41,9 @@ type pendingCommit struct {
 	f   *os.File
 	seg *segment // the record's segment; nil for a file
 	e   *entry   // its key, sizes, form and when its content was checked
-	// ifCurrent, if set, is the entry this one copies forward: it is
-	// indexed only if that is still the entry, at generation ifGen.
+	// ifCurrent, if set, is (a copy of) the packed entry this one copies
+	// forward: it is indexed only if that is still the entry.
 	ifCurrent *entry
-	ifGen     uint32
 	// reserved is what the store counted of the file's bytes as an
 	// upload in progress (Writer): the entry's size takes its place.
 	reserved int64
@@ -222,7 +221,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	eg.Wait()
 	s.mu.Lock()
 	for _, c := range batch {
-		if el, ok := s.index[c.e.key]; ok && c.err == nil {
+		if el, ok := s.files[c.e.key]; ok && c.err == nil {
 			if e := el; e.pending == b {
 				e.pending = nil
 			}
@@ -266,7 +265,7 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 	case s.closed:
 		c.err = cas.ErrClosed
 		return
-	case c.ifCurrent != nil && (s.index[c.e.key] != c.ifCurrent || c.ifCurrent.gen != c.ifGen):
+	case c.ifCurrent != nil && !s.isCurrentLocked(*c.ifCurrent):
 		// Replaced since it was queued: the copy is garbage, and its
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
@@ -277,7 +276,6 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		return
 	}
 	s.indexCommittedLocked(c.e, nil)
-	c.seg.keys = append(c.seg.keys, c.e.key)
 	if s.syncEvery > 0 {
 		if len(s.unsynced) == 0 {
 			s.wakeSyncer()

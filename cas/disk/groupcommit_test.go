@@ -3,6 +3,7 @@ package disk
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -235,9 +236,11 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	// removed and NotFound, which must not happen either).
 	s.mu.Lock()
 	var packed []cas.Digest
-	for k, el := range s.index {
-		if e := el; e.seg != nil && k.kind == kindCAS {
-			packed = append(packed, cas.Digest{Hash: k.hash, Size: e.size})
+	for i := range tableShards {
+		for _, r := range s.packed.shardRecords(i, nil) {
+			if !r.ac && s.liveSegmentLocked(r.seq) != nil {
+				packed = append(packed, cas.Digest{Hash: hex.EncodeToString(r.hash[:]), Size: int64(r.size)})
+			}
 		}
 	}
 	s.mu.Unlock()

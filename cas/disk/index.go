@@ -82,20 +82,21 @@ func (s *Store) lookup(k entryKey, size int64, count bool) (entry, bool) {
 func (s *Store) lookupPending(k entryKey, size int64, count bool) (entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, ok := s.index[k]
-	if ok && (k.kind == kindAC || el.size == size) {
-		e := el
+	e, ok := s.entryLocked(k)
+	if ok && (k.kind == kindAC || e.size == size) {
 		s.tick++
 		if e.seg == nil {
-			s.lru.MoveToFront(e.el)
+			el := s.files[k]
+			s.lru.MoveToFront(el.el)
+			el.used = s.tick
 			e.used = s.tick
 		} else {
-			s.refreshIfOldLocked(el)
+			s.refreshIfOldLocked(e)
 		}
 		if count {
 			s.hits++
 		}
-		return *e, true
+		return e, true
 	}
 	if count {
 		s.misses++
@@ -103,81 +104,137 @@ func (s *Store) lookupPending(k entryKey, size int64, count bool) (entry, bool) 
 	return entry{}, false
 }
 
-// indexCommittedLocked indexes e, just renamed into place by batch b, as
-// the most recently used, and evicts down to the maximum size. An entry
-// kept in the other form (plain or compressed) is replaced and its file
+// entryLocked returns a copy of entry k, a file's or a packed record's,
+// without touching its recency.
+func (s *Store) entryLocked(k entryKey) (entry, bool) {
+	if el, ok := s.files[k]; ok {
+		return *el, true
+	}
+	return s.packedLocked(k)
+}
+
+// packedLocked returns the packed entry of k, if any: its record in the
+// table, with its segment. A record whose segment was evicted is dropped
+// from the table here (eviction leaves them to the sweep, sweepLocked).
+func (s *Store) packedLocked(k entryKey) (entry, bool) {
+	h, ok := hashBytes(k.hash)
+	if !ok {
+		return entry{}, false
+	}
+	r, ok := s.packed.get(&h, k.kind == kindAC)
+	if !ok {
+		return entry{}, false
+	}
+	seg := s.liveSegmentLocked(r.seq)
+	if seg == nil {
+		s.packed.delete(&h, k.kind == kindAC)
+		return entry{}, false
+	}
+	size := int64(r.size)
+	return entry{key: k, size: size, stored: size, seg: seg, off: int64(r.off), crc: r.crc, verified: r.verified}, true
+}
+
+// isCurrentLocked reports whether opened, a copy of an entry taken
+// earlier, is still k's entry: the same file at the same generation, or
+// the same record.
+func (s *Store) isCurrentLocked(opened entry) bool {
+	if opened.seg == nil {
+		el, ok := s.files[opened.key]
+		return ok && el.gen == opened.gen
+	}
+	cur, ok := s.packedLocked(opened.key)
+	return ok && cur.seg == opened.seg && cur.off == opened.off
+}
+
+// indexCommittedLocked indexes e, just renamed into place by batch b (or
+// a packed record, durable already: b is nil), as the most recently used,
+// and evicts down to the maximum size. An entry kept in another form
+// (plain or compressed file, or a record) is replaced, and a file of it
 // removed.
 func (s *Store) indexCommittedLocked(e *entry, b *commitBatch) {
-	if el, ok := s.index[e.key]; ok {
+	if e.seg != nil {
+		if old, ok := s.files[e.key]; ok {
+			s.removeLocked(old)
+		} else if old, ok := s.packedLocked(e.key); ok {
+			s.uncountLocked(&old)
+		}
+		s.putRecordLocked(e)
+		s.countLocked(e)
+		s.evictLocked(nil)
+		return
+	}
+	if old, ok := s.packedLocked(e.key); ok {
+		s.dropLocked(&old)
+	}
+	if el, ok := s.files[e.key]; ok {
 		// The entry keeps its identity (checks in progress hold it) and
-		// takes the new form: a file (plain or compressed) or a record.
+		// takes the new form, plain or compressed.
 		old := el
-		if old.seg == nil && (e.seg != nil || s.filePath(old) != s.filePath(e)) {
+		if s.filePath(old) != s.filePath(e) {
 			s.removeFile(old)
 		}
 		s.uncountLocked(old)
-		wasFile := old.seg == nil
 		old.size, old.stored, old.zstd = e.size, e.stored, e.zstd
-		old.checked, old.seg, old.off, old.verified = e.checked, e.seg, e.off, e.verified
+		old.checked, old.verified = e.checked, e.verified
 		old.crc, old.sums = e.crc, e.sums
 		old.gen++
 		old.pending = b
 		s.countLocked(old)
 		s.tick++
-		switch {
-		case old.seg != nil && wasFile:
-			s.lru.Remove(old.el) // out of the files' recency
-			old.el = nil
-		case old.seg == nil && !wasFile:
-			old.el = s.lru.PushFront(old)
-		case old.seg == nil:
-			s.lru.MoveToFront(old.el)
-		}
+		s.lru.MoveToFront(old.el)
 		old.used = s.tick
 	} else {
 		e.pending = b
 		s.insertLocked(e)
 	}
-	s.evictLocked(s.index[e.key])
+	s.evictLocked(s.files[e.key])
 }
 
-// insertLocked adds a new entry as the most recently used.
+// insertLocked adds a new file entry as the most recently used.
 func (s *Store) insertLocked(e *entry) {
-	if e.seg == nil {
-		// Packed entries are in no list: their segment's age is theirs.
-		s.tick++
-		e.used = s.tick
-		e.el = s.lru.PushFront(e)
-	}
-	s.index[e.key] = e
+	s.tick++
+	e.used = s.tick
+	e.el = s.lru.PushFront(e)
+	s.files[e.key] = e
 	s.countLocked(e)
 }
 
+// putRecordLocked puts packed entry e in the table; its counts are the
+// caller's.
+func (s *Store) putRecordLocked(e *entry) {
+	h, _ := hashBytes(e.key.hash) // a record is only ever made for a valid hash
+	s.packed.put(&packedRecord{hash: h, ac: e.key.kind == kindAC, verified: e.verified, seq: uint32(e.seg.seq), off: uint32(e.off), size: uint32(e.size), crc: e.crc})
+	s.sweepLocked(sweepPerPut)
+}
+
 // countLocked adds e to the store's totals; uncountLocked takes it out.
-// A packed entry's bytes are its segment's, counted when it took its slot.
+// A packed entry's bytes are its segment's, counted when it took its slot;
+// its counts are its segment's too, which eviction takes out whole.
 func (s *Store) countLocked(e *entry) {
-	if e.seg == nil {
-		s.bytes += e.stored
-	}
-	s.plainBytes += e.size
-	if e.zstd {
-		s.zstdEntries++
-	}
-	if e.key.kind == kindAC {
-		s.acEntries++
-	}
+	s.countEntry(e, 1)
 }
 
 func (s *Store) uncountLocked(e *entry) {
+	s.countEntry(e, -1)
+}
+
+func (s *Store) countEntry(e *entry, sign int64) {
 	if e.seg == nil {
-		s.bytes -= e.stored
+		s.bytes += sign * e.stored
+	} else {
+		e.seg.entries += sign
+		e.seg.plainBytes += sign * e.size
+		if e.key.kind == kindAC {
+			e.seg.acEntries += sign
+		}
 	}
-	s.plainBytes -= e.size
+	s.entries += sign
+	s.plainBytes += sign * e.size
 	if e.zstd {
-		s.zstdEntries--
+		s.zstdEntries += sign
 	}
 	if e.key.kind == kindAC {
-		s.acEntries--
+		s.acEntries += sign
 	}
 }
 
@@ -192,7 +249,7 @@ func (s *Store) evictLocked(keep *entry) {
 	}
 	for s.bytes+s.partial > s.maxSize {
 		el := s.lru.Back()
-		if el != nil && el.Value.(*entry) == keep {
+		if el != nil && keep != nil && el.Value.(*entry) == keep {
 			el = el.Prev()
 		}
 		seg := s.oldestEvictableLocked()
@@ -208,4 +265,32 @@ func (s *Store) evictLocked(keep *entry) {
 		s.evictions++
 		s.log.Debug("evicted", "kind", e.key.kind.dir(), "hash", e.key.hash, "size", e.size)
 	}
+}
+
+// hashBytes decodes a key's hash, 64 lowercase hex digits, as the table
+// keys it (without the allocation a []byte conversion would make).
+func hashBytes(hash string) ([32]byte, bool) {
+	var h [32]byte
+	if len(hash) != 64 {
+		return h, false
+	}
+	for i := range h {
+		hi, ok1 := hexDigit(hash[2*i])
+		lo, ok2 := hexDigit(hash[2*i+1])
+		if !ok1 || !ok2 {
+			return h, false
+		}
+		h[i] = hi<<4 | lo
+	}
+	return h, true
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }

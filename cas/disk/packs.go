@@ -260,8 +260,7 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, ok := s.index[e.key]
-	if !ok || el.seg != e.seg || el.off != e.off || e.seg.evicted {
+	if !s.isCurrentLocked(e) {
 		return nil, errReplaced
 	}
 	e.seg.readers++
@@ -432,7 +431,7 @@ func newRecordCommit(seg *segment, off int64, k entryKey, size int64, crc uint32
 // checkBlob. A blob that does not match is removed.
 func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace func(int) error) error {
 	s.mu.Lock()
-	el, ok := s.index[opened.key]
+	el, ok := s.packedLocked(opened.key)
 	if !ok || el.seg != opened.seg || el.off != opened.off {
 		s.mu.Unlock()
 		return errReplaced
@@ -461,20 +460,21 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 	sum := sha256.Sum256(buf)
 	s.mu.Lock()
 	s.verified += opened.size
-	el, ok = s.index[opened.key]
+	el, ok = s.packedLocked(opened.key)
 	if !ok || el.seg != opened.seg || el.off != opened.off {
 		s.mu.Unlock()
 		return errReplaced
 	}
 	if hex.EncodeToString(sum[:]) != opened.key.hash {
-		s.dropLocked(el)
+		s.dropLocked(&el)
 		s.corrupt++
 		s.mu.Unlock()
 		s.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.seq, "content_hash", hex.EncodeToString(sum[:]))
 		s.retireRecord(opened)
 		return errCorrupt
 	}
-	el.verified = true
+	h, _ := hashBytes(opened.key.hash)
+	s.packed.setVerified(&h, opened.key.kind == kindAC)
 	s.mu.Unlock()
 	return nil
 }
@@ -513,24 +513,22 @@ func (s *Store) retireRecord(e entry) {
 // what was not used lately and keeps what was.
 const refreshQueue = 256
 
-// refresh is a packed entry to copy forward: its element and generation
-// when queued, so that an entry replaced meanwhile (an action result
-// updated) is not overwritten with its older content.
+// refresh is a packed entry to copy forward: a copy of it when queued, so
+// that an entry replaced meanwhile (an action result updated) is not
+// overwritten with its older content.
 type refresh struct {
-	el  *entry
-	gen uint32
+	e entry
 }
 
-// refreshIfOldLocked queues packed entry el for copying forward if its
-// segment is among the oldest quarter. A full queue drops it: a lookup is
-// never held up for a copy.
-func (s *Store) refreshIfOldLocked(el *entry) {
-	e := el
+// refreshIfOldLocked queues packed entry e (a copy) for copying forward if
+// its segment is among the oldest quarter. A full queue drops it: a lookup
+// is never held up for a copy.
+func (s *Store) refreshIfOldLocked(e entry) {
 	if s.refreshes == nil || len(s.segments) < 4 || !e.seg.sealed || e.seg.seq >= s.segments[0].seq+uint64(len(s.segments)/4) {
 		return
 	}
 	select {
-	case s.refreshes <- refresh{el, e.gen}:
+	case s.refreshes <- refresh{e}:
 	default:
 	}
 }
@@ -548,12 +546,11 @@ func (s *Store) refreshLoop(q <-chan refresh) {
 // checked against its name on the way: rot is not copied.
 func (s *Store) copyForward(r refresh) error {
 	s.mu.Lock()
-	e := r.el
-	if s.index[e.key] != r.el || e.gen != r.gen || e.seg == nil || e.seg.evicted {
+	old := r.e
+	if !s.isCurrentLocked(old) {
 		s.mu.Unlock()
 		return nil
 	}
-	old := *e
 	s.mu.Unlock()
 	// writeRecord is done with data when it returns: a pooled buffer does.
 	bp := hashBuffers.Get()
@@ -574,7 +571,7 @@ func (s *Store) copyForward(r refresh) error {
 	if err != nil {
 		return err
 	}
-	c.ifCurrent, c.ifGen = r.el, r.gen
+	c.ifCurrent = &old
 	s.committer.commit(c)
 	return c.err
 }

@@ -208,7 +208,7 @@ func recordOf(t *testing.T, s *Store, d cas.Digest) (string, int64) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, ok := s.index[entryKey{kindCAS, d.Hash}]
+	el, ok := s.entryLocked(entryKey{kindCAS, d.Hash})
 	if !ok || el.seg == nil {
 		t.Fatalf("blob %s is not packed", d)
 	}
@@ -305,8 +305,8 @@ func TestPacksEvictWholeSegmentsKeepWhatIsUsed(t *testing.T) {
 		defer s.mu.Unlock()
 		m := map[cas.Digest]entry{}
 		for _, d := range all {
-			if el, ok := s.index[entryKey{kindCAS, d.Hash}]; ok {
-				m[d] = *el
+			if el, ok := s.entryLocked(entryKey{kindCAS, d.Hash}); ok {
+				m[d] = el
 			}
 		}
 		return m

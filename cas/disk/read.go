@@ -184,7 +184,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 func (s *Store) actionResultSums(e entry, fi os.FileInfo) []uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if el, ok := s.index[e.key]; ok {
+	if el, ok := s.files[e.key]; ok {
 		if cur := el; cur.gen == e.gen && cur.seg == nil && cur.stored == fi.Size() {
 			return cur.sums
 		}

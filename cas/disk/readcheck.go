@@ -225,13 +225,15 @@ func (c *checkedFile) ReadAt(p []byte, off int64) (int, error) {
 func (s *Store) readFailed(opened entry, detail string) error {
 	s.mu.Lock()
 	removed := false
-	if el, ok := s.index[opened.key]; ok {
-		e := el
-		if e.gen == opened.gen && e.seg == opened.seg && e.off == opened.off {
-			s.removeLocked(el)
-			s.corrupt++
-			removed = true
+	if s.isCurrentLocked(opened) {
+		cur, _ := s.entryLocked(opened.key)
+		if cur.seg == nil {
+			s.removeLocked(s.files[opened.key])
+		} else {
+			s.dropLocked(&cur)
 		}
+		s.corrupt++
+		removed = true
 	}
 	s.mu.Unlock()
 	if removed {

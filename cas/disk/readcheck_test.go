@@ -41,7 +41,7 @@ func storedAt(t *testing.T, s *Store, d cas.Digest) (string, int64) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, ok := s.index[entryKey{kindCAS, d.Hash}]
+	el, ok := s.entryLocked(entryKey{kindCAS, d.Hash})
 	if !ok {
 		t.Fatalf("blob %s is not stored", d)
 	}
@@ -276,7 +276,7 @@ func compressedRotAfterRead(t *testing.T, s *Store, data []byte, off int64, put 
 		t.Fatalf("first read: %v", err)
 	}
 	s.mu.Lock()
-	e := *s.index[entryKey{kindCAS, d.Hash}]
+	e, _ := s.entryLocked(entryKey{kindCAS, d.Hash})
 	s.mu.Unlock()
 	if !e.zstd || off >= e.stored {
 		t.Fatalf("blob kept compressed %v, %d bytes stored; want compressed, more than %d", e.zstd, e.stored, off)
@@ -325,7 +325,7 @@ func TestReadChecksCatchRotInACompressedBlob(t *testing.T) {
 		t.Fatalf("first read after the restart: %v", err)
 	}
 	s.mu.Lock()
-	e := *s.index[entryKey{kindCAS, d.Hash}]
+	e, _ := s.entryLocked(entryKey{kindCAS, d.Hash})
 	s.mu.Unlock()
 	disktest.FlipByte(t, s.filePath(&e), e.stored-3, true) // in the seek table, which Open reads
 	b, err := s.Open(context.Background(), d)

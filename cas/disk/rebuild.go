@@ -77,7 +77,7 @@ func (s *Store) rebuild() error {
 	}
 	slices.SortFunc(all, func(a, b found) int { return a.mtime.Compare(b.mtime) })
 	for _, f := range all {
-		if el, ok := s.index[f.e.key]; ok {
+		if el, ok := s.files[f.e.key]; ok {
 			// Kept both ways: a crash between a commit's rename and its
 			// removal of the other form. Both were checked; keep the
 			// newer.
@@ -103,7 +103,7 @@ func (s *Store) rebuild() error {
 			si++
 		}
 		s.tick++
-		if el, ok := s.index[f.e.key]; ok && el == f.e {
+		if el, ok := s.files[f.e.key]; ok && el == f.e {
 			f.e.used = s.tick
 		}
 	}
@@ -120,12 +120,14 @@ func (s *Store) rebuild() error {
 			continue
 		}
 		k := entryKey{entryKind(r.Kind), r.HashHex()}
-		if el, ok := s.index[k]; ok {
+		if el, ok := s.files[k]; ok {
 			s.removeLocked(el)
+		} else if old, ok := s.packedLocked(k); ok {
+			s.uncountLocked(&old)
 		}
 		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.seg, off: r.Off, crc: r.DataCRC}
-		s.insertLocked(e)
-		r.seg.keys = append(r.seg.keys, k)
+		s.putRecordLocked(e)
+		s.countLocked(e)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/packfile"
 )
 
 // The scrubber's pacing. A pass is held to the rate in "cost", not only in
@@ -168,18 +169,23 @@ func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
 		if p.wait(scrubListingCost) != nil {
 			return
 		}
-		s.mu.Lock()
-		keys := slices.Clone(seg.keys)
-		s.mu.Unlock()
-		for _, k := range keys {
+		records, err := s.segmentRecords(seg)
+		if err != nil {
+			if !errors.Is(err, errReplaced) {
+				s.log.Warn("scrubber: listing a pack segment", "segment", seg.seq, "err", err)
+			}
+			continue
+		}
+		for _, r := range records {
 			if ctx.Err() != nil {
 				return
 			}
-			if k.kind != kindCAS {
+			if entryKind(r.Kind) != kindCAS {
 				continue
 			}
+			k := entryKey{kindCAS, r.HashHex()}
 			e, ok := s.entryOf(k)
-			if !ok || e.seg != seg {
+			if !ok || e.seg != seg || e.off != r.Off {
 				continue // replaced, removed or evicted since
 			}
 			if p.wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
@@ -193,14 +199,31 @@ func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
 	}
 }
 
+// segmentRecords lists the committed records of seg from its headers,
+// holding its file meanwhile; errReplaced if it was evicted. The index
+// keeps no list of a segment's keys: this read costs what listing a shard
+// directory does, once a pass.
+func (s *Store) segmentRecords(seg *segment) ([]packfile.Record, error) {
+	s.mu.Lock()
+	if seg.evicted {
+		s.mu.Unlock()
+		return nil, errReplaced
+	}
+	seg.readers++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.releaseReaderLocked(seg)
+		s.mu.Unlock()
+	}()
+	records, _, err := packfile.Scan(seg.f, false, s.packMax, seg.seq)
+	return records, err
+}
+
 // entryOf returns a copy of entry k, without touching its recency: the
 // scrubber's look at it.
 func (s *Store) entryOf(k entryKey) (entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, ok := s.index[k]
-	if !ok {
-		return entry{}, false
-	}
-	return *el, true
+	return s.entryLocked(k)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,9 +35,10 @@ type segment struct {
 	durable bool   // fsynced whole and named .pack: a scan at start trusts it
 	created uint64 // Store.tick when it was made: its age against files' last use
 
-	// keys are the entries committed into it (some since replaced or
-	// removed: the index is the truth), for eviction and the scrubber.
-	keys []entryKey
+	// What of the index's entries are records in it, and so leave the
+	// store's counts with it when it is evicted (its records leave the
+	// table by the sweep, packedindex.go).
+	entries, acEntries, plainBytes int64
 
 	// readers hold the file (open packedBlobs, a sync or a copy under way):
 	// an evicted segment's file is reused (or closed) only when none is left.
@@ -127,6 +129,11 @@ func (s *Store) takeSlotLocked(k entryKey, size int64) (*segment, int64, error) 
 // crash.
 func (s *Store) newSegmentLocked() (*segment, error) {
 	seq := s.nextSeq
+	if seq > math.MaxUint32 {
+		// The index keeps a record's segment in 32 bits: at a segment a
+		// second, 136 years of them.
+		return nil, errors.New("disk: pack segment numbers are used up (2^32 segments)")
+	}
 	name := s.segmentPath(seq, false)
 	var f *os.File
 	var err error
@@ -219,13 +226,11 @@ func (s *Store) oldestEvictableLocked() *segment {
 // store's total, its file the disk (readers still holding it keep reading
 // until they close).
 func (s *Store) evictSegmentLocked(seg *segment) {
-	for _, k := range seg.keys {
-		if el, ok := s.index[k]; ok && el.seg == seg {
-			s.dropLocked(el)
-			s.evictions++
-		}
-	}
-	seg.keys = nil
+	s.entries -= seg.entries
+	s.acEntries -= seg.acEntries
+	s.plainBytes -= seg.plainBytes
+	s.evictions += seg.entries
+	seg.entries, seg.acEntries, seg.plainBytes = 0, 0, 0
 	s.bytes -= seg.size
 	seg.evicted = true
 	delete(s.unsynced, seg) // its records are gone: nothing to make durable

@@ -51,8 +51,12 @@ type Store struct {
 	buffers membuf.BufferPool
 
 	mu            sync.Mutex
-	index         map[entryKey]*entry
-	lru           *list.List // front: most recently used
+	files         map[entryKey]*entry // the entries kept as files
+	packed        recordTable         // the packed entries (recordtable.go)
+	sweep         sweepCursor         // where the table's sweep goes on (packedindex.go)
+	isLiveSeq     func(seq uint32) bool
+	lru           *list.List // files only, front: most recently used
+	entries       int64      // in the index: files and live records
 	bytes         int64      // on disk
 	plainBytes    int64      // the entries' own sizes
 	zstdEntries   int64      // how many blobs are kept compressed
@@ -108,12 +112,13 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		tmpDir:  filepath.Join(dir, "tmp"),
 		maxSize: maxSize,
 		log:     logger,
-		index:   make(map[entryKey]*entry),
+		files:   make(map[entryKey]*entry),
 		lru:     list.New(),
 
 		scrubClock: wallClock,
 		packMax:    DefaultPackMax,
 	}
+	s.isLiveSeq = s.isLiveSeqLocked
 	for _, o := range opts {
 		o(s)
 	}
@@ -149,7 +154,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	s.evictLocked(nil)
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
-	entries, stored := len(s.index), s.bytes
+	entries, stored := s.entries, s.bytes
 	s.mu.Unlock()
 	s.committer = newGroupCommit(s)
 	logger.Info("cas store opened", "dir", dir, "entries", entries, "bytes", stored, "max_bytes", maxSize)
@@ -222,7 +227,7 @@ func (s *Store) Stats() cas.StoreStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return cas.StoreStats{
-		Blobs:             int64(len(s.index)) - s.acEntries,
+		Blobs:             s.entries - s.acEntries,
 		ActionResults:     s.acEntries,
 		Bytes:             s.bytes,
 		PartialBytes:      s.partial,
@@ -332,11 +337,7 @@ func (s *Store) Resolve(_ context.Context, hash string) (cas.Digest, error) {
 	}
 	k := entryKey{kindCAS, hash}
 	s.mu.Lock()
-	el, ok := s.index[k]
-	var e entry
-	if ok {
-		e = *el
-	}
+	e, ok := s.entryLocked(k)
 	s.mu.Unlock()
 	if !ok {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s", cas.ErrNotFound, hash)

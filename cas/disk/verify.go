@@ -88,9 +88,13 @@ func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force b
 	k := opened.key
 	for {
 		s.mu.Lock()
-		el, ok := s.index[k]
+		el, ok := s.files[k]
 		if !ok {
+			_, packed := s.packedLocked(k)
 			s.mu.Unlock()
+			if packed {
+				return nil, errReplaced // written again since, as a record
+			}
 			return nil, cas.ErrNotFound // evicted or removed since the lookup
 		}
 		e := el
@@ -154,7 +158,7 @@ func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *entry, opened en
 	switch {
 	case err == nil && e.gen == opened.gen:
 		e.checked, e.sums = fi.ModTime().UnixNano(), sums
-	case errors.Is(err, errCorrupt) && s.index[k] == el && e.gen == opened.gen:
+	case errors.Is(err, errCorrupt) && s.files[k] == el && e.gen == opened.gen:
 		s.removeLocked(el)
 		s.corrupt++
 		s.log.Error("blob failed its integrity check: removed", "hash", k.hash, "size", opened.size, "file_size", fi.Size(), "compressed", opened.zstd, "content_hash", sum, "err", err)
@@ -280,10 +284,16 @@ func (s *Store) removeLocked(el *entry) {
 // dropLocked drops entry el from the index, leaving its bytes where they
 // are: a packed entry's stay in its segment until the segment goes.
 func (s *Store) dropLocked(e *entry) {
+	if e.seg != nil {
+		h, _ := hashBytes(e.key.hash)
+		s.packed.delete(&h, e.key.kind == kindAC)
+		s.uncountLocked(e)
+		return
+	}
 	if e.el != nil {
 		s.lru.Remove(e.el)
 		e.el = nil
 	}
-	delete(s.index, e.key)
+	delete(s.files, e.key)
 	s.uncountLocked(e)
 }
