@@ -276,6 +276,7 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		return
 	}
 	s.indexCommittedLocked(c.e, nil)
+	s.maybeCheckpointLocked()
 	if s.syncEvery > 0 {
 		if len(s.unsynced) == 0 {
 			s.wakeSyncer()

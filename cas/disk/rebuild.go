@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/packfile"
 )
 
 // removeTemps deletes whatever a previous run left in tmp/: uploads that
@@ -87,8 +89,19 @@ func (s *Store) rebuild() error {
 		}
 		s.insertLocked(f.e)
 	}
-	records, err := s.loadSegments()
+	ck, err := s.openCheckpoint()
 	if err != nil {
+		s.log.Warn("ignoring the index checkpoint: scanning every pack segment", "err", err)
+	}
+	var trusted map[uint64]int64
+	if ck != nil {
+		trusted = ck.trusted
+	}
+	records, err := s.loadSegments(trusted)
+	if err != nil {
+		if ck != nil {
+			ck.f.Close()
+		}
 		return err
 	}
 	// Recency: files' last modification and segments' order, on one clock
@@ -111,6 +124,11 @@ func (s *Store) rebuild() error {
 		s.tick++
 		s.segments[si].created = s.tick
 	}
+	if ck != nil {
+		if records, err = s.loadCheckpointRecords(ck, records); err != nil {
+			return err
+		}
+	}
 	// Records in segment order: a later record of a key replaces an
 	// earlier one (an action result updated, a blob written again), and a
 	// packed entry replaces a file of the same key (written since).
@@ -123,6 +141,9 @@ func (s *Store) rebuild() error {
 		if el, ok := s.files[k]; ok {
 			s.removeLocked(el)
 		} else if old, ok := s.packedLocked(k); ok {
+			if old.seg.seq > r.seg.seq {
+				continue // from the checkpoint, of a later segment
+			}
 			s.uncountLocked(&old)
 		}
 		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.seg, off: r.Off, crc: r.DataCRC}
@@ -130,6 +151,39 @@ func (s *Store) rebuild() error {
 		s.countLocked(e)
 	}
 	return nil
+}
+
+// loadCheckpointRecords indexes the records of checkpoint ck; if it does
+// not check out, it empties the table and returns records with those of
+// the segments it would have covered, scanned, in segment order.
+func (s *Store) loadCheckpointRecords(ck *checkpointReader, records []scannedRecord) ([]scannedRecord, error) {
+	err := ck.loadRecords(s)
+	if err == nil {
+		s.checkpointLoaded = true
+		return records, nil
+	}
+	s.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
+	s.packed.free()
+	for _, seg := range s.segments {
+		s.entries -= seg.entries
+		s.acEntries -= seg.acEntries
+		s.plainBytes -= seg.plainBytes
+		seg.entries, seg.acEntries, seg.plainBytes = 0, 0, 0
+		if !seg.fromCheckpoint {
+			continue
+		}
+		seg.fromCheckpoint = false
+		s.segmentsScanned++
+		found, _, err := packfile.Scan(seg.f, false, s.packMax, seg.seq)
+		if err != nil {
+			return nil, fmt.Errorf("disk: scanning pack segment %d: %w", seg.seq, err)
+		}
+		for _, r := range found {
+			records = append(records, scannedRecord{r, seg})
+		}
+	}
+	slices.SortStableFunc(records, func(a, b scannedRecord) int { return cmp.Compare(a.seg.seq, b.seg.seq) })
+	return records, nil
 }
 
 // segmentTime is when seg's file was last written, for ordering it among

@@ -41,6 +41,12 @@ const (
 	recordVerified // this process has found the blob matching its name
 )
 
+// tableKey is what the table keys a record by.
+type tableKey struct {
+	hash [32]byte
+	ac   bool
+}
+
 // packedRecord is one record of the table, decoded.
 type packedRecord struct {
 	hash     [32]byte

@@ -6,12 +6,6 @@ import (
 	"testing"
 )
 
-// tableKey is a model's key: a table key is (kind, hash).
-type tableKey struct {
-	hash [32]byte
-	ac   bool
-}
-
 // checkTable checks that t holds exactly what model does.
 func checkTable(t *testing.T, tab *recordTable, model map[tableKey]packedRecord) {
 	t.Helper()

@@ -45,7 +45,10 @@ type segment struct {
 	readers int
 	evicted bool // out of the index and the store's total
 	closed  bool // the store is closed: the last reader closes the file
-	gone    bool // its file was handed on (a spare) or closed: nothing of this segment may touch it
+	// fromCheckpoint: loaded at start without a scan, its records from the
+	// index checkpoint (checkpoint.go).
+	fromCheckpoint bool
+	gone           bool // its file was handed on (a spare) or closed: nothing of this segment may touch it
 }
 
 // Pack segments live in packs/ under the store's directory.
@@ -271,11 +274,13 @@ func (s *Store) releaseReaderLocked(seg *segment) {
 }
 
 // loadSegments opens the segments in packs/, oldest first, and returns the
-// records each holds (the newest record of a key wins, in rebuild). A
+// records each holds (the newest record of a key wins, in rebuild),
+// except for the durable segments trusted names (an index checkpoint's,
+// with their sizes), whose records the checkpoint holds. A
 // segment left .open by a crash is checked record by record (data CRC):
 // it may hold records whose commit never completed. Every loaded segment
 // is sealed; the store starts a new one for its writes.
-func (s *Store) loadSegments() ([]scannedRecord, error) {
+func (s *Store) loadSegments(trusted map[uint64]int64) ([]scannedRecord, error) {
 	dir := filepath.Join(s.dir, packDirName)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -304,6 +309,14 @@ func (s *Store) loadSegments() ([]scannedRecord, error) {
 			continue
 		}
 		seg := &segment{seq: seq, f: f, name: name, sealed: true, durable: durable}
+		if size, ok := trusted[seq]; ok && durable {
+			// Its records are in the index checkpoint.
+			seg.size, seg.fromCheckpoint = size, true
+			s.segments = append(s.segments, seg)
+			s.nextSeq = max(s.nextSeq, seq+1)
+			continue
+		}
+		s.segmentsScanned++
 		found, size, err := packfile.Scan(f, !durable, s.packMax, seq)
 		if err != nil {
 			f.Close()

@@ -91,6 +91,14 @@ type Store struct {
 	refreshes    chan refresh  // packed entries to copy forward out of old segments; nil once closed
 	spare        []spareFile   // evicted segments' files, to be reused
 
+	// Index checkpoints (checkpoint.go); guarded by mu.
+	sinceCheckpoint    int64          // packed records indexed since the last was started
+	checkpointRunning  bool           // one is being written
+	checkpoints        sync.WaitGroup // the one being written
+	checkpointsWritten int64
+	checkpointLoaded   bool // this start took the packed entries from one
+	segmentsScanned    int  // pack segments this start read record by record
+
 	scrubClock scrubClock // wallClock, or a test's (export_test.go)
 }
 
@@ -155,9 +163,11 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
 	entries, stored := s.entries, s.bytes
+	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segmentsScanned, len(s.segments)
 	s.mu.Unlock()
 	s.committer = newGroupCommit(s)
-	logger.Info("cas store opened", "dir", dir, "entries", entries, "bytes", stored, "max_bytes", maxSize)
+	logger.Info("cas store opened", "dir", dir, "entries", entries, "bytes", stored, "max_bytes", maxSize,
+		"pack_segments", segments, "segments_scanned", scanned, "index_checkpoint", fromCheckpoint)
 	return s, nil
 }
 
@@ -215,6 +225,13 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.committer.close() // commits still queued fail with cas.ErrClosed
 	s.closePacks()
+	s.checkpoints.Wait()
+	if s.packMax > 0 {
+		// Every segment is finished now: the next start scans none.
+		if err := s.writeCheckpoint(); err != nil {
+			s.log.Warn("writing the index checkpoint (the next start scans every pack segment)", "err", err)
+		}
+	}
 	err := s.removeTemps()
 	if uerr := s.lock.unlock(); err == nil {
 		err = uerr

@@ -1,0 +1,198 @@
+package disk
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/disktest"
+	"github.com/membuf/membuf/cas/internal/testblob"
+)
+
+// checkpointStoreSize makes 1 MiB segments (a 16th of it), so that a few
+// thousand small blobs fill several.
+const checkpointStoreSize = 16 << 20
+
+// putSmall stores n distinct 1 KiB blobs, the i-th from seed+i, and
+// returns their digests and contents.
+func putSmall(t *testing.T, s *Store, seed, n int) ([]cas.Digest, [][]byte) {
+	t.Helper()
+	ds := make([]cas.Digest, n)
+	datas := make([][]byte, n)
+	for i := range n {
+		datas[i] = testblob.Random(1024, uint64(seed+i))
+		ds[i] = putBlob(t, s, datas[i], false)
+	}
+	return ds, datas
+}
+
+// crashCopy copies the store's directory as it is now, as a crash of the
+// process would leave it (what was written is in the page cache), to a new
+// directory, and returns it.
+func crashCopy(t *testing.T, dir string) string {
+	t.Helper()
+	dst := t.TempDir()
+	if out, err := exec.Command("cp", "-a", dir+"/.", dst).CombinedOutput(); err != nil {
+		t.Fatalf("copying the store: %v: %s", err, out)
+	}
+	return dst
+}
+
+func checkAll(t *testing.T, s *Store, ds []cas.Digest, datas [][]byte) {
+	t.Helper()
+	for i, d := range ds {
+		readBack(t, s, d, datas[i])
+	}
+}
+
+func TestRestartTakesPackedEntriesFromTheCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, checkpointStoreSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, datas := putSmall(t, s, 0, 2500)
+	before := s.Stats()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openPackStore(t, dir, checkpointStoreSize)
+	if !s.checkpointLoaded || s.segmentsScanned != 0 || len(s.segments) < 2 {
+		t.Fatalf("restart: from the checkpoint %v, %d of %d segments scanned; want from it, none scanned", s.checkpointLoaded, s.segmentsScanned, len(s.segments))
+	}
+	after := s.Stats()
+	if after.Blobs != before.Blobs || after.Bytes != before.Bytes || after.UncompressedBytes != before.UncompressedBytes {
+		t.Fatalf("after the restart %d blobs, %d bytes (%d plain); before %d, %d (%d)", after.Blobs, after.Bytes, after.UncompressedBytes, before.Blobs, before.Bytes, before.UncompressedBytes)
+	}
+	if missing, _ := s.FindMissing(context.Background(), ds, cas.Lookup(true)); len(missing) != 0 {
+		t.Fatalf("%d blobs missing after the restart", len(missing))
+	}
+	checkAll(t, s, ds, datas)
+}
+
+// TestCrashAfterACheckpoint: what was committed after the last checkpoint
+// is found by scanning only the segments finished since, and a later
+// record of an action result wins over the checkpoint's.
+func TestCrashAfterACheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	s := openPackStore(t, dir, checkpointStoreSize)
+	ctx := context.Background()
+	action := cas.DigestOf([]byte("an action"))
+	if err := s.PutActionResult(ctx, action, []byte("result 1")); err != nil {
+		t.Fatal(err)
+	}
+	ds1, datas1 := putSmall(t, s, 0, 2500)
+	if err := s.writeCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	ds2, datas2 := putSmall(t, s, 10_000, 1500)
+	if err := s.PutActionResult(ctx, action, []byte("result 2")); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	segments := len(s.segments)
+	s.mu.Unlock()
+
+	c := openPackStore(t, crashCopy(t, dir), checkpointStoreSize)
+	if !c.checkpointLoaded || c.segmentsScanned == 0 || c.segmentsScanned >= segments {
+		t.Fatalf("after the crash: from the checkpoint %v, %d of %d segments scanned; want from it, the newer ones scanned", c.checkpointLoaded, c.segmentsScanned, segments)
+	}
+	checkAll(t, c, ds1, datas1)
+	checkAll(t, c, ds2, datas2)
+	if got, err := c.GetActionResult(ctx, action); err != nil || string(got) != "result 2" {
+		t.Fatalf("action result after the crash: %q, %v; want the later one", got, err)
+	}
+}
+
+// TestCheckpointOfEvictedSegments: segments evicted after a checkpoint
+// took their blobs with them, and the counts say so.
+func TestCheckpointOfEvictedSegments(t *testing.T) {
+	dir := t.TempDir()
+	s := openPackStore(t, dir, checkpointStoreSize)
+	ds1, _ := putSmall(t, s, 0, 1500)
+	if err := s.writeCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	ds2, datas2 := putSmall(t, s, 10_000, 16_500) // more than the store holds (16 MiB, 1088 bytes a record): the first go
+	c := openPackStore(t, crashCopy(t, dir), checkpointStoreSize)
+	if !c.checkpointLoaded {
+		t.Fatal("the checkpoint was not loaded")
+	}
+	missing, _ := c.FindMissing(context.Background(), ds1, cas.Lookup(false))
+	if len(missing) != len(ds1) {
+		t.Fatalf("%d of the %d evicted blobs missing; want all", len(missing), len(ds1))
+	}
+	missing2, _ := c.FindMissing(context.Background(), ds2, cas.Lookup(false))
+	if st := c.Stats(); st.Blobs != int64(len(ds2)-len(missing2)) {
+		t.Fatalf("the store counts %d blobs; %d are there", st.Blobs, len(ds2)-len(missing2))
+	}
+	last := len(ds2) - 1
+	readBack(t, c, ds2[last], datas2[last])
+}
+
+// TestBadCheckpointIsIgnored: a checkpoint that does not check out (a
+// flipped bit in a record, cut short, an unknown format) is ignored and
+// every segment scanned.
+func TestBadCheckpointIsIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		harm func(t *testing.T, path string)
+	}{
+		{"flipped", func(t *testing.T, path string) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			disktest.FlipByte(t, path, fi.Size()/2, false)
+		}},
+		{"short", func(t *testing.T, path string) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, fi.Size()-100); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"header", func(t *testing.T, path string) {
+			disktest.FlipByte(t, path, 9, false)
+		}},
+		{"segments", func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var b [4]byte
+			binary.LittleEndian.PutUint32(b[:], 1<<30)
+			if _, err := f.WriteAt(b[:], int64(len(checkpointMagic))); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := OpenStore(dir, checkpointStoreSize, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds, datas := putSmall(t, s, 0, 2500)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			tc.harm(t, filepath.Join(dir, checkpointName))
+			s = openPackStore(t, dir, checkpointStoreSize)
+			if s.checkpointLoaded || s.segmentsScanned != len(s.segments) {
+				t.Fatalf("from the checkpoint %v, %d of %d segments scanned; want none from it, all scanned", s.checkpointLoaded, s.segmentsScanned, len(s.segments))
+			}
+			if st := s.Stats(); st.Blobs != int64(len(ds)) {
+				t.Fatalf("%d blobs counted, want %d", st.Blobs, len(ds))
+			}
+			checkAll(t, s, ds, datas)
+		})
+	}
+}
