@@ -1,12 +1,13 @@
-package main
+package server
 
 import (
 	"context"
 	"fmt"
-	"github.com/membuf/membuf/cas/reapi"
 	"net/http"
 	"slices"
 	"sync"
+
+	"github.com/membuf/membuf/cas/reapi"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
