@@ -7,12 +7,12 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/membuf/membuf/cas/reapi"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/membuf/membuf/cas/reapi"
 )
 
 // healthService is grpc.health.v1.Health for `membuf serve`: SERVING for
