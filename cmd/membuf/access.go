@@ -3,15 +3,15 @@ package main
 import (
 	"flag"
 	"fmt"
-	"log/slog"
 
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )
 
 // accessFlags are serve's flags for TLS, authentication and the access
 // policy.
 type accessFlags struct {
-	tls            tlsFiles
+	tls            server.TLSFiles
 	htpasswd       string
 	rules          [4]string // per access.Operation, "" for the default
 	anonymousReads bool
@@ -21,9 +21,9 @@ type accessFlags struct {
 var ruleFlagNames = [4]string{access.ReadCAS: "read-cas", access.WriteCAS: "write-cas", access.ReadAC: "read-ac", access.WriteAC: "write-ac"}
 
 func (a *accessFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.tls.cert, "tls-cert", "", "PEM certificate `file` (with its chain) for TLS on the gRPC and HTTP listeners; needs --tls-key")
-	fs.StringVar(&a.tls.key, "tls-key", "", "PEM private key `file` for --tls-cert")
-	fs.StringVar(&a.tls.clientCA, "tls-client-ca", "", "PEM `file` of the CAs whose client certificates identify gRPC clients (mutual TLS);\nthe certificate's common name is the identity the access rules name; needs --tls-cert")
+	fs.StringVar(&a.tls.Cert, "tls-cert", "", "PEM certificate `file` (with its chain) for TLS on the gRPC and HTTP listeners; needs --tls-key")
+	fs.StringVar(&a.tls.Key, "tls-key", "", "PEM private key `file` for --tls-cert")
+	fs.StringVar(&a.tls.ClientCA, "tls-client-ca", "", "PEM `file` of the CAs whose client certificates identify gRPC clients (mutual TLS);\nthe certificate's common name is the identity the access rules name; needs --tls-cert")
 	fs.StringVar(&a.htpasswd, "htpasswd", "", "htpasswd `file` of users and bcrypt hashes (htpasswd -B) for HTTP basic authentication\n(gRPC metadata authorization: Basic ..., as Bazel's --remote_header or a credential helper sends it)")
 	whats := [4]string{"read blobs (ByteStream Read, BatchReadBlobs, GetTree, FindMissingBlobs)",
 		"write blobs (ByteStream Write, BatchUpdateBlobs, QueryWriteStatus)",
@@ -39,20 +39,20 @@ func (a *accessFlags) register(fs *flag.FlagSet) {
 // resolve validates the flags, loads what they name, and returns the
 // access control for cas (nil: everyone may do everything, as without any
 // of these flags) and the TLS material (nil: plaintext).
-func (a *accessFlags) resolve() (*access.Control, *tlsMaterial, error) {
+func (a *accessFlags) resolve() (*access.Control, *server.TLSMaterial, error) {
 	switch {
-	case (a.tls.cert == "") != (a.tls.key == ""):
+	case (a.tls.Cert == "") != (a.tls.Key == ""):
 		return nil, nil, usageError("--tls-cert and --tls-key go together")
-	case a.tls.clientCA != "" && a.tls.cert == "":
+	case a.tls.ClientCA != "" && a.tls.Cert == "":
 		return nil, nil, usageError("--tls-client-ca needs --tls-cert and --tls-key: client certificates come with TLS")
 	case a.anonymousReads && (a.rules[access.ReadCAS] != "" || a.rules[access.ReadAC] != ""):
 		return nil, nil, usageError("--anonymous-reads sets --read-cas and --read-ac; give one or the other")
 	case a.readOnly && (a.rules[access.WriteCAS] != "" || a.rules[access.WriteAC] != ""):
 		return nil, nil, usageError("--read-only sets --write-cas and --write-ac; give one or the other")
 	}
-	var material *tlsMaterial
-	if a.tls.cert != "" {
-		m, err := a.tls.load()
+	var material *server.TLSMaterial
+	if a.tls.Cert != "" {
+		m, err := a.tls.Load()
 		if err != nil {
 			return nil, nil, usageError("%v", err)
 		}
@@ -66,7 +66,7 @@ func (a *accessFlags) resolve() (*access.Control, *tlsMaterial, error) {
 		}
 		users = u
 	}
-	canAuthenticate := users != nil || a.tls.clientCA != ""
+	canAuthenticate := users != nil || a.tls.ClientCA != ""
 	def := "anyone"
 	if canAuthenticate {
 		def = "authenticated"
@@ -101,26 +101,5 @@ func (a *accessFlags) resolve() (*access.Control, *tlsMaterial, error) {
 	if !canAuthenticate && !a.readOnly && a.rules == [4]string{} {
 		return nil, material, nil // no access control at all: as before these flags
 	}
-	return &access.Control{Policy: policy, Users: users, ClientCertificates: a.tls.clientCA != ""}, material, nil
-}
-
-// reloadOnSIGHUP loads the TLS material (certs, if not nil) and the
-// htpasswd file (if access has one) again. A file that fails to load leaves
-// what is in force, and the log says why; a server with neither logs that
-// there was nothing to reload.
-func reloadOnSIGHUP(certs *certReloader, access *access.Control, log *slog.Logger) {
-	if certs == nil && (access == nil || access.Users == nil) {
-		log.Info("SIGHUP: nothing to reload (no --tls-cert, no --htpasswd); still serving")
-		return
-	}
-	if certs != nil {
-		certs.reload("SIGHUP")
-	}
-	if access != nil && access.Users != nil {
-		if err := access.Users.Reload(); err != nil {
-			log.Warn("htpasswd not reloaded; the previous users stay in force", "err", err)
-		} else {
-			log.Info("htpasswd reloaded", "users", access.Users.Users())
-		}
-	}
+	return &access.Control{Policy: policy, Users: users, ClientCertificates: a.tls.ClientCA != ""}, material, nil
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cmd/membuf/internal/loadgen"
+	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
+	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )
 
 func init() {
@@ -48,8 +50,8 @@ func ceilingFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) er
 func serveCeiling(ctx context.Context, listen, httpAddr string, std *stdio) error {
 	log := slog.New(slog.NewTextHandler(std.err, nil))
 	// The same message limit and pool classes as membuf serve's defaults.
-	msgSize := (&serveConfig{maxBatchSize: defaultMaxBatchSize}).maxMessageSize()
-	pool, err := membuf.NewPool(membuf.Config{MaxSize: poolMaxSize(msgSize)})
+	msgSize := server.MaxMessageSize(defaultMaxBatchSize)
+	pool, err := membuf.NewPool(membuf.Config{MaxSize: server.PoolMaxSize(msgSize)})
 	if err != nil {
 		return err
 	}
@@ -69,7 +71,7 @@ func serveCeiling(ctx context.Context, listen, httpAddr string, std *stdio) erro
 			return fmt.Errorf("--http: %w", err)
 		}
 		line += " http=" + hl.Addr().String()
-		h = &http.Server{Handler: newHTTPHandler(newRuntimeRegistry(), nil, nil, true), ReadHeaderTimeout: 10 * time.Second}
+		h = &http.Server{Handler: server.NewHTTPHandler(metrics.NewRuntimeRegistry(), nil, nil, true), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := h.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("http: %w", err)
@@ -86,6 +88,6 @@ func serveCeiling(ctx context.Context, listen, httpAddr string, std *stdio) erro
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	stopGracefully(g, 10*time.Second, log, h)
+	server.StopGracefully(g, 10*time.Second, log, h)
 	return err
 }

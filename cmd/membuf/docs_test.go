@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
+	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )
 
 // readme returns the repository's README.md, which documents the CLI.
@@ -101,7 +104,7 @@ func TestREADMEBenchCommands(t *testing.T) {
 func TestServeHTTPHelpNamesEveryPath(t *testing.T) {
 	fs, _ := serveFlags(&stdio{out: &strings.Builder{}, err: &strings.Builder{}})
 	usage := fs.Lookup("http").Usage
-	h := newHTTPHandler(newRuntimeRegistry(), http.NotFoundHandler(), http.NotFoundHandler(), true)
+	h := server.NewHTTPHandler(metrics.NewRuntimeRegistry(), http.NotFoundHandler(), http.NotFoundHandler(), true)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	paths := regexp.MustCompile(`/[a-z/]+`).FindAllString(rec.Body.String(), -1)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/membuf/membuf/cmd/membuf/internal/server"
 	"golang.org/x/net/http2"
 )
 
@@ -68,8 +69,8 @@ func TestServeConnectionLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := set[http2.SettingMaxConcurrentStreams]; got != maxStreamsPerConnection {
-		t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS = %d; want %d", got, maxStreamsPerConnection)
+	if got := set[http2.SettingMaxConcurrentStreams]; got != server.MaxStreamsPerConnection {
+		t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS = %d; want %d", got, server.MaxStreamsPerConnection)
 	}
 	second := dialH2(t, s.grpcAddr)
 	if _, err := second.settings(time.Now().Add(30 * time.Second)); err != nil {

@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/membuf/membuf/cmd/membuf/internal/server"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 // getStatus fetches and decodes /status from the HTTP listener at addr.
-func getStatus(t *testing.T, addr string) serverStatus {
+func getStatus(t *testing.T, addr string) server.Status {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/status")
 	if err != nil {
@@ -28,7 +29,7 @@ func getStatus(t *testing.T, addr string) serverStatus {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("/status: %s, %s", resp.Status, resp.Header.Get("Content-Type"))
 	}
-	var st serverStatus
+	var st server.Status
 	dec := json.NewDecoder(resp.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil {

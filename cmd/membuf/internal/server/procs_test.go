@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -103,11 +103,11 @@ func drain(c chan int) string {
 }
 
 func TestAdaptiveProcsOff(t *testing.T) {
-	if why := adaptiveProcsOff(false); why != "--adaptive-procs=false" {
+	if why := AdaptiveProcsOff(false); why != "--adaptive-procs=false" {
 		t.Errorf("disabled: %q", why)
 	}
 	t.Setenv("GOMAXPROCS", "2")
-	if why := adaptiveProcsOff(true); why != "GOMAXPROCS is set" {
+	if why := AdaptiveProcsOff(true); why != "GOMAXPROCS is set" {
 		t.Errorf("GOMAXPROCS in the environment: %q", why)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -61,11 +61,11 @@ func (c *procsController) step(used time.Duration) (toOne, toDefault bool) {
 	return true, false
 }
 
-// adaptiveProcsOff says why serve keeps GOMAXPROCS as the runtime set it,
+// AdaptiveProcsOff says why serve keeps GOMAXPROCS as the runtime set it,
 // or "" if it adapts it: not when asked not to, nor when GOMAXPROCS is set
 // in the environment (the operator's choice), nor with one P anyway, nor
 // where the process's CPU time cannot be read.
-func adaptiveProcsOff(enabled bool) string {
+func AdaptiveProcsOff(enabled bool) string {
 	switch {
 	case !enabled:
 		return "--adaptive-procs=false"

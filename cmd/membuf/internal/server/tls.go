@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"crypto/tls"
@@ -11,41 +11,45 @@ import (
 	"time"
 )
 
-// tlsFiles is the TLS material `membuf serve` is given: a certificate and
-// key for its listeners, and optionally the CA certificates it verifies
-// client certificates against (mutual TLS).
-type tlsFiles struct {
-	cert, key, clientCA string
+// TLSFiles is the TLS material `membuf serve` is given: a certificate and
+// key for its listeners (--tls-cert, --tls-key), and optionally the CA
+// certificates it verifies client certificates against (--tls-client-ca,
+// mutual TLS). The server loads them again on SIGHUP and when they change.
+type TLSFiles struct {
+	Cert, Key, ClientCA string
 }
 
-// tlsMaterial is the material loaded from tlsFiles.
-type tlsMaterial struct {
+// TLSMaterial is the material loaded from TLSFiles, and the files, to
+// load again.
+type TLSMaterial struct {
+	files    TLSFiles
 	cert     tls.Certificate
 	clientCA *x509.CertPool // nil without --tls-client-ca
 }
 
-// notAfter is when the certificate expires, for the log.
-func (m *tlsMaterial) notAfter() string {
+// NotAfter is when the certificate expires, for the log.
+func (m *TLSMaterial) NotAfter() string {
 	if m.cert.Leaf == nil {
 		return "unknown"
 	}
 	return m.cert.Leaf.NotAfter.UTC().Format(time.RFC3339)
 }
 
-func (f tlsFiles) load() (*tlsMaterial, error) {
-	cert, err := tls.LoadX509KeyPair(f.cert, f.key)
+// Load reads and checks the files; its errors name the flags.
+func (f TLSFiles) Load() (*TLSMaterial, error) {
+	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", f.cert, f.key, err)
+		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", f.Cert, f.Key, err)
 	}
-	m := &tlsMaterial{cert: cert}
-	if f.clientCA != "" {
-		pem, err := os.ReadFile(f.clientCA)
+	m := &TLSMaterial{files: f, cert: cert}
+	if f.ClientCA != "" {
+		pem, err := os.ReadFile(f.ClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-client-ca: %w", err)
 		}
 		m.clientCA = x509.NewCertPool()
 		if !m.clientCA.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate in it", f.clientCA)
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate in it", f.ClientCA)
 		}
 	}
 	return m, nil
@@ -59,11 +63,11 @@ func (f tlsFiles) load() (*tlsMaterial, error) {
 // the material in force and says why in the log; the next change or SIGHUP
 // tries again.
 type certReloader struct {
-	files tlsFiles
+	files TLSFiles
 	log   *slog.Logger
 
 	mu        sync.Mutex
-	material  *tlsMaterial
+	material  *TLSMaterial
 	stamps    [3]fileStamp
 	lastCheck time.Time
 	reloads   int // successful reloads, for tests and the log
@@ -77,8 +81,8 @@ type fileStamp struct {
 
 const checkInterval = time.Second
 
-func newCertReloader(files tlsFiles, m *tlsMaterial, log *slog.Logger) *certReloader {
-	r := &certReloader{files: files, log: log, material: m}
+func newCertReloader(m *TLSMaterial, log *slog.Logger) *certReloader {
+	r := &certReloader{files: m.files, log: log, material: m}
 	r.stamps = r.stampFiles()
 	r.lastCheck = time.Now()
 	return r
@@ -86,7 +90,7 @@ func newCertReloader(files tlsFiles, m *tlsMaterial, log *slog.Logger) *certRelo
 
 func (r *certReloader) stampFiles() [3]fileStamp {
 	var s [3]fileStamp
-	for i, p := range []string{r.files.cert, r.files.key, r.files.clientCA} {
+	for i, p := range []string{r.files.Cert, r.files.Key, r.files.ClientCA} {
 		if p == "" {
 			continue
 		}
@@ -100,7 +104,7 @@ func (r *certReloader) stampFiles() [3]fileStamp {
 // reload loads the files again; on error the material in force stays.
 func (r *certReloader) reload(why string) error {
 	stamps := r.stampFiles()
-	m, err := r.files.load()
+	m, err := r.files.Load()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stamps = stamps // a broken file is not retried until it changes again
@@ -110,13 +114,13 @@ func (r *certReloader) reload(why string) error {
 	}
 	r.material = m
 	r.reloads++
-	r.log.Info("TLS material reloaded", "why", why, "cert", r.files.cert, "not_after", m.notAfter())
+	r.log.Info("TLS material reloaded", "why", why, "cert", r.files.Cert, "not_after", m.NotAfter())
 	return nil
 }
 
 // current returns the material in force, reloading it first if a file
 // changed since the last look (at most one look per checkInterval).
-func (r *certReloader) current() *tlsMaterial {
+func (r *certReloader) current() *TLSMaterial {
 	r.mu.Lock()
 	changed := false
 	if now := time.Now(); now.Sub(r.lastCheck) >= checkInterval {

@@ -1,9 +1,8 @@
-package main
+package server
 
 import (
 	"context"
 	"fmt"
-	"github.com/membuf/membuf/cas/reapi"
 	"net/http"
 	"slices"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/membuf/membuf/cas/reapi"
 )
 
 // healthService is grpc.health.v1.Health for `membuf serve`: SERVING for

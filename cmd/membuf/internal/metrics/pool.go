@@ -1,79 +1,12 @@
-package main
+package metrics
 
 import (
-	"fmt"
-	"net/http"
-	"net/http/pprof"
-	"regexp"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/membuf/membuf"
-	"github.com/membuf/membuf/cas/disk"
-	"github.com/membuf/membuf/cas/httpcache"
-	"github.com/membuf/membuf/cas/reapi"
-	"github.com/membuf/membuf/cas/s3tier"
-	"github.com/membuf/membuf/cas/zstdseek"
 )
-
-// newRegistry returns a registry with the Go runtime's figures (GC cycles,
-// pauses and CPU, heap, scheduler, from runtime/metrics), the process's, and
-// the pool's, the store's and the cas server's statistics, and the shared
-// tier's if tiered is not nil, read at scrape time.
-func newRegistry(pool *membuf.Pool, store *disk.Store, server *reapi.Server, zp *zstdseek.Pool, tiered *s3tier.Store, requests *grpcRequests, cache *httpcache.Handler) *prometheus.Registry {
-	reg := newRuntimeRegistry()
-	reg.MustRegister(newPoolCollector(pool), newStoreCollector(store), newServerCollector(server, cache), newZstdCollector(zp), newRequestCollector(requests, cache))
-	if tiered != nil {
-		reg.MustRegister(newTierCollector(tiered))
-	}
-	return reg
-}
-
-// newRuntimeRegistry returns a registry with the Go runtime's and the
-// process's figures only.
-func newRuntimeRegistry() *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-			collectors.MetricsGC,
-			collectors.MetricsMemory,
-			collectors.MetricsScheduler,
-			// GC CPU time (/cpu/classes/gc/...) beside total CPU time.
-			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/.*`)},
-		)),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	return reg
-}
-
-// newHTTPHandler serves /metrics from reg, /healthz from health and
-// /status from status (each if not nil), and with pprof the runtime
-// profiles under /debug/pprof/ (opt-in: they show the command line and
-// memory contents).
-func newHTTPHandler(reg *prometheus.Registry, health, status http.Handler, withPprof bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	if health != nil {
-		mux.Handle("/healthz", health)
-	}
-	if status != nil {
-		mux.Handle("GET /status", status)
-	}
-	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "membuf: /metrics (Prometheus), /healthz (health), /status (JSON: disk use, counts, hit rate, the S3 tier), /debug/pprof/ (profiles, with --pprof)")
-	})
-	return mux
-}
 
 // poolCollector exports a membuf.Pool's statistics, one series per size
 // class (label class: the class's buffer size in bytes, or "oversize").

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"net"
@@ -16,41 +16,41 @@ import (
 // "too_many_pings"). docs/cas.md's limits table gives each with what a
 // client sees.
 const (
-	// maxStreamsPerConnection bounds the RPCs one connection runs at once
+	// MaxStreamsPerConnection bounds the RPCs one connection runs at once
 	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): clients queue past it, they
 	// are not refused. Bazel runs at most 100 per connection.
-	maxStreamsPerConnection = 256
-	// keepaliveMinTime is the shortest interval between a client's pings the
+	MaxStreamsPerConnection = 256
+	// KeepaliveMinTime is the shortest interval between a client's pings the
 	// server accepts; a client pinging more often gets GOAWAY
 	// ENHANCE_YOUR_CALM. Pings without RPCs in flight are allowed (Bazel's
 	// connections idle between actions).
-	keepaliveMinTime = 10 * time.Second
-	// keepaliveTime and keepaliveTimeout: the server pings a connection idle
+	KeepaliveMinTime = 10 * time.Second
+	// KeepaliveTime and KeepaliveTimeout: the server pings a connection idle
 	// this long, and closes it if the ping goes unanswered this long, so
 	// that a vanished client's streams (and their uploads' slots) end
 	// within minutes, not at TCP's hours.
-	keepaliveTime    = time.Minute
-	keepaliveTimeout = 20 * time.Second
-	// maxConnectionIdle closes a connection with no RPC for this long
+	KeepaliveTime    = time.Minute
+	KeepaliveTimeout = 20 * time.Second
+	// MaxConnectionIdle closes a connection with no RPC for this long
 	// (GOAWAY; clients reconnect on their next call), giving back its
 	// descriptor and buffers.
-	maxConnectionIdle = 10 * time.Minute
-	// handshakeTimeout bounds a new connection's TLS and HTTP/2 handshake
+	MaxConnectionIdle = 10 * time.Minute
+	// HandshakeTimeout bounds a new connection's TLS and HTTP/2 handshake
 	// (grpc-go's default is 120 s), so that connections that never finish
 	// one do not pile up.
-	handshakeTimeout = 10 * time.Second
-	// defaultMaxConnections bounds the connections served at once; past
+	HandshakeTimeout = 10 * time.Second
+	// DefaultMaxConnections bounds the connections served at once; past
 	// it new ones wait in the listen backlog until one closes.
-	defaultMaxConnections = 4096
+	DefaultMaxConnections = 4096
 )
 
 // grpcLimits returns the server options that set the limits above.
 func grpcLimits() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.MaxConcurrentStreams(maxStreamsPerConnection),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, MaxConnectionIdle: maxConnectionIdle}),
-		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.MaxConcurrentStreams(MaxStreamsPerConnection),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, MaxConnectionIdle: MaxConnectionIdle}),
+		grpc.ConnectionTimeout(HandshakeTimeout),
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"encoding/json"
@@ -12,10 +12,10 @@ import (
 	"github.com/membuf/membuf/cas/s3tier"
 )
 
-// serverStatus is what /status answers: what an operator checks first, as JSON.
+// Status is what /status answers: what an operator checks first, as JSON.
 // Prometheus (/metrics) has every counter; this has the few that say
 // whether the cache is well, read at request time.
-type serverStatus struct {
+type Status struct {
 	Version       string      `json:"version"`
 	Go            string      `json:"go"`
 	Started       time.Time   `json:"started"`
@@ -70,7 +70,7 @@ func statusHandler(store *disk.Store, tiered *s3tier.Store, cache *httpcache.Han
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := store.Stats()
-		s := serverStatus{
+		s := Status{
 			Version:       version,
 			Go:            runtime.Version(),
 			Started:       started.UTC().Truncate(time.Second),

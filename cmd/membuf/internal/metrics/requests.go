@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// grpcRequests counts gRPC requests by method and code, for
+// GRPCRequests counts gRPC requests by method and code, for
 // membuf_requests_total{protocol="grpc"}. Its interceptors cost a map
 // lookup and an atomic add per RPC, and allocate nothing: the counters of
-// every method are made once, by track, before the server serves.
-type grpcRequests struct {
-	methods atomic.Pointer[map[string]*methodCounts] // by full method name; set by track
+// every method are made once, by Track, before the server serves.
+type GRPCRequests struct {
+	methods atomic.Pointer[map[string]*methodCounts] // by full method name; set by Track
 }
 
 // methodCounts are one method's counts by code.
@@ -30,9 +30,9 @@ type methodCounts struct {
 // numCodes is how many gRPC codes there are: OK (0) to UNAUTHENTICATED (16).
 const numCodes = int(codes.Unauthenticated) + 1
 
-// track makes the counters of every method registered on g; call it after
+// Track makes the counters of every method registered on g; call it after
 // the last registration, before Serve.
-func (g *grpcRequests) track(info map[string]grpc.ServiceInfo) {
+func (g *GRPCRequests) Track(info map[string]grpc.ServiceInfo) {
 	m := make(map[string]*methodCounts)
 	for svc, si := range info {
 		for _, method := range si.Methods {
@@ -43,7 +43,7 @@ func (g *grpcRequests) track(info map[string]grpc.ServiceInfo) {
 	g.methods.Store(&m)
 }
 
-func (g *grpcRequests) count(fullMethod string, err error) {
+func (g *GRPCRequests) count(fullMethod string, err error) {
 	m := g.methods.Load()
 	if m == nil {
 		return
@@ -65,8 +65,8 @@ func shortMethod(full string) string {
 	return service + "/" + method
 }
 
-// serverOptions returns the interceptors that count every RPC.
-func (g *grpcRequests) serverOptions() []grpc.ServerOption {
+// ServerOptions returns the interceptors that count every RPC.
+func (g *GRPCRequests) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			resp, err := handler(ctx, req)
@@ -85,13 +85,13 @@ func (g *grpcRequests) serverOptions() []grpc.ServerOption {
 // gRPC requests by method and code, HTTP cache requests by operation and
 // status (cache nil: no HTTP cache listener).
 type requestCollector struct {
-	grpc  *grpcRequests
+	grpc  *GRPCRequests
 	cache *httpcache.Handler
 	desc  *prometheus.Desc
 	bytes *prometheus.Desc
 }
 
-func newRequestCollector(g *grpcRequests, cache *httpcache.Handler) *requestCollector {
+func newRequestCollector(g *GRPCRequests, cache *httpcache.Handler) *requestCollector {
 	return &requestCollector{
 		grpc:  g,
 		cache: cache,
