@@ -47,6 +47,7 @@ var workloads = []workload{
 	{"blobs", "ByteStream reads and writes of blobs against the cas server (in-process, or --addr)", blobsFlags},
 	{"grpc", "unary and streaming gRPC echo: grpc-go's default buffer pool against membuf's", grpcFlags},
 	{"build", "a Bazel-like build's cache traffic, cold then warm: membuf serve against servers at --addr", buildFlags},
+	{"fill", "N blobs into a fresh membuf serve, then a restart: blobs/s, RSS per blob, restart time, FindMissingBlobs", fillFlags},
 }
 
 // benchSummary is bench's line in `membuf help`: every workload, so that
@@ -75,14 +76,14 @@ func benchFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs := newFlagSet("bench", "<workload> [flags]", desc.String())
 	return fs, func(ctx context.Context, args []string) error {
 		if len(args) == 0 {
-			return usageError("bench needs a workload: blobs, grpc or build")
+			return usageError("bench needs a workload: blobs, grpc, build or fill")
 		}
 		for _, w := range workloads {
 			if w.name == args[0] {
 				return runWorkload(ctx, w, args[1:], std)
 			}
 		}
-		return usageError("unknown workload %q: want blobs, grpc or build", args[0])
+		return usageError("unknown workload %q: want blobs, grpc, build or fill", args[0])
 	}
 }
 

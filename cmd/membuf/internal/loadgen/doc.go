@@ -9,7 +9,7 @@
 //   - blobclient: the ByteStream client and the blobs it sends, which every
 //     blob workload shares;
 //   - the workloads: echo (bench grpc), blobs (bench blobs and the ceiling
-//     server) and build (bench build).
+//     server), build (bench build) and fill (bench fill).
 //
 // Imports run one way: the workloads import blobclient, measure and
 // report; measure imports report; report and blobclient import neither.

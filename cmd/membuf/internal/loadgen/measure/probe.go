@@ -136,6 +136,15 @@ func (p *Probe) peakRSS() (int64, error) {
 	return parseStatusKiB(b, "VmHWM")
 }
 
+// RSS returns the process's resident set now (VmRSS), in bytes.
+func (p *Probe) RSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		return 0, fmt.Errorf("server process %d: %w", p.pid, err)
+	}
+	return parseStatusKiB(b, "VmRSS")
+}
+
 // parseStatusKiB returns the field named key of a /proc/<pid>/status file,
 // given there in kB (KiB), in bytes.
 func parseStatusKiB(b []byte, key string) (int64, error) {

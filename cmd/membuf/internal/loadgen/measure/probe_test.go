@@ -117,6 +117,9 @@ func TestProbeSelf(t *testing.T) {
 	if u.PeakRSS < 64<<20 {
 		t.Errorf("peak RSS %d, want at least the 64 MiB touched", u.PeakRSS)
 	}
+	if rss, err := p.RSS(); err != nil || rss < 64<<20 {
+		t.Errorf("RSS %d, %v; want at least the 64 MiB still held", rss, err)
+	}
 	if u.GCCycles != -1 {
 		t.Errorf("GC cycles %d without a metrics endpoint, want -1 (unknown)", u.GCCycles)
 	}

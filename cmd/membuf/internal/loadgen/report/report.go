@@ -148,12 +148,16 @@ type Report struct {
 	// this process and its client) or GCScopeClient (the client alone; the
 	// server is elsewhere).
 	GCScope string `json:"gc_scope"`
+	// Fill is the fill workload's figures, which are not per case and
+	// configuration; nil for every other workload.
+	Fill *Fill `json:"fill,omitempty"`
 }
 
 // Values of Report.GCScope.
 const (
 	GCScopeProcess = "server and client in one process"
 	GCScopeClient  = "client only (the server runs in another process)"
+	GCScopeServer  = "the server process's own, from its metrics"
 )
 
 // WriteJSON writes r as indented JSON.
@@ -203,6 +207,9 @@ func (r *Report) Find(c Case, config string) *Result {
 func (r *Report) WriteTable(w io.Writer) error {
 	if r.Workload == "build" {
 		return r.writeBuildTable(w)
+	}
+	if r.Fill != nil {
+		return r.Fill.writeTable(w)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "case\tconfig\tops/s\tMB/s\tp50\tp90\tp99\tGC CPU\tGC busy\tGC/kop\talloc/op\tallocs/op\tops/s vs base\talloc/op vs base\t\n")

@@ -29,6 +29,18 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		res.Server = &ServerUse{CPUSeconds: 1.5, SystemCPUSeconds: 0.5, PeakRSS: 64 << 20, GCCycles: 3, AllocBytes: 1 << 20}
 		res.Finish()
 	}
+	r.Fill = &Fill{Blobs: 1000, Size: 2048, Streams: 64, Wall: time.Second,
+		Deciles:           []FillDecile{{Blobs: 100, Wall: 90 * time.Millisecond}, {Blobs: 900, Wall: 910 * time.Millisecond}},
+		Server:            &ServerUse{CPUSeconds: 2, PeakRSS: 200 << 20, GCCycles: -1, AllocBytes: -1},
+		BaseRSS:           20 << 20,
+		FindMissingBefore: FindMissing{Digests: 1000, Batch: 100, Calls: 10, P50: time.Millisecond, P99: 3 * time.Millisecond, Max: 4 * time.Millisecond},
+		FindMissingAfter:  &FindMissing{Digests: 1000, Batch: 100, Calls: 10, P50: time.Millisecond},
+		Restart:           &Restart{Stop: time.Second, Listening: 2 * time.Second, Answering: 3 * time.Second, RSS: 100 << 20},
+	}
+	r.Fill.Finish()
+	if f := r.Fill; f.BlobsPerSec != 1000 || f.Deciles[1].BlobsPerSec != 900/0.91 || f.RSSPerBlob != float64(180<<20)/1000 {
+		t.Errorf("fill rates %v blobs/s, last tenth %v, RSS per blob %v: want 1000, %v, %v", f.BlobsPerSec, f.Deciles[1].BlobsPerSec, f.RSSPerBlob, 900/0.91, float64(180<<20)/1000)
+	}
 	var buf bytes.Buffer
 	if err := r.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
