@@ -46,8 +46,9 @@ func TestBenchFill(t *testing.T) {
 			t.Errorf("tenth %+v: want blobs, a wall time and a rate", d)
 		}
 	}
-	if f.Blobs != n || len(f.Deciles) != 10 || blobs != n || f.Wall <= 0 || f.BlobsPerSec <= 0 {
-		t.Errorf("fill of %d blobs in %d tenths totalling %d, %v, %v blobs/s; want %d in 10 tenths", f.Blobs, len(f.Deciles), blobs, f.Wall, f.BlobsPerSec, n)
+	if f.Blobs != n || len(f.Deciles) != 10 || blobs != n || f.Wall <= 0 || f.BlobsPerSec <= 0 || f.ClientCPUSeconds <= 0 {
+		t.Errorf("fill of %d blobs in %d tenths totalling %d, %v, %v blobs/s, client CPU %v s; want %d in 10 tenths, with the client's CPU",
+			f.Blobs, len(f.Deciles), blobs, f.Wall, f.BlobsPerSec, f.ClientCPUSeconds, n)
 	}
 	for name, m := range map[string]*struct{ digests, calls int }{
 		"before": {f.FindMissingBefore.Digests, f.FindMissingBefore.Calls},

@@ -231,10 +231,20 @@ func Fill(ctx context.Context, o Options) (*report.Report, error) {
 			return nil, err
 		}
 	}
+	self := measure.NewProbe(os.Getpid(), "")
+	selfMark, err := self.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	label := report.Case{Mode: "fill", Label: report.FormatBytes(o.Size)}
 	if f.Wall, f.Deciles, err = write(ctx, client, set, &o, progressOf(o.Progress, label, r.Configs[0])); err != nil {
 		return nil, err
 	}
+	selfUse, err := self.End(ctx, selfMark)
+	if err != nil {
+		return nil, err
+	}
+	f.ClientCPUSeconds = selfUse.CPUSeconds
 	if probe != nil {
 		use, err := probe.End(ctx, mark)
 		if err != nil {

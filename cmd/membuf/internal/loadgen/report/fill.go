@@ -27,6 +27,10 @@ type Fill struct {
 	// resident set included); nil when the server cannot be observed
 	// (--addr without --server-pid).
 	Server *ServerUse `json:"server,omitempty"`
+	// ClientCPUSeconds is the CPU time the bench's own process (the
+	// client) used during the fill: on a small machine the client
+	// competes with the server for the CPUs.
+	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
 	// BaseRSS is the server's resident set before the fill: an empty
 	// server's, when the bench started it.
 	BaseRSS int64 `json:"base_rss_bytes,omitempty"`
@@ -108,8 +112,8 @@ func (f *Fill) Finish() {
 // writeTable prints the fill's figures, one per line, then its deciles.
 func (f *Fill) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "fill\t%d blobs of %s over %d streams in %s: %.0f blobs/s, %.1f MiB/s\n",
-		f.Blobs, FormatBytes(f.Size), f.Streams, f.Wall.Round(time.Millisecond), f.BlobsPerSec, f.MiBPerSec)
+	fmt.Fprintf(tw, "fill\t%d blobs of %s over %d streams in %s: %.0f blobs/s, %.1f MiB/s (the client's CPU: %.2f s)\n",
+		f.Blobs, FormatBytes(f.Size), f.Streams, f.Wall.Round(time.Millisecond), f.BlobsPerSec, f.MiBPerSec, f.ClientCPUSeconds)
 	if u := f.Server; u != nil {
 		peak := formatFloatBytes(float64(u.PeakRSS))
 		if u.PeakSinceStart {
