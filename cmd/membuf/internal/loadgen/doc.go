@@ -12,5 +12,6 @@
 //     server), build (bench build) and fill (bench fill).
 //
 // Imports run one way: the workloads import blobclient, measure and
-// report; measure imports report; report and blobclient import neither.
+// report, never each other; measure imports report; report and blobclient
+// import neither (layering_test.go fails on an import against that grain).
 package loadgen
