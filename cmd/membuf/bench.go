@@ -18,7 +18,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/membuf/membuf/cmd/membuf/internal/loadgen"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/blobclient"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/blobs"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/build"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/echo"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/measure"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/report"
 )
 
 func init() {
@@ -35,13 +40,14 @@ type workload struct {
 	name, summary string
 	// flags returns the workload's flag set and the function that runs it
 	// with the common options once they are parsed.
-	flags func() (*flag.FlagSet, *benchCommon, func(ctx context.Context, common *benchCommon) (*loadgen.Report, error))
+	flags func() (*flag.FlagSet, *benchCommon, func(ctx context.Context, common *benchCommon) (*report.Report, error))
 }
 
 var workloads = []workload{
 	{"blobs", "ByteStream reads and writes of blobs against the cas server (in-process, or --addr)", blobsFlags},
 	{"grpc", "unary and streaming gRPC echo: grpc-go's default buffer pool against membuf's", grpcFlags},
 	{"build", "a Bazel-like build's cache traffic, cold then warm: membuf serve against servers at --addr", buildFlags},
+	{"fill", "N blobs into a fresh membuf serve, then a restart: blobs/s, RSS per blob, restart time, FindMissingBlobs", fillFlags},
 }
 
 // benchSummary is bench's line in `membuf help`: every workload, so that
@@ -70,20 +76,20 @@ func benchFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs := newFlagSet("bench", "<workload> [flags]", desc.String())
 	return fs, func(ctx context.Context, args []string) error {
 		if len(args) == 0 {
-			return usageError("bench needs a workload: blobs, grpc or build")
+			return usageError("bench needs a workload: blobs, grpc, build or fill")
 		}
 		for _, w := range workloads {
 			if w.name == args[0] {
 				return runWorkload(ctx, w, args[1:], std)
 			}
 		}
-		return usageError("unknown workload %q: want blobs, grpc or build", args[0])
+		return usageError("unknown workload %q: want blobs, grpc, build or fill", args[0])
 	}
 }
 
 // benchCommon holds the flags every workload has.
 type benchCommon struct {
-	bounds loadgen.Bounds
+	bounds measure.Bounds
 	// concurrency is --concurrency: one value, or for bench blobs a list
 	// (one case each); bounds.Concurrency is its first.
 	concurrency []int
@@ -91,11 +97,11 @@ type benchCommon struct {
 	jsonFile    string
 	plotDir     string
 	profile     string
-	progress    loadgen.Progress
+	progress    measure.Progress
 }
 
 func (c *benchCommon) register(fs *flag.FlagSet, duration time.Duration) {
-	c.bounds = loadgen.Bounds{Duration: duration, Rounds: 3, Concurrency: 8}
+	c.bounds = measure.Bounds{Duration: duration, Rounds: 3, Concurrency: 8}
 	fs.DurationVar(&c.bounds.Duration, "duration", duration, "how long each case runs under each configuration, over all rounds")
 	fs.Int64Var(&c.bounds.Count, "count", 0, "run each case this many operations under each configuration instead of for --duration")
 	fs.IntVar(&c.bounds.Rounds, "rounds", 3, "split the run into this many interleaved rounds")
@@ -117,8 +123,8 @@ func (c *benchCommon) validate() error {
 		return usageError("--rounds must be at least 1")
 	case c.bounds.Count > 0 && c.bounds.Count < int64(c.bounds.Rounds):
 		return usageError("--count %d is less than one operation per round (--rounds %d)", c.bounds.Count, c.bounds.Rounds)
-	case len(c.concurrency) == 0 || slices.ContainsFunc(c.concurrency, func(n int) bool { return n < 1 || n > loadgen.MaxStreams }):
-		return usageError("--concurrency must be between 1 and %d", loadgen.MaxStreams)
+	case len(c.concurrency) == 0 || slices.ContainsFunc(c.concurrency, func(n int) bool { return n < 1 || n > measure.MaxStreams }):
+		return usageError("--concurrency must be between 1 and %d", measure.MaxStreams)
 	case c.timeout <= 0:
 		return usageError("--timeout must be positive")
 	}
@@ -228,7 +234,7 @@ func checkWritableDir(dir string) error {
 	return os.Remove(f.Name())
 }
 
-func settingsLine(r *loadgen.Report) string {
+func settingsLine(r *report.Report) string {
 	var parts []string
 	for _, k := range []string{"addr", "modes", "content", "sizes", "mix", "seed", "blobs", "chunk_size", "concurrency", "streams", "connections", "rounds", "duration", "count"} {
 		if v, ok := r.Settings[k]; ok && v != "" && v != "0" {
@@ -291,7 +297,7 @@ func choiceList(items *[]string, choices ...string) listFlag[string] {
 	}, func(s string) string { return s }}
 }
 
-func grpcFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*loadgen.Report, error)) {
+func grpcFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*report.Report, error)) {
 	fs := newFlagSet("bench grpc", "[flags]",
 		"Echo payloads through a gRPC service in this process, unary and streaming, with\n"+
 			"grpc-go's default buffer pool (grpc-default) and with a membuf.Pool installed on the\n"+
@@ -301,27 +307,27 @@ func grpcFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommo
 			"objects allocated per echo. Sizes take a suffix: K, M (powers of 1024) or KB, MB.")
 	common := &benchCommon{}
 	common.register(fs, time.Second)
-	o := loadgen.EchoOptions{
-		Modes: []string{loadgen.ModeUnary, loadgen.ModeStreaming},
-		Sizes: append([]int64(nil), loadgen.DefaultEchoSizes...),
+	o := echo.EchoOptions{
+		Modes: []string{echo.ModeUnary, echo.ModeStreaming},
+		Sizes: append([]int64(nil), echo.DefaultEchoSizes...),
 	}
-	fs.Var(choiceList(&o.Modes, loadgen.ModeUnary, loadgen.ModeStreaming), "mode", "comma-separated `modes`: unary, streaming")
+	fs.Var(choiceList(&o.Modes, echo.ModeUnary, echo.ModeStreaming), "mode", "comma-separated `modes`: unary, streaming")
 	fs.Var(sizeList(&o.Sizes), "size", "comma-separated payload `sizes`, as in grpc-go PR 8770's tables")
-	return fs, common, func(ctx context.Context, c *benchCommon) (*loadgen.Report, error) {
+	return fs, common, func(ctx context.Context, c *benchCommon) (*report.Report, error) {
 		if len(c.concurrency) > 1 {
 			return nil, usageError("bench grpc takes one --concurrency")
 		}
 		for _, s := range o.Sizes {
-			if s > loadgen.MaxEchoSize {
+			if s > echo.MaxEchoSize {
 				return nil, usageError("--size %s: at most 4MiB less 1KiB (grpc-go's default message limit)", formatSize(s))
 			}
 		}
 		o.Bounds, o.Progress = c.bounds, c.progress
-		return loadgen.Echo(ctx, o)
+		return echo.Echo(ctx, o)
 	}
 }
 
-func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*loadgen.Report, error)) {
+func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*report.Report, error)) {
 	fs := newFlagSet("bench blobs", "[flags]",
 		"Upload a set of blobs to a ByteStream server, then read and write them concurrently.\n"+
 			"With no --addr, compares servers it starts on a temporary directory (--config):\n"+
@@ -338,9 +344,9 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 			"before the write counts. Sizes take a suffix: K, M, G (powers of 1024) or KB, MB, GB.")
 	common := &benchCommon{}
 	common.register(fs, time.Second)
-	o := loadgen.BlobsOptions{
-		Modes:     []string{loadgen.ModeRead, loadgen.ModeWrite},
-		Sizes:     append([]int64(nil), loadgen.DefaultBlobSizes...),
+	o := blobs.BlobsOptions{
+		Modes:     []string{blobs.ModeRead, blobs.ModeWrite},
+		Sizes:     append([]int64(nil), blobs.DefaultBlobSizes...),
 		Seed:      1,
 		Blobs:     16,
 		ChunkSize: 64 << 10,
@@ -352,12 +358,12 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	fs.StringVar(&o.HTTPAddr, "http-addr", "", "with --addr: `host:port` of that server's HTTP cache (GET and PUT of /cas/{sha256}), for the http-* modes")
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` prefixing resource names")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the in-process servers' stores (default a temporary one, removed after)")
-	fs.Var(choiceList(&o.Modes, loadgen.BlobModes...), "mode", "comma-separated `modes`: read, write, stall (start an upload, send one message, hold the stream --stall, abandon it),\nread-zstd, write-zstd (the same through compressed-blobs/zstd names; blobs of their own, uploaded compressed),\nhttp-get, http-put (the same through the HTTP cache protocol: the serve configuration's --http-cache, or --http-addr),\nhttp-keyed-get, http-keyed-put (the same as keyed entries, /bench/a/b/c/{sha256}, as sccache names its own)")
+	fs.Var(choiceList(&o.Modes, blobs.BlobModes...), "mode", "comma-separated `modes`: read, write, stall (start an upload, send one message, hold the stream --stall, abandon it),\nread-zstd, write-zstd (the same through compressed-blobs/zstd names; blobs of their own, uploaded compressed),\nhttp-get, http-put (the same through the HTTP cache protocol: the serve configuration's --http-cache, or --http-addr),\nhttp-keyed-get, http-keyed-put (the same as keyed entries, /bench/a/b/c/{sha256}, as sccache names its own)")
 	var contentFile string
 	fs.StringVar(&contentFile, "content", "", "`file` whose bytes, repeated, make up the blobs (text compresses; default random bytes, which do not)")
 	fs.DurationVar(&o.Stall, "stall", 5*time.Second, "how long a stall operation holds its stream")
-	o.Configs = append([]string(nil), loadgen.DefaultBlobConfigs...)
-	fs.Var(choiceList(&o.Configs, loadgen.BlobConfigs...), "config", "comma-separated server `configurations`: "+strings.Join(loadgen.BlobConfigs, ", "))
+	o.Configs = append([]string(nil), blobs.DefaultBlobConfigs...)
+	fs.Var(choiceList(&o.Configs, blobs.BlobConfigs...), "config", "comma-separated server `configurations`: "+strings.Join(blobs.BlobConfigs, ", "))
 	fs.IntVar(&o.Connections, "connections", 1, "most client `connections` per server: a case of C streams uses min(C, this)")
 	fs.Var(sizeFlag{&storeSize}, "store-size", "`size` bound of each store the benchmark starts (older blobs are evicted past it)")
 	fs.StringVar(&serveFlags, "serve-flags", "", "extra `flags` for the serve configuration's membuf serve, space-separated")
@@ -370,7 +376,7 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for the blob contents and the --mix sizes")
 	fs.IntVar(&o.Blobs, "blobs", o.Blobs, "blobs uploaded per case before measuring, read in turn")
 	fs.Var(sizeFlag{&chunk}, "chunk-size", "`size` of each ByteStream message: the server's read chunks, the client's writes")
-	return fs, common, func(ctx context.Context, c *benchCommon) (*loadgen.Report, error) {
+	return fs, common, func(ctx context.Context, c *benchCommon) (*report.Report, error) {
 		if o.Addr != "" {
 			if err := checkLoopback(o.Addr); err != nil {
 				return nil, err
@@ -390,8 +396,8 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 		if o.ServerPID < 0 {
 			return nil, usageError("--server-pid must be a process id")
 		}
-		if o.Connections < 1 || o.Connections > loadgen.MaxConnections {
-			return nil, usageError("--connections must be between 1 and %d", loadgen.MaxConnections)
+		if o.Connections < 1 || o.Connections > blobs.MaxConnections {
+			return nil, usageError("--connections must be between 1 and %d", blobs.MaxConnections)
 		}
 		if storeSize < 1 {
 			return nil, usageError("--store-size must be positive")
@@ -412,37 +418,37 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 			o.Streams = c.concurrency
 		}
 		o.Command = selfCommand
-		if o.Blobs < 1 || o.Blobs > loadgen.MaxBlobsPerCase {
+		if o.Blobs < 1 || o.Blobs > blobs.MaxBlobsPerCase {
 			return nil, usageError("--blobs must be between 1 and 65536")
 		}
-		if chunk < 1 || chunk > loadgen.MaxChunkSize {
+		if chunk < 1 || chunk > blobclient.MaxChunkSize {
 			return nil, usageError("--chunk-size must be between 1 byte and 2MiB")
 		}
 		o.ChunkSize = int(chunk)
 		for _, s := range o.Sizes {
-			if s < 1 || s > loadgen.MaxBlobSize {
+			if s < 1 || s > blobs.MaxBlobSize {
 				return nil, usageError("--size %s: want 1 byte to 1GiB", formatSize(s))
 			}
 		}
 		if mixMedian > 0 {
-			o.Mix = &loadgen.LogNormal{Median: mixMedian, Sigma: mixSigma, Min: 1, Max: mixMax}
+			o.Mix = &blobs.LogNormal{Median: mixMedian, Sigma: mixSigma, Min: 1, Max: mixMax}
 			if err := o.Mix.Validate(); err != nil {
 				return nil, usageError("--mix: %v", err)
 			}
-			if mixMax > loadgen.MaxBlobSize {
+			if mixMax > blobs.MaxBlobSize {
 				return nil, usageError("--mix-max must be at most 1GiB")
 			}
 		}
 		o.Bounds, o.Progress = c.bounds, c.progress
-		return loadgen.Blobs(ctx, o)
+		return blobs.Blobs(ctx, o)
 	}
 }
 
-func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*loadgen.Report, error)) {
+func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchCommon) (*report.Report, error)) {
 	fs := newFlagSet("bench build", "[flags]",
 		"Play a Bazel-like build's remote-cache traffic against REAPI servers, in interleaved\n"+
 			"rounds. Each round builds --actions new actions with one output each, sizes drawn\n"+
-			"from the mix of a real 1,500-genrule build ("+loadgen.BazelMixLabel+").\n"+
+			"from the mix of a real 1,500-genrule build ("+build.BazelMixLabel+").\n"+
 			"The upload phase is the cold build: per action a GetActionResult that misses, a\n"+
 			"FindMissingBlobs of its output, the output's upload (BatchUpdateBlobs up to\n"+
 			"--batch-max, a ByteStream Write above) and an UpdateActionResult. The download\n"+
@@ -455,16 +461,16 @@ func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 			"bazel-remote. --concurrency is the actions in flight, as Bazel's --jobs.")
 	common := &benchCommon{}
 	common.register(fs, time.Second)
-	o := loadgen.BuildOptions{Seed: 1, Actions: 1000}
+	o := build.BuildOptions{Seed: 1, Actions: 1000}
 	var addrs []string
-	configs := []string{loadgen.ConfigServe}
+	configs := []string{measure.ConfigServe}
 	var pids []int
 	var serveFlags string
 	batchMax, chunk, storeSize := int64(1<<20), int64(64<<10), int64(8<<30)
 	fs.Var(listFlag[string]{&addrs, func(s string) (string, error) { return s, checkLoopback(s) }, func(s string) string { return s }},
 		"addr", "comma-separated `host:port` list of running REAPI servers to measure beside --config's (loopback only)")
 	fs.Var(intList(&pids), "server-pid", "comma-separated process `ids`, one per --addr (0 for none): those servers' CPU time and peak RSS from /proc")
-	fs.Var(choiceList(&configs, loadgen.ConfigServe, "none"), "config", "`servers` to start: serve (membuf serve, on a store under --dir) or none")
+	fs.Var(choiceList(&configs, measure.ConfigServe, "none"), "config", "`servers` to start: serve (membuf serve, on a store under --dir) or none")
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` of every request")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the started servers' stores (default a temporary one, removed after)")
 	fs.StringVar(&serveFlags, "serve-flags", "", "extra `flags` for membuf serve, space-separated")
@@ -473,7 +479,7 @@ func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	fs.Var(sizeFlag{&batchMax}, "batch-max", "largest output `size` sent and fetched in a batch (lowered to fit a server's max_batch_total_size_bytes)")
 	fs.Var(sizeFlag{&chunk}, "chunk-size", "`size` of each ByteStream WriteRequest")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for the output sizes and contents")
-	return fs, common, func(ctx context.Context, c *benchCommon) (*loadgen.Report, error) {
+	return fs, common, func(ctx context.Context, c *benchCommon) (*report.Report, error) {
 		var bad []string
 		fs.Visit(func(f *flag.Flag) {
 			if f.Name == "duration" || f.Name == "count" || f.Name == "plot" {
@@ -503,13 +509,13 @@ func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 				return nil, usageError("--server-pid %d is not a process id", p)
 			}
 		}
-		if o.Actions < 1 || o.Actions > loadgen.MaxBlobsPerCase {
-			return nil, usageError("--actions must be between 1 and %d", loadgen.MaxBlobsPerCase)
+		if o.Actions < 1 || o.Actions > build.MaxActions {
+			return nil, usageError("--actions must be between 1 and %d", build.MaxActions)
 		}
 		if batchMax < 1 {
 			return nil, usageError("--batch-max must be positive")
 		}
-		if chunk < 1 || chunk > loadgen.MaxChunkSize {
+		if chunk < 1 || chunk > blobclient.MaxChunkSize {
 			return nil, usageError("--chunk-size must be between 1 byte and 2MiB")
 		}
 		if storeSize < 1 {
@@ -520,7 +526,7 @@ func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 		o.ServeFlags = strings.Fields(serveFlags)
 		o.Command = selfCommand
 		o.Bounds, o.Progress = c.bounds, c.progress
-		return loadgen.Build(ctx, o)
+		return build.Build(ctx, o)
 	}
 }
 
@@ -583,7 +589,7 @@ func newProgress(w io.Writer) *progress {
 	return p
 }
 
-func (p *progress) event(e loadgen.Event) {
+func (p *progress) event(e measure.Event) {
 	if !p.terminal {
 		if e.Starting {
 			return // plain output reports what was measured, not what runs
@@ -600,7 +606,7 @@ func (p *progress) event(e loadgen.Event) {
 // wide. It stays at least one column short of the width: a line that
 // reaches the last column wraps on many terminals, and "\r" then redraws
 // only its second half, leaving a stale line behind at every event.
-func progressLine(e loadgen.Event, width int) string {
+func progressLine(e measure.Event, width int) string {
 	barWidth := min(30, max(10, width/5))
 	filled := barWidth * e.Done / max(e.Total, 1)
 	eta := "ETA ?"

@@ -10,7 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/membuf/membuf/cmd/membuf/internal/loadgen"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/build"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/measure"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/report"
 )
 
 func TestBenchGRPC(t *testing.T) {
@@ -177,14 +179,14 @@ func TestBenchBlobsAddrServerFigures(t *testing.T) {
 }
 
 // readReportFile reads the report bench wrote with --json.
-func readReportFile(t *testing.T, name string) *loadgen.Report {
+func readReportFile(t *testing.T, name string) *report.Report {
 	t.Helper()
 	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := loadgen.ReadReport(f)
+	r, err := report.ReadReport(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,8 +224,8 @@ func TestBenchChecksOutputsBeforeTheRun(t *testing.T) {
 // terminal, however long the case and configuration names, so that it
 // never wraps and leaves stale lines behind.
 func TestProgressLineFitsTheTerminal(t *testing.T) {
-	e := loadgen.Event{Done: 7, Total: 96, Round: 2, Rounds: 3, Elapsed: 70 * time.Second,
-		Case: loadgen.Case{Mode: "write", Label: "16 MiB over 8 connections", Streams: 64}, Config: "membuf-zero-copy-with-a-long-name", Starting: true}
+	e := measure.Event{Done: 7, Total: 96, Round: 2, Rounds: 3, Elapsed: 70 * time.Second,
+		Case: report.Case{Mode: "write", Label: "16 MiB over 8 connections", Streams: 64}, Config: "membuf-zero-copy-with-a-long-name", Starting: true}
 	// 70 s for 7 stretches of 96: 89 more at 10 s each.
 	for _, width := range []int{40, 80, 120, 400} {
 		line := progressLine(e, width)
@@ -277,7 +279,7 @@ func TestBenchBuild(t *testing.T) {
 	// Every output of every round, once per phase.
 	var want int64
 	for round := range uint64(rounds) {
-		for _, s := range loadgen.BazelMixSizes(actions, 1^round<<32) {
+		for _, s := range build.BazelMixSizes(actions, 1^round<<32) {
 			want += s
 		}
 	}

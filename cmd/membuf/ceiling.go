@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/membuf/membuf"
-	"github.com/membuf/membuf/cmd/membuf/internal/loadgen"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/blobs"
 )
 
 func init() {
@@ -55,8 +55,8 @@ func serveCeiling(ctx context.Context, listen, httpAddr string, std *stdio) erro
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(loadgen.CeilingServerOptions(pool, msgSize)...)
-	bspb.RegisterByteStreamServer(g, &loadgen.Ceiling{})
+	g := grpc.NewServer(blobs.CeilingServerOptions(pool, msgSize)...)
+	bspb.RegisterByteStreamServer(g, &blobs.Ceiling{})
 	lis, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)

@@ -1,21 +1,17 @@
-// Package loadgen drives side-by-side load against gRPC servers in the same
-// process and reports what each configuration costs: throughput, latency
-// percentiles and, from [gcstats], what the garbage collector took.
+// Package loadgen holds the workloads behind `membuf bench`, one package
+// each, and what they share; it has no code of its own. By concern:
 //
-// Two workloads exist. [Echo] sends payloads of fixed sizes through a unary
-// and a streaming echo service, with grpc-go's default buffer pool or a
-// membuf.Pool installed. [Blobs] uploads blobs to a ByteStream server (an
-// in-process cas server, or any server at an address) and then reads and
-// writes them concurrently. `membuf bench` is their command line.
+//   - report: what a run measured (a Report of Results) and how it is
+//     shown: tables, JSON, SVG charts, latency histograms;
+//   - measure: running operations in interleaved rounds and measuring
+//     them, and observing a server process (CPU, peak RSS, GC) that
+//     measure.StartServe started or that was given by its pid;
+//   - blobclient: the ByteStream client and the blobs it sends, which every
+//     blob workload shares;
+//   - the workloads: echo (bench grpc), blobs (bench blobs and the ceiling
+//     server), build (bench build) and fill (bench fill).
 //
-// Configurations are compared in rounds: every round runs each case under
-// each configuration in turn, the order rotated from round to round, so that
-// noise from the machine falls on all of them alike. A [Report] holds the
-// totals per case and configuration, prints as a table with ratios against
-// the first configuration, encodes as JSON and draws as SVG charts.
-//
-// Measurements cover the whole process: the client that drives the load runs
-// beside the server it measures. The clients here copy as little as they
-// can, but gRPC's client side is never free; see the workloads' doc
-// comments, and [Report.GCScope].
+// Imports run one way: the workloads import blobclient, measure and
+// report, never each other; measure imports report; report and blobclient
+// import neither (layering_test.go fails on an import against that grain).
 package loadgen
