@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/blobs"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
-	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/blobs"
 )
 
 func init() {
