@@ -144,18 +144,39 @@ func (p *Pool) Get(length int) *[]byte { return p.get(length, p.clearing) }
 // all zeros, and debug mode still checks a reused buffer's poison.
 func (p *Pool) GetUncleared(length int) *[]byte { return p.get(length, ClearNone) }
 
+// get is Get and GetUncleared. The front hit is the path every other
+// branch is moved off: one unsigned compare bounds length, then the class,
+// the front, the counter, the clearing; what the front cannot serve is
+// getStored's.
 func (p *Pool) get(length int, clearing Clearing) *[]byte {
-	if length <= 0 {
-		return new([]byte)
-	}
-	if length > p.classes.maxSize {
+	// length <= 0 wraps around to above maxSize-1: one compare for both.
+	if uint(length-1) >= uint(p.classes.maxSize) {
+		if length <= 0 {
+			return new([]byte)
+		}
 		return p.getOversize(length, clearing)
 	}
 	c := p.classes.getIndex(length)
 	b := p.cls[c].front.Get()
-	if b != nil {
-		p.counts.of(c, b).frontHits.Add(1)
-	} else if b = p.takeStored(c); b == nil {
+	if b == nil {
+		return p.getStored(c, length, clearing)
+	}
+	p.counts.of(c, b).frontHits.Add(1)
+	// Debug mode never fills the front (see putDebug), so a front hit has
+	// no poison to check.
+	s := (*b)[:length]
+	if clearing != ClearNone {
+		clearReused(s, clearing)
+	}
+	*b = s
+	return b
+}
+
+// getStored serves a Get of class c that the front could not: from the
+// store, or a new buffer.
+func (p *Pool) getStored(c, length int, clearing Clearing) *[]byte {
+	b := p.takeStored(c)
+	if b == nil {
 		buf := make([]byte, length, p.classes.size(c))
 		p.miss(c, &buf)
 		return &buf
@@ -207,13 +228,14 @@ func (p *Pool) miss(c int, b *[]byte) {
 //
 // After Put the caller must not use b or the slice again.
 func (p *Pool) Put(b *[]byte) {
-	if b == nil || cap(*b) < p.classes.minSize {
+	if b == nil {
 		p.undersize.Add(1)
 		return
 	}
 	c := cap(*b)
-	if c > p.classes.maxSize {
-		p.putOversize(b)
+	// Below MinSize wraps around to above the span: one compare for both.
+	if uint(c-p.classes.minSize) > uint(p.classes.maxSize-p.classes.minSize) {
+		p.putOutside(b)
 		return
 	}
 	idx := p.classes.putIndex(c)
@@ -227,6 +249,15 @@ func (p *Pool) Put(b *[]byte) {
 	}
 	p.counts.of(idx, b).frontPuts.Add(1)
 	cl.front.Put(b)
+}
+
+// putOutside takes a Put whose capacity is below MinSize or above MaxSize.
+func (p *Pool) putOutside(b *[]byte) {
+	if cap(*b) < p.classes.minSize {
+		p.undersize.Add(1)
+		return
+	}
+	p.putOversize(b)
 }
 
 // putDebug poisons b and keeps it in the store with the stack of its Put, or
@@ -333,19 +364,25 @@ func (w *shardWalk) next() *shard {
 	return s
 }
 
-// reuse prepares a buffer that comes back from the front or the store.
+// reuse prepares a buffer that comes back from the store.
 func (p *Pool) reuse(b *[]byte, length int, clearing Clearing) {
 	if p.debug {
 		p.checkPoison(b)
 	}
 	s := (*b)[:length]
+	clearReused(s, clearing)
+	*b = s
+}
+
+// clearReused clears what clearing says of s, a reused buffer resliced to
+// the length asked for.
+func clearReused(s []byte, clearing Clearing) {
 	switch clearing {
 	case ClearLength:
 		clear(s)
 	case ClearCapacity:
 		clear(s[:cap(s)])
 	}
-	*b = s
 }
 
 func (p *Pool) getOversize(length int, clearing Clearing) *[]byte {
