@@ -132,7 +132,31 @@ func (p *Pool) debugOn() bool { return p != nil && p.debug }
 // with no capacity (it allocates the pointer, does not touch the pool and
 // is not counted); a Put of it is dropped as undersized. Get never panics
 // except where the runtime itself cannot allocate the memory.
-func (p *Pool) Get(length int) *[]byte { return p.get(length, p.clearing) }
+func (p *Pool) Get(length int) *[]byte {
+	// Not a wrapper of a body shared with GetUncleared: grpc-go calls Get
+	// through the BufferPool interface, where a wrapper is one more call
+	// that the compiler cannot inline away (about 1 ns of a 25 ns Get+Put).
+	// The two share everything but the front hit, which each spells out.
+	//
+	// length <= 0 wraps around to above maxSize-1: one compare for both.
+	if uint(length-1) >= uint(p.classes.maxSize) {
+		return p.getOutside(length, p.clearing)
+	}
+	c := p.classes.getIndex(length)
+	b := p.cls[c].front.Get()
+	if b == nil {
+		return p.getStored(c, length, p.clearing)
+	}
+	p.counts.of(c, b).frontHits.Add(1)
+	// Debug mode never fills the front (see putDebug), so a front hit has
+	// no poison to check.
+	s := (*b)[:length]
+	if p.clearing != ClearNone {
+		clearReused(s, p.clearing)
+	}
+	*b = s
+	return b
+}
 
 // GetUncleared is Get without clearing, whatever the pool's [Clearing]: a
 // reused buffer comes back as it is, and every byte of it may hold what a
@@ -142,20 +166,35 @@ func (p *Pool) Get(length int) *[]byte { return p.get(length, p.clearing) }
 // need not pay for clearing memory they fill at once. Memory handed to code
 // that may read before it writes must come from Get. New buffers are still
 // all zeros, and debug mode still checks a reused buffer's poison.
-func (p *Pool) GetUncleared(length int) *[]byte { return p.get(length, ClearNone) }
-
-func (p *Pool) get(length int, clearing Clearing) *[]byte {
-	if length <= 0 {
-		return new([]byte)
-	}
-	if length > p.classes.maxSize {
-		return p.getOversize(length, clearing)
+func (p *Pool) GetUncleared(length int) *[]byte {
+	// As Get (see there), without the clearing.
+	if uint(length-1) >= uint(p.classes.maxSize) {
+		return p.getOutside(length, ClearNone)
 	}
 	c := p.classes.getIndex(length)
 	b := p.cls[c].front.Get()
-	if b != nil {
-		p.counts.of(c, b).frontHits.Add(1)
-	} else if b = p.takeStored(c); b == nil {
+	if b == nil {
+		return p.getStored(c, length, ClearNone)
+	}
+	p.counts.of(c, b).frontHits.Add(1)
+	*b = (*b)[:length]
+	return b
+}
+
+// getOutside serves a Get of a length outside the classes: none (0 or
+// less: a new empty slice, not counted) or above MaxSize.
+func (p *Pool) getOutside(length int, clearing Clearing) *[]byte {
+	if length <= 0 {
+		return new([]byte)
+	}
+	return p.getOversize(length, clearing)
+}
+
+// getStored serves a Get of class c that the front could not: from the
+// store, or a new buffer.
+func (p *Pool) getStored(c, length int, clearing Clearing) *[]byte {
+	b := p.takeStored(c)
+	if b == nil {
 		buf := make([]byte, length, p.classes.size(c))
 		p.miss(c, &buf)
 		return &buf
@@ -207,13 +246,14 @@ func (p *Pool) miss(c int, b *[]byte) {
 //
 // After Put the caller must not use b or the slice again.
 func (p *Pool) Put(b *[]byte) {
-	if b == nil || cap(*b) < p.classes.minSize {
+	if b == nil {
 		p.undersize.Add(1)
 		return
 	}
 	c := cap(*b)
-	if c > p.classes.maxSize {
-		p.putOversize(b)
+	// Below MinSize wraps around to above the span: one compare for both.
+	if uint(c-p.classes.minSize) > uint(p.classes.maxSize-p.classes.minSize) {
+		p.putOutside(b)
 		return
 	}
 	idx := p.classes.putIndex(c)
@@ -227,6 +267,15 @@ func (p *Pool) Put(b *[]byte) {
 	}
 	p.counts.of(idx, b).frontPuts.Add(1)
 	cl.front.Put(b)
+}
+
+// putOutside takes a Put whose capacity is below MinSize or above MaxSize.
+func (p *Pool) putOutside(b *[]byte) {
+	if cap(*b) < p.classes.minSize {
+		p.undersize.Add(1)
+		return
+	}
+	p.putOversize(b)
 }
 
 // putDebug poisons b and keeps it in the store with the stack of its Put, or
@@ -333,19 +382,25 @@ func (w *shardWalk) next() *shard {
 	return s
 }
 
-// reuse prepares a buffer that comes back from the front or the store.
+// reuse prepares a buffer that comes back from the store.
 func (p *Pool) reuse(b *[]byte, length int, clearing Clearing) {
 	if p.debug {
 		p.checkPoison(b)
 	}
 	s := (*b)[:length]
+	clearReused(s, clearing)
+	*b = s
+}
+
+// clearReused clears what clearing says of s, a reused buffer resliced to
+// the length asked for.
+func clearReused(s []byte, clearing Clearing) {
 	switch clearing {
 	case ClearLength:
 		clear(s)
 	case ClearCapacity:
 		clear(s[:cap(s)])
 	}
-	*b = s
 }
 
 func (p *Pool) getOversize(length int, clearing Clearing) *[]byte {

@@ -18,12 +18,19 @@ type classTable struct {
 	minSize int
 	maxSize int
 	n       int // number of classes, MinSize and MaxSize included
+
+	// getOff and putOff are the constant terms of getIndex and putIndex
+	// (see there), folded once so that Get and Put load one field for
+	// them, not three.
+	getOff, putOff int
 }
 
 func newClassTable(shift uint, minSize, maxSize int) classTable {
 	t := classTable{shift: shift, k: 1 << shift, minSize: minSize, maxSize: maxSize}
 	t.base = t.globalFloor(minSize)
 	t.n = t.globalFloor(maxSize) - t.base + 1
+	t.putOff = -int(shift<<shift) - t.k - t.base
+	t.getOff = t.putOff + 1
 	return t
 }
 
@@ -38,13 +45,18 @@ func (t *classTable) getIndex(n int) int {
 	// Shift counts are below 64 (e < 64, shift <= 3); the masks say so to
 	// the compiler, which then emits a bare shift (Get and Put run this).
 	q := int(m >> ((e - t.shift) & 63)) // in [k, 2k): m's top shift+1 bits
-	return int((e-t.shift)<<(t.shift&63)) + q + 1 - t.k - t.base
+	// ((e-shift) << shift) + q + 1 - k - base, with the constant terms
+	// folded into getOff.
+	return int(e<<(t.shift&63)) + q + t.getOff
 }
 
 // putIndex returns the pool class of the largest class whose size is at most
 // c, for minSize <= c <= maxSize: the class a buffer of capacity c fills.
 func (t *classTable) putIndex(c int) int {
-	return t.globalFloor(c) - t.base
+	// globalFloor(c) - base, with the constant terms folded into putOff.
+	e := uint(bits.Len(uint(c))) - 1
+	q := int(uint(c) >> ((e - t.shift) & 63))
+	return int(e<<(t.shift&63)) + q + t.putOff
 }
 
 func (t *classTable) globalFloor(c int) int {
