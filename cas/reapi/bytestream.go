@@ -8,6 +8,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
 	"github.com/membuf/membuf/grpcmem"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc/codes"
@@ -48,7 +49,7 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 	ctx := stream.Context()
 	blob, err := b.s.store.Open(ctx, d)
 	if err != nil {
-		return storeError(err, "blob "+d.String())
+		return rpcstatus.Store(err, "blob "+d.String())
 	}
 	defer blob.Close()
 	size := blob.Size()
@@ -89,7 +90,7 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 		if _, ok := status.FromError(err); ok {
 			return err
 		}
-		err = storeError(err, "reading blob "+d.String())
+		err = rpcstatus.Store(err, "reading blob "+d.String())
 		if status.Code(err) == codes.Internal {
 			b.s.log.Error("ByteStream Read failed", "digest", d.String(), "err", err)
 		}
@@ -105,9 +106,9 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		return err
 	}
 	s := b.s
-	in := newWriteReceiver(stream, s)
-	defer in.release()
-	req, err := in.recv()
+	in := s.receivers.New(stream, zeroCopy(stream))
+	defer in.Release()
+	req, err := in.Recv()
 	if err == io.EOF {
 		return status.Error(codes.InvalidArgument, "Write stream ended before its first request")
 	}
@@ -131,27 +132,27 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		return b.writeZstd(ctx, stream, in, req, name, d)
 	}
 	if ok, err := s.store.Contains(ctx, d); err != nil {
-		return storeError(err, "blob "+d.String())
+		return rpcstatus.Store(err, "blob "+d.String())
 	} else if ok {
 		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
 	}
 
-	u, err := s.uploads.acquire(ctx, rn.uploadKey(), func() (cas.BlobWriter, error) { return s.store.NewWriter(ctx, d, cas.Uncompressed) })
+	u, err := s.uploads.Acquire(ctx, rn.uploadKey(), func() (cas.BlobWriter, error) { return s.store.NewWriter(ctx, d, cas.Uncompressed) })
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return status.FromContextError(err).Err()
 		}
-		return storeError(err, "upload "+cas.Clip(name))
+		return rpcstatus.Store(err, "upload "+cas.Clip(name))
 	}
 	keep := true // keep the partial upload for resumption unless its content is bad or done
-	defer func() { s.uploads.release(u, keep) }()
+	defer func() { s.uploads.Release(u, keep) }()
 	if ok, _ := s.store.Contains(ctx, d); ok {
 		// Completed by another stream while this one waited for the upload.
 		keep = false
 		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
 	}
 
-	committed := u.w.Written()
+	committed := u.W.Written()
 	var skip int64 // bytes the client resends that are already committed
 	switch req.WriteOffset {
 	case committed:
@@ -172,24 +173,14 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 			return status.Errorf(codes.InvalidArgument, "write_offset %d, expected %d (the previous offset plus the data sent)", req.WriteOffset, next)
 		}
 		next += int64(req.Data.Len())
-		vec := in.vec[:0]
-		for _, buf := range req.Data {
-			data := buf.Bytes()
-			if skip > 0 {
-				k := min(skip, int64(len(data)))
-				data, skip = data[k:], skip-k
-			}
-			if len(data) > 0 {
-				vec = append(vec, data)
-			}
-		}
-		in.vec = vec
+		vec := in.Data(skip)
+		skip -= min(skip, int64(req.Data.Len()))
 		if len(vec) > 0 {
-			if _, err := u.w.WriteBuffers(vec); err != nil { // one writev for the request's frames
+			if _, err := u.W.WriteBuffers(vec); err != nil { // one writev for the request's frames
 				keep = false
-				return storeError(err, "upload "+cas.Clip(name))
+				return rpcstatus.Store(err, "upload "+cas.Clip(name))
 			}
-			u.committed.Store(u.w.Written())
+			u.Committed.Store(u.W.Written())
 		}
 		if req.FinishWrite {
 			break
@@ -199,10 +190,10 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 			keep = false
 			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
 		}
-		req, err = in.recv()
+		req, err = in.Recv()
 		if err == io.EOF {
 			// Ended without finish_write: not complete, kept for resumption.
-			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: u.w.Written()})
+			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: u.W.Written()})
 		}
 		if err != nil {
 			return err
@@ -214,7 +205,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		return status.Errorf(codes.InvalidArgument, "finish_write at offset %d but blob %s is %d bytes", next, d, d.Size)
 	}
 	// Nothing may follow finish_write: the client must close its side.
-	if _, err := in.recv(); err != io.EOF {
+	if _, err := in.Recv(); err != io.EOF {
 		if err == nil {
 			keep = false
 			return status.Error(codes.InvalidArgument, "a WriteRequest followed the one with finish_write")
@@ -222,8 +213,8 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 		return err
 	}
 	keep = false
-	if err := u.w.Commit(ctx); err != nil {
-		err = storeError(err, "upload "+cas.Clip(name))
+	if err := u.W.Commit(ctx); err != nil {
+		err = rpcstatus.Store(err, "upload "+cas.Clip(name))
 		if status.Code(err) != codes.InvalidArgument {
 			s.log.Error("ByteStream Write could not store a blob", "digest", d.String(), "err", err)
 		}
@@ -246,11 +237,11 @@ func (b *byteStreamService) QueryWriteStatus(ctx context.Context, req *bspb.Quer
 		return nil, nameError(err)
 	}
 	if ok, err := b.s.store.Contains(ctx, rn.Digest); err != nil {
-		return nil, storeError(err, "blob "+rn.Digest.String())
+		return nil, rpcstatus.Store(err, "blob "+rn.Digest.String())
 	} else if ok {
 		return &bspb.QueryWriteStatusResponse{CommittedSize: rn.Digest.Size, Complete: true}, nil
 	}
-	if n, ok := b.s.uploads.committed(rn.uploadKey()); ok && rn.Compressor == "" {
+	if n, ok := b.s.uploads.Committed(rn.uploadKey()); ok && rn.Compressor == "" {
 		return &bspb.QueryWriteStatusResponse{CommittedSize: n}, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "no upload %s is in progress or kept for resumption", cas.Clip(req.ResourceName))
