@@ -142,7 +142,7 @@ func (b *Budget) Release(n int64) {
 // Limit is the budget's size in bytes.
 func (b *Budget) Limit() int64 { return b.limit }
 
-// Held is the budget taken now; Peak, the most taken at once so far.
+// Held is the budget taken now.
 func (b *Budget) Held() int64 { return b.held.Load() }
 
 // Peak is the most of the budget taken at once so far.
