@@ -7,7 +7,9 @@
 // The cache is split by concern into packages below this one; imports run
 // one way, down this list:
 //
-//	cas/reapi         the gRPC services (REAPI cache services, ByteStream, Remote Asset, chunking): protocol over any Storage
+//	cas/reapi         the gRPC services over any Storage: REAPI CAS, action cache, capabilities, ByteStream; it registers the two below
+//	cas/reapi/asset   the Remote Asset API's Fetch and Push
+//	cas/reapi/chunking  blob splitting and splicing (the CAS service's four chunk RPCs)
 //	cas/httpcache     the HTTP/1.1 cache protocol (/cas/, /ac/) over any Storage, beside reapi
 //	cas/s3tier        a Storage of two tiers, a disk store in front of an S3-compatible bucket
 //	cas/disk          the disk Storage: files, pack segments, index, group commit, integrity checks, the scrubber

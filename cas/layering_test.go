@@ -23,10 +23,18 @@ func TestImportsRunOneWay(t *testing.T) {
 		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile"},
 		"disk/packfile": {},
 		"disk/zstdfile": {mod, mod + "/zstdseek"},
-		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/fastcdc", mod + "/zstdseek"},
-		"httpcache":     {mod, mod + "/access", mod + "/actionresult"},
-		"s3tier":        {mod, mod + "/disk"},
-		"storagetest":   {mod, mod + "/internal/testblob"},
+		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek", mod + "/reapi/asset", mod + "/reapi/chunking", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
+		// The services reapi registers from rooms of their own, and the
+		// pieces they share with it: never reapi itself.
+		"reapi/asset":              {mod, mod + "/access", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
+		"reapi/chunking":           {mod, mod + "/access", mod + "/fastcdc", mod + "/reapi/internal/rpcstatus"},
+		"reapi/internal/rpcstatus": {mod, mod + "/reapi/internal/upload"},
+		"reapi/internal/upload":    {mod, mod + "/zstdseek"},
+		// The tests' harness of reapi's rooms: a Server on a disk store.
+		"reapi/internal/reapitest": {mod, mod + "/disk", mod + "/reapi"},
+		"httpcache":                {mod, mod + "/access", mod + "/actionresult"},
+		"s3tier":                   {mod, mod + "/disk"},
+		"storagetest":              {mod, mod + "/internal/testblob"},
 	}
 	for dir, may := range allowed {
 		pkg, err := build.ImportDir(filepath.FromSlash(dir), 0)

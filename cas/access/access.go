@@ -1,23 +1,14 @@
 package access
 
 import (
-	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/membuf/membuf/cas"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 )
 
 // Operation is what a request does, as the access policy sees it.
@@ -232,33 +223,10 @@ type Control struct {
 	ClientCertificates bool
 }
 
-// Identify returns who the gRPC request in ctx comes from, or an
-// UNAUTHENTICATED status.
-func (a *Control) Identify(ctx context.Context) (Identity, error) {
-	var tlsState *tls.ConnectionState
-	if p, ok := peer.FromContext(ctx); ok {
-		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			tlsState = &info.State
-		}
-	}
-	id, err := a.identify(metadata.ValueFromIncomingContext(ctx, "authorization"), tlsState, ctx.Done())
-	if err != nil {
-		return id, status.Error(codes.Unauthenticated, err.Error())
-	}
-	return id, nil
-}
-
-// IdentifyHTTP returns who the HTTP request r comes from, by the same rules
-// as Identify: its Authorization header, then its client certificate. The
-// error says what is wrong with the credentials (the caller answers 401).
-func (a *Control) IdentifyHTTP(r *http.Request) (Identity, error) {
-	return a.identify(r.Header.Values("Authorization"), r.TLS, r.Context().Done())
-}
-
-// identify is Identify and IdentifyHTTP: auth is the request's
-// authorization values, tlsState its connection's TLS state (nil: none),
-// and done ends a wait for the password check.
-func (a *Control) identify(auth []string, tlsState *tls.ConnectionState, done <-chan struct{}) (Identity, error) {
+// identify returns who a request with credentials c comes from, or what is
+// wrong with c.
+func (a *Control) identify(c Credentials) (Identity, error) {
+	auth, tlsState := c.authorization, c.tls
 	if a.Users != nil && len(auth) > 0 {
 		if len(auth) > 1 {
 			return Identity{}, errors.New("more than one authorization header")
@@ -267,7 +235,7 @@ func (a *Control) identify(auth []string, tlsState *tls.ConnectionState, done <-
 		if err != nil {
 			return Identity{}, err
 		}
-		name, err := a.Users.Check(user, pass, done)
+		name, err := a.Users.Check(user, pass, c.done)
 		if err != nil {
 			return Identity{}, err
 		}
@@ -307,15 +275,4 @@ func certificateName(c *x509.Certificate) string {
 		return c.DNSNames[0]
 	}
 	return ""
-}
-
-// Refusal returns the status to answer id, whom the policy does not allow
-// what: UNAUTHENTICATED for an anonymous caller when the policy lets
-// anonymous callers do nothing at all (credentials are needed to do
-// anything), PERMISSION_DENIED otherwise.
-func (a *Control) Refusal(id Identity, what string) error {
-	if !id.Authenticated() && !a.Policy.anonymousAllowedSomething() {
-		return status.Errorf(codes.Unauthenticated, "credentials are needed to %s on this server", what)
-	}
-	return status.Errorf(codes.PermissionDenied, "%s may not %s on this server", id, what)
 }

@@ -4,8 +4,11 @@
 // [Htpasswd] file, or a verified client certificate), and [Control], which
 // puts them together for a server.
 //
-// It knows gRPC metadata and status codes (Identify and Refusal answer
-// UNAUTHENTICATED and PERMISSION_DENIED), but nothing of blobs or storage:
-// it imports only cas (for the error-message helpers of the vocabulary).
-// The services (reapi) call it before they look at a request.
+// It is the one authorization layer of every protocol: the services
+// (reapi's gRPC services, httpcache's HTTP handler) call
+// [Control.Authorize] before they look at a request, and answer its
+// [Denial] as their protocol says (Denial.GRPCStatus: UNAUTHENTICATED or
+// PERMISSION_DENIED; Denial.HTTP: 401 or 403). It knows gRPC metadata and
+// status codes and HTTP headers, but nothing of blobs or storage: it
+// imports only cas (for the error-message helpers of the vocabulary).
 package access

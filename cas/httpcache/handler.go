@@ -148,33 +148,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authorize reports whether the caller may perform op, answering 401 or
-// 403 if not. It comes before anything about the request is looked up, so
-// a refusal says nothing of what is stored.
+// authorize reports whether the caller may perform op, answering the
+// access control's denial if not (access.Denial.HTTP: 401, asking for
+// credentials, or 403). It comes before anything about the request is
+// looked up, so a refusal says nothing of what is stored.
 func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, op operation) bool {
-	a := h.opts.Access
-	if a == nil {
+	_, denied := h.opts.Access.Authorize(access.HTTPCredentials(r), op.access())
+	if denied == nil {
 		return true
 	}
-	id, err := a.IdentifyHTTP(r)
-	if err != nil {
+	code, msg := denied.HTTP()
+	if code == http.StatusUnauthorized {
 		h.stats.unauthenticated.Add(1)
-		h.log.Info("request refused: authentication failed", "op", op.String(), "peer", r.RemoteAddr, "err", err)
+		if denied.Reason == access.BadCredentials {
+			h.log.Info("request refused: authentication failed", "op", op.String(), "peer", r.RemoteAddr, "err", denied.Err)
+		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="membuf"`)
-		h.answer(w, op, http.StatusUnauthorized, err.Error())
-		return false
+	} else {
+		h.stats.permissionDenied.Add(1)
 	}
-	if a.Policy.Allows(op.access(), id) {
-		return true
-	}
-	if !id.Authenticated() {
-		h.stats.unauthenticated.Add(1)
-		w.Header().Set("WWW-Authenticate", `Basic realm="membuf"`)
-		h.answer(w, op, http.StatusUnauthorized, fmt.Sprintf("credentials are needed to %s on this server", op.access()))
-		return false
-	}
-	h.stats.permissionDenied.Add(1)
-	h.answer(w, op, http.StatusForbidden, fmt.Sprintf("%s may not %s on this server", id, op.access()))
+	h.answer(w, op, code, msg)
 	return false
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/actionresult"
+	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -25,8 +26,8 @@ func (a *actionCacheService) admit(ctx context.Context, op access.Operation, fn 
 	if _, err := a.s.authorize(ctx, op); err != nil {
 		return cas.Digest{}, err
 	}
-	if err := checkDigestFunction(fn); err != nil {
-		return cas.Digest{}, status.Error(codes.InvalidArgument, err.Error())
+	if err := rpcstatus.DigestFunction(fn); err != nil {
+		return cas.Digest{}, err
 	}
 	d, err := cas.ParseDigest(action)
 	if err != nil {
@@ -50,7 +51,7 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 			a.s.log.Warn("stored action result not served", "action", d.String(), "reason", u.Reason, "err", u.Cause)
 			return nil, status.Error(codes.NotFound, u.Error())
 		}
-		return nil, storeError(err, "action result for "+d.String())
+		return nil, rpcstatus.Store(err, "action result for "+d.String())
 	}
 	return ar, nil
 }
@@ -74,7 +75,7 @@ func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.U
 		if errors.Is(err, cas.ErrTooLarge) { // the spec's answer for no space
 			return nil, status.Errorf(codes.ResourceExhausted, "action result for %s: %v", d, err)
 		}
-		return nil, storeError(err, "action result for "+d.String())
+		return nil, rpcstatus.Store(err, "action result for "+d.String())
 	}
 	return ar, nil
 }

@@ -6,31 +6,19 @@ import (
 	"github.com/membuf/membuf/cas/access"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 )
 
 // authorize returns who the request in ctx comes from if it may perform
 // op (or any of also: FindMissingBlobs serves readers and writers), or the
-// UNAUTHENTICATED or PERMISSION_DENIED status to answer. A Server without
-// access.Control lets everyone do everything.
+// access control's denial, which is the UNAUTHENTICATED or
+// PERMISSION_DENIED status to answer (access.Denial.GRPCStatus). A Server
+// without access.Control lets everyone do everything.
 func (s *Server) authorize(ctx context.Context, op access.Operation, also ...access.Operation) (access.Identity, error) {
-	a := s.opts.Access
-	if a == nil {
-		return access.Identity{}, nil
+	id, denied := s.opts.Access.Authorize(access.GRPCCredentials(ctx), op, also...)
+	if denied != nil {
+		return id, s.refused(ctx, denied)
 	}
-	id, err := s.identify(ctx, a, op.String())
-	if err != nil {
-		return id, err
-	}
-	if a.Policy.Allows(op, id) {
-		return id, nil
-	}
-	for _, o := range also {
-		if a.Policy.Allows(o, id) {
-			return id, nil
-		}
-	}
-	return id, s.refuse(ctx, a, id, op.String())
+	return id, nil
 }
 
 // capabilities is authorize for GetCapabilities, which any caller allowed
@@ -38,44 +26,27 @@ func (s *Server) authorize(ctx context.Context, op access.Operation, also ...acc
 // action cache (advertised as such, so that a client that may not does not
 // try).
 func (s *Server) capabilities(ctx context.Context) (updateAC bool, err error) {
-	a := s.opts.Access
-	if a == nil {
-		return true, nil
+	id, denied := s.opts.Access.AuthorizeAny(access.GRPCCredentials(ctx))
+	if denied != nil {
+		return false, s.refused(ctx, denied)
 	}
-	id, err := s.identify(ctx, a, "capabilities")
-	if err != nil {
-		return false, err
-	}
-	for op := range access.NumOperations {
-		if a.Policy.Allows(op, id) {
-			return a.Policy.Allows(access.WriteAC, id), nil
-		}
-	}
-	return false, s.refuse(ctx, a, id, "do anything")
+	return s.opts.Access.Allows(access.WriteAC, id), nil
 }
 
-// identify is a.Identify, counting and logging a failure.
-func (s *Server) identify(ctx context.Context, a *access.Control, what string) (access.Identity, error) {
-	id, err := a.Identify(ctx)
-	if err != nil {
+// refused counts and logs a denial and returns it as the handler's error.
+func (s *Server) refused(ctx context.Context, d *access.Denial) error {
+	switch {
+	case d.Reason == access.BadCredentials:
 		s.refusedUnauthenticated.Add(1)
-		s.log.Info("request refused: authentication failed", "op", what, "peer", peerAddr(ctx), "err", err)
-	}
-	return id, err
-}
-
-// refuse returns the status for id, which may not do what, counting and
-// logging the refusal.
-func (s *Server) refuse(ctx context.Context, a *access.Control, id access.Identity, what string) error {
-	err := a.Refusal(id, what)
-	if status.Code(err) == codes.Unauthenticated {
+		s.log.Info("request refused: authentication failed", "op", d.What, "peer", peerAddr(ctx), "err", d.Err)
+	case d.GRPCStatus().Code() == codes.Unauthenticated:
 		s.refusedUnauthenticated.Add(1)
-		s.log.Debug("request refused: no credentials", "op", what, "peer", peerAddr(ctx))
-	} else {
+		s.log.Debug("request refused: no credentials", "op", d.What, "peer", peerAddr(ctx))
+	default:
 		s.refusedPermission.Add(1)
-		s.log.Debug("request refused: not permitted", "op", what, "identity", id.String(), "peer", peerAddr(ctx))
+		s.log.Debug("request refused: not permitted", "op", d.What, "identity", d.Identity.String(), "peer", peerAddr(ctx))
 	}
-	return err
+	return d
 }
 
 func peerAddr(ctx context.Context) string {

@@ -18,7 +18,6 @@ import (
 	"testing"
 
 	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
-	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -144,75 +143,4 @@ func BenchmarkFetchBlob(b *testing.B) {
 			}
 		}
 	})
-}
-
-// BenchmarkReupload re-uploads a 256 MiB blob after 1 MiB of it changed
-// (a new 1 MiB each iteration, at 128 MiB), two ways:
-//   - path=whole: a ByteStream upload of all of it;
-//   - path=chunked: the client cuts it with the advertised FastCDC
-//     parameters, asks FindMissingBlobs about the chunks, uploads the
-//     missing ones, and registers the mapping (the server then writes the
-//     blob from its chunks, checking its digest).
-//
-// Both hash the whole blob for its digest first, as a client must.
-// MB-sent/op is what crossed the wire as blob data.
-//
-//	TMPDIR=/dev/shm go test -run XXX -bench BenchmarkReupload -benchtime 3x -count 6 ./cas/reapi | tee reupload.txt
-//	benchstat -col /path reupload.txt
-func BenchmarkReupload(b *testing.B) {
-	const size, edit = 256 << 20, 1 << 20
-	base := testblob.Random(size, 5)
-	params := &repb.FastCdc2020Params{AvgChunkSizeBytes: 512 << 10}
-	pool, err := membuf.NewPool(membuf.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var seq atomic.Uint64
-	for _, path := range []string{"whole", "chunked"} {
-		b.Run("path="+path, func(b *testing.B) {
-			e := newEnv(b, 0, Options{Pool: pool})
-			// The blob as first uploaded, and its chunks.
-			e.put(base)
-			for _, c := range clientChunks(b, params, base) {
-				e.put(c)
-			}
-			blob := bytes.Clone(base)
-			var sent int64
-			for b.Loop() {
-				copy(blob[128<<20:], testblob.Random(edit, seq.Add(1)))
-				d := cas.DigestOf(blob)
-				if path == "whole" {
-					if _, err := e.write(writeName(fmt.Sprint("w", seq.Load()), d), blob, 1<<20); err != nil {
-						b.Fatal(err)
-					}
-					sent += size
-					continue
-				}
-				chunks := clientChunks(b, params, blob)
-				req := &repb.FindMissingBlobsRequest{}
-				byHash := map[string][]byte{}
-				for _, c := range chunks {
-					cd := cas.DigestOf(c)
-					req.BlobDigests = append(req.BlobDigests, cd.Proto())
-					byHash[cd.Hash] = c
-				}
-				missing, err := e.cas.FindMissingBlobs(context.Background(), req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, m := range missing.MissingBlobDigests {
-					c := byHash[m.Hash]
-					if _, err := e.write(writeName(fmt.Sprint("c", seq.Load(), m.Hash[:8]), cas.DigestOf(c)), c, 1<<20); err != nil {
-						b.Fatal(err)
-					}
-					sent += int64(len(c))
-				}
-				if _, err := e.cas.SpliceBlob(context.Background(), &repb.SpliceBlobRequest{BlobDigest: d.Proto(), ChunkDigests: req.BlobDigests,
-					ChunkingFunction: repb.ChunkingFunction_FAST_CDC_2020}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(sent)/float64(b.N)/1e6, "MB-sent/op")
-		})
-	}
 }

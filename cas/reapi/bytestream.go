@@ -8,6 +8,8 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
+	"github.com/membuf/membuf/cas/reapi/internal/upload"
 	"github.com/membuf/membuf/grpcmem"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc/codes"
@@ -48,7 +50,7 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 	ctx := stream.Context()
 	blob, err := b.s.store.Open(ctx, d)
 	if err != nil {
-		return storeError(err, "blob "+d.String())
+		return rpcstatus.Store(err, "blob "+d.String())
 	}
 	defer blob.Close()
 	size := blob.Size()
@@ -89,7 +91,7 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 		if _, ok := status.FromError(err); ok {
 			return err
 		}
-		err = storeError(err, "reading blob "+d.String())
+		err = rpcstatus.Store(err, "reading blob "+d.String())
 		if status.Code(err) == codes.Internal {
 			b.s.log.Error("ByteStream Read failed", "digest", d.String(), "err", err)
 		}
@@ -104,133 +106,162 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	if _, err := b.s.authorize(stream.Context(), access.WriteCAS); err != nil {
 		return err
 	}
-	s := b.s
-	in := newWriteReceiver(stream, s)
-	defer in.release()
-	req, err := in.recv()
-	if err == io.EOF {
-		return status.Error(codes.InvalidArgument, "Write stream ended before its first request")
-	}
+	// The receiver takes the stream's requests under the upload budget and
+	// the stall timer, through grpcmem's codec where the server has it.
+	in := b.s.receivers.New(stream, zeroCopy(stream))
+	defer in.Release()
+	req, rn, err := b.firstWriteRequest(in)
 	if err != nil {
 		return err
 	}
-	name := req.ResourceName
-	if name == "" {
-		return status.Error(codes.InvalidArgument, "the first WriteRequest must set resource_name")
-	}
-	rn, err := parseWriteName(name)
-	if err != nil {
-		return nameError(err)
-	}
-	d := rn.Digest
-	if max := s.store.MaxSize(); max > 0 && d.Size > max {
-		return status.Errorf(codes.InvalidArgument, "blob %s is larger than this server accepts (%d bytes, max_cas_blob_size_bytes)", d, max)
-	}
-	ctx := stream.Context()
 	if rn.Compressor != "" {
-		return b.writeZstd(ctx, stream, in, req, name, d)
+		return b.writeZstd(stream.Context(), stream, in, req, req.ResourceName, rn.Digest)
 	}
+	return b.writePlain(stream, in, req, rn)
+}
+
+// firstWriteRequest receives the first request of a Write stream and
+// parses its resource name, which every later request must repeat or
+// leave empty.
+func (b *byteStreamService) firstWriteRequest(in *upload.Receiver) (*grpcmem.WriteRequest, resourceName, error) {
+	req, err := in.Recv()
+	if err == io.EOF {
+		return nil, resourceName{}, status.Error(codes.InvalidArgument, "Write stream ended before its first request")
+	}
+	if err != nil {
+		return nil, resourceName{}, err
+	}
+	if req.ResourceName == "" {
+		return nil, resourceName{}, status.Error(codes.InvalidArgument, "the first WriteRequest must set resource_name")
+	}
+	rn, err := parseWriteName(req.ResourceName)
+	if err != nil {
+		return nil, resourceName{}, nameError(err)
+	}
+	if max := b.s.store.MaxSize(); max > 0 && rn.Digest.Size > max {
+		return nil, resourceName{}, status.Errorf(codes.InvalidArgument, "blob %s is larger than this server accepts (%d bytes, max_cas_blob_size_bytes)", rn.Digest, max)
+	}
+	return req, rn, nil
+}
+
+// writePlain receives an uncompressed upload, whose first request is req,
+// into the upload kept under its name (resuming it, if one was
+// interrupted), and answers the client.
+func (b *byteStreamService) writePlain(stream bspb.ByteStream_WriteServer, in *upload.Receiver, req *grpcmem.WriteRequest, rn resourceName) error {
+	s, ctx, d := b.s, stream.Context(), rn.Digest
 	if ok, err := s.store.Contains(ctx, d); err != nil {
-		return storeError(err, "blob "+d.String())
+		return rpcstatus.Store(err, "blob "+d.String())
 	} else if ok {
 		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
 	}
-
-	u, err := s.uploads.acquire(ctx, rn.uploadKey(), func() (cas.BlobWriter, error) { return s.store.NewWriter(ctx, d, cas.Uncompressed) })
+	u, err := s.uploads.Acquire(ctx, rn.uploadKey(), func() (cas.BlobWriter, error) { return s.store.NewWriter(ctx, d, cas.Uncompressed) })
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return status.FromContextError(err).Err()
 		}
-		return storeError(err, "upload "+cas.Clip(name))
+		return rpcstatus.Store(err, "upload "+cas.Clip(req.ResourceName))
 	}
-	keep := true // keep the partial upload for resumption unless its content is bad or done
-	defer func() { s.uploads.release(u, keep) }()
-	if ok, _ := s.store.Contains(ctx, d); ok {
-		// Completed by another stream while this one waited for the upload.
-		keep = false
-		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
+	committed, keep, err := b.receiveUpload(ctx, in, u, req, d)
+	if err == nil {
+		err = stream.SendAndClose(&bspb.WriteResponse{CommittedSize: committed})
 	}
+	s.uploads.Release(u, keep)
+	return err
+}
 
-	committed := u.w.Written()
-	var skip int64 // bytes the client resends that are already committed
-	switch req.WriteOffset {
-	case committed:
-	case 0:
-		// The client starts over; the bytes already committed are skipped
-		// (the final hash check still covers all of them), so the
-		// committed size never decreases.
-		skip = committed
-	default:
-		return status.Errorf(codes.InvalidArgument, "write_offset %d on the first request of upload %s: the committed size is %d (resume from it or start at 0)", req.WriteOffset, cas.Clip(name), committed)
+// receiveUpload writes the data of the stream's requests, from req on,
+// into u, and commits it after the one with finish_write. It returns the
+// committed size to answer (the blob's size once it is stored, by this
+// stream or by another meanwhile; the bytes written, if the stream ended
+// without finish_write), and whether u is kept for resumption: it is
+// unless its content is known to be bad or it is done with.
+func (b *byteStreamService) receiveUpload(ctx context.Context, in *upload.Receiver, u *upload.Upload, req *grpcmem.WriteRequest, d cas.Digest) (committed int64, keep bool, err error) {
+	name := req.ResourceName
+	if b.storedMeanwhile(ctx, d) { // by another stream, while this one waited for the upload
+		return d.Size, false, nil
+	}
+	skip, err := resumeAt(req.WriteOffset, u.W.Written(), name)
+	if err != nil {
+		return 0, true, err
 	}
 	next := req.WriteOffset // the write_offset the next request must carry
 	for {
 		if req.ResourceName != "" && req.ResourceName != name {
-			return status.Errorf(codes.InvalidArgument, "resource_name %q differs from the stream's first, %q", cas.Clip(req.ResourceName), cas.Clip(name))
+			return 0, true, status.Errorf(codes.InvalidArgument, "resource_name %q differs from the stream's first, %q", cas.Clip(req.ResourceName), cas.Clip(name))
 		}
 		if req.WriteOffset != next {
-			return status.Errorf(codes.InvalidArgument, "write_offset %d, expected %d (the previous offset plus the data sent)", req.WriteOffset, next)
+			return 0, true, status.Errorf(codes.InvalidArgument, "write_offset %d, expected %d (the previous offset plus the data sent)", req.WriteOffset, next)
 		}
 		next += int64(req.Data.Len())
-		vec := in.vec[:0]
-		for _, buf := range req.Data {
-			data := buf.Bytes()
-			if skip > 0 {
-				k := min(skip, int64(len(data)))
-				data, skip = data[k:], skip-k
+		if vec := in.Data(skip); len(vec) > 0 {
+			if _, err := u.W.WriteBuffers(vec); err != nil { // one writev for the request's frames
+				return 0, false, rpcstatus.Store(err, "upload "+cas.Clip(name))
 			}
-			if len(data) > 0 {
-				vec = append(vec, data)
-			}
+			u.Committed.Store(u.W.Written())
 		}
-		in.vec = vec
-		if len(vec) > 0 {
-			if _, err := u.w.WriteBuffers(vec); err != nil { // one writev for the request's frames
-				keep = false
-				return storeError(err, "upload "+cas.Clip(name))
-			}
-			u.committed.Store(u.w.Written())
-		}
+		skip -= min(skip, int64(req.Data.Len()))
 		if req.FinishWrite {
-			break
+			return b.commitUpload(ctx, in, u, name, d, next)
 		}
-		if ok, _ := s.store.Contains(ctx, d); ok {
-			// Another upload completed this blob meanwhile.
-			keep = false
-			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
+		if b.storedMeanwhile(ctx, d) { // by another upload
+			return d.Size, false, nil
 		}
-		req, err = in.recv()
-		if err == io.EOF {
-			// Ended without finish_write: not complete, kept for resumption.
-			return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: u.w.Written()})
+		req, err = in.Recv()
+		if err == io.EOF { // ended without finish_write: not complete, kept
+			return u.W.Written(), true, nil
 		}
 		if err != nil {
-			return err
+			return 0, true, err
 		}
 	}
+}
 
-	if next != d.Size {
-		keep = false
-		return status.Errorf(codes.InvalidArgument, "finish_write at offset %d but blob %s is %d bytes", next, d, d.Size)
+// resumeAt checks the write_offset of an upload's first request against
+// the size already committed and returns how many bytes of the data sent
+// are already committed, to be skipped: none when the client resumes from
+// the committed size; all of them when it starts over at 0 (the final
+// hash check still covers them, and the committed size never decreases).
+func resumeAt(offset, committed int64, name string) (skip int64, err error) {
+	switch offset {
+	case committed:
+		return 0, nil
+	case 0:
+		return committed, nil
 	}
-	// Nothing may follow finish_write: the client must close its side.
-	if _, err := in.recv(); err != io.EOF {
+	return 0, status.Errorf(codes.InvalidArgument, "write_offset %d on the first request of upload %s: the committed size is %d (resume from it or start at 0)", offset, cas.Clip(name), committed)
+}
+
+// storedMeanwhile reports whether blob d is stored, an upload of it
+// having completed while this one was under way (a failure to tell is
+// not: the upload goes on).
+func (b *byteStreamService) storedMeanwhile(ctx context.Context, d cas.Digest) bool {
+	ok, _ := b.s.store.Contains(ctx, d)
+	return ok
+}
+
+// commitUpload ends upload u after its request with finish_write at
+// offset end: it must be the blob's size, and the client must then close
+// its side. Past that check u is not kept, whether the commit (the hash
+// check) succeeds or not.
+func (b *byteStreamService) commitUpload(ctx context.Context, in *upload.Receiver, u *upload.Upload, name string, d cas.Digest, end int64) (committed int64, keep bool, err error) {
+	if end != d.Size {
+		return 0, false, status.Errorf(codes.InvalidArgument, "finish_write at offset %d but blob %s is %d bytes", end, d, d.Size)
+	}
+	if _, err := in.Recv(); err != io.EOF {
 		if err == nil {
-			keep = false
-			return status.Error(codes.InvalidArgument, "a WriteRequest followed the one with finish_write")
+			return 0, false, status.Error(codes.InvalidArgument, "a WriteRequest followed the one with finish_write")
 		}
-		return err
+		return 0, true, err
 	}
-	keep = false
-	if err := u.w.Commit(ctx); err != nil {
-		err = storeError(err, "upload "+cas.Clip(name))
+	if err := u.W.Commit(ctx); err != nil {
+		err = rpcstatus.Store(err, "upload "+cas.Clip(name))
 		if status.Code(err) != codes.InvalidArgument {
-			s.log.Error("ByteStream Write could not store a blob", "digest", d.String(), "err", err)
+			b.s.log.Error("ByteStream Write could not store a blob", "digest", d.String(), "err", err)
 		}
-		return err
+		return 0, false, err
 	}
-	s.log.Debug("blob stored", "digest", d.String())
-	return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
+	b.s.log.Debug("blob stored", "digest", d.String())
+	return d.Size, false, nil
 }
 
 // QueryWriteStatus reports how much of an upload is committed: the full
@@ -246,11 +277,11 @@ func (b *byteStreamService) QueryWriteStatus(ctx context.Context, req *bspb.Quer
 		return nil, nameError(err)
 	}
 	if ok, err := b.s.store.Contains(ctx, rn.Digest); err != nil {
-		return nil, storeError(err, "blob "+rn.Digest.String())
+		return nil, rpcstatus.Store(err, "blob "+rn.Digest.String())
 	} else if ok {
 		return &bspb.QueryWriteStatusResponse{CommittedSize: rn.Digest.Size, Complete: true}, nil
 	}
-	if n, ok := b.s.uploads.committed(rn.uploadKey()); ok && rn.Compressor == "" {
+	if n, ok := b.s.uploads.Committed(rn.uploadKey()); ok && rn.Compressor == "" {
 		return &bspb.QueryWriteStatusResponse{CommittedSize: n}, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "no upload %s is in progress or kept for resumption", cas.Clip(req.ResourceName))

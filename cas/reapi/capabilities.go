@@ -5,6 +5,7 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	smpb "github.com/bazelbuild/remote-apis/build/bazel/semver"
+	"github.com/membuf/membuf/cas/reapi/chunking"
 )
 
 // capabilitiesService implements build.bazel.remote.execution.v2.Capabilities
@@ -37,11 +38,11 @@ func (c *capabilitiesService) GetCapabilities(ctx context.Context, req *repb.Get
 			// BatchReadBlobs answers zstd for blobs kept compressed when a
 			// request accepts it.
 			SupportedBatchUpdateCompressors: []repb.Compressor_Value{repb.Compressor_ZSTD},
-			// Blob splitting and splicing (chunking.go), with the FastCDC
+			// Blob splitting and splicing (package chunking), with the FastCDC
 			// 2020 parameters the server cuts with.
 			SplitBlobSupport:   true,
 			SpliceBlobSupport:  true,
-			FastCdc_2020Params: &repb.FastCdc2020Params{AvgChunkSizeBytes: uint64(chunkParams.AvgSize), Seed: uint32(chunkParams.Seed)},
+			FastCdc_2020Params: &repb.FastCdc2020Params{AvgChunkSizeBytes: uint64(chunking.Params.AvgSize), Seed: uint32(chunking.Params.Seed)},
 		},
 		LowApiVersion:  &smpb.SemVer{Major: 2, Minor: 0},
 		HighApiVersion: &smpb.SemVer{Major: 2, Minor: 3},

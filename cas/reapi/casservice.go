@@ -12,16 +12,39 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
-// casService implements build.bazel.remote.execution.v2.ContentAddressableStorage.
+// casService implements build.bazel.remote.execution.v2.ContentAddressableStorage;
+// blob splitting and splicing it hands to package chunking.
 type casService struct {
 	repb.UnimplementedContentAddressableStorageServer
 	s *Server
+}
+
+// GetChunkMapping is chunking.Service.GetChunkMapping.
+func (c *casService) GetChunkMapping(req *repb.GetChunkMappingRequest, stream grpc.ServerStreamingServer[repb.GetChunkMappingResponse]) error {
+	return c.s.chunking.GetChunkMapping(req, stream)
+}
+
+// SplitBlob is chunking.Service.SplitBlob.
+func (c *casService) SplitBlob(ctx context.Context, req *repb.SplitBlobRequest) (*repb.SplitBlobResponse, error) {
+	return c.s.chunking.SplitBlob(ctx, req)
+}
+
+// RegisterChunkMapping is chunking.Service.RegisterChunkMapping.
+func (c *casService) RegisterChunkMapping(stream grpc.ClientStreamingServer[repb.RegisterChunkMappingRequest, repb.RegisterChunkMappingResponse]) error {
+	return c.s.chunking.RegisterChunkMapping(stream)
+}
+
+// SpliceBlob is chunking.Service.SpliceBlob.
+func (c *casService) SpliceBlob(ctx context.Context, req *repb.SpliceBlobRequest) (*repb.SpliceBlobResponse, error) {
+	return c.s.chunking.SpliceBlob(ctx, req)
 }
 
 // FindMissingBlobs returns the requested digests that are not stored. A
@@ -32,8 +55,8 @@ func (c *casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissing
 	if _, err := c.s.authorize(ctx, access.ReadCAS, access.WriteCAS); err != nil {
 		return nil, err
 	}
-	if err := checkDigestFunction(req.DigestFunction); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+	if err := rpcstatus.DigestFunction(req.DigestFunction); err != nil {
+		return nil, err
 	}
 	ds := make([]cas.Digest, len(req.BlobDigests))
 	for i, p := range req.BlobDigests {
@@ -45,7 +68,7 @@ func (c *casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissing
 	}
 	missing, err := c.s.store.FindMissing(ctx, ds, cas.ClientLookup)
 	if err != nil {
-		return nil, storeError(err, "FindMissingBlobs")
+		return nil, rpcstatus.Store(err, "FindMissingBlobs")
 	}
 	resp := &repb.FindMissingBlobsResponse{}
 	for _, d := range missing {
@@ -95,8 +118,8 @@ func (c *casService) batchUpdate(ctx context.Context, function repb.DigestFuncti
 	if _, err := c.s.authorize(ctx, access.WriteCAS); err != nil {
 		return nil, err
 	}
-	if err := checkDigestFunction(function); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+	if err := rpcstatus.DigestFunction(function); err != nil {
+		return nil, err
 	}
 	// A compressed blob counts by the size it declares: what it takes once
 	// decompressed, and what clients (the REAPI SDK) size batches by.
@@ -216,7 +239,7 @@ func (c *casService) updateStatus(d cas.Digest, err error) *statuspb.Status {
 	if !errors.Is(err, cas.ErrMismatch) {
 		c.s.log.Error("BatchUpdateBlobs could not store a blob", "digest", d.String(), "err", err)
 	}
-	return statusProto(storeError(err, "blob "+d.String()))
+	return statusProto(rpcstatus.Store(err, "blob "+d.String()))
 }
 
 // BatchReadBlobs returns each blob with its own status. A request whose
@@ -252,7 +275,7 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 			data, err = c.s.store.ReadAll(ctx, d)
 		}
 		if err != nil {
-			r.Status = statusProto(storeError(err, "blob "+d.String()))
+			r.Status = statusProto(rpcstatus.Store(err, "blob "+d.String()))
 			continue
 		}
 		r.Data = data
@@ -267,8 +290,8 @@ func (c *casService) checkBatchRead(ctx context.Context, req *repb.BatchReadBlob
 	if _, err := c.s.authorize(ctx, access.ReadCAS); err != nil {
 		return false, err
 	}
-	if err := checkDigestFunction(req.DigestFunction); err != nil {
-		return false, status.Error(codes.InvalidArgument, err.Error())
+	if err := rpcstatus.DigestFunction(req.DigestFunction); err != nil {
+		return false, err
 	}
 	var total int64
 	for _, p := range req.Digests {
@@ -321,8 +344,8 @@ func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddres
 	if _, err := c.s.authorize(stream.Context(), access.ReadCAS); err != nil {
 		return err
 	}
-	if err := checkDigestFunction(req.DigestFunction); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+	if err := rpcstatus.DigestFunction(req.DigestFunction); err != nil {
+		return err
 	}
 	root, err := cas.ParseDigest(req.RootDigest)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
 	"github.com/membuf/membuf/grpcmem"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -135,7 +136,7 @@ func (c *casService) batchReadInPlace(ctx context.Context, req *repb.BatchReadBl
 		if err != nil {
 			r.Data.Free()
 			r.Data = nil
-			r.Status = statusProto(storeError(err, "blob "+d.String()))
+			r.Status = statusProto(rpcstatus.Store(err, "blob "+d.String()))
 			continue
 		}
 		r.Compressor = int32(form)

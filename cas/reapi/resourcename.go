@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
-
 	"github.com/membuf/membuf/cas"
 )
 
@@ -180,13 +178,4 @@ func (rn *resourceName) parseBlob(name string, segs []string) ([]string, error) 
 // (Compressed uploads are not kept for resumption.)
 func (rn resourceName) uploadKey() string {
 	return rn.Instance + "/uploads/" + rn.UUID + "/blobs/" + rn.Digest.String()
-}
-
-// checkDigestFunction accepts the digest_function field of a request: unset
-// (the server infers SHA-256 from the hash length) or SHA256.
-func checkDigestFunction(f repb.DigestFunction_Value) error {
-	if f == repb.DigestFunction_UNKNOWN || f == repb.DigestFunction_SHA256 {
-		return nil
-	}
-	return fmt.Errorf("digest function %s is not supported; this server supports only SHA256", f)
 }

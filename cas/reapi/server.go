@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/reapi/asset"
+	"github.com/membuf/membuf/cas/reapi/chunking"
+	"github.com/membuf/membuf/cas/reapi/internal/upload"
 	"github.com/membuf/membuf/cas/zstdseek"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,6 +23,12 @@ import (
 
 // Defaults for Options fields left zero.
 const (
+	// DefaultAssetTimeout bounds a Remote Asset download whose request
+	// sets no shorter timeout.
+	DefaultAssetTimeout = asset.DefaultTimeout
+	// DefaultAssetMaxSize bounds a Remote Asset download when the store
+	// sets no smaller maximum size.
+	DefaultAssetMaxSize = asset.DefaultMaxSize
 	// DefaultMaxBatchBytes keeps a batch request, with its per-blob framing,
 	// under grpc-go's default 4 MiB receive limit.
 	DefaultMaxBatchBytes = 4<<20 - 64<<10
@@ -72,7 +78,7 @@ type Options struct {
 	// long for the client's next message (a stalled stream would otherwise
 	// keep the budget its receive reserved for as long as the client keeps
 	// it open); 0 means DefaultUploadStallTimeout. It takes effect on a gRPC
-	// server made with ServerOptions (uploadstall.go).
+	// server made with ServerOptions (upload.Receivers).
 	UploadStallTimeout time.Duration
 	// MaxOpenUploads bounds the ByteStream uploads being streamed at once
 	// (each holds a file descriptor); one more is RESOURCE_EXHAUSTED. 0
@@ -113,18 +119,20 @@ type Server struct {
 	store   cas.Storage
 	opts    Options
 	log     *slog.Logger
-	uploads *uploads
+	uploads *upload.Registry
 	cursors *treeCursors // GetTree walks kept between pages
 	// Requests the access control refused, by code.
 	refusedUnauthenticated, refusedPermission atomic.Int64
-	// uploadsStalled counts Write streams ended by their stall timer.
-	uploadsStalled atomic.Int64
-	// uploadBudget bounds the ByteStream Write data in flight.
-	uploadBudget *uploadBudget
-	// The Remote Asset API's downloads (fetch.go) and their counts.
-	assetClient  *http.Client
-	assetFetches outcomeCounts
-	assetPushes  atomic.Int64
+	// uploadBudget bounds the ByteStream Write data in flight (and the
+	// Remote Asset downloads', and the HTTP cache's PUTs').
+	uploadBudget *upload.Budget
+	// receivers receive ByteStream Writes under the budget and the stall
+	// timeout, and count the streams stalled.
+	receivers *upload.Receivers
+	// asset serves the Remote Asset API (package asset); chunking, the
+	// CAS service's blob splitting and splicing (package chunking).
+	asset    *asset.Service
+	chunking *chunking.Service
 }
 
 // NewServer returns a Server over store: the disk store (disk.Store), or one
@@ -161,15 +169,6 @@ func NewServer(store cas.Storage, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.AssetTimeout <= 0 {
-		opts.AssetTimeout = DefaultAssetTimeout
-	}
-	if opts.AssetMaxSize <= 0 {
-		opts.AssetMaxSize = DefaultAssetMaxSize
-		if m := store.MaxSize(); m > 0 {
-			opts.AssetMaxSize = m
-		}
-	}
 	if opts.Zstd == nil {
 		zp, err := zstdseek.NewPool(zstdseek.DefaultBudget(0))
 		if err != nil {
@@ -181,13 +180,30 @@ func NewServer(store cas.Storage, opts Options) (*Server, error) {
 		store:        store,
 		opts:         opts,
 		log:          opts.Logger,
-		uploads:      newUploads(opts.PartialUploadTTL, opts.MaxOpenUploads, opts.MaxKeptUploads),
-		uploadBudget: newUploadBudget(opts.MaxInflightUpload),
+		uploads:      upload.NewRegistry(opts.PartialUploadTTL, opts.MaxOpenUploads, opts.MaxKeptUploads),
+		uploadBudget: upload.NewBudget(opts.MaxInflightUpload),
 		cursors:      newTreeCursors(),
 	}
-	s.assetClient = s.newAssetClient()
+	s.receivers = &upload.Receivers{Budget: s.uploadBudget, Window: StreamWindow, StallTimeout: opts.UploadStallTimeout}
+	authorize := func(ctx context.Context, op access.Operation) error {
+		_, err := s.authorize(ctx, op)
+		return err
+	}
+	s.asset = asset.New(store, asset.Options{
+		Hosts: opts.AssetHosts, MaxSize: opts.AssetMaxSize, Timeout: opts.AssetTimeout,
+		Pool: opts.Pool, ChunkSize: opts.ChunkSize, Budget: s.uploadBudget, Logger: opts.Logger,
+		Authorize: authorize,
+	})
+	s.chunking = chunking.New(store, chunking.Options{Pool: opts.Pool, ChunkSize: opts.ChunkSize, Logger: opts.Logger, Authorize: authorize})
 	return s, nil
 }
+
+// DefaultMaxInflightUpload returns the upload budget of a Server whose
+// Options leave it zero: a quarter of the memory limit (GOMEMLIMIT, or
+// debug.SetMemoryLimit) when one is set, otherwise 1/64 of the machine's
+// physical memory, and never less than 16 MiB nor more than 256 MiB
+// (upload.DefaultMaxInflight says why).
+func DefaultMaxInflightUpload() int64 { return upload.DefaultMaxInflight() }
 
 // ServerStats is a snapshot of a Server's own counters (the store keeps
 // its own: StoreStats).
@@ -210,7 +226,8 @@ type ServerStats struct {
 	// because the client sent nothing for Options.UploadStallTimeout.
 	UploadsStalled int64
 	// AssetFetches counts the Remote Asset API's FetchBlob requests that
-	// got past their checks, by outcome (FetchCached, FetchDownloaded, ...).
+	// got past their checks, by outcome (asset.FetchCached,
+	// asset.FetchDownloaded, ...).
 	AssetFetches map[string]int64
 	// AssetPushes counts PushBlob requests that recorded associations.
 	AssetPushes int64
@@ -223,26 +240,27 @@ type ServerStats struct {
 // one budget bounds all the upload data the process holds. It returns how
 // much it took, to be given back with ReleaseUpload.
 func (s *Server) AcquireUpload(ctx context.Context, n int64) (int64, error) {
-	return s.uploadBudget.acquire(ctx, n)
+	return s.uploadBudget.Acquire(ctx, n)
 }
 
 // ReleaseUpload gives back n bytes taken by AcquireUpload.
-func (s *Server) ReleaseUpload(n int64) { s.uploadBudget.release(n) }
+func (s *Server) ReleaseUpload(n int64) { s.uploadBudget.Release(n) }
 
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() ServerStats {
-	open, kept := s.uploads.counts()
+	open, kept := s.uploads.Counts()
+	assets := s.asset.Stats()
 	return ServerStats{
-		InflightUploadBytes: s.uploadBudget.held.Load(),
-		InflightUploadPeak:  s.uploadBudget.peak.Load(),
-		MaxInflightUpload:   s.uploadBudget.limit,
+		InflightUploadBytes: s.uploadBudget.Held(),
+		InflightUploadPeak:  s.uploadBudget.Peak(),
+		MaxInflightUpload:   s.uploadBudget.Limit(),
 		OpenUploads:         int64(open),
 		KeptUploads:         int64(kept),
 		Unauthenticated:     s.refusedUnauthenticated.Load(),
 		PermissionDenied:    s.refusedPermission.Load(),
-		UploadsStalled:      s.uploadsStalled.Load(),
-		AssetFetches:        s.assetFetches.snapshot(),
-		AssetPushes:         s.assetPushes.Load(),
+		UploadsStalled:      s.receivers.Stalled.Load(),
+		AssetFetches:        assets.Fetches,
+		AssetPushes:         assets.Pushes,
 	}
 }
 
@@ -259,41 +277,15 @@ func (s *Server) Register(g *grpc.Server) {
 	r.RegisterService(&casServiceDesc, &casService{s: s})
 	repb.RegisterActionCacheServer(r, &actionCacheService{s: s})
 	repb.RegisterCapabilitiesServer(r, &capabilitiesService{s: s})
-	rapb.RegisterFetchServer(r, &fetchService{s: s})
-	rapb.RegisterPushServer(r, &pushService{s: s})
+	s.asset.Register(r)
 }
 
 // Close discards the interrupted uploads kept for resumption. Uploads still
 // streaming are discarded when their stream ends. Call it after the gRPC
 // server has stopped and before closing the store.
 func (s *Server) Close() error {
-	s.uploads.close()
+	s.uploads.Close()
 	return nil
-}
-
-// storeError maps an error from the store to a gRPC status whose message
-// starts with what; the codes are the ones remote_execution.proto names.
-func storeError(err error, what string) error {
-	code := codes.Internal
-	switch {
-	case errors.Is(err, cas.ErrNotFound):
-		code = codes.NotFound
-	case errors.Is(err, cas.ErrMismatch), errors.Is(err, cas.ErrTooLarge):
-		code = codes.InvalidArgument
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, cas.ErrFull), errors.Is(err, errTooManyUploads):
-		code = codes.ResourceExhausted
-	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
-		// Out of descriptors is load, not a fault of the server's: the
-		// client should retry later, and must not be told INTERNAL.
-		code = codes.ResourceExhausted
-	case errors.Is(err, cas.ErrClosed), errors.Is(err, cas.ErrUnavailable):
-		code = codes.Unavailable
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
-	}
-	return status.Errorf(code, "%s: %v", what, err)
 }
 
 // nameError maps a resource-name parse error to a status: a well-formed

@@ -12,6 +12,7 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -55,7 +56,7 @@ func (w *treeWalk) nextDir(ctx context.Context, c *casService) (*repb.Directory,
 		data, err := c.s.store.ReadAll(ctx, d)
 		if err != nil {
 			if isRoot {
-				return nil, storeError(err, "tree root "+d.String())
+				return nil, rpcstatus.Store(err, "tree root "+d.String())
 			}
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()

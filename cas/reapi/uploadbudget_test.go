@@ -18,6 +18,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/testblob"
+	"github.com/membuf/membuf/cas/reapi/internal/upload"
 	"github.com/membuf/membuf/internal/await"
 )
 
@@ -168,7 +169,7 @@ func TestUploadBudgetBoundsMemoryOfManyWriters(t *testing.T) {
 	// there no budget, every handler is blocked in the store).
 	await.True(t, "the upload budget to fill", func() bool {
 		b := gated.blocked.Load()
-		return srv.Stats().InflightUploadBytes > limit-firstMessageGuess && b > 0 || b == writers
+		return srv.Stats().InflightUploadBytes > limit-upload.FirstMessageGuess && b > 0 || b == writers
 	})
 	st := srv.Stats()
 	if st.InflightUploadPeak > limit {
@@ -211,7 +212,7 @@ func TestStalledUploaderDoesNotStopOthers(t *testing.T) {
 	pool := &outstandingPool{}
 	// Room for the stalled stream's reservation, a first receive and a
 	// later one.
-	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: firstMessageGuess + 2*StreamWindow}, pool)
+	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: upload.FirstMessageGuess + 2*StreamWindow}, pool)
 
 	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
 	defer cancel()

@@ -258,10 +258,10 @@ func TestAbandonedUploadsSoak(t *testing.T) {
 	// The cancelled streams end on the server a moment after the client
 	// sees them end; wait until none is still streaming.
 	await.True(t, "the abandoned streams to end on the server", func() bool {
-		open, _ := e.srv.uploads.counts()
+		open, _ := e.srv.uploads.Counts()
 		return open == 0
 	})
-	_, kept := e.srv.uploads.counts()
+	_, kept := e.srv.uploads.Counts()
 	idleFDs := openFDs(t) - baseline
 	run(normal, func(i int) error {
 		data := testblob.Pattern(8192+i, byte(i))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/testblob"
+	"github.com/membuf/membuf/cas/reapi/internal/upload"
 	"github.com/membuf/membuf/internal/await"
 )
 
@@ -28,7 +29,7 @@ func TestStalledUploadStreamsEndAndGiveBackTheirBudget(t *testing.T) {
 	store := openTestStore(t, t.TempDir(), 0)
 	pool := &outstandingPool{}
 	// Room for exactly two first receives.
-	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: 2 * firstMessageGuess, UploadStallTimeout: stallTimeoutForTests}, pool)
+	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: 2 * upload.FirstMessageGuess, UploadStallTimeout: stallTimeoutForTests}, pool)
 
 	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
 	defer cancel()
@@ -41,7 +42,7 @@ func TestStalledUploadStreamsEndAndGiveBackTheirBudget(t *testing.T) {
 		empty = append(empty, w)
 	}
 	await.True(t, "the two empty streams to hold the whole budget", func() bool {
-		return srv.Stats().InflightUploadBytes == 2*firstMessageGuess
+		return srv.Stats().InflightUploadBytes == 2*upload.FirstMessageGuess
 	})
 
 	if err := uploadBlob(ctx, clients[2], "after", testblob.Random(4*chunk, 7), chunk); err != nil {

@@ -2,16 +2,13 @@ package reapi
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas/reapi/internal/upload"
 	"github.com/membuf/membuf/grpcmem"
-	"github.com/membuf/membuf/internal/syncpool"
-	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // ServerOptions returns the gRPC server options under which ByteStream Read
@@ -32,7 +29,7 @@ import (
 //     there;
 //   - an InTapHandle that gives each ByteStream Write stream a context its
 //     handler can end, so that a stream that stops sending does not keep
-//     its upload budget (Options.UploadStallTimeout; uploadstall.go), and
+//     its upload budget (Options.UploadStallTimeout; upload.Receivers), and
 //     marks the batch RPCs' as served by grpcmem's codec (a unary handler
 //     decodes its request before any interceptor runs).
 //     grpc-go keeps one InTapHandle per server: one given after these
@@ -139,133 +136,16 @@ func zeroCopy(stream grpc.ServerStream) bool {
 	return on
 }
 
-// writeReceiver receives the requests of a ByteStream Write into one
-// grpcmem.WriteRequest, reused for the whole stream: through grpcmem's codec
-// when the server runs it (Data then holds references into the frames gRPC
-// received, from the server's buffer pool), otherwise through the generated
-// Recv and the proto codec (Data then wraps the copy the proto codec made).
-//
-// It takes budget before each receive (the upload budget: see
-// uploadBudget) and holds budget for the data it holds until the next
-// receive or release.
-type writeReceiver struct {
-	stream   bspb.ByteStream_WriteServer
-	zeroCopy bool
-	req      grpcmem.WriteRequest
-	budget   *uploadBudget
-	held     int64    // budget held: for the data in req, or for the receive under way
-	last     int64    // data length of the last request received; -1 before the first
-	vec      [][]byte // scratch for the handler: req.Data's bytes, to write in one call
-	stall    stallTimer
-	stalls   *atomic.Int64 // streams the stall timer ended
-}
-
-// writeReceivers recycles writeReceivers across streams: a request's Data
-// holds one reference per received frame (16 KiB each), so a 1 MiB request
-// grows it to 64 entries, and keeping that capacity saves a few KiB of
-// allocation per stream.
-var writeReceivers = syncpool.New(func() *writeReceiver { return new(writeReceiver) })
-
-// newWriteReceiver returns a writeReceiver for stream that takes budget
-// from s's upload budget and ends the stream when a receive waits longer
-// than s's Options.UploadStallTimeout (where ServerOptions made that
-// possible: uploadstall.go), counting it in s's stats; release it when the
-// stream is done.
-func newWriteReceiver(stream bspb.ByteStream_WriteServer, s *Server) *writeReceiver {
-	w := writeReceivers.Get()
-	w.stream, w.zeroCopy, w.budget, w.last = stream, zeroCopy(stream), s.uploadBudget, -1
-	w.stalls = &s.uploadsStalled
-	w.stall.start(stream.Context(), s.opts.UploadStallTimeout)
-	return w
-}
-
-// release frees the last request's data, gives back its budget and
-// recycles w.
-func (w *writeReceiver) release() {
-	w.stall.stop()
-	w.req.Free()
-	w.budget.release(w.held)
-	w.req.ResourceName, w.req.WriteOffset, w.req.FinishWrite = "", 0, false
-	w.stream, w.budget, w.held, w.last, w.stalls = nil, nil, 0, 0, nil
-	clear(w.vec) // keep the capacity, not the bytes
-	w.vec = w.vec[:0]
-	writeReceivers.Put(w)
-}
-
-// recv frees the data of the previous request and receives the next. The
-// returned request, and its Data, are valid until the next recv or free.
-//
-// Before receiving it holds budget for what the receive may bring in: the
-// stream's flow-control window, or a message as long as its last one (for a
-// first receive, as long as the longest first message any stream sent),
-// since gRPC grants a message's whole length once the handler asks for it.
-// It waits for that budget without receiving, so while the server is at its
-// limit gRPC grants this stream no window and its client waits. Once the
-// request is in, the budget held becomes its data's length: the surplus is
-// given back, or, for a message longer than was reserved, the excess is
-// waited for before the request is handed on.
-func (w *writeReceiver) recv() (*grpcmem.WriteRequest, error) {
-	w.req.Free()
-	ctx := w.stream.Context()
-	expect := w.last
-	if expect < 0 {
-		expect = w.budget.firstMessage.Load()
+// tapUploadStreams is ServerOptions' grpc.InTapHandle: it marks every
+// stream's context as served by grpcmem's codec (servedByCodec: batches in
+// place, requests that do not parse answered INVALID_ARGUMENT) and gives
+// each ByteStream Write stream a context its stall timer can end
+// (upload.WriteStreamContext). grpc-go calls it on the connection's
+// reading goroutine, so it does nothing that waits.
+func tapUploadStreams(ctx context.Context, info *tap.Info) (context.Context, error) {
+	ctx = context.WithValue(ctx, codecKey{}, true) // every stream: grpcmem's codec serves it
+	if info.FullMethodName != byteStreamWrite {
+		return ctx, nil
 	}
-	if err := w.hold(ctx, max(StreamWindow, expect)); err != nil {
-		return nil, err
-	}
-	if w.zeroCopy {
-		w.stall.arm()
-		err := w.stream.RecvMsg(&w.req)
-		w.stall.disarm()
-		if err != nil {
-			if stalled(ctx) {
-				// gRPC has answered the client already (DEADLINE_EXCEEDED:
-				// uploadStreamContext.Err); this status is for the handler's
-				// callers and logs.
-				w.stalls.Add(1)
-				return nil, status.Errorf(codes.DeadlineExceeded, "no data from the client for %v: the server ended the stream; the upload is kept for resumption (QueryWriteStatus)", w.stall.timeout)
-			}
-			return nil, err
-		}
-	} else {
-		pr, err := w.stream.Recv()
-		if err != nil {
-			return nil, err
-		}
-		w.req.ResourceName, w.req.WriteOffset, w.req.FinishWrite = pr.ResourceName, pr.WriteOffset, pr.FinishWrite
-		if len(pr.Data) > 0 {
-			w.req.Data = append(w.req.Data, membuf.Wrap(pr.Data))
-		}
-	}
-	if w.last < 0 {
-		w.budget.sawFirstMessage(int64(w.req.Data.Len()))
-	}
-	w.last = int64(w.req.Data.Len())
-	if err := w.hold(ctx, w.last); err != nil {
-		w.req.Free()
-		return nil, err
-	}
-	return &w.req, nil
-}
-
-// hold makes the budget w holds n bytes (at most the whole budget). To
-// hold more it gives back what it holds and then waits for all of n:
-// waiting while holding could deadlock, every stream holding part of the
-// budget and waiting for more.
-func (w *writeReceiver) hold(ctx context.Context, n int64) error {
-	n = min(n, w.budget.limit)
-	if n <= w.held {
-		w.budget.release(w.held - n)
-		w.held = n
-		return nil
-	}
-	w.budget.release(w.held)
-	w.held = 0
-	got, err := w.budget.acquire(ctx, n)
-	if err != nil {
-		return status.FromContextError(err).Err()
-	}
-	w.held = got
-	return nil
+	return upload.WriteStreamContext(ctx), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/disk/disktest"
 	"github.com/membuf/membuf/cas/internal/testblob"
+	"github.com/membuf/membuf/cas/reapi/internal/upload"
 	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/membuf/membuf/internal/await"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
@@ -181,9 +182,9 @@ func TestZstdBombStopsAtDeclaredSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Abort()
-	attempted := &attemptCounter{w: &declaredSizeWriter{w: w, left: 1 << 20}}
+	attempted := &attemptCounter{w: upload.NewDeclaredSizeWriter(w, 1<<20)}
 	_, err = p.DecodeStream(context.Background(), 8<<20, bytes.NewReader(bomb), attempted)
-	if !errors.Is(err, errPastDeclared) {
+	if !errors.Is(err, upload.ErrPastDeclared) {
 		t.Fatalf("decoding a bomb: %v, want errPastDeclared", err)
 	}
 	// The decoder may run past the declared size by at most one block (zstd's largest is 128 KiB).

@@ -1,4 +1,4 @@
-package reapi
+package asset
 
 import (
 	"encoding/base64"

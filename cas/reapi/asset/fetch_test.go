@@ -1,4 +1,4 @@
-package reapi
+package asset_test
 
 import (
 	"bytes"
@@ -18,6 +18,9 @@ import (
 	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/testblob"
+	"github.com/membuf/membuf/cas/reapi"
+	"github.com/membuf/membuf/cas/reapi/asset"
+	"github.com/membuf/membuf/cas/reapi/internal/reapitest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -80,24 +83,24 @@ func sri(alg string, data []byte) *rapb.Qualifier {
 	return &rapb.Qualifier{Name: "checksum.sri", Value: alg + "-" + base64.StdEncoding.EncodeToString(sum)}
 }
 
-func (e *testEnv) fetch(uris []string, qualifiers ...*rapb.Qualifier) (*rapb.FetchBlobResponse, error) {
-	return rapb.NewFetchClient(e.conn).FetchBlob(context.Background(), &rapb.FetchBlobRequest{Uris: uris, Qualifiers: qualifiers, Timeout: durationpb.New(30 * time.Second)})
+func fetch(e *reapitest.Env, uris []string, qualifiers ...*rapb.Qualifier) (*rapb.FetchBlobResponse, error) {
+	return rapb.NewFetchClient(e.Conn).FetchBlob(context.Background(), &rapb.FetchBlobRequest{Uris: uris, Qualifiers: qualifiers, Timeout: durationpb.New(30 * time.Second)})
 }
 
 // wantFetched fails unless resp is OK with data's digest, and the CAS
 // serves data under it.
-func (e *testEnv) wantFetched(resp *rapb.FetchBlobResponse, err error, data []byte) {
-	e.t.Helper()
+func wantFetched(e *reapitest.Env, resp *rapb.FetchBlobResponse, err error, data []byte) {
+	e.T.Helper()
 	if err != nil || resp.GetStatus().GetCode() != int32(codes.OK) {
-		e.t.Fatalf("FetchBlob: %v, status %v", err, resp.GetStatus())
+		e.T.Fatalf("FetchBlob: %v, status %v", err, resp.GetStatus())
 	}
 	d := cas.DigestOf(data)
 	if got, gerr := cas.ParseDigest(resp.BlobDigest); gerr != nil || got != d {
-		e.t.Fatalf("FetchBlob answered %v, want %v", resp.BlobDigest, d)
+		e.T.Fatalf("FetchBlob answered %v, want %v", resp.BlobDigest, d)
 	}
-	got, _, err := e.read(readName(d), 0, 0)
+	got, err := e.Read(reapitest.ReadName(d))
 	if err != nil || !bytes.Equal(got, data) {
-		e.t.Fatalf("the fetched blob reads back as %d bytes (%v), not the %d fetched", len(got), err, len(data))
+		e.T.Fatalf("the fetched blob reads back as %d bytes (%v), not the %d fetched", len(got), err, len(data))
 	}
 }
 
@@ -120,25 +123,25 @@ func TestFetchBlobDownloadsOnceThenServesFromTheCache(t *testing.T) {
 			data := testblob.Pattern(tc.size, 7)
 			o := newOrigin(t, map[string][]byte{"/dep.tar.gz": data})
 			o.noLength = tc.noLength
-			e := newEnv(t, 0, Options{AssetHosts: []string{o.host()}})
+			e := reapitest.NewEnv(t, 0, reapi.Options{AssetHosts: []string{o.host()}})
 			q := sri(tc.alg, data)
-			resp, err := e.fetch([]string{o.URL + "/dep.tar.gz"}, q)
-			e.wantFetched(resp, err, data)
+			resp, err := fetch(e, []string{o.URL + "/dep.tar.gz"}, q)
+			wantFetched(e, resp, err, data)
 			if n := o.requests.Load(); n != 1 {
 				t.Fatalf("%d requests to the origin, want 1", n)
 			}
 			o.Close()
-			resp, err = e.fetch([]string{o.URL + "/dep.tar.gz"}, q)
-			e.wantFetched(resp, err, data)
+			resp, err = fetch(e, []string{o.URL + "/dep.tar.gz"}, q)
+			wantFetched(e, resp, err, data)
 			if n := o.requests.Load(); n != 1 {
 				t.Fatalf("the second fetch asked the origin: %d requests", n)
 			}
-			st := e.srv.Stats().AssetFetches
-			again := FetchCached
+			st := e.Srv.Stats().AssetFetches
+			again := asset.FetchCached
 			if tc.alg != "sha256" {
-				again = FetchAssociated // a sha384's blob is found by the association its download recorded
+				again = asset.FetchAssociated // a sha384's blob is found by the association its download recorded
 			}
-			if st[FetchDownloaded] != 1 || st[again] != 1 {
+			if st[asset.FetchDownloaded] != 1 || st[again] != 1 {
 				t.Fatalf("outcomes %v; want 1 downloaded, 1 %s", st, again)
 			}
 		})
@@ -151,40 +154,40 @@ func TestFetchBlobRefusals(t *testing.T) {
 	data := testblob.Pattern(100<<10, 8)
 	other := newOrigin(t, map[string][]byte{"/dep": data})
 	o := newOrigin(t, map[string][]byte{"/dep": data, "redirect:/moved": []byte(other.URL + "/dep")})
-	e := newEnv(t, 0, Options{AssetHosts: []string{o.host()}})
+	e := reapitest.NewEnv(t, 0, reapi.Options{AssetHosts: []string{o.host()}})
 
 	wrong := testblob.Pattern(100<<10, 9)
 	for _, alg := range []string{"sha256", "sha512"} {
-		resp, err := e.fetch([]string{o.URL + "/dep"}, sri(alg, wrong))
+		resp, err := fetch(e, []string{o.URL + "/dep"}, sri(alg, wrong))
 		if err != nil || resp.GetStatus().GetCode() != int32(codes.Aborted) {
 			t.Fatalf("%s of other content: %v, status %v; want ABORTED", alg, err, resp.GetStatus())
 		}
-		if _, err := e.store.Resolve(context.Background(), cas.DigestOf(data).Hash); err == nil {
+		if _, err := e.Store.Resolve(context.Background(), cas.DigestOf(data).Hash); err == nil {
 			t.Fatalf("%s mismatch: the downloaded content was stored", alg)
 		}
 	}
 
 	before := other.requests.Load()
-	resp, err := e.fetch([]string{other.URL + "/dep"}, sri("sha256", data))
+	resp, err := fetch(e, []string{other.URL + "/dep"}, sri("sha256", data))
 	if err != nil || resp.GetStatus().GetCode() != int32(codes.PermissionDenied) || other.requests.Load() != before {
 		t.Fatalf("a host not allowed: %v, status %v, %d requests to it; want PERMISSION_DENIED and none", err, resp.GetStatus(), other.requests.Load()-before)
 	}
-	resp, err = e.fetch([]string{o.URL + "/moved"}, sri("sha256", data))
+	resp, err = fetch(e, []string{o.URL + "/moved"}, sri("sha256", data))
 	if err != nil || resp.GetStatus().GetCode() != int32(codes.PermissionDenied) || other.requests.Load() != before {
 		t.Fatalf("a redirect to a host not allowed: %v, status %v, %d requests to it; want PERMISSION_DENIED and none", err, resp.GetStatus(), other.requests.Load()-before)
 	}
-	resp, err = e.fetch([]string{o.URL + "/absent"}, sri("sha256", data))
+	resp, err = fetch(e, []string{o.URL + "/absent"}, sri("sha256", data))
 	if err != nil || resp.GetStatus().GetCode() != int32(codes.NotFound) {
 		t.Fatalf("a missing file: %v, status %v; want NOT_FOUND", err, resp.GetStatus())
 	}
 	// The first URI that works is the one answered.
-	resp, err = e.fetch([]string{other.URL + "/dep", o.URL + "/absent", o.URL + "/dep"}, sri("sha256", data))
-	e.wantFetched(resp, err, data)
+	resp, err = fetch(e, []string{other.URL + "/dep", o.URL + "/absent", o.URL + "/dep"}, sri("sha256", data))
+	wantFetched(e, resp, err, data)
 	if resp.Uri != o.URL+"/dep" {
 		t.Fatalf("answered for %q, want the URI that was fetched", resp.Uri)
 	}
-	st := e.srv.Stats().AssetFetches
-	if st[FetchMismatch] != 2 || st[FetchRefused] != 1 || st[FetchDownloaded] != 1 {
+	st := e.Srv.Stats().AssetFetches
+	if st[asset.FetchMismatch] != 2 || st[asset.FetchRefused] != 1 || st[asset.FetchDownloaded] != 1 {
 		t.Fatalf("outcomes %v; want 2 mismatch, 1 refused, 1 downloaded", st)
 	}
 }
@@ -194,19 +197,19 @@ func TestFetchBlobRefusals(t *testing.T) {
 func TestFetchBlobChecksEveryChecksumOfACachedBlob(t *testing.T) {
 	data := testblob.Pattern(200<<10, 11)
 	o := newOrigin(t, map[string][]byte{"/dep": data})
-	e := newEnv(t, 0, Options{AssetHosts: []string{o.host()}})
-	resp, err := e.fetch([]string{o.URL + "/dep"}, sri("sha256", data))
-	e.wantFetched(resp, err, data)
+	e := reapitest.NewEnv(t, 0, reapi.Options{AssetHosts: []string{o.host()}})
+	resp, err := fetch(e, []string{o.URL + "/dep"}, sri("sha256", data))
+	wantFetched(e, resp, err, data)
 
 	both := func(other []byte) *rapb.Qualifier {
 		return &rapb.Qualifier{Name: "checksum.sri", Value: sri("sha256", data).Value + " " + sri("sha384", other).Value}
 	}
-	resp, err = e.fetch([]string{o.URL + "/dep"}, both(testblob.Pattern(200<<10, 12)))
+	resp, err = fetch(e, []string{o.URL + "/dep"}, both(testblob.Pattern(200<<10, 12)))
 	if err != nil || resp.GetStatus().GetCode() != int32(codes.Aborted) {
 		t.Fatalf("sha256 of the stored blob with the sha384 of other content: %v, status %v; want ABORTED", err, resp.GetStatus())
 	}
-	resp, err = e.fetch([]string{o.URL + "/dep"}, both(data))
-	e.wantFetched(resp, err, data)
+	resp, err = fetch(e, []string{o.URL + "/dep"}, both(data))
+	wantFetched(e, resp, err, data)
 	if n := o.requests.Load(); n != 1 {
 		t.Fatalf("%d requests to the origin, want 1: the stored blob answers", n)
 	}
@@ -231,8 +234,8 @@ func TestFetchBlobOfAnEndlessBodyIsRefusedWithinItsBound(t *testing.T) {
 	}))
 	t.Cleanup(endless.Close)
 	u, _ := url.Parse(endless.URL)
-	e := newEnv(t, 0, Options{AssetHosts: []string{u.Host}})
-	budget := e.srv.Stats().MaxInflightUpload
+	e := reapitest.NewEnv(t, 0, reapi.Options{AssetHosts: []string{u.Host}})
+	budget := e.Srv.Stats().MaxInflightUpload
 	bound := budget / 2
 
 	// Uploads of 1 MiB blobs, one after another, while the fetch runs.
@@ -248,11 +251,11 @@ func TestFetchBlobOfAnEndlessBodyIsRefusedWithinItsBound(t *testing.T) {
 			default:
 			}
 			data := testblob.Pattern(1<<20, byte(100+i))
-			_, err = e.write(writeName(fmt.Sprint("u", i), cas.DigestOf(data)), data, 64<<10)
+			_, err = e.Write(reapitest.WriteName(fmt.Sprint("u", i), cas.DigestOf(data)), data, 64<<10)
 		}
 		uploads <- err
 	}()
-	resp, err := e.fetch([]string{endless.URL + "/big"})
+	resp, err := fetch(e, []string{endless.URL + "/big"})
 	close(done)
 	if err != nil || resp.GetStatus().GetCode() != int32(codes.ResourceExhausted) {
 		t.Fatalf("FetchBlob of an endless body: %v, status %v; want RESOURCE_EXHAUSTED", err, resp.GetStatus())
@@ -260,7 +263,7 @@ func TestFetchBlobOfAnEndlessBodyIsRefusedWithinItsBound(t *testing.T) {
 	if err := <-uploads; err != nil {
 		t.Fatalf("an upload during the fetch failed: %v", err)
 	}
-	st := e.srv.Stats()
+	st := e.Srv.Stats()
 	// The peak counts the uploads' budget too: a 1 MiB upload holds at
 	// most what its first message reserves and a window.
 	if st.InflightUploadPeak > bound+4<<20 {
@@ -275,13 +278,13 @@ func TestFetchBlobOfAnEndlessBodyIsRefusedWithinItsBound(t *testing.T) {
 		t.Fatalf("the origin sent %d bytes; the fetch holds at most %d", got, bound)
 	}
 	data := testblob.Pattern(3<<20, 99)
-	if _, err := e.write(writeName("after", cas.DigestOf(data)), data, 64<<10); err != nil {
+	if _, err := e.Write(reapitest.WriteName("after", cas.DigestOf(data)), data, 64<<10); err != nil {
 		t.Fatalf("an upload after the refused fetch: %v", err)
 	}
 }
 
 func TestFetchBlobBadRequests(t *testing.T) {
-	e := newEnv(t, 0, Options{})
+	e := reapitest.NewEnv(t, 0, reapi.Options{})
 	good := sri("sha256", []byte("x"))
 	for _, tc := range []struct {
 		name string
@@ -295,7 +298,7 @@ func TestFetchBlobBadRequests(t *testing.T) {
 		{"short sha256", []string{"http://example.com/x"}, []*rapb.Qualifier{{Name: "checksum.sri", Value: "sha256-AAAA"}}, "not a base64 sha256"},
 		{"not http", []string{"ftp://example.com/x"}, []*rapb.Qualifier{good}, "http:// or https://"},
 	} {
-		_, err := e.fetch(tc.uris, tc.q...)
+		_, err := fetch(e, tc.uris, tc.q...)
 		if status.Code(err) != codes.InvalidArgument || !bytes.Contains([]byte(status.Convert(err).Message()), []byte(tc.want)) {
 			t.Errorf("%s: %v; want INVALID_ARGUMENT saying %q", tc.name, err, tc.want)
 			continue
@@ -312,29 +315,29 @@ func TestFetchBlobBadRequests(t *testing.T) {
 			}
 		}
 	}
-	_, err := rapb.NewFetchClient(e.conn).FetchDirectory(context.Background(), &rapb.FetchDirectoryRequest{Uris: []string{"http://example.com/x"}})
-	wantCode(t, err, codes.Unimplemented, "FetchDirectory")
+	_, err := rapb.NewFetchClient(e.Conn).FetchDirectory(context.Background(), &rapb.FetchDirectoryRequest{Uris: []string{"http://example.com/x"}})
+	reapitest.WantCode(t, err, codes.Unimplemented, "FetchDirectory")
 }
 
 // PushBlob's associations are what FetchBlob answers, for any qualifiers
 // the pusher gave, until they expire, and only while the blob is stored;
 // bazel.canonical_id is part of the association's name.
 func TestPushBlobThenFetch(t *testing.T) {
-	e := newEnv(t, 0, Options{})
+	e := reapitest.NewEnv(t, 0, reapi.Options{})
 	data := []byte("pushed content")
-	d := e.put(data)
-	push := rapb.NewPushClient(e.conn)
+	d := e.Put(data)
+	push := rapb.NewPushClient(e.Conn)
 	uri := "https://mirror.example.com/pkg-1.0.tar.gz"
 	qs := []*rapb.Qualifier{{Name: "bazel.canonical_id", Value: "pkg-1.0"}, {Name: "vcs.commit", Value: "abc123"}}
 	if _, err := push.PushBlob(context.Background(), &rapb.PushBlobRequest{Uris: []string{uri}, Qualifiers: qs, BlobDigest: d.Proto()}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := e.fetch([]string{uri}, qs[1], qs[0]) // the order of qualifiers does not matter
-	e.wantFetched(resp, err, data)
+	resp, err := fetch(e, []string{uri}, qs[1], qs[0]) // the order of qualifiers does not matter
+	wantFetched(e, resp, err, data)
 
 	// Another canonical id is another association: none, and no host to
 	// download from.
-	resp, err = e.fetch([]string{uri}, &rapb.Qualifier{Name: "bazel.canonical_id", Value: "pkg-2.0"})
+	resp, err = fetch(e, []string{uri}, &rapb.Qualifier{Name: "bazel.canonical_id", Value: "pkg-2.0"})
 	if err != nil || resp.GetStatus().GetCode() != int32(codes.PermissionDenied) {
 		t.Fatalf("another canonical id: %v, status %v; want no answer (PERMISSION_DENIED: no host allowed)", err, resp.GetStatus())
 	}
@@ -343,13 +346,13 @@ func TestPushBlobThenFetch(t *testing.T) {
 	if _, err := push.PushBlob(context.Background(), &rapb.PushBlobRequest{Uris: []string{expired}, BlobDigest: d.Proto(), ExpireAt: timestamppb.New(time.Now().Add(-time.Minute))}); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := e.fetch([]string{expired}); err != nil || resp.GetStatus().GetCode() == int32(codes.OK) {
+	if resp, err := fetch(e, []string{expired}); err != nil || resp.GetStatus().GetCode() == int32(codes.OK) {
 		t.Fatalf("an expired association was answered: %v %v", err, resp.GetStatus())
 	}
 	gone := cas.DigestOf([]byte("never uploaded"))
 	_, err = push.PushBlob(context.Background(), &rapb.PushBlobRequest{Uris: []string{uri}, BlobDigest: gone.Proto()})
-	wantCode(t, err, codes.FailedPrecondition, "not in the CAS")
-	if st := e.srv.Stats(); st.AssetPushes != 2 || st.AssetFetches[FetchAssociated] != 1 {
+	reapitest.WantCode(t, err, codes.FailedPrecondition, "not in the CAS")
+	if st := e.Srv.Stats(); st.AssetPushes != 2 || st.AssetFetches[asset.FetchAssociated] != 1 {
 		t.Fatalf("pushes %d, fetches %v; want 2 pushes, 1 associated fetch", st.AssetPushes, st.AssetFetches)
 	}
 }

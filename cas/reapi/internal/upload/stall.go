@@ -1,16 +1,14 @@
-package reapi
+package upload
 
 import (
 	"context"
 	"errors"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/grpc/tap"
 )
 
 // An upload stream that stops sending while its handler waits in a receive
-// keeps the budget that receive reserved (uploadBudget): 1 MiB for a first
+// keeps the budget that receive reserved (Budget): 1 MiB for a first
 // message, a window or a message after that. Enough such streams would hold
 // the whole budget and make every other upload wait for as long as they
 // stay open, and keepalive does not end a stream whose client answers
@@ -23,14 +21,15 @@ import (
 // handler cannot cancel. The one hook that sets that context is the
 // server's InTapHandle (grpc-go internal/transport/http2_server.go: the
 // context it returns becomes the stream's, which RecvMsg waits on), so
-// ServerOptions installs tapUploadStreams, and each Write stream's context
-// carries the cancel that a receive's stall timer calls. A server made
+// reapi.ServerOptions installs an InTapHandle that gives each Write stream
+// the context of WriteStreamContext, which carries the cancel that a
+// receive's stall timer (StallTimer) calls. A server made
 // without ServerOptions has no such context, and its receives wait as long
 // as the client keeps the stream.
 
-// errUploadStalled is the cause a stalled receive's stream is cancelled
+// errStalled is the cause a stalled receive's stream is cancelled
 // with.
-var errUploadStalled = errors.New("upload stalled: no data from the client within the stall timeout")
+var errStalled = errors.New("upload stalled: no data from the client within the stall timeout")
 
 // uploadStreamKey finds an uploadStreamContext among a stream context's
 // parents.
@@ -51,7 +50,7 @@ type uploadStreamContext struct {
 // cancelled.
 func (c *uploadStreamContext) Err() error {
 	err := c.Context.Err()
-	if err != nil && errors.Is(context.Cause(c.Context), errUploadStalled) {
+	if err != nil && errors.Is(context.Cause(c.Context), errStalled) {
 		return context.DeadlineExceeded
 	}
 	return err
@@ -64,22 +63,17 @@ func (c *uploadStreamContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// tapUploadStreams is ServerOptions' grpc.InTapHandle: it marks every
-// stream's context as served by grpcmem's codec (servedByCodec: batches in
-// place, requests that do not parse answered INVALID_ARGUMENT) and gives
-// each ByteStream Write stream a context its handler can cancel. grpc-go calls it on the connection's
-// reading goroutine, so it does nothing that waits.
-func tapUploadStreams(ctx context.Context, info *tap.Info) (context.Context, error) {
-	ctx = context.WithValue(ctx, codecKey{}, true) // every stream: grpcmem's codec serves it
-	if info.FullMethodName != byteStreamWrite {
-		return ctx, nil
-	}
+// WriteStreamContext returns the context for a ByteStream Write stream
+// whose context is ctx: one that the stream's stall timer can end
+// (StallTimer.Start finds it). It does nothing that waits: it is for an
+// InTapHandle, which grpc-go calls on the connection's reading goroutine.
+func WriteStreamContext(ctx context.Context) context.Context {
 	c, cancel := context.WithCancelCause(ctx)
-	return &uploadStreamContext{Context: c, cancel: cancel}, nil
+	return &uploadStreamContext{Context: c, cancel: cancel}
 }
 
 // stallTimer ends a Write stream whose receive waits longer than timeout.
-// It belongs to a writeReceiver and is recycled with it: the timer is made
+// It belongs to a Receiver and is recycled with it: the timer is made
 // once, and each stream sets the cancel it calls.
 type stallTimer struct {
 	timeout time.Duration
@@ -108,7 +102,7 @@ func (t *stallTimer) start(ctx context.Context, timeout time.Duration) {
 
 func (t *stallTimer) fire() {
 	if c := t.stream.Load(); c != nil {
-		c.cancel(errUploadStalled)
+		c.cancel(errStalled)
 	}
 }
 
@@ -135,5 +129,5 @@ func (t *stallTimer) stop() {
 // stalled reports whether ctx, a Write stream's context, was ended by its
 // stall timer.
 func stalled(ctx context.Context) bool {
-	return errors.Is(context.Cause(ctx), errUploadStalled)
+	return errors.Is(context.Cause(ctx), errStalled)
 }

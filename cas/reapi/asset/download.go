@@ -1,4 +1,4 @@
-package reapi
+package asset
 
 import (
 	"bytes"
@@ -19,17 +19,17 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// newAssetClient returns the HTTP client downloads use: it follows a
-// redirect only to a host Options.AssetHosts allows, at most 10 deep, so
+// newClient returns the HTTP client downloads use: it follows a
+// redirect only to a host Options.Hosts allows, at most 10 deep, so
 // that an allowed origin cannot send the server anywhere else.
-func (s *Server) newAssetClient() *http.Client {
+func (s *Service) newClient() *http.Client {
 	return &http.Client{
 		Transport: http.DefaultTransport.(*http.Transport).Clone(),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 10 {
 				return errors.New("more than 10 redirects")
 			}
-			if !s.assetHostAllowed(req.URL) {
+			if !s.hostAllowed(req.URL) {
 				return fmt.Errorf("%w: to host %s, which this server does not download from (--asset-hosts)", errRedirectRefused, req.URL.Host)
 			}
 			return nil
@@ -47,14 +47,14 @@ func (s *Server) newAssetClient() *http.Client {
 // store in pooled chunks under the upload budget, as a ByteStream write
 // does, and is committed only if it hashes to the sha256. Otherwise it is
 // held (downloadHeld), hashed, and stored if it matches.
-func (s *Server) download(ctx context.Context, u *url.URL, sums []sriChecksum, timeout time.Duration) (cas.Digest, *status.Status, error) {
+func (s *Service) download(ctx context.Context, u *url.URL, sums []sriChecksum, timeout time.Duration) (cas.Digest, *status.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return cas.Digest{}, status.Newf(codes.InvalidArgument, "%s: %v", u, err), nil
 	}
-	resp, err := s.assetClient.Do(req)
+	resp, err := s.client.Do(req)
 	if errors.Is(err, errRedirectRefused) {
 		return cas.Digest{}, status.Newf(codes.PermissionDenied, "%s: %v", u, err), nil
 	}
@@ -71,7 +71,7 @@ func (s *Server) download(ctx context.Context, u *url.URL, sums []sriChecksum, t
 	default:
 		return cas.Digest{}, status.Newf(codes.Unavailable, "%s: the origin answered %s", u, resp.Status), nil
 	}
-	limit := s.opts.AssetMaxSize
+	limit := s.opts.MaxSize
 	if resp.ContentLength > limit {
 		return cas.Digest{}, status.Newf(codes.ResourceExhausted, "%s is %d bytes; this server downloads at most %d", u, resp.ContentLength, limit), nil
 	}
@@ -136,7 +136,7 @@ func (s *Server) download(ctx context.Context, u *url.URL, sums []sriChecksum, t
 // downloadHeld reads a download's body whose digest is known only at its
 // end into pooled chunks (no doubling growth, no copy at the end), hashes
 // it, checks it with check and stores it. It holds at most
-// min(Options.AssetMaxSize, half the upload budget), all of it under the
+// min(Options.MaxSize, half the upload budget), all of it under the
 // budget, and no more than a chunk past that before it refuses:
 //
 //   - the budget for its first chunk is waited for, as an upload's is (the
@@ -148,8 +148,8 @@ func (s *Server) download(ctx context.Context, u *url.URL, sums []sriChecksum, t
 //     half.
 //
 // Either way past its bound the fetch ends RESOURCE_EXHAUSTED at once.
-func (s *Server) downloadHeld(ctx context.Context, u *url.URL, resp *http.Response, hashes map[string]hash.Hash, check func(streamed bool) *status.Status) (cas.Digest, *status.Status, error) {
-	memLimit := min(s.opts.AssetMaxSize, s.uploadBudget.limit/2)
+func (s *Service) downloadHeld(ctx context.Context, u *url.URL, resp *http.Response, hashes map[string]hash.Hash, check func(streamed bool) *status.Status) (cas.Digest, *status.Status, error) {
+	memLimit := min(s.opts.MaxSize, s.opts.Budget.Limit()/2)
 	tooLarge := func() *status.Status {
 		return status.Newf(codes.ResourceExhausted, "%s is over %d bytes, the most this server holds for a download without both a sha256 checksum.sri and a Content-Length (half its upload budget, or --asset-max-size)", u, memLimit)
 	}
@@ -162,15 +162,15 @@ func (s *Server) downloadHeld(ctx context.Context, u *url.URL, resp *http.Respon
 		for _, b := range held {
 			b.Free()
 		}
-		s.uploadBudget.release(budget)
+		s.opts.Budget.Release(budget)
 	}()
 	chunk := int64(s.opts.ChunkSize)
 	for {
 		var took int64
 		var err error
 		if len(held) == 0 {
-			took, err = s.uploadBudget.acquire(ctx, chunk)
-		} else if took = s.uploadBudget.tryAcquire(chunk); took == 0 {
+			took, err = s.opts.Budget.Acquire(ctx, chunk)
+		} else if took = s.opts.Budget.TryAcquire(chunk); took == 0 {
 			return cas.Digest{}, status.Newf(codes.ResourceExhausted, "%s: the server's upload budget is taken by uploads in progress after %d bytes of a download it must hold whole (no sha256 checksum.sri and Content-Length); retry later", u, size), nil
 		}
 		budget += took
@@ -222,13 +222,13 @@ func (s *Server) downloadHeld(ctx context.Context, u *url.URL, resp *http.Respon
 }
 
 // errRedirectRefused marks a redirect the download did not follow: to a
-// host Options.AssetHosts does not allow.
+// host Options.Hosts does not allow.
 var errRedirectRefused = errors.New("a redirect refused")
 
 // checkStoredSums hashes stored blob d with every algorithm of sums but
 // SHA-256 (d's own name) and returns the first whose checksum it does not
 // match, or "" if it matches them all (or there are none).
-func (s *Server) checkStoredSums(ctx context.Context, d cas.Digest, sums []sriChecksum) (string, error) {
+func (s *Service) checkStoredSums(ctx context.Context, d cas.Digest, sums []sriChecksum) (string, error) {
 	hashes := map[string]hash.Hash{}
 	for _, c := range sums {
 		if c.alg != "sha256" && hashes[c.alg] == nil {
@@ -266,12 +266,12 @@ var errStoreWrite = errors.New("store write")
 
 // receiveDownload reads n bytes of body into a pooled buffer, under the
 // upload budget, hashes them and writes them to w.
-func (s *Server) receiveDownload(ctx context.Context, body io.Reader, n int64, w cas.BlobWriter, hashes map[string]hash.Hash) error {
-	took, err := s.uploadBudget.acquire(ctx, n)
+func (s *Service) receiveDownload(ctx context.Context, body io.Reader, n int64, w cas.BlobWriter, hashes map[string]hash.Hash) error {
+	took, err := s.opts.Budget.Acquire(ctx, n)
 	if err != nil {
 		return err
 	}
-	defer s.uploadBudget.release(took)
+	defer s.opts.Budget.Release(took)
 	buf := membuf.AllocUncleared(s.opts.Pool, int(n)) // filled whole before it is read
 	defer buf.Free()
 	if _, err := io.ReadFull(body, buf.Bytes()); err != nil {

@@ -1,4 +1,4 @@
-package reapi
+package asset
 
 import (
 	"context"
@@ -7,35 +7,25 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// Defaults for the Remote Asset API's Options fields left zero.
-const (
-	// DefaultAssetTimeout bounds a download whose request sets no shorter
-	// timeout.
-	DefaultAssetTimeout = 10 * time.Minute
-	// DefaultAssetMaxSize bounds a download when the store sets no
-	// smaller maximum size.
-	DefaultAssetMaxSize = 4 << 30
-)
-
 // fetchService implements build.bazel.remote.asset.v1.Fetch.
 type fetchService struct {
 	rapb.UnimplementedFetchServer
-	s *Server
+	s *Service
 }
 
-// Fetch outcomes, counted in ServerStats.AssetFetches.
+// Fetch outcomes, counted in Stats.Fetches (reapi: ServerStats.AssetFetches).
 const (
 	FetchCached     = "cached"     // the blob was in the CAS under the request's sha256
 	FetchAssociated = "associated" // answered from a pushed or earlier downloaded association
@@ -50,7 +40,7 @@ const (
 //  2. an association of one of the URIs with exactly these qualifiers
 //     (pushed, or recorded by an earlier download), recorded no earlier
 //     than oldest_content_accepted, whose blob is still stored;
-//  3. a download from the first URI whose host Options.AssetHosts allows,
+//  3. a download from the first URI whose host Options.Hosts allows,
 //     hashed as it streams, stored only if every checksum.sri matches.
 //
 // A qualifier other than checksum.sri, bazel.canonical_id and
@@ -62,11 +52,11 @@ const (
 // DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (too large).
 func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest) (*rapb.FetchBlobResponse, error) {
 	s := f.s
-	if _, err := s.authorize(ctx, access.ReadCAS); err != nil {
+	if err := s.opts.Authorize(ctx, access.ReadCAS); err != nil {
 		return nil, err
 	}
-	if err := checkDigestFunction(req.DigestFunction); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+	if err := rpcstatus.DigestFunction(req.DigestFunction); err != nil {
+		return nil, err
 	}
 	if len(req.Uris) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "uris is empty: a fetch needs at least one URI")
@@ -91,7 +81,7 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 		oldest = time.Time{}
 	}
 	ok := func(uri string, d cas.Digest, outcome string) *rapb.FetchBlobResponse {
-		s.assetFetches.count(outcome)
+		s.fetches.count(outcome)
 		return &rapb.FetchBlobResponse{Status: status.New(codes.OK, "").Proto(), Uri: uri, Qualifiers: req.Qualifiers,
 			BlobDigest: d.Proto(), DigestFunction: repb.DigestFunction_SHA256}
 	}
@@ -105,30 +95,30 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 		switch {
 		case err == nil:
 			if _, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil { // a client's lookup: marks it used
-				return nil, storeError(err, "blob "+d.String())
+				return nil, rpcstatus.Store(err, "blob "+d.String())
 			}
 			mismatch, err := s.checkStoredSums(ctx, d, sums)
 			if errors.Is(err, cas.ErrNotFound) {
 				break // gone meanwhile: an association or a download may still answer
 			}
 			if err != nil {
-				return nil, storeError(err, "blob "+d.String())
+				return nil, rpcstatus.Store(err, "blob "+d.String())
 			}
 			if mismatch != "" {
-				s.assetFetches.count(FetchMismatch)
+				s.fetches.count(FetchMismatch)
 				return &rapb.FetchBlobResponse{Status: status.Newf(codes.Aborted, "the blob with the checksum.sri's sha256 does not match its %s checksum: no content matches both", mismatch).Proto(),
 					Uri: req.Uris[0], Qualifiers: req.Qualifiers}, nil
 			}
 			return ok(req.Uris[0], d, FetchCached), nil
 		case !errors.Is(err, cas.ErrNotFound):
-			return nil, storeError(err, "blob "+hash)
+			return nil, rpcstatus.Store(err, "blob "+hash)
 		}
 	}
 	// 2: an association of a URI with these qualifiers.
 	for _, uri := range req.Uris {
 		d, _, found, err := s.lookupAssociation(ctx, uri, req.Qualifiers, oldest)
 		if err != nil {
-			return nil, storeError(err, "the association of "+cas.Clip(uri))
+			return nil, rpcstatus.Store(err, "the association of "+cas.Clip(uri))
 		}
 		if found {
 			return ok(uri, d, FetchAssociated), nil
@@ -154,22 +144,22 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "uri %q: want an http:// or https:// URL", cas.Clip(uri))
 		}
-		if !s.assetHostAllowed(u) {
+		if !s.hostAllowed(u) {
 			if outcome == FetchRefused {
 				lastURI, last = uri, status.Newf(codes.PermissionDenied, "%s: host %s is not one this server downloads from (--asset-hosts)", cas.Clip(uri), u.Host)
 			}
 			continue
 		}
-		if _, err := s.authorize(ctx, access.WriteCAS); err != nil {
+		if err := s.opts.Authorize(ctx, access.WriteCAS); err != nil {
 			return nil, err // a download stores a blob: the caller must be allowed to write
 		}
-		timeout := s.opts.AssetTimeout
+		timeout := s.opts.Timeout
 		if t := req.GetTimeout(); t != nil && t.AsDuration() > 0 {
 			timeout = min(timeout, t.AsDuration())
 		}
 		d, st, err := s.download(ctx, u, sums, timeout)
 		if err != nil {
-			return nil, storeError(err, "storing the download of "+cas.Clip(uri)) // the store's failure, not the origin's
+			return nil, rpcstatus.Store(err, "storing the download of "+cas.Clip(uri)) // the store's failure, not the origin's
 		}
 		if st.Code() == codes.OK {
 			rec := association{Digest: d.String(), Recorded: time.Now(), Origin: uri}
@@ -186,28 +176,28 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 		}
 		s.log.Info("remote asset: download failed", "uri", uri, "status", st.Code().String(), "err", st.Message())
 	}
-	s.assetFetches.count(outcome)
+	s.fetches.count(outcome)
 	return &rapb.FetchBlobResponse{Status: last.Proto(), Uri: lastURI, Qualifiers: req.Qualifiers}, nil
 }
 
 // FetchDirectory is not served: it would need Directory trees built from
 // archives or repositories.
 func (f *fetchService) FetchDirectory(ctx context.Context, req *rapb.FetchDirectoryRequest) (*rapb.FetchDirectoryResponse, error) {
-	if _, err := f.s.authorize(ctx, access.ReadCAS); err != nil {
+	if err := f.s.opts.Authorize(ctx, access.ReadCAS); err != nil {
 		return nil, err
 	}
 	return nil, status.Error(codes.Unimplemented, "FetchDirectory is not served by this server; FetchBlob is")
 }
 
-// assetHostAllowed reports whether Options.AssetHosts lets downloads come
+// hostAllowed reports whether Options.Hosts lets downloads come
 // from u: an entry "host" allows that host on any port, "host:port" that
 // port only (an absent port is the scheme's).
-func (s *Server) assetHostAllowed(u *url.URL) bool {
+func (s *Service) hostAllowed(u *url.URL) bool {
 	host, port := u.Hostname(), u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	for _, a := range s.opts.AssetHosts {
+	for _, a := range s.opts.Hosts {
 		if h, p, err := net.SplitHostPort(a); err == nil {
 			if strings.EqualFold(h, host) && p == port {
 				return true
@@ -217,87 +207,4 @@ func (s *Server) assetHostAllowed(u *url.URL) bool {
 		}
 	}
 	return false
-}
-
-// pushService implements build.bazel.remote.asset.v1.Push.
-type pushService struct {
-	rapb.UnimplementedPushServer
-	s *Server
-}
-
-// PushBlob records that each of the request's URIs, with its qualifiers,
-// is the blob blob_digest, which must be in the CAS already. Later
-// FetchBlobs with the same URI and qualifiers answer it, trusting the
-// pusher's qualifiers, until expire_at.
-func (p *pushService) PushBlob(ctx context.Context, req *rapb.PushBlobRequest) (*rapb.PushBlobResponse, error) {
-	s := p.s
-	if _, err := s.authorize(ctx, access.WriteCAS); err != nil {
-		return nil, err
-	}
-	if err := checkDigestFunction(req.DigestFunction); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	if len(req.Uris) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "uris is empty: a push associates at least one URI")
-	}
-	d, err := cas.ParseDigest(req.BlobDigest)
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "blob_digest: %v", err)
-	}
-	for _, q := range req.Qualifiers {
-		if q.GetName() == qualifierSRI {
-			if _, err := parseSRI(q.GetValue()); err != nil {
-				return nil, status.Error(codes.InvalidArgument, err.Error())
-			}
-		}
-	}
-	missing, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.InternalCheck)
-	if err != nil {
-		return nil, storeError(err, "blob "+d.String())
-	}
-	if len(missing) > 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "blob_digest %s is not in the CAS: upload it before pushing its association", d)
-	}
-	rec := association{Digest: d.String(), Recorded: time.Now(), Pushed: true}
-	if req.ExpireAt != nil {
-		rec.Expires = req.ExpireAt.AsTime()
-	}
-	for _, uri := range req.Uris {
-		if err := s.recordAssociation(ctx, uri, req.Qualifiers, rec); err != nil {
-			return nil, storeError(err, "the association of "+cas.Clip(uri))
-		}
-	}
-	s.assetPushes.Add(1)
-	return &rapb.PushBlobResponse{}, nil
-}
-
-// PushDirectory is not served, as FetchDirectory is not.
-func (p *pushService) PushDirectory(ctx context.Context, req *rapb.PushDirectoryRequest) (*rapb.PushDirectoryResponse, error) {
-	if _, err := p.s.authorize(ctx, access.WriteCAS); err != nil {
-		return nil, err
-	}
-	return nil, status.Error(codes.Unimplemented, "PushDirectory is not served by this server; PushBlob is")
-}
-
-// fetchOutcomes are the outcomes FetchBlob counts, in a fixed order.
-var fetchOutcomes = [...]string{FetchCached, FetchAssociated, FetchDownloaded, FetchRefused, FetchMismatch, FetchFailed}
-
-// outcomeCounts counts FetchBlob requests by outcome.
-type outcomeCounts [len(fetchOutcomes)]atomic.Int64
-
-func (c *outcomeCounts) count(outcome string) {
-	for i, o := range fetchOutcomes {
-		if o == outcome {
-			c[i].Add(1)
-			return
-		}
-	}
-}
-
-func (c *outcomeCounts) snapshot() map[string]int64 {
-	m := make(map[string]int64, len(fetchOutcomes))
-	for i, o := range fetchOutcomes {
-		m[o] = c[i].Load()
-	}
-	return m
 }

@@ -1,4 +1,4 @@
-package reapi
+package asset
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func associationKey(uri string, qualifiers []*rapb.Qualifier) cas.Digest {
 }
 
 // recordAssociation stores a for uri with qualifiers.
-func (s *Server) recordAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, a association) error {
+func (s *Service) recordAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, a association) error {
 	data, err := json.Marshal(a)
 	if err != nil {
 		return err
@@ -70,7 +70,7 @@ func (s *Server) recordAssociation(ctx context.Context, uri string, qualifiers [
 // lookupAssociation returns the blob associated with uri and qualifiers,
 // if there is one, recorded no earlier than oldest (zero: any), not
 // expired, and whose blob is still in the CAS.
-func (s *Server) lookupAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, oldest time.Time) (cas.Digest, association, bool, error) {
+func (s *Service) lookupAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, oldest time.Time) (cas.Digest, association, bool, error) {
 	data, err := s.store.GetActionResult(ctx, associationKey(uri, qualifiers))
 	if errors.Is(err, cas.ErrNotFound) {
 		return cas.Digest{}, association{}, false, nil

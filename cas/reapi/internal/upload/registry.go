@@ -1,4 +1,4 @@
-package reapi
+package upload
 
 import (
 	"container/list"
@@ -12,11 +12,11 @@ import (
 	"github.com/membuf/membuf/cas"
 )
 
-// errTooManyUploads: as many uploads as the server allows are streaming at
+// ErrTooMany: as many uploads as the server allows are streaming at
 // once. RESOURCE_EXHAUSTED: the client should retry later.
-var errTooManyUploads = errors.New("too many uploads in progress")
+var ErrTooMany = errors.New("too many uploads in progress")
 
-// uploads tracks ByteStream uploads by resource name (instance, uuid and
+// Registry tracks ByteStream uploads by resource name (instance, uuid and
 // digest; metadata ignored) so an interrupted upload can be resumed: its
 // temporary file and hash state are kept, idle, for ttl after the stream
 // that wrote it ended, then discarded. One stream at a time writes an
@@ -28,56 +28,64 @@ var errTooManyUploads = errors.New("too many uploads in progress")
 //   - an idle upload holds no file descriptor (its writer is suspended when
 //     its stream ends, and takes its file up again on resumption), so
 //     descriptors for uploads are at most maxOpen, the uploads being
-//     streamed at once; one more is refused (errTooManyUploads);
+//     streamed at once; one more is refused (ErrTooMany);
 //   - at most maxKept idle uploads are kept: past that the least recently
 //     active one is discarded (its client can start over; resumption only
 //     saves resending);
 //   - their bytes count towards the store's maximum size (the store's
 //     writers reserve what they write).
-type uploads struct {
+type Registry struct {
 	ttl     time.Duration
 	maxOpen int
 	maxKept int
 
 	mu     sync.Mutex
-	m      map[string]*upload
+	m      map[string]*Upload
 	open   int        // uploads owned by a stream, or being created for one
 	idle   *list.List // kept uploads no stream owns; front: most recently released
 	closed bool
 }
 
-type upload struct {
-	key       string
-	w         cas.BlobWriter
-	committed atomic.Int64  // bytes written, for QueryWriteStatus
+// An Upload is one upload of a Registry, owned by the stream that
+// acquired it until it releases it.
+type Upload struct {
+	key string
+	// W is the store's writer of the upload.
+	W cas.BlobWriter
+	// Committed is the bytes written, for QueryWriteStatus: the stream
+	// owning the upload stores W.Written() after each write.
+	Committed atomic.Int64
 	sem       chan struct{} // holds a token while a stream owns the upload
 
-	// Guarded by uploads.mu.
+	// Guarded by Registry.mu.
 	gone   bool          // removed from the map; the writer is finished
-	idleEl *list.Element // in uploads.idle while no stream owns it
+	idleEl *list.Element // in Registry.idle while no stream owns it
 	timer  *time.Timer
 	gen    int // counts releases, so a stale timer or eviction does nothing
 }
 
-func newUploads(ttl time.Duration, maxOpen, maxKept int) *uploads {
-	return &uploads{ttl: ttl, maxOpen: maxOpen, maxKept: maxKept, m: make(map[string]*upload), idle: list.New()}
+// NewRegistry returns a Registry that keeps an interrupted upload for
+// ttl, of which at most maxOpen stream at once and at most maxKept are
+// kept idle.
+func NewRegistry(ttl time.Duration, maxOpen, maxKept int) *Registry {
+	return &Registry{ttl: ttl, maxOpen: maxOpen, maxKept: maxKept, m: make(map[string]*Upload), idle: list.New()}
 }
 
 // takeSlotLocked counts one more upload streaming, or returns the error
 // for a stream that would take them past maxOpen.
-func (us *uploads) takeSlotLocked() error {
+func (us *Registry) takeSlotLocked() error {
 	if us.open >= us.maxOpen {
-		return fmt.Errorf("%w (%d, the server's limit): retry later", errTooManyUploads, us.maxOpen)
+		return fmt.Errorf("%w (%d, the server's limit): retry later", ErrTooMany, us.maxOpen)
 	}
 	us.open++
 	return nil
 }
 
-// acquire returns the upload for key, owned by the caller until release,
+// Acquire returns the upload for key, owned by the caller until Release,
 // creating it with newWriter if there is none. newWriter creates a file, so
 // it runs outside us.mu: every Write and QueryWriteStatus takes that lock.
-// It fails with errTooManyUploads when maxOpen uploads are streaming.
-func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (cas.BlobWriter, error)) (*upload, error) {
+// It fails with ErrTooMany when maxOpen uploads are streaming.
+func (us *Registry) Acquire(ctx context.Context, key string, newWriter func() (cas.BlobWriter, error)) (*Upload, error) {
 	for {
 		us.mu.Lock()
 		if us.closed {
@@ -107,7 +115,7 @@ func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (ca
 				w.Abort()
 				continue
 			}
-			u = &upload{key: key, w: w, sem: make(chan struct{}, 1)}
+			u = &Upload{key: key, W: w, sem: make(chan struct{}, 1)}
 			u.sem <- struct{}{}
 			us.m[key] = u
 			us.mu.Unlock()
@@ -137,22 +145,22 @@ func (us *uploads) acquire(ctx context.Context, key string, newWriter func() (ca
 	}
 }
 
-// release gives u back. If keep, and some data was received, u stays for
+// Release gives u back. If keep, and some data was received, u stays for
 // resumption for the TTL, its writer suspended (no descriptor held);
 // otherwise it is removed and its writer aborted (a no-op after Commit). An
 // upload with no data is not kept: there is nothing to resume, and
 // QueryWriteStatus answers NOT_FOUND as for one that never reached the
 // server.
-func (us *uploads) release(u *upload, keep bool) {
-	keep = keep && u.w.Written() > 0
-	if keep && u.w.Suspend() != nil {
+func (us *Registry) Release(u *Upload, keep bool) {
+	keep = keep && u.W.Written() > 0
+	if keep && u.W.Suspend() != nil {
 		keep = false // it cannot be taken up again reliably: drop it
 	}
 	us.mu.Lock()
 	us.open--
 	removed := !keep || us.closed
 	type victim struct {
-		u   *upload
+		u   *Upload
 		gen int
 	}
 	var evict []victim
@@ -167,14 +175,14 @@ func (us *uploads) release(u *upload, keep bool) {
 		// releases each pick a different victim and the list never stays
 		// over the cap.
 		for us.idle.Len() > us.maxKept {
-			v := us.idle.Remove(us.idle.Back()).(*upload)
+			v := us.idle.Remove(us.idle.Back()).(*Upload)
 			v.idleEl = nil
 			evict = append(evict, victim{v, v.gen})
 		}
 	}
 	us.mu.Unlock()
 	if removed {
-		u.w.Abort() // still ours: we hold u.sem
+		u.W.Abort() // still ours: we hold u.sem
 	}
 	<-u.sem
 	for _, v := range evict {
@@ -185,7 +193,7 @@ func (us *uploads) release(u *upload, keep bool) {
 // discardIdle discards u if it is still idle since the release numbered
 // gen: its TTL ran out, or more than maxKept uploads are idle and it is the
 // least recently active.
-func (us *uploads) discardIdle(u *upload, gen int) {
+func (us *Registry) discardIdle(u *Upload, gen int) {
 	select {
 	case u.sem <- struct{}{}:
 	default:
@@ -198,14 +206,14 @@ func (us *uploads) discardIdle(u *upload, gen int) {
 	}
 	us.mu.Unlock()
 	if removed {
-		u.w.Abort()
+		u.W.Abort()
 	}
 	<-u.sem
 }
 
 // removeLocked takes u out of the map. The caller, which holds u.sem,
-// aborts u.w after unlocking: removing a file is I/O, not for under us.mu.
-func (us *uploads) removeLocked(u *upload) {
+// aborts u.W after unlocking: removing a file is I/O, not for under us.mu.
+func (us *Registry) removeLocked(u *Upload) {
 	if u.gone {
 		return
 	}
@@ -218,7 +226,7 @@ func (us *uploads) removeLocked(u *upload) {
 
 // endIdleLocked takes u off the idle list and stops its expiry timer: it is
 // being streamed again, or it is gone.
-func (us *uploads) endIdleLocked(u *upload) {
+func (us *Registry) endIdleLocked(u *Upload) {
 	if u.timer != nil {
 		u.timer.Stop()
 		u.timer = nil
@@ -229,29 +237,29 @@ func (us *uploads) endIdleLocked(u *upload) {
 	}
 }
 
-// committed returns the committed size of the upload key, if it exists.
-func (us *uploads) committed(key string) (int64, bool) {
+// Committed returns the committed size of the upload key, if it exists.
+func (us *Registry) Committed(key string) (int64, bool) {
 	us.mu.Lock()
 	defer us.mu.Unlock()
 	u := us.m[key]
 	if u == nil {
 		return 0, false
 	}
-	return u.committed.Load(), true
+	return u.Committed.Load(), true
 }
 
-// counts returns how many uploads are streaming and how many are kept idle.
-func (us *uploads) counts() (open, idle int) {
+// Counts returns how many uploads are streaming and how many are kept idle.
+func (us *Registry) Counts() (open, idle int) {
 	us.mu.Lock()
 	defer us.mu.Unlock()
 	return us.open, us.idle.Len()
 }
 
-// close discards every idle upload; busy ones are discarded when released.
-func (us *uploads) close() {
+// Close discards every idle upload; busy ones are discarded when released.
+func (us *Registry) Close() {
 	us.mu.Lock()
 	us.closed = true
-	var idle []*upload
+	var idle []*Upload
 	for _, u := range us.m {
 		idle = append(idle, u)
 	}
@@ -265,7 +273,7 @@ func (us *uploads) close() {
 		us.mu.Lock()
 		us.removeLocked(u)
 		us.mu.Unlock()
-		u.w.Abort()
+		u.W.Abort()
 		<-u.sem
 	}
 }

@@ -1,4 +1,4 @@
-package reapi
+package chunking
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -15,16 +16,50 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/fastcdc"
+	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// chunkParams are the FastCDC 2020 parameters this server splits blobs
+// Params are the FastCDC 2020 parameters this server splits blobs
 // with and advertises (CacheCapabilities.fast_cdc_2020_params): the
 // REAPI's recommended 512 KiB average and seed 0, so that any client
 // using the recommendation cuts where the server does.
-var chunkParams = fastcdc.REAPI(fastcdc.DefaultAvgSize, 0)
+var Params = fastcdc.REAPI(fastcdc.DefaultAvgSize, 0)
+
+// Options configure a Service. reapi.NewServer makes them from its own.
+type Options struct {
+	// Pool provides the buffers a blob is read in to be split or
+	// spliced; nil allocates them plainly. ChunkSize is their size (> 0).
+	Pool      membuf.BufferPool
+	ChunkSize int
+	// Authorize returns nil if the request in ctx may perform op, or the
+	// status to answer; nil lets everyone do everything.
+	Authorize func(ctx context.Context, op access.Operation) error
+	// Logger receives the service's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Service serves the CAS service's blob splitting and splicing
+// (GetChunkMapping, SplitBlob, RegisterChunkMapping, SpliceBlob) over a
+// Storage; reapi's CAS service hands those four RPCs to it.
+type Service struct {
+	store cas.Storage
+	opts  Options
+	log   *slog.Logger
+}
+
+// New returns a Service over store.
+func New(store cas.Storage, opts Options) *Service {
+	if opts.Authorize == nil {
+		opts.Authorize = func(context.Context, access.Operation) error { return nil }
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: store, opts: opts, log: opts.Logger}
+}
 
 // maxChunksPerMessage bounds the digests of one GetChunkMapping response:
 // about 80 bytes each, well under a 4 MiB message.
@@ -35,13 +70,13 @@ const maxChunksPerMessage = 10000
 const maxSpliceChunks = 1 << 20
 
 // GetChunkMapping streams the chunks blob_digest splits into (FastCDC
-// 2020, chunkParams), storing each chunk as a blob of its own. A blob
+// 2020, Params), storing each chunk as a blob of its own. A blob
 // smaller than the largest chunk is one chunk, itself, as the REAPI
 // advises. A mapping is recorded for the next request (in the action
 // cache, as Remote Asset associations are), and used while its chunks are
 // all stored.
-func (c *casService) GetChunkMapping(req *repb.GetChunkMappingRequest, stream grpc.ServerStreamingServer[repb.GetChunkMappingResponse]) error {
-	chunks, err := c.split(stream.Context(), req.DigestFunction, req.BlobDigest)
+func (s *Service) GetChunkMapping(req *repb.GetChunkMappingRequest, stream grpc.ServerStreamingServer[repb.GetChunkMappingResponse]) error {
+	chunks, err := s.split(stream.Context(), req.DigestFunction, req.BlobDigest)
 	if err != nil {
 		return err
 	}
@@ -60,8 +95,8 @@ func (c *casService) GetChunkMapping(req *repb.GetChunkMappingRequest, stream gr
 }
 
 // SplitBlob is GetChunkMapping in one response (REAPI 2.12's form).
-func (c *casService) SplitBlob(ctx context.Context, req *repb.SplitBlobRequest) (*repb.SplitBlobResponse, error) {
-	chunks, err := c.split(ctx, req.DigestFunction, req.BlobDigest)
+func (s *Service) SplitBlob(ctx context.Context, req *repb.SplitBlobRequest) (*repb.SplitBlobResponse, error) {
+	chunks, err := s.split(ctx, req.DigestFunction, req.BlobDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -77,13 +112,12 @@ func protoDigests(ds []cas.Digest) []*repb.Digest {
 }
 
 // split checks a split request and returns the blob's chunks.
-func (c *casService) split(ctx context.Context, fn repb.DigestFunction_Value, blob *repb.Digest) ([]cas.Digest, error) {
-	s := c.s
-	if _, err := s.authorize(ctx, access.ReadCAS); err != nil {
+func (s *Service) split(ctx context.Context, fn repb.DigestFunction_Value, blob *repb.Digest) ([]cas.Digest, error) {
+	if err := s.opts.Authorize(ctx, access.ReadCAS); err != nil {
 		return nil, err
 	}
-	if err := checkDigestFunction(fn); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+	if err := rpcstatus.DigestFunction(fn); err != nil {
+		return nil, err
 	}
 	d, err := cas.ParseDigest(blob)
 	if err != nil {
@@ -91,14 +125,14 @@ func (c *casService) split(ctx context.Context, fn repb.DigestFunction_Value, bl
 	}
 	if chunks, ok := s.lookupMapping(ctx, d); ok {
 		if _, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil { // the blob's lifetime is extended too
-			return nil, storeError(err, "blob "+d.String())
+			return nil, rpcstatus.Store(err, "blob "+d.String())
 		}
 		return chunks, nil
 	}
-	if d.Size < int64(chunkParams.MaxSize) {
+	if d.Size < int64(Params.MaxSize) {
 		missing, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup)
 		if err != nil {
-			return nil, storeError(err, "blob "+d.String())
+			return nil, rpcstatus.Store(err, "blob "+d.String())
 		}
 		if len(missing) > 0 {
 			return nil, status.Errorf(codes.NotFound, "blob %s is not in the CAS", d)
@@ -107,11 +141,11 @@ func (c *casService) split(ctx context.Context, fn repb.DigestFunction_Value, bl
 	}
 	b, err := s.store.Open(ctx, d)
 	if err != nil {
-		return nil, storeError(err, "blob "+d.String())
+		return nil, rpcstatus.Store(err, "blob "+d.String())
 	}
 	defer b.Close()
 	var chunks []cas.Digest
-	chunker, err := fastcdc.NewChunker(chunkParams, func(chunk []byte) error {
+	chunker, err := fastcdc.NewChunker(Params, func(chunk []byte) error {
 		cd := cas.DigestOf(chunk)
 		chunks = append(chunks, cd)
 		if ok, err := s.store.Contains(ctx, cd); err == nil && ok {
@@ -134,7 +168,7 @@ func (c *casService) split(ctx context.Context, fn repb.DigestFunction_Value, bl
 		if errors.Is(err, cas.ErrTooLarge) || errors.Is(err, cas.ErrFull) {
 			return nil, status.Errorf(codes.ResourceExhausted, "storing the chunks of %s: %v", d, err)
 		}
-		return nil, storeError(err, "splitting blob "+d.String())
+		return nil, rpcstatus.Store(err, "splitting blob "+d.String())
 	}
 	if err := s.recordMapping(ctx, d, chunks); err != nil {
 		s.log.Warn("recording a chunk mapping", "blob", d.String(), "err", err)
@@ -144,8 +178,8 @@ func (c *casService) split(ctx context.Context, fn repb.DigestFunction_Value, bl
 
 // RegisterChunkMapping stores the blob the streamed chunk digests
 // concatenate to, checked against blob_digest (REAPI 2.13).
-func (c *casService) RegisterChunkMapping(stream grpc.ClientStreamingServer[repb.RegisterChunkMappingRequest, repb.RegisterChunkMappingResponse]) error {
-	if _, err := c.s.authorize(stream.Context(), access.WriteCAS); err != nil {
+func (s *Service) RegisterChunkMapping(stream grpc.ClientStreamingServer[repb.RegisterChunkMappingRequest, repb.RegisterChunkMappingResponse]) error {
+	if err := s.opts.Authorize(stream.Context(), access.WriteCAS); err != nil {
 		return err
 	}
 	first, err := stream.Recv()
@@ -169,7 +203,7 @@ func (c *casService) RegisterChunkMapping(stream grpc.ClientStreamingServer[repb
 		}
 		chunks = append(chunks, req.ChunkDigests...)
 	}
-	d, err := c.splice(stream.Context(), first.DigestFunction, first.BlobDigest, chunks, first.ChunkingFunction)
+	d, err := s.splice(stream.Context(), first.DigestFunction, first.BlobDigest, chunks, first.ChunkingFunction)
 	if err != nil {
 		return err
 	}
@@ -177,14 +211,14 @@ func (c *casService) RegisterChunkMapping(stream grpc.ClientStreamingServer[repb
 }
 
 // SpliceBlob is RegisterChunkMapping in one request (REAPI 2.12's form).
-func (c *casService) SpliceBlob(ctx context.Context, req *repb.SpliceBlobRequest) (*repb.SpliceBlobResponse, error) {
-	if _, err := c.s.authorize(ctx, access.WriteCAS); err != nil {
+func (s *Service) SpliceBlob(ctx context.Context, req *repb.SpliceBlobRequest) (*repb.SpliceBlobResponse, error) {
+	if err := s.opts.Authorize(ctx, access.WriteCAS); err != nil {
 		return nil, err
 	}
 	if len(req.ChunkDigests) > maxSpliceChunks {
 		return nil, status.Errorf(codes.InvalidArgument, "more than %d chunk digests", maxSpliceChunks)
 	}
-	d, err := c.splice(ctx, req.DigestFunction, req.BlobDigest, req.ChunkDigests, req.ChunkingFunction)
+	d, err := s.splice(ctx, req.DigestFunction, req.BlobDigest, req.ChunkDigests, req.ChunkingFunction)
 	if err != nil {
 		return nil, err
 	}
@@ -196,10 +230,9 @@ func (c *casService) SpliceBlob(ctx context.Context, req *repb.SpliceBlobRequest
 // which commits it only if it hashes to blob's digest, so a client's
 // digests are never trusted. A blob already stored is a no-op. A mapping
 // made with FAST_CDC_2020 is recorded for GetChunkMapping.
-func (c *casService) splice(ctx context.Context, fn repb.DigestFunction_Value, blob *repb.Digest, chunkProtos []*repb.Digest, chunking repb.ChunkingFunction_Value) (cas.Digest, error) {
-	s := c.s
-	if err := checkDigestFunction(fn); err != nil {
-		return cas.Digest{}, status.Error(codes.InvalidArgument, err.Error())
+func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob *repb.Digest, chunkProtos []*repb.Digest, chunking repb.ChunkingFunction_Value) (cas.Digest, error) {
+	if err := rpcstatus.DigestFunction(fn); err != nil {
+		return cas.Digest{}, err
 	}
 	d, err := cas.ParseDigest(blob)
 	if err != nil {
@@ -229,18 +262,18 @@ func (c *casService) splice(ctx context.Context, fn repb.DigestFunction_Value, b
 	}
 	missing, err := s.store.FindMissing(ctx, chunks, cas.ClientLookup) // marks the chunks used
 	if err != nil {
-		return cas.Digest{}, storeError(err, "the chunks of "+d.String())
+		return cas.Digest{}, rpcstatus.Store(err, "the chunks of "+d.String())
 	}
 	if len(missing) > 0 {
 		return cas.Digest{}, status.Errorf(codes.NotFound, "chunk %s (%d of %d missing) is not in the CAS", missing[0], len(missing), len(chunks))
 	}
 	w, err := s.store.NewWriter(ctx, d, cas.Uncompressed)
 	if err != nil {
-		return cas.Digest{}, storeError(err, "blob "+d.String())
+		return cas.Digest{}, rpcstatus.Store(err, "blob "+d.String())
 	}
 	defer w.Abort() // after Commit, nothing
 	for _, cd := range chunks {
-		if err := c.copyBlob(ctx, cd, w); err != nil {
+		if err := s.copyBlob(ctx, cd, w); err != nil {
 			return cas.Digest{}, err
 		}
 	}
@@ -251,18 +284,17 @@ func (c *casService) splice(ctx context.Context, fn repb.DigestFunction_Value, b
 		case errors.Is(err, cas.ErrTooLarge), errors.Is(err, cas.ErrFull):
 			return cas.Digest{}, status.Errorf(codes.ResourceExhausted, "blob %s: %v", d, err)
 		}
-		return cas.Digest{}, storeError(err, "blob "+d.String())
+		return cas.Digest{}, rpcstatus.Store(err, "blob "+d.String())
 	}
 	record()
 	return d, nil
 }
 
 // copyBlob writes stored blob d to w, in pooled chunks.
-func (c *casService) copyBlob(ctx context.Context, d cas.Digest, w cas.BlobWriter) error {
-	s := c.s
+func (s *Service) copyBlob(ctx context.Context, d cas.Digest, w cas.BlobWriter) error {
 	b, err := s.store.Open(ctx, d)
 	if err != nil {
-		return storeError(err, "chunk "+d.String())
+		return rpcstatus.Store(err, "chunk "+d.String())
 	}
 	defer b.Close()
 	err = b.ReadChunks(ctx, 0, d.Size, s.opts.Pool, s.opts.ChunkSize, func(buf membuf.Buffer) error {
@@ -274,20 +306,20 @@ func (c *casService) copyBlob(ctx context.Context, d cas.Digest, w cas.BlobWrite
 		if errors.Is(err, cas.ErrMismatch) {
 			return status.Errorf(codes.InvalidArgument, "the chunks are longer than blob_digest says")
 		}
-		return storeError(err, "copying chunk "+d.String())
+		return rpcstatus.Store(err, "copying chunk "+d.String())
 	}
 	return nil
 }
 
-// mappingKey names the recorded chunk mapping of blob d under chunkParams
+// mappingKey names the recorded chunk mapping of blob d under Params
 // in the action cache: the SHA-256 of a text no action digest's preimage
 // is.
 func mappingKey(d cas.Digest) cas.Digest {
-	sum := sha256.Sum256(fmt.Appendf(nil, "membuf chunk mapping v1\x00%s\x00fastcdc2020 %d %d", d, chunkParams.AvgSize, chunkParams.Seed))
+	sum := sha256.Sum256(fmt.Appendf(nil, "membuf chunk mapping v1\x00%s\x00fastcdc2020 %d %d", d, Params.AvgSize, Params.Seed))
 	return cas.Digest{Hash: hex.EncodeToString(sum[:])}
 }
 
-func (s *Server) recordMapping(ctx context.Context, d cas.Digest, chunks []cas.Digest) error {
+func (s *Service) recordMapping(ctx context.Context, d cas.Digest, chunks []cas.Digest) error {
 	names := make([]string, len(chunks))
 	for i, c := range chunks {
 		names[i] = c.String()
@@ -301,7 +333,7 @@ func (s *Server) recordMapping(ctx context.Context, d cas.Digest, chunks []cas.D
 
 // lookupMapping returns blob d's recorded chunks, if there are any and
 // they are all still stored (chunks may be evicted before their blob).
-func (s *Server) lookupMapping(ctx context.Context, d cas.Digest) ([]cas.Digest, bool) {
+func (s *Service) lookupMapping(ctx context.Context, d cas.Digest) ([]cas.Digest, bool) {
 	data, err := s.store.GetActionResult(ctx, mappingKey(d))
 	if err != nil {
 		return nil, false
