@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
 )
 
@@ -122,13 +123,13 @@ func (s *Store) writeCheckpoint() error {
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("disk: checkpoint: %w", err)
 	}
-	if err := fdatasync(tmp); err != nil {
+	if err := fileio.Fdatasync(tmp); err != nil {
 		return fmt.Errorf("disk: checkpoint: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, checkpointName)); err != nil {
 		return fmt.Errorf("disk: checkpoint: %w", err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := fileio.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("disk: checkpoint: %w", err)
 	}
 	s.mu.Lock()

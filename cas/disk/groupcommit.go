@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"golang.org/x/sync/errgroup"
 )
@@ -146,7 +147,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			continue
 		}
 		eg.Go(func() error {
-			if err := fdatasync(c.f); err != nil {
+			if err := fileio.Fdatasync(c.f); err != nil {
 				c.err = fmt.Errorf("disk: fsync: %w", err)
 			}
 			if err := c.f.Close(); err != nil && c.err == nil {
@@ -165,7 +166,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			continue
 		}
 		eg.Go(func() error {
-			if err := fdatasync(seg.f); err != nil {
+			if err := fileio.Fdatasync(seg.f); err != nil {
 				*errp = fmt.Errorf("disk: fsync of a pack segment: %w", err)
 			}
 			return nil
@@ -212,7 +213,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	var dirErrs sync.Map
 	for dir := range dirs {
 		eg.Go(func() error {
-			if err := syncDir(dir); err != nil {
+			if err := fileio.SyncDir(dir); err != nil {
 				dirErrs.Store(dir, err)
 			}
 			return nil

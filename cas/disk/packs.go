@@ -13,6 +13,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 )
@@ -121,7 +122,7 @@ func (s *Store) syncLoop() {
 		clear(s.unsynced)
 		s.mu.Unlock()
 		for _, seg := range dirty {
-			if err := fdatasync(seg.f); err != nil {
+			if err := fileio.Fdatasync(seg.f); err != nil {
 				s.log.Error("syncing a pack segment", "seq", seg.seq, "err", err)
 			}
 		}
@@ -324,7 +325,7 @@ func (w *packWriter) WriteBuffers(bufs [][]byte) (int64, error) {
 	if total > w.d.Size-w.n {
 		return 0, fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, w.d.Size)
 	}
-	n, err := writeBuffersAt(w.seg.f, bufs, w.off+w.n)
+	n, err := fileio.WriteBuffersAt(w.seg.f, bufs, w.off+w.n)
 	for rest := n; rest > 0; bufs = bufs[1:] { // hash and sum what was written
 		k := min(rest, len(bufs[0]))
 		w.h.Write(bufs[0][:k])
@@ -398,7 +399,7 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 	encodeRecordHeader(hdr[:], seg, k, packfile.Committed, size, crc)
 	iov := make(net.Buffers, 0, 1+len(data))
 	iov = append(append(iov, hdr[:]), data...)
-	if _, err := writeBuffersAt(seg.f, iov, off-packfile.HeaderLen); err != nil {
+	if _, err := fileio.WriteBuffersAt(seg.f, iov, off-packfile.HeaderLen); err != nil {
 		s.mu.Lock()
 		s.releaseSlotLocked(seg)
 		s.mu.Unlock()
@@ -496,7 +497,7 @@ func (s *Store) retireRecord(e entry) {
 	s.mu.Unlock()
 	err := writeRecordHeader(e.seg, e.key, packfile.Reserved, e.size, 0, e.off)
 	if err == nil {
-		err = fdatasync(e.seg.f)
+		err = fileio.Fdatasync(e.seg.f)
 	}
 	s.mu.Lock()
 	s.releaseReaderLocked(e.seg)

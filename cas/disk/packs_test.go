@@ -192,7 +192,7 @@ func TestPacksWritersAbortAndMismatch(t *testing.T) {
 
 	// Restart without Close: the active segment is still .open, with the
 	// unfinished writer's reserved slot in it.
-	s.lock.unlock()
+	s.lock.Unlock()
 	s2 := openPackStore(t, dir, 0)
 	readBack(t, s2, dBefore, before)
 	readBack(t, s2, dAfter, after)
@@ -354,7 +354,7 @@ func TestPacksTornRecordsAtStart(t *testing.T) {
 	dTorn := putBlob(t, s, torn, false)
 	path, offTorn := recordOf(t, s, dTorn)
 	d2 := putBlob(t, s, good2, false)
-	s.lock.unlock() // "crash": the segment stays .open
+	s.lock.Unlock() // "crash": the segment stays .open
 	f, err := os.OpenFile(strings.TrimSuffix(path, segDoneSuffix)+segOpenSuffix, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

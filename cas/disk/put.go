@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -63,7 +64,7 @@ func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) 
 		c.Free()
 		e.sums = sf.sums.finish()
 	} else {
-		_, err = writeBuffers(f, data)
+		_, err = fileio.WriteBuffers(f, data)
 		e.sums = sumsOf(data)
 	}
 	if err != nil {

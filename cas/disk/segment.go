@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
 )
 
@@ -155,7 +156,7 @@ func (s *Store) newSegmentLocked() (*segment, error) {
 			return nil, fmt.Errorf("disk: making a pack segment: %w", err)
 		}
 	}
-	if err := syncDir(filepath.Join(s.dir, packDirName)); err != nil {
+	if err := fileio.SyncDir(filepath.Join(s.dir, packDirName)); err != nil {
 		f.Close()
 		os.Remove(name)
 		return nil, fmt.Errorf("disk: making a pack segment: %w", err)
@@ -195,12 +196,12 @@ func (s *Store) finishIfDoneLocked(seg *segment) {
 	seg.readers++      // the file is this goroutine's until it is done
 	s.finishing.Go(func() {
 		done := s.segmentPath(seg.seq, true)
-		err := fdatasync(seg.f)
+		err := fileio.Fdatasync(seg.f)
 		if err == nil {
 			err = os.Rename(seg.name, done)
 		}
 		if err == nil {
-			err = syncDir(filepath.Join(s.dir, packDirName))
+			err = fileio.SyncDir(filepath.Join(s.dir, packDirName))
 		}
 		if err != nil {
 			s.log.Warn("finishing a pack segment (it stays .open; the next start checks it)", "seq", seg.seq, "err", err)

@@ -15,8 +15,12 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
+
+// ErrLocked: another process has the store's directory open (OpenStore).
+var ErrLocked = fileio.ErrLocked
 
 // Store is a content-addressed disk store with least-recently-used eviction.
 //
@@ -39,7 +43,7 @@ type Store struct {
 	tmpDir  string
 	maxSize int64
 	log     *slog.Logger
-	lock    *dirLock
+	lock    *fileio.DirLock
 
 	// noReadChecks: reads trust the disk after a blob's first check
 	// (WithoutReadChecks; readcheck.go).
@@ -141,12 +145,12 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	}
 	// Before anything in dir is touched: another process's tmp/ is not ours
 	// to empty.
-	if s.lock, err = lockDir(dir); err != nil {
+	if s.lock, err = fileio.LockDir(dir); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			s.lock.unlock()
+			s.lock.Unlock()
 		}
 	}()
 	if err := makeDirs(dir); err != nil {
@@ -194,22 +198,12 @@ func makeDirs(dir string) error {
 			created = created || err == nil
 		}
 		if created {
-			if err := syncDir(top); err != nil {
+			if err := fileio.SyncDir(top); err != nil {
 				return err
 			}
 		}
 	}
-	return syncDir(dir)
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fileio.SyncDir(dir)
 }
 
 // Close marks the store closed; later calls fail with ErrClosed. Files in
@@ -233,7 +227,7 @@ func (s *Store) Close() error {
 		}
 	}
 	err := s.removeTemps()
-	if uerr := s.lock.unlock(); err == nil {
+	if uerr := s.lock.Unlock(); err == nil {
 		err = uerr
 	}
 	return err

@@ -126,7 +126,7 @@ func TestStoreRestartKeepsBlobsAndRemovesStrayTemps(t *testing.T) {
 	}
 	// No Close: simulate a crash, in which the kernel drops the
 	// directory's lock with the dead process, then reopen.
-	s.lock.unlock()
+	s.lock.Unlock()
 	s2 := openTestStore(t, dir, 0)
 	if got, err := s2.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("blob after restart: %v", err)

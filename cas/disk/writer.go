@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -189,7 +190,7 @@ func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := writeBuffers(f, bufs)
+	n, err := fileio.WriteBuffers(f, bufs)
 	for rest := n; rest > 0; bufs = bufs[1:] { // hash what was written
 		k := min(rest, len(bufs[0]))
 		w.h.Write(bufs[0][:k])
