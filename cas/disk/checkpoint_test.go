@@ -169,7 +169,7 @@ func TestBadCheckpointIsIgnored(t *testing.T) {
 			defer f.Close()
 			var b [4]byte
 			binary.LittleEndian.PutUint32(b[:], 1<<30)
-			if _, err := f.WriteAt(b[:], int64(len(checkpointMagic))); err != nil {
+			if _, err := f.WriteAt(b[:], 8 /* after the magic */); err != nil {
 				t.Fatal(err)
 			}
 		}},

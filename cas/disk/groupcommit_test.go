@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/internal/await"
 	"github.com/membuf/membuf/internal/testenv"
 )
@@ -236,10 +237,10 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	// removed and NotFound, which must not happen either).
 	s.mu.Lock()
 	var packed []cas.Digest
-	for i := range tableShards {
-		for _, r := range s.packed.shardRecords(i, nil) {
-			if !r.ac && s.liveSegmentLocked(r.seq) != nil {
-				packed = append(packed, cas.Digest{Hash: hex.EncodeToString(r.hash[:]), Size: int64(r.size)})
+	for i := range packindex.Shards {
+		for _, r := range s.packed.ShardRecords(i, nil) {
+			if !r.AC && s.liveSegmentLocked(r.Seq) != nil {
+				packed = append(packed, cas.Digest{Hash: hex.EncodeToString(r.Hash[:]), Size: int64(r.Size)})
 			}
 		}
 	}

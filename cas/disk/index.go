@@ -2,6 +2,8 @@ package disk
 
 import (
 	"container/list"
+
+	"github.com/membuf/membuf/cas/disk/packindex"
 )
 
 // entryKind separates the two namespaces on disk and in the index.
@@ -121,17 +123,17 @@ func (s *Store) packedLocked(k entryKey) (entry, bool) {
 	if !ok {
 		return entry{}, false
 	}
-	r, ok := s.packed.get(&h, k.kind == kindAC)
+	r, ok := s.packed.Get(&h, k.kind == kindAC)
 	if !ok {
 		return entry{}, false
 	}
-	seg := s.liveSegmentLocked(r.seq)
+	seg := s.liveSegmentLocked(r.Seq)
 	if seg == nil {
-		s.packed.delete(&h, k.kind == kindAC)
+		s.packed.Delete(&h, k.kind == kindAC)
 		return entry{}, false
 	}
-	size := int64(r.size)
-	return entry{key: k, size: size, stored: size, seg: seg, off: int64(r.off), crc: r.crc, verified: r.verified}, true
+	size := int64(r.Size)
+	return entry{key: k, size: size, stored: size, seg: seg, off: int64(r.Off), crc: r.CRC, verified: r.Verified}, true
 }
 
 // isCurrentLocked reports whether opened, a copy of an entry taken
@@ -203,7 +205,7 @@ func (s *Store) insertLocked(e *entry) {
 // caller's.
 func (s *Store) putRecordLocked(e *entry) {
 	h, _ := hashBytes(e.key.hash) // a record is only ever made for a valid hash
-	s.packed.put(&packedRecord{hash: h, ac: e.key.kind == kindAC, verified: e.verified, seq: uint32(e.seg.seq), off: uint32(e.off), size: uint32(e.size), crc: e.crc})
+	s.packed.Put(&packindex.Record{Hash: h, AC: e.key.kind == kindAC, Verified: e.verified, Seq: uint32(e.seg.seq), Off: uint32(e.off), Size: uint32(e.size), CRC: e.crc})
 	s.sweepLocked(sweepPerPut)
 }
 

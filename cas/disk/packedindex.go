@@ -6,7 +6,7 @@ import (
 )
 
 // sweepPerPut is how many slots of the table each put of a record sweeps
-// (recordTable.sweep): a full pass over a table of S slots every S/8
+// (packindex.Table.sweep): a full pass over a table of S slots every S/8
 // puts, so the records of evicted segments never make up more than about
 // a fifth of the table.
 const sweepPerPut = 8
@@ -25,7 +25,7 @@ func (s *Store) liveSegmentLocked(seq uint32) *segment {
 // sweepLocked sweeps n slots of the table for records of evicted
 // segments.
 func (s *Store) sweepLocked(n int) {
-	s.packed.sweep(&s.sweep, n, s.isLiveSeq)
+	s.packed.Sweep(&s.sweep, n, s.isLiveSeq)
 }
 
 // isLiveSeqLocked reports whether segment seq is in the store; sweep's

@@ -475,7 +475,7 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 		return errCorrupt
 	}
 	h, _ := hashBytes(opened.key.hash)
-	s.packed.setVerified(&h, opened.key.kind == kindAC)
+	s.packed.SetVerified(&h, opened.key.kind == kindAC)
 	s.mu.Unlock()
 	return nil
 }

@@ -95,7 +95,7 @@ func (s *Store) rebuild() error {
 	}
 	var trusted map[uint64]int64
 	if ck != nil {
-		trusted = ck.trusted
+		trusted = ck.Segments
 	}
 	records, err := s.loadSegments(trusted)
 	if err != nil {
@@ -163,7 +163,7 @@ func (s *Store) loadCheckpointRecords(ck *checkpointReader, records []scannedRec
 		return records, nil
 	}
 	s.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
-	s.packed.free()
+	s.packed.Free()
 	for _, seg := range s.segments {
 		s.entries -= seg.entries
 		s.acEntries -= seg.acEntries

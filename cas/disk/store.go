@@ -16,6 +16,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -55,9 +56,9 @@ type Store struct {
 	buffers membuf.BufferPool
 
 	mu            sync.Mutex
-	files         map[entryKey]*entry // the entries kept as files
-	packed        recordTable         // the packed entries (recordtable.go)
-	sweep         sweepCursor         // where the table's sweep goes on (packedindex.go)
+	files         map[entryKey]*entry   // the entries kept as files
+	packed        packindex.Table       // the packed entries (recordtable.go)
+	sweep         packindex.SweepCursor // where the table's sweep goes on (packedindex.go)
 	isLiveSeq     func(seq uint32) bool
 	lru           *list.List // files only, front: most recently used
 	entries       int64      // in the index: files and live records

@@ -286,7 +286,7 @@ func (s *Store) removeLocked(el *entry) {
 func (s *Store) dropLocked(e *entry) {
 	if e.seg != nil {
 		h, _ := hashBytes(e.key.hash)
-		s.packed.delete(&h, e.key.kind == kindAC)
+		s.packed.Delete(&h, e.key.kind == kindAC)
 		s.uncountLocked(e)
 		return
 	}
