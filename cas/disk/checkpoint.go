@@ -39,7 +39,7 @@ const checkpointEvery = 1 << 18
 // records were indexed since the last one and none is being taken.
 func (s *Store) maybeCheckpointLocked() {
 	s.sinceCheckpoint++
-	if s.checkpointRunning || s.packsClosing || s.sinceCheckpoint < max(checkpointEvery, int64(s.packed.Len()/4)) {
+	if s.checkpointRunning || s.segments.ClosingLocked() || s.sinceCheckpoint < max(checkpointEvery, int64(s.packed.Len()/4)) {
 		return
 	}
 	s.checkpointRunning = true
@@ -60,9 +60,9 @@ func (s *Store) maybeCheckpointLocked() {
 func (s *Store) writeCheckpoint() error {
 	s.mu.Lock()
 	var segs []packindex.Segment
-	for _, seg := range s.segments {
-		if !seg.evicted && seg.name == s.segmentPath(seg.seq, true) {
-			segs = append(segs, packindex.Segment{Seq: seg.seq, Size: seg.size})
+	for _, seg := range s.segments.SegmentsLocked() {
+		if !seg.Evicted && seg.Finished {
+			segs = append(segs, packindex.Segment{Seq: seg.Seq, Size: seg.Size})
 		}
 	}
 	s.mu.Unlock()
@@ -143,8 +143,8 @@ func (c *checkpointReader) loadRecords(s *Store) error {
 		}
 		s.packed.Reserve(i, len(recs))
 		for _, r := range recs {
-			seg := s.liveSegmentLocked(r.Seq)
-			if seg == nil || !seg.fromCheckpoint {
+			seg := s.segments.LiveLocked(r.Seq)
+			if seg == nil || !seg.FromCheckpoint {
 				continue // its segment is gone since
 			}
 			if e, ok := files[packindex.Key{Hash: r.Hash, AC: r.AC}]; ok {

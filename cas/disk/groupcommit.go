@@ -9,6 +9,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/packs"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -40,8 +41,8 @@ type groupCommit struct {
 // header written), waiting to be committed as entry e.
 type pendingCommit struct {
 	f   *os.File
-	seg *segment // the record's segment; nil for a file
-	e   *entry   // its key, sizes, form and when its content was checked
+	seg *packs.Segment // the record's segment; nil for a file
+	e   *entry         // its key, sizes, form and when its content was checked
 	// ifCurrent, if set, is (a copy of) the packed entry this one copies
 	// forward: it is indexed only if that is still the entry.
 	ifCurrent *entry
@@ -138,7 +139,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	// Data first: nothing is renamed before its content is durable.
 	var eg errgroup.Group
 	eg.SetLimit(syncParallelism)
-	segs := make(map[*segment]*error) // each segment's records: one fdatasync for them all
+	segs := make(map[*packs.Segment]*error) // each segment's records: one fdatasync for them all
 	for _, c := range batch {
 		if c.seg != nil {
 			if c.err == nil && segs[c.seg] == nil {
@@ -162,11 +163,11 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	}
 	// With WithPackSync, the segments' syncer makes them durable instead.
 	for seg, errp := range segs {
-		if s.syncEvery > 0 {
+		if s.segments.SyncsInBackground() {
 			continue
 		}
 		eg.Go(func() error {
-			if err := fileio.Fdatasync(seg.f); err != nil {
+			if err := seg.Sync(); err != nil {
 				*errp = fmt.Errorf("disk: fsync of a pack segment: %w", err)
 			}
 			return nil
@@ -256,7 +257,7 @@ func stage(name string) {
 // entry it copies was replaced meanwhile. Either way its writer's slot is
 // released.
 func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
-	defer s.releaseSlotLocked(c.seg)
+	defer s.segments.ReleaseSlotLocked(c.seg)
 	switch {
 	case c.err != nil:
 		return
@@ -271,18 +272,13 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
 		// newest.
-		if err := writeRecordHeader(c.seg, c.e.key, packfile.Reserved, c.e.size, 0, c.e.off); err != nil {
+		if err := c.seg.WriteHeader(uint8(c.e.key.kind), c.e.key.hash, packfile.Reserved, c.e.size, 0, c.e.off); err != nil {
 			s.log.Warn("marking a stale copy of a packed entry", "err", err)
 		}
 		return
 	}
 	s.indexCommittedLocked(c.e, nil)
 	s.maybeCheckpointLocked()
-	if s.syncEvery > 0 {
-		if len(s.unsynced) == 0 {
-			s.wakeSyncer()
-		}
-		s.unsynced[c.seg] = true
-	}
+	s.segments.MarkWrittenLocked(c.seg)
 	s.commits++
 }

@@ -239,7 +239,7 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	var packed []cas.Digest
 	for i := range packindex.Shards {
 		for _, r := range s.packed.ShardRecords(i, nil) {
-			if !r.AC && s.liveSegmentLocked(r.Seq) != nil {
+			if !r.AC && s.segments.LiveLocked(r.Seq) != nil {
 				packed = append(packed, cas.Digest{Hash: hex.EncodeToString(r.Hash[:]), Size: int64(r.Size)})
 			}
 		}

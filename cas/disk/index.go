@@ -4,6 +4,7 @@ import (
 	"container/list"
 
 	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // entryKind separates the two namespaces on disk and in the index.
@@ -42,7 +43,7 @@ type entry struct {
 
 	// A packed entry (packs.go) is a record in seg, its data at off; nil:
 	// a file of its own.
-	seg *segment
+	seg *packs.Segment
 	off int64
 	// What every read checks (readcheck.go): a file's block sums (of the
 	// file as stored, compressed or not), nil until this process has
@@ -127,7 +128,7 @@ func (s *Store) packedLocked(k entryKey) (entry, bool) {
 	if !ok {
 		return entry{}, false
 	}
-	seg := s.liveSegmentLocked(r.Seq)
+	seg := s.segments.LiveLocked(r.Seq)
 	if seg == nil {
 		s.packed.Delete(&h, k.kind == kindAC)
 		return entry{}, false
@@ -205,7 +206,7 @@ func (s *Store) insertLocked(e *entry) {
 // caller's.
 func (s *Store) putRecordLocked(e *entry) {
 	h, _ := hashBytes(e.key.hash) // a record is only ever made for a valid hash
-	s.packed.Put(&packindex.Record{Hash: h, AC: e.key.kind == kindAC, Verified: e.verified, Seq: uint32(e.seg.seq), Off: uint32(e.off), Size: uint32(e.size), CRC: e.crc})
+	s.packed.Put(&packindex.Record{Hash: h, AC: e.key.kind == kindAC, Verified: e.verified, Seq: uint32(e.seg.Seq), Off: uint32(e.off), Size: uint32(e.size), CRC: e.crc})
 	s.sweepLocked(sweepPerPut)
 }
 
@@ -224,10 +225,10 @@ func (s *Store) countEntry(e *entry, sign int64) {
 	if e.seg == nil {
 		s.bytes += sign * e.stored
 	} else {
-		e.seg.entries += sign
-		e.seg.plainBytes += sign * e.size
+		e.seg.Entries += sign
+		e.seg.PlainBytes += sign * e.size
 		if e.key.kind == kindAC {
-			e.seg.acEntries += sign
+			e.seg.ACEntries += sign
 		}
 	}
 	s.entries += sign
@@ -254,8 +255,8 @@ func (s *Store) evictLocked(keep *entry) {
 		if el != nil && keep != nil && el.Value.(*entry) == keep {
 			el = el.Prev()
 		}
-		seg := s.oldestEvictableLocked()
-		if seg != nil && (el == nil || seg.created < el.Value.(*entry).used) {
+		seg := s.segments.OldestEvictableLocked()
+		if seg != nil && (el == nil || seg.Created < el.Value.(*entry).used) {
 			s.evictSegmentLocked(seg)
 			continue
 		}

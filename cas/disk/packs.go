@@ -9,12 +9,13 @@ import (
 	"hash"
 	"io"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 )
 
@@ -52,8 +53,8 @@ func WithPacks(maxBlob int64) StoreOption {
 	return func(s *Store) { s.packMax = max(maxBlob, 0) }
 }
 
-// packs reports whether an entry of size bytes is packed.
-func (s *Store) packs(size int64) bool {
+// packable reports whether an entry of size bytes is packed.
+func (s *Store) packable(size int64) bool {
 	return s.packMax > 0 && size <= s.packMax
 }
 
@@ -69,16 +70,17 @@ func (s *Store) setupPacks() {
 	}
 	// A quarter of a segment at most, and MaxPackMax.
 	s.packMax = min(s.packMax, s.segSize/4, MaxPackMax)
+	cfg := packs.Config{
+		Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
+		SegmentSize: s.segSize, MaxRecord: s.packMax,
+		Tick: func() uint64 { s.tick++; return s.tick },
+	}
 	if s.packMax > 0 {
 		s.refreshes = make(chan refresh, refreshQueue)
 		go s.refreshLoop(s.refreshes)
-		if s.syncEvery > 0 {
-			s.unsynced = make(map[*segment]bool)
-			s.syncWake = make(chan struct{}, 1)
-			s.syncerDone = make(chan struct{})
-			go s.syncLoop()
-		}
+		cfg.SyncEvery = s.syncEvery
 	}
+	s.segments = packs.NewSet(cfg)
 }
 
 // WithPackSync makes packed records durable every interval instead of
@@ -96,62 +98,12 @@ func WithPackSync(interval time.Duration) StoreOption {
 	return func(s *Store) { s.syncEvery = max(interval, 0) }
 }
 
-// syncLoop is WithPackSync's goroutine: woken by the first record written
-// since its last pass, it waits out the interval and fdatasyncs the
-// segments written since, until Close wakes it for a last pass. A store
-// with nothing to sync costs nothing.
-func (s *Store) syncLoop() {
-	defer close(s.syncerDone)
-	t := time.NewTimer(s.syncEvery)
-	for {
-		<-s.syncWake
-		s.mu.Lock()
-		closing := s.packsClosing
-		s.mu.Unlock()
-		if !closing {
-			t.Reset(s.syncEvery)
-			<-t.C // let the interval's records gather
-		}
-		s.mu.Lock()
-		closing = s.packsClosing
-		dirty := make([]*segment, 0, len(s.unsynced))
-		for seg := range s.unsynced { // none evicted: eviction takes a segment out
-			dirty = append(dirty, seg)
-			seg.readers++ // keeps its file open through the sync, evicted or not
-		}
-		clear(s.unsynced)
-		s.mu.Unlock()
-		for _, seg := range dirty {
-			if err := fileio.Fdatasync(seg.f); err != nil {
-				s.log.Error("syncing a pack segment", "seq", seg.seq, "err", err)
-			}
-		}
-		s.mu.Lock()
-		for _, seg := range dirty {
-			s.releaseReaderLocked(seg)
-		}
-		s.mu.Unlock()
-		if closing {
-			return
-		}
-	}
-}
-
-// wakeSyncer tells the syncer there is something to do (a record written
-// since its last pass, or Close); it never blocks.
-func (s *Store) wakeSyncer() {
-	select {
-	case s.syncWake <- struct{}{}:
-	default: // already woken
-	}
-}
-
 // packedBlob is an open packed blob: a range of its segment's file, read
 // with pread. It keeps the segment's file open until Close, even if the
 // segment is evicted meanwhile.
 type packedBlob struct {
 	s    *Store
-	seg  *segment
+	seg  *packs.Segment
 	off  int64 // of the data in the segment
 	size int64
 	// checked: every read checks the whole record against opened.crc,
@@ -197,7 +149,7 @@ func (b *packedBlob) check(crc uint32) error {
 // readChecked reads the whole record into p, len(p) == b.size, and checks
 // it against the record's CRC.
 func (b *packedBlob) readChecked(p []byte) error {
-	if _, err := b.seg.f.ReadAt(p, b.off); err != nil {
+	if _, err := b.seg.ReadAt(p, b.off); err != nil {
 		return fmt.Errorf("disk: reading a packed blob: %w", err)
 	}
 	return b.check(packfile.Checksum(p))
@@ -223,7 +175,7 @@ func (b *packedBlob) ReadAt(p []byte, off int64) (int, error) {
 	var err error
 	switch {
 	case !b.checked:
-		n, err = b.seg.f.ReadAt(p, b.off+off)
+		n, err = b.seg.ReadAt(p, b.off+off)
 	case off == 0 && int64(len(p)) == b.size:
 		if err = b.readChecked(p); err == nil {
 			n = len(p)
@@ -246,7 +198,7 @@ func (b *packedBlob) Close() error {
 	s := b.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.releaseReaderLocked(b.seg)
+	s.segments.ReleaseLocked(b.seg)
 	return nil
 }
 
@@ -264,7 +216,7 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
 	if !s.isCurrentLocked(e) {
 		return nil, errReplaced
 	}
-	e.seg.readers++
+	s.segments.HoldLocked(e.seg) // current: not evicted
 	return &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size, checked: !s.noReadChecks, opened: e}, nil
 }
 
@@ -277,7 +229,7 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
 type packWriter struct {
 	s   *Store
 	d   cas.Digest
-	seg *segment
+	seg *packs.Segment
 	off int64 // of the data in the segment
 	h   hash.Hash
 	crc uint32
@@ -325,7 +277,7 @@ func (w *packWriter) WriteBuffers(bufs [][]byte) (int64, error) {
 	if total > w.d.Size-w.n {
 		return 0, fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, w.d.Size)
 	}
-	n, err := fileio.WriteBuffersAt(w.seg.f, bufs, w.off+w.n)
+	n, err := w.seg.WriteAt(bufs, w.off+w.n)
 	for rest := n; rest > 0; bufs = bufs[1:] { // hash and sum what was written
 		k := min(rest, len(bufs[0]))
 		w.h.Write(bufs[0][:k])
@@ -365,7 +317,7 @@ func (w *packWriter) Abort() {
 	}
 	w.end = true
 	w.s.mu.Lock()
-	w.s.releaseSlotLocked(w.seg)
+	w.s.segments.ReleaseSlotLocked(w.seg)
 	w.s.mu.Unlock()
 }
 
@@ -391,17 +343,11 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 	if err != nil {
 		return nil, err
 	}
-	// The committed header and the data in one pwritev. Nothing orders the
-	// two on disk, nor did it when they were two writes: a record torn by a
-	// crash fails its CRC check at the next start (loadSegments).
+	// The committed header and the data in one pwritev.
 	c := newRecordCommit(seg, off, k, size, crc)
-	var hdr [packfile.HeaderLen]byte
-	encodeRecordHeader(hdr[:], seg, k, packfile.Committed, size, crc)
-	iov := make(net.Buffers, 0, 1+len(data))
-	iov = append(append(iov, hdr[:]), data...)
-	if _, err := fileio.WriteBuffersAt(seg.f, iov, off-packfile.HeaderLen); err != nil {
+	if err := seg.WriteRecord(uint8(k.kind), k.hash, data, crc, off); err != nil {
 		s.mu.Lock()
-		s.releaseSlotLocked(seg)
+		s.segments.ReleaseSlotLocked(seg)
 		s.mu.Unlock()
 		return nil, fmt.Errorf("disk: writing a record: %w", err)
 	}
@@ -411,9 +357,9 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 // commitRecord writes the committed header of the record of k at off in
 // seg (its data written, and checked on its way in) and makes the record
 // durable and indexed through the group commit.
-func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, crc uint32) error {
+func (s *Store) commitRecord(seg *packs.Segment, off int64, k entryKey, size int64, crc uint32) error {
 	c := newRecordCommit(seg, off, k, size, crc)
-	if err := writeRecordHeader(seg, k, packfile.Committed, size, crc, off); err != nil {
+	if err := seg.WriteHeader(uint8(k.kind), k.hash, packfile.Committed, size, crc, off); err != nil {
 		c.err = fmt.Errorf("disk: committing a record: %w", err)
 	}
 	s.committer.commit(c)
@@ -422,7 +368,7 @@ func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, cr
 
 // newRecordCommit returns the commit of the record of k at off in seg,
 // whose content was checked on its way in.
-func newRecordCommit(seg *segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
+func newRecordCommit(seg *packs.Segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
 	return &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS, crc: crc}}
 }
 
@@ -470,7 +416,7 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 		s.dropLocked(&el)
 		s.corrupt++
 		s.mu.Unlock()
-		s.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.seq, "content_hash", hex.EncodeToString(sum[:]))
+		s.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.Seq, "content_hash", hex.EncodeToString(sum[:]))
 		s.retireRecord(opened)
 		return errCorrupt
 	}
@@ -489,21 +435,20 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 // again by its first read (docs/cas.md, "Integrity").
 func (s *Store) retireRecord(e entry) {
 	s.mu.Lock()
-	if e.seg.evicted {
+	if !s.segments.HoldLocked(e.seg) { // keeps the file this segment's while the header is written
 		s.mu.Unlock()
 		return // the record went with its segment; the file may be another's now
 	}
-	e.seg.readers++ // keeps the file this segment's while the header is written
 	s.mu.Unlock()
-	err := writeRecordHeader(e.seg, e.key, packfile.Reserved, e.size, 0, e.off)
+	err := e.seg.WriteHeader(uint8(e.key.kind), e.key.hash, packfile.Reserved, e.size, 0, e.off)
 	if err == nil {
-		err = fileio.Fdatasync(e.seg.f)
+		err = e.seg.Sync()
 	}
 	s.mu.Lock()
-	s.releaseReaderLocked(e.seg)
+	s.segments.ReleaseLocked(e.seg)
 	s.mu.Unlock()
 	if err != nil {
-		s.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.seq, "err", err)
+		s.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.Seq, "err", err)
 	}
 }
 
@@ -525,7 +470,8 @@ type refresh struct {
 // its segment is among the oldest quarter. A full queue drops it: a lookup
 // is never held up for a copy.
 func (s *Store) refreshIfOldLocked(e entry) {
-	if s.refreshes == nil || len(s.segments) < 4 || !e.seg.sealed || e.seg.seq >= s.segments[0].seq+uint64(len(s.segments)/4) {
+	segs := s.segments.SegmentsLocked()
+	if s.refreshes == nil || len(segs) < 4 || !e.seg.Sealed || e.seg.Seq >= segs[0].Seq+uint64(len(segs)/4) {
 		return
 	}
 	select {
@@ -584,15 +530,14 @@ func (s *Store) copyForward(r refresh) error {
 // another segment's by now.
 func (s *Store) readRecord(e entry, buf []byte) error {
 	s.mu.Lock()
-	if e.seg.evicted {
+	if !s.segments.HoldLocked(e.seg) {
 		s.mu.Unlock()
 		return errReplaced
 	}
-	e.seg.readers++
 	s.mu.Unlock()
-	_, err := e.seg.f.ReadAt(buf, e.off)
+	_, err := e.seg.ReadAt(buf, e.off)
 	s.mu.Lock()
-	s.releaseReaderLocked(e.seg)
+	s.segments.ReleaseLocked(e.seg)
 	s.mu.Unlock()
 	return err
 }

@@ -38,7 +38,7 @@ func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.En
 // store's policy and the data say so, and returns it ready to commit as
 // blob d.
 func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) (*pendingCommit, error) {
-	if s.packs(d.Size) {
+	if s.packable(d.Size) {
 		return s.writeRecord(entryKey{kindCAS, d.Hash}, data)
 	}
 	f, err := s.createTemp()
@@ -160,7 +160,7 @@ func (s *Store) PutActionResult(_ context.Context, d cas.Digest, data []byte) er
 		return fmt.Errorf("action result of %d bytes: %w", len(data), cas.ErrTooLarge)
 	}
 	k := entryKey{kindAC, d.Hash}
-	if s.packs(int64(len(data))) {
+	if s.packable(int64(len(data))) {
 		c, err := s.writeRecord(k, net.Buffers{data})
 		if err != nil {
 			return err

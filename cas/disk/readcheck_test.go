@@ -46,7 +46,7 @@ func storedAt(t *testing.T, s *Store, d cas.Digest) (string, int64) {
 		t.Fatalf("blob %s is not stored", d)
 	}
 	if e := el; e.seg != nil {
-		return e.seg.f.Name(), e.off
+		return e.seg.PathLocked(), e.off
 	}
 	return disktest.BlobPath(s.dir, d), 0
 }

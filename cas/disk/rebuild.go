@@ -1,7 +1,6 @@
 package disk
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // removeTemps deletes whatever a previous run left in tmp/: uploads that
@@ -97,12 +96,16 @@ func (s *Store) rebuild() error {
 	if ck != nil {
 		trusted = ck.Segments
 	}
-	records, err := s.loadSegments(trusted)
+	records, err := s.segments.Load(trusted)
 	if err != nil {
 		if ck != nil {
 			ck.f.Close()
 		}
 		return err
+	}
+	segs := s.segments.SegmentsLocked()
+	for _, seg := range segs {
+		s.bytes += seg.Size
 	}
 	// Recency: files' last modification and segments' order, on one clock
 	// (files older than the oldest segment first), so that eviction takes
@@ -110,9 +113,9 @@ func (s *Store) rebuild() error {
 	s.tick = 0
 	si := 0
 	for _, f := range all {
-		for si < len(s.segments) && s.segmentTime(s.segments[si]).Before(f.mtime) {
+		for si < len(segs) && segs[si].ModTime().Before(f.mtime) {
 			s.tick++
-			s.segments[si].created = s.tick
+			segs[si].Created = s.tick
 			si++
 		}
 		s.tick++
@@ -120,9 +123,9 @@ func (s *Store) rebuild() error {
 			f.e.used = s.tick
 		}
 	}
-	for ; si < len(s.segments); si++ {
+	for ; si < len(segs); si++ {
 		s.tick++
-		s.segments[si].created = s.tick
+		segs[si].Created = s.tick
 	}
 	if ck != nil {
 		if records, err = s.loadCheckpointRecords(ck, records); err != nil {
@@ -134,19 +137,19 @@ func (s *Store) rebuild() error {
 	// packed entry replaces a file of the same key (written since).
 	for _, r := range records {
 		if entryKind(r.Kind) > kindAC {
-			s.log.Warn("ignoring a pack record of unknown kind", "segment", r.seg.seq, "kind", r.Kind)
+			s.log.Warn("ignoring a pack record of unknown kind", "segment", r.Seg.Seq, "kind", r.Kind)
 			continue
 		}
 		k := entryKey{entryKind(r.Kind), r.HashHex()}
 		if el, ok := s.files[k]; ok {
 			s.removeLocked(el)
 		} else if old, ok := s.packedLocked(k); ok {
-			if old.seg.seq > r.seg.seq {
+			if old.seg.Seq > r.Seg.Seq {
 				continue // from the checkpoint, of a later segment
 			}
 			s.uncountLocked(&old)
 		}
-		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.seg, off: r.Off, crc: r.DataCRC}
+		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.Seg, off: r.Off, crc: r.DataCRC}
 		s.putRecordLocked(e)
 		s.countLocked(e)
 	}
@@ -156,7 +159,7 @@ func (s *Store) rebuild() error {
 // loadCheckpointRecords indexes the records of checkpoint ck; if it does
 // not check out, it empties the table and returns records with those of
 // the segments it would have covered, scanned, in segment order.
-func (s *Store) loadCheckpointRecords(ck *checkpointReader, records []scannedRecord) ([]scannedRecord, error) {
+func (s *Store) loadCheckpointRecords(ck *checkpointReader, records []packs.Scanned) ([]packs.Scanned, error) {
 	err := ck.loadRecords(s)
 	if err == nil {
 		s.checkpointLoaded = true
@@ -164,36 +167,13 @@ func (s *Store) loadCheckpointRecords(ck *checkpointReader, records []scannedRec
 	}
 	s.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
 	s.packed.Free()
-	for _, seg := range s.segments {
-		s.entries -= seg.entries
-		s.acEntries -= seg.acEntries
-		s.plainBytes -= seg.plainBytes
-		seg.entries, seg.acEntries, seg.plainBytes = 0, 0, 0
-		if !seg.fromCheckpoint {
-			continue
-		}
-		seg.fromCheckpoint = false
-		s.segmentsScanned++
-		found, _, err := packfile.Scan(seg.f, false, s.packMax, seg.seq)
-		if err != nil {
-			return nil, fmt.Errorf("disk: scanning pack segment %d: %w", seg.seq, err)
-		}
-		for _, r := range found {
-			records = append(records, scannedRecord{r, seg})
-		}
+	for _, seg := range s.segments.SegmentsLocked() {
+		s.entries -= seg.Entries
+		s.acEntries -= seg.ACEntries
+		s.plainBytes -= seg.PlainBytes
+		seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
 	}
-	slices.SortStableFunc(records, func(a, b scannedRecord) int { return cmp.Compare(a.seg.seq, b.seg.seq) })
-	return records, nil
-}
-
-// segmentTime is when seg's file was last written, for ordering it among
-// files at start.
-func (s *Store) segmentTime(seg *segment) time.Time {
-	fi, err := seg.f.Stat()
-	if err != nil {
-		return time.Time{}
-	}
-	return fi.ModTime()
+	return s.segments.Rescan(records)
 }
 
 // parseStoredName parses the name of a file in cas/ or ac/: a hash, or a

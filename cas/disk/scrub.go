@@ -11,6 +11,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // The scrubber's pacing. A pass is held to the rate in "cost", not only in
@@ -163,7 +164,7 @@ func (p *pacer) wait(n int) error {
 // segment costs what a shard listing does).
 func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
 	s.mu.Lock()
-	segs := slices.Clone(s.segments)
+	segs := slices.Clone(s.segments.SegmentsLocked())
 	s.mu.Unlock()
 	for _, seg := range segs {
 		if p.wait(scrubListingCost) != nil {
@@ -172,7 +173,7 @@ func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
 		records, err := s.segmentRecords(seg)
 		if err != nil {
 			if !errors.Is(err, errReplaced) {
-				s.log.Warn("scrubber: listing a pack segment", "segment", seg.seq, "err", err)
+				s.log.Warn("scrubber: listing a pack segment", "segment", seg.Seq, "err", err)
 			}
 			continue
 		}
@@ -199,24 +200,14 @@ func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
 	}
 }
 
-// segmentRecords lists the committed records of seg from its headers,
-// holding its file meanwhile; errReplaced if it was evicted. The index
-// keeps no list of a segment's keys: this read costs what listing a shard
-// directory does, once a pass.
-func (s *Store) segmentRecords(seg *segment) ([]packfile.Record, error) {
-	s.mu.Lock()
-	if seg.evicted {
-		s.mu.Unlock()
+// segmentRecords lists the committed records of seg from its headers;
+// errReplaced if it was evicted. The index keeps no list of a segment's
+// keys: this read costs what listing a shard directory does, once a pass.
+func (s *Store) segmentRecords(seg *packs.Segment) ([]packfile.Record, error) {
+	records, ok, err := s.segments.Records(seg)
+	if !ok {
 		return nil, errReplaced
 	}
-	seg.readers++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.releaseReaderLocked(seg)
-		s.mu.Unlock()
-	}()
-	records, _, err := packfile.Scan(seg.f, false, s.packMax, seg.seq)
 	return records, err
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -80,21 +81,13 @@ type Store struct {
 
 	committer *groupCommit
 
-	// Packs (packs.go, segment.go); guarded by mu.
-	packMax      int64      // largest entry packed; 0: none is
-	segSize      int64      // bytes of slots a segment takes before it is sealed
-	segments     []*segment // oldest first
-	active       *segment   // takes the slots; nil until the first
-	nextSeq      uint64
-	tick         uint64         // counts uses and segments: the store's clock of recency
-	finishing    sync.WaitGroup // segments being made durable in the background
-	packsClosing bool           // Close has begun: no segment starts being made durable
-	syncEvery    time.Duration  // WithPackSync: 0, records are durable when acknowledged
-	unsynced     map[*segment]bool
-	syncWake     chan struct{} // the syncer's: records to sync, or Close
-	syncerDone   chan struct{} // closed when the syncer has made its last pass
-	refreshes    chan refresh  // packed entries to copy forward out of old segments; nil once closed
-	spare        []spareFile   // evicted segments' files, to be reused
+	// Packs (packs.go; package packs); guarded by mu.
+	packMax   int64         // largest entry packed; 0: none is
+	segSize   int64         // bytes of slots a segment takes before it is sealed
+	segments  *packs.Set    // shares mu
+	syncEvery time.Duration // WithPackSync: 0, records are durable when acknowledged
+	tick      uint64        // counts uses and segments: the store's clock of recency
+	refreshes chan refresh  // packed entries to copy forward out of old segments; nil once closed
 
 	// Index checkpoints (checkpoint.go); guarded by mu.
 	sinceCheckpoint    int64          // packed records indexed since the last was started
@@ -102,7 +95,6 @@ type Store struct {
 	checkpoints        sync.WaitGroup // the one being written
 	checkpointsWritten int64
 	checkpointLoaded   bool // this start took the packed entries from one
-	segmentsScanned    int  // pack segments this start read record by record
 
 	scrubClock scrubClock // wallClock, or a test's (export_test.go)
 }
@@ -168,13 +160,17 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
 	entries, stored := s.entries, s.bytes
-	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segmentsScanned, len(s.segments)
+	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
 	s.mu.Unlock()
 	s.committer = newGroupCommit(s)
 	logger.Info("cas store opened", "dir", dir, "entries", entries, "bytes", stored, "max_bytes", maxSize,
 		"pack_segments", segments, "segments_scanned", scanned, "index_checkpoint", fromCheckpoint)
 	return s, nil
 }
+
+// packDirName is the directory of the pack segments (package packs) under
+// the store's.
+const packDirName = "packs"
 
 // makeDirs creates tmp/ and the 256 shard directories of cas/ and ac/ that
 // are missing, and syncs the parents of those it created, so that a commit
@@ -280,42 +276,17 @@ func (s *Store) zstdPath(k entryKey, size int64) string {
 	return s.path(k) + "-" + strconv.FormatInt(size, 10) + ".zst"
 }
 
-// closePacks makes the active segment durable if no writer holds a slot
-// in it (else the next start checks it), waits for the segments being made
-// durable, and closes the segments' files (a reader still holding one
-// closes it).
+// closePacks stops the copying forward and closes the segments
+// (packs.Set.Close: the active one and those written since the last sync
+// made durable).
 func (s *Store) closePacks() {
 	s.mu.Lock()
-	if seg := s.active; seg != nil && seg.open == 0 {
-		s.sealLocked(seg)
-	}
-	s.packsClosing = true // no segment starts being finished from here on
-	stopSyncer := s.syncerDone != nil
-	if stopSyncer {
-		s.wakeSyncer()
-	}
 	if s.refreshes != nil {
 		close(s.refreshes)
 		s.refreshes = nil
 	}
 	s.mu.Unlock()
-	if stopSyncer {
-		<-s.syncerDone // its last pass makes every record durable
-	}
-	s.finishing.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, seg := range s.segments {
-		seg.closed = true // to the readers: close the file when done
-		if seg.readers == 0 {
-			seg.gone = true
-			seg.f.Close()
-		}
-	}
-	for _, sp := range s.spare {
-		sp.f.Close() // the file stays, a spare for the next start
-	}
-	s.spare = nil
+	s.segments.Close()
 }
 
 // removeFile unlinks e's file; a file already gone is no error.

@@ -89,7 +89,7 @@ func (s *Store) NewWriter(_ context.Context, d cas.Digest, arrived cas.Encoding)
 	if s.maxSize > 0 && d.Size > s.maxSize {
 		return nil, fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
 	}
-	if s.packs(d.Size) {
+	if s.packable(d.Size) {
 		return s.newPackWriter(d)
 	}
 	f, err := s.createTemp()
