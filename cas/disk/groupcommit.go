@@ -8,16 +8,15 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/groupcommit"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packs"
 	"golang.org/x/sync/errgroup"
 )
 
-// groupCommit makes committed files durable and visible in batches: the
-// files whose commits arrive while a batch is being made durable form the
-// next batch, so N concurrent commits cost far fewer than N rounds of
-// fsyncs. One goroutine per store runs the batches; a commit waits until
-// its batch is done, so it still returns only once its entry is durable.
+// groupCommit makes committed files and packed records durable and
+// visible in batches (package groupcommit): the files whose commits
+// arrive while a batch is being made durable form the next batch.
 //
 // A batch: fdatasync every file, in parallel (the filesystem's journal
 // merges concurrent syncs into a few commits); then, under the store's lock,
@@ -29,12 +28,7 @@ import (
 // complete under its name: nothing is renamed before its data is durable.
 type groupCommit struct {
 	s *Store
-
-	mu      sync.Mutex
-	queue   []*pendingCommit
-	wake    chan struct{} // signalled (without blocking) when queue gains work
-	stopped chan struct{} // closed when the committer goroutine has exited
-	closing bool
+	q *groupcommit.Queue[*pendingCommit]
 }
 
 // pendingCommit is one file, or one packed record (seg, its committed
@@ -50,7 +44,6 @@ type pendingCommit struct {
 	// upload in progress (Writer): the entry's size takes its place.
 	reserved int64
 	err      error
-	done     *sync.WaitGroup
 }
 
 // commitBatch marks the entries of a batch until they are durable.
@@ -68,8 +61,8 @@ const syncParallelism = 16
 var commitStage func(stage string)
 
 func newGroupCommit(s *Store) *groupCommit {
-	g := &groupCommit{s: s, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
-	go g.run()
+	g := &groupCommit{s: s}
+	g.q = groupcommit.New(g.commitBatch)
 	return g
 }
 
@@ -77,62 +70,17 @@ func newGroupCommit(s *Store) *groupCommit {
 // are; each one's outcome is in its err. The caller has closed nothing:
 // commit closes every file, and removes those that fail.
 func (g *groupCommit) commit(cs ...*pendingCommit) {
-	var wg sync.WaitGroup
-	wg.Add(len(cs))
-	g.mu.Lock()
-	if g.closing {
-		g.mu.Unlock()
+	if !g.q.Commit(cs...) {
 		for _, c := range cs {
 			discardTemp(c.f)
 			c.err = cas.ErrClosed
 		}
-		return
 	}
-	for _, c := range cs {
-		c.done = &wg
-	}
-	g.queue = append(g.queue, cs...)
-	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
-	default: // already signalled
-	}
-	wg.Wait()
 }
 
 // close lets the batches queued run, then stops the committer; later
 // commits fail with ErrClosed.
-func (g *groupCommit) close() {
-	g.mu.Lock()
-	g.closing = true
-	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-	<-g.stopped
-}
-
-func (g *groupCommit) run() {
-	defer close(g.stopped)
-	var batch []*pendingCommit
-	for range g.wake {
-		for {
-			g.mu.Lock()
-			batch, g.queue = g.queue, batch[:0]
-			closing := g.closing
-			g.mu.Unlock()
-			if len(batch) == 0 {
-				if closing {
-					return
-				}
-				break
-			}
-			g.commitBatch(batch)
-			clear(batch) // let the files go
-		}
-	}
-}
+func (g *groupCommit) close() { g.q.Close() }
 
 func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	s := g.s
@@ -234,14 +182,12 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	stage("durable")
 	for _, c := range batch {
 		if c.seg != nil {
-			c.done.Done()
 			continue
 		}
 		if err, failed := dirErrs.Load(filepath.Dir(s.path(c.e.key))); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
 			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(s.path(c.e.key)), err.(error))
 		}
-		c.done.Done()
 	}
 }
 
