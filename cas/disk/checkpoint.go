@@ -131,7 +131,7 @@ func (c *checkpointReader) loadRecords(s *Store) error {
 	// a hex key per record.
 	files := make(map[packindex.Key]*entry, len(s.files))
 	for k, e := range s.files {
-		h, _ := hashBytes(k.hash)
+		h, _ := packindex.ParseHash(k.hash)
 		files[packindex.Key{Hash: h, AC: k.kind == kindAC}] = e
 	}
 	var recs []packindex.Record

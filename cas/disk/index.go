@@ -120,7 +120,7 @@ func (s *Store) entryLocked(k entryKey) (entry, bool) {
 // table, with its segment. A record whose segment was evicted is dropped
 // from the table here (eviction leaves them to the sweep, sweepLocked).
 func (s *Store) packedLocked(k entryKey) (entry, bool) {
-	h, ok := hashBytes(k.hash)
+	h, ok := packindex.ParseHash(k.hash)
 	if !ok {
 		return entry{}, false
 	}
@@ -205,7 +205,7 @@ func (s *Store) insertLocked(e *entry) {
 // putRecordLocked puts packed entry e in the table; its counts are the
 // caller's.
 func (s *Store) putRecordLocked(e *entry) {
-	h, _ := hashBytes(e.key.hash) // a record is only ever made for a valid hash
+	h, _ := packindex.ParseHash(e.key.hash) // a record is only ever made for a valid hash
 	s.packed.Put(&packindex.Record{Hash: h, AC: e.key.kind == kindAC, Verified: e.verified, Seq: uint32(e.seg.Seq), Off: uint32(e.off), Size: uint32(e.size), CRC: e.crc})
 	s.sweepLocked(sweepPerPut)
 }
@@ -268,32 +268,4 @@ func (s *Store) evictLocked(keep *entry) {
 		s.evictions++
 		s.log.Debug("evicted", "kind", e.key.kind.dir(), "hash", e.key.hash, "size", e.size)
 	}
-}
-
-// hashBytes decodes a key's hash, 64 lowercase hex digits, as the table
-// keys it (without the allocation a []byte conversion would make).
-func hashBytes(hash string) ([32]byte, bool) {
-	var h [32]byte
-	if len(hash) != 64 {
-		return h, false
-	}
-	for i := range h {
-		hi, ok1 := hexDigit(hash[2*i])
-		lo, ok2 := hexDigit(hash[2*i+1])
-		if !ok1 || !ok2 {
-			return h, false
-		}
-		h[i] = hi<<4 | lo
-	}
-	return h, true
-}
-
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
 }

@@ -6,17 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"net"
 	"path/filepath"
 	"time"
 
-	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
-	"github.com/membuf/membuf/cas/disk/zstdfile"
 )
 
 // Small blobs and action results are packed into segment files
@@ -32,7 +30,7 @@ const (
 	DefaultPackMax = 1 << 20
 	// MaxPackMax is the most WithPacks takes: what the scrubber and the
 	// copying forward hash in one buffer.
-	MaxPackMax = hashChunkSize
+	MaxPackMax = integrity.HashChunk
 	// defaultSegmentSize is the size of a pack segment: the unit of
 	// eviction, so it is kept small beside the store (at most a 16th of
 	// its maximum size).
@@ -74,6 +72,7 @@ func (s *Store) setupPacks() {
 		Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
 		SegmentSize: s.segSize, MaxRecord: s.packMax,
 		Tick: func() uint64 { s.tick++; return s.tick },
+		Zstd: s.zp,
 	}
 	if s.packMax > 0 {
 		s.refreshes = make(chan refresh, refreshQueue)
@@ -98,114 +97,10 @@ func WithPackSync(interval time.Duration) StoreOption {
 	return func(s *Store) { s.syncEvery = max(interval, 0) }
 }
 
-// packedBlob is an open packed blob: a range of its segment's file, read
-// with pread. It keeps the segment's file open until Close, even if the
-// segment is evicted meanwhile.
-type packedBlob struct {
-	s    *Store
-	seg  *packs.Segment
-	off  int64 // of the data in the segment
-	size int64
-	// checked: every read checks the whole record against opened.crc,
-	// its record's CRC (readcheck.go); false with WithoutReadChecks.
-	// opened is the entry as opened, which a failed check removes.
-	checked bool
-	opened  entry
-}
-
-// Size returns the blob's size in bytes.
-func (b *packedBlob) Size() int64 { return b.size }
-
-// Stored returns Uncompressed: packed blobs are kept plain.
-func (b *packedBlob) Stored() cas.Encoding { return cas.Uncompressed }
-
-// ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
-// from pool; see cas.BlobReader. With reads checked, the whole record (at
-// most --pack-max, 1 MiB) is read into one pooled buffer with one pread and
-// checked against its CRC before any of it is handed on, as views of that
-// buffer (no copy): a client that streams a read to disk never gets a byte
-// it would have to know to discard.
-func (b *packedBlob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	if !b.checked || off >= end {
-		return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
-	}
-	buf := membuf.AllocUncleared(pool, int(b.size)) // filled whole by the read before it is looked at
-	if err := b.readChecked(buf.Bytes()); err != nil {
-		buf.Free()
-		return err
-	}
-	return cas.SendViews(buf, off, end, chunkSize, fn)
-}
-
-// check compares crc, the sum of the whole record as read, with the one
-// its header holds, and fails the read if they differ.
-func (b *packedBlob) check(crc uint32) error {
-	if crc != b.opened.crc {
-		return b.s.readFailed(b.opened, "record data does not match its CRC-32C")
-	}
-	return nil
-}
-
-// readChecked reads the whole record into p, len(p) == b.size, and checks
-// it against the record's CRC.
-func (b *packedBlob) readChecked(p []byte) error {
-	if _, err := b.seg.ReadAt(p, b.off); err != nil {
-		return fmt.Errorf("disk: reading a packed blob: %w", err)
-	}
-	return b.check(packfile.Checksum(p))
-}
-
-// ReadZstd compresses the blob from off as it reads it.
-func (b *packedBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	return zstdfile.CompressChunks(ctx, b.s.zp, b, off, pool, chunkSize, fn)
-}
-
-// ReadAt reads the blob's bytes, never past its end: with reads checked,
-// the whole record, into p if p takes it all, through a pooled buffer if
-// not.
-func (b *packedBlob) ReadAt(p []byte, off int64) (int, error) {
-	if off >= b.size {
-		return 0, io.EOF
-	}
-	short := int64(len(p)) > b.size-off
-	if short {
-		p = p[:b.size-off]
-	}
-	var n int
-	var err error
-	switch {
-	case !b.checked:
-		n, err = b.seg.ReadAt(p, b.off+off)
-	case off == 0 && int64(len(p)) == b.size:
-		if err = b.readChecked(p); err == nil {
-			n = len(p)
-		}
-	default:
-		bp := hashBuffers.Get() // a record is at most 1 MiB, the buffer's size
-		if err = b.readChecked((*bp)[:b.size]); err == nil {
-			n = copy(p, (*bp)[off:b.size])
-		}
-		hashBuffers.Put(bp)
-	}
-	if err == nil && short {
-		err = io.EOF
-	}
-	return n, err
-}
-
-// Close lets the segment's file go.
-func (b *packedBlob) Close() error {
-	s := b.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.segments.ReleaseLocked(b.seg)
-	return nil
-}
-
 // openPacked opens the packed entry of which e is a copy, checking a CAS
 // blob against its name first unless this process already has. It
 // returns errReplaced if the entry was replaced or evicted meanwhile.
-func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
+func (s *Store) openPacked(ctx context.Context, e entry) (*packs.Blob, error) {
 	if e.key.kind == kindCAS {
 		if err := s.checkPacked(ctx, e, false, nil); err != nil {
 			return nil, err
@@ -216,29 +111,15 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
 	if !s.isCurrentLocked(e) {
 		return nil, errReplaced
 	}
-	s.segments.HoldLocked(e.seg) // current: not evicted
-	return &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size, checked: !s.noReadChecks, opened: e}, nil
-}
-
-// packWriter writes one blob into a slot of the active segment, taken
-// when it starts (the digest gives its size): its bytes go to the
-// segment's file at their offset as they arrive, hashed and summed, and
-// its committed header, then the group commit's fsync of the segment, make
-// it a record. A slot abandoned by its writer stays a reserved record that
-// scans step over, until its segment is evicted.
-type packWriter struct {
-	s   *Store
-	d   cas.Digest
-	seg *packs.Segment
-	off int64 // of the data in the segment
-	h   hash.Hash
-	crc uint32
-	n   int64
-	end bool
+	var fail func(string) error
+	if !s.noReadChecks {
+		fail = func(detail string) error { return s.readFailed(e, detail) }
+	}
+	return s.segments.OpenLocked(e.seg, e.off, e.size, e.crc, fail), nil
 }
 
 // newPackWriter takes a slot for blob d.
-func (s *Store) newPackWriter(d cas.Digest) (*packWriter, error) {
+func (s *Store) newPackWriter(d cas.Digest) (*packs.Writer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -249,76 +130,9 @@ func (s *Store) newPackWriter(d cas.Digest) (*packWriter, error) {
 		return nil, err
 	}
 	s.evictLocked(nil)
-	return &packWriter{s: s, d: d, seg: seg, off: off, h: sha256.New()}, nil
-}
-
-// Digest returns the digest the writer was started with.
-func (w *packWriter) Digest() cas.Digest { return w.d }
-
-// Written returns the number of bytes written so far.
-func (w *packWriter) Written() int64 { return w.n }
-
-// Write appends p; past the digest's size it fails with ErrMismatch and
-// writes nothing.
-func (w *packWriter) Write(p []byte) (int, error) {
-	n, err := w.WriteBuffers([][]byte{p})
-	return int(n), err
-}
-
-// WriteBuffers appends bufs with one pwritev.
-func (w *packWriter) WriteBuffers(bufs [][]byte) (int64, error) {
-	if w.end {
-		return 0, errors.New("disk: write after Commit or Abort")
-	}
-	var total int64
-	for _, b := range bufs {
-		total += int64(len(b))
-	}
-	if total > w.d.Size-w.n {
-		return 0, fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, w.d.Size)
-	}
-	n, err := w.seg.WriteAt(bufs, w.off+w.n)
-	for rest := n; rest > 0; bufs = bufs[1:] { // hash and sum what was written
-		k := min(rest, len(bufs[0]))
-		w.h.Write(bufs[0][:k])
-		w.crc = packfile.UpdateChecksum(w.crc, bufs[0][:k])
-		rest -= k
-	}
-	w.n += int64(n)
-	return int64(n), err
-}
-
-// Suspend does nothing: the writer holds no descriptor of its own.
-func (w *packWriter) Suspend() error { return nil }
-
-// Commit checks the content against the digest, writes the committed
-// header and waits for the group commit to make the record durable.
-func (w *packWriter) Commit(context.Context) error {
-	if w.end {
-		return errors.New("disk: Commit after Commit or Abort")
-	}
-	if w.n != w.d.Size {
-		w.Abort()
-		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, w.n, w.d.Size)
-	}
-	var sum [sha256.Size]byte
-	if got := w.h.Sum(sum[:0]); hex.EncodeToString(got) != w.d.Hash {
-		w.Abort()
-		return fmt.Errorf("%w: content hashes to %x, the digest says %s", cas.ErrMismatch, got, w.d.Hash)
-	}
-	w.end = true
-	return w.s.commitRecord(w.seg, w.off, entryKey{kindCAS, w.d.Hash}, w.n, w.crc)
-}
-
-// Abort gives the slot up.
-func (w *packWriter) Abort() {
-	if w.end {
-		return
-	}
-	w.end = true
-	w.s.mu.Lock()
-	w.s.segments.ReleaseSlotLocked(w.seg)
-	w.s.mu.Unlock()
+	return s.segments.NewWriter(d, seg, off, func(d cas.Digest, crc uint32) error {
+		return s.commitRecord(seg, off, entryKey{kindCAS, d.Hash}, d.Size, crc)
+	}), nil
 }
 
 // writeRecord writes data, complete and checked, as a committed record of
@@ -391,8 +205,8 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	bp := hashBuffers.Get()
-	defer hashBuffers.Put(bp)
+	bp := integrity.Buffers.Get()
+	defer integrity.Buffers.Put(bp)
 	buf := (*bp)[:opened.size]
 	if err := s.readRecord(opened, buf); errors.Is(err, errReplaced) {
 		return err
@@ -420,7 +234,7 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 		s.retireRecord(opened)
 		return errCorrupt
 	}
-	h, _ := hashBytes(opened.key.hash)
+	h, _ := packindex.ParseHash(opened.key.hash)
 	s.packed.SetVerified(&h, opened.key.kind == kindAC)
 	s.mu.Unlock()
 	return nil
@@ -500,8 +314,8 @@ func (s *Store) copyForward(r refresh) error {
 	}
 	s.mu.Unlock()
 	// writeRecord is done with data when it returns: a pooled buffer does.
-	bp := hashBuffers.Get()
-	defer hashBuffers.Put(bp)
+	bp := integrity.Buffers.Get()
+	defer integrity.Buffers.Put(bp)
 	data := (*bp)[:old.size]
 	if err := s.readRecord(old, data); errors.Is(err, errReplaced) {
 		return nil // evicted meanwhile: nothing to copy

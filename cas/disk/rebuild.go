@@ -7,10 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/packs"
 )
 
@@ -49,14 +48,14 @@ func (s *Store) rebuild() error {
 				s.log.Warn("ignoring unexpected file in store", "path", filepath.Join(root, shard.Name()))
 				continue
 			}
-			files, err := os.ReadDir(filepath.Join(root, shard.Name()))
+			ents, err := os.ReadDir(filepath.Join(root, shard.Name()))
 			if err != nil {
 				return fmt.Errorf("disk: %w", err)
 			}
-			for _, f := range files {
+			for _, f := range ents {
 				name := f.Name()
 				p := filepath.Join(root, shard.Name(), name)
-				hash, size, zstd, ok := parseStoredName(name)
+				hash, size, zstd, ok := files.ParseName(name)
 				if !ok || zstd && kind != kindCAS || hash[:2] != shard.Name() || !f.Type().IsRegular() {
 					s.log.Warn("ignoring unexpected file in store", "path", p)
 					continue
@@ -174,21 +173,4 @@ func (s *Store) loadCheckpointRecords(ck *checkpointReader, records []packs.Scan
 		seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
 	}
 	return s.segments.Rescan(records)
-}
-
-// parseStoredName parses the name of a file in cas/ or ac/: a hash, or a
-// hash and a size followed by .zst for a blob kept compressed.
-func parseStoredName(name string) (hash string, size int64, zstd, ok bool) {
-	if cas.CheckHash(name) == nil {
-		return name, 0, false, true
-	}
-	rest, found := strings.CutSuffix(name, ".zst")
-	if !found || len(rest) < cas.HashLen+2 || rest[cas.HashLen] != '-' || cas.CheckHash(rest[:cas.HashLen]) != nil {
-		return "", 0, false, false
-	}
-	size, err := cas.ParseSize(rest[cas.HashLen+1:])
-	if err != nil || size == 0 {
-		return "", 0, false, false
-	}
-	return rest[:cas.HashLen], size, true, true
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/pace"
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/zstdseek"
@@ -96,7 +97,7 @@ type Store struct {
 	checkpointsWritten int64
 	checkpointLoaded   bool // this start took the packed entries from one
 
-	scrubClock scrubClock // wallClock, or a test's (export_test.go)
+	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 }
 
 // OpenStore opens (creating if needed) the store in dir. maxSize is the
@@ -120,19 +121,19 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		files:   make(map[entryKey]*entry),
 		lru:     list.New(),
 
-		scrubClock: wallClock,
+		scrubClock: pace.Wall,
 		packMax:    DefaultPackMax,
 	}
 	s.isLiveSeq = s.isLiveSeqLocked
 	for _, o := range opts {
 		o(s)
 	}
-	s.setupPacks()
 	if s.zp == nil {
 		if s.zp, err = zstdseek.NewPool(zstdseek.DefaultBudget(0)); err != nil {
 			return nil, err
 		}
 	}
+	s.setupPacks()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/zstdseek"
 )
 
 // Config is what a Set needs of the store that owns it.
@@ -37,6 +38,8 @@ type Config struct {
 	// Tick advances the owner's clock of recency and returns it; called
 	// holding Mu when a segment is made (Segment.Created).
 	Tick func() uint64
+	// Zstd compresses a Blob read compressed (Blob.ReadZstd).
+	Zstd *zstdseek.Pool
 }
 
 // Set is the pack segments of one store, oldest first: it makes them,
