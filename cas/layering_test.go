@@ -32,7 +32,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"disk/fileio":      {},
 		"disk/groupcommit": {},
 		"disk/pace":        {},
-		"disk/packindex":   {mod + "/disk/packfile"},
+		"disk/packindex":   {mod + "/disk/packfile", mod + "/disk/fileio"},
 		"disk/integrity":   {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile"},
 		"disk/files":       {mod, mod + "/zstdseek", mod + "/disk/fileio", mod + "/disk/integrity", mod + "/disk/zstdfile"},
 		"disk/packs":       {mod, mod + "/zstdseek", mod + "/disk/fileio", mod + "/disk/packfile", mod + "/disk/integrity", mod + "/disk/zstdfile"},

@@ -1,12 +1,9 @@
 package disk
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packindex"
 )
 
@@ -54,9 +51,8 @@ func (s *Store) maybeCheckpointLocked() {
 	})
 }
 
-// writeCheckpoint writes a checkpoint of the table to a temporary file,
-// syncs it and renames it into place. It holds the store's lock for one
-// shard's copy at a time.
+// writeCheckpoint writes a checkpoint of the table (packindex.SaveCheckpoint),
+// holding the store's lock for one shard's copy at a time.
 func (s *Store) writeCheckpoint() error {
 	s.mu.Lock()
 	var segs []packindex.Segment
@@ -66,28 +62,13 @@ func (s *Store) writeCheckpoint() error {
 		}
 	}
 	s.mu.Unlock()
-	tmp, err := os.CreateTemp(s.tmpDir, "index-*.ckpt")
-	if err != nil {
-		return fmt.Errorf("disk: checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename, nothing
-	defer tmp.Close()
-	err = packindex.WriteCheckpoint(tmp, segs, func(i int, dst []packindex.Record) []packindex.Record {
+	err := packindex.SaveCheckpoint(filepath.Join(s.dir, checkpointName), s.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.packed.ShardRecords(i, dst)
 	})
 	if err != nil {
-		return fmt.Errorf("disk: checkpoint: %w", err)
-	}
-	if err := fileio.Fdatasync(tmp); err != nil {
-		return fmt.Errorf("disk: checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, checkpointName)); err != nil {
-		return fmt.Errorf("disk: checkpoint: %w", err)
-	}
-	if err := fileio.SyncDir(s.dir); err != nil {
-		return fmt.Errorf("disk: checkpoint: %w", err)
+		return err
 	}
 	s.mu.Lock()
 	s.checkpointsWritten++
@@ -95,37 +76,12 @@ func (s *Store) writeCheckpoint() error {
 	return nil
 }
 
-// checkpointReader is an index checkpoint being loaded.
-type checkpointReader struct {
-	f *os.File
-	*packindex.CheckpointReader
-}
-
-// openCheckpoint opens the store's checkpoint and reads the segments it
-// names. No checkpoint is (nil, nil); one that does not check out is an
-// error, and the start scans every segment.
-func (s *Store) openCheckpoint() (*checkpointReader, error) {
-	f, err := os.Open(filepath.Join(s.dir, checkpointName))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	r, err := packindex.NewCheckpointReader(f)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &checkpointReader{f, r}, nil
-}
-
-// loadRecords reads the checkpoint's records and indexes those of the
+// loadCheckpoint reads the checkpoint's records and indexes those of the
 // segments the store loaded from it (fromCheckpoint), counting them. A
 // block that does not check out stops it with an error: the caller then
 // empties the table and scans those segments instead.
-func (c *checkpointReader) loadRecords(s *Store) error {
-	defer c.f.Close()
+func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
+	defer c.Close()
 	// A record replaces a file of its key (written since, as at a scan):
 	// the files' keys as the table has them, to look up without making
 	// a hex key per record.

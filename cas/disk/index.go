@@ -61,7 +61,7 @@ type entry struct {
 	// verified: this process has found a packed CAS blob matching its
 	// name (a segment's time says nothing of a record).
 	verified bool
-	zstd     bool // kept compressed (zstdblob.go), in a file named by zstdPath
+	zstd     bool // kept compressed, in a file named by files.ZstdPath
 }
 
 // lookup finds k, marks it most recently used and counts a hit or a miss.

@@ -248,19 +248,14 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 // leaves the record to be indexed again at the next start, and found bad
 // again by its first read (docs/cas.md, "Integrity").
 func (s *Store) retireRecord(e entry) {
-	s.mu.Lock()
-	if !s.segments.HoldLocked(e.seg) { // keeps the file this segment's while the header is written
-		s.mu.Unlock()
-		return // the record went with its segment; the file may be another's now
-	}
-	s.mu.Unlock()
-	err := e.seg.WriteHeader(uint8(e.key.kind), e.key.hash, packfile.Reserved, e.size, 0, e.off)
-	if err == nil {
-		err = e.seg.Sync()
-	}
-	s.mu.Lock()
-	s.segments.ReleaseLocked(e.seg)
-	s.mu.Unlock()
+	// Held: the file stays this segment's while the header is written; a
+	// segment evicted already took the record with it.
+	_, err := s.segments.Hold(e.seg, func() error {
+		if err := e.seg.WriteHeader(uint8(e.key.kind), e.key.hash, packfile.Reserved, e.size, 0, e.off); err != nil {
+			return err
+		}
+		return e.seg.Sync()
+	})
 	if err != nil {
 		s.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.Seq, "err", err)
 	}
@@ -343,15 +338,12 @@ func (s *Store) copyForward(r refresh) error {
 // A segment evicted since e was copied is errReplaced: its file may be
 // another segment's by now.
 func (s *Store) readRecord(e entry, buf []byte) error {
-	s.mu.Lock()
-	if !s.segments.HoldLocked(e.seg) {
-		s.mu.Unlock()
+	ok, err := s.segments.Hold(e.seg, func() error {
+		_, err := e.seg.ReadAt(buf, e.off)
+		return err
+	})
+	if !ok {
 		return errReplaced
 	}
-	s.mu.Unlock()
-	_, err := e.seg.ReadAt(buf, e.off)
-	s.mu.Lock()
-	s.segments.ReleaseLocked(e.seg)
-	s.mu.Unlock()
 	return err
 }

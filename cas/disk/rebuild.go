@@ -1,93 +1,37 @@
 package disk
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"slices"
-	"time"
 
 	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
 )
 
-// removeTemps deletes whatever a previous run left in tmp/: uploads that
-// never completed.
-func (s *Store) removeTemps() error {
-	ents, err := os.ReadDir(s.tmpDir)
-	if err != nil {
-		return fmt.Errorf("disk: %w", err)
-	}
-	for _, e := range ents {
-		p := filepath.Join(s.tmpDir, e.Name())
-		if err := os.RemoveAll(p); err != nil {
-			return fmt.Errorf("disk: removing stray temporary file: %w", err)
-		}
-		s.log.Info("removed stray temporary file", "path", p)
-	}
-	return nil
-}
-
 // rebuild fills the index from cas/ and ac/, oldest modification first.
 func (s *Store) rebuild() error {
-	type found struct {
-		e     *entry
-		mtime time.Time
+	found, err := files.Load(s.dir, []string{kindCAS.dir(), kindAC.dir()}, func(kind string) bool { return kind == kindCAS.dir() }, s.log)
+	if err != nil {
+		return err
 	}
-	var all []found
-	for _, kind := range []entryKind{kindCAS, kindAC} {
-		root := filepath.Join(s.dir, kind.dir())
-		shards, err := os.ReadDir(root)
-		if err != nil {
-			return fmt.Errorf("disk: %w", err)
+	all := make([]*entry, len(found))
+	for i, f := range found {
+		kind := kindCAS
+		if f.Kind == kindAC.dir() {
+			kind = kindAC
 		}
-		for _, shard := range shards {
-			if !shard.IsDir() {
-				s.log.Warn("ignoring unexpected file in store", "path", filepath.Join(root, shard.Name()))
-				continue
-			}
-			ents, err := os.ReadDir(filepath.Join(root, shard.Name()))
-			if err != nil {
-				return fmt.Errorf("disk: %w", err)
-			}
-			for _, f := range ents {
-				name := f.Name()
-				p := filepath.Join(root, shard.Name(), name)
-				hash, size, zstd, ok := files.ParseName(name)
-				if !ok || zstd && kind != kindCAS || hash[:2] != shard.Name() || !f.Type().IsRegular() {
-					s.log.Warn("ignoring unexpected file in store", "path", p)
-					continue
-				}
-				info, err := f.Info()
-				if errors.Is(err, fs.ErrNotExist) {
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("disk: %w", err)
-				}
-				if !zstd {
-					size = info.Size()
-				}
-				e := &entry{key: entryKey{kind, hash}, size: size, stored: info.Size(), zstd: zstd}
-				all = append(all, found{e, info.ModTime()})
-			}
-		}
-	}
-	slices.SortFunc(all, func(a, b found) int { return a.mtime.Compare(b.mtime) })
-	for _, f := range all {
-		if el, ok := s.files[f.e.key]; ok {
+		e := &entry{key: entryKey{kind, f.Hash}, size: f.Size, stored: f.Stored, zstd: f.Zstd}
+		all[i] = e
+		if el, ok := s.files[e.key]; ok {
 			// Kept both ways: a crash between a commit's rename and its
 			// removal of the other form. Both were checked; keep the
 			// newer.
-			old := el
-			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", old.key.hash)
+			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", el.key.hash)
 			s.removeLocked(el)
 		}
-		s.insertLocked(f.e)
+		s.insertLocked(e)
 	}
-	ck, err := s.openCheckpoint()
+	ck, err := packindex.OpenCheckpoint(filepath.Join(s.dir, checkpointName))
 	if err != nil {
 		s.log.Warn("ignoring the index checkpoint: scanning every pack segment", "err", err)
 	}
@@ -98,7 +42,7 @@ func (s *Store) rebuild() error {
 	records, err := s.segments.Load(trusted)
 	if err != nil {
 		if ck != nil {
-			ck.f.Close()
+			ck.Close()
 		}
 		return err
 	}
@@ -111,15 +55,15 @@ func (s *Store) rebuild() error {
 	// the older of the two kinds.
 	s.tick = 0
 	si := 0
-	for _, f := range all {
-		for si < len(segs) && segs[si].ModTime().Before(f.mtime) {
+	for i, e := range all {
+		for si < len(segs) && segs[si].ModTime().Before(found[i].ModTime) {
 			s.tick++
 			segs[si].Created = s.tick
 			si++
 		}
 		s.tick++
-		if el, ok := s.files[f.e.key]; ok && el == f.e {
-			f.e.used = s.tick
+		if el, ok := s.files[e.key]; ok && el == e {
+			e.used = s.tick
 		}
 	}
 	for ; si < len(segs); si++ {
@@ -158,8 +102,8 @@ func (s *Store) rebuild() error {
 // loadCheckpointRecords indexes the records of checkpoint ck; if it does
 // not check out, it empties the table and returns records with those of
 // the segments it would have covered, scanned, in segment order.
-func (s *Store) loadCheckpointRecords(ck *checkpointReader, records []packs.Scanned) ([]packs.Scanned, error) {
-	err := ck.loadRecords(s)
+func (s *Store) loadCheckpointRecords(ck *packindex.CheckpointFile, records []packs.Scanned) ([]packs.Scanned, error) {
+	err := s.loadCheckpoint(ck)
 	if err == nil {
 		s.checkpointLoaded = true
 		return records, nil

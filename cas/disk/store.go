@@ -9,13 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/pace"
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
@@ -147,10 +147,10 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 			s.lock.Unlock()
 		}
 	}()
-	if err := makeDirs(dir); err != nil {
+	if err := files.MakeDirs(dir, []string{"tmp", packDirName}, []string{kindCAS.dir(), kindAC.dir()}); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	if err := s.removeTemps(); err != nil {
+	if err := files.RemoveTemps(s.tmpDir, s.log); err != nil {
 		return nil, err
 	}
 	if err := s.rebuild(); err != nil {
@@ -173,37 +173,6 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 // the store's.
 const packDirName = "packs"
 
-// makeDirs creates tmp/ and the 256 shard directories of cas/ and ac/ that
-// are missing, and syncs the parents of those it created, so that a commit
-// never has to create (and make durable) a directory before its rename.
-func makeDirs(dir string) error {
-	for _, sub := range []string{"tmp", packDirName} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return err
-		}
-	}
-	for _, kind := range []entryKind{kindCAS, kindAC} {
-		top := filepath.Join(dir, kind.dir())
-		if err := os.MkdirAll(top, 0o755); err != nil {
-			return err
-		}
-		created := false
-		for i := range 256 {
-			err := os.Mkdir(filepath.Join(top, fmt.Sprintf("%02x", i)), 0o755)
-			if err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-			created = created || err == nil
-		}
-		if created {
-			if err := fileio.SyncDir(top); err != nil {
-				return err
-			}
-		}
-	}
-	return fileio.SyncDir(dir)
-}
-
 // Close marks the store closed; later calls fail with ErrClosed. Files in
 // tmp/ are removed (uploads still running fail when they try to commit),
 // then the directory's lock is released.
@@ -224,7 +193,7 @@ func (s *Store) Close() error {
 			s.log.Warn("writing the index checkpoint (the next start scans every pack segment)", "err", err)
 		}
 	}
-	err := s.removeTemps()
+	err := files.RemoveTemps(s.tmpDir, s.log)
 	if uerr := s.lock.Unlock(); err == nil {
 		err = uerr
 	}
@@ -259,22 +228,14 @@ func (s *Store) Stats() cas.StoreStats {
 func (s *Store) MaxSize() int64 { return s.maxSize }
 
 // path is where entry k is kept plain.
-func (s *Store) path(k entryKey) string {
-	return filepath.Join(s.dir, k.kind.dir(), k.hash[:2], k.hash)
-}
+func (s *Store) path(k entryKey) string { return files.Path(s.dir, k.kind.dir(), k.hash) }
 
 // filePath is where e is kept, plain or compressed.
 func (s *Store) filePath(e *entry) string {
 	if e.zstd {
-		return s.zstdPath(e.key, e.size)
+		return files.ZstdPath(s.dir, e.key.kind.dir(), e.key.hash, e.size)
 	}
 	return s.path(e.key)
-}
-
-// zstdPath is where the blob k of size bytes is kept compressed. The size
-// is in the name so that the index can be rebuilt without opening files.
-func (s *Store) zstdPath(k entryKey, size int64) string {
-	return s.path(k) + "-" + strconv.FormatInt(size, 10) + ".zst"
 }
 
 // closePacks stops the copying forward and closes the segments

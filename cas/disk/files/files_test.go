@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
@@ -104,5 +106,45 @@ func TestParseName(t *testing.T) {
 		if ok != tc.ok || ok && (h != hash || size != tc.size || zstd != tc.zstd) {
 			t.Errorf("ParseName(%q) = %q, %d, %v, %v; want %d, %v, %v", tc.name, h, size, zstd, ok, tc.size, tc.zstd, tc.ok)
 		}
+	}
+}
+
+// TestLayout: a blob's files are found at start where Path and ZstdPath
+// put them, oldest first; a stray name and a compressed file where the
+// kind keeps none are left out; RemoveTemps empties tmp/.
+func TestLayout(t *testing.T) {
+	dir := t.TempDir()
+	if err := files.MakeDirs(dir, []string{"tmp"}, []string{"cas", "ac"}); err != nil {
+		t.Fatal(err)
+	}
+	a := cas.DigestOf([]byte("a")).Hash
+	b := cas.DigestOf([]byte("b")).Hash
+	write := func(path string, n int, age time.Duration) {
+		if err := os.WriteFile(path, make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now().Add(-age)
+		if err := os.Chtimes(path, when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(files.ZstdPath(dir, "cas", a, 1000), 10, time.Hour)
+	write(files.Path(dir, "ac", b), 20, 2*time.Hour)
+	write(files.ZstdPath(dir, "ac", a, 7), 3, 0) // no compressed action results
+	write(filepath.Join(dir, "cas", a[:2], "stray"), 1, 0)
+	write(filepath.Join(dir, "tmp", "upload-1"), 1, 0)
+	found, err := files.Load(dir, []string{"cas", "ac"}, func(kind string) bool { return kind == "cas" }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 2 || found[0].Kind != "ac" || found[0].Hash != b || found[0].Size != 20 ||
+		found[1].Kind != "cas" || found[1].Hash != a || !found[1].Zstd || found[1].Size != 1000 || found[1].Stored != 10 {
+		t.Fatalf("found %+v; want the action result, then the compressed blob", found)
+	}
+	if err := files.RemoveTemps(filepath.Join(dir, "tmp"), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(ents) != 0 {
+		t.Fatalf("tmp/ holds %d files after RemoveTemps", len(ents))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/membuf/membuf/cas/disk/packindex"
@@ -105,5 +107,38 @@ func TestCheckpointDamage(t *testing.T) {
 	binary.LittleEndian.PutUint32(huge[8:], 1<<30)
 	if err := readAll(huge); err == nil {
 		t.Error("a checkpoint naming 2^30 segments reads without an error")
+	}
+}
+
+// TestSaveCheckpoint: a checkpoint saved to a path opens from it whole; a
+// path with none is no checkpoint and no error.
+func TestSaveCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "index.ckpt")
+	if c, err := packindex.OpenCheckpoint(path); c != nil || err != nil {
+		t.Fatalf("OpenCheckpoint of no file: %v, %v; want nil, nil", c, err)
+	}
+	tab := tableOf(t, 1000)
+	if err := packindex.SaveCheckpoint(path, dir, []packindex.Segment{{Seq: 2, Size: 9}}, tab.ShardRecords); err != nil {
+		t.Fatal(err)
+	}
+	c, err := packindex.OpenCheckpoint(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n := 0
+	for range packindex.Shards {
+		_, recs, err := c.NextShard(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(recs)
+	}
+	if c.Segments[2] != 9 || n != 250 {
+		t.Fatalf("the saved checkpoint names %v and holds %d records; want segment 2 and its 250", c.Segments, n)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("%d files in the directory; want the checkpoint alone", len(ents))
 	}
 }

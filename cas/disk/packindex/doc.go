@@ -7,6 +7,7 @@
 // segment's headers.
 //
 // It knows records and their layout, not segments' files, eviction or
-// which segments a start may trust: those are package disk's. It imports
-// only packfile, for the CRC-32C the pack segments use too.
+// which segments a start may trust: those are package disk's. Of the cache
+// it imports packfile (for the CRC-32C the pack segments use too) and
+// fileio (to make a checkpoint durable).
 package packindex

@@ -349,13 +349,14 @@ func (s *Set) Close() {
 	s.spare = nil
 }
 
-// Records lists the committed records of seg from its headers, holding its
-// file meanwhile; ok is false if seg was evicted.
-func (s *Set) Records(seg *Segment) (_ []packfile.Record, ok bool, _ error) {
+// Hold runs fn holding seg's file, so that no eviction closes it or hands
+// it to a later segment meanwhile; ok is false, and fn not run, if seg was
+// evicted already (its file may be another segment's by now).
+func (s *Set) Hold(seg *Segment, fn func() error) (ok bool, err error) {
 	s.cfg.Mu.Lock()
 	if !s.HoldLocked(seg) {
 		s.cfg.Mu.Unlock()
-		return nil, false, nil
+		return false, nil
 	}
 	s.cfg.Mu.Unlock()
 	defer func() {
@@ -363,6 +364,15 @@ func (s *Set) Records(seg *Segment) (_ []packfile.Record, ok bool, _ error) {
 		s.ReleaseLocked(seg)
 		s.cfg.Mu.Unlock()
 	}()
-	records, _, err := packfile.Scan(seg.f, false, s.cfg.MaxRecord, seg.Seq)
-	return records, true, err
+	return true, fn()
+}
+
+// Records lists the committed records of seg from its headers, holding its
+// file meanwhile; ok is false if seg was evicted.
+func (s *Set) Records(seg *Segment) (records []packfile.Record, ok bool, err error) {
+	ok, err = s.Hold(seg, func() (err error) {
+		records, _, err = packfile.Scan(seg.f, false, s.cfg.MaxRecord, seg.Seq)
+		return err
+	})
+	return records, ok, err
 }
