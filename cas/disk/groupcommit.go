@@ -72,7 +72,14 @@ func newGroupCommit(s *Store) *groupCommit {
 func (g *groupCommit) commit(cs ...*pendingCommit) {
 	if !g.q.Commit(cs...) {
 		for _, c := range cs {
-			discardTemp(c.f)
+			if c.seg != nil {
+				// A record has no file of its own: its slot goes back.
+				g.s.mu.Lock()
+				g.s.segments.ReleaseSlotLocked(c.seg)
+				g.s.mu.Unlock()
+			} else {
+				discardTemp(c.f)
+			}
 			c.err = cas.ErrClosed
 		}
 	}

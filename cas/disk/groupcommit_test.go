@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/internal/await"
 	"github.com/membuf/membuf/internal/testenv"
 )
@@ -269,4 +271,30 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 		t.Fatalf("%d blobs on disk, %d acknowledged: the child did no work", found, len(acked))
 	}
 	t.Logf("%d blobs on disk, all intact; %d acknowledged, all present; %d temporary files removed", found, len(acked), len(tmps))
+}
+
+// TestCommitAfterCloseFailsWithErrClosed: an upload still open when the
+// store closes fails its Commit with ErrClosed, a packed one (no file of
+// its own) as a file's, instead of bringing the process down.
+func TestCommitAfterCloseFailsWithErrClosed(t *testing.T) {
+	for _, size := range []int{100, 2 << 20} {
+		s, err := OpenStore(t.TempDir(), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := testblob.Random(size, uint64(size))
+		w, err := s.NewWriter(context.Background(), cas.DigestOf(data), cas.Uncompressed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(context.Background()); !errors.Is(err, cas.ErrClosed) {
+			t.Errorf("a %d-byte upload committed after Close: %v; want ErrClosed", size, err)
+		}
+	}
 }
