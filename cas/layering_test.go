@@ -20,7 +20,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"fastcdc":       {},
 		"access":        {mod},
 		"actionresult":  {mod},
-		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile"},
+		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/fileio", mod + "/disk/files", mod + "/disk/packs", mod + "/disk/packindex", mod + "/disk/integrity", mod + "/disk/groupcommit", mod + "/disk/pace"},
 		"disk/packfile": {},
 		"disk/zstdfile": {mod, mod + "/zstdseek"},
 		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek", mod + "/reapi/asset", mod + "/reapi/chunking", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
@@ -35,6 +35,15 @@ func TestImportsRunOneWay(t *testing.T) {
 		"httpcache":                {mod, mod + "/access", mod + "/actionresult"},
 		"s3tier":                   {mod, mod + "/disk"},
 		"storagetest":              {mod, mod + "/internal/testblob"},
+
+		// The disk store's rooms: none imports the store.
+		"disk/fileio":      {},
+		"disk/groupcommit": {},
+		"disk/pace":        {},
+		"disk/packindex":   {mod + "/disk/packfile", mod + "/disk/fileio"},
+		"disk/integrity":   {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile"},
+		"disk/files":       {mod, mod + "/zstdseek", mod + "/disk/fileio", mod + "/disk/integrity", mod + "/disk/zstdfile"},
+		"disk/packs":       {mod, mod + "/zstdseek", mod + "/disk/fileio", mod + "/disk/packfile", mod + "/disk/integrity", mod + "/disk/zstdfile"},
 	}
 	for dir, may := range allowed {
 		pkg, err := build.ImportDir(filepath.FromSlash(dir), 0)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkWriterFrames(b *testing.B) {
 			const perBlob = 16 // requests per blob
 			blob := bytes.Repeat(data, perBlob)
 			d := cas.DigestOf(blob)
-			var w *Writer
+			var w *files.Writer
 			b.SetBytes(1 << 20)
 			i := 0
 			for b.Loop() {
@@ -50,7 +51,7 @@ func BenchmarkWriterFrames(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					w = bw.(*Writer)
+					w = bw.(*files.Writer)
 				}
 				i++
 				if mode == "writev" {

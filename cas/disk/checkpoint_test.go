@@ -61,8 +61,8 @@ func TestRestartTakesPackedEntriesFromTheCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openPackStore(t, dir, checkpointStoreSize)
-	if !s.checkpointLoaded || s.segmentsScanned != 0 || len(s.segments) < 2 {
-		t.Fatalf("restart: from the checkpoint %v, %d of %d segments scanned; want from it, none scanned", s.checkpointLoaded, s.segmentsScanned, len(s.segments))
+	if !s.checkpointLoaded || s.segments.Scanned() != 0 || len(s.segments.SegmentsLocked()) < 2 {
+		t.Fatalf("restart: from the checkpoint %v, %d of %d segments scanned; want from it, none scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked()))
 	}
 	after := s.Stats()
 	if after.Blobs != before.Blobs || after.Bytes != before.Bytes || after.UncompressedBytes != before.UncompressedBytes {
@@ -94,12 +94,12 @@ func TestCrashAfterACheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	segments := len(s.segments)
+	segments := len(s.segments.SegmentsLocked())
 	s.mu.Unlock()
 
 	c := openPackStore(t, crashCopy(t, dir), checkpointStoreSize)
-	if !c.checkpointLoaded || c.segmentsScanned == 0 || c.segmentsScanned >= segments {
-		t.Fatalf("after the crash: from the checkpoint %v, %d of %d segments scanned; want from it, the newer ones scanned", c.checkpointLoaded, c.segmentsScanned, segments)
+	if !c.checkpointLoaded || c.segments.Scanned() == 0 || c.segments.Scanned() >= segments {
+		t.Fatalf("after the crash: from the checkpoint %v, %d of %d segments scanned; want from it, the newer ones scanned", c.checkpointLoaded, c.segments.Scanned(), segments)
 	}
 	checkAll(t, c, ds1, datas1)
 	checkAll(t, c, ds2, datas2)
@@ -169,7 +169,7 @@ func TestBadCheckpointIsIgnored(t *testing.T) {
 			defer f.Close()
 			var b [4]byte
 			binary.LittleEndian.PutUint32(b[:], 1<<30)
-			if _, err := f.WriteAt(b[:], int64(len(checkpointMagic))); err != nil {
+			if _, err := f.WriteAt(b[:], 8 /* after the magic */); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -186,8 +186,8 @@ func TestBadCheckpointIsIgnored(t *testing.T) {
 			}
 			tc.harm(t, filepath.Join(dir, checkpointName))
 			s = openPackStore(t, dir, checkpointStoreSize)
-			if s.checkpointLoaded || s.segmentsScanned != len(s.segments) {
-				t.Fatalf("from the checkpoint %v, %d of %d segments scanned; want none from it, all scanned", s.checkpointLoaded, s.segmentsScanned, len(s.segments))
+			if s.checkpointLoaded || s.segments.Scanned() != len(s.segments.SegmentsLocked()) {
+				t.Fatalf("from the checkpoint %v, %d of %d segments scanned; want none from it, all scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked()))
 			}
 			if st := s.Stats(); st.Blobs != int64(len(ds)) {
 				t.Fatalf("%d blobs counted, want %d", st.Blobs, len(ds))

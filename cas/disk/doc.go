@@ -13,8 +13,17 @@
 // matches its name is removed, never served. Blobs may be kept compressed
 // in the seekable zstd format of package zstdseek.
 //
-// It imports cas and zstdseek only, never a protocol (reapi), a tier above
-// it (s3tier) or access control: anything that serves or wraps it goes
-// through cas.Storage. docs/cas.md describes the layout and the crash
-// semantics.
+// The store coordinates rooms of its own, each a package below it that
+// imports nothing of it: files (a blob in a file of its own), packs (the
+// pack segments; packfile their record format, packindex the index of
+// their records and its checkpoint), integrity (hashes and block sums),
+// groupcommit (the batching of commits), pace (the scrubber's rate),
+// fileio (the operating system, narrowly). What ties them together stays
+// here: the index of entries and its accounting, eviction, what a commit
+// does, what a failed check removes.
+//
+// Of the cache it imports cas and zstdseek besides those, never a protocol
+// (reapi), a tier above it (s3tier) or access control: anything that
+// serves or wraps it goes through cas.Storage. docs/cas.md describes the
+// layout and the crash semantics.
 package disk

@@ -7,15 +7,16 @@ import (
 	"sync"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/groupcommit"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/packs"
 	"golang.org/x/sync/errgroup"
 )
 
-// groupCommit makes committed files durable and visible in batches: the
-// files whose commits arrive while a batch is being made durable form the
-// next batch, so N concurrent commits cost far fewer than N rounds of
-// fsyncs. One goroutine per store runs the batches; a commit waits until
-// its batch is done, so it still returns only once its entry is durable.
+// groupCommit makes committed files and packed records durable and
+// visible in batches (package groupcommit): the files whose commits
+// arrive while a batch is being made durable form the next batch.
 //
 // A batch: fdatasync every file, in parallel (the filesystem's journal
 // merges concurrent syncs into a few commits); then, under the store's lock,
@@ -27,20 +28,15 @@ import (
 // complete under its name: nothing is renamed before its data is durable.
 type groupCommit struct {
 	s *Store
-
-	mu      sync.Mutex
-	queue   []*pendingCommit
-	wake    chan struct{} // signalled (without blocking) when queue gains work
-	stopped chan struct{} // closed when the committer goroutine has exited
-	closing bool
+	q *groupcommit.Queue[*pendingCommit]
 }
 
 // pendingCommit is one file, or one packed record (seg, its committed
 // header written), waiting to be committed as entry e.
 type pendingCommit struct {
 	f   *os.File
-	seg *segment // the record's segment; nil for a file
-	e   *entry   // its key, sizes, form and when its content was checked
+	seg *packs.Segment // the record's segment; nil for a file
+	e   *entry         // its key, sizes, form and when its content was checked
 	// ifCurrent, if set, is (a copy of) the packed entry this one copies
 	// forward: it is indexed only if that is still the entry.
 	ifCurrent *entry
@@ -48,7 +44,6 @@ type pendingCommit struct {
 	// upload in progress (Writer): the entry's size takes its place.
 	reserved int64
 	err      error
-	done     *sync.WaitGroup
 }
 
 // commitBatch marks the entries of a batch until they are durable.
@@ -66,8 +61,8 @@ const syncParallelism = 16
 var commitStage func(stage string)
 
 func newGroupCommit(s *Store) *groupCommit {
-	g := &groupCommit{s: s, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
-	go g.run()
+	g := &groupCommit{s: s}
+	g.q = groupcommit.New(g.commitBatch)
 	return g
 }
 
@@ -75,69 +70,31 @@ func newGroupCommit(s *Store) *groupCommit {
 // are; each one's outcome is in its err. The caller has closed nothing:
 // commit closes every file, and removes those that fail.
 func (g *groupCommit) commit(cs ...*pendingCommit) {
-	var wg sync.WaitGroup
-	wg.Add(len(cs))
-	g.mu.Lock()
-	if g.closing {
-		g.mu.Unlock()
+	if !g.q.Commit(cs...) {
 		for _, c := range cs {
-			discardTemp(c.f)
+			if c.seg != nil {
+				// A record has no file of its own: its slot goes back.
+				g.s.mu.Lock()
+				g.s.segments.ReleaseSlotLocked(c.seg)
+				g.s.mu.Unlock()
+			} else {
+				discardTemp(c.f)
+			}
 			c.err = cas.ErrClosed
 		}
-		return
 	}
-	for _, c := range cs {
-		c.done = &wg
-	}
-	g.queue = append(g.queue, cs...)
-	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
-	default: // already signalled
-	}
-	wg.Wait()
 }
 
 // close lets the batches queued run, then stops the committer; later
 // commits fail with ErrClosed.
-func (g *groupCommit) close() {
-	g.mu.Lock()
-	g.closing = true
-	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-	<-g.stopped
-}
-
-func (g *groupCommit) run() {
-	defer close(g.stopped)
-	var batch []*pendingCommit
-	for range g.wake {
-		for {
-			g.mu.Lock()
-			batch, g.queue = g.queue, batch[:0]
-			closing := g.closing
-			g.mu.Unlock()
-			if len(batch) == 0 {
-				if closing {
-					return
-				}
-				break
-			}
-			g.commitBatch(batch)
-			clear(batch) // let the files go
-		}
-	}
-}
+func (g *groupCommit) close() { g.q.Close() }
 
 func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	s := g.s
 	// Data first: nothing is renamed before its content is durable.
 	var eg errgroup.Group
 	eg.SetLimit(syncParallelism)
-	segs := make(map[*segment]*error) // each segment's records: one fdatasync for them all
+	segs := make(map[*packs.Segment]*error) // each segment's records: one fdatasync for them all
 	for _, c := range batch {
 		if c.seg != nil {
 			if c.err == nil && segs[c.seg] == nil {
@@ -146,7 +103,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			continue
 		}
 		eg.Go(func() error {
-			if err := fdatasync(c.f); err != nil {
+			if err := fileio.Fdatasync(c.f); err != nil {
 				c.err = fmt.Errorf("disk: fsync: %w", err)
 			}
 			if err := c.f.Close(); err != nil && c.err == nil {
@@ -161,11 +118,11 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	}
 	// With WithPackSync, the segments' syncer makes them durable instead.
 	for seg, errp := range segs {
-		if s.syncEvery > 0 {
+		if s.segments.SyncsInBackground() {
 			continue
 		}
 		eg.Go(func() error {
-			if err := fdatasync(seg.f); err != nil {
+			if err := seg.Sync(); err != nil {
 				*errp = fmt.Errorf("disk: fsync of a pack segment: %w", err)
 			}
 			return nil
@@ -212,7 +169,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	var dirErrs sync.Map
 	for dir := range dirs {
 		eg.Go(func() error {
-			if err := syncDir(dir); err != nil {
+			if err := fileio.SyncDir(dir); err != nil {
 				dirErrs.Store(dir, err)
 			}
 			return nil
@@ -232,14 +189,12 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	stage("durable")
 	for _, c := range batch {
 		if c.seg != nil {
-			c.done.Done()
 			continue
 		}
 		if err, failed := dirErrs.Load(filepath.Dir(s.path(c.e.key))); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
 			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(s.path(c.e.key)), err.(error))
 		}
-		c.done.Done()
 	}
 }
 
@@ -255,7 +210,7 @@ func stage(name string) {
 // entry it copies was replaced meanwhile. Either way its writer's slot is
 // released.
 func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
-	defer s.releaseSlotLocked(c.seg)
+	defer s.segments.ReleaseSlotLocked(c.seg)
 	switch {
 	case c.err != nil:
 		return
@@ -270,18 +225,13 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
 		// newest.
-		if err := writeRecordHeader(c.seg, c.e.key, packfile.Reserved, c.e.size, 0, c.e.off); err != nil {
+		if err := c.seg.WriteHeader(uint8(c.e.key.kind), c.e.key.hash, packfile.Reserved, c.e.size, 0, c.e.off); err != nil {
 			s.log.Warn("marking a stale copy of a packed entry", "err", err)
 		}
 		return
 	}
 	s.indexCommittedLocked(c.e, nil)
 	s.maybeCheckpointLocked()
-	if s.syncEvery > 0 {
-		if len(s.unsynced) == 0 {
-			s.wakeSyncer()
-		}
-		s.unsynced[c.seg] = true
-	}
+	s.segments.MarkWrittenLocked(c.seg)
 	s.commits++
 }

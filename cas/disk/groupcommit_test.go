@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/internal/await"
 	"github.com/membuf/membuf/internal/testenv"
 )
@@ -236,10 +239,10 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	// removed and NotFound, which must not happen either).
 	s.mu.Lock()
 	var packed []cas.Digest
-	for i := range tableShards {
-		for _, r := range s.packed.shardRecords(i, nil) {
-			if !r.ac && s.liveSegmentLocked(r.seq) != nil {
-				packed = append(packed, cas.Digest{Hash: hex.EncodeToString(r.hash[:]), Size: int64(r.size)})
+	for i := range packindex.Shards {
+		for _, r := range s.packed.ShardRecords(i, nil) {
+			if !r.AC && s.segments.LiveLocked(r.Seq) != nil {
+				packed = append(packed, cas.Digest{Hash: hex.EncodeToString(r.Hash[:]), Size: int64(r.Size)})
 			}
 		}
 	}
@@ -268,4 +271,30 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 		t.Fatalf("%d blobs on disk, %d acknowledged: the child did no work", found, len(acked))
 	}
 	t.Logf("%d blobs on disk, all intact; %d acknowledged, all present; %d temporary files removed", found, len(acked), len(tmps))
+}
+
+// TestCommitAfterCloseFailsWithErrClosed: an upload still open when the
+// store closes fails its Commit with ErrClosed, a packed one (no file of
+// its own) as a file's, instead of bringing the process down.
+func TestCommitAfterCloseFailsWithErrClosed(t *testing.T) {
+	for _, size := range []int{100, 2 << 20} {
+		s, err := OpenStore(t.TempDir(), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := testblob.Random(size, uint64(size))
+		w, err := s.NewWriter(context.Background(), cas.DigestOf(data), cas.Uncompressed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(context.Background()); !errors.Is(err, cas.ErrClosed) {
+			t.Errorf("a %d-byte upload committed after Close: %v; want ErrClosed", size, err)
+		}
+	}
 }

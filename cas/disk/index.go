@@ -2,6 +2,9 @@ package disk
 
 import (
 	"container/list"
+
+	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // entryKind separates the two namespaces on disk and in the index.
@@ -40,7 +43,7 @@ type entry struct {
 
 	// A packed entry (packs.go) is a record in seg, its data at off; nil:
 	// a file of its own.
-	seg *segment
+	seg *packs.Segment
 	off int64
 	// What every read checks (readcheck.go): a file's block sums (of the
 	// file as stored, compressed or not), nil until this process has
@@ -58,7 +61,7 @@ type entry struct {
 	// verified: this process has found a packed CAS blob matching its
 	// name (a segment's time says nothing of a record).
 	verified bool
-	zstd     bool // kept compressed (zstdblob.go), in a file named by zstdPath
+	zstd     bool // kept compressed, in a file named by files.ZstdPath
 }
 
 // lookup finds k, marks it most recently used and counts a hit or a miss.
@@ -117,21 +120,21 @@ func (s *Store) entryLocked(k entryKey) (entry, bool) {
 // table, with its segment. A record whose segment was evicted is dropped
 // from the table here (eviction leaves them to the sweep, sweepLocked).
 func (s *Store) packedLocked(k entryKey) (entry, bool) {
-	h, ok := hashBytes(k.hash)
+	h, ok := packindex.ParseHash(k.hash)
 	if !ok {
 		return entry{}, false
 	}
-	r, ok := s.packed.get(&h, k.kind == kindAC)
+	r, ok := s.packed.Get(&h, k.kind == kindAC)
 	if !ok {
 		return entry{}, false
 	}
-	seg := s.liveSegmentLocked(r.seq)
+	seg := s.segments.LiveLocked(r.Seq)
 	if seg == nil {
-		s.packed.delete(&h, k.kind == kindAC)
+		s.packed.Delete(&h, k.kind == kindAC)
 		return entry{}, false
 	}
-	size := int64(r.size)
-	return entry{key: k, size: size, stored: size, seg: seg, off: int64(r.off), crc: r.crc, verified: r.verified}, true
+	size := int64(r.Size)
+	return entry{key: k, size: size, stored: size, seg: seg, off: int64(r.Off), crc: r.CRC, verified: r.Verified}, true
 }
 
 // isCurrentLocked reports whether opened, a copy of an entry taken
@@ -202,8 +205,8 @@ func (s *Store) insertLocked(e *entry) {
 // putRecordLocked puts packed entry e in the table; its counts are the
 // caller's.
 func (s *Store) putRecordLocked(e *entry) {
-	h, _ := hashBytes(e.key.hash) // a record is only ever made for a valid hash
-	s.packed.put(&packedRecord{hash: h, ac: e.key.kind == kindAC, verified: e.verified, seq: uint32(e.seg.seq), off: uint32(e.off), size: uint32(e.size), crc: e.crc})
+	h, _ := packindex.ParseHash(e.key.hash) // a record is only ever made for a valid hash
+	s.packed.Put(&packindex.Record{Hash: h, AC: e.key.kind == kindAC, Verified: e.verified, Seq: uint32(e.seg.Seq), Off: uint32(e.off), Size: uint32(e.size), CRC: e.crc})
 	s.sweepLocked(sweepPerPut)
 }
 
@@ -222,10 +225,10 @@ func (s *Store) countEntry(e *entry, sign int64) {
 	if e.seg == nil {
 		s.bytes += sign * e.stored
 	} else {
-		e.seg.entries += sign
-		e.seg.plainBytes += sign * e.size
+		e.seg.Entries += sign
+		e.seg.PlainBytes += sign * e.size
 		if e.key.kind == kindAC {
-			e.seg.acEntries += sign
+			e.seg.ACEntries += sign
 		}
 	}
 	s.entries += sign
@@ -252,8 +255,8 @@ func (s *Store) evictLocked(keep *entry) {
 		if el != nil && keep != nil && el.Value.(*entry) == keep {
 			el = el.Prev()
 		}
-		seg := s.oldestEvictableLocked()
-		if seg != nil && (el == nil || seg.created < el.Value.(*entry).used) {
+		seg := s.segments.OldestEvictableLocked()
+		if seg != nil && (el == nil || seg.Created < el.Value.(*entry).used) {
 			s.evictSegmentLocked(seg)
 			continue
 		}
@@ -265,32 +268,4 @@ func (s *Store) evictLocked(keep *entry) {
 		s.evictions++
 		s.log.Debug("evicted", "kind", e.key.kind.dir(), "hash", e.key.hash, "size", e.size)
 	}
-}
-
-// hashBytes decodes a key's hash, 64 lowercase hex digits, as the table
-// keys it (without the allocation a []byte conversion would make).
-func hashBytes(hash string) ([32]byte, bool) {
-	var h [32]byte
-	if len(hash) != 64 {
-		return h, false
-	}
-	for i := range h {
-		hi, ok1 := hexDigit(hash[2*i])
-		lo, ok2 := hexDigit(hash[2*i+1])
-		if !ok1 || !ok2 {
-			return h, false
-		}
-		h[i] = hi<<4 | lo
-	}
-	return h, true
-}
-
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
 }

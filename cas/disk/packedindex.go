@@ -1,33 +1,46 @@
 package disk
 
 import (
-	"cmp"
-	"slices"
+	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // sweepPerPut is how many slots of the table each put of a record sweeps
-// (recordTable.sweep): a full pass over a table of S slots every S/8
+// (packindex.Table.sweep): a full pass over a table of S slots every S/8
 // puts, so the records of evicted segments never make up more than about
 // a fifth of the table.
 const sweepPerPut = 8
 
-// liveSegmentLocked returns the segment numbered seq, or nil if it was
-// evicted (or never existed: a record loaded from an index checkpoint
-// whose segment went since).
-func (s *Store) liveSegmentLocked(seq uint32) *segment {
-	i, ok := slices.BinarySearchFunc(s.segments, uint64(seq), func(seg *segment, seq uint64) int { return cmp.Compare(seg.seq, seq) })
-	if !ok || s.segments[i].evicted {
-		return nil
-	}
-	return s.segments[i]
-}
-
 // sweepLocked sweeps n slots of the table for records of evicted
 // segments.
 func (s *Store) sweepLocked(n int) {
-	s.packed.sweep(&s.sweep, n, s.isLiveSeq)
+	s.packed.Sweep(&s.sweep, n, s.isLiveSeq)
 }
 
 // isLiveSeqLocked reports whether segment seq is in the store; sweep's
 // test, made once as the method value isLiveSeq.
-func (s *Store) isLiveSeqLocked(seq uint32) bool { return s.liveSegmentLocked(seq) != nil }
+func (s *Store) isLiveSeqLocked(seq uint32) bool { return s.segments.LiveLocked(seq) != nil }
+
+// takeSlotLocked takes a slot for a record of k of size bytes in the
+// active segment (packs.Set.TakeSlotLocked) and counts the bytes it takes
+// in the store's total.
+func (s *Store) takeSlotLocked(k entryKey, size int64) (*packs.Segment, int64, error) {
+	seg, off, err := s.segments.TakeSlotLocked(uint8(k.kind), k.hash, size)
+	if err == nil {
+		s.bytes += packfile.RecordLen(size)
+	}
+	return seg, off, err
+}
+
+// evictSegmentLocked drops seg: its entries leave the index (its records
+// leave the table by the sweep), its bytes the store's total, its file the
+// disk (readers still holding it keep reading until they close).
+func (s *Store) evictSegmentLocked(seg *packs.Segment) {
+	s.entries -= seg.Entries
+	s.acEntries -= seg.ACEntries
+	s.plainBytes -= seg.PlainBytes
+	s.evictions += seg.Entries
+	seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
+	s.bytes -= seg.Size
+	s.segments.EvictLocked(seg)
+}

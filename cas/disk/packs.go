@@ -6,15 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"net"
+	"path/filepath"
 	"time"
 
-	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packfile"
-	"github.com/membuf/membuf/cas/disk/zstdfile"
+	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // Small blobs and action results are packed into segment files
@@ -30,7 +30,7 @@ const (
 	DefaultPackMax = 1 << 20
 	// MaxPackMax is the most WithPacks takes: what the scrubber and the
 	// copying forward hash in one buffer.
-	MaxPackMax = hashChunkSize
+	MaxPackMax = integrity.HashChunk
 	// defaultSegmentSize is the size of a pack segment: the unit of
 	// eviction, so it is kept small beside the store (at most a 16th of
 	// its maximum size).
@@ -51,8 +51,8 @@ func WithPacks(maxBlob int64) StoreOption {
 	return func(s *Store) { s.packMax = max(maxBlob, 0) }
 }
 
-// packs reports whether an entry of size bytes is packed.
-func (s *Store) packs(size int64) bool {
+// packable reports whether an entry of size bytes is packed.
+func (s *Store) packable(size int64) bool {
 	return s.packMax > 0 && size <= s.packMax
 }
 
@@ -68,16 +68,18 @@ func (s *Store) setupPacks() {
 	}
 	// A quarter of a segment at most, and MaxPackMax.
 	s.packMax = min(s.packMax, s.segSize/4, MaxPackMax)
+	cfg := packs.Config{
+		Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
+		SegmentSize: s.segSize, MaxRecord: s.packMax,
+		Tick: func() uint64 { s.tick++; return s.tick },
+		Zstd: s.zp,
+	}
 	if s.packMax > 0 {
 		s.refreshes = make(chan refresh, refreshQueue)
 		go s.refreshLoop(s.refreshes)
-		if s.syncEvery > 0 {
-			s.unsynced = make(map[*segment]bool)
-			s.syncWake = make(chan struct{}, 1)
-			s.syncerDone = make(chan struct{})
-			go s.syncLoop()
-		}
+		cfg.SyncEvery = s.syncEvery
 	}
+	s.segments = packs.NewSet(cfg)
 }
 
 // WithPackSync makes packed records durable every interval instead of
@@ -95,164 +97,10 @@ func WithPackSync(interval time.Duration) StoreOption {
 	return func(s *Store) { s.syncEvery = max(interval, 0) }
 }
 
-// syncLoop is WithPackSync's goroutine: woken by the first record written
-// since its last pass, it waits out the interval and fdatasyncs the
-// segments written since, until Close wakes it for a last pass. A store
-// with nothing to sync costs nothing.
-func (s *Store) syncLoop() {
-	defer close(s.syncerDone)
-	t := time.NewTimer(s.syncEvery)
-	for {
-		<-s.syncWake
-		s.mu.Lock()
-		closing := s.packsClosing
-		s.mu.Unlock()
-		if !closing {
-			t.Reset(s.syncEvery)
-			<-t.C // let the interval's records gather
-		}
-		s.mu.Lock()
-		closing = s.packsClosing
-		dirty := make([]*segment, 0, len(s.unsynced))
-		for seg := range s.unsynced { // none evicted: eviction takes a segment out
-			dirty = append(dirty, seg)
-			seg.readers++ // keeps its file open through the sync, evicted or not
-		}
-		clear(s.unsynced)
-		s.mu.Unlock()
-		for _, seg := range dirty {
-			if err := fdatasync(seg.f); err != nil {
-				s.log.Error("syncing a pack segment", "seq", seg.seq, "err", err)
-			}
-		}
-		s.mu.Lock()
-		for _, seg := range dirty {
-			s.releaseReaderLocked(seg)
-		}
-		s.mu.Unlock()
-		if closing {
-			return
-		}
-	}
-}
-
-// wakeSyncer tells the syncer there is something to do (a record written
-// since its last pass, or Close); it never blocks.
-func (s *Store) wakeSyncer() {
-	select {
-	case s.syncWake <- struct{}{}:
-	default: // already woken
-	}
-}
-
-// packedBlob is an open packed blob: a range of its segment's file, read
-// with pread. It keeps the segment's file open until Close, even if the
-// segment is evicted meanwhile.
-type packedBlob struct {
-	s    *Store
-	seg  *segment
-	off  int64 // of the data in the segment
-	size int64
-	// checked: every read checks the whole record against opened.crc,
-	// its record's CRC (readcheck.go); false with WithoutReadChecks.
-	// opened is the entry as opened, which a failed check removes.
-	checked bool
-	opened  entry
-}
-
-// Size returns the blob's size in bytes.
-func (b *packedBlob) Size() int64 { return b.size }
-
-// Stored returns Uncompressed: packed blobs are kept plain.
-func (b *packedBlob) Stored() cas.Encoding { return cas.Uncompressed }
-
-// ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
-// from pool; see cas.BlobReader. With reads checked, the whole record (at
-// most --pack-max, 1 MiB) is read into one pooled buffer with one pread and
-// checked against its CRC before any of it is handed on, as views of that
-// buffer (no copy): a client that streams a read to disk never gets a byte
-// it would have to know to discard.
-func (b *packedBlob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	if !b.checked || off >= end {
-		return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
-	}
-	buf := membuf.AllocUncleared(pool, int(b.size)) // filled whole by the read before it is looked at
-	if err := b.readChecked(buf.Bytes()); err != nil {
-		buf.Free()
-		return err
-	}
-	return cas.SendViews(buf, off, end, chunkSize, fn)
-}
-
-// check compares crc, the sum of the whole record as read, with the one
-// its header holds, and fails the read if they differ.
-func (b *packedBlob) check(crc uint32) error {
-	if crc != b.opened.crc {
-		return b.s.readFailed(b.opened, "record data does not match its CRC-32C")
-	}
-	return nil
-}
-
-// readChecked reads the whole record into p, len(p) == b.size, and checks
-// it against the record's CRC.
-func (b *packedBlob) readChecked(p []byte) error {
-	if _, err := b.seg.f.ReadAt(p, b.off); err != nil {
-		return fmt.Errorf("disk: reading a packed blob: %w", err)
-	}
-	return b.check(packfile.Checksum(p))
-}
-
-// ReadZstd compresses the blob from off as it reads it.
-func (b *packedBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	return zstdfile.CompressChunks(ctx, b.s.zp, b, off, pool, chunkSize, fn)
-}
-
-// ReadAt reads the blob's bytes, never past its end: with reads checked,
-// the whole record, into p if p takes it all, through a pooled buffer if
-// not.
-func (b *packedBlob) ReadAt(p []byte, off int64) (int, error) {
-	if off >= b.size {
-		return 0, io.EOF
-	}
-	short := int64(len(p)) > b.size-off
-	if short {
-		p = p[:b.size-off]
-	}
-	var n int
-	var err error
-	switch {
-	case !b.checked:
-		n, err = b.seg.f.ReadAt(p, b.off+off)
-	case off == 0 && int64(len(p)) == b.size:
-		if err = b.readChecked(p); err == nil {
-			n = len(p)
-		}
-	default:
-		bp := hashBuffers.Get() // a record is at most 1 MiB, the buffer's size
-		if err = b.readChecked((*bp)[:b.size]); err == nil {
-			n = copy(p, (*bp)[off:b.size])
-		}
-		hashBuffers.Put(bp)
-	}
-	if err == nil && short {
-		err = io.EOF
-	}
-	return n, err
-}
-
-// Close lets the segment's file go.
-func (b *packedBlob) Close() error {
-	s := b.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.releaseReaderLocked(b.seg)
-	return nil
-}
-
 // openPacked opens the packed entry of which e is a copy, checking a CAS
 // blob against its name first unless this process already has. It
 // returns errReplaced if the entry was replaced or evicted meanwhile.
-func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
+func (s *Store) openPacked(ctx context.Context, e entry) (*packs.Blob, error) {
 	if e.key.kind == kindCAS {
 		if err := s.checkPacked(ctx, e, false, nil); err != nil {
 			return nil, err
@@ -263,29 +111,15 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packedBlob, error) {
 	if !s.isCurrentLocked(e) {
 		return nil, errReplaced
 	}
-	e.seg.readers++
-	return &packedBlob{s: s, seg: e.seg, off: e.off, size: e.size, checked: !s.noReadChecks, opened: e}, nil
-}
-
-// packWriter writes one blob into a slot of the active segment, taken
-// when it starts (the digest gives its size): its bytes go to the
-// segment's file at their offset as they arrive, hashed and summed, and
-// its committed header, then the group commit's fsync of the segment, make
-// it a record. A slot abandoned by its writer stays a reserved record that
-// scans step over, until its segment is evicted.
-type packWriter struct {
-	s   *Store
-	d   cas.Digest
-	seg *segment
-	off int64 // of the data in the segment
-	h   hash.Hash
-	crc uint32
-	n   int64
-	end bool
+	var fail func(string) error
+	if !s.noReadChecks {
+		fail = func(detail string) error { return s.readFailed(e, detail) }
+	}
+	return s.segments.OpenLocked(e.seg, e.off, e.size, e.crc, fail), nil
 }
 
 // newPackWriter takes a slot for blob d.
-func (s *Store) newPackWriter(d cas.Digest) (*packWriter, error) {
+func (s *Store) newPackWriter(d cas.Digest) (*packs.Writer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -296,76 +130,9 @@ func (s *Store) newPackWriter(d cas.Digest) (*packWriter, error) {
 		return nil, err
 	}
 	s.evictLocked(nil)
-	return &packWriter{s: s, d: d, seg: seg, off: off, h: sha256.New()}, nil
-}
-
-// Digest returns the digest the writer was started with.
-func (w *packWriter) Digest() cas.Digest { return w.d }
-
-// Written returns the number of bytes written so far.
-func (w *packWriter) Written() int64 { return w.n }
-
-// Write appends p; past the digest's size it fails with ErrMismatch and
-// writes nothing.
-func (w *packWriter) Write(p []byte) (int, error) {
-	n, err := w.WriteBuffers([][]byte{p})
-	return int(n), err
-}
-
-// WriteBuffers appends bufs with one pwritev.
-func (w *packWriter) WriteBuffers(bufs [][]byte) (int64, error) {
-	if w.end {
-		return 0, errors.New("disk: write after Commit or Abort")
-	}
-	var total int64
-	for _, b := range bufs {
-		total += int64(len(b))
-	}
-	if total > w.d.Size-w.n {
-		return 0, fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, w.d.Size)
-	}
-	n, err := writeBuffersAt(w.seg.f, bufs, w.off+w.n)
-	for rest := n; rest > 0; bufs = bufs[1:] { // hash and sum what was written
-		k := min(rest, len(bufs[0]))
-		w.h.Write(bufs[0][:k])
-		w.crc = packfile.UpdateChecksum(w.crc, bufs[0][:k])
-		rest -= k
-	}
-	w.n += int64(n)
-	return int64(n), err
-}
-
-// Suspend does nothing: the writer holds no descriptor of its own.
-func (w *packWriter) Suspend() error { return nil }
-
-// Commit checks the content against the digest, writes the committed
-// header and waits for the group commit to make the record durable.
-func (w *packWriter) Commit(context.Context) error {
-	if w.end {
-		return errors.New("disk: Commit after Commit or Abort")
-	}
-	if w.n != w.d.Size {
-		w.Abort()
-		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, w.n, w.d.Size)
-	}
-	var sum [sha256.Size]byte
-	if got := w.h.Sum(sum[:0]); hex.EncodeToString(got) != w.d.Hash {
-		w.Abort()
-		return fmt.Errorf("%w: content hashes to %x, the digest says %s", cas.ErrMismatch, got, w.d.Hash)
-	}
-	w.end = true
-	return w.s.commitRecord(w.seg, w.off, entryKey{kindCAS, w.d.Hash}, w.n, w.crc)
-}
-
-// Abort gives the slot up.
-func (w *packWriter) Abort() {
-	if w.end {
-		return
-	}
-	w.end = true
-	w.s.mu.Lock()
-	w.s.releaseSlotLocked(w.seg)
-	w.s.mu.Unlock()
+	return s.segments.NewWriter(d, seg, off, func(d cas.Digest, crc uint32) error {
+		return s.commitRecord(seg, off, entryKey{kindCAS, d.Hash}, d.Size, crc)
+	}), nil
 }
 
 // writeRecord writes data, complete and checked, as a committed record of
@@ -390,17 +157,11 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 	if err != nil {
 		return nil, err
 	}
-	// The committed header and the data in one pwritev. Nothing orders the
-	// two on disk, nor did it when they were two writes: a record torn by a
-	// crash fails its CRC check at the next start (loadSegments).
+	// The committed header and the data in one pwritev.
 	c := newRecordCommit(seg, off, k, size, crc)
-	var hdr [packfile.HeaderLen]byte
-	encodeRecordHeader(hdr[:], seg, k, packfile.Committed, size, crc)
-	iov := make(net.Buffers, 0, 1+len(data))
-	iov = append(append(iov, hdr[:]), data...)
-	if _, err := writeBuffersAt(seg.f, iov, off-packfile.HeaderLen); err != nil {
+	if err := seg.WriteRecord(uint8(k.kind), k.hash, data, crc, off); err != nil {
 		s.mu.Lock()
-		s.releaseSlotLocked(seg)
+		s.segments.ReleaseSlotLocked(seg)
 		s.mu.Unlock()
 		return nil, fmt.Errorf("disk: writing a record: %w", err)
 	}
@@ -410,9 +171,9 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 // commitRecord writes the committed header of the record of k at off in
 // seg (its data written, and checked on its way in) and makes the record
 // durable and indexed through the group commit.
-func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, crc uint32) error {
+func (s *Store) commitRecord(seg *packs.Segment, off int64, k entryKey, size int64, crc uint32) error {
 	c := newRecordCommit(seg, off, k, size, crc)
-	if err := writeRecordHeader(seg, k, packfile.Committed, size, crc, off); err != nil {
+	if err := seg.WriteHeader(uint8(k.kind), k.hash, packfile.Committed, size, crc, off); err != nil {
 		c.err = fmt.Errorf("disk: committing a record: %w", err)
 	}
 	s.committer.commit(c)
@@ -421,7 +182,7 @@ func (s *Store) commitRecord(seg *segment, off int64, k entryKey, size int64, cr
 
 // newRecordCommit returns the commit of the record of k at off in seg,
 // whose content was checked on its way in.
-func newRecordCommit(seg *segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
+func newRecordCommit(seg *packs.Segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
 	return &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS, crc: crc}}
 }
 
@@ -444,8 +205,8 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	bp := hashBuffers.Get()
-	defer hashBuffers.Put(bp)
+	bp := integrity.Buffers.Get()
+	defer integrity.Buffers.Put(bp)
 	buf := (*bp)[:opened.size]
 	if err := s.readRecord(opened, buf); errors.Is(err, errReplaced) {
 		return err
@@ -469,12 +230,12 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 		s.dropLocked(&el)
 		s.corrupt++
 		s.mu.Unlock()
-		s.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.seq, "content_hash", hex.EncodeToString(sum[:]))
+		s.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.Seq, "content_hash", hex.EncodeToString(sum[:]))
 		s.retireRecord(opened)
 		return errCorrupt
 	}
-	h, _ := hashBytes(opened.key.hash)
-	s.packed.setVerified(&h, opened.key.kind == kindAC)
+	h, _ := packindex.ParseHash(opened.key.hash)
+	s.packed.SetVerified(&h, opened.key.kind == kindAC)
 	s.mu.Unlock()
 	return nil
 }
@@ -487,22 +248,16 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 // leaves the record to be indexed again at the next start, and found bad
 // again by its first read (docs/cas.md, "Integrity").
 func (s *Store) retireRecord(e entry) {
-	s.mu.Lock()
-	if e.seg.evicted {
-		s.mu.Unlock()
-		return // the record went with its segment; the file may be another's now
-	}
-	e.seg.readers++ // keeps the file this segment's while the header is written
-	s.mu.Unlock()
-	err := writeRecordHeader(e.seg, e.key, packfile.Reserved, e.size, 0, e.off)
-	if err == nil {
-		err = fdatasync(e.seg.f)
-	}
-	s.mu.Lock()
-	s.releaseReaderLocked(e.seg)
-	s.mu.Unlock()
+	// Held: the file stays this segment's while the header is written; a
+	// segment evicted already took the record with it.
+	_, err := s.segments.Hold(e.seg, func() error {
+		if err := e.seg.WriteHeader(uint8(e.key.kind), e.key.hash, packfile.Reserved, e.size, 0, e.off); err != nil {
+			return err
+		}
+		return e.seg.Sync()
+	})
 	if err != nil {
-		s.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.seq, "err", err)
+		s.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.Seq, "err", err)
 	}
 }
 
@@ -524,7 +279,8 @@ type refresh struct {
 // its segment is among the oldest quarter. A full queue drops it: a lookup
 // is never held up for a copy.
 func (s *Store) refreshIfOldLocked(e entry) {
-	if s.refreshes == nil || len(s.segments) < 4 || !e.seg.sealed || e.seg.seq >= s.segments[0].seq+uint64(len(s.segments)/4) {
+	segs := s.segments.SegmentsLocked()
+	if s.refreshes == nil || len(segs) < 4 || !e.seg.Sealed || e.seg.Seq >= segs[0].Seq+uint64(len(segs)/4) {
 		return
 	}
 	select {
@@ -553,8 +309,8 @@ func (s *Store) copyForward(r refresh) error {
 	}
 	s.mu.Unlock()
 	// writeRecord is done with data when it returns: a pooled buffer does.
-	bp := hashBuffers.Get()
-	defer hashBuffers.Put(bp)
+	bp := integrity.Buffers.Get()
+	defer integrity.Buffers.Put(bp)
 	data := (*bp)[:old.size]
 	if err := s.readRecord(old, data); errors.Is(err, errReplaced) {
 		return nil // evicted meanwhile: nothing to copy
@@ -582,16 +338,12 @@ func (s *Store) copyForward(r refresh) error {
 // A segment evicted since e was copied is errReplaced: its file may be
 // another segment's by now.
 func (s *Store) readRecord(e entry, buf []byte) error {
-	s.mu.Lock()
-	if e.seg.evicted {
-		s.mu.Unlock()
+	ok, err := s.segments.Hold(e.seg, func() error {
+		_, err := e.seg.ReadAt(buf, e.off)
+		return err
+	})
+	if !ok {
 		return errReplaced
 	}
-	e.seg.readers++
-	s.mu.Unlock()
-	_, err := e.seg.f.ReadAt(buf, e.off)
-	s.mu.Lock()
-	s.releaseReaderLocked(e.seg)
-	s.mu.Unlock()
 	return err
 }

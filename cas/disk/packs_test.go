@@ -192,7 +192,7 @@ func TestPacksWritersAbortAndMismatch(t *testing.T) {
 
 	// Restart without Close: the active segment is still .open, with the
 	// unfinished writer's reserved slot in it.
-	s.lock.unlock()
+	s.lock.Unlock()
 	s2 := openPackStore(t, dir, 0)
 	readBack(t, s2, dBefore, before)
 	readBack(t, s2, dAfter, after)
@@ -213,7 +213,7 @@ func recordOf(t *testing.T, s *Store, d cas.Digest) (string, int64) {
 		t.Fatalf("blob %s is not packed", d)
 	}
 	e := el
-	return s.segmentPath(e.seg.seq, true), e.off
+	return filepath.Join(s.dir, packDirName, fmt.Sprintf("%016x.pack", e.seg.Seq)), e.off
 }
 
 // TestPacksRotFound: a byte flipped in a packed blob's data, the
@@ -313,7 +313,7 @@ func TestPacksEvictWholeSegmentsKeepWhatIsUsed(t *testing.T) {
 	}
 	before := where(s)
 	s.Close()
-	spares, _ := filepath.Glob(filepath.Join(dir, packDirName, "*"+segFreeSuffix))
+	spares, _ := filepath.Glob(filepath.Join(dir, packDirName, "*.free"))
 	if len(spares) == 0 {
 		t.Error("no evicted segment's file was kept for reuse")
 	}
@@ -331,8 +331,8 @@ func TestPacksEvictWholeSegmentsKeepWhatIsUsed(t *testing.T) {
 			continue
 		}
 		got := make([]byte, e.size)
-		if _, err := e.seg.f.ReadAt(got, e.off); err != nil || !bytes.Equal(got, testblob.Random(10_000, uint64(100+i))) {
-			t.Fatalf("blob %d after the restart: its record in segment %d at %d does not hold it (%v)", i, e.seg.seq, e.off, err)
+		if _, err := e.seg.ReadAt(got, e.off); err != nil || !bytes.Equal(got, testblob.Random(10_000, uint64(100+i))) {
+			t.Fatalf("blob %d after the restart: its record in segment %d at %d does not hold it (%v)", i, e.seg.Seq, e.off, err)
 		}
 	}
 }
@@ -354,8 +354,8 @@ func TestPacksTornRecordsAtStart(t *testing.T) {
 	dTorn := putBlob(t, s, torn, false)
 	path, offTorn := recordOf(t, s, dTorn)
 	d2 := putBlob(t, s, good2, false)
-	s.lock.unlock() // "crash": the segment stays .open
-	f, err := os.OpenFile(strings.TrimSuffix(path, segDoneSuffix)+segOpenSuffix, os.O_RDWR, 0)
+	s.lock.Unlock() // "crash": the segment stays .open
+	f, err := os.OpenFile(strings.TrimSuffix(path, ".pack")+".open", os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,12 @@ package disk
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -16,7 +16,7 @@ import (
 // digest is still ErrMismatch).
 func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.Encoding) error {
 	pieces := net.Buffers{data}
-	if err := checkData(d, pieces); err != nil {
+	if err := integrity.CheckData(d, pieces); err != nil {
 		return err
 	}
 	if s.contains(d) {
@@ -37,39 +37,24 @@ func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.En
 // store's policy and the data say so, and returns it ready to commit as
 // blob d.
 func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) (*pendingCommit, error) {
-	if s.packs(d.Size) {
+	if s.packable(d.Size) {
 		return s.writeRecord(entryKey{kindCAS, d.Hash}, data)
 	}
 	f, err := s.createTemp()
 	if err != nil {
 		return nil, err
 	}
-	e := &entry{key: entryKey{kindCAS, d.Hash}, size: d.Size, stored: d.Size}
+	var z *zstdseek.FrameCompressor
 	if s.policy.compresses(arrived) {
 		c := zstdseek.NewFrameCompressor(s.zp, s.buffers)
-		sf := summingFile{f, newBlockSums(d.Size)}
-		for _, p := range data {
-			if err = c.Write(sf, p); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			var stored int64
-			e.zstd, stored, err = c.Finish(sf)
-			if e.zstd {
-				e.stored = stored
-			}
-		}
-		c.Free()
-		e.sums = sf.sums.finish()
-	} else {
-		_, err = writeBuffers(f, data)
-		e.sums = sumsOf(data)
+		z = &c
 	}
+	w, err := files.WriteBlob(f, d, data, z)
 	if err != nil {
 		discardTemp(f)
 		return nil, err
 	}
+	e := &entry{key: entryKey{kindCAS, d.Hash}, size: d.Size, stored: w.Stored, zstd: w.Zstd, sums: w.Sums}
 	return s.pendingCommit(f, e, 0), nil
 }
 
@@ -85,7 +70,7 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 	var commits []*pendingCommit
 	var which []int // index in ds of each commit
 	for i, d := range ds {
-		if err := checkData(d, data[i]); err != nil {
+		if err := integrity.CheckData(d, data[i]); err != nil {
 			errs[i] = err
 			continue
 		}
@@ -117,35 +102,6 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 	return errs
 }
 
-// checkData checks data, a blob's bytes in pieces, against d: its size,
-// then its hash.
-func checkData(d cas.Digest, data net.Buffers) error {
-	var n int64
-	for _, p := range data {
-		n += int64(len(p))
-	}
-	switch {
-	case n > d.Size:
-		return fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, d.Size)
-	case n < d.Size:
-		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, n, d.Size)
-	}
-	var sum [sha256.Size]byte
-	if len(data) == 1 {
-		sum = sha256.Sum256(data[0]) // no hasher to allocate
-	} else {
-		h := sha256.New()
-		for _, p := range data {
-			h.Write(p)
-		}
-		h.Sum(sum[:0])
-	}
-	if got := hex.EncodeToString(sum[:]); got != d.Hash {
-		return fmt.Errorf("%w: content hashes to %s, the digest says %s", cas.ErrMismatch, got, d.Hash)
-	}
-	return nil
-}
-
 // GetActionResult returns the serialized ActionResult stored for the action
 // digest d, or an error wrapping ErrNotFound.
 func (s *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
@@ -159,7 +115,7 @@ func (s *Store) PutActionResult(_ context.Context, d cas.Digest, data []byte) er
 		return fmt.Errorf("action result of %d bytes: %w", len(data), cas.ErrTooLarge)
 	}
 	k := entryKey{kindAC, d.Hash}
-	if s.packs(int64(len(data))) {
+	if s.packable(int64(len(data))) {
 		c, err := s.writeRecord(k, net.Buffers{data})
 		if err != nil {
 			return err
@@ -181,5 +137,5 @@ func (s *Store) putFile(k entryKey, data []byte) error {
 		return err
 	}
 	n := int64(len(data))
-	return s.commitTemp(f, &entry{key: k, size: n, stored: n, sums: sumsOf(net.Buffers{data})}, 0)
+	return s.commitTemp(f, &entry{key: k, size: n, stored: n, sums: integrity.SumsOf(net.Buffers{data})}, 0)
 }

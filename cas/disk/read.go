@@ -8,69 +8,19 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
-// Blob is an open stored blob. Reads at an offset use pread (ReadAt), so an
-// offset read never reads and discards. The open file keeps the data
-// readable even if the blob is evicted meanwhile (POSIX keeps an unlinked
-// file's data until its last descriptor closes).
-type Blob struct {
-	f    *os.File // nil for the empty blob
-	size int64
-	zp   *zstdseek.Pool // for ReadZstd
-	// checked reads f block by block against its sums (readcheck.go);
-	// nil: reads are not checked (the empty blob, WithoutReadChecks).
-	checked *checkedFile
-}
-
-// Size returns the blob's size in bytes.
-func (b *Blob) Size() int64 { return b.size }
-
-// ReadChunks reads [off, end) with pread, one chunk at a time into a buffer
-// from pool; see BlobReader.
-func (b *Blob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	if b.checked != nil {
-		return b.checked.ReadChunks(off, end, pool, chunkSize, fn)
-	}
-	return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
-}
-
-// Stored returns Uncompressed: the blob is kept plain.
-func (b *Blob) Stored() cas.Encoding { return cas.Uncompressed }
-
-// ReadZstd compresses the blob from off as it reads it (zstdfile.CompressChunks).
-func (b *Blob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	return zstdfile.CompressChunks(ctx, b.zp, b, off, pool, chunkSize, fn)
-}
-
-// ReadAt implements io.ReaderAt.
-func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
-	switch {
-	case b.f == nil:
-		return 0, io.EOF
-	case b.checked != nil:
-		return b.checked.ReadAt(p, off)
-	}
-	return b.f.ReadAt(p, off)
-}
-
-// Close releases the file.
-func (b *Blob) Close() error {
-	if b.f == nil {
-		return nil
-	}
-	return b.f.Close()
-}
-
-// Open opens blob d for reading, a *Blob. It returns an error wrapping
+// Open opens blob d for reading: a *files.Blob, a *packs.Blob or a
+// *zstdfile.Blob. It returns an error wrapping
 // ErrNotFound if the blob is not stored. The caller must Close it.
 func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
 	if d.IsEmpty() {
-		return &Blob{zp: s.zp}, nil
+		return files.NewBlob(nil, 0, s.zp, nil), nil
 	}
 	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, true)
 }
@@ -79,7 +29,7 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 // to another tier: the lookup is not counted in Stats.
 func (s *Store) OpenUncounted(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
 	if d.IsEmpty() {
-		return &Blob{zp: s.zp}, nil
+		return files.NewBlob(nil, 0, s.zp, nil), nil
 	}
 	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, false)
 }
@@ -153,9 +103,9 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 			return nil, err
 		}
 	}
-	var checked *checkedFile
+	var checked *integrity.File
 	if sums != nil && !s.noReadChecks {
-		checked = &checkedFile{f: f, size: e.stored, sums: sums, s: s, opened: e}
+		checked = integrity.NewFile(f, e.stored, sums, func(detail string) error { return s.readFailed(e, detail) })
 	}
 	if e.zstd {
 		b, err := zstdfile.Open(f, e.size, s.zp)
@@ -175,7 +125,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		b.SetCorruptHandler(func(err error) error { return s.readFailed(e, err.Error()) })
 		return b, nil
 	}
-	return &Blob{f: f, size: e.size, zp: s.zp, checked: checked}, nil
+	return files.NewBlob(f, e.size, s.zp, checked), nil
 }
 
 // actionResultSums returns the block sums of the action result file of e,
@@ -206,14 +156,12 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 		return nil, err
 	}
 	defer r.Close()
-	var rd io.ReaderAt
-	switch b := r.(type) {
-	case *zstdfile.Blob:
+	if b, ok := r.(*zstdfile.Blob); ok {
 		return b.ReadAll(ctx, s.buffers)
-	case *packedBlob:
-		rd = b
-	default:
-		rd = b.(*Blob)
+	}
+	rd, ok := r.(io.ReaderAt)
+	if !ok {
+		return nil, fmt.Errorf("disk: reading %s: a %T is no io.ReaderAt", k.hash, r)
 	}
 	buf := make([]byte, r.Size())
 	if _, err := rd.ReadAt(buf, 0); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/disktest"
+	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
@@ -46,7 +47,7 @@ func storedAt(t *testing.T, s *Store, d cas.Digest) (string, int64) {
 		t.Fatalf("blob %s is not stored", d)
 	}
 	if e := el; e.seg != nil {
-		return e.seg.f.Name(), e.off
+		return e.seg.PathLocked(), e.off
 	}
 	return disktest.BlobPath(s.dir, d), 0
 }
@@ -92,10 +93,10 @@ func wantRemoved(t *testing.T, s *Store, d cas.Digest, err error, corrupt int64)
 // the damaged block, every byte handed on is right, and the blob is gone.
 func TestReadChecksCatchRotInAFile(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
-	data := testblob.Pattern(5*sumBlock+123, 1)
-	d := rotAfterRead(t, s, data, 3*sumBlock+7)
+	data := testblob.Pattern(5*integrity.Block+123, 1)
+	d := rotAfterRead(t, s, data, 3*integrity.Block+7)
 	got, err := readChunks(t, s, d, 0, int64(len(data)), 1000)
-	if !bytes.Equal(got, data[:len(got)]) || len(got) > 3*sumBlock {
+	if !bytes.Equal(got, data[:len(got)]) || len(got) > 3*integrity.Block {
 		t.Fatalf("handed on %d bytes before the error, right: %v; want at most the 3 blocks before the damage, all right",
 			len(got), bytes.Equal(got, data[:len(got)]))
 	}
@@ -106,9 +107,9 @@ func TestReadChecksCatchRotInAFile(t *testing.T) {
 // it, hands on nothing.
 func TestReadChecksCatchRotInARange(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
-	data := testblob.Pattern(4*sumBlock, 2)
-	d := rotAfterRead(t, s, data, 2*sumBlock+100)
-	got, err := readChunks(t, s, d, 2*sumBlock+50, 2*sumBlock+500, 64)
+	data := testblob.Pattern(4*integrity.Block, 2)
+	d := rotAfterRead(t, s, data, 2*integrity.Block+100)
+	got, err := readChunks(t, s, d, 2*integrity.Block+50, 2*integrity.Block+500, 64)
 	if len(got) != 0 {
 		t.Fatalf("handed on %d bytes of the damaged block", len(got))
 	}
@@ -118,7 +119,7 @@ func TestReadChecksCatchRotInARange(t *testing.T) {
 // ReadAt and ReadAll check too: unaligned, into a short buffer, and whole.
 func TestReadChecksCatchRotThroughReadAtAndReadAll(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
-	a := rotAfterRead(t, s, testblob.Pattern(3*sumBlock+9, 3), sumBlock+1)
+	a := rotAfterRead(t, s, testblob.Pattern(3*integrity.Block+9, 3), integrity.Block+1)
 	b, err := s.Open(context.Background(), a)
 	if err != nil {
 		t.Fatal(err)
@@ -128,11 +129,11 @@ func TestReadChecksCatchRotThroughReadAtAndReadAll(t *testing.T) {
 	if _, err := ra.ReadAt(p, 10); err != nil { // block 0, intact
 		t.Fatalf("ReadAt of an intact block: %v", err)
 	}
-	_, err = ra.ReadAt(p, sumBlock-5) // across blocks 0 and 1
+	_, err = ra.ReadAt(p, integrity.Block-5) // across blocks 0 and 1
 	b.Close()
 	wantRemoved(t, s, a, err, 1)
 
-	c := rotAfterRead(t, s, testblob.Pattern(2*sumBlock+9, 4), 2*sumBlock+3)
+	c := rotAfterRead(t, s, testblob.Pattern(2*integrity.Block+9, 4), 2*integrity.Block+3)
 	_, err = s.ReadAll(context.Background(), c)
 	wantRemoved(t, s, c, err, 2)
 }
@@ -172,7 +173,7 @@ func TestReadChecksCatchRotInAPackedBlob(t *testing.T) {
 func TestReadChecksAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestStore(t, dir, 0)
-	data := testblob.Pattern(2*sumBlock+1, 6)
+	data := testblob.Pattern(2*integrity.Block+1, 6)
 	d := cas.DigestOf(data)
 	if err := s.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
@@ -182,9 +183,9 @@ func TestReadChecksAfterRestart(t *testing.T) {
 	if got, err := s.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("first read after the restart: %v", err)
 	}
-	disktest.FlipByte(t, disktest.BlobPath(dir, d), 2*sumBlock, true) // the last block, one byte long
+	disktest.FlipByte(t, disktest.BlobPath(dir, d), 2*integrity.Block, true) // the last block, one byte long
 	got, err := readChunks(t, s, d, 0, int64(len(data)), 64<<10)
-	if !bytes.Equal(got, data[:len(got)]) || len(got) > 2*sumBlock {
+	if !bytes.Equal(got, data[:len(got)]) || len(got) > 2*integrity.Block {
 		t.Fatalf("handed on %d bytes, want at most the 2 intact blocks", len(got))
 	}
 	wantRemoved(t, s, d, err, 1)
@@ -198,7 +199,7 @@ func TestWithoutReadChecksServesWhatTheDiskHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	data := testblob.Pattern(2*sumBlock, 7)
+	data := testblob.Pattern(2*integrity.Block, 7)
 	d := rotAfterRead(t, s, data, 5)
 	got, err := readChunks(t, s, d, 0, int64(len(data)), 1000)
 	if err != nil || len(got) != len(data) || got[5] != data[5]^0xff || !bytes.Equal(got[6:], data[6:]) {
@@ -220,7 +221,7 @@ func TestCheckedReadsOfEveryShape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data := testblob.Pattern(3*sumBlock+777, 8)
+		data := testblob.Pattern(3*integrity.Block+777, 8)
 		if packed {
 			data = data[:150_000]
 		}
@@ -233,7 +234,7 @@ func TestCheckedReadsOfEveryShape(t *testing.T) {
 		for range 200 {
 			off := rng.Int64N(size)
 			end := off + rng.Int64N(size-off+1)
-			chunk := 1 + rng.IntN(3*sumBlock)
+			chunk := 1 + rng.IntN(3*integrity.Block)
 			got, err := readChunks(t, s, d, off, end, chunk)
 			if err != nil || !bytes.Equal(got, data[off:end]) {
 				t.Fatalf("packed %v: ReadChunks [%d, %d) in chunks of %d: %v, right: %v", packed, off, end, chunk, err, bytes.Equal(got, data[off:end]))
@@ -242,7 +243,7 @@ func TestCheckedReadsOfEveryShape(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := make([]byte, 1+rng.IntN(2*sumBlock))
+			p := make([]byte, 1+rng.IntN(2*integrity.Block))
 			n, err := b.(io.ReaderAt).ReadAt(p, off)
 			b.Close()
 			want := data[off:min(size, off+int64(len(p)))]

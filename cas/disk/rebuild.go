@@ -1,128 +1,74 @@
 package disk
 
 import (
-	"cmp"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"time"
 
-	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
-
-// removeTemps deletes whatever a previous run left in tmp/: uploads that
-// never completed.
-func (s *Store) removeTemps() error {
-	ents, err := os.ReadDir(s.tmpDir)
-	if err != nil {
-		return fmt.Errorf("disk: %w", err)
-	}
-	for _, e := range ents {
-		p := filepath.Join(s.tmpDir, e.Name())
-		if err := os.RemoveAll(p); err != nil {
-			return fmt.Errorf("disk: removing stray temporary file: %w", err)
-		}
-		s.log.Info("removed stray temporary file", "path", p)
-	}
-	return nil
-}
 
 // rebuild fills the index from cas/ and ac/, oldest modification first.
 func (s *Store) rebuild() error {
-	type found struct {
-		e     *entry
-		mtime time.Time
+	found, err := files.Load(s.dir, []string{kindCAS.dir(), kindAC.dir()}, func(kind string) bool { return kind == kindCAS.dir() }, s.log)
+	if err != nil {
+		return err
 	}
-	var all []found
-	for _, kind := range []entryKind{kindCAS, kindAC} {
-		root := filepath.Join(s.dir, kind.dir())
-		shards, err := os.ReadDir(root)
-		if err != nil {
-			return fmt.Errorf("disk: %w", err)
+	all := make([]*entry, len(found))
+	for i, f := range found {
+		kind := kindCAS
+		if f.Kind == kindAC.dir() {
+			kind = kindAC
 		}
-		for _, shard := range shards {
-			if !shard.IsDir() {
-				s.log.Warn("ignoring unexpected file in store", "path", filepath.Join(root, shard.Name()))
-				continue
-			}
-			files, err := os.ReadDir(filepath.Join(root, shard.Name()))
-			if err != nil {
-				return fmt.Errorf("disk: %w", err)
-			}
-			for _, f := range files {
-				name := f.Name()
-				p := filepath.Join(root, shard.Name(), name)
-				hash, size, zstd, ok := parseStoredName(name)
-				if !ok || zstd && kind != kindCAS || hash[:2] != shard.Name() || !f.Type().IsRegular() {
-					s.log.Warn("ignoring unexpected file in store", "path", p)
-					continue
-				}
-				info, err := f.Info()
-				if errors.Is(err, fs.ErrNotExist) {
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("disk: %w", err)
-				}
-				if !zstd {
-					size = info.Size()
-				}
-				e := &entry{key: entryKey{kind, hash}, size: size, stored: info.Size(), zstd: zstd}
-				all = append(all, found{e, info.ModTime()})
-			}
-		}
-	}
-	slices.SortFunc(all, func(a, b found) int { return a.mtime.Compare(b.mtime) })
-	for _, f := range all {
-		if el, ok := s.files[f.e.key]; ok {
+		e := &entry{key: entryKey{kind, f.Hash}, size: f.Size, stored: f.Stored, zstd: f.Zstd}
+		all[i] = e
+		if el, ok := s.files[e.key]; ok {
 			// Kept both ways: a crash between a commit's rename and its
 			// removal of the other form. Both were checked; keep the
 			// newer.
-			old := el
-			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", old.key.hash)
+			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", el.key.hash)
 			s.removeLocked(el)
 		}
-		s.insertLocked(f.e)
+		s.insertLocked(e)
 	}
-	ck, err := s.openCheckpoint()
+	ck, err := packindex.OpenCheckpoint(filepath.Join(s.dir, checkpointName))
 	if err != nil {
 		s.log.Warn("ignoring the index checkpoint: scanning every pack segment", "err", err)
 	}
 	var trusted map[uint64]int64
 	if ck != nil {
-		trusted = ck.trusted
+		trusted = ck.Segments
 	}
-	records, err := s.loadSegments(trusted)
+	records, err := s.segments.Load(trusted)
 	if err != nil {
 		if ck != nil {
-			ck.f.Close()
+			ck.Close()
 		}
 		return err
+	}
+	segs := s.segments.SegmentsLocked()
+	for _, seg := range segs {
+		s.bytes += seg.Size
 	}
 	// Recency: files' last modification and segments' order, on one clock
 	// (files older than the oldest segment first), so that eviction takes
 	// the older of the two kinds.
 	s.tick = 0
 	si := 0
-	for _, f := range all {
-		for si < len(s.segments) && s.segmentTime(s.segments[si]).Before(f.mtime) {
+	for i, e := range all {
+		for si < len(segs) && segs[si].ModTime().Before(found[i].ModTime) {
 			s.tick++
-			s.segments[si].created = s.tick
+			segs[si].Created = s.tick
 			si++
 		}
 		s.tick++
-		if el, ok := s.files[f.e.key]; ok && el == f.e {
-			f.e.used = s.tick
+		if el, ok := s.files[e.key]; ok && el == e {
+			e.used = s.tick
 		}
 	}
-	for ; si < len(s.segments); si++ {
+	for ; si < len(segs); si++ {
 		s.tick++
-		s.segments[si].created = s.tick
+		segs[si].Created = s.tick
 	}
 	if ck != nil {
 		if records, err = s.loadCheckpointRecords(ck, records); err != nil {
@@ -134,19 +80,19 @@ func (s *Store) rebuild() error {
 	// packed entry replaces a file of the same key (written since).
 	for _, r := range records {
 		if entryKind(r.Kind) > kindAC {
-			s.log.Warn("ignoring a pack record of unknown kind", "segment", r.seg.seq, "kind", r.Kind)
+			s.log.Warn("ignoring a pack record of unknown kind", "segment", r.Seg.Seq, "kind", r.Kind)
 			continue
 		}
 		k := entryKey{entryKind(r.Kind), r.HashHex()}
 		if el, ok := s.files[k]; ok {
 			s.removeLocked(el)
 		} else if old, ok := s.packedLocked(k); ok {
-			if old.seg.seq > r.seg.seq {
+			if old.seg.Seq > r.Seg.Seq {
 				continue // from the checkpoint, of a later segment
 			}
 			s.uncountLocked(&old)
 		}
-		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.seg, off: r.Off, crc: r.DataCRC}
+		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.Seg, off: r.Off, crc: r.DataCRC}
 		s.putRecordLocked(e)
 		s.countLocked(e)
 	}
@@ -156,59 +102,19 @@ func (s *Store) rebuild() error {
 // loadCheckpointRecords indexes the records of checkpoint ck; if it does
 // not check out, it empties the table and returns records with those of
 // the segments it would have covered, scanned, in segment order.
-func (s *Store) loadCheckpointRecords(ck *checkpointReader, records []scannedRecord) ([]scannedRecord, error) {
-	err := ck.loadRecords(s)
+func (s *Store) loadCheckpointRecords(ck *packindex.CheckpointFile, records []packs.Scanned) ([]packs.Scanned, error) {
+	err := s.loadCheckpoint(ck)
 	if err == nil {
 		s.checkpointLoaded = true
 		return records, nil
 	}
 	s.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
-	s.packed.free()
-	for _, seg := range s.segments {
-		s.entries -= seg.entries
-		s.acEntries -= seg.acEntries
-		s.plainBytes -= seg.plainBytes
-		seg.entries, seg.acEntries, seg.plainBytes = 0, 0, 0
-		if !seg.fromCheckpoint {
-			continue
-		}
-		seg.fromCheckpoint = false
-		s.segmentsScanned++
-		found, _, err := packfile.Scan(seg.f, false, s.packMax, seg.seq)
-		if err != nil {
-			return nil, fmt.Errorf("disk: scanning pack segment %d: %w", seg.seq, err)
-		}
-		for _, r := range found {
-			records = append(records, scannedRecord{r, seg})
-		}
+	s.packed.Free()
+	for _, seg := range s.segments.SegmentsLocked() {
+		s.entries -= seg.Entries
+		s.acEntries -= seg.ACEntries
+		s.plainBytes -= seg.PlainBytes
+		seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
 	}
-	slices.SortStableFunc(records, func(a, b scannedRecord) int { return cmp.Compare(a.seg.seq, b.seg.seq) })
-	return records, nil
-}
-
-// segmentTime is when seg's file was last written, for ordering it among
-// files at start.
-func (s *Store) segmentTime(seg *segment) time.Time {
-	fi, err := seg.f.Stat()
-	if err != nil {
-		return time.Time{}
-	}
-	return fi.ModTime()
-}
-
-// parseStoredName parses the name of a file in cas/ or ac/: a hash, or a
-// hash and a size followed by .zst for a blob kept compressed.
-func parseStoredName(name string) (hash string, size int64, zstd, ok bool) {
-	if cas.CheckHash(name) == nil {
-		return name, 0, false, true
-	}
-	rest, found := strings.CutSuffix(name, ".zst")
-	if !found || len(rest) < cas.HashLen+2 || rest[cas.HashLen] != '-' || cas.CheckHash(rest[:cas.HashLen]) != nil {
-		return "", 0, false, false
-	}
-	size, err := cas.ParseSize(rest[cas.HashLen+1:])
-	if err != nil || size == 0 {
-		return "", 0, false, false
-	}
-	return rest[:cas.HashLen], size, true, true
+	return s.segments.Rescan(records)
 }

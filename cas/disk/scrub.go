@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/pace"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // The scrubber's pacing. A pass is held to the rate in "cost", not only in
@@ -30,27 +33,6 @@ const (
 	scrubPassInterval = time.Minute
 )
 
-// scrubClock is the scrubber's time: the wall clock, or a test's, so that
-// a test can count the scrubber's work per unit of time without waiting.
-type scrubClock struct {
-	now   func() time.Time
-	sleep func(ctx context.Context, d time.Duration) error // returns ctx's error if it ends first
-}
-
-var wallClock = scrubClock{
-	now: time.Now,
-	sleep: func(ctx context.Context, d time.Duration) error {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	},
-}
-
 // Scrub re-hashes every stored blob in turn, pass after pass, until ctx is
 // done or the store is closed; it then returns nil. It reads at most
 // bytesPerSecond on average, counting each blob as at least 64 KiB and each
@@ -64,24 +46,24 @@ func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
 		return fmt.Errorf("disk: scrub rate %d must be positive", bytesPerSecond)
 	}
 	clock := s.scrubClock
-	p := pacer{rate: bytesPerSecond, ctx: ctx, clock: clock}
+	p := pace.New(ctx, bytesPerSecond, clock)
 	for {
-		passStart := clock.now()
+		passStart := clock.Now()
 		for shard := range 256 {
 			if ctx.Err() != nil || s.isClosed() {
 				return nil
 			}
-			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), &p)
+			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), p)
 		}
-		s.scrubPacks(ctx, &p)
+		s.scrubPacks(ctx, p)
 		if ctx.Err() != nil {
 			return nil // the last shard was cut short: no whole pass
 		}
 		s.mu.Lock()
 		s.scrubPasses++
 		s.mu.Unlock()
-		if rest := scrubPassInterval - clock.now().Sub(passStart); rest > 0 {
-			if clock.sleep(ctx, rest) != nil {
+		if rest := scrubPassInterval - clock.Now().Sub(passStart); rest > 0 {
+			if clock.Sleep(ctx, rest) != nil {
 				return nil
 			}
 		}
@@ -90,8 +72,8 @@ func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
 
 // scrubShard re-hashes the blobs of one shard directory of cas/ (listing
 // one directory at a time keeps the scrubber's memory to a shard's names).
-func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
-	if p.wait(scrubListingCost) != nil {
+func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
+	if p.Wait(scrubListingCost) != nil {
 		return
 	}
 	ents, err := os.ReadDir(filepath.Join(s.dir, kindCAS.dir(), shard))
@@ -106,7 +88,7 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
 		if ctx.Err() != nil {
 			return
 		}
-		hash, _, _, ok := parseStoredName(de.Name())
+		hash, _, _, ok := files.ParseName(de.Name())
 		if !ok {
 			continue // a stray name
 		}
@@ -117,14 +99,14 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
 		}
 		// Charge what the blob's bytes will not (see scrubBlobCost); the
 		// bytes are charged as they are hashed.
-		if p.wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
+		if p.Wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
 			return
 		}
 		f, err := os.Open(s.filePath(&e))
 		if err != nil {
 			continue // evicted since
 		}
-		_, err = s.checkBlob(ctx, e, f, true, p.wait)
+		_, err = s.checkBlob(ctx, e, f, true, p.Wait)
 		f.Close()
 		if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
 			s.log.Warn("scrubber: re-hashing a blob", "hash", k.hash, "err", err)
@@ -132,47 +114,20 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pacer) {
 	}
 }
 
-// pacer holds the scrubber to rate bytes per second on average, sleeping as
-// needed: the scrubber must not compete with clients for the disk.
-type pacer struct {
-	rate  int64
-	ctx   context.Context
-	clock scrubClock
-	start time.Time
-	bytes int64
-}
-
-// wait charges n bytes and sleeps until the rate allows them.
-func (p *pacer) wait(n int) error {
-	now := p.clock.now()
-	if p.start.IsZero() || now.Sub(p.start) > time.Minute {
-		// Start a fresh window now and then, so that time spent idle
-		// (between passes, or before the first chunk) is not saved up
-		// for a burst.
-		p.start, p.bytes = now, 0
-	}
-	p.bytes += int64(n)
-	due := p.start.Add(time.Duration(float64(p.bytes) / float64(p.rate) * float64(time.Second)))
-	if d := due.Sub(now); d > 0 {
-		return p.clock.sleep(p.ctx, d)
-	}
-	return nil
-}
-
 // scrubPacks re-hashes the packed CAS blobs, segment by segment (each
 // segment costs what a shard listing does).
-func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
+func (s *Store) scrubPacks(ctx context.Context, p *pace.Pacer) {
 	s.mu.Lock()
-	segs := slices.Clone(s.segments)
+	segs := slices.Clone(s.segments.SegmentsLocked())
 	s.mu.Unlock()
 	for _, seg := range segs {
-		if p.wait(scrubListingCost) != nil {
+		if p.Wait(scrubListingCost) != nil {
 			return
 		}
 		records, err := s.segmentRecords(seg)
 		if err != nil {
 			if !errors.Is(err, errReplaced) {
-				s.log.Warn("scrubber: listing a pack segment", "segment", seg.seq, "err", err)
+				s.log.Warn("scrubber: listing a pack segment", "segment", seg.Seq, "err", err)
 			}
 			continue
 		}
@@ -188,10 +143,10 @@ func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
 			if !ok || e.seg != seg || e.off != r.Off {
 				continue // replaced, removed or evicted since
 			}
-			if p.wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
+			if p.Wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
 				return
 			}
-			err := s.checkPacked(ctx, e, true, p.wait)
+			err := s.checkPacked(ctx, e, true, p.Wait)
 			if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
 				s.log.Warn("scrubber: re-hashing a packed blob", "hash", k.hash, "err", err)
 			}
@@ -199,24 +154,14 @@ func (s *Store) scrubPacks(ctx context.Context, p *pacer) {
 	}
 }
 
-// segmentRecords lists the committed records of seg from its headers,
-// holding its file meanwhile; errReplaced if it was evicted. The index
-// keeps no list of a segment's keys: this read costs what listing a shard
-// directory does, once a pass.
-func (s *Store) segmentRecords(seg *segment) ([]packfile.Record, error) {
-	s.mu.Lock()
-	if seg.evicted {
-		s.mu.Unlock()
+// segmentRecords lists the committed records of seg from its headers;
+// errReplaced if it was evicted. The index keeps no list of a segment's
+// keys: this read costs what listing a shard directory does, once a pass.
+func (s *Store) segmentRecords(seg *packs.Segment) ([]packfile.Record, error) {
+	records, ok, err := s.segments.Records(seg)
+	if !ok {
 		return nil, errReplaced
 	}
-	seg.readers++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.releaseReaderLocked(seg)
-		s.mu.Unlock()
-	}()
-	records, _, err := packfile.Scan(seg.f, false, s.packMax, seg.seq)
 	return records, err
 }
 

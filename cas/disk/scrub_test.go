@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/pace"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
-// virtualClock is a scrubClock whose time moves only when the scrubber
+// virtualClock is a pace.Clock whose time moves only when the scrubber
 // sleeps, and which ends the scrubber (cancels its context) once horizon
 // has passed: a test counts the scrubber's work per unit of its time
 // without waiting for that time, and without a machine's load in the count.
@@ -19,11 +20,11 @@ type virtualClock struct {
 	cancel  context.CancelFunc
 }
 
-func (c *virtualClock) clock() scrubClock {
+func (c *virtualClock) clock() pace.Clock {
 	start := time.Unix(1e9, 0)
-	return scrubClock{
-		now: func() time.Time { return start.Add(c.t) },
-		sleep: func(ctx context.Context, d time.Duration) error {
+	return pace.Clock{
+		Now: func() time.Time { return start.Add(c.t) },
+		Sleep: func(ctx context.Context, d time.Duration) error {
 			c.t += d
 			if c.t >= c.horizon {
 				c.cancel()

@@ -9,14 +9,21 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/pace"
+	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
+
+// ErrLocked: another process has the store's directory open (OpenStore).
+var ErrLocked = fileio.ErrLocked
 
 // Store is a content-addressed disk store with least-recently-used eviction.
 //
@@ -39,7 +46,7 @@ type Store struct {
 	tmpDir  string
 	maxSize int64
 	log     *slog.Logger
-	lock    *dirLock
+	lock    *fileio.DirLock
 
 	// noReadChecks: reads trust the disk after a blob's first check
 	// (WithoutReadChecks; readcheck.go).
@@ -51,9 +58,9 @@ type Store struct {
 	buffers membuf.BufferPool
 
 	mu            sync.Mutex
-	files         map[entryKey]*entry // the entries kept as files
-	packed        recordTable         // the packed entries (recordtable.go)
-	sweep         sweepCursor         // where the table's sweep goes on (packedindex.go)
+	files         map[entryKey]*entry   // the entries kept as files
+	packed        packindex.Table       // the packed entries (recordtable.go)
+	sweep         packindex.SweepCursor // where the table's sweep goes on (packedindex.go)
 	isLiveSeq     func(seq uint32) bool
 	lru           *list.List // files only, front: most recently used
 	entries       int64      // in the index: files and live records
@@ -75,21 +82,13 @@ type Store struct {
 
 	committer *groupCommit
 
-	// Packs (packs.go, segment.go); guarded by mu.
-	packMax      int64      // largest entry packed; 0: none is
-	segSize      int64      // bytes of slots a segment takes before it is sealed
-	segments     []*segment // oldest first
-	active       *segment   // takes the slots; nil until the first
-	nextSeq      uint64
-	tick         uint64         // counts uses and segments: the store's clock of recency
-	finishing    sync.WaitGroup // segments being made durable in the background
-	packsClosing bool           // Close has begun: no segment starts being made durable
-	syncEvery    time.Duration  // WithPackSync: 0, records are durable when acknowledged
-	unsynced     map[*segment]bool
-	syncWake     chan struct{} // the syncer's: records to sync, or Close
-	syncerDone   chan struct{} // closed when the syncer has made its last pass
-	refreshes    chan refresh  // packed entries to copy forward out of old segments; nil once closed
-	spare        []spareFile   // evicted segments' files, to be reused
+	// Packs (packs.go; package packs); guarded by mu.
+	packMax   int64         // largest entry packed; 0: none is
+	segSize   int64         // bytes of slots a segment takes before it is sealed
+	segments  *packs.Set    // shares mu
+	syncEvery time.Duration // WithPackSync: 0, records are durable when acknowledged
+	tick      uint64        // counts uses and segments: the store's clock of recency
+	refreshes chan refresh  // packed entries to copy forward out of old segments; nil once closed
 
 	// Index checkpoints (checkpoint.go); guarded by mu.
 	sinceCheckpoint    int64          // packed records indexed since the last was started
@@ -97,9 +96,8 @@ type Store struct {
 	checkpoints        sync.WaitGroup // the one being written
 	checkpointsWritten int64
 	checkpointLoaded   bool // this start took the packed entries from one
-	segmentsScanned    int  // pack segments this start read record by record
 
-	scrubClock scrubClock // wallClock, or a test's (export_test.go)
+	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 }
 
 // OpenStore opens (creating if needed) the store in dir. maxSize is the
@@ -123,36 +121,36 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		files:   make(map[entryKey]*entry),
 		lru:     list.New(),
 
-		scrubClock: wallClock,
+		scrubClock: pace.Wall,
 		packMax:    DefaultPackMax,
 	}
 	s.isLiveSeq = s.isLiveSeqLocked
 	for _, o := range opts {
 		o(s)
 	}
-	s.setupPacks()
 	if s.zp == nil {
 		if s.zp, err = zstdseek.NewPool(zstdseek.DefaultBudget(0)); err != nil {
 			return nil, err
 		}
 	}
+	s.setupPacks()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
 	// Before anything in dir is touched: another process's tmp/ is not ours
 	// to empty.
-	if s.lock, err = lockDir(dir); err != nil {
+	if s.lock, err = fileio.LockDir(dir); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			s.lock.unlock()
+			s.lock.Unlock()
 		}
 	}()
-	if err := makeDirs(dir); err != nil {
+	if err := files.MakeDirs(dir, []string{"tmp", packDirName}, []string{kindCAS.dir(), kindAC.dir()}); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	if err := s.removeTemps(); err != nil {
+	if err := files.RemoveTemps(s.tmpDir, s.log); err != nil {
 		return nil, err
 	}
 	if err := s.rebuild(); err != nil {
@@ -163,7 +161,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
 	entries, stored := s.entries, s.bytes
-	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segmentsScanned, len(s.segments)
+	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
 	s.mu.Unlock()
 	s.committer = newGroupCommit(s)
 	logger.Info("cas store opened", "dir", dir, "entries", entries, "bytes", stored, "max_bytes", maxSize,
@@ -171,46 +169,9 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	return s, nil
 }
 
-// makeDirs creates tmp/ and the 256 shard directories of cas/ and ac/ that
-// are missing, and syncs the parents of those it created, so that a commit
-// never has to create (and make durable) a directory before its rename.
-func makeDirs(dir string) error {
-	for _, sub := range []string{"tmp", packDirName} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return err
-		}
-	}
-	for _, kind := range []entryKind{kindCAS, kindAC} {
-		top := filepath.Join(dir, kind.dir())
-		if err := os.MkdirAll(top, 0o755); err != nil {
-			return err
-		}
-		created := false
-		for i := range 256 {
-			err := os.Mkdir(filepath.Join(top, fmt.Sprintf("%02x", i)), 0o755)
-			if err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-			created = created || err == nil
-		}
-		if created {
-			if err := syncDir(top); err != nil {
-				return err
-			}
-		}
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+// packDirName is the directory of the pack segments (package packs) under
+// the store's.
+const packDirName = "packs"
 
 // Close marks the store closed; later calls fail with ErrClosed. Files in
 // tmp/ are removed (uploads still running fail when they try to commit),
@@ -232,8 +193,8 @@ func (s *Store) Close() error {
 			s.log.Warn("writing the index checkpoint (the next start scans every pack segment)", "err", err)
 		}
 	}
-	err := s.removeTemps()
-	if uerr := s.lock.unlock(); err == nil {
+	err := files.RemoveTemps(s.tmpDir, s.log)
+	if uerr := s.lock.Unlock(); err == nil {
 		err = uerr
 	}
 	return err
@@ -267,60 +228,27 @@ func (s *Store) Stats() cas.StoreStats {
 func (s *Store) MaxSize() int64 { return s.maxSize }
 
 // path is where entry k is kept plain.
-func (s *Store) path(k entryKey) string {
-	return filepath.Join(s.dir, k.kind.dir(), k.hash[:2], k.hash)
-}
+func (s *Store) path(k entryKey) string { return files.Path(s.dir, k.kind.dir(), k.hash) }
 
 // filePath is where e is kept, plain or compressed.
 func (s *Store) filePath(e *entry) string {
 	if e.zstd {
-		return s.zstdPath(e.key, e.size)
+		return files.ZstdPath(s.dir, e.key.kind.dir(), e.key.hash, e.size)
 	}
 	return s.path(e.key)
 }
 
-// zstdPath is where the blob k of size bytes is kept compressed. The size
-// is in the name so that the index can be rebuilt without opening files.
-func (s *Store) zstdPath(k entryKey, size int64) string {
-	return s.path(k) + "-" + strconv.FormatInt(size, 10) + ".zst"
-}
-
-// closePacks makes the active segment durable if no writer holds a slot
-// in it (else the next start checks it), waits for the segments being made
-// durable, and closes the segments' files (a reader still holding one
-// closes it).
+// closePacks stops the copying forward and closes the segments
+// (packs.Set.Close: the active one and those written since the last sync
+// made durable).
 func (s *Store) closePacks() {
 	s.mu.Lock()
-	if seg := s.active; seg != nil && seg.open == 0 {
-		s.sealLocked(seg)
-	}
-	s.packsClosing = true // no segment starts being finished from here on
-	stopSyncer := s.syncerDone != nil
-	if stopSyncer {
-		s.wakeSyncer()
-	}
 	if s.refreshes != nil {
 		close(s.refreshes)
 		s.refreshes = nil
 	}
 	s.mu.Unlock()
-	if stopSyncer {
-		<-s.syncerDone // its last pass makes every record durable
-	}
-	s.finishing.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, seg := range s.segments {
-		seg.closed = true // to the readers: close the file when done
-		if seg.readers == 0 {
-			seg.gone = true
-			seg.f.Close()
-		}
-	}
-	for _, sp := range s.spare {
-		sp.f.Close() // the file stays, a spare for the next start
-	}
-	s.spare = nil
+	s.segments.Close()
 }
 
 // removeFile unlinks e's file; a file already gone is no error.

@@ -15,6 +15,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/disktest"
+	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
@@ -126,7 +127,7 @@ func TestStoreRestartKeepsBlobsAndRemovesStrayTemps(t *testing.T) {
 	}
 	// No Close: simulate a crash, in which the kernel drops the
 	// directory's lock with the dead process, then reopen.
-	s.lock.unlock()
+	s.lock.Unlock()
 	s2 := openTestStore(t, dir, 0)
 	if got, err := s2.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("blob after restart: %v", err)
@@ -388,7 +389,7 @@ func TestWriterWriteBuffers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := bw.(*Writer)
+			w := bw.(*files.Writer)
 			n, err := w.WriteBuffers(bufs)
 			if err != nil || n != int64(len(data)) {
 				t.Fatalf("WriteBuffers = %d, %v; want %d", n, err, len(data))

@@ -27,33 +27,32 @@ func (s *Store) NewUnnamedWriter(ctx context.Context, size int64, arrived cas.En
 	if err != nil {
 		return nil, err
 	}
-	u := &unnamedWriter{BlobWriter: bw, size: size}
-	switch w := bw.(type) {
-	case *Writer:
-		u.d, u.h = &w.d, w.h
-	case *packWriter:
-		u.d, u.h = &w.d, w.h
-	default:
+	// Both writers NewWriter makes (files.Writer, packs.Writer) are.
+	w, ok := bw.(interface {
+		Hash() hash.Hash
+		Rename(hash string)
+	})
+	if !ok {
 		bw.Abort()
-		panic("disk: NewWriter returned a writer NewUnnamedWriter does not know")
+		return nil, fmt.Errorf("disk: NewWriter returned a %T, which cannot be named at Commit", bw)
 	}
-	return u, nil
+	return &unnamedWriter{BlobWriter: bw, size: size, h: w.Hash(), rename: w.Rename}, nil
 }
 
-// unnamedWriter is a Writer or packWriter started under placeholderHash;
-// d and h are that writer's digest and running hash.
+// unnamedWriter is a files.Writer or packs.Writer started under
+// placeholderHash: h is that writer's running hash, rename names its blob.
 type unnamedWriter struct {
 	cas.BlobWriter
-	size int64
-	d    *cas.Digest
-	h    hash.Hash
-	done bool // committed: d is the blob's digest
+	size   int64
+	h      hash.Hash
+	rename func(hash string)
+	named  cas.Digest // once committed: the blob's digest
 }
 
 // Digest returns the blob's digest once committed; before, its size alone.
 func (u *unnamedWriter) Digest() cas.Digest {
-	if u.done {
-		return *u.d
+	if u.named.Hash != "" {
+		return u.named
 	}
 	return cas.Digest{Size: u.size}
 }
@@ -69,12 +68,13 @@ func (u *unnamedWriter) Named() (cas.Digest, error) {
 // Commit names the blob by the hash of what was written, which the
 // writer's own check then finds it matches, and commits it.
 func (u *unnamedWriter) Commit(ctx context.Context) error {
-	if d, err := u.Named(); err == nil {
-		u.d.Hash = d.Hash
+	d, err := u.Named()
+	if err == nil {
+		u.rename(d.Hash)
 	}
 	if err := u.BlobWriter.Commit(ctx); err != nil {
 		return err
 	}
-	u.done = true
+	u.named = d
 	return nil
 }

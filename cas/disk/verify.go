@@ -2,19 +2,13 @@ package disk
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 
-	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/zstdfile"
-	"github.com/membuf/membuf/cas/zstdseek"
-	"github.com/membuf/membuf/internal/syncpool"
+	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/packindex"
 )
 
 // Integrity at rest. A blob is published only after its hash was checked,
@@ -39,14 +33,14 @@ import (
 // StoreStats.Corrupt and logged; the read that found it gets ErrNotFound,
 // never the bytes, and FindMissing reports it missing from then on.
 //
-// hashContent is the one place stored content is checked against its name:
+// integrity.HashContent is the one place stored content is checked against its name:
 // a blob kept compressed is decompressed there, frame by frame, so that what
 // is checked is the blob's own SHA-256 (a damaged frame or seek table is
 // content that does not match).
 
 // errCorrupt marks a blob whose content does not match its name. Callers
 // of the store see ErrNotFound: the blob is gone.
-var errCorrupt = fmt.Errorf("%w: stored content does not match its digest (removed)", cas.ErrNotFound)
+var errCorrupt = integrity.ErrCorrupt
 
 // blobCheck is a re-hash in progress: others that need the same blob
 // checked wait for it instead of hashing it again (a hot blob read by many
@@ -55,15 +49,6 @@ type blobCheck struct {
 	done chan struct{}
 	err  error // set before done is closed
 }
-
-// hashChunkSize is what hashContent reads at a time, and the pacing step of
-// the scrubber.
-const hashChunkSize = 1 << 20
-
-var hashBuffers = syncpool.New(func() *[]byte {
-	b := make([]byte, hashChunkSize)
-	return &b
-})
 
 // errReplaced: the entry was committed anew (perhaps in the other form,
 // plain or compressed) since the caller looked it up and opened its file;
@@ -146,7 +131,7 @@ func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *entry, opened en
 	if fi.Size() != opened.stored {
 		err = errCorrupt // changed length since it was indexed
 	} else {
-		sum, sums, n, err = s.hashContent(ctx, f, opened, pace)
+		sum, sums, n, err = integrity.HashContent(ctx, f, integrity.Content{Size: opened.size, Stored: opened.stored, Zstd: opened.zstd, Pool: s.zp, Buffers: s.buffers}, pace)
 		if err == nil && sum != k.hash {
 			err = errCorrupt
 		}
@@ -172,106 +157,6 @@ func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *entry, opened en
 	return sums, nil
 }
 
-// hashContent returns the SHA-256 (hex) of the content of e, the entry
-// whose file f is, the block sums of a plain file (nil for a compressed
-// one) and how many bytes it hashed: the first e.size bytes of a plain
-// file, or what a compressed one decompresses to. A file shorter than
-// that, a damaged frame or a bad seek table is errCorrupt.
-func (s *Store) hashContent(ctx context.Context, f *os.File, e entry, pace func(int) error) (string, []uint32, int64, error) {
-	bp := hashBuffers.Get()
-	defer hashBuffers.Put(bp)
-	buf := *bp
-	h := sha256.New()
-	if e.zstd {
-		return s.hashFrames(ctx, f, e, buf, pace)
-	}
-	size := e.size
-	sums := newBlockSums(size)
-	var off int64
-	for off < size {
-		if err := ctx.Err(); err != nil {
-			return "", nil, off, err
-		}
-		n := int(min(int64(len(buf)), size-off))
-		m, err := f.ReadAt(buf[:n], off)
-		h.Write(buf[:m])
-		sums.Write(buf[:m])
-		off += int64(m)
-		if m < n {
-			if err == io.EOF {
-				// Shorter than its index entry: not the blob.
-				return "", nil, off, errCorrupt
-			}
-			return "", nil, off, fmt.Errorf("disk: re-hashing %s: %w", filepath.Base(f.Name()), err)
-		}
-		if pace != nil {
-			if err := pace(m); err != nil {
-				return "", nil, off, err
-			}
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil)), sums.finish(), off, nil
-}
-
-// hashFrames is hashContent for a blob kept compressed: each frame is read
-// into a buffer from the store's pool and decompressed into buf (which
-// holds maxStoredFrame bytes, the largest frame a seek table may give). It
-// also takes the block sums of the file as stored, frames and seek table.
-func (s *Store) hashFrames(ctx context.Context, f *os.File, e entry, buf []byte, pace func(int) error) (string, []uint32, int64, error) {
-	t, err := zstdseek.ReadSeekTable(f, e.stored, e.size)
-	if errors.Is(err, zstdseek.ErrSeekTable) {
-		return "", nil, 0, fmt.Errorf("%w: %v", errCorrupt, err)
-	}
-	if err != nil {
-		return "", nil, 0, fmt.Errorf("disk: re-hashing %s: %w", filepath.Base(f.Name()), err)
-	}
-	h := sha256.New()
-	sums := newBlockSums(e.stored)
-	var cstart, off int64
-	for i := range t.Frames() {
-		if err := ctx.Err(); err != nil {
-			return "", nil, off, err
-		}
-		cs, ds := t.Entry(i)
-		in := membuf.AllocUncleared(s.buffers, int(cs))
-		_, err := f.ReadAt(in.Bytes(), cstart)
-		var out []byte
-		if err == nil {
-			sums.Write(in.Bytes())
-			out, err = s.zp.DecodeFrame(ctx, in.Bytes(), buf[:0:ds])
-			if err == nil && int64(len(out)) != ds {
-				err = zstdfile.ErrCorruptFrame
-			}
-			if err != nil && ctx.Err() == nil {
-				err = fmt.Errorf("%w: frame %d: %v", errCorrupt, i, err)
-			}
-		}
-		in.Free()
-		if err != nil {
-			return "", nil, off, err
-		}
-		h.Write(out)
-		off += ds
-		cstart += cs
-		if pace != nil {
-			if err := pace(int(ds)); err != nil {
-				return "", nil, off, err
-			}
-		}
-	}
-	// The seek table after the frames, for the sums: the block that holds
-	// the last frame's end holds the table's start.
-	for cstart < e.stored {
-		n := int(min(int64(len(buf)), e.stored-cstart))
-		if _, err := f.ReadAt(buf[:n], cstart); err != nil {
-			return "", nil, off, fmt.Errorf("disk: re-hashing %s: %w", filepath.Base(f.Name()), err)
-		}
-		sums.Write(buf[:n])
-		cstart += int64(n)
-	}
-	return hex.EncodeToString(h.Sum(nil)), sums.finish(), off, nil
-}
-
 // removeLocked unlinks entry el's file, if it has one, and drops it from
 // the index.
 func (s *Store) removeLocked(el *entry) {
@@ -285,8 +170,8 @@ func (s *Store) removeLocked(el *entry) {
 // are: a packed entry's stay in its segment until the segment goes.
 func (s *Store) dropLocked(e *entry) {
 	if e.seg != nil {
-		h, _ := hashBytes(e.key.hash)
-		s.packed.delete(&h, e.key.kind == kindAC)
+		h, _ := packindex.ParseHash(e.key.hash)
+		s.packed.Delete(&h, e.key.kind == kindAC)
 		s.uncountLocked(e)
 		return
 	}

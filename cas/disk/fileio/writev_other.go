@@ -1,18 +1,18 @@
 //go:build !linux
 
-package disk
+package fileio
 
 import "os"
 
-// writeBuffers writes bufs to f in order, one write each where there is no
+// WriteBuffers writes bufs to f in order, one write each where there is no
 // writev, and returns how many bytes it wrote.
-func writeBuffers(f *os.File, bufs [][]byte) (int, error) {
-	return writeBuffersAt(f, bufs, -1)
+func WriteBuffers(f *os.File, bufs [][]byte) (int, error) {
+	return WriteBuffersAt(f, bufs, -1)
 }
 
-// writeBuffersAt is writeBuffers at offset off of f, or at f's offset if
+// WriteBuffersAt is WriteBuffers at offset off of f, or at f's offset if
 // off < 0.
-func writeBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
+func WriteBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
 	total := 0
 	for _, b := range bufs {
 		var n int

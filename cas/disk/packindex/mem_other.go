@@ -1,6 +1,6 @@
 //go:build !unix
 
-package disk
+package packindex
 
 // allocRecords returns n zeroed bytes for a shard's slots. Without mmap
 // they are on the Go heap: the collector does not scan them (no pointers),

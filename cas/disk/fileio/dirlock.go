@@ -1,4 +1,4 @@
-package disk
+package fileio
 
 import (
 	"errors"
@@ -9,24 +9,27 @@ import (
 	"time"
 )
 
-// ErrLocked: another process has the store's directory open.
+// ErrLocked: another process holds the directory's lock.
 var ErrLocked = errors.New("store directory is in use by another process")
 
-// lockFileName is the file in the store's directory that one process at a
-// time holds an exclusive lock on, for as long as its Store is open. It
+// lockFileName is the file in the directory that one process at a time
+// holds an exclusive lock on, for as long as it uses the directory. It
 // holds a line naming that process, for the error the next one gets.
 const lockFileName = "LOCK"
 
-// dirLock is the lock a Store holds on its directory.
-type dirLock struct {
+// DirLock is an exclusive lock on a directory, held by one process (a
+// Store on its directory) until Unlock or its exit.
+type DirLock struct {
 	f *os.File // nil where the platform has no flock: nothing is held
 }
 
-// lockDir takes the exclusive lock on dir before anything in it is touched:
-// two processes on one directory would each empty the other's tmp/ at start
-// and evict the other's files. The kernel drops the lock when the process
+// LockDir takes the exclusive lock on dir, creating the lock file LOCK in
+// it; an error wrapping ErrLocked names the process that holds it. A store
+// takes it before anything in dir is touched: two processes on one
+// directory would each empty the other's tmp/ at start and evict the
+// other's files. The kernel drops the lock when the process
 // dies however it dies, so a crash never leaves the directory locked.
-func lockDir(dir string) (*dirLock, error) {
+func LockDir(dir string) (*DirLock, error) {
 	path := filepath.Join(dir, lockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -47,7 +50,7 @@ func lockDir(dir string) (*dirLock, error) {
 	}
 	if !held {
 		f.Close()
-		return &dirLock{}, nil
+		return &DirLock{}, nil
 	}
 	host, _ := os.Hostname()
 	who := fmt.Sprintf("pid %d (%s) on %s since %s\n", os.Getpid(), filepath.Base(os.Args[0]), host, time.Now().UTC().Format(time.RFC3339))
@@ -55,11 +58,11 @@ func lockDir(dir string) (*dirLock, error) {
 	if f.Truncate(0) == nil {
 		f.WriteAt([]byte(who), 0)
 	}
-	return &dirLock{f: f}, nil
+	return &DirLock{f: f}, nil
 }
 
-// unlock releases the lock (closing the file releases it).
-func (l *dirLock) unlock() error {
+// Unlock releases the lock (closing the file releases it).
+func (l *DirLock) Unlock() error {
 	if l == nil || l.f == nil {
 		return nil
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package disk
+package packindex
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package disk
+package fileio
 
 import (
 	"os"
@@ -9,16 +9,16 @@ import (
 // maxIovecs is how many buffers one writev takes (IOV_MAX on Linux).
 const maxIovecs = 1024
 
-// writeBuffers writes bufs to f in order with as few writev calls as it
+// WriteBuffers writes bufs to f in order with as few writev calls as it
 // takes (one, unless there are more than maxIovecs or the kernel writes
 // less than asked), and returns how many bytes it wrote.
-func writeBuffers(f *os.File, bufs [][]byte) (int, error) {
-	return writeBuffersAt(f, bufs, -1)
+func WriteBuffers(f *os.File, bufs [][]byte) (int, error) {
+	return WriteBuffersAt(f, bufs, -1)
 }
 
-// writeBuffersAt is writeBuffers at offset off of f (pwritev: the file's
+// WriteBuffersAt is WriteBuffers at offset off of f (pwritev: the file's
 // own offset is neither used nor moved), or at f's offset if off < 0.
-func writeBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
+func WriteBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
 	fd := int(f.Fd())
 	total := 0
 	for len(bufs) > 0 {

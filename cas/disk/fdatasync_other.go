@@ -1,8 +1,0 @@
-//go:build !linux
-
-package disk
-
-import "os"
-
-// fdatasync makes f's data durable: fsync where fdatasync is not offered.
-func fdatasync(f *os.File) error { return f.Sync() }

@@ -1,0 +1,12 @@
+// Package files is the disk store's blobs kept in a file of their own
+// (those over the pack size; package packs holds the smaller ones): where
+// each file lives (Path, ZstdPath, MakeDirs) and the walk that finds them
+// at start (Load); the Writer that takes an upload into a temporary file,
+// hashed, summed and compressed as it arrives, and hands it to the store's
+// group commit; and the Blob that reads a plain file, checked block by
+// block (package integrity). Where a file goes, its index entry and its eviction are the
+// store's (package disk), reached through Hooks.
+//
+// Of the cache it imports cas, fileio, integrity, zstdfile (a Blob read
+// compressed) and zstdseek.
+package files

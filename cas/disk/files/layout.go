@@ -1,0 +1,138 @@
+package files
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/membuf/membuf/cas/disk/fileio"
+)
+
+// The files of blobs live under a store's directory, in one directory per
+// namespace (kind: the store's cas/ and ac/), sharded by the first two hex
+// digits of the hash:
+//
+//	{kind}/ab/ab12...            a blob kept plain, named by its hash
+//	{kind}/ab/ab12...-{size}.zst a blob kept compressed (zstdseek), its size in the name
+//
+// so that a start rebuilds the index from the names and sizes alone.
+
+// Path is where the blob of kind and hash is kept plain under dir.
+func Path(dir, kind, hash string) string {
+	return filepath.Join(dir, kind, hash[:2], hash)
+}
+
+// ZstdPath is where the blob of kind and hash, of size bytes, is kept
+// compressed under dir.
+func ZstdPath(dir, kind, hash string, size int64) string {
+	return Path(dir, kind, hash) + "-" + strconv.FormatInt(size, 10) + ".zst"
+}
+
+// MakeDirs creates under dir the directories plain and the 256 shard
+// directories of each of kinds that are missing, and syncs the parents of
+// those it created, so that a commit never has to create (and make
+// durable) a directory before its rename.
+func MakeDirs(dir string, plain, kinds []string) error {
+	for _, sub := range plain {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, kind := range kinds {
+		top := filepath.Join(dir, kind)
+		if err := os.MkdirAll(top, 0o755); err != nil {
+			return err
+		}
+		created := false
+		for i := range 256 {
+			err := os.Mkdir(filepath.Join(top, fmt.Sprintf("%02x", i)), 0o755)
+			if err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			created = created || err == nil
+		}
+		if created {
+			if err := fileio.SyncDir(top); err != nil {
+				return err
+			}
+		}
+	}
+	return fileio.SyncDir(dir)
+}
+
+// RemoveTemps deletes whatever is in tmpDir: uploads a previous run (or
+// this one, at Close) never completed.
+func RemoveTemps(tmpDir string, log *slog.Logger) error {
+	ents, err := os.ReadDir(tmpDir)
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(tmpDir, e.Name())
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("disk: removing stray temporary file: %w", err)
+		}
+		log.Info("removed stray temporary file", "path", p)
+	}
+	return nil
+}
+
+// Found is a blob's file found at start.
+type Found struct {
+	Kind, Hash string
+	Size       int64 // the blob's own
+	Stored     int64 // the file's
+	Zstd       bool
+	ModTime    time.Time
+}
+
+// Load lists the blobs' files of each of kinds under dir, oldest
+// modification first. A name that is no blob's (or a compressed file where
+// compressed is false for its kind) is logged and left alone.
+func Load(dir string, kinds []string, compressed func(kind string) bool, log *slog.Logger) ([]Found, error) {
+	var all []Found
+	for _, kind := range kinds {
+		root := filepath.Join(dir, kind)
+		shards, err := os.ReadDir(root)
+		if err != nil {
+			return nil, fmt.Errorf("disk: %w", err)
+		}
+		for _, shard := range shards {
+			if !shard.IsDir() {
+				log.Warn("ignoring unexpected file in store", "path", filepath.Join(root, shard.Name()))
+				continue
+			}
+			ents, err := os.ReadDir(filepath.Join(root, shard.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("disk: %w", err)
+			}
+			for _, f := range ents {
+				name := f.Name()
+				hash, size, zstd, ok := ParseName(name)
+				if !ok || zstd && !compressed(kind) || hash[:2] != shard.Name() || !f.Type().IsRegular() {
+					log.Warn("ignoring unexpected file in store", "path", filepath.Join(root, shard.Name(), name))
+					continue
+				}
+				info, err := f.Info()
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("disk: %w", err)
+				}
+				if !zstd {
+					size = info.Size()
+				}
+				all = append(all, Found{Kind: kind, Hash: hash, Size: size, Stored: info.Size(), Zstd: zstd, ModTime: info.ModTime()})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b Found) int { return a.ModTime.Compare(b.ModTime) })
+	return all, nil
+}

@@ -1,0 +1,89 @@
+package integrity_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/internal/testblob"
+)
+
+// stored writes data to a file and returns it open, with its block sums.
+func stored(t *testing.T, data []byte) (*os.File, []uint32) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, integrity.SumsOf(net.Buffers{data[:100], data[100:]})
+}
+
+// TestHashContent: the content's SHA-256 and the same block sums as the
+// bytes' own; a file shorter than its size is ErrCorrupt, which is
+// ErrNotFound to a store's callers.
+func TestHashContent(t *testing.T) {
+	data := testblob.Random(3*integrity.Block+17, 1)
+	f, sums := stored(t, data)
+	sum, got, n, err := integrity.HashContent(context.Background(), f, integrity.Content{Size: int64(len(data)), Stored: int64(len(data))}, nil)
+	if err != nil || sum != cas.DigestOf(data).Hash || n != int64(len(data)) {
+		t.Fatalf("HashContent: %s, %d bytes, %v; want %s, %d", sum, n, err, cas.DigestOf(data).Hash, len(data))
+	}
+	if len(got) != 4 || !slices.Equal(got, sums) {
+		t.Fatalf("sums %v; want %v (four blocks)", got, sums)
+	}
+	_, _, _, err = integrity.HashContent(context.Background(), f, integrity.Content{Size: int64(len(data)) + 1, Stored: int64(len(data)) + 1}, nil)
+	if !errors.Is(err, integrity.ErrCorrupt) || !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("a file shorter than its size: %v; want ErrCorrupt", err)
+	}
+}
+
+// TestFileChecksEveryBlock: a checked read of intact blocks returns them;
+// one that touches a block whose sum does not match fails with what the
+// fail function returns, and hands on nothing of that block.
+func TestFileChecksEveryBlock(t *testing.T) {
+	data := testblob.Random(3*integrity.Block+17, 2)
+	f, sums := stored(t, data)
+	failed := errors.New("failed")
+	var details []string
+	fail := func(detail string) error { details = append(details, detail); return failed }
+	c := integrity.NewFile(f, int64(len(data)), sums, fail)
+	p := make([]byte, 100)
+	if n, err := c.ReadAt(p, integrity.Block-50); err != nil || n != 100 || !bytes.Equal(p, data[integrity.Block-50:integrity.Block+50]) {
+		t.Fatalf("ReadAt across blocks 0 and 1: %d, %v", n, err)
+	}
+	bad := slices.Clone(sums)
+	bad[2]++
+	c = integrity.NewFile(f, int64(len(data)), bad, fail)
+	if _, err := c.ReadAt(p, 2*integrity.Block+10); err != failed {
+		t.Fatalf("ReadAt of block 2, whose sum is wrong: %v; want the fail function's error", err)
+	}
+	var got []byte
+	err := c.ReadChunks(0, int64(len(data)), nil, 1000, func(b membuf.Buffer) error {
+		got = append(got, b.Bytes()...)
+		b.Free()
+		return nil
+	})
+	if err != failed || len(got) != 2*integrity.Block {
+		t.Fatalf("ReadChunks of the whole file: %v after %d bytes; want the fail function's error after blocks 0 and 1", err, len(got))
+	}
+	if len(details) != 2 {
+		t.Fatalf("the fail function was called %d times; want twice", len(details))
+	}
+	if _, err := c.ReadAt(p, int64(len(data))); err != io.EOF {
+		t.Fatalf("ReadAt at the end: %v; want io.EOF", err)
+	}
+}

@@ -1,0 +1,19 @@
+// Package packs is the disk store's pack segments: the files in packs/
+// that small blobs and action results are appended to as records (their
+// format is package packfile), from the slot a writer takes to the
+// segment's eviction. A Set makes segments, takes slots in the active one,
+// makes each durable whole (fsynced, renamed .open to .pack) once its last
+// writer is done, syncs them in the background with a sync interval,
+// evicts them oldest first and reuses their files, and loads them at
+// start, scanning those a checkpoint does not cover. A Writer writes a
+// blob into a slot as it arrives; a Blob reads a record, checked against
+// its CRC.
+//
+// What a record means is its owner's (package disk): which records are
+// current (its index, packindex.Table), what each counts, when a segment
+// is evicted, when a commit is acknowledged. The set shares its owner's
+// lock (Config.Mu), so that a slot, an eviction and an index update are
+// one step under it. Of the cache it imports cas, fileio, packfile,
+// integrity (for its buffers), zstdfile and zstdseek (a Blob read
+// compressed).
+package packs

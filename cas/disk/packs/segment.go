@@ -1,0 +1,110 @@
+package packs
+
+import (
+	"net"
+	"os"
+	"time"
+
+	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/packfile"
+)
+
+// Segment is one pack file (package packfile). Records are appended to the
+// active segment only; when it has no room for a record it is sealed and a
+// new one made active. A sealed segment becomes durable as a whole (fsynced
+// and renamed from .open to .pack) once the last writer with a slot in it
+// has finished; eviction drops the oldest sealed segment whole.
+//
+// Seq and the file are fixed when it is made; every other field is guarded
+// by the Set's lock. Its file is read and written only while held: by a
+// slot taken in it (TakeSlotLocked, until ReleaseSlotLocked) or by Hold.
+type Segment struct {
+	Seq  uint64 // its number: segments are made, and evicted, in order
+	f    *os.File
+	name string // the file's path now (.open, then .pack)
+
+	Size    int64  // bytes taken by slots: where the next one starts
+	Sealed  bool   // takes no more slots
+	Created uint64 // the owner's clock (Config.Tick) when it was made: its age against the owner's other entries
+	// Finished: fsynced whole and named .pack, so that a start may take
+	// its records on trust (from an index checkpoint).
+	Finished bool
+	Evicted  bool // out of the set: its file is reused or removed once no one holds it
+	// FromCheckpoint: loaded at start without a scan, its records to come
+	// from the owner's index checkpoint.
+	FromCheckpoint bool
+
+	// The owner's counts of its index entries that are records here, so
+	// that they leave with the segment when it is evicted; the set never
+	// reads them.
+	Entries, ACEntries, PlainBytes int64
+
+	open    int  // slots taken whose writers have neither committed nor aborted
+	durable bool // being made, or made, durable: a scan at start trusts it
+	// readers hold the file (open readers, a sync or a copy under way):
+	// an evicted segment's file is reused (or closed) only when none is left.
+	readers int
+	closed  bool // the set is closed: the last reader closes the file
+	gone    bool // its file was handed on (a spare) or closed: nothing of this segment may touch it
+}
+
+// ReadAt reads the segment's file at off; the caller holds the segment.
+func (seg *Segment) ReadAt(p []byte, off int64) (int, error) { return seg.f.ReadAt(p, off) }
+
+// WriteAt writes bufs at off with one pwritev, into the slot the caller
+// took (TakeSlotLocked), and returns how many bytes it wrote.
+func (seg *Segment) WriteAt(bufs [][]byte, off int64) (int, error) {
+	return fileio.WriteBuffersAt(seg.f, bufs, off)
+}
+
+// Sync makes what was written to the segment durable (fdatasync); the
+// caller holds the segment.
+func (seg *Segment) Sync() error { return fileio.Fdatasync(seg.f) }
+
+// ModTime is when the segment's file was last written (for ordering it
+// among other entries at start); the zero time if that cannot be known.
+func (seg *Segment) ModTime() time.Time {
+	fi, err := seg.f.Stat()
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// WriteHeader writes the header of a record of kind and hash (hex) whose
+// data starts at dataOff: state (packfile.Reserved or Committed), its size
+// and, committed, its data's CRC. The caller holds the slot or the
+// segment.
+func (seg *Segment) WriteHeader(kind uint8, hash string, state uint8, size int64, crc uint32, dataOff int64) error {
+	var b [packfile.HeaderLen]byte
+	seg.encodeHeader(b[:], kind, hash, state, size, crc)
+	_, err := seg.f.WriteAt(b[:], dataOff-packfile.HeaderLen)
+	return err
+}
+
+// WriteRecord writes a committed record, its header and data, into the
+// slot whose data starts at dataOff, with one pwritev. Nothing orders the
+// two on disk: a record torn by a crash fails its CRC check at the next
+// start (Set.Load).
+func (seg *Segment) WriteRecord(kind uint8, hash string, data net.Buffers, crc uint32, dataOff int64) error {
+	var size int64
+	for _, p := range data {
+		size += int64(len(p))
+	}
+	var hdr [packfile.HeaderLen]byte
+	seg.encodeHeader(hdr[:], kind, hash, packfile.Committed, size, crc)
+	iov := make(net.Buffers, 0, 1+len(data))
+	iov = append(append(iov, hdr[:]), data...)
+	_, err := fileio.WriteBuffersAt(seg.f, iov, dataOff-packfile.HeaderLen)
+	return err
+}
+
+func (seg *Segment) encodeHeader(b []byte, kind uint8, hash string, state uint8, size int64, crc uint32) {
+	h := packfile.Header{Kind: kind, State: state, Size: size, DataCRC: crc, Seq: seg.Seq}
+	h.SetHash(hash)
+	h.Encode(b)
+}
+
+// PathLocked is the path of the segment's file now: .open until it is
+// finished, .pack after.
+func (seg *Segment) PathLocked() string { return seg.name }

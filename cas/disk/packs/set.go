@@ -1,0 +1,378 @@
+package packs
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/zstdseek"
+)
+
+// Config is what a Set needs of the store that owns it.
+type Config struct {
+	Dir string // the segments' directory (packs/ under the store's)
+	Log *slog.Logger
+	// Mu is the owner's lock, which guards the set with the owner's
+	// index: a method named ...Locked is called holding it, and the
+	// set's own goroutines (finishing a segment, the syncer) take it.
+	Mu *sync.Mutex
+	// SegmentSize is the bytes of slots a segment takes before it is
+	// sealed; MaxRecord the largest record's data (what a scan accepts).
+	SegmentSize, MaxRecord int64
+	// SyncEvery: 0, the owner syncs a segment before it acknowledges a
+	// record (Segment.Sync); else the set's syncer syncs the segments
+	// written (MarkWrittenLocked) every SyncEvery.
+	SyncEvery time.Duration
+	// Tick advances the owner's clock of recency and returns it; called
+	// holding Mu when a segment is made (Segment.Created).
+	Tick func() uint64
+	// Zstd compresses a Blob read compressed (Blob.ReadZstd).
+	Zstd *zstdseek.Pool
+}
+
+// Set is the pack segments of one store, oldest first: it makes them,
+// takes slots in the active one, makes each durable as a whole when its
+// last writer is done, evicts them whole, reuses evicted segments' files,
+// and loads them at start. Which records are current is the owner's index's
+// to know; the set knows segments and slots.
+type Set struct {
+	cfg      Config
+	segments []*Segment // oldest first
+	active   *Segment   // takes the slots; nil until the first
+	nextSeq  uint64
+	spare    []spareFile    // evicted segments' files, to be reused
+	closing  bool           // Close has begun: no segment starts being made durable
+	finish   sync.WaitGroup // segments being made durable in the background
+	scanned  int            // segments read record by record at start
+	unsynced map[*Segment]bool
+	syncWake chan struct{} // the syncer's: records to sync, or Close
+	syncDone chan struct{} // closed when the syncer has made its last pass
+}
+
+// Segment files live in Config.Dir, named by their number in hex.
+const (
+	openSuffix = ".open"
+	doneSuffix = ".pack"
+	freeSuffix = ".free" // an evicted segment's file, kept to be reused
+	// maxSpareFiles is how many evicted segments' files are kept for
+	// reuse: enough for the next segment while the last is in use.
+	maxSpareFiles = 2
+	nameLen       = 16 // hex digits of seq
+)
+
+// spareFile is an evicted segment's file, to be reused for a new segment.
+type spareFile struct {
+	f    *os.File
+	name string
+}
+
+// NewSet returns the set of segments in cfg.Dir, empty until Load. With
+// cfg.SyncEvery it starts the syncer, which Close stops.
+func NewSet(cfg Config) *Set {
+	s := &Set{cfg: cfg}
+	if cfg.SyncEvery > 0 {
+		s.unsynced = make(map[*Segment]bool)
+		s.syncWake = make(chan struct{}, 1)
+		s.syncDone = make(chan struct{})
+		go s.syncLoop()
+	}
+	return s
+}
+
+func (s *Set) path(seq uint64, suffix string) string {
+	return filepath.Join(s.cfg.Dir, fmt.Sprintf("%0*x%s", nameLen, seq, suffix))
+}
+
+// parseName parses a file name of the directory: a segment's, finished
+// (durable) or not, or a spare file's (free).
+func parseName(name string) (seq uint64, durable, free, ok bool) {
+	base, durable := strings.CutSuffix(name, doneSuffix)
+	if !durable {
+		var open bool
+		if base, open = strings.CutSuffix(name, openSuffix); !open {
+			if base, free = strings.CutSuffix(name, freeSuffix); !free {
+				return 0, false, false, false
+			}
+		}
+	}
+	if len(base) != nameLen {
+		return 0, false, false, false
+	}
+	seq, err := strconv.ParseUint(base, 16, 64)
+	return seq, durable, free, err == nil
+}
+
+// SegmentsLocked returns the segments in the set, oldest first; the
+// caller must not change the slice.
+func (s *Set) SegmentsLocked() []*Segment { return s.segments }
+
+// LiveLocked returns the segment numbered seq, or nil if it was evicted
+// (or never existed: a record loaded from an index checkpoint whose
+// segment went since).
+func (s *Set) LiveLocked(seq uint32) *Segment {
+	i, ok := slices.BinarySearchFunc(s.segments, uint64(seq), func(seg *Segment, seq uint64) int { return cmp.Compare(seg.Seq, seq) })
+	if !ok || s.segments[i].Evicted {
+		return nil
+	}
+	return s.segments[i]
+}
+
+// ClosingLocked reports whether Close has begun.
+func (s *Set) ClosingLocked() bool { return s.closing }
+
+// Scanned returns how many segments the start read record by record.
+func (s *Set) Scanned() int { return s.scanned }
+
+// TakeSlotLocked takes room for a record of kind and hash (hex) of size
+// bytes in the active segment (making a new one if it has none), writes
+// the record's reserved header there, and returns the segment and the
+// offset of the record's data; the slot takes packfile.RecordLen(size)
+// bytes. The header is written under the lock, before any later slot is
+// taken, so that no commit's fsync can make a later record durable while
+// this one's header is not yet written: a scan after a crash always steps
+// over a slot to the records after it. The caller ends the slot with
+// ReleaseSlotLocked, committed or not.
+func (s *Set) TakeSlotLocked(kind uint8, hash string, size int64) (*Segment, int64, error) {
+	n := packfile.RecordLen(size)
+	seg := s.active
+	if seg == nil || seg.Size+n > s.cfg.SegmentSize && seg.Size > 0 {
+		if seg != nil {
+			s.sealLocked(seg)
+		}
+		var err error
+		if seg, err = s.newSegmentLocked(); err != nil {
+			return nil, 0, err
+		}
+	}
+	off := seg.Size
+	if err := seg.WriteHeader(kind, hash, packfile.Reserved, size, 0, off+packfile.HeaderLen); err != nil {
+		return nil, 0, fmt.Errorf("disk: reserving a record: %w", err)
+	}
+	seg.Size += n
+	seg.open++
+	return seg, off + packfile.HeaderLen, nil
+}
+
+// newSegmentLocked makes a new active segment, in a spare file if there
+// is one (its blocks are allocated already: writing over them changes no
+// metadata, so an fdatasync of them costs no journal commit). Its directory
+// entry is made durable at once: a record committed into it must survive a
+// crash.
+func (s *Set) newSegmentLocked() (*Segment, error) {
+	seq := s.nextSeq
+	if seq > math.MaxUint32 {
+		// The index keeps a record's segment in 32 bits: at a segment a
+		// second, 136 years of them.
+		return nil, errors.New("disk: pack segment numbers are used up (2^32 segments)")
+	}
+	name := s.path(seq, openSuffix)
+	var f *os.File
+	var err error
+	if n := len(s.spare); n > 0 {
+		sp := s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		if err = os.Rename(sp.name, name); err == nil {
+			f = sp.f
+		} else {
+			sp.f.Close()
+			os.Remove(sp.name)
+		}
+	}
+	if f == nil {
+		if f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+			return nil, fmt.Errorf("disk: making a pack segment: %w", err)
+		}
+	}
+	if err := fileio.SyncDir(s.cfg.Dir); err != nil {
+		f.Close()
+		os.Remove(name)
+		return nil, fmt.Errorf("disk: making a pack segment: %w", err)
+	}
+	s.nextSeq++
+	seg := &Segment{Seq: seq, f: f, name: name, Created: s.cfg.Tick()}
+	s.segments = append(s.segments, seg)
+	s.active = seg
+	return seg, nil
+}
+
+// sealLocked stops seg taking slots, and finishes it if no writer holds
+// one.
+func (s *Set) sealLocked(seg *Segment) {
+	seg.Sealed = true
+	if s.active == seg {
+		s.active = nil
+	}
+	s.finishIfDoneLocked(seg)
+}
+
+// ReleaseSlotLocked records that a writer with a slot in seg has committed
+// or aborted.
+func (s *Set) ReleaseSlotLocked(seg *Segment) {
+	seg.open--
+	s.finishIfDoneLocked(seg)
+}
+
+// finishIfDoneLocked makes seg durable as a whole, in the background, once
+// it is sealed and no writer holds a slot in it.
+func (s *Set) finishIfDoneLocked(seg *Segment) {
+	if !seg.Sealed || seg.open > 0 || seg.durable || seg.Evicted || s.closing {
+		return
+	}
+	seg.durable = true // by the time anyone else looks, or the next start will see .open and check it
+	seg.readers++      // the file is this goroutine's until it is done
+	s.finish.Go(func() {
+		done := s.path(seg.Seq, doneSuffix)
+		err := fileio.Fdatasync(seg.f)
+		if err == nil {
+			err = os.Rename(seg.name, done)
+		}
+		if err == nil {
+			err = fileio.SyncDir(s.cfg.Dir)
+		}
+		if err != nil {
+			s.cfg.Log.Warn("finishing a pack segment (it stays .open; the next start checks it)", "seq", seg.Seq, "err", err)
+		}
+		s.cfg.Mu.Lock()
+		if err == nil {
+			seg.name, seg.Finished = done, true
+		}
+		s.ReleaseLocked(seg)
+		s.cfg.Mu.Unlock()
+	})
+}
+
+// OldestEvictableLocked returns the oldest segment eviction may drop:
+// sealed, with no writer holding a slot. nil if there is none.
+func (s *Set) OldestEvictableLocked() *Segment {
+	for _, seg := range s.segments {
+		if seg.Sealed && seg.open == 0 {
+			return seg
+		}
+	}
+	return nil
+}
+
+// EvictLocked drops seg from the set; its file leaves the disk (or becomes
+// a spare) once the last who holds it lets it go. The owner takes its
+// entries out of its index and counts first.
+func (s *Set) EvictLocked(seg *Segment) {
+	seg.Evicted = true
+	delete(s.unsynced, seg) // its records are gone: nothing to make durable
+	s.segments = slices.DeleteFunc(s.segments, func(x *Segment) bool { return x == seg })
+	s.cfg.Log.Debug("evicted a pack segment", "seq", seg.Seq, "bytes", seg.Size)
+	seg.readers++
+	s.ReleaseLocked(seg) // reused or removed now, or when its last reader is done
+}
+
+// HoldLocked keeps seg's file open, and seg's, until ReleaseLocked; false
+// if seg was evicted (its file may be another segment's by now).
+func (s *Set) HoldLocked(seg *Segment) bool {
+	if seg.Evicted {
+		return false
+	}
+	seg.readers++
+	return true
+}
+
+// ReleaseLocked ends one hold of seg's file. The last of an evicted
+// segment's makes the file a spare, to be written over by a later segment
+// (its records name their segment, so none of its old ones count there),
+// or removes it if there are spares enough or the set is closing.
+func (s *Set) ReleaseLocked(seg *Segment) {
+	seg.readers--
+	if seg.readers > 0 || seg.gone {
+		return
+	}
+	if !seg.Evicted && !seg.closed {
+		return
+	}
+	seg.gone = true
+	if !seg.Evicted {
+		seg.f.Close()
+		return
+	}
+	free := s.path(seg.Seq, freeSuffix)
+	if len(s.spare) < maxSpareFiles && !s.closing {
+		if err := os.Rename(seg.name, free); err == nil {
+			s.spare = append(s.spare, spareFile{seg.f, free})
+			return
+		}
+	}
+	seg.f.Close()
+	if err := os.Remove(seg.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.cfg.Log.Error("removing a pack segment", "seq", seg.Seq, "err", err)
+	}
+}
+
+// Close makes the active segment durable if no writer holds a slot in it
+// (else the next start checks it), stops the syncer after its last pass,
+// waits for the segments being made durable, and closes the segments'
+// files (a reader still holding one closes it when done).
+func (s *Set) Close() {
+	s.cfg.Mu.Lock()
+	if seg := s.active; seg != nil && seg.open == 0 {
+		s.sealLocked(seg)
+	}
+	s.closing = true // no segment starts being finished from here on
+	if s.syncDone != nil {
+		s.wakeSyncer()
+	}
+	s.cfg.Mu.Unlock()
+	if s.syncDone != nil {
+		<-s.syncDone // its last pass makes every record durable
+	}
+	s.finish.Wait()
+	s.cfg.Mu.Lock()
+	defer s.cfg.Mu.Unlock()
+	for _, seg := range s.segments {
+		seg.closed = true // to the readers: close the file when done
+		if seg.readers == 0 {
+			seg.gone = true
+			seg.f.Close()
+		}
+	}
+	for _, sp := range s.spare {
+		sp.f.Close() // the file stays, a spare for the next start
+	}
+	s.spare = nil
+}
+
+// Hold runs fn holding seg's file, so that no eviction closes it or hands
+// it to a later segment meanwhile; ok is false, and fn not run, if seg was
+// evicted already (its file may be another segment's by now).
+func (s *Set) Hold(seg *Segment, fn func() error) (ok bool, err error) {
+	s.cfg.Mu.Lock()
+	if !s.HoldLocked(seg) {
+		s.cfg.Mu.Unlock()
+		return false, nil
+	}
+	s.cfg.Mu.Unlock()
+	defer func() {
+		s.cfg.Mu.Lock()
+		s.ReleaseLocked(seg)
+		s.cfg.Mu.Unlock()
+	}()
+	return true, fn()
+}
+
+// Records lists the committed records of seg from its headers, holding its
+// file meanwhile; ok is false if seg was evicted.
+func (s *Set) Records(seg *Segment) (records []packfile.Record, ok bool, err error) {
+	ok, err = s.Hold(seg, func() (err error) {
+		records, _, err = packfile.Scan(seg.f, false, s.cfg.MaxRecord, seg.Seq)
+		return err
+	})
+	return records, ok, err
+}
