@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,14 +34,19 @@ import (
 const (
 	crashChildDir   = "MEMBUF_CAS_CRASH_DIR"
 	crashChildStage = "MEMBUF_CAS_CRASH_STAGE" // a commitStage, or "any": no stop, killed at a moment of the parent's choosing
-	crashChildPacks = "MEMBUF_CAS_CRASH_PACKS" // "1": blobs packed into segments (the default store); "sync": packed, fsynced on an interval (WithPackSync); else a file each
+	crashChildPacks = "MEMBUF_CAS_CRASH_PACKS" // "1": blobs packed into segments (the default store); "sync": packed, fsynced on an interval (WithPackSync); "checkpoint": packed, an index checkpoint taken after the first acknowledgements; else a file each
 )
+
+// crashCheckpointStoreSize is the checkpoint child's store size: 16 MiB
+// segments (a 16th), so that several are finished before its checkpoint,
+// and room for all it writes before it is killed.
+const crashCheckpointStoreSize = 256 << 20
 
 // crashStoreOptions are the options of the crash test's store: packed
 // ("1"), packed and synced on an interval ("sync"), or a file per blob.
 func crashStoreOptions(packs string) []StoreOption {
 	switch packs {
-	case "1":
+	case "1", "checkpoint":
 		return nil
 	case "sync":
 		return []StoreOption{WithPackSync(50 * time.Millisecond)}
@@ -58,7 +64,8 @@ func TestGroupCommitCrashChild(t *testing.T) {
 		out.Unlock()
 	}
 	var batches int
-	var acked atomic.Int64 // commits acknowledged and said
+	var acked atomic.Int64      // commits acknowledged and said
+	var ackedBytes atomic.Int64 // their sizes
 	commitStage = func(stage string) {
 		if stage == "durable" {
 			batches++
@@ -70,12 +77,31 @@ func TestGroupCommitCrashChild(t *testing.T) {
 			select {} // until killed
 		}
 	}
-	s, err := OpenStore(dir, 0, nil, crashStoreOptions(os.Getenv(crashChildPacks))...)
+	maxSize := int64(0)
+	if os.Getenv(crashChildPacks) == "checkpoint" {
+		maxSize = crashCheckpointStoreSize
+	}
+	s, err := OpenStore(dir, maxSize, nil, crashStoreOptions(os.Getenv(crashChildPacks))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	var wg sync.WaitGroup
+	if os.Getenv(crashChildPacks) == "checkpoint" {
+		// Records indexed before it and after it, segments finished
+		// before it and since: the parent kills the child after more
+		// acknowledgements.
+		wg.Go(func() {
+			// Several segments (16 MiB each) finished before it.
+			for ackedBytes.Load() < 5*crashCheckpointStoreSize/16 {
+				runtime.Gosched()
+			}
+			if err := s.writeCheckpoint(); err != nil {
+				panic(err)
+			}
+			say("checkpointed")
+		})
+	}
 	for w := range 8 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
@@ -98,6 +124,7 @@ func TestGroupCommitCrashChild(t *testing.T) {
 					panic(err)
 				}
 				say("committed %s", d)
+				ackedBytes.Add(d.Size)
 				acked.Add(1)
 			}
 		})
@@ -120,6 +147,7 @@ func TestGroupCommitCrashChild(t *testing.T) {
 					panic(err)
 				}
 				say("committed %s", ds[i])
+				ackedBytes.Add(ds[i].Size)
 				acked.Add(1)
 			}
 		}
@@ -140,9 +168,9 @@ func TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs(t *testing.T) {
 	}
 	for _, run := range []struct {
 		stage, packs string
-	}{{"synced", ""}, {"renamed", ""}, {"durable", ""}, {"any", ""}, {"synced", "1"}, {"renamed", "1"}, {"any", "1"}, {"any", "sync"}} {
+	}{{"synced", ""}, {"renamed", ""}, {"durable", ""}, {"any", ""}, {"synced", "1"}, {"renamed", "1"}, {"any", "1"}, {"any", "sync"}, {"any", "checkpoint"}} {
 		stage, packs := run.stage, run.packs
-		name := stage + map[string]string{"": "/files", "1": "/packs", "sync": "/packs-synced-on-an-interval"}[packs]
+		name := stage + map[string]string{"": "/files", "1": "/packs", "sync": "/packs-synced-on-an-interval", "checkpoint": "/packs-after-an-index-checkpoint"}[packs]
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestGroupCommitCrashChild$", "-test.count=1")
@@ -159,6 +187,7 @@ func TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs(t *testing.T) {
 			acked := map[string]bool{}
 			stopped := make(chan string, 1)
 			var mu sync.Mutex
+			ackedAtCheckpoint := -1 // acknowledgements when the child said it checkpointed
 			go func() {
 				sc := bufio.NewScanner(stdout)
 				for sc.Scan() {
@@ -169,16 +198,20 @@ func TestCrashDuringGroupCommitLeavesOnlyCompleteBlobs(t *testing.T) {
 						mu.Unlock()
 					} else if st, ok := strings.CutPrefix(line, "stopped at "); ok {
 						stopped <- st
+					} else if line == "checkpointed" {
+						mu.Lock()
+						ackedAtCheckpoint = len(acked)
+						mu.Unlock()
 					}
 				}
 				close(stopped)
 			}()
 			if stage == "any" {
 				// Some commits done, others under way: whatever moment this is.
-				await.True(t, "the child to acknowledge 100 commits", func() bool {
+				await.True(t, "the child to acknowledge 100 commits (and 100 after its checkpoint, if it takes one)", func() bool {
 					mu.Lock()
 					defer mu.Unlock()
-					return len(acked) >= 100
+					return len(acked) >= 100 && (packs != "checkpoint" || ackedAtCheckpoint >= 0 && len(acked) >= ackedAtCheckpoint+100)
 				})
 			} else {
 				select {
@@ -216,6 +249,14 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 		t.Fatalf("reopening after the crash: %v", err)
 	}
 	defer s.Close()
+	if packs == "checkpoint" {
+		s.mu.Lock()
+		segments := len(s.segments.SegmentsLocked())
+		s.mu.Unlock()
+		if !s.checkpointLoaded || s.segments.Scanned() == 0 || s.segments.Scanned() == segments {
+			t.Errorf("after the crash: from the checkpoint %v, %d of %d segments scanned; want it loaded, the segments since scanned, the others not", s.checkpointLoaded, s.segments.Scanned(), segments)
+		}
+	}
 	found := 0
 	err = filepath.WalkDir(filepath.Join(dir, "cas"), func(p string, de fs.DirEntry, err error) error {
 		if err != nil || de.IsDir() {
