@@ -55,12 +55,10 @@ func (s *Store) maybeCheckpointLocked() {
 // holding the store's lock for one shard's copy at a time.
 func (s *Store) writeCheckpoint() error {
 	s.mu.Lock()
-	var segs []packindex.Segment
-	for _, seg := range s.segments.SegmentsLocked() {
-		if !seg.Evicted && seg.Finished {
-			segs = append(segs, packindex.Segment{Seq: seg.Seq, Size: seg.Size})
-		}
-	}
+	segs := s.finishedSegmentsLocked()
+	// What changes from here on is the next checkpoint's.
+	s.indexChanged = false
+	s.checkpointSegments = len(segs)
 	s.mu.Unlock()
 	err := packindex.SaveCheckpoint(filepath.Join(s.dir, checkpointName), s.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
 		s.mu.Lock()
@@ -118,4 +116,25 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 		}
 	}
 	return nil
+}
+
+// finishedSegmentsLocked returns the segments a checkpoint taken now
+// covers: those finished (fsynced whole, named .pack) and not evicted.
+func (s *Store) finishedSegmentsLocked() []packindex.Segment {
+	var segs []packindex.Segment
+	for _, seg := range s.segments.SegmentsLocked() {
+		if !seg.Evicted && seg.Finished {
+			segs = append(segs, packindex.Segment{Seq: seg.Seq, Size: seg.Size})
+		}
+	}
+	return segs
+}
+
+// checkpointStaleLocked reports whether the last checkpoint (written or
+// loaded) no longer says what a new one would: a record put or dropped, a
+// segment evicted (indexChanged), or a segment finished since. A store
+// that only served reads closes without rewriting it (at ten million
+// records, half a gigabyte).
+func (s *Store) checkpointStaleLocked() bool {
+	return s.indexChanged || len(s.finishedSegmentsLocked()) != s.checkpointSegments
 }

@@ -196,3 +196,56 @@ func TestBadCheckpointIsIgnored(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseAfterReadsKeepsTheCheckpoint: a store that only served reads
+// since its start closes without rewriting its checkpoint (at ten million
+// records, half a gigabyte written and synced), and the next start still
+// takes everything from it; a write makes the next close rewrite it.
+func TestCloseAfterReadsKeepsTheCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, checkpointStoreSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, datas := putSmall(t, s, 0, 2500)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, checkpointName)
+	written, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = OpenStore(dir, checkpointStoreSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, s, ds, datas)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := os.Stat(path); err != nil || !os.SameFile(written, again) {
+		t.Fatalf("a close after reads only rewrote the checkpoint (%v)", err)
+	}
+
+	s, err = OpenStore(dir, checkpointStoreSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.checkpointLoaded || s.segments.Scanned() != 0 {
+		t.Fatalf("after a close that kept it: from the checkpoint %v, %d segments scanned", s.checkpointLoaded, s.segments.Scanned())
+	}
+	more, moreData := putSmall(t, s, 10_000, 10)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := os.Stat(path); err != nil || os.SameFile(written, again) {
+		t.Fatalf("a close after writes kept the old checkpoint (%v)", err)
+	}
+	s = openPackStore(t, dir, checkpointStoreSize)
+	if !s.checkpointLoaded || s.segments.Scanned() != 0 {
+		t.Fatalf("after writes: from the checkpoint %v, %d segments scanned", s.checkpointLoaded, s.segments.Scanned())
+	}
+	checkAll(t, s, more, moreData)
+}

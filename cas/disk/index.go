@@ -207,6 +207,7 @@ func (s *Store) insertLocked(e *entry) {
 func (s *Store) putRecordLocked(e *entry) {
 	h, _ := packindex.ParseHash(e.key.hash) // a record is only ever made for a valid hash
 	s.packed.Put(&packindex.Record{Hash: h, AC: e.key.kind == kindAC, Verified: e.verified, Seq: uint32(e.seg.Seq), Off: uint32(e.off), Size: uint32(e.size), CRC: e.crc})
+	s.indexChanged = true
 	s.sweepLocked(sweepPerPut)
 }
 

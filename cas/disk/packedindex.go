@@ -42,5 +42,6 @@ func (s *Store) evictSegmentLocked(seg *packs.Segment) {
 	s.evictions += seg.Entries
 	seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
 	s.bytes -= seg.Size
+	s.indexChanged = true
 	s.segments.EvictLocked(seg)
 }

@@ -106,6 +106,11 @@ func (s *Store) loadCheckpointRecords(ck *packindex.CheckpointFile, records []pa
 	err := s.loadCheckpoint(ck)
 	if err == nil {
 		s.checkpointLoaded = true
+		for _, seg := range s.segments.SegmentsLocked() {
+			if seg.FromCheckpoint {
+				s.checkpointSegments++
+			}
+		}
 		return records, nil
 	}
 	s.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)

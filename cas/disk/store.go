@@ -95,6 +95,8 @@ type Store struct {
 	checkpointRunning  bool           // one is being written
 	checkpoints        sync.WaitGroup // the one being written
 	checkpointsWritten int64
+	indexChanged       bool // a record put or dropped, or a segment evicted, since the last checkpoint
+	checkpointSegments int  // segments the last checkpoint covers
 	checkpointLoaded   bool // this start took the packed entries from one
 
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
@@ -187,7 +189,10 @@ func (s *Store) Close() error {
 	s.committer.close() // commits still queued fail with cas.ErrClosed
 	s.closePacks()
 	s.checkpoints.Wait()
-	if s.packMax > 0 {
+	s.mu.Lock()
+	stale := s.checkpointStaleLocked()
+	s.mu.Unlock()
+	if s.packMax > 0 && stale {
 		// Every segment is finished now: the next start scans none.
 		if err := s.writeCheckpoint(); err != nil {
 			s.log.Warn("writing the index checkpoint (the next start scans every pack segment)", "err", err)

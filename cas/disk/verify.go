@@ -172,6 +172,7 @@ func (s *Store) dropLocked(e *entry) {
 	if e.seg != nil {
 		h, _ := packindex.ParseHash(e.key.hash)
 		s.packed.Delete(&h, e.key.kind == kindAC)
+		s.indexChanged = true
 		s.uncountLocked(e)
 		return
 	}
