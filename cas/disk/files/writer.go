@@ -3,7 +3,6 @@ package files
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -195,13 +194,10 @@ func (w *Writer) Commit(context.Context) error {
 	if w.end {
 		return errors.New("disk: Commit after Commit or Abort")
 	}
-	if w.n != w.d.Size {
+	var sum [sha256.Size]byte
+	if err := integrity.CheckSum(w.d, w.n, w.h.Sum(sum[:0])); err != nil {
 		w.Abort()
-		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, w.n, w.d.Size)
-	}
-	if got := hex.EncodeToString(w.h.Sum(nil)); got != w.d.Hash {
-		w.Abort()
-		return fmt.Errorf("%w: content hashes to %s, the digest says %s", cas.ErrMismatch, got, w.d.Hash)
+		return err
 	}
 	f, err := w.file() // fsync needs a descriptor
 	if err != nil {

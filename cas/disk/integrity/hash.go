@@ -152,11 +152,8 @@ func CheckData(d cas.Digest, data net.Buffers) error {
 	for _, p := range data {
 		n += int64(len(p))
 	}
-	switch {
-	case n > d.Size:
-		return fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, d.Size)
-	case n < d.Size:
-		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, n, d.Size)
+	if n != d.Size {
+		return CheckSum(d, n, nil)
 	}
 	var sum [sha256.Size]byte
 	if len(data) == 1 {
@@ -168,8 +165,36 @@ func CheckData(d cas.Digest, data net.Buffers) error {
 		}
 		h.Sum(sum[:0])
 	}
-	if got := hex.EncodeToString(sum[:]); got != d.Hash {
-		return fmt.Errorf("%w: content hashes to %s, the digest says %s", cas.ErrMismatch, got, d.Hash)
+	return CheckSum(d, n, sum[:])
+}
+
+// CheckSum checks a blob received whole against d: n bytes whose SHA-256
+// is sum (not looked at unless n is the digest's size). A mismatch is an
+// error wrapping cas.ErrMismatch. Every writer of the store ends with it,
+// so the three say a mismatch the same way.
+func CheckSum(d cas.Digest, n int64, sum []byte) error {
+	switch {
+	case n > d.Size:
+		return fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, d.Size)
+	case n < d.Size:
+		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, n, d.Size)
+	case !hexEqual(sum, d.Hash):
+		return fmt.Errorf("%w: content hashes to %x, the digest says %s", cas.ErrMismatch, sum, d.Hash)
 	}
 	return nil
+}
+
+// hexEqual reports whether hash is sum in lowercase hex, without making
+// the string (a commit's check is on every upload's path).
+func hexEqual(sum []byte, hash string) bool {
+	const digits = "0123456789abcdef"
+	if len(hash) != 2*len(sum) {
+		return false
+	}
+	for i, b := range sum {
+		if hash[2*i] != digits[b>>4] || hash[2*i+1] != digits[b&15] {
+			return false
+		}
+	}
+	return true
 }

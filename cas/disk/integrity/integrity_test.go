@@ -3,12 +3,14 @@ package integrity_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/membuf/membuf"
@@ -85,5 +87,35 @@ func TestFileChecksEveryBlock(t *testing.T) {
 	}
 	if _, err := c.ReadAt(p, int64(len(data))); err != io.EOF {
 		t.Fatalf("ReadAt at the end: %v; want io.EOF", err)
+	}
+}
+
+// TestCheckSum: a blob received whole matches its digest only with the
+// digest's size and hash, the hash compared as lowercase hex.
+func TestCheckSum(t *testing.T) {
+	data := []byte("a blob received whole")
+	d := cas.DigestOf(data)
+	sum := sha256.Sum256(data)
+	if err := integrity.CheckSum(d, d.Size, sum[:]); err != nil {
+		t.Fatalf("the blob itself: %v", err)
+	}
+	other := sum
+	other[31] ^= 0x01 // the last hex digit differs
+	upper := d
+	upper.Hash = strings.ToUpper(d.Hash)
+	for _, tc := range []struct {
+		name string
+		d    cas.Digest
+		n    int64
+		sum  []byte
+	}{
+		{"short", d, d.Size - 1, sum[:]},
+		{"long", d, d.Size + 1, sum[:]},
+		{"another hash", d, d.Size, other[:]},
+		{"uppercase name", upper, d.Size, sum[:]},
+	} {
+		if err := integrity.CheckSum(tc.d, tc.n, tc.sum); !errors.Is(err, cas.ErrMismatch) {
+			t.Errorf("%s: %v, want an error wrapping cas.ErrMismatch", tc.name, err)
+		}
 	}
 }

@@ -3,12 +3,12 @@ package packs
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packfile"
 )
 
@@ -94,14 +94,10 @@ func (w *Writer) Commit(context.Context) error {
 	if w.end {
 		return errors.New("disk: Commit after Commit or Abort")
 	}
-	if w.n != w.d.Size {
-		w.Abort()
-		return fmt.Errorf("%w: received %d bytes, the digest says %d", cas.ErrMismatch, w.n, w.d.Size)
-	}
 	var sum [sha256.Size]byte
-	if got := w.h.Sum(sum[:0]); hex.EncodeToString(got) != w.d.Hash {
+	if err := integrity.CheckSum(w.d, w.n, w.h.Sum(sum[:0])); err != nil {
 		w.Abort()
-		return fmt.Errorf("%w: content hashes to %x, the digest says %s", cas.ErrMismatch, got, w.d.Hash)
+		return err
 	}
 	w.end = true
 	return w.commit(w.d, w.crc)
