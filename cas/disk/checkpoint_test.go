@@ -30,6 +30,23 @@ func putSmall(t *testing.T, s *Store, seed, n int) ([]cas.Digest, [][]byte) {
 	return ds, datas
 }
 
+// closedStore fills a store in a new directory with 2,500 small blobs
+// (several segments) and closes it, writing its checkpoint; it returns the
+// directory and the blobs.
+func closedStore(t *testing.T) (string, []cas.Digest, [][]byte) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := OpenStore(dir, checkpointStoreSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, datas := putSmall(t, s, 0, 2500)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, ds, datas
+}
+
 // crashCopy copies the store's directory as it is now, as a crash of the
 // process would leave it (what was written is in the page cache), to a new
 // directory, and returns it.
@@ -175,17 +192,9 @@ func TestBadCheckpointIsIgnored(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			s, err := OpenStore(dir, checkpointStoreSize, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ds, datas := putSmall(t, s, 0, 2500)
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
+			dir, ds, datas := closedStore(t)
 			tc.harm(t, filepath.Join(dir, checkpointName))
-			s = openPackStore(t, dir, checkpointStoreSize)
+			s := openPackStore(t, dir, checkpointStoreSize)
 			if s.checkpointLoaded || s.segments.Scanned() != len(s.segments.SegmentsLocked()) {
 				t.Fatalf("from the checkpoint %v, %d of %d segments scanned; want none from it, all scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked()))
 			}
@@ -202,22 +211,14 @@ func TestBadCheckpointIsIgnored(t *testing.T) {
 // records, half a gigabyte written and synced), and the next start still
 // takes everything from it; a write makes the next close rewrite it.
 func TestCloseAfterReadsKeepsTheCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	s, err := OpenStore(dir, checkpointStoreSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, datas := putSmall(t, s, 0, 2500)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, ds, datas := closedStore(t)
 	path := filepath.Join(dir, checkpointName)
 	written, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	s, err = OpenStore(dir, checkpointStoreSize, nil)
+	s, err := OpenStore(dir, checkpointStoreSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
