@@ -66,12 +66,11 @@ func (s *Store) writeCheckpoint() error {
 		return s.packed.ShardRecords(i, dst)
 	})
 	if err != nil {
-		return err
+		s.mu.Lock()
+		s.indexChanged = true // the file on disk is the older one still
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.checkpointsWritten++
-	s.mu.Unlock()
-	return nil
+	return err
 }
 
 // loadCheckpoint reads the checkpoint's records and indexes those of the

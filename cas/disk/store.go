@@ -94,10 +94,9 @@ type Store struct {
 	sinceCheckpoint    int64          // packed records indexed since the last was started
 	checkpointRunning  bool           // one is being written
 	checkpoints        sync.WaitGroup // the one being written
-	checkpointsWritten int64
-	indexChanged       bool // a record put or dropped, or a segment evicted, since the last checkpoint
-	checkpointSegments int  // segments the last checkpoint covers
-	checkpointLoaded   bool // this start took the packed entries from one
+	indexChanged       bool           // a record put or dropped, or a segment evicted, since the last checkpoint
+	checkpointSegments int            // segments the last checkpoint covers
+	checkpointLoaded   bool           // this start took the packed entries from one
 
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 }
