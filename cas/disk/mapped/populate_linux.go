@@ -1,0 +1,5 @@
+package mapped
+
+import "syscall"
+
+const mapPopulate = syscall.MAP_POPULATE

@@ -1,0 +1,5 @@
+//go:build unix && !linux
+
+package mapped
+
+const mapPopulate = 0
