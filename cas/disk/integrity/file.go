@@ -1,20 +1,14 @@
 package integrity
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/mapped"
 	"github.com/membuf/membuf/cas/disk/packfile"
 )
-
-// MapAtLeast is the shortest range ReadChunks maps rather than reads: below
-// it the mmap and munmap calls cost more than the copy they save.
-const MapAtLeast = 1 << 20
 
 // File reads a file whose blocks have sums, checking each block before it
 // hands on any of it.
@@ -43,12 +37,6 @@ func (c *File) readBlocks(p []byte, pos int64) error {
 		}
 		return fmt.Errorf("disk: reading %s: %w", c.f.Name(), err)
 	}
-	return c.checkBlocks(p, pos)
-}
-
-// checkBlocks checks p, the file's bytes from pos (a multiple of Block) to
-// a block's end or the file's, against the blocks' sums.
-func (c *File) checkBlocks(p []byte, pos int64) error {
 	for i := 0; i < len(p); i += Block {
 		blk := int((pos + int64(i)) / Block)
 		if blk >= len(c.sums) || packfile.Checksum(p[i:min(i+Block, len(p))]) != c.sums[blk] {
@@ -63,21 +51,9 @@ func (c *File) checkBlocks(p []byte, pos int64) error {
 // views of at most chunkSize bytes (cas.SendViews; ownership as in
 // cas.ReadChunks). A range that starts or ends inside a block reads all of
 // that block.
-//
-// A range of at least MapAtLeast bytes is mapped instead (package mapped):
-// each step's blocks are checked where the page cache holds them, then
-// handed on as views of the mapping, with no copy. The mapping goes when
-// fn's holders have freed the last view.
 func (c *File) ReadChunks(off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	step := (int64(chunkSize) + Block - 1) / Block * Block
-	start := off - off%Block
-	if blocksEnd := min((end+Block-1)/Block*Block, c.size); blocksEnd-start >= MapAtLeast {
-		if r, err := mapped.Map(c.f, start, blocksEnd-start); err == nil {
-			return c.sendMapped(r, start, off, end, step, chunkSize, fn)
-		}
-		// Not mapped (no mmap here, or no address space left): read.
-	}
-	for pos := start; pos < end; {
+	for pos := off - off%Block; pos < end; {
 		n := min(step, c.size-pos)
 		buf := membuf.AllocUncleared(pool, int(n))
 		if err := c.readBlocks(buf.Bytes(), pos); err != nil {
@@ -123,31 +99,4 @@ func (c *File) ReadAt(p []byte, off int64) (int, error) {
 		done += copy(p[done:want], blocks[at-pos:])
 	}
 	return want, short
-}
-
-// sendMapped is ReadChunks over r, the mapping of the file's blocks from
-// start: step bytes of blocks at a time are checked, inside mapped.Touch
-// so that a page the disk cannot read fails the read instead of the
-// process, then handed to fn as views. It lets go of the caller's
-// reference to r.
-func (c *File) sendMapped(r *mapped.Region, start, off, end, step int64, chunkSize int, fn func(membuf.Buffer) error) error {
-	whole := r.Buffer()
-	r.Release() // whole, and the views sliced from it, hold the mapping now
-	defer whole.Free()
-	data := r.Bytes()
-	for pos := start; pos < end; pos += step {
-		blocks := data[pos-start : min(pos+step, start+int64(len(data)))-start]
-		err := mapped.Touch(func() error { return c.checkBlocks(blocks, pos) })
-		if errors.Is(err, mapped.ErrFault) {
-			err = c.fail(fmt.Sprintf("bytes %d to %d could not be read (%v)", pos, pos+int64(len(blocks)), err))
-		}
-		if err != nil {
-			return err
-		}
-		whole.Ref() // SendViews frees the reference it is given
-		if err := cas.SendViews(whole, max(off, pos)-start, min(end, pos+int64(len(blocks)))-start, chunkSize, fn); err != nil {
-			return err
-		}
-	}
-	return nil
 }

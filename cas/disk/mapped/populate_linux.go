@@ -1,5 +1,0 @@
-package mapped
-
-import "syscall"
-
-const mapPopulate = syscall.MAP_POPULATE

@@ -1,5 +1,0 @@
-//go:build unix && !linux
-
-package mapped
-
-const mapPopulate = 0
