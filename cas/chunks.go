@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"context"
 	"io"
 
 	"github.com/membuf/membuf"
@@ -65,4 +66,19 @@ func SendViews(buf membuf.Buffer, lo, hi int64, chunkSize int, fn func(membuf.Bu
 		lo += n
 	}
 	return nil
+}
+
+// WriteChunks is BlobReader.WriteRange for a reader whose bytes come into
+// memory anyway: it writes each chunk r.ReadChunks hands on to w, then
+// frees it, and returns the bytes written. It stops at the first error
+// from the read or from w.
+func WriteChunks(ctx context.Context, r BlobReader, w io.Writer, off, end int64, pool membuf.BufferPool, chunkSize int) (int64, error) {
+	var written int64
+	err := r.ReadChunks(ctx, off, end, pool, chunkSize, func(c membuf.Buffer) error {
+		defer c.Free()
+		n, err := w.Write(c.Bytes())
+		written += int64(n)
+		return err
+	})
+	return written, err
 }

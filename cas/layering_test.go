@@ -41,7 +41,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"disk/groupcommit": {},
 		"disk/pace":        {},
 		"disk/packindex":   {mod + "/disk/packfile", mod + "/disk/fileio"},
-		"disk/integrity":   {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile"},
+		"disk/integrity":   {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/fileio"},
 		"disk/files":       {mod, mod + "/zstdseek", mod + "/disk/fileio", mod + "/disk/integrity", mod + "/disk/zstdfile"},
 		"disk/packs":       {mod, mod + "/zstdseek", mod + "/disk/fileio", mod + "/disk/packfile", mod + "/disk/integrity", mod + "/disk/zstdfile"},
 	}

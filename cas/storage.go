@@ -2,6 +2,7 @@ package cas
 
 import (
 	"context"
+	"io"
 	"net"
 
 	"github.com/membuf/membuf"
@@ -143,6 +144,16 @@ type BlobReader interface {
 	// (recompressing at most the frame that holds off); the disk
 	// store compresses as it reads for one that does not.
 	ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error
+	// WriteRange writes [off, end) of the blob to w, 0 <= off <= end <=
+	// Size(), every byte checked as ReadChunks checks it before any of it
+	// is written, and returns the number of bytes written. It is how an
+	// HTTP GET sends a blob: a blob kept in a file of its own is sent
+	// from the file to w's ReadFrom (net/http and package net: sendfile
+	// to a TCP connection), its bytes never copied into the process; one
+	// that must be read into memory anyway (a packed record, a compressed
+	// file, a fill from another tier) writes what ReadChunks reads
+	// (WriteChunks). pool and chunkSize are ReadChunks'.
+	WriteRange(ctx context.Context, w io.Writer, off, end int64, pool membuf.BufferPool, chunkSize int) (int64, error)
 	// Close releases the blob.
 	Close() error
 }

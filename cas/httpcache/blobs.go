@@ -13,7 +13,8 @@ import (
 )
 
 // getBlob answers GET and HEAD of /cas/{hash}: the blob, or the part a
-// Range asks for, read through the store's checked reads in pooled chunks.
+// Range asks for, through the store's checked reads (WriteRange: from a
+// file, sendfile).
 func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, hash string) {
 	ctx := r.Context()
 	d, err := h.store.Resolve(ctx, hash)
@@ -62,24 +63,14 @@ func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, 
 		header()
 		return
 	}
-	// The status line waits for the first chunk: a blob found bad before
+	// The status line waits for the first byte: a blob found bad before
 	// any of it is checked (a packed blob, a first block) is still a 404.
-	started := false
-	var sent int64
-	err = b.ReadChunks(ctx, rng.off, rng.end, h.opts.Pool, h.opts.ChunkSize, func(c membuf.Buffer) error {
-		defer c.Free()
-		if !started {
-			started = true
-			header()
-		}
-		n, err := w.Write(c.Bytes())
-		sent += int64(n)
-		return err
-	})
+	body := &bodyWriter{w: w, header: header}
+	sent, err := b.WriteRange(ctx, body, rng.off, rng.end, h.opts.Pool, h.opts.ChunkSize)
 	h.stats.bytesOut.Add(sent)
 	switch {
 	case err == nil:
-	case !started:
+	case !body.started:
 		h.fail(w, r, op, "blob "+d.String(), err)
 	case ctx.Err() != nil:
 		h.stats.aborted.Add(1) // the client went away
@@ -210,4 +201,37 @@ func (h *Handler) receive(r *http.Request, rc *http.ResponseController, bw cas.B
 	}
 	_, err = bw.Write(buf.Bytes())
 	return int64(got), err
+}
+
+// bodyWriter is a response's body that writes the status line and headers
+// (header) before its first byte, and passes ReadFrom on to the
+// ResponseWriter's, so that a blob sent from its file goes out with
+// sendfile (cas.BlobReader.WriteRange).
+type bodyWriter struct {
+	w       http.ResponseWriter
+	header  func()
+	started bool
+}
+
+func (b *bodyWriter) start() {
+	if !b.started {
+		b.started = true
+		b.header()
+	}
+}
+
+func (b *bodyWriter) Write(p []byte) (int, error) {
+	b.start()
+	return b.w.Write(p)
+}
+
+// ReadFrom hands r to the ResponseWriter's ReadFrom (net/http's: sendfile
+// to a TCP connection when r is a file); a writer without one (a test's
+// recorder) is written with a copy.
+func (b *bodyWriter) ReadFrom(r io.Reader) (int64, error) {
+	b.start()
+	if rf, ok := b.w.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{b.w}, r)
 }

@@ -308,15 +308,16 @@ func TestAccessRules(t *testing.T) {
 
 // A blob damaged on disk after it was stored never completes a GET with
 // wrong bytes: damage in a later block cuts the response short, and the
-// blob is then gone (404).
+// blob is then gone (404). (A file is checked a megabyte at a time before
+// that megabyte is sent: the damage is in the third.)
 func TestGetOfADamagedBlobNeverCompletes(t *testing.T) {
 	c := newCache(t, httpcache.Options{}, disk.WithPacks(0))
-	data := testblob.Pattern(1<<20, 4)
+	data := testblob.Pattern(3<<20, 4)
 	d := cas.DigestOf(data)
 	c.want(200, "PUT", "/cas/"+d.Hash, data)
 	// Rot, not a rewrite: the modification time is kept, so only the
 	// read's own check can find it.
-	disktest.FlipByte(t, disktest.BlobPath(c.dir, d), 700<<10, true)
+	disktest.FlipByte(t, disktest.BlobPath(c.dir, d), 2<<20+700<<10, true)
 	code, body, _, err := c.do("GET", "/cas/"+d.Hash, nil)
 	if err == nil && bytes.Equal(body, data) || err == nil && code == 200 {
 		t.Fatalf("GET of a damaged blob completed: %d, %d bytes, %v", code, len(body), err)

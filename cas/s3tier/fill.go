@@ -360,3 +360,9 @@ func (t *Store) readDisk(ctx context.Context, d cas.Digest, off, end int64, pool
 	defer b.Close()
 	return b.ReadChunks(ctx, off, end, pool, chunkSize, fn)
 }
+
+// WriteRange writes what ReadChunks reads (cas.WriteChunks): the bytes
+// come into memory to be filled from the bucket anyway.
+func (r *fillReader) WriteRange(ctx context.Context, w io.Writer, off, end int64, pool membuf.BufferPool, chunkSize int) (int64, error) {
+	return cas.WriteChunks(ctx, r, w, off, end, pool, chunkSize)
+}

@@ -80,6 +80,23 @@ func readRange(t *testing.T, s cas.Storage, d cas.Digest, off, end int64, chunk 
 	return got
 }
 
+// writeRange writes [off, end) of d through WriteRange and checks that
+// the count it returns is what the writer got.
+func writeRange(t *testing.T, s cas.Storage, d cas.Digest, off, end int64) []byte {
+	t.Helper()
+	b, err := s.Open(context.Background(), d)
+	if err != nil {
+		t.Fatalf("Open %s: %v", d, err)
+	}
+	defer b.Close()
+	var w bytes.Buffer
+	n, err := b.WriteRange(context.Background(), &w, off, end, nil, 1000)
+	if err != nil || n != int64(w.Len()) {
+		t.Fatalf("WriteRange %s [%d, %d): %d bytes, %v; the writer got %d", d, off, end, n, err, w.Len())
+	}
+	return w.Bytes()
+}
+
 func testEmptyBlob(t *testing.T, s cas.Storage) {
 	ctx := context.Background()
 	empty := cas.DigestOf(nil)
@@ -97,6 +114,9 @@ func testEmptyBlob(t *testing.T, s cas.Storage) {
 	}
 	if got := readRange(t, s, empty, 0, 0, 100); len(got) != 0 {
 		t.Errorf("a read of the empty blob gave %d bytes", len(got))
+	}
+	if got := writeRange(t, s, empty, 0, 0); len(got) != 0 {
+		t.Errorf("WriteRange of the empty blob wrote %d bytes", len(got))
 	}
 }
 
@@ -120,6 +140,12 @@ func testPutThenRead(t *testing.T, s cas.Storage) {
 		off, end := int64(n/3), int64(n-n/4)
 		if got := readRange(t, s, d, off, end, 1000); !bytes.Equal(got, data[off:end]) {
 			t.Fatalf("ReadChunks [%d, %d) of %d bytes differ", off, end, n)
+		}
+		if got := writeRange(t, s, d, 0, d.Size); !bytes.Equal(got, data) {
+			t.Fatalf("WriteRange of all %d bytes differ", n)
+		}
+		if got := writeRange(t, s, d, off, end); !bytes.Equal(got, data[off:end]) {
+			t.Fatalf("WriteRange [%d, %d) of %d bytes differ", off, end, n)
 		}
 		if r, err := s.Resolve(ctx, d.Hash); err != nil || r != d {
 			t.Fatalf("Resolve %s: %v, %v", d.Hash, r, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
@@ -51,6 +52,20 @@ func (b *Blob) Stored() cas.Encoding { return cas.Uncompressed }
 // ReadZstd compresses the blob from off as it reads it (zstdfile.CompressChunks).
 func (b *Blob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	return zstdfile.CompressChunks(ctx, b.zp, b, off, pool, chunkSize, fn)
+}
+
+// WriteRange writes [off, end) from the file to w (fileio.CopyRange:
+// sendfile to a TCP connection), with reads checked a step of blocks at a
+// time before the step is written (integrity.File.WriteRange); see
+// cas.BlobReader. It moves the file's offset, which nothing else reads.
+func (b *Blob) WriteRange(_ context.Context, w io.Writer, off, end int64, _ membuf.BufferPool, _ int) (int64, error) {
+	switch {
+	case b.f == nil || off >= end:
+		return 0, nil
+	case b.checked != nil:
+		return b.checked.WriteRange(w, off, end)
+	}
+	return fileio.CopyRange(w, b.f, off, end-off)
 }
 
 // ReadAt implements io.ReaderAt.

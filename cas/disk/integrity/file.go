@@ -7,6 +7,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
 )
 
@@ -66,6 +67,43 @@ func (c *File) ReadChunks(off, end int64, pool membuf.BufferPool, chunkSize int,
 		pos += n
 	}
 	return nil
+}
+
+// sendStep is how much of a file WriteRange checks before it writes it: a
+// check costs a read of every byte into a block buffer, so a step must be
+// long enough that the send's system call is small beside it, and short
+// enough that its pages are still in the page cache when they are sent.
+const sendStep = 16 * Block
+
+// WriteRange writes [off, end) of the file to w with fileio.CopyRange
+// (sendfile to a TCP connection: the bytes go from the page cache to the
+// socket, never copied into the process), a step of whole blocks at a
+// time, each checked first: read a block at a time into a buffer that
+// stays in the CPU's cache, and compared with its sums. A block that does
+// not match fails the write before any of its step is written. The bytes
+// sent are the page cache's, read again after the check: what the check
+// guards against is the disk, whose changes reach the page cache only
+// when a page is read from it again.
+func (c *File) WriteRange(w io.Writer, off, end int64) (int64, error) {
+	bp := Buffers.Get()
+	defer Buffers.Put(bp)
+	block := (*bp)[:Block]
+	var written int64
+	for pos := off - off%Block; pos < end; pos += sendStep {
+		stepEnd := min(pos+sendStep, c.size)
+		for b := pos; b < stepEnd; b += Block {
+			if err := c.readBlocks(block[:min(Block, stepEnd-b)], b); err != nil {
+				return written, err
+			}
+		}
+		from, to := max(off, pos), min(end, stepEnd)
+		n, err := fileio.CopyRange(w, c.f, from, to-from)
+		written += n
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
 }
 
 // ReadAt implements io.ReaderAt with every byte checked: straight into p

@@ -125,3 +125,9 @@ func (b *Blob) Close() error {
 	s.ReleaseLocked(b.seg)
 	return nil
 }
+
+// WriteRange writes what ReadChunks reads (cas.WriteChunks): the bytes
+// come into memory to be checked against the record's CRC anyway.
+func (b *Blob) WriteRange(ctx context.Context, w io.Writer, off, end int64, pool membuf.BufferPool, chunkSize int) (int64, error) {
+	return cas.WriteChunks(ctx, b, w, off, end, pool, chunkSize)
+}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/membuf/membuf"
@@ -228,4 +229,10 @@ func CompressChunks(ctx context.Context, zp *zstdseek.Pool, r cas.BlobReader, of
 		plain.Free()
 		return err
 	})
+}
+
+// WriteRange writes what ReadChunks reads (cas.WriteChunks): the bytes
+// come into memory to be decompressed anyway.
+func (b *Blob) WriteRange(ctx context.Context, w io.Writer, off, end int64, pool membuf.BufferPool, chunkSize int) (int64, error) {
+	return cas.WriteChunks(ctx, b, w, off, end, pool, chunkSize)
 }
