@@ -58,12 +58,12 @@ func (b *Blob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, 
 // sendfile to a TCP connection), with reads checked a step of blocks at a
 // time before the step is written (integrity.File.WriteRange); see
 // cas.BlobReader. It moves the file's offset, which nothing else reads.
-func (b *Blob) WriteRange(_ context.Context, w io.Writer, off, end int64, _ membuf.BufferPool, _ int) (int64, error) {
+func (b *Blob) WriteRange(_ context.Context, w io.Writer, off, end int64, pool membuf.BufferPool, _ int) (int64, error) {
 	switch {
 	case b.f == nil || off >= end:
 		return 0, nil
 	case b.checked != nil:
-		return b.checked.WriteRange(w, off, end)
+		return b.checked.WriteRange(w, off, end, pool)
 	}
 	return fileio.CopyRange(w, b.f, off, end-off)
 }

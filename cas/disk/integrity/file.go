@@ -78,16 +78,16 @@ const sendStep = 16 * Block
 // WriteRange writes [off, end) of the file to w with fileio.CopyRange
 // (sendfile to a TCP connection: the bytes go from the page cache to the
 // socket, never copied into the process), a step of whole blocks at a
-// time, each checked first: read a block at a time into a buffer that
-// stays in the CPU's cache, and compared with its sums. A block that does
+// time, each checked first: read a block at a time into one buffer from
+// pool, which stays in the CPU's cache, and compared with its sums. A block that does
 // not match fails the write before any of its step is written. The bytes
 // sent are the page cache's, read again after the check: what the check
 // guards against is the disk, whose changes reach the page cache only
 // when a page is read from it again.
-func (c *File) WriteRange(w io.Writer, off, end int64) (int64, error) {
-	bp := Buffers.Get()
-	defer Buffers.Put(bp)
-	block := (*bp)[:Block]
+func (c *File) WriteRange(w io.Writer, off, end int64, pool membuf.BufferPool) (int64, error) {
+	buf := membuf.AllocUncleared(pool, Block) // each block read fills what it checks
+	defer buf.Free()
+	block := buf.Bytes()
 	var written int64
 	for pos := off - off%Block; pos < end; pos += sendStep {
 		stepEnd := min(pos+sendStep, c.size)

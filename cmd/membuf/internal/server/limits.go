@@ -1,10 +1,8 @@
 package server
 
 import (
-	"net"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 )
@@ -52,11 +50,4 @@ func grpcLimits() []grpc.ServerOption {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, MaxConnectionIdle: MaxConnectionIdle}),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 	}
-}
-
-// limitConnections returns l serving at most n connections at once: Accept
-// waits while n are open, so that the descriptors connections hold stay
-// bounded and clients past it wait instead of failing.
-func limitConnections(l net.Listener, n int) net.Listener {
-	return netutil.LimitListener(l, n)
 }
