@@ -37,6 +37,10 @@ const (
 	// (grpc-go's default is 120 s), so that connections that never finish
 	// one do not pile up.
 	HandshakeTimeout = 10 * time.Second
+	// StreamWorkers is the goroutines kept to run RPCs (grpc-go's
+	// NumStreamWorkers): as many as the streams a busy build keeps
+	// running, each an idle goroutine with its stack at rest.
+	StreamWorkers = 64
 	// DefaultMaxConnections bounds the connections served at once; past
 	// it new ones wait in the listen backlog until one closes.
 	DefaultMaxConnections = 4096

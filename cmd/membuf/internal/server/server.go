@@ -307,6 +307,11 @@ func (s *Server) newGRPCServer() {
 	opts := append(reapi.ServerOptions(s.pool), grpc.MaxRecvMsgSize(s.msgSize), grpc.MaxSendMsgSize(s.msgSize))
 	opts = append(opts, s.requests.ServerOptions()...)
 	opts = append(opts, grpcLimits()...)
+	// A goroutine per RPC starts with a small stack, which every read
+	// grows again (runtime.newstack under processRPC: 3.5% of a server
+	// reading 64 KiB blobs); stream workers keep theirs. Past them, busy,
+	// grpc-go starts a goroutine per stream as before.
+	opts = append(opts, grpc.NumStreamWorkers(StreamWorkers))
 	if s.certs != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.certs.grpcConfig())))
 	}
