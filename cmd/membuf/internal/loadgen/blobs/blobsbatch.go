@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"strconv"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/grpc/codes"
@@ -51,7 +50,7 @@ func (bt *blobTarget) batchWorker(set *blobclient.Set, w int) (measure.Op, func(
 		}
 		for _, r := range resp.GetResponses() {
 			if code := r.GetStatus().GetCode(); code != int32(codes.OK) {
-				return 0, fmt.Errorf("BatchUpdateBlobs of %s/%s: %s", r.GetDigest().GetHash(), strconv.FormatInt(r.GetDigest().GetSizeBytes(), 10), r.GetStatus().GetMessage())
+				return 0, fmt.Errorf("BatchUpdateBlobs of %s/%d: %s", r.GetDigest().GetHash(), r.GetDigest().GetSizeBytes(), r.GetStatus().GetMessage())
 			}
 		}
 		if len(resp.GetResponses()) != batchWriteBlobs {
