@@ -215,7 +215,15 @@ func (u *uploader) next(ctx context.Context) (p *pendingUpload, version uint64, 
 		probe := u.failing > 0 && !now.Before(u.lastStart.Add(probeEvery))
 		if take >= 0 && (!u.queue[take].notBefore.After(now) || probe) {
 			q := u.queue[take]
-			u.queue = slices.Delete(u.queue, take, take+1)
+			if take == 0 {
+				// The usual case, and a queue may hold a whole outage's
+				// entries: reslice rather than move them all (the next
+				// append that grows it leaves the taken ones behind).
+				u.queue[0] = nil
+				u.queue = u.queue[1:]
+			} else {
+				u.queue = slices.Delete(u.queue, take, take+1)
+			}
 			q.queued, q.running = false, true
 			u.lastStart = now
 			if len(u.queue) > 0 {

@@ -92,9 +92,7 @@ type BlobsOptions struct {
 	// Dir holds the in-process servers' stores; empty means a new
 	// temporary directory, removed at the end.
 	Dir string
-	// Modes are ModeRead, ModeWrite, ModeStall, ModeReadZstd,
-	// ModeWriteZstd, ModeHTTPGet and ModeHTTPPut; empty means read and
-	// write.
+	// Modes are of BlobModes; empty means read and write.
 	Modes []string
 	// Configs are the in-process servers to compare, in order:
 	// ConfigFreshSlice, ConfigPrepared, ConfigMembufZeroCopy. Empty means

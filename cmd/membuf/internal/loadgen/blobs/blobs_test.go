@@ -197,3 +197,30 @@ func TestBlobsStall(t *testing.T) {
 		t.Errorf("the server completed %d of the stalled uploads, want none", *res.ServerOps)
 	}
 }
+
+// A batch-write operation is one BatchUpdateBlobs of batchWriteBlobs new
+// blobs, every one accepted (a blob whose digest did not match its data
+// would fail the run).
+func TestBlobsBatchWrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sizes := []int64{10, 4 << 10}
+	r, err := Blobs(ctx, BlobsOptions{
+		Dir:     t.TempDir(),
+		Modes:   []string{ModeBatchWrite},
+		Configs: []string{ConfigMembufZeroCopy},
+		Sizes:   sizes,
+		Bounds:  measure.Bounds{Count: 6, Rounds: 1, Concurrency: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Results) != len(sizes) {
+		t.Fatalf("%d results, want %d", len(r.Results), len(sizes))
+	}
+	for _, res := range r.Results {
+		if res.Ops != 6 || res.Bytes != 6*batchWriteBlobs*res.Size {
+			t.Errorf("%s: %d ops of %d bytes, want 6 of %d blobs of %d", res.Case, res.Ops, res.Bytes, batchWriteBlobs, res.Size)
+		}
+	}
+}

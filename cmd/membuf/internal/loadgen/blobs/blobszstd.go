@@ -15,7 +15,7 @@ const (
 )
 
 // BlobModes are every mode of the blobs workload.
-var BlobModes = []string{ModeRead, ModeWrite, ModeStall, ModeReadZstd, ModeWriteZstd, ModeHTTPGet, ModeHTTPPut, ModeHTTPKeyedGet, ModeHTTPKeyedPut}
+var BlobModes = []string{ModeRead, ModeWrite, ModeBatchWrite, ModeStall, ModeReadZstd, ModeWriteZstd, ModeHTTPGet, ModeHTTPPut, ModeHTTPKeyedGet, ModeHTTPKeyedPut}
 
 // zstdMode reports whether mode uses compressed resource names.
 func zstdMode(mode string) bool { return mode == ModeReadZstd || mode == ModeWriteZstd }

@@ -72,6 +72,8 @@ func (bt *blobTarget) worker(ctx context.Context, c report.Case, w int) (measure
 			name := blobclient.UploadName(bt.client.Instance, uint64(seq), "blobs/"+set.Digest(h, size, &stamp)+"/"+strconv.FormatInt(size, 10))
 			return bt.client.StallUpload(ctx, conn, name, set.Base, size, stall)
 		}, func() {}, nil
+	case ModeBatchWrite:
+		return bt.batchWorker(set, w)
 	case ModeWrite, ModeWriteZstd:
 		h := sha256.New()
 		var stamp [blobclient.StampLen]byte
