@@ -3,11 +3,11 @@ package files
 import (
 	"context"
 	"io"
-	"os"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
@@ -17,7 +17,7 @@ import (
 // readable even if the blob is evicted meanwhile (POSIX keeps an unlinked
 // file's data until its last descriptor closes).
 type Blob struct {
-	f    *os.File // nil for the empty blob
+	f    vfs.File // nil for the empty blob
 	size int64
 	zp   *zstdseek.Pool // for ReadZstd
 	// checked reads f block by block against its sums (package
@@ -29,7 +29,7 @@ type Blob struct {
 // NewBlob returns the blob of size bytes in f, read through checked if not
 // nil; f nil is the empty blob. zp compresses it for ReadZstd. Close closes
 // f.
-func NewBlob(f *os.File, size int64, zp *zstdseek.Pool, checked *integrity.File) *Blob {
+func NewBlob(f vfs.File, size int64, zp *zstdseek.Pool, checked *integrity.File) *Blob {
 	return &Blob{f: f, size: size, zp: zp, checked: checked}
 }
 

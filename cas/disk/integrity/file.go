@@ -3,17 +3,17 @@ package integrity
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // File reads a file whose blocks have sums, checking each block before it
 // hands on any of it.
 type File struct {
-	f    *os.File
+	f    vfs.File
 	size int64 // of the file as stored
 	sums []uint32
 	fail func(detail string) error
@@ -23,7 +23,7 @@ type File struct {
 // have sums. A block that does not match, or a file shorter than size,
 // fails the read with what fail returns, given what was found (the store
 // removes the blob there, and returns ErrCorrupt).
-func NewFile(f *os.File, size int64, sums []uint32, fail func(detail string) error) *File {
+func NewFile(f vfs.File, size int64, sums []uint32, fail func(detail string) error) *File {
 	return &File{f: f, size: size, sums: sums, fail: fail}
 }
 
