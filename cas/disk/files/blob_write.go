@@ -17,7 +17,7 @@ import (
 func WriteBlob(f vfs.File, d cas.Digest, data net.Buffers, z *zstdseek.FrameCompressor) (Written, error) {
 	w := Written{Digest: d, Stored: d.Size}
 	if z == nil {
-		_, err := f.WriteBuffers(data)
+		_, err := vfs.WriteBuffers(f, data)
 		w.Sums = integrity.SumsOf(data)
 		return w, err
 	}

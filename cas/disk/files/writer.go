@@ -141,7 +141,7 @@ func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := f.WriteBuffers(bufs)
+	n, err := vfs.WriteBuffers(f, bufs)
 	for rest := n; rest > 0; bufs = bufs[1:] { // hash what was written
 		k := min(rest, len(bufs[0]))
 		w.h.Write(bufs[0][:k])

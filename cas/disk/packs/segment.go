@@ -53,7 +53,7 @@ func (seg *Segment) ReadAt(p []byte, off int64) (int, error) { return seg.f.Read
 // WriteAt writes bufs at off with one pwritev, into the slot the caller
 // took (TakeSlotLocked), and returns how many bytes it wrote.
 func (seg *Segment) WriteAt(bufs [][]byte, off int64) (int, error) {
-	return seg.f.WriteBuffersAt(bufs, off)
+	return vfs.WriteBuffersAt(seg.f, bufs, off)
 }
 
 // Sync makes what was written to the segment durable (fdatasync); the
@@ -77,7 +77,7 @@ func (seg *Segment) ModTime() time.Time {
 func (seg *Segment) WriteHeader(kind uint8, hash string, state uint8, size int64, crc uint32, dataOff int64) error {
 	var b [packfile.HeaderLen]byte
 	seg.encodeHeader(b[:], kind, hash, state, size, crc)
-	_, err := seg.f.WriteAt(b[:], dataOff-packfile.HeaderLen)
+	_, err := vfs.WriteAt(seg.f, b[:], dataOff-packfile.HeaderLen)
 	return err
 }
 
@@ -94,7 +94,7 @@ func (seg *Segment) WriteRecord(kind uint8, hash string, data net.Buffers, crc u
 	seg.encodeHeader(hdr[:], kind, hash, packfile.Committed, size, crc)
 	iov := make(net.Buffers, 0, 1+len(data))
 	iov = append(append(iov, hdr[:]), data...)
-	_, err := seg.f.WriteBuffersAt(iov, dataOff-packfile.HeaderLen)
+	_, err := vfs.WriteBuffersAt(seg.f, iov, dataOff-packfile.HeaderLen)
 	return err
 }
 

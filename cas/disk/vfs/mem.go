@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -217,7 +218,7 @@ func (m *MemFS) CreateTemp(dir, pattern string) (File, error) {
 			name = pattern[:i] + seq + pattern[i+1:]
 		}
 		f, err := m.createLocked(filepath.Join(dir, name))
-		if err == nil || !strings.Contains(err.Error(), fs.ErrExist.Error()) {
+		if !errors.Is(err, fs.ErrExist) {
 			return f, err
 		}
 	}

@@ -93,18 +93,3 @@ func (n *memNode) info(name string) fs.FileInfo {
 	}
 	return memInfo{name: name, size: int64(len(n.data)), mode: 0o644, modTime: n.modTime}
 }
-
-// memInfo is a fs.FileInfo of a MemFS.
-type memInfo struct {
-	name    string
-	size    int64
-	mode    fs.FileMode
-	modTime time.Time
-}
-
-func (i memInfo) Name() string       { return i.name }
-func (i memInfo) Size() int64        { return i.size }
-func (i memInfo) Mode() fs.FileMode  { return i.mode }
-func (i memInfo) ModTime() time.Time { return i.modTime }
-func (i memInfo) IsDir() bool        { return i.mode.IsDir() }
-func (i memInfo) Sys() any           { return nil }
