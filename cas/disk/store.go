@@ -103,9 +103,10 @@ type Store struct {
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 }
 
-// OpenStore opens (creating if needed) the store in dir. maxSize is the
-// number of bytes of blobs and action results kept on disk; 0 means no limit.
-// It takes an exclusive lock on dir (held until Close; an error wrapping
+// OpenStore opens the store in dir, creating dir (and the parents it
+// lacks, each synced into its parent, so that a machine crash keeps them)
+// if need be. maxSize is the number of bytes of blobs and action results
+// kept on disk; 0 means no limit. It takes an exclusive lock on dir (held until Close; an error wrapping
 // ErrLocked names the process holding it), removes files left in tmp/ by a
 // previous run, rebuilds the index from disk and evicts down to maxSize.
 // logger may be nil. Options: WithCompression, WithPacks, WithPackSync,

@@ -33,7 +33,9 @@ func ZstdPath(dir, kind, hash string, size int64) string {
 	return Path(dir, kind, hash) + "-" + strconv.FormatInt(size, 10) + ".zst"
 }
 
-// MakeDir creates directory dir in fsys, and the parents it lacks.
+// MakeDir creates directory dir in fsys, and the parents it lacks, and
+// makes each it created durable (syncs its parent): the directory a first
+// start made must outlive a crash of the machine with the blobs in it.
 func MakeDir(fsys vfs.FS, dir string) error {
 	err := fsys.Mkdir(dir)
 	if errors.Is(err, fs.ErrNotExist) && filepath.Dir(dir) != dir {
@@ -45,7 +47,10 @@ func MakeDir(fsys vfs.FS, dir string) error {
 	if errors.Is(err, fs.ErrExist) {
 		return nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(dir))
 }
 
 // MakeDirs creates in fsys under dir the directories plain and the 256
