@@ -20,9 +20,9 @@ func TestImportsRunOneWay(t *testing.T) {
 		"fastcdc":       {},
 		"access":        {mod},
 		"actionresult":  {mod},
-		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/fileio", mod + "/disk/files", mod + "/disk/packs", mod + "/disk/packindex", mod + "/disk/integrity", mod + "/disk/groupcommit", mod + "/disk/pace"},
+		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/vfs", mod + "/disk/files", mod + "/disk/packs", mod + "/disk/packindex", mod + "/disk/integrity", mod + "/disk/groupcommit", mod + "/disk/pace"},
 		"disk/packfile": {},
-		"disk/zstdfile": {mod, mod + "/zstdseek"},
+		"disk/zstdfile": {mod, mod + "/zstdseek", mod + "/disk/vfs"},
 		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek", mod + "/reapi/asset", mod + "/reapi/chunking", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
 		// The services reapi registers from rooms of their own, and the
 		// pieces they share with it: never reapi itself.
@@ -37,13 +37,13 @@ func TestImportsRunOneWay(t *testing.T) {
 		"storagetest":              {mod, mod + "/internal/testblob"},
 
 		// The disk store's rooms: none imports the store.
-		"disk/fileio":      {},
+		"disk/vfs":         {},
 		"disk/groupcommit": {},
 		"disk/pace":        {},
-		"disk/packindex":   {mod + "/disk/packfile", mod + "/disk/fileio"},
-		"disk/integrity":   {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/fileio"},
-		"disk/files":       {mod, mod + "/zstdseek", mod + "/disk/fileio", mod + "/disk/integrity", mod + "/disk/zstdfile"},
-		"disk/packs":       {mod, mod + "/zstdseek", mod + "/disk/fileio", mod + "/disk/packfile", mod + "/disk/integrity", mod + "/disk/zstdfile"},
+		"disk/packindex":   {mod + "/disk/packfile", mod + "/disk/vfs"},
+		"disk/integrity":   {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/vfs"},
+		"disk/files":       {mod, mod + "/zstdseek", mod + "/disk/vfs", mod + "/disk/integrity", mod + "/disk/zstdfile"},
+		"disk/packs":       {mod, mod + "/zstdseek", mod + "/disk/vfs", mod + "/disk/packfile", mod + "/disk/integrity", mod + "/disk/zstdfile"},
 	}
 	for dir, may := range allowed {
 		pkg, err := build.ImportDir(filepath.FromSlash(dir), 0)

@@ -60,7 +60,7 @@ func (s *Store) writeCheckpoint() error {
 	s.indexChanged = false
 	s.checkpointSegments = len(segs)
 	s.mu.Unlock()
-	err := packindex.SaveCheckpoint(filepath.Join(s.dir, checkpointName), s.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
+	err := packindex.SaveCheckpoint(s.fs, filepath.Join(s.dir, checkpointName), s.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.packed.ShardRecords(i, dst)

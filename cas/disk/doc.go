@@ -18,7 +18,8 @@
 // pack segments; packfile their record format, packindex the index of
 // their records and its checkpoint), integrity (hashes and block sums),
 // groupcommit (the batching of commits), pace (the scrubber's rate),
-// fileio (the operating system, narrowly). What ties them together stays
+// vfs (the file system: the operating system's, or a test's in memory
+// that forgets at a crash what was not synced; WithFS). What ties them together stays
 // here: the index of entries and its accounting, eviction, what a commit
 // does, what a failed check removes.
 //

@@ -2,15 +2,14 @@ package disk
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/groupcommit"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packs"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -34,7 +33,7 @@ type groupCommit struct {
 // pendingCommit is one file, or one packed record (seg, its committed
 // header written), waiting to be committed as entry e.
 type pendingCommit struct {
-	f   *os.File
+	f   vfs.File
 	seg *packs.Segment // the record's segment; nil for a file
 	e   *entry         // its key, sizes, form and when its content was checked
 	// ifCurrent, if set, is (a copy of) the packed entry this one copies
@@ -78,7 +77,7 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 				g.s.segments.ReleaseSlotLocked(c.seg)
 				g.s.mu.Unlock()
 			} else {
-				discardTemp(c.f)
+				g.s.discardTemp(c.f)
 			}
 			c.err = cas.ErrClosed
 		}
@@ -103,14 +102,14 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			continue
 		}
 		eg.Go(func() error {
-			if err := fileio.Fdatasync(c.f); err != nil {
+			if err := c.f.Datasync(); err != nil {
 				c.err = fmt.Errorf("disk: fsync: %w", err)
 			}
 			if err := c.f.Close(); err != nil && c.err == nil {
 				c.err = fmt.Errorf("disk: %w", err)
 			}
 			if c.err != nil {
-				os.Remove(c.f.Name())
+				s.fs.Remove(c.f.Name())
 				s.unreserve(c.reserved)
 			}
 			return nil
@@ -148,13 +147,13 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		}
 		s.partial -= c.reserved
 		if s.closed {
-			os.Remove(c.f.Name())
+			s.fs.Remove(c.f.Name())
 			c.err = cas.ErrClosed
 			continue
 		}
 		final := s.filePath(c.e)
-		if err := os.Rename(c.f.Name(), final); err != nil {
-			os.Remove(c.f.Name())
+		if err := s.fs.Rename(c.f.Name(), final); err != nil {
+			s.fs.Remove(c.f.Name())
 			c.err = fmt.Errorf("disk: %w", err)
 			continue
 		}
@@ -169,7 +168,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	var dirErrs sync.Map
 	for dir := range dirs {
 		eg.Go(func() error {
-			if err := fileio.SyncDir(dir); err != nil {
+			if err := s.fs.SyncDir(dir); err != nil {
 				dirErrs.Store(dir, err)
 			}
 			return nil

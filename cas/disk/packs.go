@@ -69,7 +69,7 @@ func (s *Store) setupPacks() {
 	// A quarter of a segment at most, and MaxPackMax.
 	s.packMax = min(s.packMax, s.segSize/4, MaxPackMax)
 	cfg := packs.Config{
-		Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
+		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
 		SegmentSize: s.segSize, MaxRecord: s.packMax,
 		Tick: func() uint64 { s.tick++; return s.tick },
 		Zstd: s.zp,
@@ -78,6 +78,7 @@ func (s *Store) setupPacks() {
 		s.refreshes = make(chan refresh, refreshQueue)
 		go s.refreshLoop(s.refreshes)
 		cfg.SyncEvery = s.syncEvery
+		cfg.SyncByHand = s.syncByHand
 	}
 	s.segments = packs.NewSet(cfg)
 }

@@ -51,7 +51,7 @@ func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) 
 	}
 	w, err := files.WriteBlob(f, d, data, z)
 	if err != nil {
-		discardTemp(f)
+		s.discardTemp(f)
 		return nil, err
 	}
 	e := &entry{key: entryKey{kindCAS, d.Hash}, size: d.Size, stored: w.Stored, zstd: w.Zstd, sums: w.Sums}
@@ -133,7 +133,7 @@ func (s *Store) putFile(k entryKey, data []byte) error {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		discardTemp(f)
+		s.discardTemp(f)
 		return err
 	}
 	n := int64(len(data))

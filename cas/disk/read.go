@@ -11,6 +11,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
@@ -42,7 +43,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		return nil, cas.ErrClosed
 	}
 	var e entry
-	var f *os.File
+	var f vfs.File
 	var sums []uint32
 	// A blob can be committed again, in the other form (plain or
 	// compressed), between its lookup and its open: then its file is gone,
@@ -68,7 +69,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 			return nil, err
 		}
 		var err error
-		f, err = os.Open(s.filePath(&e))
+		f, err = s.fs.Open(s.filePath(&e))
 		if errors.Is(err, fs.ErrNotExist) {
 			if attempt < 2 {
 				continue

@@ -10,7 +10,7 @@ import (
 
 // rebuild fills the index from cas/ and ac/, oldest modification first.
 func (s *Store) rebuild() error {
-	found, err := files.Load(s.dir, []string{kindCAS.dir(), kindAC.dir()}, func(kind string) bool { return kind == kindCAS.dir() }, s.log)
+	found, err := files.Load(s.fs, s.dir, []string{kindCAS.dir(), kindAC.dir()}, func(kind string) bool { return kind == kindCAS.dir() }, s.log)
 	if err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func (s *Store) rebuild() error {
 		}
 		s.insertLocked(e)
 	}
-	ck, err := packindex.OpenCheckpoint(filepath.Join(s.dir, checkpointName))
+	ck, err := packindex.OpenCheckpoint(s.fs, filepath.Join(s.dir, checkpointName))
 	if err != nil {
 		s.log.Warn("ignoring the index checkpoint: scanning every pack segment", "err", err)
 	}

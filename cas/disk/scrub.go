@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -76,7 +75,7 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
 	if p.Wait(scrubListingCost) != nil {
 		return
 	}
-	ents, err := os.ReadDir(filepath.Join(s.dir, kindCAS.dir(), shard))
+	ents, err := s.fs.ReadDir(filepath.Join(s.dir, kindCAS.dir(), shard))
 	s.mu.Lock()
 	s.scrubListings++
 	s.mu.Unlock()
@@ -102,7 +101,7 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
 		if p.Wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
 			return
 		}
-		f, err := os.Open(s.filePath(&e))
+		f, err := s.fs.Open(s.filePath(&e))
 		if err != nil {
 			continue // evicted since
 		}

@@ -7,23 +7,22 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/pace"
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
 // ErrLocked: another process has the store's directory open (OpenStore).
-var ErrLocked = fileio.ErrLocked
+var ErrLocked = vfs.ErrLocked
 
 // Store is a content-addressed disk store with least-recently-used eviction.
 //
@@ -46,7 +45,8 @@ type Store struct {
 	tmpDir  string
 	maxSize int64
 	log     *slog.Logger
-	lock    *fileio.DirLock
+	fs      vfs.FS // vfs.Default, or WithFS's
+	lock    vfs.DirLock
 
 	// noReadChecks: reads trust the disk after a blob's first check
 	// (WithoutReadChecks; readcheck.go).
@@ -87,8 +87,10 @@ type Store struct {
 	segSize   int64         // bytes of slots a segment takes before it is sealed
 	segments  *packs.Set    // shares mu
 	syncEvery time.Duration // WithPackSync: 0, records are durable when acknowledged
-	tick      uint64        // counts uses and segments: the store's clock of recency
-	refreshes chan refresh  // packed entries to copy forward out of old segments; nil once closed
+	// syncByHand: the syncer's passes are a test's (packs.Config.SyncByHand).
+	syncByHand bool
+	tick       uint64       // counts uses and segments: the store's clock of recency
+	refreshes  chan refresh // packed entries to copy forward out of old segments; nil once closed
 
 	// Index checkpoints (checkpoint.go); guarded by mu.
 	sinceCheckpoint    int64          // packed records indexed since the last was started
@@ -101,12 +103,14 @@ type Store struct {
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 }
 
-// OpenStore opens (creating if needed) the store in dir. maxSize is the
-// number of bytes of blobs and action results kept on disk; 0 means no limit.
-// It takes an exclusive lock on dir (held until Close; an error wrapping
+// OpenStore opens the store in dir, creating dir (and the parents it
+// lacks, each synced into its parent, so that a machine crash keeps them)
+// if need be. maxSize is the number of bytes of blobs and action results
+// kept on disk; 0 means no limit. It takes an exclusive lock on dir (held until Close; an error wrapping
 // ErrLocked names the process holding it), removes files left in tmp/ by a
 // previous run, rebuilds the index from disk and evicts down to maxSize.
-// logger may be nil. Options: WithCompression.
+// logger may be nil. Options: WithCompression, WithPacks, WithPackSync,
+// WithoutReadChecks, WithFS.
 func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOption) (_ *Store, err error) {
 	if maxSize < 0 {
 		return nil, fmt.Errorf("disk: max size %d is negative", maxSize)
@@ -119,6 +123,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		tmpDir:  filepath.Join(dir, "tmp"),
 		maxSize: maxSize,
 		log:     logger,
+		fs:      vfs.Default,
 		files:   make(map[entryKey]*entry),
 		lru:     list.New(),
 
@@ -135,12 +140,12 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		}
 	}
 	s.setupPacks()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := files.MakeDir(s.fs, dir); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
 	// Before anything in dir is touched: another process's tmp/ is not ours
 	// to empty.
-	if s.lock, err = fileio.LockDir(dir); err != nil {
+	if s.lock, err = s.fs.LockDir(dir); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
 	defer func() {
@@ -148,10 +153,10 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 			s.lock.Unlock()
 		}
 	}()
-	if err := files.MakeDirs(dir, []string{"tmp", packDirName}, []string{kindCAS.dir(), kindAC.dir()}); err != nil {
+	if err := files.MakeDirs(s.fs, dir, []string{"tmp", packDirName}, []string{kindCAS.dir(), kindAC.dir()}); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	if err := files.RemoveTemps(s.tmpDir, s.log); err != nil {
+	if err := files.RemoveTemps(s.fs, s.tmpDir, s.log); err != nil {
 		return nil, err
 	}
 	if err := s.rebuild(); err != nil {
@@ -168,6 +173,13 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	logger.Info("cas store opened", "dir", dir, "entries", entries, "bytes", stored, "max_bytes", maxSize,
 		"pack_segments", segments, "segments_scanned", scanned, "index_checkpoint", fromCheckpoint)
 	return s, nil
+}
+
+// WithFS makes the store keep its files in fsys instead of the operating
+// system's file system (vfs.Default): a test's vfs.MemFS, which forgets
+// at a crash what was not synced.
+func WithFS(fsys vfs.FS) StoreOption {
+	return func(s *Store) { s.fs = fsys }
 }
 
 // packDirName is the directory of the pack segments (package packs) under
@@ -197,7 +209,7 @@ func (s *Store) Close() error {
 			s.log.Warn("writing the index checkpoint (the next start scans every pack segment)", "err", err)
 		}
 	}
-	err := files.RemoveTemps(s.tmpDir, s.log)
+	err := files.RemoveTemps(s.fs, s.tmpDir, s.log)
 	if uerr := s.lock.Unlock(); err == nil {
 		err = uerr
 	}
@@ -257,7 +269,7 @@ func (s *Store) closePacks() {
 
 // removeFile unlinks e's file; a file already gone is no error.
 func (s *Store) removeFile(e *entry) {
-	if err := os.Remove(s.filePath(e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.fs.Remove(s.filePath(e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Error("removing", "hash", e.key.hash, "err", err)
 	}
 }

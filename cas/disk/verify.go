@@ -9,6 +9,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // Integrity at rest. A blob is published only after its hash was checked,
@@ -64,7 +65,7 @@ var errReplaced = errors.New("entry replaced since it was opened")
 // (errCorrupt, or the blob is gone), errReplaced, or the error that stopped
 // the check (ctx, I/O). With nil it returns the blob's block sums, for its
 // reads to check (readcheck.go): nil for a blob kept compressed.
-func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force bool, pace func(int) error) ([]uint32, error) {
+func (s *Store) checkBlob(ctx context.Context, opened entry, f vfs.File, force bool, pace func(int) error) ([]uint32, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
@@ -121,7 +122,7 @@ func (s *Store) checkBlob(ctx context.Context, opened entry, f *os.File, force b
 // content does not match (and el is still that entry, not replaced by a
 // commit since: that one's content was checked on its way in). It returns
 // the blob's block sums, taken as it hashed, if it matched.
-func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *entry, opened entry, f *os.File, fi os.FileInfo, pace func(int) error) ([]uint32, error) {
+func (s *Store) runCheck(ctx context.Context, c *blobCheck, el *entry, opened entry, f vfs.File, fi os.FileInfo, pace func(int) error) ([]uint32, error) {
 	e := el
 	k := opened.key
 	var sum string

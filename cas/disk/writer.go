@@ -3,24 +3,24 @@ package disk
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
-func (s *Store) createTemp() (*os.File, error) {
+func (s *Store) createTemp() (vfs.File, error) {
 	if s.isClosed() {
 		return nil, cas.ErrClosed
 	}
-	return os.CreateTemp(s.tmpDir, "upload-*")
+	return s.fs.CreateTemp(s.tmpDir, "upload-*")
 }
 
 // discardTemp closes and removes a temporary file.
-func discardTemp(f *os.File) {
+func (s *Store) discardTemp(f vfs.File) {
 	f.Close()
-	os.Remove(f.Name())
+	s.fs.Remove(f.Name())
 }
 
 // commitTemp makes the temporary file f, whose content is complete and
@@ -30,7 +30,7 @@ func discardTemp(f *os.File) {
 // about the same time at once. reserved is what a Writer reserved for f's
 // bytes: it becomes the entry's size in the same locked step, or is
 // released on error. On error f is removed.
-func (s *Store) commitTemp(f *os.File, e *entry, reserved int64) error {
+func (s *Store) commitTemp(f vfs.File, e *entry, reserved int64) error {
 	c := s.pendingCommit(f, e, reserved)
 	s.committer.commit(c)
 	return c.err
@@ -38,7 +38,7 @@ func (s *Store) commitTemp(f *os.File, e *entry, reserved int64) error {
 
 // pendingCommit prepares f for the group commit as entry e (its key, sizes
 // and form), which the commit takes over.
-func (s *Store) pendingCommit(f *os.File, e *entry, reserved int64) *pendingCommit {
+func (s *Store) pendingCommit(f vfs.File, e *entry, reserved int64) *pendingCommit {
 	// The content was checked on its way in: as of this modification time
 	// it is verified (verify.go). Without it, the first read re-hashes.
 	if fi, err := f.Stat(); err == nil {
@@ -68,10 +68,10 @@ func (s *Store) NewWriter(_ context.Context, d cas.Digest, arrived cas.Encoding)
 		c := zstdseek.NewFrameCompressor(s.zp, s.buffers)
 		z = &c
 	}
-	return files.NewWriter(d, f, z, files.Hooks{
+	return files.NewWriter(s.fs, d, f, z, files.Hooks{
 		Reserve:   s.reserve,
 		Unreserve: s.unreserve,
-		Commit: func(f *os.File, c files.Written, reserved int64) error {
+		Commit: func(f vfs.File, c files.Written, reserved int64) error {
 			e := &entry{key: entryKey{kindCAS, c.Digest.Hash}, size: c.Digest.Size, stored: c.Stored, zstd: c.Zstd, sums: c.Sums}
 			return s.commitTemp(f, e, reserved)
 		},

@@ -13,6 +13,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/disktest"
 	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/zstdseek"
@@ -334,7 +335,7 @@ func TestStoreDamagedCompressedBlob(t *testing.T) {
 	d = writeBlob(t, s, data, cas.Uncompressed, 1<<20)
 	damage(d, flip, true)
 	e, _ := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, false)
-	f, err := os.Open(path(d))
+	f, err := vfs.Default.Open(path(d))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,11 @@ package files
 import (
 	"context"
 	"io"
-	"os"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
@@ -18,7 +17,7 @@ import (
 // readable even if the blob is evicted meanwhile (POSIX keeps an unlinked
 // file's data until its last descriptor closes).
 type Blob struct {
-	f    *os.File // nil for the empty blob
+	f    vfs.File // nil for the empty blob
 	size int64
 	zp   *zstdseek.Pool // for ReadZstd
 	// checked reads f block by block against its sums (package
@@ -30,7 +29,7 @@ type Blob struct {
 // NewBlob returns the blob of size bytes in f, read through checked if not
 // nil; f nil is the empty blob. zp compresses it for ReadZstd. Close closes
 // f.
-func NewBlob(f *os.File, size int64, zp *zstdseek.Pool, checked *integrity.File) *Blob {
+func NewBlob(f vfs.File, size int64, zp *zstdseek.Pool, checked *integrity.File) *Blob {
 	return &Blob{f: f, size: size, zp: zp, checked: checked}
 }
 
@@ -54,7 +53,7 @@ func (b *Blob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, 
 	return zstdfile.CompressChunks(ctx, b.zp, b, off, pool, chunkSize, fn)
 }
 
-// WriteRange writes [off, end) from the file to w (fileio.CopyRange:
+// WriteRange writes [off, end) from the file to w (vfs.CopyRange:
 // sendfile to a TCP connection), with reads checked a step of blocks at a
 // time before the step is written (integrity.File.WriteRange); see
 // cas.BlobReader. It moves the file's offset, which nothing else reads.
@@ -65,7 +64,7 @@ func (b *Blob) WriteRange(_ context.Context, w io.Writer, off, end int64, pool m
 	case b.checked != nil:
 		return b.checked.WriteRange(w, off, end, pool)
 	}
-	return fileio.CopyRange(w, b.f, off, end-off)
+	return vfs.CopyRange(w, b.f, off, end-off)
 }
 
 // ReadAt implements io.ReaderAt.

@@ -2,11 +2,10 @@ package files
 
 import (
 	"net"
-	"os"
 
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -15,10 +14,10 @@ import (
 // frame shows the blob compresses, else plain with one writev. It returns
 // the blob as written, for the store to commit; on error f is the
 // caller's to discard.
-func WriteBlob(f *os.File, d cas.Digest, data net.Buffers, z *zstdseek.FrameCompressor) (Written, error) {
+func WriteBlob(f vfs.File, d cas.Digest, data net.Buffers, z *zstdseek.FrameCompressor) (Written, error) {
 	w := Written{Digest: d, Stored: d.Size}
 	if z == nil {
-		_, err := fileio.WriteBuffers(f, data)
+		_, err := vfs.WriteBuffers(f, data)
 		w.Sums = integrity.SumsOf(data)
 		return w, err
 	}

@@ -7,6 +7,6 @@
 // block (package integrity). Where a file goes, its index entry and its eviction are the
 // store's (package disk), reached through Hooks.
 //
-// Of the cache it imports cas, fileio, integrity, zstdfile (a Blob read
-// compressed) and zstdseek.
+// Of the cache it imports cas, vfs (the file system), integrity,
+// zstdfile (a Blob read compressed) and zstdseek.
 package files

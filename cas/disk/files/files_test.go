@@ -14,12 +14,13 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
-func tempFile(t *testing.T) *os.File {
+func tempFile(t *testing.T) vfs.File {
 	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "upload-*")
+	f, err := vfs.Default.CreateTemp(t.TempDir(), "upload-*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestWriterCommitsWhatMatches(t *testing.T) {
 	hooks := files.Hooks{
 		Reserve:   func(n int64) error { reserved += n; return nil },
 		Unreserve: func(n int64) { reserved -= n },
-		Commit: func(f *os.File, c files.Written, r int64) error {
+		Commit: func(f vfs.File, c files.Written, r int64) error {
 			if r != reserved {
 				t.Errorf("committed with %d reserved; the store counts %d", r, reserved)
 			}
@@ -46,7 +47,7 @@ func TestWriterCommitsWhatMatches(t *testing.T) {
 			return nil
 		},
 	}
-	w := files.NewWriter(d, tempFile(t), nil, hooks)
+	w := files.NewWriter(vfs.Default, d, tempFile(t), nil, hooks)
 	if _, err := w.WriteBuffers([][]byte{data[:1000], data[1000:]}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestWriterCommitsWhatMatches(t *testing.T) {
 		t.Fatalf("committed %+v", got)
 	}
 
-	w = files.NewWriter(d, tempFile(t), nil, hooks)
+	w = files.NewWriter(vfs.Default, d, tempFile(t), nil, hooks)
 	if _, err := w.Write(data[:10]); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestParseName(t *testing.T) {
 // kind keeps none are left out; RemoveTemps empties tmp/.
 func TestLayout(t *testing.T) {
 	dir := t.TempDir()
-	if err := files.MakeDirs(dir, []string{"tmp"}, []string{"cas", "ac"}); err != nil {
+	if err := files.MakeDirs(vfs.Default, dir, []string{"tmp"}, []string{"cas", "ac"}); err != nil {
 		t.Fatal(err)
 	}
 	a := cas.DigestOf([]byte("a")).Hash
@@ -133,7 +134,7 @@ func TestLayout(t *testing.T) {
 	write(files.ZstdPath(dir, "ac", a, 7), 3, 0) // no compressed action results
 	write(filepath.Join(dir, "cas", a[:2], "stray"), 1, 0)
 	write(filepath.Join(dir, "tmp", "upload-1"), 1, 0)
-	found, err := files.Load(dir, []string{"cas", "ac"}, func(kind string) bool { return kind == "cas" }, slog.New(slog.DiscardHandler))
+	found, err := files.Load(vfs.Default, dir, []string{"cas", "ac"}, func(kind string) bool { return kind == "cas" }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestLayout(t *testing.T) {
 		found[1].Kind != "cas" || found[1].Hash != a || !found[1].Zstd || found[1].Size != 1000 || found[1].Stored != 10 {
 		t.Fatalf("found %+v; want the action result, then the compressed blob", found)
 	}
-	if err := files.RemoveTemps(filepath.Join(dir, "tmp"), slog.New(slog.DiscardHandler)); err != nil {
+	if err := files.RemoveTemps(vfs.Default, filepath.Join(dir, "tmp"), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(ents) != 0 {

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // The files of blobs live under a store's directory, in one directory per
@@ -34,48 +33,65 @@ func ZstdPath(dir, kind, hash string, size int64) string {
 	return Path(dir, kind, hash) + "-" + strconv.FormatInt(size, 10) + ".zst"
 }
 
-// MakeDirs creates under dir the directories plain and the 256 shard
-// directories of each of kinds that are missing, and syncs the parents of
-// those it created, so that a commit never has to create (and make
-// durable) a directory before its rename.
-func MakeDirs(dir string, plain, kinds []string) error {
-	for _, sub := range plain {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+// MakeDir creates directory dir in fsys, and the parents it lacks, and
+// makes each it created durable (syncs its parent): the directory a first
+// start made must outlive a crash of the machine with the blobs in it.
+func MakeDir(fsys vfs.FS, dir string) error {
+	err := fsys.Mkdir(dir)
+	if errors.Is(err, fs.ErrNotExist) && filepath.Dir(dir) != dir {
+		if err := MakeDir(fsys, filepath.Dir(dir)); err != nil {
+			return err
+		}
+		err = fsys.Mkdir(dir)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(dir))
+}
+
+// MakeDirs creates in fsys under dir the directories plain and the 256
+// shard directories of each of kinds that are missing, and syncs the
+// parents of those it created, so that a commit never has to create (and
+// make durable) a directory before its rename.
+func MakeDirs(fsys vfs.FS, dir string, plain, kinds []string) error {
+	for _, sub := range append(slices.Clip(plain), kinds...) {
+		if err := fsys.Mkdir(filepath.Join(dir, sub)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 	}
 	for _, kind := range kinds {
 		top := filepath.Join(dir, kind)
-		if err := os.MkdirAll(top, 0o755); err != nil {
-			return err
-		}
 		created := false
 		for i := range 256 {
-			err := os.Mkdir(filepath.Join(top, fmt.Sprintf("%02x", i)), 0o755)
+			err := fsys.Mkdir(filepath.Join(top, fmt.Sprintf("%02x", i)))
 			if err != nil && !errors.Is(err, fs.ErrExist) {
 				return err
 			}
 			created = created || err == nil
 		}
 		if created {
-			if err := fileio.SyncDir(top); err != nil {
+			if err := fsys.SyncDir(top); err != nil {
 				return err
 			}
 		}
 	}
-	return fileio.SyncDir(dir)
+	return fsys.SyncDir(dir)
 }
 
-// RemoveTemps deletes whatever is in tmpDir: uploads a previous run (or
-// this one, at Close) never completed.
-func RemoveTemps(tmpDir string, log *slog.Logger) error {
-	ents, err := os.ReadDir(tmpDir)
+// RemoveTemps deletes whatever is in tmpDir of fsys: uploads a previous
+// run (or this one, at Close) never completed.
+func RemoveTemps(fsys vfs.FS, tmpDir string, log *slog.Logger) error {
+	ents, err := fsys.ReadDir(tmpDir)
 	if err != nil {
 		return fmt.Errorf("disk: %w", err)
 	}
 	for _, e := range ents {
 		p := filepath.Join(tmpDir, e.Name())
-		if err := os.RemoveAll(p); err != nil {
+		if err := fsys.RemoveAll(p); err != nil {
 			return fmt.Errorf("disk: removing stray temporary file: %w", err)
 		}
 		log.Info("removed stray temporary file", "path", p)
@@ -92,14 +108,14 @@ type Found struct {
 	ModTime    time.Time
 }
 
-// Load lists the blobs' files of each of kinds under dir, oldest
+// Load lists the blobs' files of each of kinds under dir in fsys, oldest
 // modification first. A name that is no blob's (or a compressed file where
 // compressed is false for its kind) is logged and left alone.
-func Load(dir string, kinds []string, compressed func(kind string) bool, log *slog.Logger) ([]Found, error) {
+func Load(fsys vfs.FS, dir string, kinds []string, compressed func(kind string) bool, log *slog.Logger) ([]Found, error) {
 	var all []Found
 	for _, kind := range kinds {
 		root := filepath.Join(dir, kind)
-		shards, err := os.ReadDir(root)
+		shards, err := fsys.ReadDir(root)
 		if err != nil {
 			return nil, fmt.Errorf("disk: %w", err)
 		}
@@ -108,7 +124,7 @@ func Load(dir string, kinds []string, compressed func(kind string) bool, log *sl
 				log.Warn("ignoring unexpected file in store", "path", filepath.Join(root, shard.Name()))
 				continue
 			}
-			ents, err := os.ReadDir(filepath.Join(root, shard.Name()))
+			ents, err := fsys.ReadDir(filepath.Join(root, shard.Name()))
 			if err != nil {
 				return nil, fmt.Errorf("disk: %w", err)
 			}

@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"os"
 
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -24,9 +23,10 @@ import (
 // uploads in progress evict stored entries like committed ones do, and can
 // never take the disk past the maximum size.
 type Writer struct {
+	fs       vfs.FS
 	hooks    Hooks
 	d        cas.Digest
-	f        *os.File // nil while suspended
+	f        vfs.File // nil while suspended
 	name     string   // the temporary file's path
 	h        hash.Hash
 	n        int64
@@ -51,7 +51,7 @@ type Hooks struct {
 	// Commit makes f, its content complete and checked as c says,
 	// the blob, durably (the group commit), counting it in place of the
 	// reserved bytes; on error it removes f.
-	Commit func(f *os.File, c Written, reserved int64) error
+	Commit func(f vfs.File, c Written, reserved int64) error
 }
 
 // Written is a blob a Writer wrote, as it is on disk.
@@ -62,11 +62,12 @@ type Written struct {
 	Sums   []uint32 // the file's block sums, as written
 }
 
-// NewWriter returns the writer of blob d into f, a new temporary file. z,
+// NewWriter returns the writer of blob d into f, a new temporary file of
+// fsys (which a suspended writer opens again, and Abort removes). z,
 // if not nil, compresses the blob into frames as it arrives (the store's
 // policy), unless its first frame shows it does not compress.
-func NewWriter(d cas.Digest, f *os.File, z *zstdseek.FrameCompressor, hooks Hooks) *Writer {
-	return &Writer{hooks: hooks, d: d, f: f, name: f.Name(), h: sha256.New(), sums: integrity.NewSums(d.Size), z: z}
+func NewWriter(fsys vfs.FS, d cas.Digest, f vfs.File, z *zstdseek.FrameCompressor, hooks Hooks) *Writer {
+	return &Writer{fs: fsys, hooks: hooks, d: d, f: f, name: f.Name(), h: sha256.New(), sums: integrity.NewSums(d.Size), z: z}
 }
 
 // Hash is the running SHA-256 of what was written (Sum leaves it as it
@@ -89,9 +90,9 @@ func (w *Writer) Written() int64 { return w.n }
 
 // file returns the temporary file, opening it again (for appending) if the
 // writer was suspended.
-func (w *Writer) file() (*os.File, error) {
+func (w *Writer) file() (vfs.File, error) {
 	if w.f == nil {
-		f, err := os.OpenFile(w.name, os.O_WRONLY|os.O_APPEND, 0)
+		f, err := w.fs.OpenAppend(w.name)
 		if err != nil {
 			return nil, fmt.Errorf("disk: resuming an upload: %w", err)
 		}
@@ -140,7 +141,7 @@ func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := fileio.WriteBuffers(f, bufs)
+	n, err := vfs.WriteBuffers(f, bufs)
 	for rest := n; rest > 0; bufs = bufs[1:] { // hash what was written
 		k := min(rest, len(bufs[0]))
 		w.h.Write(bufs[0][:k])
@@ -153,7 +154,7 @@ func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 
 // prepare checks that n more bytes may be written, reserves room for them
 // and returns the file to write them to.
-func (w *Writer) prepare(n int64) (*os.File, error) {
+func (w *Writer) prepare(n int64) (vfs.File, error) {
 	if w.end {
 		return nil, errors.New("disk: write after Commit or Abort")
 	}
@@ -240,6 +241,6 @@ func (w *Writer) Abort() {
 	if w.f != nil {
 		w.f.Close()
 	}
-	os.Remove(w.name)
+	w.fs.Remove(w.name)
 	w.hooks.Unreserve(w.reserved)
 }

@@ -19,6 +19,6 @@
 // hash, but what it guards against is a disk, not an adversary: an
 // adversary who can write the store's files can also write its index.
 //
-// It imports cas, zstdseek, zstdfile and packfile (for the CRC-32C the
-// pack records use too), never the store.
+// It imports cas, zstdseek, zstdfile, vfs (the files it reads) and
+// packfile (for the CRC-32C the pack records use too), never the store.
 package integrity

@@ -3,18 +3,17 @@ package integrity
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // File reads a file whose blocks have sums, checking each block before it
 // hands on any of it.
 type File struct {
-	f    *os.File
+	f    vfs.File
 	size int64 // of the file as stored
 	sums []uint32
 	fail func(detail string) error
@@ -24,7 +23,7 @@ type File struct {
 // have sums. A block that does not match, or a file shorter than size,
 // fails the read with what fail returns, given what was found (the store
 // removes the blob there, and returns ErrCorrupt).
-func NewFile(f *os.File, size int64, sums []uint32, fail func(detail string) error) *File {
+func NewFile(f vfs.File, size int64, sums []uint32, fail func(detail string) error) *File {
 	return &File{f: f, size: size, sums: sums, fail: fail}
 }
 
@@ -75,7 +74,7 @@ func (c *File) ReadChunks(off, end int64, pool membuf.BufferPool, chunkSize int,
 // enough that its pages are still in the page cache when they are sent.
 const sendStep = 16 * Block
 
-// WriteRange writes [off, end) of the file to w with fileio.CopyRange
+// WriteRange writes [off, end) of the file to w with vfs.CopyRange
 // (sendfile to a TCP connection: the bytes go from the page cache to the
 // socket, never copied into the process), a step of whole blocks at a
 // time, each checked first: read a block at a time into one buffer from
@@ -97,7 +96,7 @@ func (c *File) WriteRange(w io.Writer, off, end int64, pool membuf.BufferPool) (
 			}
 		}
 		from, to := max(off, pos), min(end, stepEnd)
-		n, err := fileio.CopyRange(w, c.f, from, to-from)
+		n, err := vfs.CopyRange(w, c.f, from, to-from)
 		written += n
 		if err != nil {
 			return written, err

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/membuf/membuf/internal/syncpool"
@@ -50,7 +50,7 @@ type Content struct {
 // A file shorter than that, a damaged frame or a bad seek table is
 // ErrCorrupt. pace, if not nil, is called after each chunk hashed, with
 // its length, and may wait (the scrubber's rate); its error stops it.
-func HashContent(ctx context.Context, f *os.File, c Content, pace func(int) error) (string, []uint32, int64, error) {
+func HashContent(ctx context.Context, f vfs.File, c Content, pace func(int) error) (string, []uint32, int64, error) {
 	bp := Buffers.Get()
 	defer Buffers.Put(bp)
 	buf := *bp
@@ -90,7 +90,7 @@ func HashContent(ctx context.Context, f *os.File, c Content, pace func(int) erro
 // into a buffer from c.Buffers and decompressed into buf (which holds
 // maxStoredFrame bytes, the largest frame a seek table may give). It also
 // takes the block sums of the file as stored, frames and seek table.
-func hashFrames(ctx context.Context, f *os.File, c Content, buf []byte, pace func(int) error) (string, []uint32, int64, error) {
+func hashFrames(ctx context.Context, f vfs.File, c Content, buf []byte, pace func(int) error) (string, []uint32, int64, error) {
 	t, err := zstdseek.ReadSeekTable(f, c.Stored, c.Size)
 	if errors.Is(err, zstdseek.ErrSeekTable) {
 		return "", nil, 0, fmt.Errorf("%w: %v", ErrCorrupt, err)

@@ -16,17 +16,18 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
 // stored writes data to a file and returns it open, with its block sums.
-func stored(t *testing.T, data []byte) (*os.File, []uint32) {
+func stored(t *testing.T, data []byte) (vfs.File, []uint32) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "blob")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
+	f, err := vfs.Default.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,10 @@ package integrity
 
 import (
 	"net"
-	"os"
 	"slices"
 
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // Block is the span of stored bytes one CRC covers in a file, and the unit
@@ -56,7 +56,7 @@ func (b *Sums) Finish() []uint32 {
 // SummingFile writes to F and takes the block sums of what it wrote: the
 // writer a compressor writes a file through.
 type SummingFile struct {
-	F    *os.File
+	F    vfs.File
 	Sums *Sums
 }
 

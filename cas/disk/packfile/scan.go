@@ -2,9 +2,15 @@ package packfile
 
 import (
 	"io"
-	"os"
+	"io/fs"
 	"slices"
 )
+
+// Segment is a segment's file as Scan reads it (an *os.File, a vfs.File).
+type Segment interface {
+	io.ReaderAt
+	Stat() (fs.FileInfo, error)
+}
 
 // Record is a committed record found by Scan.
 type Record struct {
@@ -19,7 +25,7 @@ type Record struct {
 // out. Anything that is not a valid header (a torn write, a hole) is
 // stepped over 64 bytes at a time; a record of another segment (the file's
 // earlier life) is stepped over whole.
-func Scan(f *os.File, checkData bool, maxSize int64, seq uint64) ([]Record, int64, error) {
+func Scan(f Segment, checkData bool, maxSize int64, seq uint64) ([]Record, int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, 0, err

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // tableOf returns a table of n records spread over segments 0 to 3, every
@@ -115,14 +116,14 @@ func TestCheckpointDamage(t *testing.T) {
 func TestSaveCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "index.ckpt")
-	if c, err := packindex.OpenCheckpoint(path); c != nil || err != nil {
+	if c, err := packindex.OpenCheckpoint(vfs.Default, path); c != nil || err != nil {
 		t.Fatalf("OpenCheckpoint of no file: %v, %v; want nil, nil", c, err)
 	}
 	tab := tableOf(t, 1000)
-	if err := packindex.SaveCheckpoint(path, dir, []packindex.Segment{{Seq: 2, Size: 9}}, tab.ShardRecords); err != nil {
+	if err := packindex.SaveCheckpoint(vfs.Default, path, dir, []packindex.Segment{{Seq: 2, Size: 9}}, tab.ShardRecords); err != nil {
 		t.Fatal(err)
 	}
-	c, err := packindex.OpenCheckpoint(path)
+	c, err := packindex.OpenCheckpoint(vfs.Default, path)
 	if err != nil {
 		t.Fatal(err)
 	}

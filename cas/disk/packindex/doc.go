@@ -9,5 +9,5 @@
 // It knows records and their layout, not segments' files, eviction or
 // which segments a start may trust: those are package disk's. Of the cache
 // it imports packfile (for the CRC-32C the pack segments use too) and
-// fileio (to make a checkpoint durable).
+// vfs (the file system a checkpoint is made durable in).
 package packindex

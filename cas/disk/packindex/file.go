@@ -3,32 +3,34 @@ package packindex
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io"
+	"io/fs"
 	"path/filepath"
 
-	"github.com/membuf/membuf/cas/disk/fileio"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // SaveCheckpoint writes a checkpoint (WriteCheckpoint) to a temporary file
-// in tmpDir, makes it durable and renames it to path, whose directory it
-// then syncs: a crash leaves the old checkpoint or the new one, whole.
-func SaveCheckpoint(path, tmpDir string, segs []Segment, shard func(i int, dst []Record) []Record) error {
-	tmp, err := os.CreateTemp(tmpDir, "index-*.ckpt")
+// in tmpDir of fsys, makes it durable and renames it to path, whose
+// directory it then syncs: a crash leaves the old checkpoint or the new
+// one, whole.
+func SaveCheckpoint(fsys vfs.FS, path, tmpDir string, segs []Segment, shard func(i int, dst []Record) []Record) error {
+	tmp, err := fsys.CreateTemp(tmpDir, "index-*.ckpt")
 	if err != nil {
 		return fmt.Errorf("disk: checkpoint: %w", err)
 	}
-	defer os.Remove(tmp.Name()) // after the rename, nothing
+	defer fsys.Remove(tmp.Name()) // after the rename, nothing
 	defer tmp.Close()
 	if err := WriteCheckpoint(tmp, segs, shard); err != nil {
 		return fmt.Errorf("disk: checkpoint: %w", err)
 	}
-	if err := fileio.Fdatasync(tmp); err != nil {
+	if err := tmp.Datasync(); err != nil {
 		return fmt.Errorf("disk: checkpoint: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := fsys.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("disk: checkpoint: %w", err)
 	}
-	if err := fileio.SyncDir(filepath.Dir(path)); err != nil {
+	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("disk: checkpoint: %w", err)
 	}
 	return nil
@@ -37,21 +39,26 @@ func SaveCheckpoint(path, tmpDir string, segs []Segment, shard func(i int, dst [
 // CheckpointFile is a checkpoint's file being read.
 type CheckpointFile struct {
 	*CheckpointReader
-	f *os.File
+	f vfs.File
 }
 
-// OpenCheckpoint opens the checkpoint at path and reads its header. No
-// file there is (nil, nil); one whose header does not check out is an
-// error. The caller closes it.
-func OpenCheckpoint(path string) (*CheckpointFile, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+// OpenCheckpoint opens the checkpoint at path in fsys and reads its
+// header. No file there is (nil, nil); one whose header does not check
+// out is an error. The caller closes it.
+func OpenCheckpoint(fsys vfs.FS, path string) (*CheckpointFile, error) {
+	f, err := fsys.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	r, err := NewCheckpointReader(f)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r, err := NewCheckpointReader(io.NewSectionReader(f, 0, fi.Size()))
 	if err != nil {
 		f.Close()
 		return nil, err

@@ -13,7 +13,7 @@
 // current (its index, packindex.Table), what each counts, when a segment
 // is evicted, when a commit is acknowledged. The set shares its owner's
 // lock (Config.Mu), so that a slot, an eviction and an index update are
-// one step under it. Of the cache it imports cas, fileio, packfile,
+// one step under it. Of the cache it imports cas, vfs, packfile,
 // integrity (for its buffers), zstdfile and zstdseek (a Blob read
 // compressed).
 package packs

@@ -3,7 +3,6 @@ package packs
 import (
 	"cmp"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -27,7 +26,7 @@ type Scanned struct {
 // a new one for writes. Called once, before anything else uses the set.
 func (s *Set) Load(trusted map[uint64]int64) ([]Scanned, error) {
 	dir := s.cfg.Dir
-	ents, err := os.ReadDir(dir)
+	ents, err := s.cfg.FS.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
@@ -39,7 +38,7 @@ func (s *Set) Load(trusted map[uint64]int64) ([]Scanned, error) {
 			continue
 		}
 		name := filepath.Join(dir, de.Name())
-		f, err := os.OpenFile(name, os.O_RDWR, 0)
+		f, err := s.cfg.FS.OpenReadWrite(name)
 		if err != nil {
 			return nil, fmt.Errorf("disk: %w", err)
 		}
@@ -49,7 +48,7 @@ func (s *Set) Load(trusted map[uint64]int64) ([]Scanned, error) {
 				s.spare = append(s.spare, spareFile{f, name})
 			} else {
 				f.Close()
-				os.Remove(name)
+				s.cfg.FS.Remove(name)
 			}
 			continue
 		}

@@ -2,11 +2,10 @@ package packs
 
 import (
 	"net"
-	"os"
 	"time"
 
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // Segment is one pack file (package packfile). Records are appended to the
@@ -20,7 +19,7 @@ import (
 // slot taken in it (TakeSlotLocked, until ReleaseSlotLocked) or by Hold.
 type Segment struct {
 	Seq  uint64 // its number: segments are made, and evicted, in order
-	f    *os.File
+	f    vfs.File
 	name string // the file's path now (.open, then .pack)
 
 	Size    int64  // bytes taken by slots: where the next one starts
@@ -54,12 +53,12 @@ func (seg *Segment) ReadAt(p []byte, off int64) (int, error) { return seg.f.Read
 // WriteAt writes bufs at off with one pwritev, into the slot the caller
 // took (TakeSlotLocked), and returns how many bytes it wrote.
 func (seg *Segment) WriteAt(bufs [][]byte, off int64) (int, error) {
-	return fileio.WriteBuffersAt(seg.f, bufs, off)
+	return vfs.WriteBuffersAt(seg.f, bufs, off)
 }
 
 // Sync makes what was written to the segment durable (fdatasync); the
 // caller holds the segment.
-func (seg *Segment) Sync() error { return fileio.Fdatasync(seg.f) }
+func (seg *Segment) Sync() error { return seg.f.Datasync() }
 
 // ModTime is when the segment's file was last written (for ordering it
 // among other entries at start); the zero time if that cannot be known.
@@ -78,7 +77,7 @@ func (seg *Segment) ModTime() time.Time {
 func (seg *Segment) WriteHeader(kind uint8, hash string, state uint8, size int64, crc uint32, dataOff int64) error {
 	var b [packfile.HeaderLen]byte
 	seg.encodeHeader(b[:], kind, hash, state, size, crc)
-	_, err := seg.f.WriteAt(b[:], dataOff-packfile.HeaderLen)
+	_, err := vfs.WriteAt(seg.f, b[:], dataOff-packfile.HeaderLen)
 	return err
 }
 
@@ -95,7 +94,7 @@ func (seg *Segment) WriteRecord(kind uint8, hash string, data net.Buffers, crc u
 	seg.encodeHeader(hdr[:], kind, hash, packfile.Committed, size, crc)
 	iov := make(net.Buffers, 0, 1+len(data))
 	iov = append(append(iov, hdr[:]), data...)
-	_, err := fileio.WriteBuffersAt(seg.f, iov, dataOff-packfile.HeaderLen)
+	_, err := vfs.WriteBuffersAt(seg.f, iov, dataOff-packfile.HeaderLen)
 	return err
 }
 

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,13 +14,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/membuf/membuf/cas/disk/fileio"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
 // Config is what a Set needs of the store that owns it.
 type Config struct {
+	FS  vfs.FS // the file system the segments are in; nil is vfs.Default
 	Dir string // the segments' directory (packs/ under the store's)
 	Log *slog.Logger
 	// Mu is the owner's lock, which guards the set with the owner's
@@ -35,6 +35,10 @@ type Config struct {
 	// record (Segment.Sync); else the set's syncer syncs the segments
 	// written (MarkWrittenLocked) every SyncEvery.
 	SyncEvery time.Duration
+	// SyncByHand: the syncer's interval never passes; a pass is made
+	// by SyncPass, and at Close (a test's, to know which records a pass
+	// covered).
+	SyncByHand bool
 	// Tick advances the owner's clock of recency and returns it; called
 	// holding Mu when a segment is made (Segment.Created).
 	Tick func() uint64
@@ -74,13 +78,16 @@ const (
 
 // spareFile is an evicted segment's file, to be reused for a new segment.
 type spareFile struct {
-	f    *os.File
+	f    vfs.File
 	name string
 }
 
 // NewSet returns the set of segments in cfg.Dir, empty until Load. With
 // cfg.SyncEvery it starts the syncer, which Close stops.
 func NewSet(cfg Config) *Set {
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
+	}
 	s := &Set{cfg: cfg}
 	if cfg.SyncEvery > 0 {
 		s.unsynced = make(map[*Segment]bool)
@@ -178,26 +185,26 @@ func (s *Set) newSegmentLocked() (*Segment, error) {
 		return nil, errors.New("disk: pack segment numbers are used up (2^32 segments)")
 	}
 	name := s.path(seq, openSuffix)
-	var f *os.File
+	var f vfs.File
 	var err error
 	if n := len(s.spare); n > 0 {
 		sp := s.spare[n-1]
 		s.spare = s.spare[:n-1]
-		if err = os.Rename(sp.name, name); err == nil {
+		if err = s.cfg.FS.Rename(sp.name, name); err == nil {
 			f = sp.f
 		} else {
 			sp.f.Close()
-			os.Remove(sp.name)
+			s.cfg.FS.Remove(sp.name)
 		}
 	}
 	if f == nil {
-		if f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+		if f, err = s.cfg.FS.Create(name); err != nil {
 			return nil, fmt.Errorf("disk: making a pack segment: %w", err)
 		}
 	}
-	if err := fileio.SyncDir(s.cfg.Dir); err != nil {
+	if err := s.cfg.FS.SyncDir(s.cfg.Dir); err != nil {
 		f.Close()
-		os.Remove(name)
+		s.cfg.FS.Remove(name)
 		return nil, fmt.Errorf("disk: making a pack segment: %w", err)
 	}
 	s.nextSeq++
@@ -234,12 +241,12 @@ func (s *Set) finishIfDoneLocked(seg *Segment) {
 	seg.readers++      // the file is this goroutine's until it is done
 	s.finish.Go(func() {
 		done := s.path(seg.Seq, doneSuffix)
-		err := fileio.Fdatasync(seg.f)
+		err := seg.f.Datasync()
 		if err == nil {
-			err = os.Rename(seg.name, done)
+			err = s.cfg.FS.Rename(seg.name, done)
 		}
 		if err == nil {
-			err = fileio.SyncDir(s.cfg.Dir)
+			err = s.cfg.FS.SyncDir(s.cfg.Dir)
 		}
 		if err != nil {
 			s.cfg.Log.Warn("finishing a pack segment (it stays .open; the next start checks it)", "seq", seg.Seq, "err", err)
@@ -305,13 +312,13 @@ func (s *Set) ReleaseLocked(seg *Segment) {
 	}
 	free := s.path(seg.Seq, freeSuffix)
 	if len(s.spare) < maxSpareFiles && !s.closing {
-		if err := os.Rename(seg.name, free); err == nil {
+		if err := s.cfg.FS.Rename(seg.name, free); err == nil {
 			s.spare = append(s.spare, spareFile{seg.f, free})
 			return
 		}
 	}
 	seg.f.Close()
-	if err := os.Remove(seg.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.cfg.FS.Remove(seg.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.cfg.Log.Error("removing a pack segment", "seq", seg.Seq, "err", err)
 	}
 }

@@ -25,45 +25,69 @@ func (s *Set) MarkWrittenLocked(seg *Segment) {
 func (s *Set) SyncsInBackground() bool { return s.cfg.SyncEvery > 0 }
 
 // syncLoop is the syncer: woken by the first record written since its
-// last pass, it waits out the interval and fdatasyncs the segments written
-// since, until Close wakes it for a last pass. A set with nothing to sync
-// costs nothing.
+// last pass, it waits out the interval (or, with Config.SyncByHand, for
+// Close) and fdatasyncs the segments written since, until Close wakes it
+// for a last pass. A set with nothing to sync costs nothing.
 func (s *Set) syncLoop() {
 	defer close(s.syncDone)
-	mu := s.cfg.Mu
-	t := time.NewTimer(s.cfg.SyncEvery)
+	var interval <-chan time.Time // never, by hand
+	var t *time.Timer
+	if !s.cfg.SyncByHand {
+		t = time.NewTimer(s.cfg.SyncEvery)
+		interval = t.C
+	}
 	for {
 		<-s.syncWake
-		mu.Lock()
+		s.cfg.Mu.Lock()
 		closing := s.closing
-		mu.Unlock()
+		s.cfg.Mu.Unlock()
 		if !closing {
-			t.Reset(s.cfg.SyncEvery)
-			<-t.C // let the interval's records gather
-		}
-		mu.Lock()
-		closing = s.closing
-		dirty := make([]*Segment, 0, len(s.unsynced))
-		for seg := range s.unsynced { // none evicted: eviction takes a segment out
-			dirty = append(dirty, seg)
-			seg.readers++ // keeps its file open through the sync, evicted or not
-		}
-		clear(s.unsynced)
-		mu.Unlock()
-		for _, seg := range dirty {
-			if err := seg.Sync(); err != nil {
-				s.cfg.Log.Error("syncing a pack segment", "seq", seg.Seq, "err", err)
+			if t != nil {
+				t.Reset(s.cfg.SyncEvery)
+			}
+			// Let the interval's records gather; Close ends the wait (as
+			// may a record written after an eviction took every segment
+			// to sync: an early pass is only more durable).
+			select {
+			case <-interval:
+			case <-s.syncWake:
 			}
 		}
-		mu.Lock()
-		for _, seg := range dirty {
-			s.ReleaseLocked(seg)
-		}
-		mu.Unlock()
-		if closing {
+		if s.syncPass() {
 			return
 		}
 	}
+}
+
+// SyncPass makes every record marked written so far durable, as a pass of
+// the syncer does, and returns when it is done: with Config.SyncByHand,
+// the only passes but Close's.
+func (s *Set) SyncPass() { s.syncPass() }
+
+// syncPass fdatasyncs the segments written since the last pass, and
+// reports whether the set was closing when it began (the syncer's last).
+func (s *Set) syncPass() (closing bool) {
+	mu := s.cfg.Mu
+	mu.Lock()
+	closing = s.closing
+	dirty := make([]*Segment, 0, len(s.unsynced))
+	for seg := range s.unsynced { // none evicted: eviction takes a segment out
+		dirty = append(dirty, seg)
+		seg.readers++ // keeps its file open through the sync, evicted or not
+	}
+	clear(s.unsynced)
+	mu.Unlock()
+	for _, seg := range dirty {
+		if err := seg.Sync(); err != nil {
+			s.cfg.Log.Error("syncing a pack segment", "seq", seg.Seq, "err", err)
+		}
+	}
+	mu.Lock()
+	for _, seg := range dirty {
+		s.ReleaseLocked(seg)
+	}
+	mu.Unlock()
+	return closing
 }
 
 // wakeSyncer tells the syncer there is something to do (a record written

@@ -11,10 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -32,7 +32,7 @@ var ErrCorruptFrame = errors.New("stored zstd frame is damaged")
 // at a time, starting with the one holding its offset; a compressed read
 // sends the stored frames as they are.
 type Blob struct {
-	f     *os.File
+	f     vfs.File
 	size  int64
 	table zstdseek.SeekTable
 	zp    *zstdseek.Pool
@@ -73,7 +73,7 @@ func (b *Blob) SetStoredReader(r StoredReader) { b.stored = r }
 // Open checks the seek table of the compressed file f of a blob of size
 // bytes and returns the blob, which owns f from then on. On error f is
 // closed.
-func Open(f *os.File, size int64, zp *zstdseek.Pool) (*Blob, error) {
+func Open(f vfs.File, size int64, zp *zstdseek.Pool) (*Blob, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()

@@ -1,4 +1,4 @@
-package fileio
+package vfs
 
 import (
 	"os"
@@ -6,9 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Fdatasync makes f's data durable, and the metadata needed to read it
+// fdatasync makes f's data durable, and the metadata needed to read it
 // back (its size), without the timestamps fsync would also write.
-func Fdatasync(f *os.File) error {
+func fdatasync(f *os.File) error {
 	for {
 		err := unix.Fdatasync(int(f.Fd()))
 		if err != unix.EINTR {

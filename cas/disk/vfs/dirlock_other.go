@@ -1,6 +1,6 @@
 //go:build !(linux || darwin || dragonfly || freebsd || netbsd || openbsd)
 
-package fileio
+package vfs
 
 import (
 	"errors"

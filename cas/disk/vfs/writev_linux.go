@@ -1,4 +1,4 @@
-package fileio
+package vfs
 
 import (
 	"os"
@@ -9,16 +9,12 @@ import (
 // maxIovecs is how many buffers one writev takes (IOV_MAX on Linux).
 const maxIovecs = 1024
 
-// WriteBuffers writes bufs to f in order with as few writev calls as it
+// writeBuffersAt writes bufs to f in order with as few writev calls as it
 // takes (one, unless there are more than maxIovecs or the kernel writes
-// less than asked), and returns how many bytes it wrote.
-func WriteBuffers(f *os.File, bufs [][]byte) (int, error) {
-	return WriteBuffersAt(f, bufs, -1)
-}
-
-// WriteBuffersAt is WriteBuffers at offset off of f (pwritev: the file's
-// own offset is neither used nor moved), or at f's offset if off < 0.
-func WriteBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
+// less than asked), at offset off (pwritev: the file's own offset is
+// neither used nor moved) or, if off < 0, at f's offset, and returns how
+// many bytes it wrote.
+func writeBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
 	fd := int(f.Fd())
 	total := 0
 	for len(bufs) > 0 {

@@ -1,4 +1,4 @@
-package fileio
+package vfs
 
 import (
 	"errors"
@@ -17,19 +17,20 @@ var ErrLocked = errors.New("store directory is in use by another process")
 // holds a line naming that process, for the error the next one gets.
 const lockFileName = "LOCK"
 
-// DirLock is an exclusive lock on a directory, held by one process (a
-// Store on its directory) until Unlock or its exit.
-type DirLock struct {
+// osDirLock is Default's lock on a directory: an exclusive flock on its
+// LOCK file, held by one process (a Store on its directory) until Unlock
+// or its exit.
+type osDirLock struct {
 	f *os.File // nil where the platform has no flock: nothing is held
 }
 
-// LockDir takes the exclusive lock on dir, creating the lock file LOCK in
+// lockDir takes the exclusive lock on dir, creating the lock file LOCK in
 // it; an error wrapping ErrLocked names the process that holds it. A store
 // takes it before anything in dir is touched: two processes on one
 // directory would each empty the other's tmp/ at start and evict the
 // other's files. The kernel drops the lock when the process
 // dies however it dies, so a crash never leaves the directory locked.
-func LockDir(dir string) (*DirLock, error) {
+func lockDir(dir string) (*osDirLock, error) {
 	path := filepath.Join(dir, lockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -50,7 +51,7 @@ func LockDir(dir string) (*DirLock, error) {
 	}
 	if !held {
 		f.Close()
-		return &DirLock{}, nil
+		return &osDirLock{}, nil
 	}
 	host, _ := os.Hostname()
 	who := fmt.Sprintf("pid %d (%s) on %s since %s\n", os.Getpid(), filepath.Base(os.Args[0]), host, time.Now().UTC().Format(time.RFC3339))
@@ -58,11 +59,11 @@ func LockDir(dir string) (*DirLock, error) {
 	if f.Truncate(0) == nil {
 		f.WriteAt([]byte(who), 0)
 	}
-	return &DirLock{f: f}, nil
+	return &osDirLock{f: f}, nil
 }
 
 // Unlock releases the lock (closing the file releases it).
-func (l *DirLock) Unlock() error {
+func (l *osDirLock) Unlock() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
