@@ -94,10 +94,21 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	var eg errgroup.Group
 	eg.SetLimit(syncParallelism)
 	segs := make(map[*packs.Segment]*error) // each segment's records: one fdatasync for them all
+	// Segments holding a copy forward, synced now whatever --pack-sync
+	// says: the copy replaces a record durable long ago, whose segment
+	// may be evicted (its file removed or reused) before the syncer's
+	// next pass, and a crash then would lose more than the last interval.
+	var copies map[*packs.Segment]bool
 	for _, c := range batch {
 		if c.seg != nil {
 			if c.err == nil && segs[c.seg] == nil {
 				segs[c.seg] = new(error)
+			}
+			if c.err == nil && c.ifCurrent != nil {
+				if copies == nil {
+					copies = make(map[*packs.Segment]bool)
+				}
+				copies[c.seg] = true
 			}
 			continue
 		}
@@ -115,9 +126,10 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			return nil
 		})
 	}
-	// With WithPackSync, the segments' syncer makes them durable instead.
+	// With WithPackSync, the segments' syncer makes them durable instead,
+	// except those holding a copy forward.
 	for seg, errp := range segs {
-		if s.segments.SyncsInBackground() {
+		if s.segments.SyncsInBackground() && !copies[seg] {
 			continue
 		}
 		eg.Go(func() error {
