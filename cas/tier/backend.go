@@ -1,0 +1,147 @@
+package tier
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// Backend is the shared store behind a tier: an object store bucket (S3,
+// GCS, Azure Blob) or another cache (an upstream REAPI or HTTP cache). It
+// holds two kinds of entries, blobs and action results, each named by a
+// Key, and offers what the tier needs of it and nothing more: a ranged
+// read, a write, an existence check of many keys at once, and a probe at
+// start. Everything else (the journal of pending uploads, their queue and
+// backoff, write-through, fills on a miss, remembering the backend's
+// answers, counting) is the tier's, the same for every backend.
+//
+// Errors wrap cas.ErrNotFound (no such entry) or cas.ErrUnavailable (the
+// backend could not be reached, refused, or failed); a Backend says
+// nothing in an error's message that a client should not see (a bucket's
+// name, an endpoint, a credential), and keeps that for the log
+// (RequestError). A Backend is safe for concurrent use; every method stops
+// waiting when ctx is done.
+type Backend interface {
+	// Get starts reading entry k from byte off, 0 <= off, to its end.
+	// The Object's Size is the entry's whole size; the caller must close
+	// its Body, and ctx bounds the whole read, Body included.
+	Get(ctx context.Context, k Key, off int64) (Object, error)
+	// Put stores each upload as its entry and returns one error per
+	// upload, nil for each one stored. The tier hands a backend many small
+	// entries at once where its queue has them, so that a backend that
+	// can store many in one request does (an upstream's
+	// BatchUpdateBlobs); an object store stores them one by one. Each
+	// Body is read at most once, in order, and never rewound: a backend
+	// does not retry a Put (the tier does). An upload whose Body fails or
+	// ends short stores nothing.
+	Put(ctx context.Context, uploads []Upload) []error
+	// Stat sets sizes[i] to the size of entry ks[i], or to -1 if it is
+	// absent or could not be asked about; len(sizes) == len(ks). A key's
+	// Size may be -1 (a blob named by its hash alone): a backend that can
+	// find its size answers it, one that cannot (an upstream REAPI cache)
+	// answers -1. The error, if not nil, says why some could not be asked
+	// about (they are -1): the tier logs it and counts them missing.
+	Stat(ctx context.Context, ks []Key, sizes []int64) error
+	// Probe checks at start that the backend answers and is configured
+	// right. It returns nil, an *ErrMisconfigured when the answer says the
+	// configuration cannot work (no such bucket, refused credentials), or
+	// another error when the backend does not answer (it may come back).
+	Probe(ctx context.Context) error
+}
+
+// Object is an entry being read from a Backend.
+type Object struct {
+	// Body yields the entry's bytes from the offset asked for.
+	Body io.ReadCloser
+	// Size is the entry's whole size in bytes.
+	Size int64
+	// SHA256 is the checksum the entry was stored with (the Upload's
+	// SHA256), where the backend keeps one (an object store's
+	// metadata); Unchecked where the backend keeps none and checks what
+	// it stores itself (an upstream cache). An action result with an
+	// empty SHA256 was not written by a tier (or lost its metadata) and
+	// is not served. A blob's bytes are checked against its name instead.
+	SHA256 string
+}
+
+// Upload is an entry for Backend.Put.
+type Upload struct {
+	Key Key
+	// Body yields the entry's Size bytes.
+	Body io.Reader
+	Size int64
+	// SHA256 is the SHA-256 of the bytes, in lowercase hex (a blob's is
+	// its hash): a backend that keeps a checksum with an entry keeps this
+	// one and returns it as Object.SHA256, and one whose store can check
+	// it as the bytes arrive (S3's x-amz-checksum-sha256) has it checked.
+	SHA256 string
+}
+
+// Unchecked is Object.SHA256 of a backend that keeps no checksum of its
+// own.
+const Unchecked = "-"
+
+// Key names an entry of a Backend: a blob (Size is its size, or -1 when
+// only its hash is known) or an action result (AC; Hash is the action's
+// digest's hash, Size 0).
+type Key struct {
+	AC   bool
+	Hash string
+	Size int64
+}
+
+// BlobKey is the Key of blob d.
+func BlobKey(d cas.Digest) Key { return Key{Hash: d.Hash, Size: d.Size} }
+
+// ActionKey is the Key of the action result of the action d.
+func ActionKey(d cas.Digest) Key { return Key{AC: true, Hash: d.Hash} }
+
+// Digest is the blob's digest, or the action's (with size 0).
+func (k Key) Digest() cas.Digest { return cas.Digest{Hash: k.Hash, Size: k.Size} }
+
+func (k Key) String() string {
+	if k.AC {
+		return "action result " + k.Hash
+	}
+	if k.Size < 0 {
+		return "blob " + k.Hash
+	}
+	return "blob " + k.Digest().String()
+}
+
+// ErrMisconfigured is a backend that cannot work as configured, found at
+// start (Probe): Open returns it, and the server does not start (an
+// outage ends by itself; a wrong bucket name or key does not).
+type ErrMisconfigured struct {
+	Cause string
+}
+
+func (e *ErrMisconfigured) Error() string { return "tier: " + e.Cause }
+
+// RequestError is a failed request to a backend. Its message is for
+// clients: what failed, in their terms (the digest). Its log value adds
+// where (the bucket and key, or the upstream's address) and the cause (a
+// client library's error, which may name an endpoint), for the operator.
+type RequestError struct {
+	Kind   error // cas.ErrNotFound or cas.ErrUnavailable
+	Public string
+	Where  string
+	Cause  error
+}
+
+func (e *RequestError) Error() string { return e.Kind.Error() + ": " + e.Public }
+
+// Unwrap gives the kind only: the cause's text must not reach a message
+// that wraps it with %w and is sent to a client.
+func (e *RequestError) Unwrap() error { return e.Kind }
+
+// LogValue is what slog writes for the error: everything.
+func (e *RequestError) LogValue() slog.Value {
+	s := e.Error() + " (" + e.Where
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return slog.StringValue(s + ")")
+}
