@@ -10,6 +10,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier"
 )
 
 // BenchmarkFindMissing10k sends FindMissingBlobs for 10,000 digests of which
@@ -20,6 +21,10 @@ import (
 //	go test ./cas/s3tier -run '^$' -bench FindMissing10k -benchmem -count 6 -benchtime 5x
 func BenchmarkFindMissing10k(b *testing.B) {
 	loc := minioLocation(b, "bench-find")
+	bk, err := NewBucket(context.Background(), loc, 4, cfgTimeout)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	dir := b.TempDir()
 	seed := startNode(b, dir, loc, Config{})
@@ -34,7 +39,7 @@ func BenchmarkFindMissing10k(b *testing.B) {
 				b.Fatal(err)
 			}
 		case i%4 == 1:
-			if err := seed.store.bucket.put(ctx, blobKey(d), bytes.NewReader(data), d.Size, d.Hash); err != nil {
+			if err := bk.put(ctx, tier.BlobKey(d), bytes.NewReader(data), d.Size, d.Hash); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -51,8 +56,8 @@ func BenchmarkFindMissing10k(b *testing.B) {
 		}
 	}
 	heads := func(n *node) uint64 {
-		st := n.store.TierStats().Requests[OpHead]
-		return st[OutcomeOK] + st[OutcomeNotFound] + st[OutcomeError]
+		st := n.store.TierStats().Requests[tier.OpStat]
+		return st[tier.OutcomeOK] + st[tier.OutcomeNotFound] + st[tier.OutcomeError]
 	}
 	b.Run("cold", func(b *testing.B) {
 		var total uint64
@@ -87,6 +92,10 @@ func BenchmarkFindMissing10k(b *testing.B) {
 //	go test ./cas/s3tier -run '^$' -bench TieredReadChunks -benchmem -count 6 -benchtime 20x
 func BenchmarkTieredReadChunks(b *testing.B) {
 	loc := minioLocation(b, "bench-chunks")
+	bk, err := NewBucket(context.Background(), loc, 4, cfgTimeout)
+	if err != nil {
+		b.Fatal(err)
+	}
 	n := startNode(b, "", loc, Config{})
 	ctx := context.Background()
 	readAll := func(b *testing.B, d cas.Digest) {
@@ -117,7 +126,7 @@ func BenchmarkTieredReadChunks(b *testing.B) {
 				data := bytes.Clone(base)
 				copy(data, fmt.Sprintf("chunks %d/%d", size, seq))
 				d := cas.DigestOf(data)
-				if err := n.store.bucket.put(ctx, blobKey(d), bytes.NewReader(data), d.Size, d.Hash); err != nil {
+				if err := bk.put(ctx, tier.BlobKey(d), bytes.NewReader(data), d.Size, d.Hash); err != nil {
 					b.Fatal(err)
 				}
 				filled = append(filled, d)

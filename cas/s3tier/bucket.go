@@ -1,16 +1,18 @@
 package s3tier
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,38 +22,47 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier"
 )
 
-// bucket is the shared tier: one bucket and a key prefix, through the AWS
-// SDK. Its methods count every call in c and wrap failures in
-// cas.ErrNotFound (the object does not exist) or cas.ErrUnavailable
-// (anything else: the bucket could not be reached, refused, or failed).
-type bucket struct {
-	api    *s3.Client
-	name   string
-	prefix string
-	c      *counters
+// Bucket is a tier.Backend over one bucket and a key prefix, through the
+// AWS SDK. Objects are named {prefix}cas/{hash} (a blob's raw bytes, so
+// the object's SHA-256 checksum is the digest's hash) and {prefix}ac/{hash}
+// (a serialized ActionResult, its SHA-256 in the object's metadata).
+// Failures wrap cas.ErrNotFound (the object does not exist) or
+// cas.ErrUnavailable (anything else: the bucket could not be reached,
+// refused, or failed), as *tier.RequestError.
+type Bucket struct {
+	api         *s3.Client
+	name        string
+	prefix      string
+	concurrency int
 }
 
-// newBucket makes the SDK client for loc. Credentials, and the region when
+var _ tier.Backend = (*Bucket)(nil)
+
+// NewBucket makes the SDK client for loc. Credentials, and the region when
 // loc has none, come from the standard AWS environment variables and shared
 // configuration files, as config.LoadDefaultConfig finds them; nothing is
-// sent over the network here.
-func newBucket(ctx context.Context, loc Location, maxConns int, requestTimeout time.Duration, c *counters) (*bucket, error) {
+// sent over the network here. concurrency is how many requests one Stat
+// or Put has in flight at once (and the connections kept to reuse).
+func NewBucket(ctx context.Context, loc Location, concurrency int, requestTimeout time.Duration) (*Bucket, error) {
+	concurrency = max(concurrency, 1)
 	httpClient := awshttp.NewBuildableClient().
 		WithDialerOptions(func(d *net.Dialer) { d.Timeout = requestTimeout }).
 		WithTransportOptions(func(t *http.Transport) {
-			// FindMissing's HEADs and the uploads run concurrently:
-			// keep that many connections to reuse.
-			t.MaxIdleConnsPerHost = maxConns
+			// Stat's HEADs and the uploads run concurrently: keep that
+			// many connections to reuse.
+			t.MaxIdleConnsPerHost = concurrency
 			t.ResponseHeaderTimeout = requestTimeout
 		})
 	opts := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(httpClient),
 		// The blob's own SHA-256 is the checksum: sent with every upload
-		// and checked by this package on every read. The SDK computing and
+		// and checked by the tier on every read. The SDK computing and
 		// validating CRC32s besides would hash every byte twice more.
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
@@ -78,113 +89,101 @@ func newBucket(ctx context.Context, loc Location, maxConns int, requestTimeout t
 		}
 		o.UsePathStyle = loc.PathStyle
 	})
-	return &bucket{api: api, name: loc.Bucket, prefix: loc.Prefix, c: c}, nil
-}
-
-// objectKey names an entry of the shared tier: a blob (size is its size)
-// or an action result (size 0).
-type objectKey struct {
-	ac   bool
-	hash string
-	size int64
-}
-
-func blobKey(d cas.Digest) objectKey { return objectKey{hash: d.Hash, size: d.Size} }
-
-func actionKey(d cas.Digest) objectKey { return objectKey{ac: true, hash: d.Hash} }
-
-func (k objectKey) digest() cas.Digest { return cas.Digest{Hash: k.hash, Size: k.size} }
-
-func (k objectKey) String() string {
-	if k.ac {
-		return "action result " + k.hash
-	}
-	return "blob " + k.digest().String()
+	return &Bucket{api: api, name: loc.Bucket, prefix: loc.Prefix, concurrency: concurrency}, nil
 }
 
 // key returns the object key of k.
-func (b *bucket) key(k objectKey) string {
-	if k.ac {
-		return b.prefix + "ac/" + k.hash
+func (b *Bucket) key(k tier.Key) string {
+	if k.AC {
+		return b.prefix + "ac/" + k.Hash
 	}
-	return b.prefix + "cas/" + k.hash
+	return b.prefix + "cas/" + k.Hash
 }
 
 // fail wraps err, from a call about k, in cas.ErrNotFound or
-// cas.ErrUnavailable, and counts the call. What the error says names
-// neither the bucket, nor the key, nor the endpoint: it reaches clients.
-// Logged, it says all of them (bucketError.LogValue).
-func (b *bucket) fail(ctx context.Context, op Op, k objectKey, start time.Time, err error) error {
+// cas.ErrUnavailable. What the error says names neither the bucket, nor
+// the key, nor the endpoint: it reaches clients. Logged, it says all of
+// them (tier.RequestError.LogValue).
+func (b *Bucket) fail(ctx context.Context, op string, k tier.Key, err error) error {
 	var re interface{ HTTPStatusCode() int }
 	// A bucket that is gone is the tier failing, not the object missing.
 	if api, ok := errors.AsType[smithy.APIError](err); ok && api.ErrorCode() == "NoSuchBucket" {
-		b.c.request(op, OutcomeError, time.Since(start))
-		return &bucketError{kind: cas.ErrUnavailable, public: fmt.Sprintf("the shared tier's bucket is gone (a %s of %s)", op, k), where: "s3://" + b.name, cause: err}
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier's bucket is gone (a %s of %s)", op, k), Where: "s3://" + b.name, Cause: err}
 	}
 	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
-		b.c.request(op, OutcomeNotFound, time.Since(start))
-		return &bucketError{kind: cas.ErrNotFound, public: fmt.Sprintf("%s is not in the shared tier", k), where: "s3://" + b.name + "/" + b.key(k), cause: err}
+		return &tier.RequestError{Kind: cas.ErrNotFound, Public: fmt.Sprintf("%s is not in the shared tier", k), Where: "s3://" + b.name + "/" + b.key(k), Cause: err}
 	}
-	b.c.request(op, OutcomeError, time.Since(start))
 	if ctx.Err() != nil {
 		// Say why the context ended: a stalled transfer, or the store
 		// closing, reads better than "context canceled".
 		err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 	}
-	return &bucketError{kind: cas.ErrUnavailable, public: fmt.Sprintf("the shared tier did not answer a %s of %s", op, k), where: "s3://" + b.name + "/" + b.key(k), cause: err}
+	return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier did not answer a %s of %s", op, k), Where: "s3://" + b.name + "/" + b.key(k), Cause: err}
 }
 
-// bucketError is a failed call to the bucket. Its message is for clients:
-// what failed, in their terms (the digest). Its log value adds where (the
-// bucket and key) and the SDK's error (which names the endpoint), for the
-// operator.
-type bucketError struct {
-	kind   error // cas.ErrNotFound or cas.ErrUnavailable
-	public string
-	where  string
-	cause  error
-}
-
-func (e *bucketError) Error() string { return e.kind.Error() + ": " + e.public }
-
-// Unwrap gives the kind only: the cause's text must not reach a message
-// that wraps it with %w and is sent to a client.
-func (e *bucketError) Unwrap() error { return e.kind }
-
-// LogValue is what slog writes for the error: everything.
-func (e *bucketError) LogValue() slog.Value {
-	return slog.StringValue(e.Error() + " (" + e.where + ": " + e.cause.Error() + ")")
-}
-
-// head returns the size of k's object.
-func (b *bucket) head(ctx context.Context, k objectKey) (int64, error) {
-	start := time.Now()
-	out, err := b.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))})
-	if err != nil {
-		return 0, b.fail(ctx, OpHead, k, start, err)
+// Stat sends a HEAD per key, concurrency at a time.
+func (b *Bucket) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
+	var g errgroup.Group
+	g.SetLimit(b.concurrency)
+	var mu sync.Mutex
+	var failed error
+	for i, k := range ks {
+		sizes[i] = -1
+		g.Go(func() error {
+			out, err := b.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))})
+			if err == nil {
+				sizes[i] = aws.ToInt64(out.ContentLength)
+				return nil
+			}
+			if err := b.fail(ctx, "HEAD", k, err); !errors.Is(err, cas.ErrNotFound) {
+				mu.Lock()
+				failed = cmp.Or(failed, err)
+				mu.Unlock()
+			}
+			return nil
+		})
 	}
-	b.c.request(OpHead, OutcomeOK, time.Since(start))
-	return aws.ToInt64(out.ContentLength), nil
+	g.Wait()
+	return failed
 }
 
-// object is an object being read: its body, its size, and the SHA-256 it
-// was stored with (in its metadata; action results only).
-type object struct {
-	body   io.ReadCloser
-	size   int64
-	sha256 string
-}
-
-// get starts reading k's object. The caller must close the body; ctx
-// bounds the whole read, body included.
-func (b *bucket) get(ctx context.Context, k objectKey) (object, error) {
-	start := time.Now()
-	out, err := b.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))})
-	if err != nil {
-		return object{}, b.fail(ctx, OpGet, k, start, err)
+// Get reads k's object from off: a ranged GET when off > 0.
+func (b *Bucket) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
+	in := &s3.GetObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))}
+	if off > 0 {
+		in.Range = aws.String("bytes=" + strconv.FormatInt(off, 10) + "-")
 	}
-	b.c.request(OpGet, OutcomeOK, time.Since(start))
-	return object{body: out.Body, size: aws.ToInt64(out.ContentLength), sha256: out.Metadata[sha256Metadata]}, nil
+	out, err := b.api.GetObject(ctx, in)
+	if err != nil {
+		var re interface{ HTTPStatusCode() int }
+		if off > 0 && errors.As(err, &re) && re.HTTPStatusCode() == http.StatusRequestedRangeNotSatisfiable {
+			// A range from the object's end: nothing to read if the
+			// object is that long.
+			sizes := []int64{-1}
+			serr := b.Stat(ctx, []tier.Key{k}, sizes)
+			if serr == nil && sizes[0] == off {
+				return tier.Object{Body: io.NopCloser(strings.NewReader("")), Size: off, SHA256: b.sum(k, nil)}, nil
+			}
+		}
+		return tier.Object{}, b.fail(ctx, "GET", k, err)
+	}
+	size := aws.ToInt64(out.ContentLength) + off
+	if r := aws.ToString(out.ContentRange); r != "" {
+		// "bytes 10-99/100": the whole size follows the slash.
+		if n, err := strconv.ParseInt(r[strings.LastIndexByte(r, '/')+1:], 10, 64); err == nil {
+			size = n
+		}
+	}
+	return tier.Object{Body: out.Body, Size: size, SHA256: b.sum(k, out.Metadata)}, nil
+}
+
+// sum is the SHA-256 k's object was stored with: an action result's from
+// its metadata, a blob's its name.
+func (b *Bucket) sum(k tier.Key, metadata map[string]string) string {
+	if k.AC {
+		return metadata[sha256Metadata]
+	}
+	return k.Hash
 }
 
 // sha256Metadata is the user metadata (x-amz-meta-sha256) holding an
@@ -192,37 +191,47 @@ func (b *bucket) get(ctx context.Context, k objectKey) (object, error) {
 // blob's, its name is not its hash.
 const sha256Metadata = "sha256"
 
-// put stores size bytes from body as k's object. sum is the hex SHA-256
-// of those bytes: sent as the object's checksum (x-amz-checksum-sha256), so
+// Put stores each upload as an object, a PUT each, concurrency at a time.
+// The SHA-256 goes with each as its checksum (x-amz-checksum-sha256), so
 // the store refuses an upload whose bytes differ, and as the signature's
-// payload hash, so the SDK does not read the body a second time to compute
-// it. Action results also carry it as metadata. body is read once and
-// never rewound: the SDK does not retry a put, the upload queue does.
-func (b *bucket) put(ctx context.Context, k objectKey, body io.Reader, size int64, sum string) error {
-	raw, err := hex.DecodeString(sum)
-	if err != nil {
-		return fmt.Errorf("s3tier: bad SHA-256 %q for %s", sum, k)
+// payload hash, so the SDK does not read the body a second time to
+// compute it. Action results also carry it as metadata.
+func (b *Bucket) Put(ctx context.Context, uploads []tier.Upload) []error {
+	errs := make([]error, len(uploads))
+	var g errgroup.Group
+	g.SetLimit(b.concurrency)
+	for i, u := range uploads {
+		g.Go(func() error {
+			errs[i] = b.putObject(ctx, u)
+			return nil
+		})
+	}
+	g.Wait()
+	return errs
+}
+
+func (b *Bucket) putObject(ctx context.Context, u tier.Upload) error {
+	raw, err := hex.DecodeString(u.SHA256)
+	if err != nil || len(raw) != 32 {
+		return fmt.Errorf("s3tier: bad SHA-256 %q for %s", u.SHA256, u.Key)
 	}
 	in := &s3.PutObjectInput{
 		Bucket:         &b.name,
-		Key:            aws.String(b.key(k)),
-		Body:           body,
-		ContentLength:  aws.Int64(size),
+		Key:            aws.String(b.key(u.Key)),
+		Body:           u.Body,
+		ContentLength:  aws.Int64(u.Size),
 		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(raw)),
 	}
-	if k.ac {
-		in.Metadata = map[string]string{sha256Metadata: sum}
+	if u.Key.AC {
+		in.Metadata = map[string]string{sha256Metadata: u.SHA256}
 	}
-	start := time.Now()
 	_, err = b.api.PutObject(ctx, in, func(o *s3.Options) {
 		o.RetryMaxAttempts = 1
-		o.APIOptions = append(o.APIOptions, presetPayloadHash(sum))
+		o.APIOptions = append(o.APIOptions, presetPayloadHash(u.SHA256))
 	})
 	if err != nil {
-		return b.fail(ctx, OpPut, k, start, err)
+		return b.fail(ctx, "PUT", u.Key, err)
 	}
-	b.c.request(OpPut, OutcomeOK, time.Since(start))
-	b.c.bytesUp.Add(uint64(size))
 	return nil
 }
 
@@ -238,7 +247,7 @@ func presetPayloadHash(sum string) func(*middleware.Stack) error {
 	}
 }
 
-// probe asks for an object that does not exist under the prefix, a GET so
+// Probe asks for an object that does not exist under the prefix, a GET so
 // that a refusal comes with its code: NoSuchKey is a bucket that answers,
 // and the credentials work for it. It returns nil then, an
 // *ErrMisconfigured when the answer says the configuration is wrong (the
@@ -246,7 +255,7 @@ func presetPayloadHash(sum string) func(*middleware.Stack) error {
 // otherwise (unreachable, timed out, a 5xx, a refusal that may be a
 // missing permission: AccessDenied is what S3 answers a GET of a missing
 // key without s3:ListBucket).
-func (b *bucket) probe(ctx context.Context) error {
+func (b *Bucket) Probe(ctx context.Context) error {
 	key := b.prefix + "cas/" + strings.Repeat("0", 64)
 	out, err := b.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.name, Key: &key})
 	if err == nil {
@@ -261,18 +270,15 @@ func (b *bucket) probe(ctx context.Context) error {
 	case "NoSuchKey":
 		return nil
 	case "NoSuchBucket":
-		return &ErrMisconfigured{Cause: fmt.Sprintf("bucket %q does not exist at the endpoint", b.name)}
+		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("bucket %q does not exist at the endpoint", b.name)}
 	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId":
-		return &ErrMisconfigured{Cause: fmt.Sprintf("the credentials are refused (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile", code)}
+		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("the credentials are refused (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile", code)}
 	}
 	return err
 }
 
-// ErrMisconfigured is a shared tier that cannot work as configured, found
-// at start: Open returns it, and the server does not start (an outage
-// ends by itself; a wrong bucket name or key does not).
-type ErrMisconfigured struct {
-	Cause string
-}
+// Close releases nothing: the SDK's client holds idle connections only.
+func (b *Bucket) Close() error { return nil }
 
-func (e *ErrMisconfigured) Error() string { return "s3tier: " + e.Cause }
+// String names the bucket for logs.
+func (b *Bucket) String() string { return "s3://" + b.name + "/" + b.prefix }

@@ -23,6 +23,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/reapi"
+	"github.com/membuf/membuf/cas/tier"
 )
 
 // isolateAWS gives the SDK static test credentials from the environment,
@@ -47,7 +48,7 @@ type node struct {
 	t     testing.TB
 	dir   string
 	disk  *disk.Store
-	store *Store
+	store *tier.Store
 	srv   *reapi.Server
 	g     *grpc.Server
 	conn  *grpc.ClientConn

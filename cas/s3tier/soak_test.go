@@ -15,6 +15,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/tier"
 )
 
 // TestMinIOSoakNoReadCompletesWithWrongBytes reads blobs through a node
@@ -89,7 +90,7 @@ func TestMinIOSoakNoReadCompletesWithWrongBytes(t *testing.T) {
 			b := blobs[rng.IntN(len(blobs))]
 			bad := bytes.Clone(b)
 			bad[rng.IntN(len(bad))] ^= 1 << rng.IntN(8)
-			if err := bucket.put(ctx, blobKey(cas.DigestOf(b)), bytes.NewReader(bad), int64(len(bad)), cas.DigestOf(bad).Hash); err == nil {
+			if err := bucket.put(ctx, tier.BlobKey(cas.DigestOf(b)), bytes.NewReader(bad), int64(len(bad)), cas.DigestOf(bad).Hash); err == nil {
 				flips.Add(1)
 			}
 			return

@@ -8,6 +8,8 @@ import (
 
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/internal/miniotest"
+
+	"github.com/membuf/membuf/cas/tier"
 )
 
 // openTier opens a Store over a fresh disk store on loc, and returns the
@@ -20,17 +22,17 @@ func openTier(t *testing.T, loc Location) error {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	s, err := Open(context.Background(), d, Config{Location: loc, Dir: dir})
+	s, err := Open(context.Background(), d, Config{Location: loc, Config: tier.Config{Dir: dir}})
 	if err == nil {
 		s.Close()
 	}
 	return err
 }
 
-// wantMisconfigured checks that err is an *ErrMisconfigured saying what.
+// wantMisconfigured checks that err is an *tier.ErrMisconfigured saying what.
 func wantMisconfigured(t *testing.T, err error, what string) {
 	t.Helper()
-	if _, ok := errors.AsType[*ErrMisconfigured](err); !ok || !strings.Contains(err.Error(), what) {
+	if _, ok := errors.AsType[*tier.ErrMisconfigured](err); !ok || !strings.Contains(err.Error(), what) {
 		t.Fatalf("Open: %v; want it refused as misconfigured, naming %q", err, what)
 	}
 }

@@ -19,11 +19,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/internal/await"
 )
 
 // fastRetries makes failed uploads retry quickly in tests.
-var fastRetries = Config{RetryBackoff: 5 * time.Millisecond, RequestTimeout: 5 * time.Second}
+var fastRetries = Config{Config: tier.Config{RetryBackoff: 5 * time.Millisecond, RequestTimeout: 5 * time.Second}}
 
 func TestWriteUploadsAndOtherNodeReadsFromBucket(t *testing.T) {
 	isolateAWS(t, "key", "secret")
@@ -55,7 +56,7 @@ func TestWriteUploadsAndOtherNodeReadsFromBucket(t *testing.T) {
 		t.Fatalf("the second read on B went to the bucket (%d GETs in all)", n)
 	}
 	st := b.store.TierStats()
-	if st.Lookups[TierS3] != 1 || st.Lookups[TierDisk] != 1 || st.Fills != 1 {
+	if st.Lookups[tier.TierShared] != 1 || st.Lookups[tier.TierLocal] != 1 || st.Fills != 1 {
 		t.Fatalf("B's lookups by tier %v and fills %d; want one from s3, one from disk, one fill", st.Lookups, st.Fills)
 	}
 
@@ -79,7 +80,7 @@ func TestReadMissingEverywhereIsNotFound(t *testing.T) {
 	if _, err := n.read(context.Background(), d, 0, 0); status.Code(err) != codes.NotFound {
 		t.Fatalf("read of a blob in neither tier: %v, want NOT_FOUND", err)
 	}
-	if st := n.store.TierStats(); st.Lookups[TierMiss] != 1 {
+	if st := n.store.TierStats(); st.Lookups[tier.TierMiss] != 1 {
 		t.Fatalf("lookups %v, want one miss", st.Lookups)
 	}
 }
@@ -137,7 +138,7 @@ func TestBucketFailingMidReadIsUnavailableAndCommitsNothing(t *testing.T) {
 		t.Fatal("a partial fill was committed to disk")
 	}
 	await.True(t, "the partial fill's temporary file to be removed", func() bool { return len(n.tmpFiles()) == 0 })
-	if st := n.store.TierStats(); st.FillsFailed != 1 || st.Requests[OpGet][OutcomeOK] != 1 {
+	if st := n.store.TierStats(); st.FillsFailed != 1 || st.Requests[tier.OpGet][tier.OutcomeOK] != 1 {
 		t.Fatalf("stats %+v: want one failed fill after one GET answered", st)
 	}
 
@@ -274,7 +275,7 @@ func TestUnreachableBucketAtStartServesFromDiskAndRetries(t *testing.T) {
 		t.Fatalf("FindMissing: %v, %v; want only the blob not on disk", missing, err)
 	}
 	await.True(t, "failed uploads to be counted and retried", func() bool { return n.store.TierStats().UploadRetries >= 2 })
-	if st := n.store.TierStats(); st.UploadQueueLength != 1 || st.Requests[OpPut][OutcomeError] < 2 {
+	if st := n.store.TierStats(); st.UploadQueueLength != 1 || st.Requests[tier.OpPut][tier.OutcomeError] < 2 {
 		t.Fatalf("stats %+v: want the upload still queued after failed puts", st)
 	}
 }
@@ -325,7 +326,7 @@ func TestPendingUploadsSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.stop()
-	journal, err := os.ReadFile(filepath.Join(dir, JournalName))
+	journal, err := os.ReadFile(filepath.Join(dir, "s3"+tier.JournalSuffix))
 	if err != nil || !bytes.Contains(journal, []byte("+ cas "+d.Hash)) || !bytes.Contains(journal, []byte("+ ac "+ad.Hash)) {
 		t.Fatalf("the journal after a stop with uploads pending: %q, %v", journal, err)
 	}
@@ -414,7 +415,7 @@ func TestFindMissingAsksTheBucketOnlyAboutLocalMisses(t *testing.T) {
 		t.Fatalf("asking again within the TTLs sent %d more HEADs", h-50)
 	}
 	st := n.store.TierStats()
-	if st.Lookups[TierDisk] != 100 || st.Lookups[TierS3] != 2*26 || st.Lookups[TierMiss] != 2*26 {
+	if st.Lookups[tier.TierLocal] != 100 || st.Lookups[tier.TierShared] != 2*26 || st.Lookups[tier.TierMiss] != 2*26 {
 		t.Fatalf("lookups by tier %v", st.Lookups)
 	}
 }

@@ -1,4 +1,4 @@
-package s3tier
+package tier
 
 import (
 	"bytes"
@@ -19,25 +19,25 @@ import (
 )
 
 // uploader is the bounded background queue that copies committed entries
-// to the bucket: Config.UploadWorkers workers, at most Config.UploadBytes
+// to the backend: Config.UploadWorkers workers, at most Config.UploadBytes
 // of uploads in flight at once. Its entries are also in the journal until
-// the bucket has them, so a crash loses none: the next start queues them
+// the backend has them, so a crash loses none: the next start queues them
 // again.
 //
 // A failed attempt delays that entry, not a worker: the entry waits an
 // exponential backoff of its own (from Config.RetryBackoff, doubling per
 // failure up to maxRetryBackoff, with jitter so that entries that failed
 // together do not retry together) while the workers go on with entries
-// that are due. The first success after failures is the bucket answering
+// that are due. The first success after failures is the backend answering
 // again: every entry waiting out a backoff is due at once, so a queue
-// built up in an outage drains at the bucket's pace, not the backoffs'.
+// built up in an outage drains at the backend's pace, not the backoffs'.
 // To find that out, while attempts fail and nothing is due, the entry
 // soonest due is tried anyway once every probeEvery: one request a second
 // during an outage, and a drain that starts within a second of its end.
-// While the last UploadWorkers attempts have all failed the bucket counts
+// While the last UploadWorkers attempts have all failed the backend counts
 // as down, and a write-through commit fails at once instead of waiting.
 //
-// An entry leaves the journal only when the bucket has the last version
+// An entry leaves the journal only when the backend has the last version
 // committed and no commit of it is under way: a commit writes its journal
 // line before it renames, so a line removed while a commit of the same
 // entry is in flight could lose that commit's upload at a crash.
@@ -46,10 +46,10 @@ type uploader struct {
 	inFlight *semaphore.Weighted
 
 	mu         sync.Mutex
-	items      map[objectKey]*pendingUpload
-	committing map[objectKey]int // commits under way, between beginCommit and endCommit
-	queue      []*pendingUpload  // waiting, oldest first; write-through ones go first
-	bytes      int64             // of the items
+	items      map[Key]*pendingUpload
+	committing map[Key]int      // commits under way, between beginCommit and endCommit
+	queue      []*pendingUpload // waiting, oldest first; write-through ones go first
+	bytes      int64            // of the items
 	closed     bool
 	wake       chan struct{} // a token when there is queued work, for the workers
 	changed    chan struct{} // closed and replaced whenever an attempt ends
@@ -62,14 +62,14 @@ type uploader struct {
 // its backoff is over: see uploader.
 const probeEvery = time.Second
 
-// pendingUpload is an entry the bucket does not have yet.
+// pendingUpload is an entry the backend does not have yet.
 type pendingUpload struct {
-	key  objectKey
+	key  Key
 	data []byte // an action result's bytes, when known (not after a restart)
 
 	version  uint64 // counts commits of key; an upload covers the version it read
 	attempt  uint64 // the version of the last attempt that ended
-	uploaded uint64 // the last version the bucket has
+	uploaded uint64 // the last version the backend has
 	lastErr  error  // why the last attempt failed, if it did
 	queued   bool
 	running  bool
@@ -86,8 +86,8 @@ func newUploader(t *Store) *uploader {
 	return &uploader{
 		t:          t,
 		inFlight:   semaphore.NewWeighted(t.cfg.UploadBytes),
-		items:      make(map[objectKey]*pendingUpload),
-		committing: make(map[objectKey]int),
+		items:      make(map[Key]*pendingUpload),
+		committing: make(map[Key]int),
 		wake:       make(chan struct{}, 1),
 		changed:    make(chan struct{}),
 		now:        time.Now,
@@ -101,16 +101,16 @@ func (p *pendingUpload) size() int64 { return uploadSize(p.key, p.data) }
 
 // uploadSize is the size of the upload of key whose data (an action
 // result's; nil for a blob) is data.
-func uploadSize(key objectKey, data []byte) int64 {
-	if key.ac {
+func uploadSize(key Key, data []byte) int64 {
+	if key.AC {
 		return int64(len(data))
 	}
-	return key.size
+	return key.Size
 }
 
 // beginCommit notes that a commit of key is starting; the caller then
 // journals key, commits, and calls endCommit whatever happened.
-func (u *uploader) beginCommit(key objectKey) {
+func (u *uploader) beginCommit(key Key) {
 	u.mu.Lock()
 	u.committing[key]++
 	u.mu.Unlock()
@@ -120,7 +120,7 @@ func (u *uploader) beginCommit(key objectKey) {
 // queued (with data for an action result), at the front if first (a
 // write-through client waits for it), and the version it made is returned
 // for wait.
-func (u *uploader) endCommit(key objectKey, ok bool, data []byte, first bool) (*pendingUpload, uint64) {
+func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendingUpload, uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.committing[key]--; u.committing[key] == 0 {
@@ -142,7 +142,7 @@ func (u *uploader) endCommit(key objectKey, ok bool, data []byte, first bool) (*
 		u.bytes -= p.size()
 	}
 	p.version++
-	if key.ac {
+	if key.AC {
 		p.data = data
 	}
 	u.bytes += p.size()
@@ -159,13 +159,13 @@ func (u *uploader) endCommit(key objectKey, ok bool, data []byte, first bool) (*
 }
 
 // queueReplayed queues key, pending from a previous run.
-func (u *uploader) queueReplayed(key objectKey) {
+func (u *uploader) queueReplayed(key Key) {
 	u.beginCommit(key)
 	u.endCommit(key, true, nil, false)
 }
 
 // settleLocked decides what becomes of p when nothing is working on it:
-// gone from the queue and the journal if the bucket has its last version
+// gone from the queue and the journal if the backend has its last version
 // and no commit of it is under way, queued again if it lacks a version.
 func (u *uploader) settleLocked(p *pendingUpload) {
 	if p.queued || p.running || u.items[p.key] != p {
@@ -264,22 +264,22 @@ func (u *uploader) retryDelay(failures int) time.Duration {
 	return d - rand.N(d/2+1)
 }
 
-// bucketDown reports whether the last UploadWorkers attempts all failed:
+// backendDown reports whether the last UploadWorkers attempts all failed:
 // a write-through commit then waits at most RequestTimeout.
-func (u *uploader) bucketDown() bool {
+func (u *uploader) backendDown() bool {
 	_, down := u.failures()
 	return down
 }
 
 // failures returns the attempts that failed since the last success, and
-// whether that makes the bucket down.
+// whether that makes the backend down.
 func (u *uploader) failures() (int64, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return int64(u.failing), u.failing >= u.t.cfg.UploadWorkers
 }
 
-// finish ends an attempt at p's version: err nil (the bucket has it),
+// finish ends an attempt at p's version: err nil (the backend has it),
 // errLost (it is gone from disk: nothing more to do), or a failure to
 // retry.
 func (u *uploader) finish(p *pendingUpload, version uint64, err error) {
@@ -292,7 +292,7 @@ func (u *uploader) finish(p *pendingUpload, version uint64, err error) {
 		p.uploaded = max(p.uploaded, version)
 		p.failures, p.notBefore = 0, time.Time{}
 		if err == nil && u.failing > 0 {
-			// The bucket answers again: whatever waits out a backoff
+			// The backend answers again: whatever waits out a backoff
 			// is due now.
 			u.failing = 0
 			for _, q := range u.queue {
@@ -310,7 +310,7 @@ func (u *uploader) finish(p *pendingUpload, version uint64, err error) {
 	u.changed = make(chan struct{})
 }
 
-// wait waits until the bucket has version of p, or an attempt at it
+// wait waits until the backend has version of p, or an attempt at it
 // failed (that error), or ctx is done.
 func (u *uploader) wait(ctx context.Context, p *pendingUpload, version uint64) error {
 	for {
@@ -326,7 +326,7 @@ func (u *uploader) wait(ctx context.Context, p *pendingUpload, version uint64) e
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("%w: stored locally; waiting for the bucket: %v", cas.ErrUnavailable, ctx.Err())
+			return fmt.Errorf("%w: stored locally; waiting for the backend: %v", cas.ErrUnavailable, ctx.Err())
 		}
 	}
 }
@@ -348,8 +348,8 @@ func (u *uploader) drain(ctx context.Context) error {
 	}
 }
 
-// pending returns whether key is waiting for the bucket.
-func (u *uploader) pending(key objectKey) bool {
+// pending returns whether key is waiting for the backend.
+func (u *uploader) pending(key Key) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.items[key] != nil
@@ -387,7 +387,7 @@ func (u *uploader) work(ctx context.Context) {
 			u.t.c.uploaded.Add(1)
 		case errors.Is(err, errLost):
 			u.t.c.uploadsLost.Add(1)
-			u.t.log.Error("s3tier: a pending upload is no longer on disk; the bucket will not get it", "entry", p.key.String())
+			u.t.log.Error("tier: a pending upload is no longer on disk; the backend will not get it", "entry", p.key.String())
 		default:
 			u.t.c.uploadRetries.Add(1)
 			// An outage fails every entry: one line for each entry's
@@ -396,7 +396,7 @@ func (u *uploader) work(ctx context.Context) {
 			if failures == 1 {
 				level = slog.LevelWarn
 			}
-			u.t.log.Log(ctx, level, "s3tier: upload failed; will retry", "entry", p.key.String(), "failures", failures, "err", err)
+			u.t.log.Log(ctx, level, "tier: upload failed; will retry", "entry", p.key.String(), "failures", failures, "err", err)
 		}
 	}
 }
@@ -411,13 +411,13 @@ func (u *uploader) failuresOf(p *pendingUpload) int {
 // maxRetryBackoff caps the wait between failed upload attempts.
 const maxRetryBackoff = time.Minute
 
-// upload copies one entry to the bucket: a blob from disk, streamed; an
+// upload copies one entry to the backend: a blob from disk, streamed; an
 // action result from data, or from disk when data is nil.
-func (u *uploader) upload(ctx context.Context, k objectKey, size int64, data []byte) error {
+func (u *uploader) upload(ctx context.Context, k Key, size int64, data []byte) error {
 	t := u.t
-	if !k.ac {
-		if exists, ok := t.exists.get(k.digest()); ok && exists {
-			return nil // the bucket said it has it; a put would change nothing
+	if !k.AC {
+		if exists, ok := t.exists.get(k.Digest()); ok && exists {
+			return nil // the shared tier said it has it; a put would change nothing
 		}
 	}
 	w := min(max(size, 1), t.cfg.UploadBytes)
@@ -433,10 +433,10 @@ func (u *uploader) upload(ctx context.Context, k objectKey, size int64, data []b
 	})
 	defer stall.Stop()
 
-	if k.ac {
+	if k.AC {
 		if data == nil {
 			var err error
-			data, err = t.disk.GetActionResult(ctx, k.digest())
+			data, err = t.local.GetActionResult(ctx, k.Digest())
 			if errors.Is(err, cas.ErrNotFound) {
 				return errLost
 			}
@@ -445,9 +445,9 @@ func (u *uploader) upload(ctx context.Context, k objectKey, size int64, data []b
 			}
 		}
 		sum := sha256.Sum256(data)
-		return t.bucket.put(ctx, k, bytes.NewReader(data), int64(len(data)), hex.EncodeToString(sum[:]))
+		return t.backend.put(ctx, Upload{Key: k, Body: bytes.NewReader(data), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
 	}
-	b, err := t.disk.OpenUncounted(ctx, k.digest())
+	b, err := t.local.OpenUncounted(ctx, k.Digest())
 	if errors.Is(err, cas.ErrNotFound) {
 		return errLost
 	}
@@ -457,9 +457,9 @@ func (u *uploader) upload(ctx context.Context, k objectKey, size int64, data []b
 	defer b.Close()
 	body := newChunkStream(ctx, b, t.cfg.Pool, t.cfg.ChunkSize, func() { stall.Reset(t.cfg.RequestTimeout) })
 	defer body.Close()
-	if err := t.bucket.put(ctx, k, body, k.size, k.hash); err != nil {
+	if err := t.backend.put(ctx, Upload{Key: k, Body: body, Size: k.Size, SHA256: k.Hash}); err != nil {
 		return err
 	}
-	t.exists.uploaded(k.digest())
+	t.exists.uploaded(k.Digest())
 	return nil
 }

@@ -1,4 +1,4 @@
-package s3tier
+package tier
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/membuf/membuf/cas"
 )
 
-// A fill copies one blob from the bucket into the disk tier: one GET of the
+// A fill copies one blob from the backend into the disk tier: one GET of the
 // whole object, streamed in chunks into a disk store writer (which hashes
 // as it writes and commits, through the disk store's own commit path, only
 // if size and SHA-256 match). It runs on a goroutine of its own under the
@@ -46,7 +46,7 @@ type fillChunk struct {
 }
 
 // leaderBuffer is how many chunks a fill queues for a leader that is slower
-// than the bucket before it waits for it; leaderPatience, how long it then
+// than the backend before it waits for it; leaderPatience, how long it then
 // waits before it stops sending, so that one slow client does not stall
 // the fill (the leader then reads the rest from disk once it is there).
 const (
@@ -94,7 +94,7 @@ func (t *Store) runFill(f *fill) {
 	t.fillMu.Unlock()
 	if err != nil {
 		t.c.fillsFailed.Add(1)
-		t.log.Warn("s3tier: fill from the bucket failed", "digest", f.d.String(), "err", err)
+		t.log.Warn("tier: fill from the backend failed", "digest", f.d.String(), "err", err)
 	} else {
 		t.c.fills.Add(1)
 		t.exists.set(f.d, true)
@@ -105,42 +105,42 @@ func (t *Store) runFill(f *fill) {
 
 // fillOnce does the fill's work; see fill.
 func (t *Store) fillOnce(f *fill) error {
-	k := blobKey(f.d)
+	k := BlobKey(f.d)
 	ctx, cancel := context.WithCancelCause(t.ctx)
 	defer cancel(nil)
 	// The transfer must make progress: the watchdog cancels it when no
-	// byte arrived for RequestTimeout (a stalled or very slow bucket).
+	// byte arrived for RequestTimeout (a stalled or very slow backend).
 	stall := time.AfterFunc(t.cfg.RequestTimeout, func() {
 		cancel(fmt.Errorf("no progress for %v", t.cfg.RequestTimeout))
 	})
 	defer stall.Stop()
 
-	w, err := t.disk.NewWriter(ctx, f.d, cas.Uncompressed)
+	w, err := t.local.NewWriter(ctx, f.d, cas.Uncompressed)
 	if err != nil {
 		return err
 	}
 	defer w.Abort() // a no-op after Commit
-	obj, err := t.bucket.get(ctx, k)
+	obj, err := t.backend.Get(ctx, k, 0)
 	if err != nil {
 		return err
 	}
-	defer obj.body.Close()
-	if obj.size != f.d.Size {
+	defer obj.Body.Close()
+	if obj.Size != f.d.Size {
 		t.c.corrupt.Add(1)
 		t.exists.markBad(f.d)
-		return fmt.Errorf("%w: the object for %s in the bucket is %d bytes, not %d (corrupt; not served)", cas.ErrNotFound, f.d, obj.size, f.d.Size)
+		return fmt.Errorf("%w: the object for %s in the backend is %d bytes, not %d (corrupt; not served)", cas.ErrNotFound, f.d, obj.Size, f.d.Size)
 	}
 	for off := int64(0); off < f.d.Size; {
 		n := int(min(int64(f.chunkSize), f.d.Size-off))
 		chunk := membuf.Alloc(f.pool, n)
-		m, err := io.ReadFull(obj.body, chunk.Bytes())
+		m, err := io.ReadFull(obj.Body, chunk.Bytes())
 		t.c.bytesDown.Add(uint64(m))
 		if err != nil {
 			chunk.Free()
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 			}
-			return &bucketError{kind: cas.ErrUnavailable, public: fmt.Sprintf("reading %s from the shared tier stopped at byte %d", f.d, off+int64(m)), where: "GET " + t.bucket.key(k), cause: err}
+			return &RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("reading %s from the shared tier stopped at byte %d", f.d, off+int64(m)), Where: t.cfg.Name, Cause: err}
 		}
 		stall.Reset(t.cfg.RequestTimeout)
 		if _, err := w.Write(chunk.Bytes()); err != nil {
@@ -156,7 +156,7 @@ func (t *Store) fillOnce(f *fill) error {
 		if errors.Is(err, cas.ErrMismatch) {
 			t.c.corrupt.Add(1)
 			t.exists.markBad(f.d) // FindMissing asks for it again; its upload is PUT
-			return fmt.Errorf("%w: the object for %s in the bucket does not match it (corrupt; not served): %v", cas.ErrNotFound, f.d, err)
+			return fmt.Errorf("%w: the object for %s in the backend does not match it (corrupt; not served): %v", cas.ErrNotFound, f.d, err)
 		}
 		return err
 	}
@@ -220,7 +220,7 @@ func drainChunks(ch chan fillChunk) {
 }
 
 // fillReader is a blob the disk tier lacked when it was opened: reading it
-// fills it from the bucket.
+// fills it from the backend.
 type fillReader struct {
 	t *Store
 	d cas.Digest
@@ -228,22 +228,22 @@ type fillReader struct {
 
 func (r *fillReader) Size() int64 { return r.d.Size }
 
-// Stored returns Uncompressed: the bucket keeps blobs plain.
+// Stored returns Uncompressed: the backend keeps blobs plain.
 func (r *fillReader) Stored() cas.Encoding { return cas.Uncompressed }
 
-// ReadZstd fills the blob from the bucket to the disk tier, then reads it
+// ReadZstd fills the blob from the backend to the disk tier, then reads it
 // compressed from there: compressed reads are the disk tier's business.
 func (r *fillReader) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	t := r.t
-	if ok, _ := t.disk.Contains(ctx, r.d); !ok {
+	if ok, _ := t.local.Contains(ctx, r.d); !ok {
 		f, _ := t.joinFill(r.d, false, 0, 0, t.cfg.Pool, t.cfg.ChunkSize)
 		if err := waitFill(ctx, f); err != nil {
 			t.countFillLookup(err)
 			return err
 		}
 	}
-	t.c.lookups[TierS3].Add(1)
-	b, err := t.disk.OpenUncounted(ctx, r.d)
+	t.c.lookups[TierShared].Add(1)
+	b, err := t.local.OpenUncounted(ctx, r.d)
 	if err != nil {
 		return err
 	}
@@ -253,16 +253,16 @@ func (r *fillReader) ReadZstd(ctx context.Context, off int64, pool membuf.Buffer
 
 func (r *fillReader) Close() error { return nil }
 
-// ReadChunks fills the blob from the bucket and hands [off, end) to fn. As
+// ReadChunks fills the blob from the backend and hands [off, end) to fn. As
 // the fill's leader it streams the chunks as they arrive but holds the
 // last one back until the whole object has been verified and committed, so
 // a read of a corrupt object never completes: it ends with NOT_FOUND. A
 // reader that joins a running fill waits for it and reads from disk.
 func (r *fillReader) ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	t := r.t
-	if ok, _ := t.disk.Contains(ctx, r.d); ok {
+	if ok, _ := t.local.Contains(ctx, r.d); ok {
 		// Filled since Open looked.
-		t.c.lookups[TierS3].Add(1)
+		t.c.lookups[TierShared].Add(1)
 		return t.readDisk(ctx, r.d, off, end, pool, chunkSize, fn)
 	}
 	f, leader := t.joinFill(r.d, true, off, end, pool, chunkSize)
@@ -271,7 +271,7 @@ func (r *fillReader) ReadChunks(ctx context.Context, off, end int64, pool membuf
 			t.countFillLookup(err)
 			return err
 		}
-		t.c.lookups[TierS3].Add(1)
+		t.c.lookups[TierShared].Add(1)
 		return t.readDisk(ctx, r.d, off, end, pool, chunkSize, fn)
 	}
 	err := r.lead(ctx, f, off, end, pool, chunkSize, fn)
@@ -344,7 +344,7 @@ func waitFill(ctx context.Context, f *fill) error {
 func (t *Store) countFillLookup(err error) {
 	switch {
 	case err == nil:
-		t.c.lookups[TierS3].Add(1)
+		t.c.lookups[TierShared].Add(1)
 	case errors.Is(err, cas.ErrNotFound):
 		t.c.lookups[TierMiss].Add(1)
 	}
@@ -353,7 +353,7 @@ func (t *Store) countFillLookup(err error) {
 // readDisk reads [off, end) of blob d from the disk tier, uncounted (the
 // lookup was counted when the blob was opened).
 func (t *Store) readDisk(ctx context.Context, d cas.Digest, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	b, err := t.disk.OpenUncounted(ctx, d)
+	b, err := t.local.OpenUncounted(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func (t *Store) readDisk(ctx context.Context, d cas.Digest, off, end int64, pool
 }
 
 // WriteRange writes what ReadChunks reads (cas.WriteChunks): the bytes
-// come into memory to be filled from the bucket anyway.
+// come into memory to be filled from the backend anyway.
 func (r *fillReader) WriteRange(ctx context.Context, w io.Writer, off, end int64, pool membuf.BufferPool, chunkSize int) (int64, error) {
 	return cas.WriteChunks(ctx, r, w, off, end, pool, chunkSize)
 }

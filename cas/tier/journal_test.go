@@ -1,4 +1,4 @@
-package s3tier
+package tier
 
 import (
 	"os"
@@ -12,9 +12,9 @@ import (
 
 func TestJournalReplaysPendingAndSkipsTornLines(t *testing.T) {
 	dir := t.TempDir()
-	a := blobKey(cas.DigestOf([]byte("a")))
-	b := blobKey(cas.DigestOf([]byte("b")))
-	c := actionKey(cas.DigestOf([]byte("c")))
+	a := BlobKey(cas.DigestOf([]byte("a")))
+	b := BlobKey(cas.DigestOf([]byte("b")))
+	c := ActionKey(cas.DigestOf([]byte("c")))
 	var lines []byte
 	lines = appendJournalLine(lines, true, a)
 	lines = appendJournalLine(lines, true, b)
@@ -22,10 +22,10 @@ func TestJournalReplaysPendingAndSkipsTornLines(t *testing.T) {
 	lines = appendJournalLine(lines, false, a)
 	lines = append(lines, "garbage line\n"...)
 	lines = append(lines, appendJournalLine(nil, false, b)[:20]...) // torn by a crash
-	if err := os.WriteFile(filepath.Join(dir, JournalName), lines, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "s3"+JournalSuffix), lines, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	j, pending, skipped, err := openJournal(dir)
+	j, pending, skipped, err := openJournal(filepath.Join(dir, "s3"+JournalSuffix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestJournalReplaysPendingAndSkipsTornLines(t *testing.T) {
 	if err := j.close(); err != nil {
 		t.Fatal(err)
 	}
-	j, pending, skipped, err = openJournal(dir)
+	j, pending, skipped, err = openJournal(filepath.Join(dir, "s3"+JournalSuffix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,15 +49,15 @@ func TestJournalReplaysPendingAndSkipsTornLines(t *testing.T) {
 
 func TestJournalConcurrentAddsAreAllDurable(t *testing.T) {
 	dir := t.TempDir()
-	j, _, _, err := openJournal(dir)
+	j, _, _, err := openJournal(filepath.Join(dir, "s3"+JournalSuffix))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 200
 	var wg sync.WaitGroup
-	keys := make([]objectKey, n)
+	keys := make([]Key, n)
 	for i := range n {
-		keys[i] = blobKey(cas.DigestOf([]byte{byte(i), byte(i >> 8)}))
+		keys[i] = BlobKey(cas.DigestOf([]byte{byte(i), byte(i >> 8)}))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -68,12 +68,12 @@ func TestJournalConcurrentAddsAreAllDurable(t *testing.T) {
 	}
 	wg.Wait()
 	// Read the file as a crash would leave it: what add returned for is there.
-	data, err := os.ReadFile(filepath.Join(dir, JournalName))
+	data, err := os.ReadFile(filepath.Join(dir, "s3"+JournalSuffix))
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := map[objectKey]bool{}
-	replayJournal(data, func(add bool, k objectKey) { found[k] = add })
+	found := map[Key]bool{}
+	replayJournal(data, func(add bool, k Key) { found[k] = add })
 	for _, k := range keys {
 		if !found[k] {
 			t.Fatalf("add of %s returned but the file lacks it", k)
@@ -115,7 +115,7 @@ func FuzzJournal(f *testing.F) {
 	f.Add([]byte("+ ac " + h + " 0\n+ cas " + h + " 9\ntorn"))
 	f.Add([]byte("\n\n+ cas  1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		replayJournal(data, func(add bool, k objectKey) {
+		replayJournal(data, func(add bool, k Key) {
 			line := appendJournalLine(nil, add, k)
 			add2, k2, ok := parseJournalLine(line[:len(line)-1])
 			if !ok || add2 != add || k2 != k {

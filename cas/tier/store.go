@@ -1,4 +1,4 @@
-package s3tier
+package tier
 
 import (
 	"bytes"
@@ -10,20 +10,30 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk"
 )
+
+// Local is the store a tier keeps its copies in: the disk store
+// (*disk.Store). Its lookups count as the client's (Open, ReadAll,
+// FindMissing with cas.ClientLookup); OpenUncounted is the tier's own read
+// of a blob it has just filled or is uploading, which does not count.
+type Local interface {
+	cas.Storage
+	OpenUncounted(ctx context.Context, d cas.Digest) (cas.BlobReader, error)
+}
 
 // Config configures a Store. Zero fields take the defaults named.
 type Config struct {
-	// Location is the bucket (ParseURL reads it from the --s3 URL).
-	Location Location
+	// Backend is the shared tier.
+	Backend Backend
+	// Name names the backend in logs and in the upload journal's file
+	// name ({Name}-uploads.journal): its URL's scheme, "s3" say.
+	Name string
 	// Dir is the disk store's directory: the upload journal lives there,
 	// with the entries it lists.
 	Dir string
@@ -33,7 +43,7 @@ type Config struct {
 	Pool membuf.BufferPool
 	// ChunkSize is the chunk size of those; 0 means cas.DefaultChunkSize.
 	ChunkSize int
-	// WriteThrough makes a write return only once the bucket has the
+	// WriteThrough makes a write return only once the backend has the
 	// entry (or fail with UNAVAILABLE, the entry stored locally and its
 	// upload still queued).
 	WriteThrough bool
@@ -42,14 +52,11 @@ type Config struct {
 	// UploadBytes bounds the bytes of the uploads running at once (a larger
 	// entry runs alone); 0 means 256 MiB.
 	UploadBytes int64
-	// LookupConcurrency is how many HEADs one FindMissing sends at once;
-	// 0 means 32.
-	LookupConcurrency int
-	// RequestTimeout bounds the wait for the bucket's answer to a request,
+	// RequestTimeout bounds the wait for the backend's answer to a request,
 	// and for progress of a transfer (a read or upload of any size may
 	// take longer, as long as bytes keep moving); 0 means 30s.
 	RequestTimeout time.Duration
-	// ExistsTTL and MissingTTL are how long the bucket's "yes" and "no" to
+	// ExistsTTL and MissingTTL are how long the backend's "yes" and "no" to
 	// a blob are remembered for FindMissing; 0 means 5 minutes and 10
 	// seconds. A negative MissingTTL remembers no "no": another node's
 	// upload is seen at once, at the cost of a HEAD per local miss.
@@ -61,15 +68,15 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Store is a cas.Storage of two tiers: a disk store in front of a bucket.
+// Store is a cas.Storage of two tiers: a disk store in front of a backend.
 // See the package documentation and docs/cas.md. It is safe for concurrent
 // use.
 type Store struct {
-	disk   *disk.Store
-	bucket *bucket
-	cfg    Config
-	log    *slog.Logger
-	c      counters
+	local   Local
+	backend metered
+	cfg     Config
+	log     *slog.Logger
+	c       counters
 
 	journal *journal
 	uploads *uploader
@@ -86,26 +93,27 @@ type Store struct {
 // The tiered store is a cas.Storage.
 var _ cas.Storage = (*Store)(nil)
 
-// Open returns a Store over disk and the bucket cfg.Location names. It does
-// not need the bucket to be reachable: it logs whether it is, serves from
-// disk meanwhile, and retries the uploads. It reads the upload journal in
-// cfg.Dir and queues the uploads a previous run left unfinished. Close the
-// Store before disk.
-func Open(ctx context.Context, disk *disk.Store, cfg Config) (*Store, error) {
-	if disk == nil {
-		return nil, errors.New("s3tier: Open needs a disk store")
+// Open returns a Store over local and cfg.Backend. It does not need the
+// backend to answer: it logs whether it does, serves from local meanwhile,
+// and retries the uploads; only a backend whose Probe says it is
+// misconfigured (an *ErrMisconfigured) fails it. It reads the upload
+// journal in cfg.Dir and queues the uploads a previous run left
+// unfinished. Close the Store before local.
+func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
+	if local == nil || cfg.Backend == nil {
+		return nil, errors.New("tier: Open needs a local store and Config.Backend")
 	}
 	if cfg.Dir == "" {
-		return nil, errors.New("s3tier: Config.Dir (the disk store's directory, for the upload journal) is empty")
+		return nil, errors.New("tier: Config.Dir (the local store's directory, for the upload journal) is empty")
 	}
-	if cfg.ChunkSize < 0 || cfg.UploadWorkers < 0 || cfg.UploadBytes < 0 || cfg.LookupConcurrency < 0 ||
+	if cfg.ChunkSize < 0 || cfg.UploadWorkers < 0 || cfg.UploadBytes < 0 ||
 		cfg.RequestTimeout < 0 || cfg.ExistsTTL < 0 || cfg.RetryBackoff < 0 {
-		return nil, fmt.Errorf("s3tier: a negative Config field: %+v", cfg)
+		return nil, fmt.Errorf("tier: a negative Config field: %+v", cfg)
 	}
+	setDefault(&cfg.Name, "shared")
 	setDefault(&cfg.ChunkSize, cas.DefaultChunkSize)
 	setDefault(&cfg.UploadWorkers, 4)
 	setDefault(&cfg.UploadBytes, 256<<20)
-	setDefault(&cfg.LookupConcurrency, 32)
 	setDefault(&cfg.RequestTimeout, 30*time.Second)
 	setDefault(&cfg.ExistsTTL, 5*time.Minute)
 	setDefault(&cfg.MissingTTL, 10*time.Second)
@@ -114,33 +122,30 @@ func Open(ctx context.Context, disk *disk.Store, cfg Config) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	t := &Store{
-		disk:   disk,
+		local:  local,
 		cfg:    cfg,
 		log:    cfg.Logger,
 		exists: newExistence(cfg.ExistsTTL, cfg.MissingTTL),
 		fills:  make(map[cas.Digest]*fill),
 	}
-	b, err := newBucket(ctx, cfg.Location, max(cfg.LookupConcurrency, cfg.UploadWorkers), cfg.RequestTimeout, &t.c)
-	if err != nil {
-		return nil, err
-	}
-	t.bucket = b
-	// Whether the bucket answers, before anything starts: a configuration
-	// that cannot work (no such bucket, refused credentials) is an error;
-	// a bucket that does not answer is served around (it may come back).
+	t.backend = metered{b: cfg.Backend, c: &t.c}
+	// Whether the backend answers, before anything starts: a
+	// configuration that cannot work (no such backend, refused
+	// credentials) is an error; a backend that does not answer is served
+	// around (it may come back).
 	pctx, cancel := context.WithTimeout(ctx, min(cfg.RequestTimeout, startProbeTimeout))
-	probeErr := b.probe(pctx)
+	probeErr := t.backend.Probe(pctx)
 	cancel()
 	if _, ok := errors.AsType[*ErrMisconfigured](probeErr); ok {
 		return nil, probeErr
 	}
-	j, pending, skipped, err := openJournal(cfg.Dir)
+	j, pending, skipped, err := openJournal(filepath.Join(cfg.Dir, cfg.Name+JournalSuffix))
 	if err != nil {
 		return nil, err
 	}
 	t.journal = j
 	if skipped > 0 {
-		t.log.Warn("s3tier: skipped unreadable lines of the upload journal (a crash tears at most the last)", "lines", skipped)
+		t.log.Warn("tier: skipped unreadable lines of the upload journal (a crash tears at most the last)", "lines", skipped)
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.uploads = newUploader(t)
@@ -152,16 +157,16 @@ func Open(ctx context.Context, disk *disk.Store, cfg Config) (*Store, error) {
 		go t.uploads.work(t.ctx)
 	}
 	if probeErr != nil {
-		t.log.Warn("s3tier: the bucket does not answer; serving from disk, uploads will retry", "bucket", cfg.Location.String(), "err", probeErr)
+		t.log.Warn("tier: the shared tier does not answer; serving from local, uploads will retry", "tier", cfg.Name, "err", probeErr)
 	} else {
-		t.log.Info("s3tier: the bucket answers", "bucket", cfg.Location.String())
+		t.log.Info("tier: the shared tier answers", "tier", cfg.Name)
 	}
-	t.log.Info("s3tier: shared tier", "bucket", cfg.Location.String(), "pending_uploads", len(pending), "write_through", cfg.WriteThrough)
+	t.log.Info("tier: shared tier", "tier", cfg.Name, "pending_uploads", len(pending), "write_through", cfg.WriteThrough)
 	return t, nil
 }
 
-// startProbeTimeout bounds the wait for the bucket's answer at start: a
-// bucket that has not answered by then is served around.
+// startProbeTimeout bounds the wait for the backend's answer at start: a
+// backend that has not answered by then is served around.
 const startProbeTimeout = 5 * time.Second
 
 func setDefault[T comparable](v *T, def T) {
@@ -171,7 +176,7 @@ func setDefault[T comparable](v *T, def T) {
 	}
 }
 
-// Drain waits until every pending upload is in the bucket, or ctx ends
+// Drain waits until every pending upload is in the backend, or ctx ends
 // (then the rest stay in the journal for the next start).
 func (t *Store) Drain(ctx context.Context) error {
 	return t.uploads.drain(ctx)
@@ -187,45 +192,45 @@ func (t *Store) Close() error {
 }
 
 // TierStats returns a snapshot of the tiering's counters: requests to the
-// bucket, where lookups were answered, the upload queue.
+// backend, where lookups were answered, the upload queue.
 func (t *Store) TierStats() Stats {
 	st := t.c.snapshot()
 	st.UploadQueueLength, st.UploadQueueBytes = t.uploads.length()
-	st.FailedInARow, st.BucketDown = t.uploads.failures()
+	st.FailedInARow, st.BackendDown = t.uploads.failures()
 	return st
 }
 
 // MaxSize is the disk tier's: the largest entry either tier accepts.
-func (t *Store) MaxSize() int64 { return t.disk.MaxSize() }
+func (t *Store) MaxSize() int64 { return t.local.MaxSize() }
 
 // Stats returns the disk tier's counters.
-func (t *Store) Stats() cas.StoreStats { return t.disk.Stats() }
+func (t *Store) Stats() cas.StoreStats { return t.local.Stats() }
 
 // Open opens blob d: from disk if it is there, otherwise a reader that
-// fills it from the bucket when read. Nothing is asked of the bucket here:
+// fills it from the backend when read. Nothing is asked of the backend here:
 // a missing object is NOT_FOUND from ReadChunks.
 func (t *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
-	r, err := t.disk.Open(ctx, d)
+	r, err := t.local.Open(ctx, d)
 	if err == nil {
-		t.c.lookups[TierDisk].Add(1)
+		t.c.lookups[TierLocal].Add(1)
 		return r, nil
 	}
 	if !errors.Is(err, cas.ErrNotFound) {
 		return nil, err
 	}
-	if max := t.disk.MaxSize(); max > 0 && d.Size > max {
+	if max := t.local.MaxSize(); max > 0 && d.Size > max {
 		t.c.lookups[TierMiss].Add(1)
 		return nil, err // the disk tier could not hold it, so it cannot be filled
 	}
 	return &fillReader{t: t, d: d}, nil
 }
 
-// ReadAll returns blob d's content, filling it from the bucket first if the
+// ReadAll returns blob d's content, filling it from the backend first if the
 // disk lacks it.
 func (t *Store) ReadAll(ctx context.Context, d cas.Digest) ([]byte, error) {
-	data, err := t.disk.ReadAll(ctx, d)
+	data, err := t.local.ReadAll(ctx, d)
 	if err == nil {
-		t.c.lookups[TierDisk].Add(1)
+		t.c.lookups[TierLocal].Add(1)
 		return data, nil
 	}
 	if !errors.Is(err, cas.ErrNotFound) {
@@ -236,7 +241,7 @@ func (t *Store) ReadAll(ctx context.Context, d cas.Digest) ([]byte, error) {
 		t.countFillLookup(err)
 		return nil, err
 	}
-	t.c.lookups[TierS3].Add(1)
+	t.c.lookups[TierShared].Add(1)
 	data = make([]byte, 0, d.Size)
 	err = t.readDisk(ctx, d, 0, d.Size, t.cfg.Pool, t.cfg.ChunkSize, func(c membuf.Buffer) error {
 		data = append(data, c.Bytes()...)
@@ -249,13 +254,13 @@ func (t *Store) ReadAll(ctx context.Context, d cas.Digest) ([]byte, error) {
 	return data, nil
 }
 
-// FindMissing asks the disk first, then the bucket about the disk's misses
+// FindMissing asks the disk first, then the backend about the disk's misses
 // only: each distinct digest once, LookupConcurrency at a time, answered
-// from the existence cache where it can be. A digest the bucket could not
+// from the existence cache where it can be. A digest the backend could not
 // be asked about (unreachable, timed out) is reported missing: the client
 // uploads it again, which is safe.
 func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Lookup) ([]cas.Digest, error) {
-	local, err := t.disk.FindMissing(ctx, ds, lookup)
+	local, err := t.local.FindMissing(ctx, ds, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +274,7 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Loo
 			t.c.lookups[tier].Add(uint64(n))
 		}
 	}
-	count(TierDisk, len(ds)-len(local))
+	count(TierLocal, len(ds)-len(local))
 	if len(local) == 0 {
 		return nil, nil
 	}
@@ -290,32 +295,33 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Loo
 	if len(ask) > 0 {
 		ctx, cancel := context.WithTimeout(ctx, t.cfg.RequestTimeout)
 		defer cancel()
-		answers := make([]bool, len(ask))
-		var g errgroup.Group
-		g.SetLimit(t.cfg.LookupConcurrency)
+		keys := make([]Key, len(ask))
 		for i, d := range ask {
-			g.Go(func() error {
-				size, err := t.bucket.head(ctx, blobKey(d))
-				switch {
-				case err == nil && size == d.Size:
-					answers[i] = true
-					t.exists.set(d, true)
-				case err == nil:
-					// Not this digest's blob: either the object is bad or
-					// the digest is (a client's mistake). Missing either
-					// way, remembered so as not to ask again; a read of it
-					// would find out which, and count it.
-					t.exists.set(d, false)
-					t.log.Debug("s3tier: the object under a digest's hash has another size; missing", "digest", d.String(), "size", size)
-				case errors.Is(err, cas.ErrNotFound):
-					t.exists.set(d, false)
-				default:
-					t.log.Warn("s3tier: FindMissing could not ask the bucket; reporting missing", "digest", d.String(), "err", err)
-				}
-				return nil
-			})
+			keys[i] = BlobKey(d)
 		}
-		g.Wait()
+		sizes := make([]int64, len(ask))
+		statErr := t.backend.Stat(ctx, keys, sizes)
+		if statErr != nil {
+			t.log.Warn("tier: FindMissing could not ask the shared tier about some digests; reporting them missing", "digests", len(ask), "err", statErr)
+		}
+		answers := make([]bool, len(ask))
+		for i, d := range ask {
+			switch size := sizes[i]; {
+			case size == d.Size:
+				answers[i] = true
+				t.exists.set(d, true)
+			case size >= 0:
+				// Not this digest's blob: either the entry is bad or the
+				// digest is (a client's mistake). Missing either way,
+				// remembered so as not to ask again; a read of it would
+				// find out which, and count it.
+				t.exists.set(d, false)
+				t.log.Debug("tier: the entry under a digest's hash has another size; missing", "digest", d.String(), "size", size)
+			case statErr == nil:
+				// Absent (an answer that failed is not remembered).
+				t.exists.set(d, false)
+			}
+		}
 		for i, d := range ask {
 			found[d] = answers[i]
 		}
@@ -326,7 +332,7 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Loo
 			missing = append(missing, d)
 		}
 	}
-	count(TierS3, len(local)-len(missing))
+	count(TierShared, len(local)-len(missing))
 	count(TierMiss, len(missing))
 	return missing, nil
 }
@@ -342,7 +348,7 @@ func (t *Store) addPendingUploads(ds, missing []cas.Digest) []cas.Digest {
 		isMissing[d] = true
 	}
 	for _, d := range ds {
-		if !isMissing[d] && t.uploads.pending(blobKey(d)) {
+		if !isMissing[d] && t.uploads.pending(BlobKey(d)) {
 			missing = append(missing, d)
 			isMissing[d] = true
 		}
@@ -351,22 +357,25 @@ func (t *Store) addPendingUploads(ds, missing []cas.Digest) []cas.Digest {
 }
 
 // Resolve returns the digest of the blob whose hash is hash: from the disk
-// tier's index, or else from a HEAD of the bucket's object (whose length is
+// tier's index, or else from a HEAD of the backend's object (whose length is
 // the blob's size). An object this node found bad is not there (existence's
-// bad mark), whatever the HEAD says. A bucket that cannot be asked is
+// bad mark), whatever the HEAD says. A backend that cannot be asked is
 // ErrUnavailable, not a miss: the caller may try again.
 func (t *Store) Resolve(ctx context.Context, hash string) (cas.Digest, error) {
-	d, err := t.disk.Resolve(ctx, hash)
+	d, err := t.local.Resolve(ctx, hash)
 	if err == nil || !errors.Is(err, cas.ErrNotFound) {
 		return d, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.RequestTimeout)
 	defer cancel()
-	size, err := t.bucket.head(ctx, objectKey{hash: hash})
-	if err != nil {
+	sizes := []int64{-1}
+	if err := t.backend.Stat(ctx, []Key{{Hash: hash, Size: -1}}, sizes); err != nil {
 		return cas.Digest{}, err
 	}
-	d = cas.Digest{Hash: hash, Size: size}
+	if sizes[0] < 0 {
+		return cas.Digest{}, fmt.Errorf("%w: blob %s is in neither tier", cas.ErrNotFound, hash)
+	}
+	d = cas.Digest{Hash: hash, Size: sizes[0]}
 	if t.exists.isBad(d) {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s (its object in the shared tier was found bad)", cas.ErrNotFound, hash)
 	}
@@ -375,26 +384,26 @@ func (t *Store) Resolve(ctx context.Context, hash string) (cas.Digest, error) {
 }
 
 // Contains reports whether blob d is on disk or, by the existence cache's
-// recent answer, in the bucket; it asks the bucket nothing (it runs for
+// recent answer, in the backend; it asks the backend nothing (it runs for
 // every ByteStream Write message). In write-through mode a blob whose
 // upload is pending does not count.
 func (t *Store) Contains(ctx context.Context, d cas.Digest) (bool, error) {
-	ok, err := t.disk.Contains(ctx, d)
+	ok, err := t.local.Contains(ctx, d)
 	if err != nil {
 		return false, err
 	}
 	if ok {
-		return !t.cfg.WriteThrough || !t.uploads.pending(blobKey(d)), nil
+		return !t.cfg.WriteThrough || !t.uploads.pending(BlobKey(d)), nil
 	}
 	exists, fresh := t.exists.get(d)
 	return fresh && exists, nil
 }
 
 // NewWriter starts writing blob d to the disk tier (which may keep it
-// compressed, as arrived allows; the bucket gets it plain); its Commit
+// compressed, as arrived allows; the backend gets it plain); its Commit
 // journals, commits and queues the upload.
 func (t *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
-	w, err := t.disk.NewWriter(ctx, d, arrived)
+	w, err := t.local.NewWriter(ctx, d, arrived)
 	if err != nil {
 		return nil, err
 	}
@@ -408,14 +417,14 @@ type writer struct {
 }
 
 func (w *writer) Commit(ctx context.Context) error {
-	return w.t.commit(ctx, blobKey(w.Digest()), nil, func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
+	return w.t.commit(ctx, BlobKey(w.Digest()), nil, func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
 }
 
 // NewUnnamedWriter starts writing a blob whose hash is learned as it is
 // written to the disk tier; its Commit journals the blob under that hash,
 // commits it and queues its upload, as a named writer's does.
 func (t *Store) NewUnnamedWriter(ctx context.Context, size int64, arrived cas.Encoding) (cas.UnnamedWriter, error) {
-	w, err := t.disk.NewUnnamedWriter(ctx, size, arrived)
+	w, err := t.local.NewUnnamedWriter(ctx, size, arrived)
 	if err != nil {
 		return nil, err
 	}
@@ -437,14 +446,14 @@ func (w *unnamedWriter) Commit(ctx context.Context) error {
 	if ok, _ := w.t.Contains(ctx, d); ok {
 		return w.UnnamedWriter.Commit(ctx) // held already: nothing to upload, as for Put
 	}
-	return w.t.commit(ctx, blobKey(d), nil, func() error { return w.UnnamedWriter.Commit(ctx) }, w.UnnamedWriter.Abort)
+	return w.t.commit(ctx, BlobKey(d), nil, func() error { return w.UnnamedWriter.Commit(ctx) }, w.UnnamedWriter.Abort)
 }
 
 // commit runs store, the disk tier's commit of k, between journalling k
 // and queueing its upload; in write-through mode it then waits for the
 // upload. abort, if not nil, discards the uncommitted entry when the
 // journal fails.
-func (t *Store) commit(ctx context.Context, k objectKey, data []byte, store func() error, abort func()) error {
+func (t *Store) commit(ctx context.Context, k Key, data []byte, store func() error, abort func()) error {
 	t.uploads.beginCommit(k)
 	if err := t.journal.add(k); err != nil {
 		t.uploads.endCommit(k, false, nil, false)
@@ -463,18 +472,18 @@ func (t *Store) commit(ctx context.Context, k objectKey, data []byte, store func
 
 // awaitUpload waits, in write-through mode, for the upload of k that the
 // commit which made version of p queued.
-func (t *Store) awaitUpload(ctx context.Context, k objectKey, p *pendingUpload, version uint64) error {
-	if t.uploads.bucketDown() {
+func (t *Store) awaitUpload(ctx context.Context, k Key, p *pendingUpload, version uint64) error {
+	if t.uploads.backendDown() {
 		// Its last attempts all failed: wait for this entry's own
 		// attempt (at the front of the queue: the probe that finds the
-		// bucket back), but no longer than a request may take, whatever
+		// backend back), but no longer than a request may take, whatever
 		// the other workers are stuck on.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t.cfg.RequestTimeout)
 		defer cancel()
 	}
 	if err := t.uploads.wait(ctx, p, version); err != nil {
-		return fmt.Errorf("%w: %s is stored locally and queued for the bucket, which does not have it yet: %v", cas.ErrUnavailable, k, err)
+		return fmt.Errorf("%w: %s is stored locally and queued for the backend, which does not have it yet: %v", cas.ErrUnavailable, k, err)
 	}
 	return nil
 }
@@ -482,9 +491,9 @@ func (t *Store) awaitUpload(ctx context.Context, k objectKey, p *pendingUpload, 
 // Put stores data as blob d, checked, on disk, and queues its upload.
 func (t *Store) Put(ctx context.Context, d cas.Digest, data []byte, arrived cas.Encoding) error {
 	if ok, _ := t.Contains(ctx, d); ok {
-		return t.disk.Put(ctx, d, data, arrived) // checks data, stores nothing
+		return t.local.Put(ctx, d, data, arrived) // checks data, stores nothing
 	}
-	return t.commit(ctx, blobKey(d), nil, func() error { return t.disk.Put(ctx, d, data, arrived) }, nil)
+	return t.commit(ctx, BlobKey(d), nil, func() error { return t.local.Put(ctx, d, data, arrived) }, nil)
 }
 
 // PutBatch stores the batch on disk in one group commit (the disk store's
@@ -495,11 +504,11 @@ func (t *Store) Put(ctx context.Context, d cas.Digest, data []byte, arrived cas.
 func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error {
 	errs := make([]error, len(ds))
 	journalled := make([]bool, len(ds)) // not held already: its upload is queued once stored
-	var keys []objectKey
+	var keys []Key
 	for i, d := range ds {
 		if ok, _ := t.Contains(ctx, d); !ok {
 			journalled[i] = true
-			keys = append(keys, blobKey(d))
+			keys = append(keys, BlobKey(d))
 			t.uploads.beginCommit(keys[len(keys)-1])
 		}
 	}
@@ -510,7 +519,7 @@ func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffer
 	for i := range ds {
 		if journalled[i] && journalErr != nil {
 			errs[i] = journalErr
-			t.uploads.endCommit(blobKey(ds[i]), false, nil, false)
+			t.uploads.endCommit(BlobKey(ds[i]), false, nil, false)
 			continue
 		}
 		todo = append(todo, i)
@@ -524,18 +533,18 @@ func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffer
 	}
 	type wait struct {
 		i       int
-		k       objectKey
+		k       Key
 		p       *pendingUpload
 		version uint64
 	}
 	var waits []wait
-	for j, err := range t.disk.PutBatch(ctx, subDs, subData, subArrived) {
+	for j, err := range t.local.PutBatch(ctx, subDs, subData, subArrived) {
 		i := todo[j]
 		errs[i] = err
 		if !journalled[i] {
 			continue
 		}
-		k := blobKey(ds[i])
+		k := BlobKey(ds[i])
 		p, version := t.uploads.endCommit(k, err == nil, nil, t.cfg.WriteThrough)
 		if err == nil && t.cfg.WriteThrough {
 			waits = append(waits, wait{i, k, p, version})
@@ -548,12 +557,12 @@ func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffer
 }
 
 // GetActionResult returns the action result for d from disk, or else from
-// the bucket (checked against the SHA-256 it was stored with, then kept on
+// the backend (checked against the SHA-256 it was stored with, then kept on
 // disk).
 func (t *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
-	data, err := t.disk.GetActionResult(ctx, d)
+	data, err := t.local.GetActionResult(ctx, d)
 	if err == nil {
-		t.c.lookups[TierDisk].Add(1)
+		t.c.lookups[TierLocal].Add(1)
 		return data, nil
 	}
 	if !errors.Is(err, cas.ErrNotFound) {
@@ -566,9 +575,9 @@ func (t *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, erro
 		}
 		return nil, err
 	}
-	t.c.lookups[TierS3].Add(1)
-	if err := t.disk.PutActionResult(ctx, d, data); err != nil {
-		t.log.Warn("s3tier: could not keep an action result from the bucket on disk", "action", d.String(), "err", err)
+	t.c.lookups[TierShared].Add(1)
+	if err := t.local.PutActionResult(ctx, d, data); err != nil {
+		t.log.Warn("tier: could not keep an action result from the backend on disk", "action", d.String(), "err", err)
 	}
 	return data, nil
 }
@@ -577,47 +586,52 @@ func (t *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, erro
 const maxActionResultBytes = 64 << 20
 
 func (t *Store) getActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
-	k := actionKey(d)
+	k := ActionKey(d)
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.RequestTimeout)
 	defer cancel()
-	obj, err := t.bucket.get(ctx, k)
+	obj, err := t.backend.Get(ctx, k, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer obj.body.Close()
+	defer obj.Body.Close()
 	limit := int64(maxActionResultBytes)
-	if max := t.disk.MaxSize(); max > 0 {
+	if max := t.local.MaxSize(); max > 0 {
 		limit = min(limit, max)
 	}
-	if obj.size < 0 || obj.size > limit {
+	if obj.Size < 0 || obj.Size > limit {
 		t.c.corrupt.Add(1)
-		return nil, fmt.Errorf("%w: %s in the bucket is %d bytes, more than an action result this server keeps", cas.ErrNotFound, k, obj.size)
+		return nil, fmt.Errorf("%w: %s in the shared tier is %d bytes, more than an action result this server keeps", cas.ErrNotFound, k, obj.Size)
 	}
-	data := make([]byte, obj.size)
-	n, err := io.ReadFull(obj.body, data)
+	data := make([]byte, obj.Size)
+	n, err := io.ReadFull(obj.Body, data)
 	t.c.bytesDown.Add(uint64(n))
 	if err != nil {
-		return nil, &bucketError{kind: cas.ErrUnavailable, public: fmt.Sprintf("reading %s from the shared tier stopped at byte %d", k, n), where: "GET " + t.bucket.key(k), cause: err}
+		return nil, &RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("reading %s from the shared tier stopped at byte %d", k, n), Where: t.cfg.Name, Cause: err}
 	}
 	sum := sha256.Sum256(data)
-	switch obj.sha256 {
+	switch obj.SHA256 {
+	case Unchecked:
+		// The backend keeps no checksum; it checks what it stores (an
+		// upstream cache), and the action result is parsed before it
+		// is served.
+		return data, nil
 	case "":
 		// Every action result this server puts carries its SHA-256:
 		// one without was not put by it, or lost its metadata.
 		t.c.corrupt.Add(1)
-		t.log.Warn("s3tier: an action result in the bucket has no SHA-256 metadata; a miss", "action", d.String())
-		return nil, fmt.Errorf("%w: action result %s in the bucket has no checksum (not served)", cas.ErrNotFound, d)
+		t.log.Warn("tier: an action result in the shared tier has no SHA-256 metadata; a miss", "action", d.String())
+		return nil, fmt.Errorf("%w: action result %s in the shared tier has no checksum (not served)", cas.ErrNotFound, d)
 	case hex.EncodeToString(sum[:]):
 		return data, nil
 	}
 	t.c.corrupt.Add(1)
-	t.log.Warn("s3tier: an action result in the bucket does not match the SHA-256 it was stored with; a miss", "action", d.String())
-	return nil, fmt.Errorf("%w: action result %s in the bucket does not match its checksum (corrupt; not served)", cas.ErrNotFound, d)
+	t.log.Warn("tier: an action result in the shared tier does not match the SHA-256 it was stored with; a miss", "action", d.String())
+	return nil, fmt.Errorf("%w: action result %s in the shared tier does not match its checksum (corrupt; not served)", cas.ErrNotFound, d)
 }
 
 // PutActionResult stores data for the action digest d on disk and queues
 // its upload.
 func (t *Store) PutActionResult(ctx context.Context, d cas.Digest, data []byte) error {
 	data = bytes.Clone(data) // the upload keeps it; the caller may reuse its buffer
-	return t.commit(ctx, actionKey(d), data, func() error { return t.disk.PutActionResult(ctx, d, data) }, nil)
+	return t.commit(ctx, ActionKey(d), data, func() error { return t.local.PutActionResult(ctx, d, data) }, nil)
 }

@@ -1,4 +1,4 @@
-package s3tier
+package tier
 
 import (
 	"bufio"
@@ -14,12 +14,14 @@ import (
 	"github.com/membuf/membuf/cas"
 )
 
-// JournalName is the upload journal's file name, in Config.Dir.
-const JournalName = "s3-uploads.journal"
+// JournalSuffix ends the upload journal's file name, in Config.Dir:
+// {Config.Name}-uploads.journal (s3-uploads.journal for an S3 tier, the
+// name it has always had).
+const JournalSuffix = "-uploads.journal"
 
 // journal makes the upload queue durable: before an entry is committed to
 // disk, a line "+ cas {hash} {size}" (or "+ ac {hash} 0") is appended and
-// fsynced; after the bucket has it, "- cas {hash} {size}" is appended
+// fsynced; after the backend has it, "- cas {hash} {size}" is appended
 // (not fsynced: losing it costs one repeated, idempotent upload). At start
 // the entries added and not removed are the uploads a previous run left
 // unfinished. Concurrent adds share one fsync (group commit): whoever finds
@@ -37,26 +39,26 @@ type journal struct {
 	flushing bool
 	err      error // a failed write or sync: the journal is no longer durable
 	size     int64 // bytes in the file
-	pending  map[objectKey]struct{}
+	pending  map[Key]struct{}
 }
 
 // compactBytes is the file size past which a flush rewrites the journal
 // with only its pending entries.
 const compactBytes = 16 << 20
 
-// openJournal reads the journal in dir (missing means empty), rewrites it
+// openJournal reads the journal at path (missing means empty), rewrites it
 // with only its pending entries, and returns it with those entries, oldest
 // first. Lines it cannot parse (a line torn by a crash) are skipped and
 // counted in skipped.
-func openJournal(dir string) (j *journal, pending []objectKey, skipped int, err error) {
-	j = &journal{path: filepath.Join(dir, JournalName), pending: make(map[objectKey]struct{})}
+func openJournal(path string) (j *journal, pending []Key, skipped int, err error) {
+	j = &journal{path: path, pending: make(map[Key]struct{})}
 	j.cond.L = &j.mu
 	data, err := os.ReadFile(j.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, 0, fmt.Errorf("s3tier: reading the upload journal: %w", err)
+		return nil, nil, 0, fmt.Errorf("tier: reading the upload journal: %w", err)
 	}
-	var order []objectKey
-	skipped = replayJournal(data, func(add bool, k objectKey) {
+	var order []Key
+	skipped = replayJournal(data, func(add bool, k Key) {
 		if add {
 			if _, ok := j.pending[k]; !ok {
 				order = append(order, k)
@@ -83,7 +85,7 @@ func openJournal(dir string) (j *journal, pending []objectKey, skipped int, err 
 
 // replayJournal calls fn with each well-formed line of data in order and
 // returns how many lines were not.
-func replayJournal(data []byte, fn func(add bool, k objectKey)) (skipped int) {
+func replayJournal(data []byte, fn func(add bool, k Key)) (skipped int) {
 	for len(data) > 0 {
 		line, rest, found := bytes.Cut(data, []byte{'\n'})
 		data = rest
@@ -102,7 +104,7 @@ func replayJournal(data []byte, fn func(add bool, k objectKey)) (skipped int) {
 }
 
 // parseJournalLine parses "+ cas {hash} {size}", "- ac {hash} 0" and so on.
-func parseJournalLine(line []byte) (add bool, k objectKey, ok bool) {
+func parseJournalLine(line []byte) (add bool, k Key, ok bool) {
 	f := bytes.Split(line, []byte{' '})
 	if len(f) != 4 {
 		return false, k, false
@@ -117,48 +119,48 @@ func parseJournalLine(line []byte) (add bool, k objectKey, ok bool) {
 	switch string(f[1]) {
 	case "cas":
 	case "ac":
-		k.ac = true
+		k.AC = true
 	default:
 		return false, k, false
 	}
 	size, err := strconv.ParseInt(string(f[3]), 10, 64)
-	if err != nil || size < 0 || string(f[3]) != strconv.FormatInt(size, 10) || k.ac && size != 0 {
+	if err != nil || size < 0 || string(f[3]) != strconv.FormatInt(size, 10) || k.AC && size != 0 {
 		return false, k, false
 	}
 	d, err := cas.ParseDigest(cas.Digest{Hash: string(f[2]), Size: size}.Proto())
 	if err != nil {
 		return false, k, false
 	}
-	k.hash, k.size = d.Hash, d.Size
+	k.Hash, k.Size = d.Hash, d.Size
 	return add, k, true
 }
 
 // appendJournalLine appends k's line to b.
-func appendJournalLine(b []byte, add bool, k objectKey) []byte {
+func appendJournalLine(b []byte, add bool, k Key) []byte {
 	if add {
 		b = append(b, "+ "...)
 	} else {
 		b = append(b, "- "...)
 	}
-	if k.ac {
+	if k.AC {
 		b = append(b, "ac "...)
 	} else {
 		b = append(b, "cas "...)
 	}
-	b = append(b, k.hash...)
+	b = append(b, k.Hash...)
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, k.size, 10)
+	b = strconv.AppendInt(b, k.Size, 10)
 	return append(b, '\n')
 }
 
 // add records keys as pending and returns once that is durable: one
 // flush for them all (a batch's blobs), shared with any other adds that
 // join it.
-func (j *journal) add(keys ...objectKey) error {
+func (j *journal) add(keys ...Key) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.f == nil {
-		return errors.New("s3tier: the upload journal is closed")
+		return errors.New("tier: the upload journal is closed")
 	}
 	for _, k := range keys {
 		j.pending[k] = struct{}{}
@@ -178,9 +180,9 @@ func (j *journal) add(keys ...objectKey) error {
 	return nil
 }
 
-// done records that the bucket has k. It is written with the next flush
+// done records that the backend has k. It is written with the next flush
 // and not waited for.
-func (j *journal) done(k objectKey) {
+func (j *journal) done(k Key) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if _, ok := j.pending[k]; !ok || j.f == nil {
@@ -212,7 +214,7 @@ func (j *journal) flushLocked() {
 		j.buf = buf[:0] // reuse the buffer
 	}
 	if err != nil {
-		j.err = fmt.Errorf("s3tier: writing the upload journal: %w", err)
+		j.err = fmt.Errorf("tier: writing the upload journal: %w", err)
 	} else if j.size > compactBytes {
 		if err := j.rewriteLocked(); err != nil {
 			j.err = err
@@ -249,11 +251,11 @@ func (j *journal) rewriteLocked() error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("s3tier: rewriting the upload journal: %w", err)
+		return fmt.Errorf("tier: rewriting the upload journal: %w", err)
 	}
 	f, err := os.OpenFile(j.path, os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return fmt.Errorf("s3tier: opening the upload journal: %w", err)
+		return fmt.Errorf("tier: opening the upload journal: %w", err)
 	}
 	if j.f != nil {
 		j.f.Close()

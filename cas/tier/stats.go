@@ -1,25 +1,25 @@
-package s3tier
+package tier
 
 import (
 	"sync/atomic"
 	"time"
 )
 
-// Op is a kind of request to the bucket.
+// Op is a kind of request to the backend.
 type Op int
 
 const (
-	OpHead Op = iota // HeadObject: does an object exist, and its size
-	OpGet            // GetObject: a fill, or an action result
-	OpPut            // PutObject: an upload
+	OpStat Op = iota // Backend.Stat: do entries exist, and their sizes
+	OpGet            // Backend.Get: a fill, or an action result
+	OpPut            // Backend.Put: an upload (each of a batch counts)
 	numOps
 )
 
 func (o Op) String() string {
-	return [...]string{"head", "get", "put"}[o]
+	return [...]string{"stat", "get", "put"}[o]
 }
 
-// Outcome is how a request to the bucket ended.
+// Outcome is how a request to the backend ended.
 type Outcome int
 
 const (
@@ -37,14 +37,14 @@ func (o Outcome) String() string {
 type Tier int
 
 const (
-	TierDisk Tier = iota // the local disk store
-	TierS3               // the bucket (or the cache of its answers)
-	TierMiss             // neither had it
+	TierLocal  Tier = iota // the local store
+	TierShared             // the backend (or the cache of its answers)
+	TierMiss               // neither had it
 	numTiers
 )
 
 func (t Tier) String() string {
-	return [...]string{"disk", "s3", "miss"}[t]
+	return [...]string{"local", "shared", "miss"}[t]
 }
 
 // LatencyBuckets are the upper bounds, in seconds, of the request latency
@@ -60,14 +60,14 @@ type Latency struct {
 
 // Stats is a snapshot of a Store's counters (and the disk store's, in Disk).
 type Stats struct {
-	// Requests counts requests to the bucket by operation and outcome;
+	// Requests counts requests to the backend by operation and outcome;
 	// every attempt counts, retries included.
 	Requests [numOps][numOutcomes]uint64
 	// Latency is the time from sending each request until its response
 	// headers (for a GET, not its body), by operation.
 	Latency [numOps]Latency
 	// BytesDown and BytesUp count object bytes read from and written to
-	// the bucket.
+	// the backend.
 	BytesDown, BytesUp uint64
 	// Lookups counts where client lookups (reads, batch reads,
 	// FindMissingBlobs entries, action-cache gets) were answered.
@@ -77,26 +77,26 @@ type Stats struct {
 	// differs): answered NOT_FOUND, never served.
 	Corrupt uint64
 	// ExistsCacheHits counts FindMissing and Contains answers taken from
-	// the cache of the bucket's recent answers instead of a request.
+	// the cache of the backend's recent answers instead of a request.
 	ExistsCacheHits uint64
-	// Fills counts blob fills from the bucket into the disk tier that
+	// Fills counts blob fills from the backend into the disk tier that
 	// completed (FillsFailed: that did not).
 	Fills, FillsFailed uint64
 	// UploadQueueLength and UploadQueueBytes are the uploads waiting or
 	// running now, and their bytes.
 	UploadQueueLength, UploadQueueBytes int64
-	// Uploaded counts entries stored in the bucket; UploadRetries counts
+	// Uploaded counts entries stored in the backend; UploadRetries counts
 	// failed attempts that will be retried.
 	Uploaded, UploadRetries uint64
 	// UploadsLost counts pending uploads whose local copy was gone (evicted
-	// while the bucket was unreachable, or deleted) before they were sent.
+	// while the backend was unreachable, or deleted) before they were sent.
 	UploadsLost uint64
 	// FailedInARow counts the upload attempts that failed since the last
-	// that succeeded; BucketDown is whether they are at least
+	// that succeeded; BackendDown is whether they are at least
 	// UploadWorkers (the state in which a write-through fails within
 	// RequestTimeout).
 	FailedInARow int64
-	BucketDown   bool
+	BackendDown   bool
 }
 
 // counters are a Store's live statistics.
@@ -116,9 +116,9 @@ type counters struct {
 }
 
 type latencyCounter struct {
-	count   atomic.Uint64
-	sum     atomic.Int64
-	buckets [len(LatencyBuckets)]atomic.Uint64
+	count    atomic.Uint64
+	sum      atomic.Int64
+	backends [len(LatencyBuckets)]atomic.Uint64
 }
 
 // request records one request's outcome and latency.
@@ -130,7 +130,7 @@ func (c *counters) request(op Op, outcome Outcome, took time.Duration) {
 	s := took.Seconds()
 	for i, b := range LatencyBuckets {
 		if s <= b {
-			l.buckets[i].Add(1)
+			l.backends[i].Add(1)
 		}
 	}
 }
@@ -144,8 +144,8 @@ func (c *counters) snapshot() Stats {
 		l := &c.latency[op]
 		st.Latency[op].Count = l.count.Load()
 		st.Latency[op].Sum = time.Duration(l.sum.Load())
-		for i := range l.buckets {
-			st.Latency[op].Buckets[i] = l.buckets[i].Load()
+		for i := range l.backends {
+			st.Latency[op].Buckets[i] = l.backends[i].Load()
 		}
 	}
 	for t := range numTiers {

@@ -1,4 +1,4 @@
-package s3tier
+package tier
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 	"github.com/membuf/membuf/cas"
 )
 
-// existence remembers the bucket's recent answers to "is this blob there?"
+// existence remembers the backend's recent answers to "is this blob there?"
 // so that FindMissing does not ask again about the same digests (Bazel asks
 // about an action's inputs for every action, and actions share most of
 // them). A yes is kept for positiveTTL, a no for the shorter negativeTTL:
@@ -48,7 +48,7 @@ func newExistence(positiveTTL, negativeTTL time.Duration) *existence {
 	}
 }
 
-// get returns what the bucket last said about d, if that is recent enough.
+// get returns what the backend last said about d, if that is recent enough.
 func (e *existence) get(d cas.Digest) (exists, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -81,7 +81,7 @@ func (e *existence) isBad(d cas.Digest) bool {
 	return ok && v.bad && e.now().Sub(v.at) <= e.positiveTTL
 }
 
-// set records that the bucket has (or has not) d. A yes does not replace
+// set records that the backend has (or has not) d. A yes does not replace
 // a recent bad mark: only an upload's (uploaded) does.
 func (e *existence) set(d cas.Digest, exists bool) {
 	if !exists && e.negativeTTL < 0 {
@@ -101,7 +101,7 @@ func (e *existence) set(d cas.Digest, exists bool) {
 	e.put(d, existenceEntry{exists: exists, at: e.now()})
 }
 
-// markBad records that d's object in the bucket is bad: absent until this
+// markBad records that d's object in the backend is bad: absent until this
 // node uploads it again.
 func (e *existence) markBad(d cas.Digest) {
 	e.mu.Lock()
