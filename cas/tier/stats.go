@@ -96,7 +96,7 @@ type Stats struct {
 	// UploadWorkers (the state in which a write-through fails within
 	// RequestTimeout).
 	FailedInARow int64
-	BackendDown   bool
+	BackendDown  bool
 }
 
 // counters are a Store's live statistics.
