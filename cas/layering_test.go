@@ -33,8 +33,13 @@ func TestImportsRunOneWay(t *testing.T) {
 		// The tests' harness of reapi's rooms: a Server on a disk store.
 		"reapi/internal/reapitest": {mod, mod + "/disk", mod + "/reapi"},
 		"httpcache":                {mod, mod + "/access", mod + "/actionresult"},
-		"s3tier":                   {mod, mod + "/disk"},
-		"storagetest":              {mod, mod + "/internal/testblob"},
+		// The tier machinery knows no backend and no local store but
+		// through their interfaces; a backend knows the tier's contract
+		// and nothing else of the cache.
+		"tier":             {mod},
+		"tier/backendtest": {mod, mod + "/tier"},
+		"s3tier":           {mod, mod + "/tier"},
+		"storagetest":      {mod, mod + "/internal/testblob"},
 
 		// The disk store's rooms: none imports the store.
 		"disk/vfs":         {},

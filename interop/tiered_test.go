@@ -52,7 +52,7 @@ func TestTwoNodesShareABucket(t *testing.T) {
 	}
 	lookups := func() (s3, disk float64) {
 		m := scrape(t, b.HTTPAddr)
-		return metric(t, m, `membuf_s3_lookups_total{tier="s3"}`), metric(t, m, `membuf_s3_lookups_total{tier="disk"}`)
+		return metric(t, m, `membuf_tier_lookups_total{tier="shared"}`), metric(t, m, `membuf_tier_lookups_total{tier="local"}`)
 	}
 	for i, from := range []string{"s3", "disk"} {
 		s3Before, diskBefore := lookups()
@@ -66,11 +66,11 @@ func TestTwoNodesShareABucket(t *testing.T) {
 		}
 		// One GET for the action result, one for the blob: the second
 		// read sends none.
-		if n := metric(t, scrape(t, b.HTTPAddr), `membuf_s3_requests_total{op="get",outcome="ok"}`); n != 2 {
+		if n := metric(t, scrape(t, b.HTTPAddr), `membuf_tier_requests_total{op="get",outcome="ok"}`); n != 2 {
 			t.Fatalf("after read %d on B, %v GETs answered; want 2 (the action result and one fill)", i+1, n)
 		}
 	}
-	if n := metric(t, scrape(t, b.HTTPAddr), `membuf_s3_fills_total{outcome="ok"}`); n != 1 {
+	if n := metric(t, scrape(t, b.HTTPAddr), `membuf_tier_fills_total{outcome="ok"}`); n != 1 {
 		t.Fatalf("B filled %v blobs; want 1", n)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/reapi"
-	"github.com/membuf/membuf/cas/s3tier"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )
 
@@ -39,6 +38,7 @@ type serveConfig struct {
 	from       map[string]string // where each flag set got its value: "flag", "env …", "file …"
 	logLevel   slog.Level
 	logFormat  string
+	s3URL      string // --s3, an alias of --upstream for s3:// URLs
 	readyFile  string
 }
 
@@ -125,10 +125,15 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.StringVar(&cfg.readyFile, "ready-file", "", "once serving, write the listen line to this `file` (written whole, by rename)")
 	fs.DurationVar(&cfg.Limits.UploadTTL, "upload-ttl", cfg.Limits.UploadTTL, "how long an interrupted ByteStream upload is kept, idle, for its client to resume it")
 	fs.DurationVar(&cfg.Limits.UploadStall, "upload-stall-timeout", cfg.Limits.UploadStall, "how long the server waits for an upload's next message before it ends the stream\n(DEADLINE_EXCEEDED; the upload is kept for resumption), so that stalled streams do not hold\nthe upload budget; with --http-cache, also how long a PUT's body may stall (408)")
-	fs.StringVar(&cfg.S3.URL, "s3", "", "`URL` of an S3-compatible bucket shared by every node, behind the disk: s3://bucket/prefix?endpoint=...\n(parameters: "+s3tier.URLParameters+";\ncredentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)")
-	fs.BoolVar(&cfg.S3.WriteThrough, "s3-write-through", false, "with --s3, a write returns only once the bucket has the blob (UNAVAILABLE if it cannot)")
-	fs.DurationVar(&cfg.S3.Timeout, "s3-timeout", 30*time.Second, "with --s3, how long to wait for the bucket to answer a request, or for a transfer to make progress")
-	fs.DurationVar(&cfg.S3.MissingTTL, "s3-missing-ttl", 10*time.Second, "with --s3, how long FindMissingBlobs remembers that the bucket lacks a blob (0: not at all,\nso that another node's uploads are seen at once, at a HEAD per local miss)")
+	fs.StringVar(&cfg.Upstream.URL, "upstream", "", "`URL` of the shared tier behind the disk, shared by every node that names it; one of:\n  "+strings.Join(server.UpstreamSchemes, "\n  "))
+	fs.StringVar(&cfg.s3URL, "s3", "", "`URL` of an S3-compatible bucket: the same as --upstream s3://...")
+	fs.BoolVar(&cfg.Upstream.WriteThrough, "upstream-write-through", false, "with --upstream, a write returns only once the shared tier has the blob (UNAVAILABLE if it cannot)")
+	fs.DurationVar(&cfg.Upstream.Timeout, "upstream-timeout", 30*time.Second, "with --upstream, how long to wait for the shared tier to answer a request, or for a transfer to make progress")
+	fs.DurationVar(&cfg.Upstream.MissingTTL, "upstream-missing-ttl", 10*time.Second, "with --upstream, how long FindMissingBlobs remembers that the shared tier lacks a blob (0: not at all,\nso that another node's uploads are seen at once, at a request per local miss)")
+	// The names these flags had when S3 was the only shared tier.
+	fs.BoolVar(&cfg.Upstream.WriteThrough, "s3-write-through", false, "the same as --upstream-write-through")
+	fs.DurationVar(&cfg.Upstream.Timeout, "s3-timeout", 30*time.Second, "the same as --upstream-timeout")
+	fs.DurationVar(&cfg.Upstream.MissingTTL, "s3-missing-ttl", 10*time.Second, "the same as --upstream-missing-ttl")
 	fs.DurationVar(&cfg.Stop.Timeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
 	fs.Var(sizeFlag{&cfg.Store.ScrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	cfg.access.register(fs)
@@ -191,12 +196,14 @@ func (c *serveConfig) validate() error {
 		return usageError("--pack-sync must not be negative")
 	case c.Store.PackMax < 0 || c.Store.PackMax > disk.MaxPackMax:
 		return usageError("--pack-max must be 0 to " + formatSize(disk.MaxPackMax))
-	case c.S3.Timeout <= 0:
-		return usageError("--s3-timeout must be positive")
-	case c.S3.MissingTTL < 0:
-		return usageError("--s3-missing-ttl must not be negative")
-	case c.S3.WriteThrough && c.S3.URL == "":
-		return usageError("--s3-write-through needs --s3")
+	case c.Upstream.Timeout <= 0:
+		return usageError("--upstream-timeout must be positive")
+	case c.Upstream.MissingTTL < 0:
+		return usageError("--upstream-missing-ttl must not be negative")
+	case c.s3URL != "" && c.Upstream.URL != "" && c.s3URL != c.Upstream.URL:
+		return usageError("--s3 and --upstream name two shared tiers; give one (--s3 URL is --upstream URL)")
+	case c.Upstream.WriteThrough && c.Upstream.URL == "" && c.s3URL == "":
+		return usageError("--upstream-write-through needs --upstream")
 	case c.Listen.MaxConnections < 1:
 		return usageError("--max-connections must be at least 1")
 	case c.Limits.MaxOpenUploads < 1:
@@ -239,12 +246,22 @@ func (c *serveConfig) validate() error {
 	if c.Access, c.Listen.TLS, err = c.access.resolve(); err != nil {
 		return err
 	}
-	if c.S3.URL != "" {
-		loc, err := s3tier.ParseURL(c.S3.URL)
-		if err != nil {
-			return usageError("--s3: %v", err)
+	if c.s3URL != "" {
+		if !strings.HasPrefix(c.s3URL, "s3://") {
+			return usageError("--s3: %q is not an s3:// URL (--upstream takes the other kinds)", c.s3URL)
 		}
-		c.S3.Location = loc
+		c.Upstream.URL = c.s3URL
+	}
+	if c.Upstream.URL != "" {
+		u, err := server.ParseUpstream(c.Upstream.URL)
+		if err != nil {
+			flag := "--upstream"
+			if c.s3URL != "" {
+				flag = "--s3"
+			}
+			return usageError("%s: %v", flag, err)
+		}
+		c.Upstream.Parsed = u
 	}
 	return nil
 }

@@ -454,8 +454,12 @@ func TestServeBadFlags(t *testing.T) {
 		{"dir is a file", []string{"--dir", file}, 1, []string{"--dir:", "not a directory"}},
 		{"bad s3 URL", []string{"--s3", "s3://Bad_Bucket"}, 2, []string{"--s3:", "bucket name"}},
 		{"s3 parameter", []string{"--s3", "s3://bucket?acl=public"}, 2, []string{"--s3:", `unknown parameter "acl"`}},
-		{"write-through alone", []string{"--s3-write-through"}, 2, []string{"--s3-write-through needs --s3"}},
-		{"zero s3 timeout", []string{"--s3-timeout", "0s"}, 2, []string{"--s3-timeout must be positive"}},
+		{"write-through alone", []string{"--s3-write-through"}, 2, []string{"--upstream-write-through needs --upstream"}},
+		{"zero s3 timeout", []string{"--s3-timeout", "0s"}, 2, []string{"--upstream-timeout must be positive"}},
+		{"upstream scheme", []string{"--upstream", "ftp://cache"}, 2, []string{"--upstream:", `unknown scheme "ftp"`, "s3://"}},
+		{"upstream not a URL", []string{"--upstream", "cache:8980"}, 2, []string{"--upstream:", "not a URL"}},
+		{"s3 not s3", []string{"--s3", "grpc://cache:8980"}, 2, []string{"--s3:", "not an s3:// URL"}},
+		{"s3 and upstream", []string{"--s3", "s3://a", "--upstream", "s3://b"}, 2, []string{"--s3 and --upstream name two shared tiers"}},
 		{"zero upload stall timeout", []string{"--upload-stall-timeout", "0s"}, 2, []string{"--upload-stall-timeout must be positive"}},
 		{"bad ready file", []string{"--listen", "127.0.0.1:0", "--ready-file", filepath.Join(file, "ready")}, 2, []string{"--ready-file " + filepath.Join(file, "ready"), "not a directory that exists"}},
 	} {
@@ -636,8 +640,8 @@ func TestServeS3UnreachableAtStart(t *testing.T) {
 	}
 	await.True(t, "failed puts to show in the metrics", func() bool {
 		m := httpGet(t, "http://"+s.httpAddr+"/metrics")
-		return metricValue(t, m, `membuf_s3_requests_total{op="put",outcome="error"}`) >= 1 &&
-			metricValue(t, m, "membuf_s3_upload_queue_length") == 1
+		return metricValue(t, m, `membuf_tier_requests_total{op="put",outcome="error"}`) >= 1 &&
+			metricValue(t, m, "membuf_tier_upload_queue_length") == 1
 	})
 	st := getStatus(t, s.httpAddr)
 	if st.S3 == nil || st.S3.State == "answering" || st.S3.FailedInARow < 1 || st.S3.UploadQueue != 1 || !strings.Contains(st.S3.Bucket, "membuf-test") {

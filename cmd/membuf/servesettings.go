@@ -36,9 +36,9 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 	if l := debug.SetMemoryLimit(-1); l < math.MaxInt64 {
 		memLimit = formatSize(l)
 	}
-	s3 := "off"
-	if c.S3.URL != "" {
-		s3 = c.S3.URL
+	upstream := "off"
+	if c.Upstream.URL != "" {
+		upstream = c.Upstream.Parsed.String()
 	}
 	httpCache, assetHosts, assetMax := "off", "none", "max_size"
 	if c.Listen.HTTPCache != "" {
@@ -61,7 +61,7 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 		"upload_ttl", c.Limits.UploadTTL, "upload_stall_timeout", c.Limits.UploadStall, "max_open_uploads", c.Limits.MaxOpenUploads, "max_kept_uploads", c.Limits.MaxKeptUploads,
 		"procs", procs, "scrub_rate", formatSize(c.Store.ScrubRate) + "/s", "pack_max", formatSize(c.Store.PackMax), "pack_sync", c.Store.PackSync, "check_reads", c.Store.CheckReads,
 		"asset_hosts", assetHosts, "asset_max_size", assetMax, "asset_timeout", c.Asset.Timeout,
-		"s3", s3, "s3_write_through", c.S3.WriteThrough, "s3_timeout", c.S3.Timeout, "s3_missing_ttl", c.S3.MissingTTL,
+		"upstream", upstream, "upstream_write_through", c.Upstream.WriteThrough, "upstream_timeout", c.Upstream.Timeout, "upstream_missing_ttl", c.Upstream.MissingTTL,
 		"tls", tlsShown, "tls_client_ca", clientCA, "htpasswd", htpasswd, "policy", policy,
 		"max_connections", c.Listen.MaxConnections, "max_streams_per_connection", server.MaxStreamsPerConnection,
 		"keepalive_min_time", server.KeepaliveMinTime, "keepalive_time", server.KeepaliveTime, "keepalive_timeout", server.KeepaliveTimeout,

@@ -65,23 +65,23 @@ run() { # s3|s3base|no-s3 workload size round
 		# is the uploads'.
 		local t0 n0 b0 s0 t1 n1 b1 s1 pending
 		t0=$(cpu_ticks $spid); s0=$(date +%s.%N)
-		n0=$(metric 'membuf_s3_uploads_total{outcome="ok"}'); b0=$(metric 'membuf_s3_bytes_total{direction="up"}')
-		pending=$(metric membuf_s3_upload_queue_length)
+		n0=$(metric 'membuf_tier_uploads_total{outcome="ok"}'); b0=$(metric 'membuf_tier_bytes_total{direction="up"}')
+		pending=$(metric membuf_tier_upload_queue_length)
 		if [ "$profile" = yes ] && [ "$round" = 1 ]; then
 			curl -sf -o "$out/$name-drain.pprof" "http://127.0.0.1:18991/debug/pprof/profile?seconds=20" &
 			prof=$!
 		fi
 		curl -sf -X POST http://127.0.0.1:19003/release
 		for _ in $(seq 60); do
-			[ "$(metric membuf_s3_upload_queue_length)" = 0 ] && break
+			[ "$(metric membuf_tier_upload_queue_length)" = 0 ] && break
 			sleep 0.5
 		done
 		t1=$(cpu_ticks $spid); s1=$(date +%s.%N)
-		n1=$(metric 'membuf_s3_uploads_total{outcome="ok"}'); b1=$(metric 'membuf_s3_bytes_total{direction="up"}')
+		n1=$(metric 'membuf_tier_uploads_total{outcome="ok"}'); b1=$(metric 'membuf_tier_bytes_total{direction="up"}')
 		[ -n "$prof" ] && wait $prof
 		local hz; hz=$(getconf CLK_TCK)
 		awk -v name="$name" -v r="$round" -v p="$pending" -v t0="$t0" -v t1="$t1" -v hz="$hz" -v n0="$n0" -v n1="$n1" \
-			-v b0="$b0" -v b1="$b1" -v s0="$s0" -v s1="$s1" -v left="$(metric membuf_s3_upload_queue_length)" 'BEGIN {
+			-v b0="$b0" -v b1="$b1" -v s0="$s0" -v s1="$s1" -v left="$(metric membuf_tier_upload_queue_length)" 'BEGIN {
 			cpu = (t1 - t0) / hz; n = n1 - n0; b = b1 - b0
 			printf "%-22s round %s  queued %6d  uploaded %6d  left %s  %.1f s  %.1f uploads/s  CPU %.2f s  %.1f µs/upload  %.2f CPU-s/GiB\n",
 				name, r, p, n, left, s1 - s0, n / (s1 - s0), cpu, cpu / n * 1e6, cpu / (b / 2^30)

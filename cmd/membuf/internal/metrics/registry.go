@@ -1,7 +1,7 @@
 // Package metrics is what `membuf serve` exports to Prometheus: one
 // collector per package it measures, each in the file named after that
-// package (pool.go: membuf.Pool; disk.go: disk.Store; s3tier.go:
-// s3tier.Store; zstdseek.go: zstdseek.Pool; reapi.go: reapi.Server and
+// package (pool.go: membuf.Pool; disk.go: disk.Store; tier.go:
+// tier.Store; zstdseek.go: zstdseek.Pool; reapi.go: reapi.Server and
 // the HTTP cache's refusals; requests.go: requests by protocol), built
 // from the package's public Stats and read at scrape time.
 //
@@ -22,7 +22,7 @@ import (
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
-	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
@@ -33,7 +33,7 @@ type Sources struct {
 	Store    *disk.Store
 	Server   *reapi.Server
 	Zstd     *zstdseek.Pool
-	Tier     *s3tier.Store
+	Tier     *tier.Store
 	Requests *GRPCRequests
 	Cache    *httpcache.Handler
 }

@@ -6,21 +6,20 @@ import (
 
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/disk"
-	"github.com/membuf/membuf/cas/s3tier"
 )
 
 // Config is everything a Server is told, grouped by concern. Each field is
 // one of `membuf serve`'s flags (named beside it), which checks it against
 // the flag before New: New and Run take the values as given.
 type Config struct {
-	Listen  ListenConfig
-	Store   StoreConfig
-	S3      S3Config
-	Limits  LimitsConfig
-	Asset   AssetConfig
-	Access  *access.Control // who may do what (--htpasswd, --tls-client-ca, the rules); nil: everyone may do everything
-	Observe ObserveConfig
-	Stop    StopConfig
+	Listen   ListenConfig
+	Store    StoreConfig
+	Upstream UpstreamConfig
+	Limits   LimitsConfig
+	Asset    AssetConfig
+	Access   *access.Control // who may do what (--htpasswd, --tls-client-ca, the rules); nil: everyone may do everything
+	Observe  ObserveConfig
+	Stop     StopConfig
 }
 
 // ListenConfig is where the server listens, and how.
@@ -44,13 +43,14 @@ type StoreConfig struct {
 	ScrubRate   int64               // --scrub-rate: bytes per second the scrubber re-hashes; 0: no scrubber
 }
 
-// S3Config is the shared tier's (--s3 and the flags that need it).
-type S3Config struct {
-	URL          string          // --s3, as given; "": no shared tier
-	Location     s3tier.Location // parsed from URL
-	WriteThrough bool            // --s3-write-through
-	Timeout      time.Duration   // --s3-timeout
-	MissingTTL   time.Duration   // --s3-missing-ttl; 0: remember no misses
+// UpstreamConfig is the shared tier's (--upstream, or --s3, and the flags
+// that need it).
+type UpstreamConfig struct {
+	URL          string        // --upstream (or --s3), as given; "": no shared tier
+	Parsed       Upstream      // parsed from URL
+	WriteThrough bool          // --upstream-write-through
+	Timeout      time.Duration // --upstream-timeout
+	MissingTTL   time.Duration // --upstream-missing-ttl; 0: remember no misses
 }
 
 // LimitsConfig is what the services and the process may hold: message and

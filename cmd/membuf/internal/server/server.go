@@ -29,7 +29,7 @@ import (
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
-	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 )
@@ -51,9 +51,10 @@ type Server struct {
 	lis            *listeners
 	dir            string
 	store          *disk.Store
-	stopBackground []func()      // the adaptive GOMAXPROCS and the scrubber, each waited for
-	tier           *s3tier.Store // nil: no --s3
-	storage        cas.Storage   // what the services serve: tier, or store
+	stopBackground []func()     // the adaptive GOMAXPROCS and the scrubber, each waited for
+	tier           *tier.Store  // nil: no --upstream
+	closeBackend   func() error // the tier's backend's, after the tier
+	storage        cas.Storage  // what the services serve: tier, or store
 
 	cas         *reapi.Server
 	requests    *metrics.GRPCRequests
@@ -232,27 +233,36 @@ func (s *Server) goBackground(work func(ctx context.Context)) {
 	})
 }
 
-// openTier opens the shared tier over the store, with --s3.
+// openTier opens the shared tier over the store, with --upstream.
 func (s *Server) openTier(ctx context.Context) error {
-	if s.cfg.S3.URL == "" {
+	c := s.cfg.Upstream
+	if c.URL == "" {
 		return nil
 	}
-	c := s.cfg.S3
-	tier, err := s3tier.Open(ctx, s.store, s3tier.Config{
-		Location:       c.Location,
+	const workers = 4
+	backend, closeBackend, err := newBackend(ctx, c.Parsed, c.Timeout, 32)
+	if err != nil {
+		return fmt.Errorf("--upstream: %w", err)
+	}
+	t, err := tier.Open(ctx, s.store, tier.Config{
+		Backend:        backend,
+		Name:           c.Parsed.Scheme,
 		Dir:            s.dir,
 		Pool:           s.pool,
 		ChunkSize:      int(s.cfg.Limits.ChunkSize),
 		WriteThrough:   c.WriteThrough,
+		UploadWorkers:  workers,
 		RequestTimeout: c.Timeout,
 		MissingTTL:     cmp.Or(c.MissingTTL, -1), // 0 on the command line: remember no misses
 		Logger:         s.log,
 	})
 	if err != nil {
-		return fmt.Errorf("--s3: %w", err)
+		closeBackend()
+		return fmt.Errorf("--upstream: %w", err)
 	}
-	s.tier = tier
-	s.storage = tier
+	s.tier = t
+	s.closeBackend = closeBackend
+	s.storage = t
 	return nil
 }
 
@@ -357,7 +367,7 @@ func (s *Server) newHTTPServer() {
 	reg := metrics.NewRegistry(metrics.Sources{
 		Pool: s.pool, Store: s.store, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Requests: s.requests, Cache: s.cache,
 	})
-	status := statusHandler(s.store, s.tier, s.cache, s.cfg.S3.Location.String(), s.started)
+	status := statusHandler(s.store, s.tier, s.cache, s.cfg.Upstream.Parsed.String(), s.started)
 	s.httpServer = s.newHTTP(NewHTTPHandler(reg, s.health, status, s.cfg.Observe.Pprof))
 }
 
@@ -482,7 +492,7 @@ func (s *Server) closeServices() {
 	}
 }
 
-// closeTier gives the uploads to the bucket --shutdown-timeout to finish
+// closeTier gives the uploads to the shared tier --shutdown-timeout to finish
 // (what they do not stays in the journal for the next start), then closes
 // the tier, before the disk store under it.
 func (s *Server) closeTier() error {
@@ -492,11 +502,15 @@ func (s *Server) closeTier() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Stop.Timeout)
 	defer cancel()
 	if err := s.tier.Drain(ctx); err != nil {
-		s.log.Warn("stopping with uploads to the bucket pending", "err", err)
+		s.log.Warn("stopping with uploads to the shared tier pending", "err", err)
 	}
 	if err := s.tier.Close(); err != nil {
 		s.log.Error("closing the shared tier", "err", err)
 		return fmt.Errorf("close the shared tier: %w", err)
+	}
+	if err := s.closeBackend(); err != nil {
+		s.log.Error("closing the shared tier's backend", "err", err)
+		return fmt.Errorf("close the shared tier's backend: %w", err)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
-	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cas/tier"
 )
 
 // Status is what /status answers: what an operator checks first, as JSON.
@@ -63,7 +63,7 @@ type tierStatus struct {
 
 // statusHandler serves /status for store, and tiered and cache if not nil, of a
 // server started at started.
-func statusHandler(store *disk.Store, tiered *s3tier.Store, cache *httpcache.Handler, bucket string, started time.Time) http.Handler {
+func statusHandler(store *disk.Store, tiered *tier.Store, cache *httpcache.Handler, bucket string, started time.Time) http.Handler {
 	version := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version = bi.Main.Version
@@ -88,17 +88,17 @@ func statusHandler(store *disk.Store, tiered *s3tier.Store, cache *httpcache.Han
 			ts := tiered.TierStats()
 			state := "answering"
 			switch {
-			case ts.BucketDown:
+			case ts.BackendDown:
 				state = "down"
 			case ts.FailedInARow > 0:
 				state = "failing"
 			}
-			disk, s3, miss := int64(ts.Lookups[s3tier.TierDisk]), int64(ts.Lookups[s3tier.TierS3]), int64(ts.Lookups[s3tier.TierMiss])
+			local, shared, miss := int64(ts.Lookups[tier.TierLocal]), int64(ts.Lookups[tier.TierShared]), int64(ts.Lookups[tier.TierMiss])
 			s.S3 = &tierStatus{
 				Bucket: bucket, State: state, FailedInARow: ts.FailedInARow,
 				UploadQueue: ts.UploadQueueLength, UploadBytes: ts.UploadQueueBytes, Uploaded: ts.Uploaded,
-				FromBucket: ts.Lookups[s3tier.TierS3], CorruptInTier: ts.Corrupt,
-				HitRate: ratioOf(disk+s3, disk+s3+miss),
+				FromBucket: ts.Lookups[tier.TierShared], CorruptInTier: ts.Corrupt,
+				HitRate: ratioOf(local+shared, local+shared+miss),
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")

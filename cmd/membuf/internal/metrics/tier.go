@@ -3,35 +3,35 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cas/tier"
 )
 
-// tierCollector exports the shared tier's statistics (--s3), read at
+// tierCollector exports the shared tier's statistics (--upstream), read at
 // scrape time.
 type tierCollector struct {
-	tiered *s3tier.Store
+	tiered *tier.Store
 
 	requests, latency, bytes, lookups, corrupt, cacheHits *prometheus.Desc
 	fills, queueLength, queueBytes, uploads, lost         *prometheus.Desc
 }
 
-func newTierCollector(tiered *s3tier.Store) *tierCollector {
+func newTierCollector(tiered *tier.Store) *tierCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc("membuf_s3_"+name, help, labels, nil)
+		return prometheus.NewDesc("membuf_tier_"+name, help, labels, nil)
 	}
 	return &tierCollector{
 		tiered:      tiered,
-		requests:    d("requests_total", "Requests to the bucket, by operation (head, get, put) and outcome (ok, not_found, error); an SDK call with its retries counts once.", "op", "outcome"),
-		latency:     d("request_duration_seconds", "Time from sending a request to the bucket until its response headers, by operation.", "op"),
-		bytes:       d("bytes_total", "Object bytes read from (down) and written to (up) the bucket.", "direction"),
-		lookups:     d("lookups_total", "Client lookups (reads, batch reads, FindMissingBlobs entries, action cache gets) by where they were answered: disk, s3, or miss.", "tier"),
+		requests:    d("requests_total", "Requests to the shared tier's backend, by operation (stat: an existence check of a set of keys; get; put: each entry of a batch) and outcome (ok, not_found, error).", "op", "outcome"),
+		latency:     d("request_duration_seconds", "Time from sending a request to the backend until it answered (for a get, not its body; for a batch put, its time shared among its entries), by operation.", "op"),
+		bytes:       d("bytes_total", "Object bytes read from (down) and written to (up) the shared tier.", "direction"),
+		lookups:     d("lookups_total", "Client lookups (reads, batch reads, FindMissingBlobs entries, action cache gets) by where they were answered: local, shared, or miss.", "tier"),
 		corrupt:     d("corrupt_objects_total", "Objects whose content did not match their name (size or SHA-256): answered NOT_FOUND, never served."),
-		cacheHits:   d("exists_cache_hits_total", "FindMissingBlobs answers about the bucket taken from the cache of its recent answers instead of a request."),
-		fills:       d("fills_total", "Blob fills from the bucket into the disk tier, by outcome (ok, failed).", "outcome"),
-		queueLength: d("upload_queue_length", "Entries committed on disk and not yet in the bucket."),
-		queueBytes:  d("upload_queue_bytes", "Bytes of the entries not yet in the bucket."),
+		cacheHits:   d("exists_cache_hits_total", "FindMissingBlobs answers about the shared tier taken from the cache of its recent answers instead of a request."),
+		fills:       d("fills_total", "Blob fills from the shared tier into the local store, by outcome (ok, failed).", "outcome"),
+		queueLength: d("upload_queue_length", "Entries committed on disk and not yet in the shared tier."),
+		queueBytes:  d("upload_queue_bytes", "Bytes of the entries not yet in the shared tier."),
 		uploads:     d("uploads_total", "Upload attempts, by outcome: ok, or retry (failed, to be tried again).", "outcome"),
-		lost:        d("uploads_lost_total", "Pending uploads whose local copy was gone (evicted while the bucket was unreachable) before they were sent."),
+		lost:        d("uploads_lost_total", "Pending uploads whose local copy was gone (evicted while the shared tier was unreachable) before they were sent."),
 	}
 }
 
@@ -51,21 +51,21 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
 	}
 	for op := range st.Requests {
-		name := s3tier.Op(op).String()
+		name := tier.Op(op).String()
 		for outcome, n := range st.Requests[op] {
-			counter(c.requests, n, name, s3tier.Outcome(outcome).String())
+			counter(c.requests, n, name, tier.Outcome(outcome).String())
 		}
 		l := st.Latency[op]
-		buckets := make(map[float64]uint64, len(s3tier.LatencyBuckets))
-		for i, le := range s3tier.LatencyBuckets {
+		buckets := make(map[float64]uint64, len(tier.LatencyBuckets))
+		for i, le := range tier.LatencyBuckets {
 			buckets[le] = l.Buckets[i]
 		}
 		ch <- prometheus.MustNewConstHistogram(c.latency, l.Count, l.Sum.Seconds(), buckets, name)
 	}
 	counter(c.bytes, st.BytesDown, "down")
 	counter(c.bytes, st.BytesUp, "up")
-	for tier, n := range st.Lookups {
-		counter(c.lookups, n, s3tier.Tier(tier).String())
+	for t, n := range st.Lookups {
+		counter(c.lookups, n, tier.Tier(t).String())
 	}
 	counter(c.corrupt, st.Corrupt)
 	counter(c.cacheHits, st.ExistsCacheHits)

@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cas/tier"
+)
+
+// This file is where the shared tier's backend is chosen: the one place
+// that names each backend package, by the scheme of --upstream's URL.
+
+// Upstream is a parsed --upstream URL: which backend, and its location.
+type Upstream struct {
+	Scheme   string // "s3", ...
+	location any    // the backend package's parsed Location
+	shown    string // the URL for logs and /status (no secrets)
+}
+
+// UpstreamSchemes lists the schemes --upstream accepts, with the
+// parameters each takes, for the flag's help text.
+var UpstreamSchemes = []string{
+	"s3://BUCKET[/PREFIX] (an S3-compatible bucket; " + s3tier.URLParameters + "; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)",
+}
+
+// ParseUpstream parses an --upstream URL, by its scheme.
+func ParseUpstream(raw string) (Upstream, error) {
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok {
+		return Upstream{}, fmt.Errorf("%q is not a URL: want one of %s", clip(raw), schemeList())
+	}
+	switch strings.ToLower(scheme) {
+	case "s3":
+		loc, err := s3tier.ParseURL(raw)
+		if err != nil {
+			return Upstream{}, err
+		}
+		return Upstream{Scheme: "s3", location: loc, shown: loc.String()}, nil
+	}
+	return Upstream{}, fmt.Errorf("%q: unknown scheme %q: want one of %s", clip(raw), scheme, schemeList())
+}
+
+// String is the URL as logs and /status show it.
+func (u Upstream) String() string { return u.shown }
+
+func schemeList() string {
+	var s []string
+	for _, line := range UpstreamSchemes {
+		scheme, _, _ := strings.Cut(line, "://")
+		s = append(s, scheme+"://")
+	}
+	return strings.Join(s, ", ")
+}
+
+// clip shortens what a user typed for an error message.
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
+
+// newBackend makes the backend u names; it sends nothing over the network
+// (tier.Open probes it). concurrency bounds each backend's requests in
+// flight; close releases what it holds.
+func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int) (b tier.Backend, close func() error, err error) {
+	switch loc := u.location.(type) {
+	case s3tier.Location:
+		bucket, err := s3tier.NewBucket(ctx, loc, concurrency, timeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		return bucket, bucket.Close, nil
+	}
+	return nil, nil, fmt.Errorf("no backend for %s", u.Scheme)
+}
