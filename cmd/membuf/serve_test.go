@@ -647,7 +647,7 @@ func TestServeS3UnreachableAtStart(t *testing.T) {
 	if st.S3 == nil || st.S3.State == "answering" || st.S3.FailedInARow < 1 || st.S3.UploadQueue != 1 || !strings.Contains(st.S3.Bucket, "membuf-test") {
 		t.Fatalf("/status with the bucket unreachable: %+v; want the tier failing or down, one upload queued", st.S3)
 	}
-	if code, _, errOut := s.stop(); code != 0 || !strings.Contains(errOut, "uploads to the bucket pending") {
+	if code, _, errOut := s.stop(); code != 0 || !strings.Contains(errOut, "uploads to the shared tier pending") {
 		t.Fatalf("stop: exit %d; want 0 and a warning that uploads are pending:\n%s", code, errOut)
 	}
 }
