@@ -1,0 +1,189 @@
+package tier_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/internal/testblob"
+	"github.com/membuf/membuf/cas/storagetest"
+	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cas/tier/backendtest"
+	"github.com/membuf/membuf/internal/await"
+)
+
+// node is a disk store and the tier over it, on a shared backend.
+type node struct {
+	disk  *disk.Store
+	store *tier.Store
+}
+
+func startNode(t *testing.T, b tier.Backend, cfg tier.Config) *node {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := disk.OpenStore(dir, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backend, cfg.Dir = b, dir
+	cfg.RetryBackoff = cmpOr(cfg.RetryBackoff, 5*time.Millisecond)
+	cfg.RequestTimeout = cmpOr(cfg.RequestTimeout, 5*time.Second)
+	s, err := tier.Open(context.Background(), d, cfg)
+	if err != nil {
+		d.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Drain(ctx)
+		s.Close()
+		d.Close()
+	})
+	return &node{disk: d, store: s}
+}
+
+func cmpOr(a, b time.Duration) time.Duration {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+func put(t *testing.T, s cas.Storage, data []byte) cas.Digest {
+	t.Helper()
+	d := cas.DigestOf(data)
+	if err := s.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+		t.Fatalf("Put of %s: %v", d, err)
+	}
+	return d
+}
+
+func drain(t *testing.T, s *tier.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Drain(ctx); err != nil {
+		t.Fatalf("draining the uploads: %v", err)
+	}
+}
+
+// The tier keeps the cas.Storage contract over any backend, write-back and
+// write-through.
+func TestStorageConformance(t *testing.T) {
+	for _, wt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write-through=%v", wt), func(t *testing.T) {
+			storagetest.Run(t, func(t *testing.T) cas.Storage {
+				return startNode(t, backendtest.NewMemory(), tier.Config{WriteThrough: wt}).store
+			})
+		})
+	}
+}
+
+// A blob written on one node is read on another, whose disk is empty,
+// from the backend: filled, checked and then kept on its disk.
+func TestAnotherNodeFillsFromTheBackend(t *testing.T) {
+	b := backendtest.NewMemory()
+	a, other := startNode(t, b, tier.Config{}), startNode(t, b, tier.Config{})
+	data := testblob.Random(300<<10, 1)
+	d := put(t, a.store, data)
+	drain(t, a.store)
+	got, err := other.store.ReadAll(context.Background(), d)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the other node's read: %d bytes, %v", len(got), err)
+	}
+	if ok, _ := other.disk.Contains(context.Background(), d); !ok {
+		t.Fatal("the filled blob is not on the other node's disk")
+	}
+	st := other.store.TierStats()
+	if st.Fills != 1 || st.Lookups[tier.TierShared] != 1 {
+		t.Fatalf("the other node: %d fills, %d lookups answered by the shared tier; want 1 and 1", st.Fills, st.Lookups[tier.TierShared])
+	}
+}
+
+// An entry whose bytes rotted in the backend is never served: a miss.
+func TestARottenEntryIsAMiss(t *testing.T) {
+	b := backendtest.NewMemory()
+	a, other := startNode(t, b, tier.Config{}), startNode(t, b, tier.Config{})
+	data := testblob.Random(70<<10, 2)
+	d := put(t, a.store, data)
+	drain(t, a.store)
+	bad := bytes.Clone(data)
+	bad[len(bad)/2] ^= 1
+	if !b.Corrupt(tier.BlobKey(d), bad) {
+		t.Fatal("the blob is not in the backend")
+	}
+	if _, err := other.store.ReadAll(context.Background(), d); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("a read of a rotten entry: %v, want cas.ErrNotFound", err)
+	}
+	if ok, _ := other.disk.Contains(context.Background(), d); ok {
+		t.Fatal("a rotten entry was kept on disk")
+	}
+	if st := other.store.TierStats(); st.Corrupt != 1 {
+		t.Fatalf("Corrupt %d, want 1", st.Corrupt)
+	}
+}
+
+// While the backend is down writes succeed, their uploads wait in the
+// queue, and they drain once it is back.
+func TestAnOutageQueuesUploadsUntilTheBackendReturns(t *testing.T) {
+	b := backendtest.NewMemory()
+	n := startNode(t, b, tier.Config{})
+	b.SetDown(true)
+	var ds []cas.Digest
+	for i := range 5 {
+		ds = append(ds, put(t, n.store, testblob.Random(1000+i, uint64(10+i))))
+	}
+	await.True(t, "every upload to fail once", func() bool { return n.store.TierStats().UploadRetries >= 5 })
+	if st := n.store.TierStats(); st.UploadQueueLength != 5 {
+		t.Fatalf("%d uploads queued during the outage, want 5", st.UploadQueueLength)
+	}
+	b.SetDown(false)
+	drain(t, n.store)
+	sizes := make([]int64, len(ds))
+	keys := make([]tier.Key, len(ds))
+	for i, d := range ds {
+		keys[i] = tier.BlobKey(d)
+	}
+	if err := b.Stat(context.Background(), keys, sizes); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range ds {
+		if sizes[i] != d.Size {
+			t.Fatalf("blob %d is not in the backend after the outage (size %d)", i, sizes[i])
+		}
+	}
+}
+
+// A batch stored through the tier reaches the disk as one batch (one group
+// commit), and every blob of it is uploaded.
+func TestPutBatchReachesTheDiskWhole(t *testing.T) {
+	b := backendtest.NewMemory()
+	n := startNode(t, b, tier.Config{})
+	var ds []cas.Digest
+	var data []net.Buffers
+	for i := range 16 {
+		blob := testblob.Random(3000+i, uint64(100+i))
+		ds, data = append(ds, cas.DigestOf(blob)), append(data, net.Buffers{blob[:100], blob[100:]})
+	}
+	before := n.disk.Stats()
+	for i, err := range n.store.PutBatch(context.Background(), ds, data, nil) {
+		if err != nil {
+			t.Fatalf("blob %d: %v", i, err)
+		}
+	}
+	after := n.disk.Stats()
+	if commits, batches := after.Commits-before.Commits, after.CommitBatches-before.CommitBatches; commits != 16 || batches != 1 {
+		t.Fatalf("16 blobs reached the disk in %d commits and %d group commits; want 16 in 1", commits, batches)
+	}
+	drain(t, n.store)
+	if got := b.Puts(); got != 16 {
+		t.Fatalf("the backend stored %d entries, want 16", got)
+	}
+}
