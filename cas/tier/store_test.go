@@ -187,3 +187,31 @@ func TestPutBatchReachesTheDiskWhole(t *testing.T) {
 		t.Fatalf("the backend stored %d entries, want 16", got)
 	}
 }
+
+// Small entries go up many to a Put (an upstream's BatchUpdateBlobs),
+// not one by one: 64 small blobs in at most 64/16 requests; a large one
+// alone.
+func TestSmallUploadsGoUpInBatches(t *testing.T) {
+	b := backendtest.NewMemory()
+	n := startNode(t, b, tier.Config{})
+	var ds []cas.Digest
+	var data []net.Buffers
+	for i := range 64 {
+		blob := testblob.Random(4<<10, uint64(500+i))
+		ds, data = append(ds, cas.DigestOf(blob)), append(data, net.Buffers{blob})
+	}
+	for i, err := range n.store.PutBatch(context.Background(), ds, data, nil) {
+		if err != nil {
+			t.Fatalf("blob %d: %v", i, err)
+		}
+	}
+	drain(t, n.store)
+	if puts, calls := b.Puts(), b.PutCalls(); puts != 64 || calls > 64/16 {
+		t.Fatalf("64 small blobs went up in %d requests (%d stored); want at most %d", calls, puts, 64/16)
+	}
+	put(t, n.store, testblob.Random(1<<20, 600))
+	drain(t, n.store)
+	if calls := b.PutCalls(); calls > 64/16+1 {
+		t.Fatalf("a large blob after them took %d more requests, want 1", calls-64/16)
+	}
+}

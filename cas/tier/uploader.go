@@ -73,6 +73,8 @@ type pendingUpload struct {
 	lastErr  error  // why the last attempt failed, if it did
 	queued   bool
 	running  bool
+	urgent   bool      // a write-through commit waits for it: no lingering
+	queuedAt time.Time // when it last joined the queue
 	// failures counts the attempts that failed in a row; a queued entry
 	// is not due before notBefore.
 	failures  int
@@ -147,7 +149,7 @@ func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendin
 	}
 	u.bytes += p.size()
 	if !p.queued && !p.running {
-		p.queued = true
+		p.queued, p.urgent, p.queuedAt = true, first, u.now()
 		if first {
 			u.queue = append([]*pendingUpload{p}, u.queue...)
 		} else {
@@ -177,7 +179,7 @@ func (u *uploader) settleLocked(p *pendingUpload) {
 		u.bytes -= p.size()
 		u.t.journal.done(p.key)
 	case p.uploaded < p.version:
-		p.queued = true
+		p.queued, p.queuedAt = true, u.now()
 		u.queue = append(u.queue, p)
 		u.signalLocked()
 	}
@@ -191,14 +193,40 @@ func (u *uploader) signalLocked() {
 	}
 }
 
-// next takes the oldest queued item that is due, waiting for one; nil
-// once closed.
-func (u *uploader) next(ctx context.Context) (p *pendingUpload, version uint64, data []byte) {
+// taken is an entry a worker took from the queue: the version it
+// uploads, and an action result's data (nil: read it from disk).
+type taken struct {
+	p       *pendingUpload
+	version uint64
+	data    []byte
+}
+
+// Batches: a worker that takes a small entry takes the other small
+// entries that are due with it, at most batchEntries of them and
+// batchBytes in all, and hands them to the backend in one Put (an
+// upstream cache's BatchUpdateBlobs: a request for many). A small entry
+// that is not urgent waits up to batchLinger from when it was queued for
+// others to join it, so that a steady stream of small writes goes up in
+// batches rather than one by one.
+const (
+	batchEntryBytes = 256 << 10
+	batchEntries    = 64
+	batchBytes      = 2 << 20
+	batchFull       = 16 // entries enough not to linger for more
+	batchLinger     = 20 * time.Millisecond
+)
+
+// small reports whether p may share a batch.
+func (p *pendingUpload) small() bool { return p.size() <= batchEntryBytes }
+
+// next takes the oldest queued entry that is due, and the small ones that
+// may go with it (see batchLinger), waiting for one; nil once closed.
+func (u *uploader) next(ctx context.Context) []taken {
 	for {
 		u.mu.Lock()
 		if u.closed {
 			u.mu.Unlock()
-			return nil, 0, nil
+			return nil
 		}
 		now := u.now()
 		take := -1
@@ -214,28 +242,35 @@ func (u *uploader) next(ctx context.Context) (p *pendingUpload, version uint64, 
 		}
 		probe := u.failing > 0 && !now.Before(u.lastStart.Add(probeEvery))
 		if take >= 0 && (!u.queue[take].notBefore.After(now) || probe) {
-			q := u.queue[take]
-			if take == 0 {
-				// The usual case, and a queue may hold a whole outage's
-				// entries: reslice rather than move them all (the next
-				// append that grows it leaves the taken ones behind).
-				u.queue[0] = nil
-				u.queue = u.queue[1:]
-			} else {
-				u.queue = slices.Delete(u.queue, take, take+1)
+			if head := u.queue[take]; head.small() && !head.urgent && u.failing == 0 {
+				if lingerEnd := head.queuedAt.Add(batchLinger); now.Before(lingerEnd) && u.dueSmallLocked(now) < batchFull {
+					soonest = lingerEnd
+					goto wait
+				}
 			}
-			q.queued, q.running = false, true
-			u.lastStart = now
+			batch := []taken{u.takeLocked(take, now)}
+			if first := batch[0].p; first.small() && u.failing == 0 {
+				bytes := first.size()
+				for i := 0; i < len(u.queue) && len(batch) < batchEntries; {
+					q := u.queue[i]
+					if q.notBefore.After(now) || !q.small() || bytes+q.size() > batchBytes {
+						i++
+						continue
+					}
+					bytes += q.size()
+					batch = append(batch, u.takeLocked(i, now))
+				}
+			}
 			if len(u.queue) > 0 {
 				u.signalLocked() // for the next worker
 			}
-			version, data = q.version, q.data
 			u.mu.Unlock()
-			return q, version, data
+			return batch
 		}
 		if p := u.lastStart.Add(probeEvery); !soonest.IsZero() && u.failing > 0 && p.Before(soonest) {
 			soonest = p
 		}
+	wait:
 		u.mu.Unlock()
 		var due <-chan time.Time
 		if !soonest.IsZero() {
@@ -247,9 +282,39 @@ func (u *uploader) next(ctx context.Context) (p *pendingUpload, version uint64, 
 		case <-u.wake:
 		case <-due:
 		case <-ctx.Done():
-			return nil, 0, nil
+			return nil
 		}
 	}
+}
+
+// dueSmallLocked counts the small entries queued and due.
+func (u *uploader) dueSmallLocked(now time.Time) int {
+	n := 0
+	for _, q := range u.queue {
+		if !q.notBefore.After(now) && q.small() {
+			if n++; n >= batchFull {
+				break
+			}
+		}
+	}
+	return n
+}
+
+// takeLocked takes the queue's entry i for a worker.
+func (u *uploader) takeLocked(i int, now time.Time) taken {
+	q := u.queue[i]
+	if i == 0 {
+		// The usual case, and a queue may hold a whole outage's entries:
+		// reslice rather than move them all (the next append that grows
+		// it leaves the taken ones behind).
+		u.queue[0] = nil
+		u.queue = u.queue[1:]
+	} else {
+		u.queue = slices.Delete(u.queue, i, i+1)
+	}
+	q.queued, q.running = false, true
+	u.lastStart = now
+	return taken{p: q, version: q.version, data: q.data}
 }
 
 // retryDelay is the backoff after an entry's failures-th failure in a
@@ -374,30 +439,34 @@ func (u *uploader) close() {
 func (u *uploader) work(ctx context.Context) {
 	defer u.t.wg.Done()
 	for {
-		p, version, data := u.next(ctx)
-		if p == nil {
+		batch := u.next(ctx)
+		if batch == nil {
 			return
 		}
-		// The size of the version taken, not p.size(): a commit may
-		// replace p's data while this uploads.
-		err := u.upload(ctx, p.key, uploadSize(p.key, data), data)
-		u.finish(p, version, err)
-		switch {
-		case err == nil:
-			u.t.c.uploaded.Add(1)
-		case errors.Is(err, errLost):
-			u.t.c.uploadsLost.Add(1)
-			u.t.log.Error("tier: a pending upload is no longer on disk; the backend will not get it", "entry", p.key.String())
-		default:
-			u.t.c.uploadRetries.Add(1)
-			// An outage fails every entry: one line for each entry's
-			// first failure, the rest at debug.
-			failures, level := u.failuresOf(p), slog.LevelDebug
-			if failures == 1 {
-				level = slog.LevelWarn
-			}
-			u.t.log.Log(ctx, level, "tier: upload failed; will retry", "entry", p.key.String(), "failures", failures, "err", err)
+		for i, err := range u.upload(ctx, batch) {
+			u.ended(ctx, batch[i], err)
 		}
+	}
+}
+
+// ended ends the attempt at one entry of a batch.
+func (u *uploader) ended(ctx context.Context, e taken, err error) {
+	u.finish(e.p, e.version, err)
+	switch {
+	case err == nil:
+		u.t.c.uploaded.Add(1)
+	case errors.Is(err, errLost):
+		u.t.c.uploadsLost.Add(1)
+		u.t.log.Error("tier: a pending upload is no longer on disk; the backend will not get it", "entry", e.p.key.String())
+	default:
+		u.t.c.uploadRetries.Add(1)
+		// An outage fails every entry: one line for each entry's first
+		// failure, the rest at debug.
+		failures, level := u.failuresOf(e.p), slog.LevelDebug
+		if failures == 1 {
+			level = slog.LevelWarn
+		}
+		u.t.log.Log(ctx, level, "tier: upload failed; will retry", "entry", e.p.key.String(), "failures", failures, "err", err)
 	}
 }
 
@@ -411,18 +480,24 @@ func (u *uploader) failuresOf(p *pendingUpload) int {
 // maxRetryBackoff caps the wait between failed upload attempts.
 const maxRetryBackoff = time.Minute
 
-// upload copies one entry to the backend: a blob from disk, streamed; an
-// action result from data, or from disk when data is nil.
-func (u *uploader) upload(ctx context.Context, k Key, size int64, data []byte) error {
+// upload copies a batch of entries to the backend in one Put and
+// returns an error for each: a blob from disk, streamed; an action result
+// from its data, or from disk when that is nil.
+func (u *uploader) upload(ctx context.Context, batch []taken) []error {
 	t := u.t
-	if !k.AC {
-		if exists, ok := t.exists.get(k.Digest()); ok && exists {
-			return nil // the shared tier said it has it; a put would change nothing
-		}
+	errs := make([]error, len(batch))
+	// The sizes of the versions taken, not p.size(): a commit may replace
+	// an action result's data while this uploads.
+	var size int64
+	for _, e := range batch {
+		size += uploadSize(e.p.key, e.data)
 	}
 	w := min(max(size, 1), t.cfg.UploadBytes)
 	if err := u.inFlight.Acquire(ctx, w); err != nil {
-		return err
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
 	}
 	defer u.inFlight.Release(w)
 
@@ -432,34 +507,66 @@ func (u *uploader) upload(ctx context.Context, k Key, size int64, data []byte) e
 		cancel(fmt.Errorf("no progress for %v", t.cfg.RequestTimeout))
 	})
 	defer stall.Stop()
+	progress := func() { stall.Reset(t.cfg.RequestTimeout) }
 
+	uploads := make([]Upload, 0, len(batch))
+	sent := make([]int, 0, len(batch)) // the index in batch of each of uploads
+	for i, e := range batch {
+		up, closeBody, err := u.uploadOf(ctx, e, progress)
+		if err != nil || up.Body == nil {
+			errs[i] = err // nil: the backend has it already
+			continue
+		}
+		defer closeBody()
+		uploads = append(uploads, up)
+		sent = append(sent, i)
+	}
+	if len(uploads) == 0 {
+		return errs
+	}
+	for j, err := range t.backend.Put(ctx, uploads) {
+		i := sent[j]
+		errs[i] = err
+		if err == nil && !batch[i].p.key.AC {
+			t.exists.uploaded(batch[i].p.key.Digest())
+		}
+	}
+	return errs
+}
+
+// uploadOf makes the Upload of one entry, and what closes its body; an
+// Upload without a Body means the backend has the entry already.
+func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Upload, func(), error) {
+	t := u.t
+	k := e.p.key
 	if k.AC {
+		data := e.data
 		if data == nil {
 			var err error
 			data, err = t.local.GetActionResult(ctx, k.Digest())
 			if errors.Is(err, cas.ErrNotFound) {
-				return errLost
+				return Upload{}, nil, errLost
 			}
 			if err != nil {
-				return err
+				return Upload{}, nil, err
 			}
 		}
 		sum := sha256.Sum256(data)
-		return t.backend.put(ctx, Upload{Key: k, Body: bytes.NewReader(data), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
+		return Upload{Key: k, Body: bytes.NewReader(data), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, func() {}, nil
+	}
+	if exists, ok := t.exists.get(k.Digest()); ok && exists {
+		return Upload{}, nil, nil // the shared tier said it has it; a put would change nothing
 	}
 	b, err := t.local.OpenUncounted(ctx, k.Digest())
 	if errors.Is(err, cas.ErrNotFound) {
-		return errLost
+		return Upload{}, nil, errLost
 	}
 	if err != nil {
-		return err
+		return Upload{}, nil, err
 	}
-	defer b.Close()
-	body := newChunkStream(ctx, b, t.cfg.Pool, t.cfg.ChunkSize, func() { stall.Reset(t.cfg.RequestTimeout) })
-	defer body.Close()
-	if err := t.backend.put(ctx, Upload{Key: k, Body: body, Size: k.Size, SHA256: k.Hash}); err != nil {
-		return err
-	}
-	t.exists.uploaded(k.Digest())
-	return nil
+	body := newChunkStream(ctx, b, t.cfg.Pool, t.cfg.ChunkSize, progress)
+	return Upload{Key: k, Body: body, Size: k.Size, SHA256: k.Hash}, func() {
+		body.Close()
+		b.Close()
+	}, nil
 }

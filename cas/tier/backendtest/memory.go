@@ -18,7 +18,8 @@ type Memory struct {
 	mu      sync.Mutex
 	entries map[tier.Key]memoryEntry
 	down    bool
-	puts    int
+	puts    int // entries stored
+	batches int // Put calls
 }
 
 type memoryEntry struct {
@@ -41,11 +42,19 @@ func (m *Memory) SetDown(down bool) {
 	m.mu.Unlock()
 }
 
-// Puts returns how many Puts succeeded.
+// Puts returns how many entries Put stored.
 func (m *Memory) Puts() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.puts
+}
+
+// PutCalls returns how many times Put was called: an upstream cache's
+// requests, each carrying a batch.
+func (m *Memory) PutCalls() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.batches
 }
 
 // Corrupt replaces the bytes of entry k, keeping its checksum, as rot in
@@ -101,6 +110,9 @@ func (m *Memory) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, e
 // Put implements tier.Backend. It reads each whole body before it stores
 // anything of it, so a body that fails or is short stores nothing.
 func (m *Memory) Put(ctx context.Context, uploads []tier.Upload) []error {
+	m.mu.Lock()
+	m.batches++
+	m.mu.Unlock()
 	errs := make([]error, len(uploads))
 	for i, u := range uploads {
 		errs[i] = m.put(ctx, u)
