@@ -11,7 +11,8 @@
 //	cas/reapi/asset   the Remote Asset API's Fetch and Push
 //	cas/reapi/chunking  blob splitting and splicing (the CAS service's four chunk RPCs)
 //	cas/httpcache     the HTTP/1.1 cache protocol (/cas/, /ac/) over any Storage, beside reapi
-//	cas/s3tier        a Storage of two tiers, a disk store in front of an S3-compatible bucket
+//	cas/backend/...   the shared tier's backends (cas/backend/s3: an S3-compatible bucket), each a tier.Backend
+//	cas/tier          a Storage of two tiers: a local store in front of a shared Backend (the journal, uploads, fills)
 //	cas/disk          the disk Storage: files, pack segments, index, group commit, integrity checks, the scrubber
 //	cas/storagetest   the conformance suite every Storage passes
 //	cas/actionresult  what is checked in an action result before it is stored or served

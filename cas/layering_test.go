@@ -38,7 +38,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		// and nothing else of the cache.
 		"tier":             {mod},
 		"tier/backendtest": {mod, mod + "/tier"},
-		"s3tier":           {mod, mod + "/tier"},
+		"backend/s3":       {mod, mod + "/tier"},
 		"storagetest":      {mod, mod + "/internal/testblob"},
 
 		// The disk store's rooms: none imports the store.

@@ -8,7 +8,7 @@ require (
 	github.com/klauspost/compress v1.20.3
 	github.com/membuf/membuf v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/cas v0.0.0-00010101000000-000000000000
-	github.com/membuf/membuf/cas/s3tier v0.0.0-00010101000000-000000000000
+	github.com/membuf/membuf/cas/backend/s3 v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/grpcmem v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.23.2
 	golang.org/x/crypto v0.57.0
@@ -59,6 +59,6 @@ require (
 replace (
 	github.com/membuf/membuf => ../..
 	github.com/membuf/membuf/cas => ../../cas
-	github.com/membuf/membuf/cas/s3tier => ../../cas/s3tier
+	github.com/membuf/membuf/cas/backend/s3 => ../../cas/backend/s3
 	github.com/membuf/membuf/grpcmem => ../../grpcmem
 )

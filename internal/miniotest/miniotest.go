@@ -1,5 +1,5 @@
 // Package miniotest runs a real MinIO server for the tests of the S3 tier
-// (cas/s3tier's end-to-end tests, interop/'s two-node suite): on loopback,
+// (cas/backend/s3's end-to-end tests, interop/'s two-node suite): on loopback,
 // on free ports, with a temporary data directory, stopped when the test
 // ends. It uses only the standard library, so that interop/ can import it.
 //

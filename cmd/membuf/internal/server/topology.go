@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cas/backend/s3"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -23,7 +23,7 @@ type Upstream struct {
 // UpstreamSchemes lists the schemes --upstream accepts, with the
 // parameters each takes, for the flag's help text.
 var UpstreamSchemes = []string{
-	"s3://BUCKET[/PREFIX] (an S3-compatible bucket; " + s3tier.URLParameters + "; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)",
+	"s3://BUCKET[/PREFIX] (an S3-compatible bucket; " + s3.URLParameters + "; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)",
 }
 
 // ParseUpstream parses an --upstream URL, by its scheme.
@@ -34,7 +34,7 @@ func ParseUpstream(raw string) (Upstream, error) {
 	}
 	switch strings.ToLower(scheme) {
 	case "s3":
-		loc, err := s3tier.ParseURL(raw)
+		loc, err := s3.ParseURL(raw)
 		if err != nil {
 			return Upstream{}, err
 		}
@@ -68,8 +68,8 @@ func clip(s string) string {
 // flight; close releases what it holds.
 func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int) (b tier.Backend, close func() error, err error) {
 	switch loc := u.location.(type) {
-	case s3tier.Location:
-		bucket, err := s3tier.NewBucket(ctx, loc, concurrency, timeout)
+	case s3.Location:
+		bucket, err := s3.NewBucket(ctx, loc, concurrency, timeout)
 		if err != nil {
 			return nil, nil, err
 		}

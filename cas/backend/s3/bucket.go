@@ -1,4 +1,4 @@
-package s3tier
+package s3
 
 import (
 	"cmp"
@@ -19,7 +19,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"golang.org/x/sync/errgroup"
@@ -36,7 +36,7 @@ import (
 // cas.ErrUnavailable (anything else: the bucket could not be reached,
 // refused, or failed), as *tier.RequestError.
 type Bucket struct {
-	api         *s3.Client
+	api         *awss3.Client
 	name        string
 	prefix      string
 	concurrency int
@@ -75,15 +75,15 @@ func NewBucket(ctx context.Context, loc Location, concurrency int, requestTimeou
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("s3tier: AWS configuration: %w", err)
+		return nil, fmt.Errorf("s3: AWS configuration: %w", err)
 	}
 	if cfg.Region == "" {
 		if loc.Endpoint == "" {
-			return nil, errors.New("s3tier: no region: add region=... to the s3 URL, or set AWS_REGION")
+			return nil, errors.New("s3: no region: add region=... to the s3 URL, or set AWS_REGION")
 		}
 		cfg.Region = "us-east-1" // what S3-compatible stores expect when they do not care
 	}
-	api := s3.NewFromConfig(cfg, func(o *s3.Options) {
+	api := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
 		if loc.Endpoint != "" {
 			o.BaseEndpoint = aws.String(loc.Endpoint)
 		}
@@ -130,7 +130,7 @@ func (b *Bucket) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 	for i, k := range ks {
 		sizes[i] = -1
 		g.Go(func() error {
-			out, err := b.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))})
+			out, err := b.api.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))})
 			if err == nil {
 				sizes[i] = aws.ToInt64(out.ContentLength)
 				return nil
@@ -149,7 +149,7 @@ func (b *Bucket) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 
 // Get reads k's object from off: a ranged GET when off > 0.
 func (b *Bucket) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
-	in := &s3.GetObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))}
+	in := &awss3.GetObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))}
 	if off > 0 {
 		in.Range = aws.String("bytes=" + strconv.FormatInt(off, 10) + "-")
 	}
@@ -213,9 +213,9 @@ func (b *Bucket) Put(ctx context.Context, uploads []tier.Upload) []error {
 func (b *Bucket) putObject(ctx context.Context, u tier.Upload) error {
 	raw, err := hex.DecodeString(u.SHA256)
 	if err != nil || len(raw) != 32 {
-		return fmt.Errorf("s3tier: bad SHA-256 %q for %s", u.SHA256, u.Key)
+		return fmt.Errorf("s3: bad SHA-256 %q for %s", u.SHA256, u.Key)
 	}
-	in := &s3.PutObjectInput{
+	in := &awss3.PutObjectInput{
 		Bucket:         &b.name,
 		Key:            aws.String(b.key(u.Key)),
 		Body:           u.Body,
@@ -225,7 +225,7 @@ func (b *Bucket) putObject(ctx context.Context, u tier.Upload) error {
 	if u.Key.AC {
 		in.Metadata = map[string]string{sha256Metadata: u.SHA256}
 	}
-	_, err = b.api.PutObject(ctx, in, func(o *s3.Options) {
+	_, err = b.api.PutObject(ctx, in, func(o *awss3.Options) {
 		o.RetryMaxAttempts = 1
 		o.APIOptions = append(o.APIOptions, presetPayloadHash(u.SHA256))
 	})
@@ -257,7 +257,7 @@ func presetPayloadHash(sum string) func(*middleware.Stack) error {
 // key without s3:ListBucket).
 func (b *Bucket) Probe(ctx context.Context) error {
 	key := b.prefix + "cas/" + strings.Repeat("0", 64)
-	out, err := b.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.name, Key: &key})
+	out, err := b.api.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.name, Key: &key})
 	if err == nil {
 		out.Body.Close()
 		return nil

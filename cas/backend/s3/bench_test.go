@@ -1,4 +1,4 @@
-package s3tier
+package s3
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 // "cold" on a fresh node (nothing remembered of the bucket), "warm" on the
 // same node again within the TTLs. s3-requests/op counts the HEADs.
 //
-//	go test ./cas/s3tier -run '^$' -bench FindMissing10k -benchmem -count 6 -benchtime 5x
+//	go test ./cas/backend/s3 -run '^$' -bench FindMissing10k -benchmem -count 6 -benchtime 5x
 func BenchmarkFindMissing10k(b *testing.B) {
 	loc := minioLocation(b, "bench-find")
 	bk, err := NewBucket(context.Background(), loc, 4, cfgTimeout)
@@ -89,7 +89,7 @@ func BenchmarkFindMissing10k(b *testing.B) {
 // (cmd/membuf's BenchmarkServeRead measures whole `membuf serve` processes
 // over ByteStream.)
 //
-//	go test ./cas/s3tier -run '^$' -bench TieredReadChunks -benchmem -count 6 -benchtime 20x
+//	go test ./cas/backend/s3 -run '^$' -bench TieredReadChunks -benchmem -count 6 -benchtime 20x
 func BenchmarkTieredReadChunks(b *testing.B) {
 	loc := minioLocation(b, "bench-chunks")
 	bk, err := NewBucket(context.Background(), loc, 4, cfgTimeout)

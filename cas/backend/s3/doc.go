@@ -1,12 +1,12 @@
-// Package s3tier is the shared tier in a bucket of an S3-compatible object
+// Package s3 is the shared tier in a bucket of an S3-compatible object
 // store (AWS S3, MinIO, Ceph RGW, Garage, GCS's interoperability API):
 // Bucket, a tier.Backend, and Open, which puts it behind a local store
 // with the tier machinery (package tier: the journal, the upload queue,
 // fills, the existence cache).
 //
 //	local, _ := disk.OpenStore(dir, maxSize, logger)
-//	loc, _ := s3tier.ParseURL("s3://bucket/prefix?endpoint=http://127.0.0.1:9000")
-//	store, _ := s3tier.Open(ctx, local, s3tier.Config{Location: loc, Config: tier.Config{Dir: dir, Pool: pool}})
+//	loc, _ := s3.ParseURL("s3://bucket/prefix?endpoint=http://127.0.0.1:9000")
+//	store, _ := s3.Open(ctx, local, s3.Config{Location: loc, Config: tier.Config{Dir: dir, Pool: pool}})
 //	srv, _ := reapi.NewServer(store, reapi.Options{Pool: pool})
 //	// on shutdown: srv.Close(); store.Close() (drains or journals the uploads); local.Close()
 //
@@ -17,7 +17,7 @@
 // how each failure is answered.
 //
 // Its own module, so that the AWS SDK stays out of the others.
-package s3tier
+package s3
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package s3tier
+package s3
 
 import (
 	"strings"

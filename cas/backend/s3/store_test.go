@@ -1,4 +1,4 @@
-package s3tier
+package s3
 
 import (
 	"bytes"
@@ -209,12 +209,12 @@ func TestSlowBucketTimesOutWithoutLeaks(t *testing.T) {
 		t.Fatalf("FindMissing with the bucket not answering: %v, %v; want it reported missing", missing, err)
 	}
 	s3.stall.Store(false)
-	await.True(t, "no fill goroutine left", func() bool { return !goroutinesIn("s3tier.(*Store).runFill") })
+	await.True(t, "no fill goroutine left", func() bool { return !goroutinesIn("cas/tier.(*Store).runFill") })
 	if n.onDisk(d) || len(n.tmpFiles()) > 0 {
 		t.Fatal("a timed-out fill left something on disk")
 	}
 	n.stop()
-	await.True(t, "no goroutine of the store left after Close", func() bool { return !goroutinesIn("membuf/cas/s3tier.") })
+	await.True(t, "no goroutine of the store left after Close", func() bool { return !goroutinesIn("membuf/cas/tier.") })
 }
 
 // goroutinesIn reports whether a goroutine's stack names fn.

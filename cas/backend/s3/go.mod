@@ -1,4 +1,4 @@
-module github.com/membuf/membuf/cas/s3tier
+module github.com/membuf/membuf/cas/backend/s3
 
 go 1.26.0
 
@@ -45,7 +45,7 @@ require (
 // The sibling modules of this repository, built from this checkout (see
 // DEVELOPERS.md): the placeholder versions above are never fetched.
 replace (
-	github.com/membuf/membuf => ../..
-	github.com/membuf/membuf/cas => ..
-	github.com/membuf/membuf/grpcmem => ../../grpcmem
+	github.com/membuf/membuf => ../../..
+	github.com/membuf/membuf/cas => ../..
+	github.com/membuf/membuf/grpcmem => ../../../grpcmem
 )
