@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/internal/testblob"
@@ -213,5 +215,83 @@ func TestSmallUploadsGoUpInBatches(t *testing.T) {
 	drain(t, n.store)
 	if calls := b.PutCalls(); calls > 64/16+1 {
 		t.Fatalf("a large blob after them took %d more requests, want 1", calls-64/16)
+	}
+}
+
+// gatedBackend holds back every Get's body after its first MiB until gate
+// is closed: an upstream still sending a large blob.
+type gatedBackend struct {
+	tier.Backend
+	gate chan struct{}
+}
+
+func (g gatedBackend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
+	obj, err := g.Backend.Get(ctx, k, off)
+	if err != nil {
+		return obj, err
+	}
+	body := obj.Body
+	first := io.LimitReader(body, 1<<20)
+	rest := readerFunc(func(p []byte) (int, error) {
+		<-g.gate
+		return body.Read(p)
+	})
+	obj.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(first, rest), body}
+	return obj, nil
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// A read that misses locally streams the blob to its reader as it arrives
+// from the backend: the first bytes reach the reader while the backend
+// still holds back the rest, and the read completes only once the whole
+// blob has arrived and been checked.
+func TestAMissStreamsBeforeTheLastByteArrives(t *testing.T) {
+	mem := backendtest.NewMemory()
+	a := startNode(t, mem, tier.Config{})
+	data := testblob.Random(16<<20, 3)
+	d := put(t, a.store, data)
+	drain(t, a.store)
+
+	gate := make(chan struct{})
+	edge := startNode(t, gatedBackend{mem, gate}, tier.Config{})
+	r, err := edge.store.Open(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	firstChunk := make(chan struct{})
+	var got []byte
+	done := make(chan error, 1)
+	go func() {
+		done <- r.ReadChunks(context.Background(), 0, d.Size, nil, 64<<10, func(c membuf.Buffer) error {
+			if len(got) == 0 {
+				close(firstChunk)
+			}
+			got = append(got, c.Bytes()...)
+			c.Free()
+			return nil
+		})
+	}()
+	select {
+	case <-firstChunk:
+	case err := <-done:
+		t.Fatalf("the read ended (%v) before the backend sent the rest", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no byte reached the reader while the backend held back the rest of the blob")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the read completed (%v) before the last byte arrived", err)
+	default:
+	}
+	close(gate)
+	if err := <-done; err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the read: %d bytes, %v", len(got), err)
 	}
 }
