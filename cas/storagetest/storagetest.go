@@ -41,6 +41,8 @@ func Run(t *testing.T, open func(t *testing.T) cas.Storage) {
 		{"PutBatch", testPutBatch},
 		{"ActionResults", testActionResults},
 		{"Concurrent", testConcurrent},
+		{"Suspend", testSuspend},
+		{"LimitsAndStats", testLimitsAndStats},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, open(t)) })
 	}
