@@ -356,6 +356,7 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	mixSigma := 1.5
 	fs.StringVar(&o.Addr, "addr", "", "`host:port` of a running ByteStream server to measure instead of in-process ones (loopback only)")
 	fs.StringVar(&o.HTTPAddr, "http-addr", "", "with --addr: `host:port` of that server's HTTP cache (GET and PUT of /cas/{sha256}), for the http-* modes")
+	fs.StringVar(&o.SeedAddr, "seed-addr", "", "`host:port` of the server the blobs to read are uploaded through instead (an edge's upstream: the edge's first read of each misses locally; loopback only)")
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` prefixing resource names")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the in-process servers' stores (default a temporary one, removed after)")
 	fs.Var(choiceList(&o.Modes, blobs.BlobModes...), "mode", "comma-separated `modes`: read, write, batch-write (new blobs through BatchUpdateBlobs, 16 a request), stall (start an upload, send one message, hold the stream --stall, abandon it),\nread-zstd, write-zstd (the same through compressed-blobs/zstd names; blobs of their own, uploaded compressed),\nhttp-get, http-put (the same through the HTTP cache protocol: the serve configuration's --http-cache, or --http-addr),\nhttp-keyed-get, http-keyed-put (the same as keyed entries, /bench/a/b/c/{sha256}, as sccache names its own)")
@@ -387,8 +388,13 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 				}
 			}
 			o.Configs = nil // a server at an address is measured as it is
-		} else if o.ServerPID != 0 || o.ServerMetrics != "" || o.HTTPAddr != "" {
-			return nil, usageError("--server-pid, --server-metrics and --http-addr describe the server at --addr")
+		} else if o.ServerPID != 0 || o.ServerMetrics != "" || o.HTTPAddr != "" || o.SeedAddr != "" {
+			return nil, usageError("--server-pid, --server-metrics, --http-addr and --seed-addr go with --addr")
+		}
+		if o.SeedAddr != "" {
+			if err := checkLoopback(o.SeedAddr); err != nil {
+				return nil, err
+			}
 		}
 		if o.Stall <= 0 {
 			return nil, usageError("--stall must be positive")

@@ -86,6 +86,12 @@ type BlobsOptions struct {
 	// HTTPAddr, with Addr, is the address of that server's HTTP cache
 	// (GET and PUT of /cas/{sha256}), for the HTTP modes.
 	HTTPAddr string
+	// SeedAddr, if set, is the ByteStream server the blobs to read are
+	// uploaded through instead of the measured one: an edge cache's
+	// upstream, so that the edge's first read of each blob misses locally
+	// and is filled from upstream (read each blob once: --count equal to
+	// --blobs, one round).
+	SeedAddr string
 	// Instance is the REAPI instance name that prefixes resource names
 	// (and, in the HTTP modes, paths).
 	Instance string
@@ -297,6 +303,17 @@ func Blobs(ctx context.Context, o BlobsOptions) (*report.Report, error) {
 	// measure (once per set: cases of different stream counts share one;
 	// once more as keyed entries for the keyed reads, whose records the
 	// others do not write).
+	// With SeedAddr the read sets go to that server instead (an edge's
+	// upstream), so that the measured server's first read of each blob
+	// misses locally.
+	var seed *blobclient.Client
+	if o.SeedAddr != "" {
+		var err error
+		if seed, err = blobclient.Dial(o.SeedAddr, clientPool, connections, o.Instance, chunk); err != nil {
+			return nil, err
+		}
+		defer seed.Close()
+	}
 	type setUpload struct {
 		set   *blobclient.Set
 		keyed bool
@@ -314,9 +331,12 @@ func Blobs(ctx context.Context, o BlobsOptions) (*report.Report, error) {
 			}
 			uploaded[u] = true
 			var err error
-			if httpMode(c.Mode) {
+			switch {
+			case httpMode(c.Mode):
 				err = uploadHTTP(ctx, set, t, c.Mode)
-			} else {
+			case seed != nil:
+				err = set.Upload(ctx, seed)
+			default:
 				err = set.Upload(ctx, t.client)
 			}
 			if err != nil {
@@ -332,6 +352,7 @@ func Blobs(ctx context.Context, o BlobsOptions) (*report.Report, error) {
 		Settings: map[string]string{
 			"addr":        o.Addr,
 			"http_addr":   o.HTTPAddr,
+			"seed_addr":   o.SeedAddr,
 			"modes":       fmt.Sprint(o.modes()),
 			"blobs":       strconv.Itoa(o.blobs()),
 			"chunk_size":  strconv.Itoa(chunk),
