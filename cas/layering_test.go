@@ -36,8 +36,9 @@ func TestImportsRunOneWay(t *testing.T) {
 		// The tier machinery knows no backend and no local store but
 		// through their interfaces; a backend knows the tier's contract
 		// and nothing else of the cache.
-		"tier":             {mod},
-		"tier/backendtest": {mod, mod + "/tier"},
+		"tier": {mod},
+		// Test support: a backend behind a real tier on a real disk.
+		"tier/backendtest": {mod, mod + "/tier", mod + "/disk"},
 		"backend/s3":       {mod, mod + "/tier"},
 		"storagetest":      {mod, mod + "/internal/testblob"},
 

@@ -18,3 +18,10 @@ func TestMemory(t *testing.T) {
 		Outage:         func(t *testing.T, down bool) { current.SetDown(down) },
 	})
 }
+
+func TestMemoryBehindTheTier(t *testing.T) {
+	current := backendtest.NewMemory()
+	backendtest.RunTier(t, func(t *testing.T) tier.Backend { return current }, backendtest.Options{
+		Outage: func(t *testing.T, down bool) { current.SetDown(down) },
+	})
+}
