@@ -45,6 +45,7 @@ func (m metered) put(ctx context.Context, u Upload) error {
 // them.
 func (m metered) Put(ctx context.Context, uploads []Upload) []error {
 	start := time.Now()
+	m.c.putCalls.Add(1)
 	errs := m.b.Put(ctx, uploads)
 	if len(errs) != len(uploads) {
 		// A backend's bug must not become an index out of range: an

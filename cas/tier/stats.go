@@ -85,6 +85,10 @@ type Stats struct {
 	// UploadQueueLength and UploadQueueBytes are the uploads waiting or
 	// running now, and their bytes.
 	UploadQueueLength, UploadQueueBytes int64
+	// PutCalls counts the backend's Puts: requests, each carrying one
+	// upload or a batch of small ones (Uploaded/PutCalls is the batch
+	// size).
+	PutCalls uint64
 	// Uploaded counts entries stored in the backend; UploadRetries counts
 	// failed attempts that will be retried.
 	Uploaded, UploadRetries uint64
@@ -111,6 +115,7 @@ type counters struct {
 	fills           atomic.Uint64
 	fillsFailed     atomic.Uint64
 	uploaded        atomic.Uint64
+	putCalls        atomic.Uint64
 	uploadRetries   atomic.Uint64
 	uploadsLost     atomic.Uint64
 }
@@ -158,6 +163,7 @@ func (c *counters) snapshot() Stats {
 	st.Fills = c.fills.Load()
 	st.FillsFailed = c.fillsFailed.Load()
 	st.Uploaded = c.uploaded.Load()
+	st.PutCalls = c.putCalls.Load()
 	st.UploadRetries = c.uploadRetries.Load()
 	st.UploadsLost = c.uploadsLost.Load()
 	return st

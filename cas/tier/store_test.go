@@ -211,6 +211,9 @@ func TestSmallUploadsGoUpInBatches(t *testing.T) {
 	if puts, calls := b.Puts(), b.PutCalls(); puts != 64 || calls > 64/16 {
 		t.Fatalf("64 small blobs went up in %d requests (%d stored); want at most %d", calls, puts, 64/16)
 	}
+	if st := n.store.TierStats(); st.PutCalls != uint64(b.PutCalls()) || st.Uploaded != 64 {
+		t.Fatalf("TierStats: %d Put calls, %d uploaded; the backend saw %d calls storing 64", st.PutCalls, st.Uploaded, b.PutCalls())
+	}
 	put(t, n.store, testblob.Random(1<<20, 600))
 	drain(t, n.store)
 	if calls := b.PutCalls(); calls > 64/16+1 {

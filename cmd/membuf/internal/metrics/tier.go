@@ -13,6 +13,7 @@ type tierCollector struct {
 
 	requests, latency, bytes, lookups, corrupt, cacheHits *prometheus.Desc
 	fills, queueLength, queueBytes, uploads, lost         *prometheus.Desc
+	putCalls                                              *prometheus.Desc
 }
 
 func newTierCollector(tiered *tier.Store) *tierCollector {
@@ -31,13 +32,14 @@ func newTierCollector(tiered *tier.Store) *tierCollector {
 		queueLength: d("upload_queue_length", "Entries committed on disk and not yet in the shared tier."),
 		queueBytes:  d("upload_queue_bytes", "Bytes of the entries not yet in the shared tier."),
 		uploads:     d("uploads_total", "Upload attempts, by outcome: ok, or retry (failed, to be tried again).", "outcome"),
+		putCalls:    d("put_calls_total", "Put requests to the backend, each carrying one upload or a batch of small ones (uploads_total{outcome=\"ok\"} over this is the batch size)."),
 		lost:        d("uploads_lost_total", "Pending uploads whose local copy was gone (evicted while the shared tier was unreachable) before they were sent."),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.latency, c.bytes, c.lookups, c.corrupt, c.cacheHits,
-		c.fills, c.queueLength, c.queueBytes, c.uploads, c.lost} {
+		c.fills, c.queueLength, c.queueBytes, c.uploads, c.lost, c.putCalls} {
 		ch <- d
 	}
 }
@@ -76,4 +78,5 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.uploads, st.Uploaded, "ok")
 	counter(c.uploads, st.UploadRetries, "retry")
 	counter(c.lost, st.UploadsLost)
+	counter(c.putCalls, st.PutCalls)
 }
