@@ -84,8 +84,9 @@ type Upload struct {
 const Unchecked = "-"
 
 // Key names an entry of a Backend: a blob (Size is its size, or -1 when
-// only its hash is known) or an action result (AC; Hash is the action's
-// digest's hash, Size 0).
+// only its hash is known) or an action result (AC; Hash and Size are the
+// action's digest's: an upstream REAPI cache keys its action cache by
+// both, an object store names the entry by the hash alone).
 type Key struct {
 	AC   bool
 	Hash string
@@ -96,9 +97,9 @@ type Key struct {
 func BlobKey(d cas.Digest) Key { return Key{Hash: d.Hash, Size: d.Size} }
 
 // ActionKey is the Key of the action result of the action d.
-func ActionKey(d cas.Digest) Key { return Key{AC: true, Hash: d.Hash} }
+func ActionKey(d cas.Digest) Key { return Key{AC: true, Hash: d.Hash, Size: d.Size} }
 
-// Digest is the blob's digest, or the action's (with size 0).
+// Digest is the blob's digest, or the action's.
 func (k Key) Digest() cas.Digest { return cas.Digest{Hash: k.Hash, Size: k.Size} }
 
 func (k Key) String() string {

@@ -20,7 +20,7 @@ import (
 const JournalSuffix = "-uploads.journal"
 
 // journal makes the upload queue durable: before an entry is committed to
-// disk, a line "+ cas {hash} {size}" (or "+ ac {hash} 0") is appended and
+// disk, a line "+ cas {hash} {size}" (or "+ ac {hash} {size}", the action's) is appended and
 // fsynced; after the backend has it, "- cas {hash} {size}" is appended
 // (not fsynced: losing it costs one repeated, idempotent upload). At start
 // the entries added and not removed are the uploads a previous run left
@@ -103,7 +103,8 @@ func replayJournal(data []byte, fn func(add bool, k Key)) (skipped int) {
 	return skipped
 }
 
-// parseJournalLine parses "+ cas {hash} {size}", "- ac {hash} 0" and so on.
+// parseJournalLine parses "+ cas {hash} {size}", "- ac {hash} {size}" and so on (a journal of an
+// older version has 0 for an action result's size).
 func parseJournalLine(line []byte) (add bool, k Key, ok bool) {
 	f := bytes.Split(line, []byte{' '})
 	if len(f) != 4 {
@@ -124,7 +125,7 @@ func parseJournalLine(line []byte) (add bool, k Key, ok bool) {
 		return false, k, false
 	}
 	size, err := strconv.ParseInt(string(f[3]), 10, 64)
-	if err != nil || size < 0 || string(f[3]) != strconv.FormatInt(size, 10) || k.AC && size != 0 {
+	if err != nil || size < 0 || string(f[3]) != strconv.FormatInt(size, 10) {
 		return false, k, false
 	}
 	d, err := cas.ParseDigest(cas.Digest{Hash: string(f[2]), Size: size}.Proto())

@@ -91,7 +91,7 @@ func TestParseJournalLine(t *testing.T) {
 		{"+ cas " + h + " 1", true},
 		{"- cas " + h + " 1", true},
 		{"+ ac " + h + " 0", true},
-		{"+ ac " + h + " 1", false},   // an action result has no size
+		{"+ ac " + h + " 142", true},  // the action's size (0 in an older journal)
 		{"+ cas " + h + " 01", false}, // not the canonical number
 		{"+ cas " + h + " -1", false},
 		{"* cas " + h + " 1", false},

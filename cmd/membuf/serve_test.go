@@ -666,7 +666,7 @@ func TestServeLogsEverySetting(t *testing.T) {
 	for _, want := range []string{
 		"grpc=127.0.0.1:", "http=127.0.0.1:", "dir=", "max_size=10GiB", "chunk_size=64KiB", "max_batch_size=4032KiB",
 		"pool_budget=5MiB", "gomemlimit=", "max_inflight_upload=", "upload_ttl=7m0s", "upload_stall_timeout=1m0s", "max_open_uploads=4096", "max_kept_uploads=10000",
-		"scrub_rate=1MiB/s", "pack_max=1MiB", "pack_sync=100ms", "s3=off", "tls=off", "tls_client_ca=off", "htpasswd=off", `policy="everyone may do everything`,
+		"scrub_rate=1MiB/s", "pack_max=1MiB", "pack_sync=100ms", "upstream=off", "tls=off", "tls_client_ca=off", "htpasswd=off", `policy="everyone may do everything`,
 		"max_connections=4096", "max_streams_per_connection=256", "keepalive_min_time=10s", "keepalive_time=1m0s", "keepalive_timeout=20s",
 		"max_connection_idle=10m0s", "handshake_timeout=10s", "reflection=false", "pprof=false", "shutdown_timeout=3s", "drain_delay=0s",
 		"log_level=INFO", "log_format=text",

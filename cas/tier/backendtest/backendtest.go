@@ -21,6 +21,9 @@ import (
 	"testing"
 	"time"
 
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/tier"
 )
@@ -102,13 +105,13 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 	t.Run("ActionResultReplaced", func(t *testing.T) {
 		b := newBackend(t)
 		action := digestOf([]byte("an action"))
-		k := tier.ActionKey(action)
-		v1, v2 := []byte("the first result"), []byte("the second, longer result")
+		k := tier.ActionKey(action) // with the action's size, as an upstream REAPI cache keys it
+		v1, v2 := actionResult("the first result"), actionResult("the second, longer result")
 		put(t, b, k, v1)
 		put(t, b, k, v2)
 		got, obj := get(t, b, k, 0)
 		if !bytes.Equal(got, v2) {
-			t.Fatalf("action result after a second Put: %q, want %q", got, v2)
+			t.Fatalf("action result after a second Put: %x, want %x", got, v2)
 		}
 		want := tier.Unchecked
 		if opts.KeepsChecksums {
@@ -192,7 +195,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 		}
 		bad := blob(300, 3000)
 		uploads[7] = tier.Upload{Key: tier.BlobKey(digestOf(bad)), Body: io.MultiReader(bytes.NewReader(bad[:10]), failingReader{}), Size: int64(len(bad)), SHA256: sum(bad)}
-		result := []byte("an action result in a batch")
+		result := actionResult("an action result in a batch")
 		action := tier.ActionKey(digestOf([]byte("a batched action")))
 		uploads = append(uploads, tier.Upload{Key: action, Body: bytes.NewReader(result), Size: int64(len(result)), SHA256: sum(result)})
 		errs := b.Put(ctx(t), uploads)
@@ -213,7 +216,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 			}
 		}
 		if got, _ := get(t, b, action, 0); !bytes.Equal(got, result) {
-			t.Fatalf("the action result of a batch reads back %q", got)
+			t.Fatalf("the action result of a batch reads back %x", got)
 		}
 		sizes := []int64{0}
 		if err := b.Stat(ctx(t), []tier.Key{tier.BlobKey(digestOf(bad))}, sizes); err != nil || sizes[0] != -1 {
@@ -256,6 +259,17 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 			}
 		})
 	}
+}
+
+// actionResult is a serialized ActionResult whose stdout is text: what a
+// tier stores as an action result, and all an upstream cache accepts as
+// one.
+func actionResult(stdout string) []byte {
+	data, err := proto.Marshal(&repb.ActionResult{StdoutRaw: []byte(stdout)})
+	if err != nil {
+		panic(err)
+	}
+	return data
 }
 
 func ctx(t *testing.T) context.Context {
