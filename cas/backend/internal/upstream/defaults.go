@@ -1,0 +1,16 @@
+package upstream
+
+import "time"
+
+// Defaults of the backends' Config fields left zero, and their bounds.
+const (
+	// DefaultRequestTimeout bounds a request's wait for an answer or for
+	// progress (Stall).
+	DefaultRequestTimeout = 30 * time.Second
+	// DefaultConcurrency is how many requests one Stat or Put keeps in
+	// flight.
+	DefaultConcurrency = 16
+	// MaxActionResultSize bounds the bytes read of an action result, in
+	// either direction: a few hundred bytes is usual.
+	MaxActionResultSize = 64 << 20
+)
