@@ -5,7 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-		"fmt"
+	"fmt"
 	"io"
 	"net"
 	"os"
