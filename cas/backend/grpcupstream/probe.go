@@ -2,8 +2,6 @@ package grpcupstream
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,10 +14,6 @@ import (
 	"github.com/membuf/membuf/cas/backend/internal/upstream"
 	"github.com/membuf/membuf/cas/tier"
 )
-
-// emptyHash is the SHA-256 of no bytes: the empty blob, which every
-// REAPI cache holds, and the action Probe asks about.
-var emptyHash = func() string { s := sha256.Sum256(nil); return hex.EncodeToString(s[:]) }()
 
 // Probe asks the upstream for its capabilities (SHA-256 must be among its
 // digest functions, and action-cache updates allowed for these
@@ -50,7 +44,7 @@ func (b *Backend) Probe(ctx context.Context) error {
 	if m := cc.MaxBatchTotalSizeBytes; m > 0 {
 		b.maxBatch.Store(min(m, defaultMaxBatch))
 	}
-	empty := &repb.Digest{Hash: emptyHash}
+	empty := &repb.Digest{Hash: upstream.EmptyHash}
 	stall.Progress()
 	if _, err := b.cas.FindMissingBlobs(ctx, &repb.FindMissingBlobsRequest{InstanceName: b.loc.Instance, BlobDigests: []*repb.Digest{empty}}); err != nil {
 		return b.probeFailed(ctx, "FindMissingBlobs", err)

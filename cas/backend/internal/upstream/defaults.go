@@ -14,3 +14,7 @@ const (
 	// either direction: a few hundred bytes is usual.
 	MaxActionResultSize = 64 << 20
 )
+
+// EmptyHash is the SHA-256 of no bytes, in hex: the empty blob, which
+// every cache holds (or takes), and what a probe asks about.
+const EmptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
