@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -83,6 +84,9 @@ func (s Syntax) parse(raw string) (Target, error) {
 	if host == "" {
 		return Target{}, errors.New("no host")
 	}
+	if err := checkHost(host, strings.HasPrefix(u.Host, "[")); err != nil {
+		return Target{}, err
+	}
 	if port == "" && strings.HasSuffix(u.Host, ":") || port != "" {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 {
@@ -111,9 +115,6 @@ func (s Syntax) parse(raw string) (Target, error) {
 // path checks the URL's path as s.PathName: segments of unreserved
 // characters, none empty, "." or "..", each passing s.CheckSegment.
 func (s Syntax) path(u *url.URL) (string, error) {
-	if u.RawPath != "" {
-		return "", fmt.Errorf("the %s %q has escaped characters", s.PathName, clip(u.RawPath))
-	}
 	p := strings.TrimSuffix(strings.TrimPrefix(u.Path, "/"), "/")
 	if p == "" {
 		return "", nil
@@ -133,7 +134,32 @@ func (s Syntax) path(u *url.URL) (string, error) {
 			}
 		}
 	}
+	if u.RawPath != "" {
+		// Escapes of unreserved characters, or of a slash (which would
+		// make a segment of its own once decoded).
+		return "", fmt.Errorf("the %s %q has escaped characters", s.PathName, clip(u.RawPath))
+	}
 	return p, nil
+}
+
+// checkHost accepts an IP address (an IPv6 one in brackets) or a host
+// name of letters, digits, dots, hyphens and underscores.
+func checkHost(host string, bracketed bool) error {
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Is6() != bracketed || a.Zone() != "" {
+			return fmt.Errorf("host %q: an IPv6 address goes in brackets, without a zone; an IPv4 one without", clip(host))
+		}
+		return nil
+	}
+	if bracketed {
+		return fmt.Errorf("host %q in brackets is not an IPv6 address", clip(host))
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return fmt.Errorf("host %q has %q (a name of letters, digits, . - _, or an IP address)", clip(host), c)
+		}
+	}
+	return nil
 }
 
 func unreserved(c byte) bool {
@@ -195,13 +221,14 @@ func (s Syntax) URL(t Target, withParameters bool) string {
 }
 
 // redact hides a URL's user information (up to the last @ of its
-// authority), so that an error about the URL never repeats a password.
+// authority, which starts at the first //), so that an error about the
+// URL never repeats a password.
 func redact(raw string) string {
-	i := strings.Index(raw, "://")
+	i := strings.Index(raw, "//")
 	if i < 0 {
 		return raw
 	}
-	auth := raw[i+3:]
+	auth := raw[i+2:]
 	if end := strings.IndexAny(auth, "/?#"); end >= 0 {
 		auth = auth[:end]
 	}
@@ -209,7 +236,7 @@ func redact(raw string) string {
 	if at < 0 {
 		return raw
 	}
-	return raw[:i+3] + "REDACTED" + raw[i+3+at:]
+	return raw[:i+2] + "REDACTED" + raw[i+2+at:]
 }
 
 // clip shortens s for an error message.
