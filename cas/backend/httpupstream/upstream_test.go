@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/membuf/membuf/cas/access"
@@ -14,8 +13,7 @@ import (
 
 // upstreamServer is membuf's HTTP cache (httpcache.Handler over a disk
 // store) on a loopback port, that a test can stop and start again on the
-// same port over the same directory (an outage). It counts the requests
-// it is sent, by method.
+// same port over the same directory (an outage).
 type upstreamServer struct {
 	t    *testing.T
 	dir  string
@@ -25,9 +23,6 @@ type upstreamServer struct {
 	srv   *http.Server
 	store *disk.Store
 	done  chan struct{}
-
-	mu    sync.Mutex
-	calls map[string]int
 }
 
 type serverConfig struct {
@@ -40,7 +35,7 @@ type serverConfig struct {
 
 func startUpstream(t *testing.T, cfg serverConfig) *upstreamServer {
 	t.Helper()
-	u := &upstreamServer{t: t, dir: t.TempDir(), addr: "127.0.0.1:0", cfg: cfg, calls: map[string]int{}}
+	u := &upstreamServer{t: t, dir: t.TempDir(), addr: "127.0.0.1:0", cfg: cfg}
 	u.start()
 	t.Cleanup(u.stop)
 	return u
@@ -69,12 +64,7 @@ func (u *upstreamServer) start() {
 	if u.cfg.tls != nil {
 		lis = tls.NewListener(lis, u.cfg.tls)
 	}
-	u.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.mu.Lock()
-		u.calls[r.Method]++
-		u.mu.Unlock()
-		h.ServeHTTP(w, r)
-	})}
+	u.srv = &http.Server{Handler: h}
 	u.store, u.done = store, make(chan struct{})
 	go func() {
 		defer close(u.done)
@@ -94,14 +84,4 @@ func (u *upstreamServer) stop() {
 		u.t.Errorf("closing the upstream's store: %v", err)
 	}
 	u.srv = nil
-}
-
-// callCounts returns the requests counted so far and starts counting
-// again.
-func (u *upstreamServer) callCounts() map[string]int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	c := u.calls
-	u.calls = map[string]int{}
-	return c
 }
