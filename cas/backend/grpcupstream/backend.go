@@ -76,31 +76,19 @@ const maxReceive = upstream.MaxActionResultSize + 64<<10
 // New makes the client for cfg: it reads the TLS and credential files
 // the Location names, and sends nothing over the network (Probe does).
 func New(ctx context.Context, cfg Config) (*Backend, error) {
-	if cfg.RequestTimeout < 0 || cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("grpcupstream: negative RequestTimeout %v or Concurrency %d", cfg.RequestTimeout, cfg.Concurrency)
+	settings, err := upstream.Settings{RequestTimeout: cfg.RequestTimeout, Concurrency: cfg.Concurrency, Logger: cfg.Logger}.WithDefaults("grpcupstream")
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Location.Address == "" {
 		return nil, errors.New("grpcupstream: the Location has no address (ParseURL makes one)")
 	}
 	t := cfg.Location.target()
-	tlsConfig, err := t.TLSConfig()
+	tlsConfig, auth, err := t.Credentials()
 	if err != nil {
 		return nil, fmt.Errorf("grpcupstream: %w", err)
 	}
-	auth, err := t.BasicAuth()
-	if err != nil {
-		return nil, fmt.Errorf("grpcupstream: %w", err)
-	}
-	b := &Backend{loc: cfg.Location, name: syntax.URL(t, false), timeout: cfg.RequestTimeout, concurrency: cfg.Concurrency, log: cfg.Logger}
-	if b.timeout == 0 {
-		b.timeout = upstream.DefaultRequestTimeout
-	}
-	if b.concurrency == 0 {
-		b.concurrency = upstream.DefaultConcurrency
-	}
-	if b.log == nil {
-		b.log = slog.New(slog.DiscardHandler)
-	}
+	b := &Backend{loc: cfg.Location, name: syntax.URL(t, false), timeout: settings.RequestTimeout, concurrency: settings.Concurrency, log: settings.Logger}
 	b.maxBatch.Store(defaultMaxBatch)
 	creds := insecure.NewCredentials()
 	if tlsConfig != nil {

@@ -217,7 +217,3 @@ func TestBatching(t *testing.T) {
 		})
 	}
 }
-
-func upload(k tier.Key, data []byte) tier.Upload {
-	return tier.Upload{Key: k, Body: bytes.NewReader(data), Size: int64(len(data)), SHA256: digestOf(data).Hash}
-}

@@ -1,22 +1,9 @@
 package grpcupstream_test
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
+import "github.com/membuf/membuf/cas/backend/internal/upstreamtest"
 
-	"github.com/membuf/membuf/cas"
+var (
+	digestOf = upstreamtest.DigestOf
+	pattern  = upstreamtest.Pattern
+	upload   = upstreamtest.Upload
 )
-
-func digestOf(data []byte) cas.Digest {
-	s := sha256.Sum256(data)
-	return cas.Digest{Hash: hex.EncodeToString(s[:]), Size: int64(len(data))}
-}
-
-// pattern returns size bytes that differ for each seed.
-func pattern(size int, seed byte) []byte {
-	data := make([]byte, size)
-	for i := range data {
-		data[i] = byte(i*7) ^ seed ^ byte(i>>8)
-	}
-	return data
-}

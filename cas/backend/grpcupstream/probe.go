@@ -61,6 +61,7 @@ func (b *Backend) Probe(ctx context.Context) error {
 	if _, err := b.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: b.loc.Instance, ActionDigest: empty}); err != nil && status.Code(err) != codes.NotFound {
 		return b.probeFailed(ctx, "GetActionResult", err)
 	}
+	b.log.Info("upstream REAPI cache answers", "upstream", b.name, "max_batch_bytes", b.maxBatch.Load())
 	return nil
 }
 

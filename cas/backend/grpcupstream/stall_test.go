@@ -1,17 +1,15 @@
 package grpcupstream_test
 
 import (
-	"errors"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 
-	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/grpcupstream"
+	"github.com/membuf/membuf/cas/backend/internal/upstreamtest"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -72,21 +70,10 @@ func TestStall(t *testing.T) {
 		n += m
 	}
 	obj.Body.Close()
-	checkStalled(t, "reading a blob that stops halfway", err)
+	upstreamtest.CheckStalled(t, "reading a blob that stops halfway", err)
 	if n != 1000 {
 		t.Errorf("read %d bytes before the stall, want the 1000 sent", n)
 	}
 	big := pattern(8<<20, 8)
-	checkStalled(t, "Put to an upstream that stops taking it", b.Put(t.Context(), []tier.Upload{upload(tier.BlobKey(digestOf(big)), big)})[0])
-}
-
-func checkStalled(t *testing.T, what string, err error) {
-	t.Helper()
-	if !errors.Is(err, cas.ErrUnavailable) {
-		t.Errorf("%s: %v, want cas.ErrUnavailable", what, err)
-		return
-	}
-	if re, ok := errors.AsType[*tier.RequestError](err); !ok || !strings.Contains(re.LogValue().String(), "neither answered nor made progress") {
-		t.Errorf("%s: %v, whose log value does not say the upstream stalled", what, err)
-	}
+	upstreamtest.CheckStalled(t, "Put to an upstream that stops taking it", b.Put(t.Context(), []tier.Upload{upload(tier.BlobKey(digestOf(big)), big)})[0])
 }

@@ -58,31 +58,19 @@ var _ tier.Backend = (*Backend)(nil)
 // New makes the client for cfg: it reads the TLS and credential files
 // the Location names, and sends nothing over the network (Probe does).
 func New(ctx context.Context, cfg Config) (*Backend, error) {
-	if cfg.RequestTimeout < 0 || cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("httpupstream: negative RequestTimeout %v or Concurrency %d", cfg.RequestTimeout, cfg.Concurrency)
+	settings, err := upstream.Settings{RequestTimeout: cfg.RequestTimeout, Concurrency: cfg.Concurrency, Logger: cfg.Logger}.WithDefaults("httpupstream")
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Location.Address == "" {
 		return nil, errors.New("httpupstream: the Location has no address (ParseURL makes one)")
 	}
 	t := cfg.Location.target()
-	tlsConfig, err := t.TLSConfig()
+	tlsConfig, auth, err := t.Credentials()
 	if err != nil {
 		return nil, fmt.Errorf("httpupstream: %w", err)
 	}
-	auth, err := t.BasicAuth()
-	if err != nil {
-		return nil, fmt.Errorf("httpupstream: %w", err)
-	}
-	b := &Backend{loc: cfg.Location, name: syntax.URL(t, false), auth: auth, timeout: cfg.RequestTimeout, concurrency: cfg.Concurrency, log: cfg.Logger}
-	if b.timeout == 0 {
-		b.timeout = upstream.DefaultRequestTimeout
-	}
-	if b.concurrency == 0 {
-		b.concurrency = upstream.DefaultConcurrency
-	}
-	if b.log == nil {
-		b.log = slog.New(slog.DiscardHandler)
-	}
+	b := &Backend{loc: cfg.Location, name: syntax.URL(t, false), auth: auth, timeout: settings.RequestTimeout, concurrency: settings.Concurrency, log: settings.Logger}
 	b.base = b.name + "/"
 	dialer := &net.Dialer{Timeout: b.timeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
@@ -174,7 +162,11 @@ func (b *Backend) Probe(ctx context.Context) error {
 	if err := b.probe(ctx, http.MethodHead, tier.Key{AC: true, Hash: upstream.EmptyHash}); err != nil {
 		return err
 	}
-	return b.probe(ctx, http.MethodPut, empty)
+	if err := b.probe(ctx, http.MethodPut, empty); err != nil {
+		return err
+	}
+	b.log.Info("upstream HTTP cache answers", "upstream", b.name)
+	return nil
 }
 
 func (b *Backend) probe(ctx context.Context, method string, k tier.Key) error {

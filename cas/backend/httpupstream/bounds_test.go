@@ -2,15 +2,13 @@ package httpupstream_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/httpupstream"
+	"github.com/membuf/membuf/cas/backend/internal/upstreamtest"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -55,26 +53,15 @@ func TestStall(t *testing.T) {
 		n += m
 	}
 	obj.Body.Close()
-	checkStalled(t, "reading a body that stops halfway", err)
+	upstreamtest.CheckStalled(t, "reading a body that stops halfway", err)
 	if n != 5000 {
 		t.Errorf("read %d bytes before the stall, want the 5000 sent", n)
 	}
-	checkStalled(t, "Put to an upstream that never reads it", b.Put(t.Context(), []tier.Upload{upload(tier.BlobKey(digestOf(pattern(4<<20, 5))), pattern(4<<20, 5))})[0])
+	upstreamtest.CheckStalled(t, "Put to an upstream that never reads it", b.Put(t.Context(), []tier.Upload{upload(tier.BlobKey(digestOf(pattern(4<<20, 5))), pattern(4<<20, 5))})[0])
 	sizes := []int64{0}
-	checkStalled(t, "Stat of an upstream that never answers", b.Stat(t.Context(), []tier.Key{k}, sizes))
+	upstreamtest.CheckStalled(t, "Stat of an upstream that never answers", b.Stat(t.Context(), []tier.Key{k}, sizes))
 	if sizes[0] != -1 {
 		t.Errorf("Stat that failed: size %d, want -1", sizes[0])
-	}
-}
-
-func checkStalled(t *testing.T, what string, err error) {
-	t.Helper()
-	if !errors.Is(err, cas.ErrUnavailable) {
-		t.Errorf("%s: %v, want cas.ErrUnavailable", what, err)
-		return
-	}
-	if re, ok := errors.AsType[*tier.RequestError](err); !ok || !strings.Contains(re.LogValue().String(), "neither answered nor made progress") {
-		t.Errorf("%s: %v, whose log value does not say the upstream stalled", what, err)
 	}
 }
 

@@ -2,8 +2,6 @@ package httpupstream_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net"
@@ -165,36 +163,4 @@ func serve(t *testing.T, h http.Handler) string {
 	go srv.Serve(lis)
 	t.Cleanup(func() { srv.Close() })
 	return lis.Addr().String()
-}
-
-func read(t *testing.T, b tier.Backend, k tier.Key, off int64) ([]byte, tier.Object) {
-	t.Helper()
-	obj, err := b.Get(t.Context(), k, off)
-	if err != nil {
-		t.Fatalf("Get of %s from %d: %v", k, off, err)
-	}
-	defer obj.Body.Close()
-	got, err := io.ReadAll(obj.Body)
-	if err != nil {
-		t.Fatalf("reading %s from %d: %v", k, off, err)
-	}
-	return got, obj
-}
-
-func upload(k tier.Key, data []byte) tier.Upload {
-	return tier.Upload{Key: k, Body: bytes.NewReader(data), Size: int64(len(data)), SHA256: digestOf(data).Hash}
-}
-
-func digestOf(data []byte) cas.Digest {
-	s := sha256.Sum256(data)
-	return cas.Digest{Hash: hex.EncodeToString(s[:]), Size: int64(len(data))}
-}
-
-// pattern returns size bytes that differ for each seed.
-func pattern(size int, seed byte) []byte {
-	data := make([]byte, size)
-	for i := range data {
-		data[i] = byte(i*7) ^ seed ^ byte(i>>8)
-	}
-	return data
 }

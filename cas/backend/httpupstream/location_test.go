@@ -1,11 +1,11 @@
 package httpupstream_test
 
 import (
-	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/membuf/membuf/cas/backend/httpupstream"
+	"github.com/membuf/membuf/cas/backend/internal/upstreamtest"
 )
 
 func TestParseURL(t *testing.T) {
@@ -61,24 +61,10 @@ func TestParseURL(t *testing.T) {
 // password the URL held.
 func FuzzParseURL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
-		loc, err := httpupstream.ParseURL(raw)
-		if err != nil {
-			if u, perr := url.Parse(raw); perr == nil && u.User != nil {
-				if p, ok := u.User.Password(); ok && len(p) >= 4 && strings.Count(raw, p) == 1 && strings.Contains(err.Error(), p) {
-					t.Fatalf("ParseURL(%q): %v repeats the password", raw, err)
-				}
-			}
-			return
-		}
-		if loc.Address == "" || strings.HasSuffix(loc.Address, ":") {
-			t.Fatalf("ParseURL(%q) = %+v: no host or port", raw, loc)
-		}
-		if !loc.TLS && (loc.CAFile != "" || loc.CertFile != "" || loc.AuthFile != "") {
-			t.Fatalf("ParseURL(%q) = %+v: TLS parameters without TLS", raw, loc)
-		}
-		again, err := httpupstream.ParseURL(loc.String())
-		if err != nil || again != loc {
-			t.Fatalf("ParseURL(%q) = %+v; its String %q parses as %+v, %v", raw, loc, loc.String(), again, err)
-		}
+		upstreamtest.CheckParse(t, raw, httpupstream.ParseURL,
+			func(l httpupstream.Location) string { return l.Address },
+			func(l httpupstream.Location) bool {
+				return l.TLS || l.CAFile == "" && l.CertFile == "" && l.KeyFile == "" && l.AuthFile == ""
+			})
 	})
 }

@@ -78,3 +78,17 @@ func (t Target) BasicAuth() (string, error) {
 	}
 	return "Basic " + base64.StdEncoding.EncodeToString(line), nil
 }
+
+// Credentials reads what t's files hold: the TLS configuration
+// (TLSConfig) and the Authorization header (BasicAuth).
+func (t Target) Credentials() (*tls.Config, string, error) {
+	cfg, err := t.TLSConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	auth, err := t.BasicAuth()
+	if err != nil {
+		return nil, "", err
+	}
+	return cfg, auth, nil
+}

@@ -6,6 +6,7 @@
 package upstreamtest
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
@@ -124,5 +125,44 @@ func NoSecret(t *testing.T, errs ...error) {
 				t.Errorf("an error shows the password: %s", s)
 			}
 		}
+	}
+}
+
+// RunSecurity runs Cases, a subtest each: serve starts an upstream with
+// the TLS configuration and access control given and returns its
+// address; open makes a backend, unprobed, from a URL. Over TLS, with
+// the CA the URL names, a client certificate (mTLS) and basic auth from
+// a file, a small and a large blob go up and come back; an untrusted
+// certificate, a missing or refused client certificate, and a missing
+// or wrong password are a misconfiguration at Probe, and no error shows
+// the password.
+func RunSecurity(t *testing.T, scheme string, serve func(t *testing.T, tls *tls.Config, ac *access.Control) string, open func(t *testing.T, url string) tier.Backend) {
+	s := NewSecurity(t)
+	for _, c := range Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			b := open(t, scheme+"://"+serve(t, s.ServerTLS, c.Access(s))+"/inst?"+c.Query(s))
+			err := b.Probe(t.Context())
+			datas := [][]byte{Pattern(100, 1), Pattern(2<<20, 2)}
+			uploads := []tier.Upload{Upload(tier.BlobKey(DigestOf(datas[0])), datas[0]), Upload(tier.BlobKey(DigestOf(datas[1])), datas[1])}
+			if c.Misconfigured {
+				if _, ok := errors.AsType[*tier.ErrMisconfigured](err); !ok {
+					t.Fatalf("Probe: %v, want a *tier.ErrMisconfigured", err)
+				}
+				_, getErr := b.Get(t.Context(), uploads[0].Key, 0)
+				NoSecret(t, append(b.Put(t.Context(), uploads), err, getErr)...)
+				return
+			}
+			if err != nil {
+				t.Fatalf("Probe: %v", err)
+			}
+			if err := errors.Join(b.Put(t.Context(), uploads)...); err != nil {
+				t.Fatalf("Put: %v", err)
+			}
+			for i, data := range datas {
+				if got, _ := Read(t, b, uploads[i].Key, 10); !bytes.Equal(got, data[10:]) {
+					t.Fatalf("Get of %s from 10: %d bytes, want the %d after it", uploads[i].Key, len(got), len(data)-10)
+				}
+			}
+		})
 	}
 }
