@@ -6,4 +6,5 @@ var (
 	digestOf = upstreamtest.DigestOf
 	pattern  = upstreamtest.Pattern
 	upload   = upstreamtest.Upload
+	read     = upstreamtest.Read
 )
