@@ -131,6 +131,34 @@ func TestRangeIgnored(t *testing.T) {
 	}
 }
 
+// TestRangeServed: a server that serves ranges as the standard library
+// does (206 with Content-Range; 416 for a range from the end, which RFC
+// 9110 calls unsatisfiable) is read from every offset.
+func TestRangeServed(t *testing.T) {
+	data := pattern(100_000, 11)
+	d := digestOf(data)
+	var ranged atomic.Int32
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Range") != "" {
+			ranged.Add(1)
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+	}))
+	b, err := tryBackend(t, "http://"+addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{0, 1, 65_537, d.Size - 1, d.Size} {
+		got, obj := read(t, b, tier.BlobKey(d), off)
+		if !bytes.Equal(got, data[off:]) || obj.Size != d.Size {
+			t.Fatalf("Get from %d: %d bytes (Size %d), want the %d after it", off, len(got), obj.Size, d.Size-off)
+		}
+	}
+	if ranged.Load() != 4 {
+		t.Fatalf("%d GETs had a Range, want the 4 past offset 0", ranged.Load())
+	}
+}
+
 // TestShortAnswer: an answer that ends before its entry's size is a
 // failure of the read, not a short blob.
 func TestShortAnswer(t *testing.T) {
