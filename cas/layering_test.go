@@ -41,7 +41,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"backend/grpcupstream":          {mod, mod + "/tier", mod + "/actionresult", mod + "/backend/internal/upstream"},
 		"backend/httpupstream":          {mod, mod + "/tier", mod + "/backend/internal/upstream"},
 		"backend/internal/upstream":     {},
-		"backend/internal/upstreamtest": {mod + "/access", mod + "/access/accesstest", mod + "/tier"},
+		"backend/internal/upstreamtest": {mod, mod + "/access", mod + "/access/accesstest", mod + "/tier"},
 
 		// The disk store's rooms: none imports the store.
 		"disk/vfs":         {},
