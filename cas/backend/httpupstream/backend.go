@@ -72,18 +72,17 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	b := &Backend{loc: cfg.Location, name: syntax.URL(t, false), auth: auth, timeout: settings.RequestTimeout, concurrency: settings.Concurrency, log: settings.Logger}
 	b.base = b.name + "/"
-	dialer := &net.Dialer{Timeout: b.timeout, KeepAlive: 30 * time.Second}
+	// No timeouts of the transport's own: each request's Stall bounds
+	// its dial, handshake and wait for an answer, and says so in the log.
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
-		DialContext:         dialer.DialContext,
-		TLSClientConfig:     tlsConfig,
-		TLSHandshakeTimeout: b.timeout,
+		DialContext:     dialer.DialContext,
+		TLSClientConfig: tlsConfig,
 		// Stat's HEADs and Put's PUTs run Concurrency at once, and the
 		// tier reads besides: keep that many connections, and no more.
-		MaxConnsPerHost:       4 * b.concurrency,
-		MaxIdleConnsPerHost:   4 * b.concurrency,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: b.timeout,
-		ExpectContinueTimeout: time.Second,
+		MaxConnsPerHost:     4 * b.concurrency,
+		MaxIdleConnsPerHost: 4 * b.concurrency,
+		IdleConnTimeout:     90 * time.Second,
 		// Blobs are checked by their hash: a transparently decompressed
 		// body would be the right bytes at the wrong length.
 		DisableCompression: true,
