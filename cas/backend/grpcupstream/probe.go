@@ -80,19 +80,16 @@ func (b *Backend) probeFailed(ctx context.Context, call string, err error) error
 		// grpc-go reports a TLS handshake's failure in the message only.
 		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("the upstream %s: TLS: %s (check ca, cert and key)", b.name, st.Message())}
 	}
-	return b.fail(ctx, call, tier.Key{}, err)
+	return b.fail(ctx, call, description("the probe"), err)
 }
 
-// fail wraps err, from call about k, as a *tier.RequestError: NOT_FOUND
-// is cas.ErrNotFound, anything else cas.ErrUnavailable. Its message
-// names k only; its log value adds the upstream and its answer.
-func (b *Backend) fail(ctx context.Context, call string, k tier.Key, err error) error {
-	what := k.String()
-	if k == (tier.Key{}) {
-		what = "the probe"
-	}
+// fail wraps err, from call about what (a key, "3 blobs", "the
+// probe"), as a *tier.RequestError: NOT_FOUND is cas.ErrNotFound,
+// anything else cas.ErrUnavailable. Its message names what only; its log
+// value adds the upstream and its answer.
+func (b *Backend) fail(ctx context.Context, call string, what fmt.Stringer, err error) error {
 	if status.Code(err) == codes.NotFound {
-		return &tier.RequestError{Kind: cas.ErrNotFound, Public: what + " is not in the upstream cache", Where: b.name + " " + call, Cause: err}
+		return &tier.RequestError{Kind: cas.ErrNotFound, Public: what.String() + " is not in the upstream cache", Where: b.name + " " + call, Cause: err}
 	}
 	if ctx.Err() != nil {
 		// Say why the context ended (a stall, the caller giving up)
@@ -101,3 +98,8 @@ func (b *Backend) fail(ctx context.Context, call string, k tier.Key, err error) 
 	}
 	return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the upstream cache failed a %s of %s", call, what), Where: b.name, Cause: err}
 }
+
+// description is a fail's what that is not a key.
+type description string
+
+func (d description) String() string { return string(d) }

@@ -3,6 +3,7 @@ package grpcupstream
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
@@ -59,7 +60,7 @@ func (b *Backend) findMissing(ctx context.Context, ks []tier.Key, part []int, si
 	defer stall.Stop()
 	resp, err := b.cas.FindMissingBlobs(ctx, req)
 	if err != nil {
-		return b.fail(ctx, "FindMissingBlobs", ks[part[0]], err)
+		return b.fail(ctx, "FindMissingBlobs", description(fmt.Sprintf("%d blobs", len(part))), err)
 	}
 	missing := make(map[cas.Digest]bool, len(resp.MissingBlobDigests))
 	for _, d := range resp.MissingBlobDigests {
