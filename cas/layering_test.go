@@ -42,6 +42,13 @@ func TestImportsRunOneWay(t *testing.T) {
 		"backend/s3":       {mod, mod + "/tier"},
 		"storagetest":      {mod, mod + "/internal/testblob"},
 
+		// The shared tier's backends on upstream caches, and what they
+		// share: never a store or a protocol.
+		"backend/grpcupstream":          {mod, mod + "/tier", mod + "/actionresult", mod + "/backend/internal/upstream"},
+		"backend/httpupstream":          {mod, mod + "/tier", mod + "/backend/internal/upstream"},
+		"backend/internal/upstream":     {},
+		"backend/internal/upstreamtest": {mod, mod + "/access", mod + "/access/accesstest", mod + "/tier"},
+
 		// The disk store's rooms: none imports the store.
 		"disk/vfs":         {},
 		"disk/groupcommit": {},
