@@ -2,7 +2,6 @@ package grpcupstream_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -48,16 +47,12 @@ func tryBackend(t *testing.T, rawURL string) (*grpcupstream.Backend, error) {
 }
 
 // TestConformance runs the tier's backend suite against a membuf REAPI
-// server, stopped and started again for the outage. The suite's action
-// results are arbitrary bytes, which a REAPI cache does not store: they
-// go up wrapped in an ActionResult (actionResultBytes).
+// server, stopped and started again for the outage, and the backend
+// behind the tier machinery (two nodes, an outage between).
 func TestConformance(t *testing.T) {
 	u := startUpstream(t, serverConfig{})
 	var current *grpcupstream.Backend
-	backendtest.Run(t, func(t *testing.T) tier.Backend {
-		current = newBackend(t, "grpc://"+u.addr+"/an/instance")
-		return actionResultBytes{current}
-	}, backendtest.Options{
+	opts := backendtest.Options{
 		Outage: func(t *testing.T, down bool) {
 			if down {
 				u.stop()
@@ -70,56 +65,18 @@ func TestConformance(t *testing.T) {
 				return current.Probe(t.Context()) == nil
 			})
 		},
+	}
+	backendtest.Run(t, func(t *testing.T) tier.Backend {
+		current = newBackend(t, "grpc://"+u.addr+"/an/instance")
+		return current
+	}, opts)
+	t.Run("BehindTheTier", func(t *testing.T) {
+		backendtest.RunTier(t, func(t *testing.T) tier.Backend {
+			current = newBackend(t, "grpc://"+u.addr+"/tiered")
+			return current
+		}, opts)
 	})
 }
-
-// actionResultBytes carries the suite's action results, arbitrary bytes,
-// as the stdout_raw of an ActionResult: what a REAPI cache stores, and
-// gives back whole.
-type actionResultBytes struct{ tier.Backend }
-
-func (w actionResultBytes) Put(ctx context.Context, uploads []tier.Upload) []error {
-	uploads = append([]tier.Upload(nil), uploads...)
-	for i, u := range uploads {
-		if !u.Key.AC {
-			continue
-		}
-		data, err := io.ReadAll(u.Body)
-		if err != nil {
-			data = nil // an ActionResult that does not parse: refused
-			uploads[i].Body = io.MultiReader(bytes.NewReader([]byte{0xff}), errReader{err})
-			continue
-		}
-		wrapped, _ := proto.Marshal(&repb.ActionResult{StdoutRaw: data})
-		uploads[i].Body, uploads[i].Size = bytes.NewReader(wrapped), int64(len(wrapped))
-	}
-	return w.Backend.Put(ctx, uploads)
-}
-
-func (w actionResultBytes) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
-	if !k.AC {
-		return w.Backend.Get(ctx, k, off)
-	}
-	obj, err := w.Backend.Get(ctx, k, 0)
-	if err != nil {
-		return obj, err
-	}
-	defer obj.Body.Close()
-	data, err := io.ReadAll(obj.Body)
-	ar := &repb.ActionResult{}
-	if err == nil {
-		err = proto.Unmarshal(data, ar)
-	}
-	if err != nil {
-		return tier.Object{}, err
-	}
-	obj.Body, obj.Size = io.NopCloser(bytes.NewReader(ar.StdoutRaw[off:])), int64(len(ar.StdoutRaw))
-	return obj, nil
-}
-
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // TestActionResult: a real ActionResult, naming an output in the CAS,
 // goes up and comes back as the same bytes, Unchecked; bytes that are no

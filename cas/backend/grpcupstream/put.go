@@ -35,7 +35,7 @@ const minBatchEntries = 16
 const writeChunk = 1 << 20
 
 // Put stores the uploads: action results by UpdateActionResult (the body
-// must be a serialized ActionResult), small blobs together by
+// must be a serialized ActionResult), after the blobs, small blobs together by
 // BatchUpdateBlobs (as many as fit under the upstream's batch bound), the
 // others by ByteStream Write, at most Concurrency requests at once. A
 // body is read whole before its batch is sent, or streamed as its Write
@@ -44,7 +44,10 @@ const writeChunk = 1 << 20
 // stored.
 func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	errs := make([]error, len(uploads))
-	var jobs []func()
+	// Action results go after the blobs of the same Put: an upstream that
+	// checks a result's outputs (membuf does) would refuse one that
+	// arrived before them, and the tier retry it later.
+	var jobs, actionJobs []func()
 	maxBatch := b.maxBatch.Load()
 	small := (maxBatch - minBatchEntries*batchEntryOverhead) / minBatchEntries
 	var batch []int
@@ -52,7 +55,7 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	for i, u := range uploads {
 		switch {
 		case u.Key.AC:
-			jobs = append(jobs, func() { errs[i] = b.putActionResult(ctx, u) })
+			actionJobs = append(actionJobs, func() { errs[i] = b.putActionResult(ctx, u) })
 		case u.Size < 0 || u.Key.Size >= 0 && u.Key.Size != u.Size:
 			errs[i] = fmt.Errorf("grpcupstream: Put of %s with a body of %d bytes", u.Key, u.Size)
 		case u.Size == 0:
@@ -73,6 +76,7 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 		jobs = append(jobs, b.batchJob(ctx, uploads, batch, errs))
 	}
 	upstream.Each(len(jobs), b.concurrency, func(j int) { jobs[j]() })
+	upstream.Each(len(actionJobs), b.concurrency, func(j int) { actionJobs[j]() })
 	return errs
 }
 

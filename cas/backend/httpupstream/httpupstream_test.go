@@ -47,13 +47,12 @@ func tryBackend(t *testing.T, rawURL string) (*httpupstream.Backend, error) {
 }
 
 // TestConformance runs the tier's backend suite against membuf's HTTP
-// cache with raw action results (the suite's are arbitrary bytes), under
-// a prefix, stopped and started again for the outage.
+// cache (checking action results, as it does by default), under a
+// prefix, stopped and started again for the outage; and the backend
+// behind the tier machinery (two nodes, an outage between).
 func TestConformance(t *testing.T) {
-	u := startUpstream(t, serverConfig{rawAC: true})
-	backendtest.Run(t, func(t *testing.T) tier.Backend {
-		return newBackend(t, u.url("http", "/a/prefix"))
-	}, backendtest.Options{
+	u := startUpstream(t, serverConfig{})
+	opts := backendtest.Options{
 		ResolvesHashes: true,
 		Outage: func(t *testing.T, down bool) {
 			if down {
@@ -62,6 +61,14 @@ func TestConformance(t *testing.T) {
 				u.start()
 			}
 		},
+	}
+	backendtest.Run(t, func(t *testing.T) tier.Backend {
+		return newBackend(t, u.url("http", "/a/prefix"))
+	}, opts)
+	t.Run("BehindTheTier", func(t *testing.T) {
+		backendtest.RunTier(t, func(t *testing.T) tier.Backend {
+			return newBackend(t, u.url("http", "/tiered"))
+		}, opts)
 	})
 }
 
