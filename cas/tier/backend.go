@@ -33,8 +33,9 @@ type Backend interface {
 	// entries at once where its queue has them, so that a backend that
 	// can store many in one request does (an upstream's
 	// BatchUpdateBlobs); an object store stores them one by one. Each
-	// Body is read at most once, in order, and never rewound: a backend
-	// does not retry a Put (the tier does). An upload whose Body fails or
+	// Body is read at most once, front to back, and never rewound (a
+	// backend may read several at once): a backend does not retry a Put
+	// (the tier does). An upload whose Body fails or
 	// ends short stores nothing.
 	Put(ctx context.Context, uploads []Upload) []error
 	// Stat sets sizes[i] to the size of entry ks[i], or to -1 if it is

@@ -240,7 +240,7 @@ func (s *Server) openTier(ctx context.Context) error {
 		return nil
 	}
 	const workers = 4
-	backend, closeBackend, err := newBackend(ctx, c.Parsed, c.Timeout, 32)
+	backend, closeBackend, err := newBackend(ctx, c.Parsed, c.Timeout, 32, s.log)
 	if err != nil {
 		return fmt.Errorf("--upstream: %w", err)
 	}

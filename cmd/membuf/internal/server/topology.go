@@ -3,9 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/membuf/membuf/cas/backend/grpcupstream"
+	"github.com/membuf/membuf/cas/backend/httpupstream"
 	"github.com/membuf/membuf/cas/backend/s3"
 	"github.com/membuf/membuf/cas/tier"
 )
@@ -15,7 +18,7 @@ import (
 
 // Upstream is a parsed --upstream URL: which backend, and its location.
 type Upstream struct {
-	Scheme   string // "s3", ...
+	Scheme   string // "s3", "grpc", "http", ... (grpcs and https are grpc's and http's)
 	location any    // the backend package's parsed Location
 	shown    string // the URL for logs and /status (no secrets)
 }
@@ -24,6 +27,8 @@ type Upstream struct {
 // parameters each takes, for the flag's help text.
 var UpstreamSchemes = []string{
 	"s3://BUCKET[/PREFIX] (an S3-compatible bucket; " + s3.URLParameters + "; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)",
+	"grpc://HOST:PORT[/INSTANCE], grpcs://... (an upstream REAPI cache: another membuf, bb-storage, bazel-remote; " + grpcupstream.URLParameters + ")",
+	"http://HOST:PORT[/PREFIX], https://... (an upstream HTTP cache of /cas/ and /ac/: another membuf's --http-cache, bazel-remote, nginx WebDAV; " + httpupstream.URLParameters + ")",
 }
 
 // ParseUpstream parses an --upstream URL, by its scheme.
@@ -39,6 +44,18 @@ func ParseUpstream(raw string) (Upstream, error) {
 			return Upstream{}, err
 		}
 		return Upstream{Scheme: "s3", location: loc, shown: loc.String()}, nil
+	case "grpc", "grpcs":
+		loc, err := grpcupstream.ParseURL(raw)
+		if err != nil {
+			return Upstream{}, err
+		}
+		return Upstream{Scheme: "grpc", location: loc, shown: loc.String()}, nil
+	case "http", "https":
+		loc, err := httpupstream.ParseURL(raw)
+		if err != nil {
+			return Upstream{}, err
+		}
+		return Upstream{Scheme: "http", location: loc, shown: loc.String()}, nil
 	}
 	return Upstream{}, fmt.Errorf("%q: unknown scheme %q: want one of %s", clip(raw), scheme, schemeList())
 }
@@ -66,7 +83,7 @@ func clip(s string) string {
 // newBackend makes the backend u names; it sends nothing over the network
 // (tier.Open probes it). concurrency bounds each backend's requests in
 // flight; close releases what it holds.
-func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int) (b tier.Backend, close func() error, err error) {
+func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int, log *slog.Logger) (b tier.Backend, close func() error, err error) {
 	switch loc := u.location.(type) {
 	case s3.Location:
 		bucket, err := s3.NewBucket(ctx, loc, concurrency, timeout)
@@ -74,6 +91,18 @@ func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurre
 			return nil, nil, err
 		}
 		return bucket, bucket.Close, nil
+	case grpcupstream.Location:
+		b, err := grpcupstream.New(ctx, grpcupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b.Close, nil
+	case httpupstream.Location:
+		b, err := httpupstream.New(ctx, httpupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b.Close, nil
 	}
 	return nil, nil, fmt.Errorf("no backend for %s", u.Scheme)
 }
