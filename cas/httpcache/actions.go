@@ -14,8 +14,9 @@ import (
 )
 
 // getActionResult answers GET and HEAD of /ac/{hash}: the stored
-// ActionResult if actionresult.Load would serve it (its outputs all in the
-// CAS), or, with RawActionCache, the stored bytes as they are.
+// ActionResult if the Loader serves it (its outputs, and its output
+// directories' files, all in the CAS), or, with RawActionCache, the stored
+// bytes as they are.
 func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op operation, hash string) {
 	d := cas.Digest{Hash: hash} // an action result's name is its action's hash alone
 	var data []byte
@@ -23,9 +24,12 @@ func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op ope
 	if h.opts.RawActionCache {
 		data, err = h.store.GetActionResult(r.Context(), d)
 	} else {
-		_, data, err = actionresult.Load(r.Context(), h.store, d)
+		_, data, err = h.opts.ActionResults.Load(r.Context(), d)
 		if u, ok := errors.AsType[*actionresult.Unservable](err); ok {
 			h.log.Warn("stored action result not served", "action", hash, "reason", u.Reason, "err", u.Cause)
+		}
+		if inc, ok := errors.AsType[*actionresult.Incomplete](err); ok {
+			h.log.Info("action result incomplete: a miss", "action", hash, "output", inc.Output, "missing", inc.Missing.String())
 		}
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/actionresult"
 )
 
 // DefaultMaxActionResultSize bounds a PUT to /ac/ where Options set no
@@ -49,6 +50,10 @@ type Options struct {
 	// entry is never served to gRPC (it does not parse as an
 	// ActionResult).
 	RawActionCache bool
+	// ActionResults loads the /ac/ entries a GET serves, whole or not at
+	// all (not with RawActionCache); give it gRPC's. nil: a Loader of the
+	// handler's own without a generation.
+	ActionResults *actionresult.Loader
 	// MaxActionResultSize bounds a PUT to /ac/, which is held in memory
 	// whole; 0 means DefaultMaxActionResultSize.
 	MaxActionResultSize int64
@@ -95,6 +100,9 @@ func New(store cas.Storage, opts Options) (*Handler, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ActionResults == nil {
+		opts.ActionResults = actionresult.NewLoader(store, actionresult.LoaderOptions{})
 	}
 	return &Handler{store: store, opts: opts, log: opts.Logger, started: time.Now()}, nil
 }

@@ -37,19 +37,23 @@ func (a *actionCacheService) admit(ctx context.Context, op access.Operation, fn 
 }
 
 // GetActionResult returns the stored result of an action, if it may be
-// served (actionresult.Load): a result whose output blobs are no longer all
-// in the CAS, or that no longer parses or has an unsafe path, is a miss
-// (NOT_FOUND).
+// served (actionresult.Loader): a result whose output blobs, the files of
+// its output directories included, are no longer all in the CAS, or that
+// no longer parses or has an unsafe path, is a miss (NOT_FOUND).
 func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetActionResultRequest) (*repb.ActionResult, error) {
 	d, err := a.admit(ctx, access.ReadAC, req.DigestFunction, req.ActionDigest)
 	if err != nil {
 		return nil, err
 	}
-	ar, _, err := actionresult.Load(ctx, a.s.store, d)
+	ar, _, err := a.s.results.Load(ctx, d)
 	if err != nil {
 		if u, ok := errors.AsType[*actionresult.Unservable](err); ok {
 			a.s.log.Warn("stored action result not served", "action", d.String(), "reason", u.Reason, "err", u.Cause)
 			return nil, status.Error(codes.NotFound, u.Error())
+		}
+		if inc, ok := errors.AsType[*actionresult.Incomplete](err); ok {
+			a.s.log.Info("action result incomplete: a miss", "action", d.String(), "output", inc.Output, "missing", inc.Missing.String())
+			return nil, status.Error(codes.NotFound, inc.Error())
 		}
 		return nil, rpcstatus.Store(err, "action result for "+d.String())
 	}
