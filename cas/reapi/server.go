@@ -106,6 +106,11 @@ type Options struct {
 	// AssetTimeout bounds a download when the request asks for no shorter
 	// one; 0 means DefaultAssetTimeout.
 	AssetTimeout time.Duration
+	// InstanceIsolation keeps action results by instance name and action
+	// digest (actionresult.InstanceKey): a result stored under one
+	// instance is a miss under every other. The CAS stays shared. false:
+	// every instance shares one action cache.
+	InstanceIsolation bool
 	// ActionResults loads the action results GetActionResult serves, whole
 	// or not at all; give the HTTP cache the same one. nil: a Loader of
 	// the server's own without a generation, which reads every output
