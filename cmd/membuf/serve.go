@@ -72,6 +72,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 				PackSync:   defaultPackSync,
 				CheckReads: true,
 				ScrubRate:  defaultScrubRate,
+				MinAge:     server.DefaultMinAge,
 			},
 			Limits: server.LimitsConfig{
 				ChunkSize:      defaultChunkSize,
@@ -130,6 +131,8 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.DurationVar(&cfg.S3.Timeout, "s3-timeout", 30*time.Second, "with --s3, how long to wait for the bucket to answer a request, or for a transfer to make progress")
 	fs.DurationVar(&cfg.S3.MissingTTL, "s3-missing-ttl", 10*time.Second, "with --s3, how long FindMissingBlobs remembers that the bucket lacks a blob (0: not at all,\nso that another node's uploads are seen at once, at a HEAD per local miss)")
 	fs.DurationVar(&cfg.Stop.Timeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
+	fs.DurationVar(&cfg.Store.MinAge, "min-age", cfg.Store.MinAge, "warn (at most once an hour) when the store evicts entries last used less than this long ago:\nBazel assumes outputs it was told of live 3h (its lease), and builds without the bytes fail\nif they do not; the fix is a larger --max-size. 0: never warn")
+	fs.BoolVar(&cfg.AC.InstanceIsolation, "instance-isolation", false, "keep action results by instance name (gRPC's instance_name, the HTTP cache's /{instance}/ac/)\nand action digest, so that instances never see each other's; the CAS stays shared")
 	fs.Var(sizeFlag{&cfg.Store.ScrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	cfg.access.register(fs)
 	fs.IntVar(&cfg.Listen.MaxConnections, "max-connections", cfg.Listen.MaxConnections, "most gRPC connections served at once; more wait in the listen backlog")
@@ -209,6 +212,10 @@ func (c *serveConfig) validate() error {
 		return usageError("--asset-max-size must not be negative")
 	case c.Asset.Timeout <= 0:
 		return usageError("--asset-timeout must be positive")
+	case c.Store.MinAge < 0:
+		return usageError("--min-age must not be negative")
+	case c.access.accessFile != "" && !c.AC.InstanceIsolation:
+		return usageError("--access-file names instances' rules, which mean nothing while every instance shares one action cache: add --instance-isolation")
 	}
 	if err := checkListenAddr("listen", c.Listen.GRPC); err != nil {
 		return err

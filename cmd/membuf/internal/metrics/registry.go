@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
@@ -36,6 +37,9 @@ type Sources struct {
 	Tier     *s3tier.Store
 	Requests *GRPCRequests
 	Cache    *httpcache.Handler
+	// ActionResults loads the action results both protocols serve; nil:
+	// not measured.
+	ActionResults *actionresult.Loader
 }
 
 // NewRegistry returns a registry with the Go runtime's figures (GC cycles,
@@ -45,6 +49,9 @@ func NewRegistry(src Sources) *prometheus.Registry {
 	reg := NewRuntimeRegistry()
 	reg.MustRegister(newPoolCollector(src.Pool), newStoreCollector(src.Store), newServerCollector(src.Server, src.Cache),
 		newZstdCollector(src.Zstd), newRequestCollector(src.Requests, src.Cache))
+	if src.ActionResults != nil {
+		reg.MustRegister(newActionResultCollector(src.ActionResults))
+	}
 	if src.Tier != nil {
 		reg.MustRegister(newTierCollector(src.Tier))
 	}

@@ -18,6 +18,7 @@ type Config struct {
 	S3      S3Config
 	Limits  LimitsConfig
 	Asset   AssetConfig
+	AC      ActionCacheConfig
 	Access  *access.Control // who may do what (--htpasswd, --tls-client-ca, the rules); nil: everyone may do everything
 	Observe ObserveConfig
 	Stop    StopConfig
@@ -42,6 +43,7 @@ type StoreConfig struct {
 	PackSync    time.Duration       // --pack-sync: how often packed records are made durable; 0: before each acknowledgement
 	CheckReads  bool                // --check-reads: check every read against the CRC-32Cs taken when the blob was hashed
 	ScrubRate   int64               // --scrub-rate: bytes per second the scrubber re-hashes; 0: no scrubber
+	MinAge      time.Duration       // --min-age: warn when entries younger are evicted; 0: never
 }
 
 // S3Config is the shared tier's (--s3 and the flags that need it).
@@ -66,6 +68,14 @@ type LimitsConfig struct {
 	MaxOpenUploads    int           // --max-open-uploads
 	MaxKeptUploads    int           // --max-kept-uploads
 	AdaptiveProcs     bool          // --adaptive-procs: one P while the load is light (procs.go)
+}
+
+// ActionCacheConfig is the action cache's, on both protocols.
+type ActionCacheConfig struct {
+	// InstanceIsolation: action results are kept by instance name and
+	// action digest, so that instances never see each other's (the CAS
+	// stays shared); --instance-isolation.
+	InstanceIsolation bool
 }
 
 // AssetConfig is the Remote Asset API's.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
@@ -56,6 +57,7 @@ type Server struct {
 	storage        cas.Storage   // what the services serve: tier, or store
 
 	cas         *reapi.Server
+	results     *actionresult.Loader // what both protocols serve action results through
 	requests    *metrics.GRPCRequests
 	certs       *certReloader // nil: plaintext
 	grpc        *grpc.Server
@@ -216,6 +218,13 @@ func (s *Server) startBackground() {
 	if rate := s.cfg.Store.ScrubRate; rate > 0 {
 		s.goBackground(func(ctx context.Context) { s.store.Scrub(ctx, rate) })
 	}
+	if minAge := s.cfg.Store.MinAge; minAge > 0 {
+		s.goBackground(func(ctx context.Context) {
+			tick := time.NewTicker(leaseCheckEvery)
+			defer tick.Stop()
+			warnOfYoungEvictions(ctx, tick.C, s.store.EvictionAges, &leaseWarning{minAge: minAge, maxSize: s.cfg.Store.MaxSize}, s.log)
+		})
+	}
 }
 
 // goBackground runs work in a goroutine until stopBackgroundWork.
@@ -261,8 +270,18 @@ func (s *Server) openTier(ctx context.Context) error {
 // reflection), the HTTP cache, and HTTP (metrics, health, status).
 func (s *Server) newServices() error {
 	l := s.cfg.Limits
+	// A Tree found complete is remembered while the disk store evicts
+	// nothing; over a shared tier, whose bucket may lose what the disk
+	// has not, every hit checks again.
+	var generation func() uint64
+	if s.tier == nil {
+		generation = s.store.EvictionGeneration
+	}
+	s.results = actionresult.NewLoader(s.storage, actionresult.LoaderOptions{Generation: generation})
 	var err error
 	s.cas, err = reapi.NewServer(s.storage, reapi.Options{
+		ActionResults:      s.results,
+		InstanceIsolation:  s.cfg.AC.InstanceIsolation,
 		Pool:               s.pool,
 		ChunkSize:          int(l.ChunkSize),
 		MaxBatchBytes:      l.MaxBatchSize,
@@ -330,13 +349,15 @@ func (s *Server) newGRPCServer() {
 func (s *Server) newHTTPCacheServer() error {
 	var err error
 	s.cache, err = httpcache.New(s.storage, httpcache.Options{
-		Pool:           s.pool,
-		ChunkSize:      int(s.cfg.Limits.ChunkSize),
-		Access:         s.cfg.Access,
-		RawActionCache: s.cfg.Listen.HTTPCacheRawAC,
-		Budget:         s.cas,
-		StallTimeout:   s.cfg.Limits.UploadStall,
-		Logger:         s.log,
+		Pool:              s.pool,
+		ChunkSize:         int(s.cfg.Limits.ChunkSize),
+		Access:            s.cfg.Access,
+		RawActionCache:    s.cfg.Listen.HTTPCacheRawAC,
+		ActionResults:     s.results,
+		InstanceIsolation: s.cfg.AC.InstanceIsolation,
+		Budget:            s.cas,
+		StallTimeout:      s.cfg.Limits.UploadStall,
+		Logger:            s.log,
 	})
 	if err != nil {
 		return fmt.Errorf("--http-cache: %w", err)
@@ -356,8 +377,9 @@ func (s *Server) newHTTPServer() {
 	}
 	reg := metrics.NewRegistry(metrics.Sources{
 		Pool: s.pool, Store: s.store, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Requests: s.requests, Cache: s.cache,
+		ActionResults: s.results,
 	})
-	status := statusHandler(s.store, s.tier, s.cache, s.cfg.S3.Location.String(), s.started)
+	status := statusHandler(s.store, s.tier, s.cache, s.results, s.cfg.S3.Location.String(), s.started)
 	s.httpServer = s.newHTTP(NewHTTPHandler(reg, s.health, status, s.cfg.Observe.Pprof))
 }
 
