@@ -18,6 +18,7 @@ import (
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )
 
@@ -123,6 +124,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(sizeFlag{&cfg.Limits.PoolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections\n(0: 64MiB, or a quarter of GOMEMLIMIT if that is less; keep it well below GOMEMLIMIT)")
 	fs.Var(levelFlag{&cfg.logLevel}, "log-level", "least severe log `level`: debug, info, warn or error")
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
+	fs.Var(accessLogFlag{&cfg.Observe.AccessLog}, "access-log", "a log line per request (`which`: off, errors, all): time, protocol, method, instance, digest or key,\nsize, status, duration, peer and identity, in --log-format's form, written off the request's path\n(a full buffer drops lines, counted in membuf_access_log_dropped_total); errors: failures other than misses")
 	fs.StringVar(&cfg.readyFile, "ready-file", "", "once serving, write the listen line to this `file` (written whole, by rename)")
 	fs.DurationVar(&cfg.Limits.UploadTTL, "upload-ttl", cfg.Limits.UploadTTL, "how long an interrupted ByteStream upload is kept, idle, for its client to resume it")
 	fs.DurationVar(&cfg.Limits.UploadStall, "upload-stall-timeout", cfg.Limits.UploadStall, "how long the server waits for an upload's next message before it ends the stream\n(DEADLINE_EXCEEDED; the upload is kept for resumption), so that stalled streams do not hold\nthe upload budget; with --http-cache, also how long a PUT's body may stall (408)")
@@ -406,4 +408,23 @@ func (f choiceFlag) Set(s string) error {
 		}
 	}
 	return fmt.Errorf("want one of %s", strings.Join(f.choices, ", "))
+}
+
+// accessLogFlag is --access-log: off, errors or all.
+type accessLogFlag struct{ l *accesslog.Level }
+
+func (f accessLogFlag) String() string {
+	if f.l == nil {
+		return accesslog.Off.String()
+	}
+	return f.l.String()
+}
+
+func (f accessLogFlag) Set(s string) error {
+	l, err := accesslog.ParseLevel(s)
+	if err != nil {
+		return err
+	}
+	*f.l = l
+	return nil
 }

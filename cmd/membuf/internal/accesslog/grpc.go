@@ -72,7 +72,10 @@ func describable(m any) any {
 	if c, ok := m.(*grpcmem.Checked); ok {
 		m = c.Msg // the request in grpcmem's wrapper (reapi's streams): the wrapper is pooled
 	}
-	if r, ok := m.(interface{ GetResourceName() string }); ok {
+	switch r := m.(type) {
+	case *grpcmem.WriteRequest: // the zero-copy Write's own message
+		return resourceNamed(strings.Clone(r.ResourceName))
+	case interface{ GetResourceName() string }:
 		return resourceNamed(strings.Clone(r.GetResourceName()))
 	}
 	return m

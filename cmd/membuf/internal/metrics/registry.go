@@ -25,6 +25,7 @@ import (
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/s3tier"
 	"github.com/membuf/membuf/cas/zstdseek"
+	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 )
 
 // Sources are what a server's registry measures. Tier and Cache may be
@@ -40,6 +41,8 @@ type Sources struct {
 	// ActionResults loads the action results both protocols serve; nil:
 	// not measured.
 	ActionResults *actionresult.Loader
+	// AccessLog is --access-log's; nil: off.
+	AccessLog *accesslog.Logger
 }
 
 // NewRegistry returns a registry with the Go runtime's figures (GC cycles,
@@ -49,6 +52,9 @@ func NewRegistry(src Sources) *prometheus.Registry {
 	reg := NewRuntimeRegistry()
 	reg.MustRegister(newPoolCollector(src.Pool), newStoreCollector(src.Store), newServerCollector(src.Server, src.Cache),
 		newZstdCollector(src.Zstd), newRequestCollector(src.Requests, src.Cache))
+	if src.AccessLog != nil {
+		reg.MustRegister(newAccessLogCollector(src.AccessLog))
+	}
 	if src.ActionResults != nil {
 		reg.MustRegister(newActionResultCollector(src.ActionResults))
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/s3tier"
+	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 )
 
 // Config is everything a Server is told, grouped by concern. Each field is
@@ -95,6 +96,10 @@ type ObserveConfig struct {
 	// --ready-file). An error from it stops the server, as a listener's
 	// failure does.
 	Ready func(Serving) error
+
+	// AccessLog is --access-log: a line per request (All) or per failed
+	// one (Errors), through Logger's handler.
+	AccessLog accesslog.Level
 }
 
 // StopConfig is how the server stops when Run's context ends.

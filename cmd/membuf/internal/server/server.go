@@ -32,6 +32,7 @@ import (
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/s3tier"
 	"github.com/membuf/membuf/cas/zstdseek"
+	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 )
 
@@ -59,7 +60,8 @@ type Server struct {
 	cas         *reapi.Server
 	results     *actionresult.Loader // what both protocols serve action results through
 	requests    *metrics.GRPCRequests
-	certs       *certReloader // nil: plaintext
+	access      *accesslog.Logger // nil: --access-log off
+	certs       *certReloader     // nil: plaintext
 	grpc        *grpc.Server
 	health      *healthService
 	cache       *httpcache.Handler // nil: no --http-cache
@@ -303,6 +305,9 @@ func (s *Server) newServices() error {
 	if s.cfg.Listen.TLS != nil {
 		s.certs = newCertReloader(s.cfg.Listen.TLS, s.log)
 	}
+	if lvl := s.cfg.Observe.AccessLog; lvl != accesslog.Off {
+		s.access = accesslog.New(s.log.Handler(), lvl, s.cfg.Access, 0)
+	}
 	s.newGRPCServer()
 	if s.cfg.Listen.HTTPCache != "" {
 		if err := s.newHTTPCacheServer(); err != nil {
@@ -325,6 +330,9 @@ func (s *Server) newGRPCServer() {
 	s.requests = &metrics.GRPCRequests{}
 	opts := append(reapi.ServerOptions(s.pool), grpc.MaxRecvMsgSize(s.msgSize), grpc.MaxSendMsgSize(s.msgSize))
 	opts = append(opts, s.requests.ServerOptions()...)
+	if s.access != nil {
+		opts = append(opts, s.access.ServerOptions()...)
+	}
 	opts = append(opts, grpcLimits()...)
 	// A goroutine per RPC starts with a small stack, which every read
 	// grows again (runtime.newstack under processRPC: 3.5% of a server
@@ -365,7 +373,11 @@ func (s *Server) newHTTPCacheServer() error {
 	if s.certs != nil {
 		s.lis.cache = tls.NewListener(s.lis.cache, s.certs.cacheConfig())
 	}
-	s.cacheServer = s.newHTTP(s.cache)
+	var h http.Handler = s.cache
+	if s.access != nil {
+		h = s.access.Middleware(h)
+	}
+	s.cacheServer = s.newHTTP(h)
 	return nil
 }
 
@@ -377,7 +389,7 @@ func (s *Server) newHTTPServer() {
 	}
 	reg := metrics.NewRegistry(metrics.Sources{
 		Pool: s.pool, Store: s.store, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Requests: s.requests, Cache: s.cache,
-		ActionResults: s.results,
+		ActionResults: s.results, AccessLog: s.access,
 	})
 	status := statusHandler(s.store, s.tier, s.cache, s.results, s.cfg.S3.Location.String(), s.started)
 	s.httpServer = s.newHTTP(NewHTTPHandler(reg, s.health, status, s.cfg.Observe.Pprof))
@@ -501,6 +513,9 @@ func (s *Server) stopSIGHUP() {
 func (s *Server) closeServices() {
 	if s.cas != nil {
 		s.cas.Close()
+	}
+	if s.access != nil {
+		s.access.Close() // writes the lines still buffered
 	}
 }
 
