@@ -1,7 +1,6 @@
 package accesslog
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,13 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/access/accesstest"
 	"github.com/membuf/membuf/grpcmem"
+	"github.com/membuf/membuf/internal/serveprocess"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -27,27 +26,13 @@ import (
 )
 
 // jsonLog is a JSON slog handler's output, safe to read while written.
-type jsonLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (j *jsonLog) Write(p []byte) (int, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.buf.Write(p)
-}
+type jsonLog struct{ serveprocess.LockedBuffer }
 
 // lines decodes every line written.
 func (j *jsonLog) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(j.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
+	for line := range strings.Lines(j.String()) {
 		m := map[string]any{}
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("line %q: %v", line, err)
