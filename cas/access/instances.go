@@ -171,3 +171,15 @@ func (a *Control) AuthorizeInstance(c Credentials, instance string, op Operation
 	}
 	return id, a.refuse(id, fmt.Sprintf("%s on instance %q", op, instance))
 }
+
+// AllowsInstance is Allows for op on instance's action cache: the access
+// file's rule for it, or the Policy's.
+func (a *Control) AllowsInstance(instance string, op Operation, id Identity) bool {
+	if a == nil {
+		return true
+	}
+	if rule, ok := a.Instances.rule(instance, op); ok {
+		return rule.allows(id)
+	}
+	return a.Policy.Allows(op, id)
+}

@@ -58,6 +58,10 @@ func TestAuthorizeInstanceFollowsTheAccessFile(t *testing.T) {
 		if (denied == nil) != tc.allowed {
 			t.Errorf("%q on %q, %s: denial %v; want allowed %v", tc.user, tc.instance, tc.op, denied, tc.allowed)
 		}
+		id, _ := c.Identify(as(tc.user))
+		if got := c.AllowsInstance(tc.instance, tc.op, id); got != tc.allowed {
+			t.Errorf("AllowsInstance(%q, %s, %q) = %v; Authorize said %v", tc.instance, tc.op, tc.user, got, tc.allowed)
+		}
 		if denied != nil && denied.Reason == access.NotPermitted && !strings.Contains(denied.Error(), "instance") {
 			t.Errorf("denial %q does not name the instance", denied.Error())
 		}

@@ -2,10 +2,12 @@ package reapi
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/actionresult"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -66,5 +68,35 @@ func TestInstanceIsolationSeparatesActionResults(t *testing.T) {
 				t.Errorf("not under actionresult.InstanceKey: %v", err)
 			}
 		}
+	}
+}
+
+// The access file's rules for an instance decide its GetActionResult and
+// UpdateActionResult, and what GetCapabilities advertises for it.
+func TestInstanceRulesOverGRPC(t *testing.T) {
+	ctx := context.Background()
+	rules, err := access.ReadInstanceRules(strings.NewReader("locked write-ac=nobody read-ac=nobody\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := access.Anyone()
+	e := newEnv(t, 0, Options{InstanceIsolation: true, Access: &access.Control{
+		Policy: access.Policy{ReadCAS: all, WriteCAS: all, ReadAC: all, WriteAC: all}, Instances: rules}})
+	ad := cas.DigestOf([]byte("action")).Proto()
+	for inst, allowed := range map[string]bool{"locked": false, "open": true} {
+		caps, err := e.caps.GetCapabilities(ctx, &repb.GetCapabilitiesRequest{InstanceName: inst})
+		if err != nil || caps.CacheCapabilities.ActionCacheUpdateCapabilities.UpdateEnabled != allowed {
+			t.Errorf("instance %q: capabilities %v, %v; want updates enabled %v", inst, caps, err, allowed)
+		}
+		_, err = e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{InstanceName: inst, ActionDigest: ad, ActionResult: &repb.ActionResult{ExitCode: 1}}) // not empty: an empty result, zero bytes, reads back as EOF from the disk store (a bug of its own)
+		_, getErr := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: inst, ActionDigest: ad})
+		if allowed {
+			if err != nil || getErr != nil {
+				t.Errorf("instance %q: update %v, get %v; want both to succeed", inst, err, getErr)
+			}
+			continue
+		}
+		wantCode(t, err, codes.PermissionDenied, `on instance "locked"`)
+		wantCode(t, getErr, codes.PermissionDenied, `on instance "locked"`)
 	}
 }

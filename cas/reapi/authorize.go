@@ -31,15 +31,15 @@ func (s *Server) authorizeInstance(ctx context.Context, instance string, op acce
 }
 
 // capabilities is authorize for GetCapabilities, which any caller allowed
-// some operation may call; it reports whether the caller may update the
-// action cache (advertised as such, so that a client that may not does not
-// try).
-func (s *Server) capabilities(ctx context.Context) (updateAC bool, err error) {
+// some operation may call; it reports whether the caller may update
+// instance's action cache (advertised as such, so that a client that may
+// not does not try).
+func (s *Server) capabilities(ctx context.Context, instance string) (updateAC bool, err error) {
 	id, denied := s.opts.Access.AuthorizeAny(access.GRPCCredentials(ctx))
 	if denied != nil {
 		return false, s.refused(ctx, denied)
 	}
-	return s.opts.Access.Allows(access.WriteAC, id), nil
+	return s.opts.Access.AllowsInstance(instance, access.WriteAC, id), nil
 }
 
 // refused counts and logs a denial and returns it as the handler's error.

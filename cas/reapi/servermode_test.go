@@ -50,6 +50,7 @@ var serverTests = []func(*testing.T){
 	TestGetActionResultMissesIncompleteTrees,
 	TestIdleUploadsHoldNoDescriptors,
 	TestInstanceIsolationSeparatesActionResults,
+	TestInstanceRulesOverGRPC,
 	TestKeptUploadsCapped,
 	TestGetTree,
 	TestGetTreePagesCostTheirOwnReads,
