@@ -272,12 +272,18 @@ func checkListenAddr(name, addr string) error {
 }
 
 func newLogger(c *serveConfig, w io.Writer) *slog.Logger {
+	return slog.New(newLogHandler(c, w))
+}
+
+// newLogHandler is --log-format's handler, at --log-level, writing to w:
+// the log's, and the access log's lines.
+func newLogHandler(c *serveConfig, w io.Writer) slog.Handler {
 	opts := &slog.HandlerOptions{Level: c.logLevel}
 	if c.logFormat == "json" {
 		opts.ReplaceAttr = durationAsText
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.NewTextHandler(w, opts)
 }
 
 // durationAsText writes a duration as the text handler does, a Go duration
@@ -300,6 +306,8 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) error {
 	warnAboutSettings(cfg, log)
 	sc := cfg.Config
 	sc.Observe.Logger = log
+	sc.Observe.AccessLogOutput = std.err
+	sc.Observe.AccessLogHandler = func(w io.Writer) slog.Handler { return newLogHandler(cfg, w) }
 	sc.Observe.Ready = func(sv server.Serving) error {
 		log.Info("serving", append(settingsLog(cfg, sv.Dir, sv.GRPC, cmp.Or(sv.HTTP, "off"), sv.PoolBudget, sv.MaxInflightUpload),
 			"zstd_memory", formatSize(sv.ZstdMemory), "disk_compression", cfg.Store.Compression.String())...)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -44,7 +45,7 @@ func (j *jsonLog) lines(t *testing.T) []map[string]any {
 
 func newJSONLogger(level Level, control *access.Control) (*Logger, *jsonLog) {
 	out := &jsonLog{}
-	return New(slog.NewJSONHandler(out, nil), level, control, 0), out
+	return New(out, func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, nil) }, level, control, 0), out
 }
 
 // blockingHandler holds the writer in Handle until released, and says
@@ -65,7 +66,7 @@ func (h *blockingHandler) Handle(ctx context.Context, r slog.Record) error {
 // writer.
 func TestFullBufferDropsAndCounts(t *testing.T) {
 	h := &blockingHandler{Handler: slog.DiscardHandler, got: make(chan struct{}, 16), release: make(chan struct{})}
-	l := New(h, All, nil, 2)
+	l := New(io.Discard, func(io.Writer) slog.Handler { return h }, All, nil, 2)
 	l.Log(Entry{})
 	<-h.got // the writer holds the first line
 	for range 10 {
@@ -78,6 +79,28 @@ func TestFullBufferDropsAndCounts(t *testing.T) {
 	l.Close()
 	if st := l.Stats(); st.Written != 3 {
 		t.Fatalf("stats %+v after Close; want the 3 kept written", st)
+	}
+}
+
+// countingWriter counts the writes made to it.
+type countingWriter struct{ writes atomic.Int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return len(p), nil
+}
+
+// Lines logged together are written together: a write call for many
+// lines, not one each.
+func TestLinesAreWrittenInBatches(t *testing.T) {
+	out := &countingWriter{}
+	l := New(out, func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, nil) }, All, nil, 0)
+	for range 200 {
+		l.Log(Entry{Protocol: "grpc", Method: "ByteStream/Read", Size: -1})
+	}
+	l.Close()
+	if st, w := l.Stats(), out.writes.Load(); st.Written != 200 || w > 3 {
+		t.Fatalf("%d lines in %d writes; want 200 in at most 3", st.Written, w)
 	}
 }
 

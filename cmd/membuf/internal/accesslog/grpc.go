@@ -7,11 +7,9 @@ import (
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
-	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/grpcmem"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -25,7 +23,7 @@ func (l *Logger) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	if code := status.Code(err); l.wants(code) {
-		e := grpcEntry(ctx, start, info.FullMethod, code)
+		e := Entry{Time: start, Protocol: "grpc", Size: -1, Duration: time.Since(start), ctx: ctx, fullMethod: info.FullMethod, code: code}
 		describeRequest(&e, req)
 		l.Log(e)
 	}
@@ -39,7 +37,7 @@ func (l *Logger) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	rs := &requestStream{ServerStream: ss}
 	err := handler(srv, rs)
 	if code := status.Code(err); l.wants(code) {
-		e := grpcEntry(ss.Context(), start, info.FullMethod, code)
+		e := Entry{Time: start, Protocol: "grpc", Size: -1, Duration: time.Since(start), ctx: ss.Context(), fullMethod: info.FullMethod, code: code}
 		describeRequest(&e, rs.first)
 		l.Log(e)
 	}
@@ -86,18 +84,6 @@ type resourceNamed string
 
 func (r resourceNamed) GetResourceName() string { return string(r) }
 
-// grpcEntry is the entry of the request in ctx, begun at start.
-func grpcEntry(ctx context.Context, start time.Time, fullMethod string, code codes.Code) Entry {
-	e := Entry{
-		Time: start, Protocol: "grpc", Method: shortMethod(fullMethod), Size: -1,
-		Status: code.String(), Duration: time.Since(start), Credentials: access.GRPCCredentials(ctx),
-	}
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		e.Peer = p.Addr.String()
-	}
-	return e
-}
-
 // describeRequest fills in e's instance, digest and size from req, any
 // REAPI or ByteStream request (or what describable kept of one).
 func describeRequest(e *Entry, req any) {
@@ -106,7 +92,7 @@ func describeRequest(e *Entry, req any) {
 	}
 	if r, ok := req.(interface{ GetActionDigest() *repb.Digest }); ok && r.GetActionDigest() != nil {
 		d := r.GetActionDigest()
-		e.Digest, e.Size = d.GetHash()+"/"+strconv.FormatInt(d.GetSizeBytes(), 10), d.GetSizeBytes()
+		e.Digest, e.Size, e.digestSize = d.GetHash(), d.GetSizeBytes(), true
 	}
 	if r, ok := req.(interface{ GetResourceName() string }); ok {
 		e.Instance, e.Digest, e.Size = splitResourceName(r.GetResourceName())
@@ -138,14 +124,14 @@ func splitResourceName(name string) (instance, digest string, size int64) {
 }
 
 // findDigest returns the first "hash/size" in rest, a hash being 64
-// lowercase hex characters.
+// lowercase hex characters: a part of rest, not a copy.
 func findDigest(rest string) string {
 	for rest != "" {
 		seg, after, _ := strings.Cut(rest, "/")
 		if len(seg) == 64 && isHex(seg) {
 			size, _, _ := strings.Cut(after, "/")
 			if _, err := strconv.ParseInt(size, 10, 64); err == nil {
-				return seg + "/" + size
+				return rest[:len(seg)+1+len(size)]
 			}
 		}
 		rest = after

@@ -3,7 +3,6 @@ package accesslog
 import (
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +40,7 @@ const statusClientGone = 499
 func httpEntry(r *http.Request, start time.Time, rw *responseWriter) Entry {
 	e := Entry{
 		Time: start, Protocol: "http", Method: r.Method, Size: -1,
-		Status: strconv.Itoa(rw.code), Duration: time.Since(start), Peer: r.RemoteAddr,
+		httpStatus: rw.code, Duration: time.Since(start), Peer: r.RemoteAddr,
 		Credentials: access.HTTPCredentials(r),
 	}
 	e.Instance, e.Digest, e.Key = splitPath(r.URL.Path)
@@ -57,8 +56,8 @@ func httpEntry(r *http.Request, start time.Time, rw *responseWriter) Entry {
 // splitPath reads an HTTP cache path: /{instance}/ac/{hash} and
 // /{instance}/cas/{hash} name a digest (the hash alone) under an
 // instance; any other path is a keyed entry's, its key the path.
-func splitPath(p string) (instance, digest, key string) {
-	p = strings.TrimPrefix(p, "/")
+func splitPath(path string) (instance, digest, key string) {
+	p := strings.TrimPrefix(path, "/")
 	dir, hash, ok := cutLast(p, '/')
 	if ok && len(hash) == 64 && isHex(hash) {
 		parent, kind, _ := cutLast(dir, '/')
@@ -69,7 +68,7 @@ func splitPath(p string) (instance, digest, key string) {
 			return parent, hash, ""
 		}
 	}
-	return "", "", "/" + p
+	return "", "", path
 }
 
 // cutLast cuts s around the last sep: ("a/b", "c", true) for "a/b/c".

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"log/slog"
 	"time"
 
@@ -98,8 +99,12 @@ type ObserveConfig struct {
 	Ready func(Serving) error
 
 	// AccessLog is --access-log: a line per request (All) or per failed
-	// one (Errors), through Logger's handler.
-	AccessLog accesslog.Level
+	// one (Errors), written in batches to AccessLogOutput (the log's own
+	// output) by the handler AccessLogHandler makes for a writer
+	// (--log-format's); nil: os.Stderr, and a text handler.
+	AccessLog        accesslog.Level
+	AccessLogOutput  io.Writer
+	AccessLogHandler func(io.Writer) slog.Handler
 }
 
 // StopConfig is how the server stops when Run's context ends.

@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -305,8 +306,12 @@ func (s *Server) newServices() error {
 	if s.cfg.Listen.TLS != nil {
 		s.certs = newCertReloader(s.cfg.Listen.TLS, s.log)
 	}
-	if lvl := s.cfg.Observe.AccessLog; lvl != accesslog.Off {
-		s.access = accesslog.New(s.log.Handler(), lvl, s.cfg.Access, 0)
+	if o := s.cfg.Observe; o.AccessLog != accesslog.Off {
+		newHandler := o.AccessLogHandler
+		if newHandler == nil {
+			newHandler = func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, nil) }
+		}
+		s.access = accesslog.New(cmp.Or[io.Writer](o.AccessLogOutput, os.Stderr), newHandler, o.AccessLog, s.cfg.Access, 0)
 	}
 	s.newGRPCServer()
 	if s.cfg.Listen.HTTPCache != "" {
