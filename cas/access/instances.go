@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // InstanceRules are an access file's: per instance name, who may read and
@@ -26,44 +27,88 @@ import (
 //	ci/release   write-ac=release-bot
 //	""           write-ac=nobody
 type InstanceRules struct {
-	byInstance map[string]*[NumOperations]*Rule // nil entry: the Policy's
+	path string // the file's, for Reload; "" for rules read from elsewhere
+	// The rules in force, replaced whole by Reload: per instance, a rule
+	// per operation, nil where the Policy's holds.
+	byInstance atomic.Pointer[instanceTable]
 }
+
+type instanceTable = map[string]*[NumOperations]*Rule
 
 // ReadInstanceRules parses an access file; an error names the line and
 // what is wrong with it.
 func ReadInstanceRules(r io.Reader) (*InstanceRules, error) {
-	ir := &InstanceRules{byInstance: map[string]*[NumOperations]*Rule{}}
+	t, err := parseInstanceRules(r)
+	if err != nil {
+		return nil, err
+	}
+	ir := &InstanceRules{}
+	ir.byInstance.Store(&t)
+	return ir, nil
+}
+
+func parseInstanceRules(r io.Reader) (instanceTable, error) {
+	t := instanceTable{}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if err := ir.parseLine(line); err != nil {
+		if err := parseInstanceLine(t, line); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	return ir, nil
+	return t, nil
 }
 
 // LoadInstanceRules reads the access file at path.
 func LoadInstanceRules(path string) (*InstanceRules, error) {
+	t, err := loadInstanceTable(path)
+	if err != nil {
+		return nil, err
+	}
+	ir := &InstanceRules{path: path}
+	ir.byInstance.Store(&t)
+	return ir, nil
+}
+
+func loadInstanceTable(path string) (instanceTable, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	ir, err := ReadInstanceRules(f)
+	t, err := parseInstanceRules(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return ir, nil
+	return t, nil
 }
 
-func (ir *InstanceRules) parseLine(line string) error {
+// Reload reads the file LoadInstanceRules read again (on SIGHUP) and puts
+// its rules in force, all at once; a file that does not load, or that
+// names authenticated clients when canAuthenticate is false (no one
+// could be one), leaves the rules in force and is the error.
+func (ir *InstanceRules) Reload(canAuthenticate bool) error {
+	if ir.path == "" {
+		return fmt.Errorf("access file: these rules were not read from a file")
+	}
+	t, err := loadInstanceTable(ir.path)
+	if err != nil {
+		return err
+	}
+	if !canAuthenticate && tableNeedsIdentity(t) {
+		return fmt.Errorf("%s names authenticated clients, and this server authenticates no one", ir.path)
+	}
+	ir.byInstance.Store(&t)
+	return nil
+}
+
+func parseInstanceLine(byInstance instanceTable, line string) error {
 	name, rest := line, ""
 	if strings.HasPrefix(line, `"`) {
 		q, err := strconv.QuotedPrefix(line)
@@ -78,7 +123,7 @@ func (ir *InstanceRules) parseLine(line string) error {
 	} else if i := strings.IndexAny(line, " \t"); i >= 0 {
 		name, rest = line[:i], line[i:]
 	}
-	if _, dup := ir.byInstance[name]; dup {
+	if _, dup := byInstance[name]; dup {
 		return fmt.Errorf("instance %q is named twice", name)
 	}
 	var rules [NumOperations]*Rule
@@ -111,7 +156,7 @@ func (ir *InstanceRules) parseLine(line string) error {
 		}
 		rules[op] = &rule
 	}
-	ir.byInstance[name] = &rules
+	byInstance[name] = &rules
 	return nil
 }
 
@@ -120,7 +165,7 @@ func (ir *InstanceRules) rule(instance string, op Operation) (Rule, bool) {
 	if ir == nil || op >= NumOperations {
 		return Rule{}, false
 	}
-	rules, ok := ir.byInstance[instance]
+	rules, ok := (*ir.byInstance.Load())[instance]
 	if !ok || rules[op] == nil {
 		return Rule{}, false
 	}
@@ -130,10 +175,11 @@ func (ir *InstanceRules) rule(instance string, op Operation) (Rule, bool) {
 // NeedsIdentity reports whether any of the file's rules admits only
 // authenticated callers.
 func (ir *InstanceRules) NeedsIdentity() bool {
-	if ir == nil {
-		return false
-	}
-	for _, rules := range ir.byInstance {
+	return ir != nil && tableNeedsIdentity(*ir.byInstance.Load())
+}
+
+func tableNeedsIdentity(t instanceTable) bool {
+	for _, rules := range t {
 		for _, r := range rules {
 			if r != nil && r.needsIdentity() {
 				return true
@@ -148,7 +194,7 @@ func (ir *InstanceRules) Len() int {
 	if ir == nil {
 		return 0
 	}
-	return len(ir.byInstance)
+	return len(*ir.byInstance.Load())
 }
 
 // AuthorizeInstance is Authorize for op on instance's action cache: the

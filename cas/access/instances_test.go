@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,4 +106,42 @@ func FuzzReadInstanceRules(f *testing.F) {
 			t.Fatalf("parsed %d instances, then %d (%v)", rules.Len(), again.Len(), err)
 		}
 	})
+}
+
+// Reload puts a changed file's rules in force whole; a file that does not
+// load, or names authenticated clients where no one can be one, leaves
+// the rules in force.
+func TestInstanceRulesReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("team-a write-ac=nobody\n")
+	rules, err := access.LoadInstanceRules(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &access.Control{Instances: rules, Policy: access.Policy{WriteAC: access.Anyone()}}
+	may := func(instance string) bool { return c.AllowsInstance(instance, access.WriteAC, access.Identity{}) }
+	if may("team-a") || !may("team-b") {
+		t.Fatal("the file's rules are not in force")
+	}
+	write("team-b write-ac=nobody\n")
+	if err := rules.Reload(false); err != nil {
+		t.Fatal(err)
+	}
+	if !may("team-a") || may("team-b") {
+		t.Fatal("after Reload, the new file's rules are not in force")
+	}
+	for _, bad := range []string{"team-c write-ac\n", "team-c write-ac=alice\n"} {
+		write(bad)
+		if err := rules.Reload(false); err == nil {
+			t.Errorf("Reload of %q succeeded", bad)
+		}
+		if may("team-b") || rules.Len() != 1 {
+			t.Errorf("a failed Reload (%q) changed the rules in force", bad)
+		}
+	}
 }

@@ -93,7 +93,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 		"Serve a content-addressed blob cache over gRPC: ByteStream, ContentAddressableStorage,\n"+
 			"ActionCache and Capabilities (REAPI v2), on a disk store under --dir. Point Bazel at it\n"+
 			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully; SIGHUP\n"+
-			"reloads the TLS material and --htpasswd (and never stops it).\n"+
+			"reloads the TLS material, --htpasswd and --access-file (and never stops it).\n"+
 			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
 	fs.StringVar(&cfg.Listen.GRPC, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
 	fs.StringVar(&cfg.Listen.HTTP, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz, /status and (with --pprof) /debug/pprof/; empty disables it")
