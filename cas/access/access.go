@@ -221,6 +221,9 @@ type Control struct {
 	Policy             Policy
 	Users              *Htpasswd
 	ClientCertificates bool
+	// Instances, if not nil, replaces the Policy's action cache rules for
+	// the instances it names (AuthorizeInstance).
+	Instances *InstanceRules
 }
 
 // identify returns who a request with credentials c comes from, or what is

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
@@ -55,44 +54,10 @@ func (e *Unservable) Is(target error) bool { return target == cas.ErrNotFound }
 
 func (e *Unservable) Unwrap() error { return e.Cause }
 
-// Load returns the action result stored for the action d, with its stored
-// bytes, if it may be served: it parses, its output paths are safe, and
-// every blob it names is in store (one FindMissing for all of them, which
-// also marks them recently used, and which a tiered store answers for its
-// local misses together). Anything else is an error wrapping
-// cas.ErrNotFound that says why, an *Unservable if it is the stored entry's
-// fault, or the store's own error.
+// Load is NewLoader(store, LoaderOptions{}).Load(ctx, d): every Tree is
+// read and its files looked up on every call. A server keeps one Loader.
 func Load(ctx context.Context, store cas.Storage, d cas.Digest) (*repb.ActionResult, []byte, error) {
-	data, err := store.GetActionResult(ctx, d)
-	if err != nil {
-		return nil, nil, err
-	}
-	ar := &repb.ActionResult{}
-	if err := proto.Unmarshal(data, ar); err != nil {
-		return nil, nil, &Unservable{Action: d, Reason: "stored entry is unreadable", Cause: err}
-	}
-	if err := checkOutputPaths(ar); err != nil {
-		// Stored before paths were checked: a client must not restore it.
-		return nil, nil, &Unservable{Action: d, Reason: "stored entry has an unsafe output path", Cause: err}
-	}
-	var refs []outputRef
-	var ods []cas.Digest
-	for ref := range outputs(ar) {
-		od, err := cas.ParseDigest(ref.digest)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: action result for %s: its output %s has a bad digest: %v", cas.ErrNotFound, d, ref, err)
-		}
-		refs, ods = append(refs, ref), append(ods, od)
-	}
-	missing, err := store.FindMissing(ctx, ods, cas.InternalCheck)
-	if err != nil {
-		return nil, nil, fmt.Errorf("action result for %s: checking its outputs: %w", d, err)
-	}
-	if len(missing) > 0 {
-		ref := refs[slices.Index(ods, missing[0])]
-		return nil, nil, fmt.Errorf("%w: action result for %s: its output %s (%s) is no longer in the CAS", cas.ErrNotFound, d, ref, ref.digest.GetHash())
-	}
-	return ar, data, nil
+	return NewLoader(store, LoaderOptions{}).Load(ctx, d)
 }
 
 // outputRef is a CAS blob an ActionResult refers to. Its description is
@@ -110,12 +75,15 @@ func (r outputRef) String() string {
 		return fmt.Sprintf("output file %q", cas.Clip(r.path))
 	case "output directory":
 		return fmt.Sprintf("output directory %q tree", cas.Clip(r.path))
+	case "output directory root":
+		return fmt.Sprintf("output directory %q root Directory", cas.Clip(r.path))
 	}
 	return r.kind
 }
 
-// outputs yields the CAS blobs an ActionResult refers to: output files,
-// output directory trees, and stdout and stderr when they are set.
+// outputs yields the CAS blobs an ActionResult refers to directly: output
+// files, output directories' Trees (and root Directories where set), and
+// stdout and stderr when they are set.
 func outputs(ar *repb.ActionResult) iter.Seq[outputRef] {
 	return func(yield func(outputRef) bool) {
 		for _, f := range ar.OutputFiles {
@@ -125,6 +93,9 @@ func outputs(ar *repb.ActionResult) iter.Seq[outputRef] {
 		}
 		for _, dir := range ar.OutputDirectories {
 			if !yield(outputRef{"output directory", dir.Path, dir.TreeDigest}) {
+				return
+			}
+			if dir.RootDirectoryDigest != nil && !yield(outputRef{"output directory root", dir.Path, dir.RootDirectoryDigest}) {
 				return
 			}
 		}

@@ -2,6 +2,7 @@ package disk
 
 import (
 	"container/list"
+	"time"
 
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
@@ -196,6 +197,7 @@ func (s *Store) indexCommittedLocked(e *entry, b *commitBatch) {
 // insertLocked adds a new file entry as the most recently used.
 func (s *Store) insertLocked(e *entry) {
 	s.tick++
+	s.clock.Mark(s.tick, time.Now())
 	e.used = s.tick
 	e.el = s.lru.PushFront(e)
 	s.files[e.key] = e
@@ -206,6 +208,7 @@ func (s *Store) insertLocked(e *entry) {
 // caller's.
 func (s *Store) putRecordLocked(e *entry) {
 	h, _ := packindex.ParseHash(e.key.hash) // a record is only ever made for a valid hash
+	s.clock.Mark(s.tick, time.Now())
 	s.packed.Put(&packindex.Record{Hash: h, AC: e.key.kind == kindAC, Verified: e.verified, Seq: uint32(e.seg.Seq), Off: uint32(e.off), Size: uint32(e.size), CRC: e.crc})
 	s.indexChanged = true
 	s.sweepLocked(sweepPerPut)
@@ -265,8 +268,20 @@ func (s *Store) evictLocked(keep *entry) {
 			return
 		}
 		e := el.Value.(*entry)
+		s.observeEvictionLocked(e.used, 1)
 		s.removeLocked(e)
 		s.evictions++
 		s.log.Debug("evicted", "kind", e.key.kind.dir(), "hash", e.key.hash, "size", e.size)
+	}
+}
+
+// observeEvictionLocked records n entries evicted, last used at tick used:
+// their age by the store's clock, marked now so that recent ticks are
+// placed against the present.
+func (s *Store) observeEvictionLocked(used uint64, n int64) {
+	now := time.Now()
+	s.clock.Mark(s.tick, now)
+	if at, ok := s.clock.Time(used); ok {
+		s.evicted.Observe(now, now.Sub(at), n)
 	}
 }

@@ -36,6 +36,8 @@ func (s *Store) takeSlotLocked(k entryKey, size int64) (*packs.Segment, int64, e
 // leave the table by the sweep), its bytes the store's total, its file the
 // disk (readers still holding it keep reading until they close).
 func (s *Store) evictSegmentLocked(seg *packs.Segment) {
+	s.generation.Add(1)
+	s.observeEvictionLocked(seg.Created, seg.Entries)
 	s.entries -= seg.Entries
 	s.acEntries -= seg.ACEntries
 	s.plainBytes -= seg.PlainBytes

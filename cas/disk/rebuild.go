@@ -3,6 +3,7 @@ package disk
 import (
 	"path/filepath"
 
+	"github.com/membuf/membuf/cas/disk/ages"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
@@ -54,14 +55,17 @@ func (s *Store) rebuild() error {
 	// (files older than the oldest segment first), so that eviction takes
 	// the older of the two kinds.
 	s.tick = 0
+	s.clock = ages.Clock{} // insertLocked marked the ticks at the time of reading
 	si := 0
 	for i, e := range all {
 		for si < len(segs) && segs[si].ModTime().Before(found[i].ModTime) {
 			s.tick++
 			segs[si].Created = s.tick
+			s.clock.Mark(s.tick, segs[si].ModTime())
 			si++
 		}
 		s.tick++
+		s.clock.Mark(s.tick, found[i].ModTime)
 		if el, ok := s.files[e.key]; ok && el == e {
 			e.used = s.tick
 		}
@@ -69,6 +73,7 @@ func (s *Store) rebuild() error {
 	for ; si < len(segs); si++ {
 		s.tick++
 		segs[si].Created = s.tick
+		s.clock.Mark(s.tick, segs[si].ModTime())
 	}
 	if ck != nil {
 		if records, err = s.loadCheckpointRecords(ck, records); err != nil {

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/ages"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/pace"
 	"github.com/membuf/membuf/cas/disk/packindex"
@@ -81,6 +83,15 @@ type Store struct {
 	closed        bool
 
 	committer *groupCommit
+
+	// generation counts the times entries left the index (eviction,
+	// removal): EvictionGeneration. Atomic, so that a reader need not
+	// take mu.
+	generation atomic.Uint64
+	// How old evicted entries were (EvictionAges), guarded by mu: clock
+	// maps tick to wall time, evicted records the ages.
+	clock   ages.Clock
+	evicted ages.Recorder
 
 	// Packs (packs.go; package packs); guarded by mu.
 	packMax   int64         // largest entry packed; 0: none is
@@ -238,6 +249,21 @@ func (s *Store) Stats() cas.StoreStats {
 		Commits:           s.commits,
 		CommitBatches:     s.batches,
 	}
+}
+
+// EvictionGeneration counts the times entries have left the store's
+// index (evicted, or removed as corrupt) since it opened: while it has
+// not changed, every blob found present earlier still is. It takes no
+// lock.
+func (s *Store) EvictionGeneration() uint64 { return s.generation.Load() }
+
+// EvictionAges returns how old the entries evicted since the store opened
+// were, by the time they were last used (a packed entry: its segment's
+// last write), and the youngest evicted in the last hour.
+func (s *Store) EvictionAges() ages.Evictions {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.evicted.Snapshot(time.Now())
 }
 
 // MaxSize returns the configured maximum size; 0 means no limit.

@@ -170,6 +170,7 @@ func (s *Store) removeLocked(el *entry) {
 // dropLocked drops entry el from the index, leaving its bytes where they
 // are: a packed entry's stay in its segment until the segment goes.
 func (s *Store) dropLocked(e *entry) {
+	s.generation.Add(1)
 	if e.seg != nil {
 		h, _ := packindex.ParseHash(e.key.hash)
 		s.packed.Delete(&h, e.key.kind == kindAC)

@@ -14,18 +14,22 @@ import (
 )
 
 // getActionResult answers GET and HEAD of /ac/{hash}: the stored
-// ActionResult if actionresult.Load would serve it (its outputs all in the
-// CAS), or, with RawActionCache, the stored bytes as they are.
-func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op operation, hash string) {
-	d := cas.Digest{Hash: hash} // an action result's name is its action's hash alone
+// ActionResult if the Loader serves it (its outputs, and its output
+// directories' files, all in the CAS), or, with RawActionCache, the stored
+// bytes as they are.
+func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op operation, instance, hash string) {
+	d := h.acKey(instance, hash)
 	var data []byte
 	var err error
 	if h.opts.RawActionCache {
 		data, err = h.store.GetActionResult(r.Context(), d)
 	} else {
-		_, data, err = actionresult.Load(r.Context(), h.store, d)
+		_, data, err = h.opts.ActionResults.Load(r.Context(), d)
 		if u, ok := errors.AsType[*actionresult.Unservable](err); ok {
 			h.log.Warn("stored action result not served", "action", hash, "reason", u.Reason, "err", u.Cause)
+		}
+		if inc, ok := errors.AsType[*actionresult.Incomplete](err); ok {
+			h.log.Info("action result incomplete: a miss", "action", hash, "output", inc.Output, "missing", inc.Missing.String())
 		}
 	}
 	if err != nil {
@@ -93,7 +97,7 @@ func readStalling(body io.Reader, p []byte, rc *http.ResponseController, stall t
 // upload budget, is stored as an ActionResult that actionresult.Check
 // accepts (serialized again deterministically), or with RawActionCache as
 // it is.
-func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, hash string) {
+func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, instance, hash string) {
 	n := r.ContentLength
 	if n < 0 {
 		h.answer(w, opPutAC, http.StatusLengthRequired, "a PUT to /ac/ needs a Content-Length")
@@ -128,9 +132,20 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, hash s
 			return
 		}
 	}
-	if err := h.store.PutActionResult(r.Context(), cas.Digest{Hash: hash}, data); err != nil {
+	if err := h.store.PutActionResult(r.Context(), h.acKey(instance, hash), data); err != nil {
 		h.fail(w, r, opPutAC, "action result "+hash, err)
 		return
 	}
 	h.answer(w, opPutAC, http.StatusOK, "stored")
+}
+
+// acKey is what the action result of the action hash is kept under: its
+// hash alone (an action result's name), or with InstanceIsolation,
+// instance's key for it, gRPC's.
+func (h *Handler) acKey(instance, hash string) cas.Digest {
+	d := cas.Digest{Hash: hash}
+	if h.opts.InstanceIsolation {
+		return actionresult.InstanceKey(instance, d)
+	}
+	return d
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/actionresult"
 )
 
 // DefaultMaxActionResultSize bounds a PUT to /ac/ where Options set no
@@ -49,6 +50,14 @@ type Options struct {
 	// entry is never served to gRPC (it does not parse as an
 	// ActionResult).
 	RawActionCache bool
+	// InstanceIsolation keeps /ac/ entries by instance (the path's prefix,
+	// /{instance}/ac/{hash}) and action, as gRPC's InstanceIsolation does,
+	// with the same keys (actionresult.InstanceKey). The CAS stays shared.
+	InstanceIsolation bool
+	// ActionResults loads the /ac/ entries a GET serves, whole or not at
+	// all (not with RawActionCache); give it gRPC's. nil: a Loader of the
+	// handler's own without a generation.
+	ActionResults *actionresult.Loader
 	// MaxActionResultSize bounds a PUT to /ac/, which is held in memory
 	// whole; 0 means DefaultMaxActionResultSize.
 	MaxActionResultSize int64
@@ -96,6 +105,9 @@ func New(store cas.Storage, opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.ActionResults == nil {
+		opts.ActionResults = actionresult.NewLoader(store, actionresult.LoaderOptions{})
+	}
 	return &Handler{store: store, opts: opts, log: opts.Logger, started: time.Now()}, nil
 }
 
@@ -133,7 +145,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if k == kindAC {
 		op += opGetAC - opGet
 	}
-	if !h.authorize(w, r, op) {
+	instance := pathInstance(r.URL.Path)
+	if k == kindAC && !h.authorizeInstance(w, r, op, instance) || k != kindAC && !h.authorize(w, r, op) {
 		return
 	}
 	switch op {
@@ -142,9 +155,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case opPut:
 		h.putBlob(w, r, hash)
 	case opGetAC, opHeadAC:
-		h.getActionResult(w, r, op, hash)
+		h.getActionResult(w, r, op, instance, hash)
 	case opPutAC:
-		h.putActionResult(w, r, hash)
+		h.putActionResult(w, r, instance, hash)
 	}
 }
 
@@ -154,6 +167,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // looked up, so a refusal says nothing of what is stored.
 func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, op operation) bool {
 	_, denied := h.opts.Access.Authorize(access.HTTPCredentials(r), op.access())
+	return h.refuse(w, r, op, denied)
+}
+
+// authorizeInstance is authorize for op on instance's action cache: the
+// access file's rule for it, if it names one (access.Control.Instances).
+func (h *Handler) authorizeInstance(w http.ResponseWriter, r *http.Request, op operation, instance string) bool {
+	_, denied := h.opts.Access.AuthorizeInstance(access.HTTPCredentials(r), instance, op.access())
+	return h.refuse(w, r, op, denied)
+}
+
+// refuse answers denied, if not nil, and reports whether the request may
+// go on (denied is nil).
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, op operation, denied *access.Denial) bool {
 	if denied == nil {
 		return true
 	}

@@ -21,7 +21,8 @@ var errNotCachePath = fmt.Errorf("not a cache path: want /cas/{sha256} or /ac/{s
 
 // parsePath splits a request path into the part of the cache and the hash
 // it names. Whatever comes before "ac/" or "cas/" is the instance prefix,
-// which is accepted and ignored, as gRPC's instance names are. A path that
+// accepted as gRPC's instance names are (pathInstance); it names the action
+// cache of an instance with Options.InstanceIsolation. A path that
 // ends in no such pair is errNotCachePath; one that does but whose hash is
 // not 64 lowercase hex characters is an error saying so (400).
 func parsePath(p string) (kind, string, error) {
@@ -44,4 +45,16 @@ func parsePath(p string) (kind, string, error) {
 		return 0, "", err
 	}
 	return k, hash, nil
+}
+
+// pathInstance returns the instance prefix of p, a path parsePath
+// accepted: what comes before "/ac/" or "/cas/", bazel-remote's URL form
+// (/{instance}/ac/{hash}), without the slashes around it; "" for none.
+func pathInstance(p string) string {
+	p = strings.TrimPrefix(p, "/")
+	dir := p[:max(strings.LastIndexByte(p, '/'), 0)]
+	if i := strings.LastIndexByte(dir, '/'); i >= 0 {
+		return dir[:i]
+	}
+	return ""
 }

@@ -21,16 +21,25 @@ func (s *Server) authorize(ctx context.Context, op access.Operation, also ...acc
 	return id, nil
 }
 
+// authorizeInstance is authorize for op on instance's action cache: the
+// access file's rule for it, if it names one (access.Control.Instances).
+func (s *Server) authorizeInstance(ctx context.Context, instance string, op access.Operation) error {
+	if _, denied := s.opts.Access.AuthorizeInstance(access.GRPCCredentials(ctx), instance, op); denied != nil {
+		return s.refused(ctx, denied)
+	}
+	return nil
+}
+
 // capabilities is authorize for GetCapabilities, which any caller allowed
-// some operation may call; it reports whether the caller may update the
-// action cache (advertised as such, so that a client that may not does not
-// try).
-func (s *Server) capabilities(ctx context.Context) (updateAC bool, err error) {
+// some operation may call; it reports whether the caller may update
+// instance's action cache (advertised as such, so that a client that may
+// not does not try).
+func (s *Server) capabilities(ctx context.Context, instance string) (updateAC bool, err error) {
 	id, denied := s.opts.Access.AuthorizeAny(access.GRPCCredentials(ctx))
 	if denied != nil {
 		return false, s.refused(ctx, denied)
 	}
-	return s.opts.Access.Allows(access.WriteAC, id), nil
+	return s.opts.Access.AllowsInstance(instance, access.WriteAC, id), nil
 }
 
 // refused counts and logs a denial and returns it as the handler's error.

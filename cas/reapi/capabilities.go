@@ -17,13 +17,14 @@ type capabilitiesService struct {
 
 // GetCapabilities advertises what is true of this server for every instance
 // name: SHA256 only; action cache updates allowed if this caller may make
-// them (a client told they are not skips uploading results); the batch limit; the
+// them on the request's instance (a client told they are not skips
+// uploading results); the batch limit; the
 // largest blob the store accepts (its maximum size, if any); absolute
 // symlink targets allowed (action results are stored as given); zstd for
 // compressed-blobs ByteStream names and in batches; blob splitting and
 // splicing with FastCDC 2020; REAPI 2.0 to 2.3.
 func (c *capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetCapabilitiesRequest) (*repb.ServerCapabilities, error) {
-	updateAC, err := c.s.capabilities(ctx)
+	updateAC, err := c.s.capabilities(ctx, req.InstanceName)
 	if err != nil {
 		return nil, err
 	}

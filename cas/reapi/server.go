@@ -12,6 +12,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/reapi/asset"
 	"github.com/membuf/membuf/cas/reapi/chunking"
 	"github.com/membuf/membuf/cas/reapi/internal/upload"
@@ -105,6 +106,16 @@ type Options struct {
 	// AssetTimeout bounds a download when the request asks for no shorter
 	// one; 0 means DefaultAssetTimeout.
 	AssetTimeout time.Duration
+	// InstanceIsolation keeps action results by instance name and action
+	// digest (actionresult.InstanceKey): a result stored under one
+	// instance is a miss under every other. The CAS stays shared. false:
+	// every instance shares one action cache.
+	InstanceIsolation bool
+	// ActionResults loads the action results GetActionResult serves, whole
+	// or not at all; give the HTTP cache the same one. nil: a Loader of
+	// the server's own without a generation, which reads every output
+	// directory's Tree on every hit.
+	ActionResults *actionresult.Loader
 	// Zstd lends the decoders of compressed uploads (ByteStream Write of
 	// compressed-blobs/zstd/ names and zstd BatchUpdateBlobs entries).
 	// Give it the pool the store compresses with (disk.WithCompression), so
@@ -118,6 +129,7 @@ type Options struct {
 type Server struct {
 	store   cas.Storage
 	opts    Options
+	results *actionresult.Loader
 	log     *slog.Logger
 	uploads *upload.Registry
 	cursors *treeCursors // GetTree walks kept between pages
@@ -183,6 +195,10 @@ func NewServer(store cas.Storage, opts Options) (*Server, error) {
 		uploads:      upload.NewRegistry(opts.PartialUploadTTL, opts.MaxOpenUploads, opts.MaxKeptUploads),
 		uploadBudget: upload.NewBudget(opts.MaxInflightUpload),
 		cursors:      newTreeCursors(),
+		results:      opts.ActionResults,
+	}
+	if s.results == nil {
+		s.results = actionresult.NewLoader(store, actionresult.LoaderOptions{})
 	}
 	s.receivers = &upload.Receivers{Budget: s.uploadBudget, Window: StreamWindow, StallTimeout: opts.UploadStallTimeout}
 	authorize := func(ctx context.Context, op access.Operation) error {

@@ -16,6 +16,7 @@ type accessFlags struct {
 	rules          [4]string // per access.Operation, "" for the default
 	anonymousReads bool
 	readOnly       bool
+	accessFile     string // --access-file: instances' action cache rules
 }
 
 var ruleFlagNames = [4]string{access.ReadCAS: "read-cas", access.WriteCAS: "write-cas", access.ReadAC: "read-ac", access.WriteAC: "write-ac"}
@@ -34,6 +35,7 @@ func (a *accessFlags) register(fs *flag.FlagSet) {
 	}
 	fs.BoolVar(&a.anonymousReads, "anonymous-reads", false, "reads for everyone, writes for authenticated clients: --read-cas anyone --read-ac anyone")
 	fs.BoolVar(&a.readOnly, "read-only", false, "no one writes: --write-cas nobody --write-ac nobody")
+	fs.StringVar(&a.accessFile, "access-file", "", "`file` of per-instance action cache rules, with --instance-isolation: a line per instance,\n\"NAME read-ac=WHO write-ac=WHO\" (either or both; WHO as for --read-ac), which replace --read-ac\nand --write-ac for that instance")
 }
 
 // resolve validates the flags, loads what they name, and returns the
@@ -98,8 +100,19 @@ func (a *accessFlags) resolve() (*access.Control, *server.TLSMaterial, error) {
 	if policy.NeedsIdentity() && !canAuthenticate {
 		return nil, nil, usageError("the access rules (%s) name authenticated clients, but without --htpasswd or --tls-client-ca no one can authenticate", policy.String())
 	}
-	if !canAuthenticate && !a.readOnly && a.rules == [4]string{} {
+	var instances *access.InstanceRules
+	if a.accessFile != "" {
+		ir, err := access.LoadInstanceRules(a.accessFile)
+		if err != nil {
+			return nil, nil, usageError("--access-file: %v", err)
+		}
+		if ir.NeedsIdentity() && !canAuthenticate {
+			return nil, nil, usageError("--access-file %s names authenticated clients, but without --htpasswd or --tls-client-ca no one can authenticate", a.accessFile)
+		}
+		instances = ir
+	}
+	if !canAuthenticate && !a.readOnly && a.rules == [4]string{} && instances == nil {
 		return nil, material, nil // no access control at all: as before these flags
 	}
-	return &access.Control{Policy: policy, Users: users, ClientCertificates: a.tls.ClientCA != ""}, material, nil
+	return &access.Control{Policy: policy, Users: users, ClientCertificates: a.tls.ClientCA != "", Instances: instances}, material, nil
 }

@@ -482,6 +482,7 @@ func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	fs.StringVar(&serveFlags, "serve-flags", "", "extra `flags` for membuf serve, space-separated")
 	fs.Var(sizeFlag{&storeSize}, "store-size", "`size` bound of the started servers' stores")
 	fs.IntVar(&o.Actions, "actions", o.Actions, "actions one build runs")
+	fs.IntVar(&o.TreeEvery, "tree-every", 0, "make every `n`th action's output a directory (a tree artifact: a Tree the server checks\nthe files of before it serves the result, and the rebuild fetches); 0: every output a file")
 	fs.Var(sizeFlag{&batchMax}, "batch-max", "largest output `size` sent and fetched in a batch (lowered to fit a server's max_batch_total_size_bytes)")
 	fs.Var(sizeFlag{&chunk}, "chunk-size", "`size` of each ByteStream WriteRequest")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for the output sizes and contents")

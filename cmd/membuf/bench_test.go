@@ -256,8 +256,9 @@ func TestProgressLineFitsTheTerminal(t *testing.T) {
 
 // bench build against the serve configuration (a process of its own) and a
 // server at an address (in this process), side by side: every action of
-// every round goes through both phases on both, and each phase's server
-// figures are there.
+// every round goes through both phases on both (a third of them with an
+// output directory, whose Tree the servers check before a hit), and each
+// phase's server figures are there.
 func TestBenchBuild(t *testing.T) {
 	t.Setenv("MEMBUF_TEST_RUN_MAIN", "1") // the serve child runs main
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -268,7 +269,7 @@ func TestBenchBuild(t *testing.T) {
 	jsonFile := filepath.Join(dir, "build.json")
 	const actions, rounds = 60, 2
 	code, out, errOut := runCLI(t, ctx, "bench", "build", "--actions", strconv.Itoa(actions), "--rounds", strconv.Itoa(rounds),
-		"--concurrency", "4", "--batch-max", "64KiB", "--addr", srv.grpcAddr, "--server-pid", strconv.Itoa(os.Getpid()),
+		"--concurrency", "4", "--batch-max", "64KiB", "--tree-every", "3", "--addr", srv.grpcAddr, "--server-pid", strconv.Itoa(os.Getpid()),
 		"--dir", filepath.Join(dir, "stores"), "--json", jsonFile)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -286,7 +287,7 @@ func TestBenchBuild(t *testing.T) {
 		}
 	}
 	r := readReportFile(t, jsonFile)
-	if r.Workload != "build" || len(r.Results) != 4 {
+	if r.Workload != "build" || len(r.Results) != 4 || r.Settings["tree_every"] != "3" {
 		t.Fatalf("report: workload %q with %d results, want build with 4 (2 phases x 2 servers)", r.Workload, len(r.Results))
 	}
 	for _, res := range r.Results {

@@ -17,6 +17,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/reapi"
+	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )
 
@@ -72,6 +73,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 				PackSync:   defaultPackSync,
 				CheckReads: true,
 				ScrubRate:  defaultScrubRate,
+				MinAge:     server.DefaultMinAge,
 			},
 			Limits: server.LimitsConfig{
 				ChunkSize:      defaultChunkSize,
@@ -91,7 +93,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 		"Serve a content-addressed blob cache over gRPC: ByteStream, ContentAddressableStorage,\n"+
 			"ActionCache and Capabilities (REAPI v2), on a disk store under --dir. Point Bazel at it\n"+
 			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully; SIGHUP\n"+
-			"reloads the TLS material and --htpasswd (and never stops it).\n"+
+			"reloads the TLS material, --htpasswd and --access-file (and never stops it).\n"+
 			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
 	fs.StringVar(&cfg.Listen.GRPC, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
 	fs.StringVar(&cfg.Listen.HTTP, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz, /status and (with --pprof) /debug/pprof/; empty disables it")
@@ -122,6 +124,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(sizeFlag{&cfg.Limits.PoolBudget}, "pool-budget", "`size` of free buffers the buffer pool keeps for reuse across garbage collections\n(0: 64MiB, or a quarter of GOMEMLIMIT if that is less; keep it well below GOMEMLIMIT)")
 	fs.Var(levelFlag{&cfg.logLevel}, "log-level", "least severe log `level`: debug, info, warn or error")
 	fs.Var(choiceFlag{&cfg.logFormat, []string{"text", "json"}}, "log-format", "log `format`: text or json")
+	fs.Var(accessLogFlag{&cfg.Observe.AccessLog}, "access-log", "a log line per request (`which`: off, errors, all): time, protocol, method, instance, digest or key,\nsize, status, duration, peer and identity, in --log-format's form, written off the request's path\n(a full buffer drops lines, counted in membuf_access_log_dropped_total); errors: failures other than misses")
 	fs.StringVar(&cfg.readyFile, "ready-file", "", "once serving, write the listen line to this `file` (written whole, by rename)")
 	fs.DurationVar(&cfg.Limits.UploadTTL, "upload-ttl", cfg.Limits.UploadTTL, "how long an interrupted ByteStream upload is kept, idle, for its client to resume it")
 	fs.DurationVar(&cfg.Limits.UploadStall, "upload-stall-timeout", cfg.Limits.UploadStall, "how long the server waits for an upload's next message before it ends the stream\n(DEADLINE_EXCEEDED; the upload is kept for resumption), so that stalled streams do not hold\nthe upload budget; with --http-cache, also how long a PUT's body may stall (408)")
@@ -135,6 +138,8 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.DurationVar(&cfg.Upstream.Timeout, "s3-timeout", 30*time.Second, "the same as --upstream-timeout")
 	fs.DurationVar(&cfg.Upstream.MissingTTL, "s3-missing-ttl", 10*time.Second, "the same as --upstream-missing-ttl")
 	fs.DurationVar(&cfg.Stop.Timeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
+	fs.DurationVar(&cfg.Store.MinAge, "min-age", cfg.Store.MinAge, "warn (at most once an hour) when the store evicts entries last used less than this long ago:\nBazel assumes outputs it was told of live 3h (its lease), and builds without the bytes fail\nif they do not; the fix is a larger --max-size. 0: never warn")
+	fs.BoolVar(&cfg.AC.InstanceIsolation, "instance-isolation", false, "keep action results by instance name (gRPC's instance_name, the HTTP cache's /{instance}/ac/)\nand action digest, so that instances never see each other's; the CAS stays shared")
 	fs.Var(sizeFlag{&cfg.Store.ScrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	cfg.access.register(fs)
 	fs.IntVar(&cfg.Listen.MaxConnections, "max-connections", cfg.Listen.MaxConnections, "most gRPC connections served at once; more wait in the listen backlog")
@@ -216,6 +221,10 @@ func (c *serveConfig) validate() error {
 		return usageError("--asset-max-size must not be negative")
 	case c.Asset.Timeout <= 0:
 		return usageError("--asset-timeout must be positive")
+	case c.Store.MinAge < 0:
+		return usageError("--min-age must not be negative")
+	case c.access.accessFile != "" && !c.AC.InstanceIsolation:
+		return usageError("--access-file names instances' rules, which mean nothing while every instance shares one action cache: add --instance-isolation")
 	}
 	if err := checkListenAddr("listen", c.Listen.GRPC); err != nil {
 		return err
@@ -280,12 +289,18 @@ func checkListenAddr(name, addr string) error {
 }
 
 func newLogger(c *serveConfig, w io.Writer) *slog.Logger {
+	return slog.New(newLogHandler(c, w))
+}
+
+// newLogHandler is --log-format's handler, at --log-level, writing to w:
+// the log's, and the access log's lines.
+func newLogHandler(c *serveConfig, w io.Writer) slog.Handler {
 	opts := &slog.HandlerOptions{Level: c.logLevel}
 	if c.logFormat == "json" {
 		opts.ReplaceAttr = durationAsText
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.NewTextHandler(w, opts)
 }
 
 // durationAsText writes a duration as the text handler does, a Go duration
@@ -308,6 +323,8 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) error {
 	warnAboutSettings(cfg, log)
 	sc := cfg.Config
 	sc.Observe.Logger = log
+	sc.Observe.AccessLogOutput = std.err
+	sc.Observe.AccessLogHandler = func(w io.Writer) slog.Handler { return newLogHandler(cfg, w) }
 	sc.Observe.Ready = func(sv server.Serving) error {
 		log.Info("serving", append(settingsLog(cfg, sv.Dir, sv.GRPC, cmp.Or(sv.HTTP, "off"), sv.PoolBudget, sv.MaxInflightUpload),
 			"zstd_memory", formatSize(sv.ZstdMemory), "disk_compression", cfg.Store.Compression.String())...)
@@ -416,4 +433,23 @@ func (f choiceFlag) Set(s string) error {
 		}
 	}
 	return fmt.Errorf("want one of %s", strings.Join(f.choices, ", "))
+}
+
+// accessLogFlag is --access-log: off, errors or all.
+type accessLogFlag struct{ l *accesslog.Level }
+
+func (f accessLogFlag) String() string {
+	if f.l == nil {
+		return accesslog.Off.String()
+	}
+	return f.l.String()
+}
+
+func (f accessLogFlag) Set(s string) error {
+	l, err := accesslog.ParseLevel(s)
+	if err != nil {
+		return err
+	}
+	*f.l = l
+	return nil
 }

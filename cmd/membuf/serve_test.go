@@ -405,6 +405,14 @@ func TestServeBadFlags(t *testing.T) {
 	if err := os.WriteFile(htpasswd, []byte("ci:"+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	badAccess := filepath.Join(t.TempDir(), "access")
+	if err := os.WriteFile(badAccess, []byte("team-a read-cas=anyone\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	namedAccess := filepath.Join(t.TempDir(), "named")
+	if err := os.WriteFile(namedAccess, []byte("team-a write-ac=ci\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	plainHtpasswd := filepath.Join(t.TempDir(), "plain")
 	if err := os.WriteFile(plainHtpasswd, []byte("ci:secret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -445,6 +453,10 @@ func TestServeBadFlags(t *testing.T) {
 		{"anonymous reads and a read rule", []string{"--htpasswd", htpasswd, "--anonymous-reads", "--read-cas", "nobody"}, 2, []string{"give one or the other"}},
 		{"read-only and a write rule", []string{"--read-only", "--write-ac", "nobody"}, 2, []string{"give one or the other"}},
 		{"bad rule", []string{"--htpasswd", htpasswd, "--read-cas", "ci,,bob"}, 2, []string{"--read-cas", "comma-separated list of names"}},
+		{"access file without isolation", []string{"--access-file", namedAccess}, 2, []string{"--access-file", "add --instance-isolation"}},
+		{"bad access file", []string{"--instance-isolation", "--access-file", badAccess}, 2, []string{"--access-file:", "line 1", "the CAS is shared"}},
+		{"access file, no one to name", []string{"--instance-isolation", "--access-file", namedAccess}, 2, []string{"--access-file", "no one can authenticate"}},
+		{"negative min age", []string{"--min-age", "-1s"}, 2, []string{"--min-age must not be negative"}},
 		{"zero connections", []string{"--max-connections", "0"}, 2, []string{"--max-connections must be at least 1"}},
 		{"zero open uploads", []string{"--max-open-uploads", "0"}, 2, []string{"--max-open-uploads must be at least 1"}},
 		{"negative drain", []string{"--drain-delay", "-1s"}, 2, []string{"--drain-delay must not be negative"}},

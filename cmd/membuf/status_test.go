@@ -69,6 +69,9 @@ func TestServeStatus(t *testing.T) {
 	if st.Lookups.Hits < 1 || st.Lookups.Misses < 1 || st.Lookups.HitRate <= 0 || st.Lookups.HitRate >= 1 {
 		t.Errorf("/status lookups after a hit and a miss: %+v", st.Lookups)
 	}
+	if d.YoungestEvicted != nil || st.ActionResults.Served != 0 {
+		t.Errorf("/status with nothing evicted and no action result served: youngest evicted %v, %+v", d.YoungestEvicted, st.ActionResults)
+	}
 	if !st.Started.Equal(before.Started) || st.UptimeSeconds < before.UptimeSeconds {
 		t.Errorf("/status start %v, uptime %v after %v, %v", st.Started, st.UptimeSeconds, before.Started, before.UptimeSeconds)
 	}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/disk/ages"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -14,6 +15,7 @@ type storeCollector struct {
 	corrupt, verifiedBytes, scrubPasses   *prometheus.Desc
 	commits, commitBatches                *prometheus.Desc
 	uncompressedBytes, compressedBlobs    *prometheus.Desc
+	evictionAge                           *prometheus.Desc
 }
 
 func newStoreCollector(store *disk.Store) *storeCollector {
@@ -36,11 +38,12 @@ func newStoreCollector(store *disk.Store) *storeCollector {
 		commitBatches:     d("commit_batches_total", "Group commits that made them durable, each one round of fsyncs; commits_total over this is the batch size."),
 		uncompressedBytes: d("uncompressed_bytes", "What membuf_store_bytes would be if no blob were kept compressed; the difference is what compression saves."),
 		compressedBlobs:   d("compressed_blobs", "Blobs kept zstd-compressed on disk (--disk-compression)."),
+		evictionAge:       d("eviction_age_seconds", "How long since their last use entries were evicted (a packed entry: its segment's last write). Evicting entries younger than Bazel's lease (3h, --min-age) fails builds without the bytes: raise --max-size."),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.blobs, c.actionResults, c.bytes, c.maxBytes, c.evictions, c.hits, c.misses, c.corrupt, c.verifiedBytes, c.scrubPasses, c.commits, c.commitBatches, c.uncompressedBytes, c.compressedBlobs} {
+	for _, d := range []*prometheus.Desc{c.blobs, c.actionResults, c.bytes, c.maxBytes, c.evictions, c.hits, c.misses, c.corrupt, c.verifiedBytes, c.scrubPasses, c.commits, c.commitBatches, c.uncompressedBytes, c.compressedBlobs, c.evictionAge} {
 		ch <- d
 	}
 }
@@ -67,4 +70,17 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.commitBatches, st.CommitBatches)
 	gauge(c.uncompressedBytes, st.UncompressedBytes)
 	gauge(c.compressedBlobs, st.CompressedBlobs)
+	ch <- evictionAgeHistogram(c.evictionAge, c.store.EvictionAges())
+}
+
+// evictionAgeHistogram is e as a Prometheus histogram of seconds:
+// cumulative counts at each of ages.Bounds.
+func evictionAgeHistogram(d *prometheus.Desc, e ages.Evictions) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(ages.Bounds))
+	var below uint64
+	for i, bound := range ages.Bounds {
+		below += e.Counts[i]
+		buckets[bound.Seconds()] = below
+	}
+	return prometheus.MustNewConstHistogram(d, e.Count, e.Sum.Seconds(), buckets)
 }

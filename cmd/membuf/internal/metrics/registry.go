@@ -19,11 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/zstdseek"
+	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 )
 
 // Sources are what a server's registry measures. Tier and Cache may be
@@ -36,6 +38,11 @@ type Sources struct {
 	Tier     *tier.Store
 	Requests *GRPCRequests
 	Cache    *httpcache.Handler
+	// ActionResults loads the action results both protocols serve; nil:
+	// not measured.
+	ActionResults *actionresult.Loader
+	// AccessLog is --access-log's; nil: off.
+	AccessLog *accesslog.Logger
 }
 
 // NewRegistry returns a registry with the Go runtime's figures (GC cycles,
@@ -45,6 +52,12 @@ func NewRegistry(src Sources) *prometheus.Registry {
 	reg := NewRuntimeRegistry()
 	reg.MustRegister(newPoolCollector(src.Pool), newStoreCollector(src.Store), newServerCollector(src.Server, src.Cache),
 		newZstdCollector(src.Zstd), newRequestCollector(src.Requests, src.Cache))
+	if src.AccessLog != nil {
+		reg.MustRegister(newAccessLogCollector(src.AccessLog))
+	}
+	if src.ActionResults != nil {
+		reg.MustRegister(newActionResultCollector(src.ActionResults))
+	}
 	if src.Tier != nil {
 		reg.MustRegister(newTierCollector(src.Tier))
 	}

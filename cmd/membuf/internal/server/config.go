@@ -1,11 +1,13 @@
 package server
 
 import (
+	"io"
 	"log/slog"
 	"time"
 
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 )
 
 // Config is everything a Server is told, grouped by concern. Each field is
@@ -17,6 +19,7 @@ type Config struct {
 	Upstream UpstreamConfig
 	Limits   LimitsConfig
 	Asset    AssetConfig
+	AC       ActionCacheConfig
 	Access   *access.Control // who may do what (--htpasswd, --tls-client-ca, the rules); nil: everyone may do everything
 	Observe  ObserveConfig
 	Stop     StopConfig
@@ -41,6 +44,7 @@ type StoreConfig struct {
 	PackSync    time.Duration       // --pack-sync: how often packed records are made durable; 0: before each acknowledgement
 	CheckReads  bool                // --check-reads: check every read against the CRC-32Cs taken when the blob was hashed
 	ScrubRate   int64               // --scrub-rate: bytes per second the scrubber re-hashes; 0: no scrubber
+	MinAge      time.Duration       // --min-age: warn when entries younger are evicted; 0: never
 }
 
 // UpstreamConfig is the shared tier's (--upstream, or --s3, and the flags
@@ -68,6 +72,14 @@ type LimitsConfig struct {
 	AdaptiveProcs     bool          // --adaptive-procs: one P while the load is light (procs.go)
 }
 
+// ActionCacheConfig is the action cache's, on both protocols.
+type ActionCacheConfig struct {
+	// InstanceIsolation: action results are kept by instance name and
+	// action digest, so that instances never see each other's (the CAS
+	// stays shared); --instance-isolation.
+	InstanceIsolation bool
+}
+
 // AssetConfig is the Remote Asset API's.
 type AssetConfig struct {
 	Hosts   []string      // --asset-hosts: where FetchBlob may download from
@@ -85,6 +97,14 @@ type ObserveConfig struct {
 	// --ready-file). An error from it stops the server, as a listener's
 	// failure does.
 	Ready func(Serving) error
+
+	// AccessLog is --access-log: a line per request (All) or per failed
+	// one (Errors), written in batches to AccessLogOutput (the log's own
+	// output) by the handler AccessLogHandler makes for a writer
+	// (--log-format's); nil: os.Stderr, and a text handler.
+	AccessLog        accesslog.Level
+	AccessLogOutput  io.Writer
+	AccessLogHandler func(io.Writer) slog.Handler
 }
 
 // StopConfig is how the server stops when Run's context ends.

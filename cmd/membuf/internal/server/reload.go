@@ -6,14 +6,21 @@ import (
 	"github.com/membuf/membuf/cas/access"
 )
 
-// reloadOnSIGHUP loads the TLS material (certs, if not nil) and the
-// htpasswd file (if access has one) again. A file that fails to load leaves
-// what is in force, and the log says why; a server with neither logs that
-// there was nothing to reload.
+// reloadOnSIGHUP loads the TLS material (certs, if not nil), the
+// htpasswd file and the access file (if access has them) again. A file
+// that fails to load leaves what is in force, and the log says why; a
+// server with none logs that there was nothing to reload.
 func reloadOnSIGHUP(certs *certReloader, access *access.Control, log *slog.Logger) {
-	if certs == nil && (access == nil || access.Users == nil) {
-		log.Info("SIGHUP: nothing to reload (no --tls-cert, no --htpasswd); still serving")
+	if certs == nil && (access == nil || access.Users == nil && access.Instances == nil) {
+		log.Info("SIGHUP: nothing to reload (no --tls-cert, no --htpasswd, no --access-file); still serving")
 		return
+	}
+	if access != nil && access.Instances != nil {
+		if err := access.Instances.Reload(access.Users != nil || access.ClientCertificates); err != nil {
+			log.Warn("access file not reloaded; the previous rules stay in force", "err", err)
+		} else {
+			log.Info("access file reloaded", "instances", access.Instances.Len())
+		}
 	}
 	if certs != nil {
 		certs.reload("SIGHUP")

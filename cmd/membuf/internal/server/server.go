@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -26,11 +27,13 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/zstdseek"
+	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 )
 
@@ -57,8 +60,10 @@ type Server struct {
 	storage        cas.Storage  // what the services serve: tier, or store
 
 	cas         *reapi.Server
+	results     *actionresult.Loader // what both protocols serve action results through
 	requests    *metrics.GRPCRequests
-	certs       *certReloader // nil: plaintext
+	access      *accesslog.Logger // nil: --access-log off
+	certs       *certReloader     // nil: plaintext
 	grpc        *grpc.Server
 	health      *healthService
 	cache       *httpcache.Handler // nil: no --http-cache
@@ -217,6 +222,13 @@ func (s *Server) startBackground() {
 	if rate := s.cfg.Store.ScrubRate; rate > 0 {
 		s.goBackground(func(ctx context.Context) { s.store.Scrub(ctx, rate) })
 	}
+	if minAge := s.cfg.Store.MinAge; minAge > 0 {
+		s.goBackground(func(ctx context.Context) {
+			tick := time.NewTicker(leaseCheckEvery)
+			defer tick.Stop()
+			warnOfYoungEvictions(ctx, tick.C, s.store.EvictionAges, &leaseWarning{minAge: minAge, maxSize: s.cfg.Store.MaxSize}, s.log)
+		})
+	}
 }
 
 // goBackground runs work in a goroutine until stopBackgroundWork.
@@ -271,8 +283,18 @@ func (s *Server) openTier(ctx context.Context) error {
 // reflection), the HTTP cache, and HTTP (metrics, health, status).
 func (s *Server) newServices() error {
 	l := s.cfg.Limits
+	// A Tree found complete is remembered while the disk store evicts
+	// nothing; over a shared tier, whose bucket may lose what the disk
+	// has not, every hit checks again.
+	var generation func() uint64
+	if s.tier == nil {
+		generation = s.store.EvictionGeneration
+	}
+	s.results = actionresult.NewLoader(s.storage, actionresult.LoaderOptions{Generation: generation})
 	var err error
 	s.cas, err = reapi.NewServer(s.storage, reapi.Options{
+		ActionResults:      s.results,
+		InstanceIsolation:  s.cfg.AC.InstanceIsolation,
 		Pool:               s.pool,
 		ChunkSize:          int(l.ChunkSize),
 		MaxBatchBytes:      l.MaxBatchSize,
@@ -293,6 +315,13 @@ func (s *Server) newServices() error {
 	}
 	if s.cfg.Listen.TLS != nil {
 		s.certs = newCertReloader(s.cfg.Listen.TLS, s.log)
+	}
+	if o := s.cfg.Observe; o.AccessLog != accesslog.Off {
+		newHandler := o.AccessLogHandler
+		if newHandler == nil {
+			newHandler = func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, nil) }
+		}
+		s.access = accesslog.New(cmp.Or[io.Writer](o.AccessLogOutput, os.Stderr), newHandler, o.AccessLog, s.cfg.Access, 0)
 	}
 	s.newGRPCServer()
 	if s.cfg.Listen.HTTPCache != "" {
@@ -316,6 +345,9 @@ func (s *Server) newGRPCServer() {
 	s.requests = &metrics.GRPCRequests{}
 	opts := append(reapi.ServerOptions(s.pool), grpc.MaxRecvMsgSize(s.msgSize), grpc.MaxSendMsgSize(s.msgSize))
 	opts = append(opts, s.requests.ServerOptions()...)
+	if s.access != nil {
+		opts = append(opts, s.access.ServerOptions()...)
+	}
 	opts = append(opts, grpcLimits()...)
 	// A goroutine per RPC starts with a small stack, which every read
 	// grows again (runtime.newstack under processRPC: 3.5% of a server
@@ -340,13 +372,15 @@ func (s *Server) newGRPCServer() {
 func (s *Server) newHTTPCacheServer() error {
 	var err error
 	s.cache, err = httpcache.New(s.storage, httpcache.Options{
-		Pool:           s.pool,
-		ChunkSize:      int(s.cfg.Limits.ChunkSize),
-		Access:         s.cfg.Access,
-		RawActionCache: s.cfg.Listen.HTTPCacheRawAC,
-		Budget:         s.cas,
-		StallTimeout:   s.cfg.Limits.UploadStall,
-		Logger:         s.log,
+		Pool:              s.pool,
+		ChunkSize:         int(s.cfg.Limits.ChunkSize),
+		Access:            s.cfg.Access,
+		RawActionCache:    s.cfg.Listen.HTTPCacheRawAC,
+		ActionResults:     s.results,
+		InstanceIsolation: s.cfg.AC.InstanceIsolation,
+		Budget:            s.cas,
+		StallTimeout:      s.cfg.Limits.UploadStall,
+		Logger:            s.log,
 	})
 	if err != nil {
 		return fmt.Errorf("--http-cache: %w", err)
@@ -354,7 +388,11 @@ func (s *Server) newHTTPCacheServer() error {
 	if s.certs != nil {
 		s.lis.cache = tls.NewListener(s.lis.cache, s.certs.cacheConfig())
 	}
-	s.cacheServer = s.newHTTP(s.cache)
+	var h http.Handler = s.cache
+	if s.access != nil {
+		h = s.access.Middleware(h)
+	}
+	s.cacheServer = s.newHTTP(h)
 	return nil
 }
 
@@ -366,8 +404,9 @@ func (s *Server) newHTTPServer() {
 	}
 	reg := metrics.NewRegistry(metrics.Sources{
 		Pool: s.pool, Store: s.store, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Requests: s.requests, Cache: s.cache,
+		ActionResults: s.results, AccessLog: s.access,
 	})
-	status := statusHandler(s.store, s.tier, s.cache, s.cfg.Upstream.Parsed.String(), s.started)
+	status := statusHandler(s.store, s.tier, s.cache, s.results, s.cfg.Upstream.Parsed.String(), s.started)
 	s.httpServer = s.newHTTP(NewHTTPHandler(reg, s.health, status, s.cfg.Observe.Pprof))
 }
 
@@ -489,6 +528,9 @@ func (s *Server) stopSIGHUP() {
 func (s *Server) closeServices() {
 	if s.cas != nil {
 		s.cas.Close()
+	}
+	if s.access != nil {
+		s.access.Close() // writes the lines still buffered
 	}
 }
 

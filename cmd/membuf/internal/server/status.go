@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/tier"
@@ -26,6 +27,8 @@ type Status struct {
 	// Keyed is the HTTP cache's keyed entries (sccache, Gradle); null
 	// without --http-cache.
 	Keyed *keyedStatus `json:"keyed"`
+
+	ActionResults actionResultsStatus `json:"action_results"`
 }
 
 type diskStatus struct {
@@ -36,6 +39,17 @@ type diskStatus struct {
 	CompressedBlobs int64 `json:"compressed_blobs"`
 	Evictions       int64 `json:"evictions"`
 	Corrupt         int64 `json:"corrupt"` // found damaged, and removed
+	// YoungestEvicted is how long since its last use the youngest entry
+	// evicted in the last hour was, in seconds; null if none was. Under
+	// Bazel's lease (3h, --min-age), --max-size is too small.
+	YoungestEvicted *float64 `json:"youngest_evicted_last_hour_seconds"`
+}
+
+// actionResultsStatus is what the action cache served: results whole, and
+// the misses of results whose blobs were no longer all stored.
+type actionResultsStatus struct {
+	Served     int64 `json:"served"`
+	Incomplete int64 `json:"incomplete"`
 }
 
 // hitRate is lookups that found their entry (reads, batch reads, action
@@ -63,7 +77,7 @@ type tierStatus struct {
 
 // statusHandler serves /status for store, and tiered and cache if not nil, of a
 // server started at started.
-func statusHandler(store *disk.Store, tiered *tier.Store, cache *httpcache.Handler, bucket string, started time.Time) http.Handler {
+func statusHandler(store *disk.Store, tiered *tier.Store, cache *httpcache.Handler, results *actionresult.Loader, bucket string, started time.Time) http.Handler {
 	version := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version = bi.Main.Version
@@ -81,6 +95,12 @@ func statusHandler(store *disk.Store, tiered *tier.Store, cache *httpcache.Handl
 			},
 			Lookups: hitRate{Hits: st.Hits, Misses: st.Misses, HitRate: ratioOf(st.Hits, st.Hits+st.Misses)},
 		}
+		if e := store.EvictionAges(); e.YoungestSet {
+			secs := e.Youngest.Seconds()
+			s.Disk.YoungestEvicted = &secs
+		}
+		rs := results.Stats()
+		s.ActionResults = actionResultsStatus{Served: rs.Served, Incomplete: rs.Incomplete}
 		if cache != nil {
 			s.Keyed = keyedStatusOf(cache.Stats())
 		}

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/blobclient"
@@ -89,6 +90,12 @@ type BuildOptions struct {
 	Dir string
 	// Actions is how many actions one round builds; 0 means 1,000.
 	Actions int
+	// TreeEvery makes every TreeEvery-th action's output a directory (a
+	// tree artifact): its result names a Tree, uploaded beside the output,
+	// whose root holds the output and whose one subdirectory holds the
+	// empty file, and a rebuild fetches the Tree before the output. 0:
+	// every output a file.
+	TreeEvery int
 	// BatchMax is the largest output sent in a BatchUpdateBlobs and
 	// fetched with BatchReadBlobs; larger ones go through ByteStream. 0
 	// means 1 MiB. It is lowered to fit a server's advertised
@@ -190,7 +197,7 @@ func Build(ctx context.Context, o BuildOptions) (*report.Report, error) {
 	for round := range o.Bounds.Rounds {
 		// New outputs and actions every round: each round's upload phase
 		// is a cold build on every server.
-		b := newBuildRound(base, actions, o.Seed, uint64(round))
+		b := newBuildRound(base, actions, o.Seed, uint64(round), o.TreeEvery)
 		for k := range targets {
 			j := (k + round) % len(targets)
 			t := targets[j]
@@ -230,6 +237,7 @@ func Build(ctx context.Context, o BuildOptions) (*report.Report, error) {
 			"chunk_size":  strconv.Itoa(chunk),
 			"concurrency": strconv.Itoa(o.Bounds.Concurrency),
 			"rounds":      strconv.Itoa(o.Bounds.Rounds),
+			"tree_every":  strconv.Itoa(o.TreeEvery),
 		},
 		Configs: configs,
 		Results: results,
@@ -243,6 +251,8 @@ func (o *BuildOptions) validate() error {
 		return errors.New("no server to measure: give a configuration or an address")
 	case len(o.ServerPIDs) > len(o.Addrs):
 		return fmt.Errorf("%d server process ids for %d addresses", len(o.ServerPIDs), len(o.Addrs))
+	case o.TreeEvery < 0:
+		return fmt.Errorf("tree every %d actions: must not be negative", o.TreeEvery)
 	case o.Actions < 0 || o.Actions > MaxActions:
 		return fmt.Errorf("actions %d: want 1 to %d", o.Actions, MaxActions)
 	case o.BatchMax < 0:
@@ -284,9 +294,18 @@ type buildRound struct {
 	outputs *blobclient.Set
 	actions []*repb.Digest
 	digests []*repb.Digest // of the outputs
+	// trees[i], for an action whose output is a directory, is its Tree
+	// message and digest; nil for an output file.
+	trees []*outputTree
 }
 
-func newBuildRound(base []byte, n int, seed, round uint64) *buildRound {
+// outputTree is a tree artifact's Tree, as the client uploads it.
+type outputTree struct {
+	data   []byte
+	digest *repb.Digest
+}
+
+func newBuildRound(base []byte, n int, seed, round uint64, treeEvery int) *buildRound {
 	sizes := BazelMixSizes(n, seed^round<<32)
 	// The nonce makes this run's blobs new to a server that has seen an
 	// earlier run's; the group, this round's new to this run's others.
@@ -303,8 +322,34 @@ func newBuildRound(base []byte, n int, seed, round uint64) *buildRound {
 		binary.LittleEndian.PutUint64(key[16:], uint64(i))
 		sum := sha256.Sum256(key[:])
 		b.actions = append(b.actions, &repb.Digest{Hash: hex.EncodeToString(sum[:]), SizeBytes: int64(len(key))})
+		var tree *outputTree
+		if treeEvery > 0 && i%treeEvery == 0 {
+			tree = newOutputTree(b.digests[i])
+		}
+		b.trees = append(b.trees, tree)
 	}
 	return b
+}
+
+// emptyDigest is the empty blob's, always present.
+var emptyDigest = &repb.Digest{Hash: hex.EncodeToString(func() []byte { s := sha256.Sum256(nil); return s[:] }())}
+
+// newOutputTree is the Tree of a directory holding out as "out" and a
+// subdirectory "sub" holding the empty file.
+func newOutputTree(out *repb.Digest) *outputTree {
+	child := &repb.Directory{Files: []*repb.FileNode{{Name: "empty", Digest: emptyDigest}}}
+	childData, _ := proto.Marshal(child) // a message of known fields: cannot fail
+	childSum := sha256.Sum256(childData)
+	tree := &repb.Tree{
+		Root: &repb.Directory{
+			Files:       []*repb.FileNode{{Name: "out", Digest: out}},
+			Directories: []*repb.DirectoryNode{{Name: "sub", Digest: &repb.Digest{Hash: hex.EncodeToString(childSum[:]), SizeBytes: int64(len(childData))}}},
+		},
+		Children: []*repb.Directory{child},
+	}
+	data, _ := proto.Marshal(tree)
+	sum := sha256.Sum256(data)
+	return &outputTree{data: data, digest: &repb.Digest{Hash: hex.EncodeToString(sum[:]), SizeBytes: int64(len(data))}}
 }
 
 // splitDigestName splits blobs/{hash}/{size}.
@@ -472,10 +517,22 @@ func (t *buildTarget) upload(ctx context.Context, conn int, b *buildRound, i int
 			return scratch, err
 		}
 	}
+	if tree := b.trees[i]; tree != nil {
+		resp, err := t.cas[conn].BatchUpdateBlobs(ctx, &repb.BatchUpdateBlobsRequest{
+			InstanceName: t.instance,
+			Requests:     []*repb.BatchUpdateBlobsRequest_Request{{Digest: tree.digest, Data: tree.data}},
+		})
+		if err != nil {
+			return scratch, fmt.Errorf("BatchUpdateBlobs of a Tree: %w", err)
+		}
+		if r := resp.GetResponses(); len(r) != 1 || r[0].GetStatus().GetCode() != int32(codes.OK) {
+			return scratch, fmt.Errorf("BatchUpdateBlobs of a Tree: %v", resp.GetResponses())
+		}
+	}
 	_, err = t.ac[conn].UpdateActionResult(ctx, &repb.UpdateActionResultRequest{
 		InstanceName: t.instance,
 		ActionDigest: action,
-		ActionResult: actionResult(i, out),
+		ActionResult: actionResult(i, out, b.trees[i]),
 	})
 	if err != nil {
 		return scratch, fmt.Errorf("UpdateActionResult: %w", err)
@@ -484,9 +541,13 @@ func (t *buildTarget) upload(ctx context.Context, conn int, b *buildRound, i int
 }
 
 // actionResult is what a genrule's action records: its one output file
-// and a zero exit code.
-func actionResult(i int, out *repb.Digest) *repb.ActionResult {
-	return &repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "bazel-out/k8-fastbuild/bin/g" + strconv.Itoa(i) + ".out", Digest: out}}}
+// and a zero exit code; or, with tree, its one output directory.
+func actionResult(i int, out *repb.Digest, tree *outputTree) *repb.ActionResult {
+	path := "bazel-out/k8-fastbuild/bin/g" + strconv.Itoa(i) + ".out"
+	if tree != nil {
+		return &repb.ActionResult{OutputDirectories: []*repb.OutputDirectory{{Path: path, TreeDigest: tree.digest}}}
+	}
+	return &repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: path, Digest: out}}}
 }
 
 // download is action i of the rebuild: the cache hits and the output is
@@ -496,8 +557,19 @@ func (t *buildTarget) download(ctx context.Context, conn int, b *buildRound, i i
 	if err != nil {
 		return fmt.Errorf("GetActionResult of a built action: %w", err)
 	}
-	files := ar.GetOutputFiles()
-	if len(files) != 1 || files[0].GetDigest().GetHash() != b.digests[i].Hash || files[0].GetDigest().GetSizeBytes() != b.digests[i].SizeBytes {
+	if tree := b.trees[i]; tree != nil {
+		if dirs := ar.GetOutputDirectories(); len(dirs) != 1 || dirs[0].GetTreeDigest().GetHash() != tree.digest.Hash {
+			return fmt.Errorf("GetActionResult: output directories %v, want the one uploaded, %v", dirs, tree.digest)
+		}
+		// A client restoring a tree artifact reads its Tree first.
+		resp, err := t.cas[conn].BatchReadBlobs(ctx, &repb.BatchReadBlobsRequest{InstanceName: t.instance, Digests: []*repb.Digest{tree.digest}})
+		if err != nil {
+			return fmt.Errorf("BatchReadBlobs of a Tree: %w", err)
+		}
+		if r := resp.GetResponses(); len(r) != 1 || r[0].GetStatus().GetCode() != int32(codes.OK) || len(r[0].GetData()) != len(tree.data) {
+			return fmt.Errorf("BatchReadBlobs of a Tree: %v", r)
+		}
+	} else if files := ar.GetOutputFiles(); len(files) != 1 || files[0].GetDigest().GetHash() != b.digests[i].Hash || files[0].GetDigest().GetSizeBytes() != b.digests[i].SizeBytes {
 		return fmt.Errorf("GetActionResult: outputs %v, want the one uploaded, %v", files, b.digests[i])
 	}
 	size := b.digests[i].SizeBytes

@@ -1,0 +1,63 @@
+package actionresult
+
+import (
+	"sync"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// DefaultRememberedTrees is how many Trees a TreeMemory of capacity 0
+// holds: at about 100 bytes a Tree, some 6 MiB.
+const DefaultRememberedTrees = 1 << 16
+
+// TreeMemory remembers which Trees (output directories' Tree messages, by
+// digest) were found complete, every file of every directory in the CAS,
+// and as of which eviction generation: while the store's generation has
+// not moved, nothing was removed, so the Tree is still complete and need
+// not be read, parsed or looked up again. It holds at most its capacity;
+// past it, a Tree remembered is forgotten at random (map order), which
+// costs a later hit of it one parse. Safe for concurrent use.
+type TreeMemory struct {
+	mu       sync.Mutex
+	capacity int
+	trees    map[cas.Digest]uint64 // tree digest -> the generation it was found complete at
+}
+
+// NewTreeMemory returns a TreeMemory of at most capacity Trees; 0 means
+// DefaultRememberedTrees.
+func NewTreeMemory(capacity int) *TreeMemory {
+	if capacity <= 0 {
+		capacity = DefaultRememberedTrees
+	}
+	return &TreeMemory{capacity: capacity, trees: make(map[cas.Digest]uint64)}
+}
+
+// Complete reports whether tree was found complete at generation gen.
+func (m *TreeMemory) Complete(tree cas.Digest, gen uint64) bool {
+	m.mu.Lock()
+	g, ok := m.trees[tree]
+	m.mu.Unlock()
+	return ok && g == gen
+}
+
+// Remember records that tree was found complete at generation gen, read
+// before the check began (so an eviction during the check makes the
+// record stale at once).
+func (m *TreeMemory) Remember(tree cas.Digest, gen uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.trees[tree]; !ok && len(m.trees) >= m.capacity {
+		for d := range m.trees {
+			delete(m.trees, d)
+			break
+		}
+	}
+	m.trees[tree] = gen
+}
+
+// Len returns how many Trees are remembered, current or stale.
+func (m *TreeMemory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.trees)
+}

@@ -1,0 +1,102 @@
+package reapi
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/actionresult"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// A result whose output directory's Tree names a file the CAS lacks is a
+// miss, NOT_FOUND saying it is incomplete; once the file is uploaded, a
+// hit. Bazel then runs the action again rather than fail to fetch it.
+func TestGetActionResultMissesIncompleteTrees(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 0, Options{})
+	a := e.put([]byte("file a"))
+	bData := []byte("file b, in a subdirectory, not uploaded yet")
+	b := cas.DigestOf(bData)
+	tree, err := proto.Marshal(&repb.Tree{
+		Root:     &repb.Directory{Files: []*repb.FileNode{{Name: "a", Digest: a.Proto()}}},
+		Children: []*repb.Directory{{Files: []*repb.FileNode{{Name: "b", Digest: b.Proto()}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := e.put(tree)
+	ad := cas.DigestOf([]byte("an action with a tree artifact"))
+	ar := &repb.ActionResult{OutputDirectories: []*repb.OutputDirectory{{Path: "out/dir", TreeDigest: td.Proto()}}}
+	if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: ar}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto()})
+	wantCode(t, err, codes.NotFound, "incomplete")
+	e.put(bData)
+	if _, err := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto()}); err != nil {
+		t.Fatalf("every file stored: %v", err)
+	}
+}
+
+// With InstanceIsolation a result is found under the instance it was
+// stored under only; without, under any.
+func TestInstanceIsolationSeparatesActionResults(t *testing.T) {
+	ctx := context.Background()
+	for _, isolated := range []bool{false, true} {
+		e := newEnv(t, 0, Options{InstanceIsolation: isolated})
+		out := e.put([]byte("stdout"))
+		ad := cas.DigestOf([]byte("action"))
+		if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{InstanceName: "team-a", ActionDigest: ad.Proto(), ActionResult: &repb.ActionResult{ExitCode: 7, StdoutDigest: out.Proto()}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, inst := range []string{"team-a", "team-b", ""} {
+			res, err := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: inst, ActionDigest: ad.Proto()})
+			if want := !isolated || inst == "team-a"; want != (err == nil) {
+				t.Errorf("isolated %v, instance %q: %v, %v; want found %v", isolated, inst, res, err, want)
+			} else if !want {
+				wantCode(t, err, codes.NotFound, "")
+			}
+		}
+		if isolated {
+			// Kept under the instance's key, as the HTTP cache keeps it.
+			if _, err := e.store.GetActionResult(ctx, actionresult.InstanceKey("team-a", ad)); err != nil {
+				t.Errorf("not under actionresult.InstanceKey: %v", err)
+			}
+		}
+	}
+}
+
+// The access file's rules for an instance decide its GetActionResult and
+// UpdateActionResult, and what GetCapabilities advertises for it.
+func TestInstanceRulesOverGRPC(t *testing.T) {
+	ctx := context.Background()
+	rules, err := access.ReadInstanceRules(strings.NewReader("locked write-ac=nobody read-ac=nobody\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := access.Anyone()
+	e := newEnv(t, 0, Options{InstanceIsolation: true, Access: &access.Control{
+		Policy: access.Policy{ReadCAS: all, WriteCAS: all, ReadAC: all, WriteAC: all}, Instances: rules}})
+	ad := cas.DigestOf([]byte("action")).Proto()
+	for inst, allowed := range map[string]bool{"locked": false, "open": true} {
+		caps, err := e.caps.GetCapabilities(ctx, &repb.GetCapabilitiesRequest{InstanceName: inst})
+		if err != nil || caps.CacheCapabilities.ActionCacheUpdateCapabilities.UpdateEnabled != allowed {
+			t.Errorf("instance %q: capabilities %v, %v; want updates enabled %v", inst, caps, err, allowed)
+		}
+		_, err = e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{InstanceName: inst, ActionDigest: ad, ActionResult: &repb.ActionResult{ExitCode: 1}}) // not empty: an empty result, zero bytes, reads back as EOF from the disk store (a bug of its own)
+		_, getErr := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: inst, ActionDigest: ad})
+		if allowed {
+			if err != nil || getErr != nil {
+				t.Errorf("instance %q: update %v, get %v; want both to succeed", inst, err, getErr)
+			}
+			continue
+		}
+		wantCode(t, err, codes.PermissionDenied, `on instance "locked"`)
+		wantCode(t, getErr, codes.PermissionDenied, `on instance "locked"`)
+	}
+}
