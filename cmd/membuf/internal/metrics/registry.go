@@ -2,7 +2,7 @@
 // collector per package it measures, each in the file named after that
 // package (pool.go: membuf.Pool; disk.go: disk.Store; s3tier.go:
 // s3tier.Store; zstdseek.go: zstdseek.Pool; reapi.go: reapi.Server and
-// the HTTP cache's refusals; requests.go: requests by protocol), built
+// the HTTP cache's refusals; requests.go: requests by protocol; latency.go: their durations), built
 // from the package's public Stats and read at scrape time.
 //
 // The collectors live here, inside the cmd/membuf module, rather than in
@@ -36,6 +36,7 @@ type Sources struct {
 	Tier     *s3tier.Store
 	Requests *GRPCRequests
 	Cache    *httpcache.Handler
+	Latency  *Latency // nil: no request durations
 }
 
 // NewRegistry returns a registry with the Go runtime's figures (GC cycles,
@@ -47,6 +48,9 @@ func NewRegistry(src Sources) *prometheus.Registry {
 		newZstdCollector(src.Zstd), newRequestCollector(src.Requests, src.Cache))
 	if src.Tier != nil {
 		reg.MustRegister(newTierCollector(src.Tier))
+	}
+	if src.Latency != nil {
+		reg.MustRegister(src.Latency)
 	}
 	return reg
 }

@@ -57,6 +57,7 @@ type Server struct {
 
 	cas         *reapi.Server
 	requests    *metrics.GRPCRequests
+	latency     *metrics.Latency
 	certs       *certReloader // nil: plaintext
 	grpc        *grpc.Server
 	health      *healthService
@@ -306,6 +307,8 @@ func (s *Server) newGRPCServer() {
 	s.requests = &metrics.GRPCRequests{}
 	opts := append(reapi.ServerOptions(s.pool), grpc.MaxRecvMsgSize(s.msgSize), grpc.MaxSendMsgSize(s.msgSize))
 	opts = append(opts, s.requests.ServerOptions()...)
+	s.latency = metrics.NewLatency()
+	opts = append(opts, s.latency.GRPCServerOptions()...)
 	opts = append(opts, grpcLimits()...)
 	// A goroutine per RPC starts with a small stack, which every read
 	// grows again (runtime.newstack under processRPC: 3.5% of a server
@@ -323,6 +326,7 @@ func (s *Server) newGRPCServer() {
 	s.health = newHealthService()
 	s.health.register(s.grpc) // last: it answers for every service registered
 	s.requests.Track(s.grpc.GetServiceInfo())
+	s.latency.Track(s.grpc.GetServiceInfo())
 }
 
 // newHTTPCacheServer makes the public HTTP/1.1 cache, over the same
@@ -344,7 +348,7 @@ func (s *Server) newHTTPCacheServer() error {
 	if s.certs != nil {
 		s.lis.cache = tls.NewListener(s.lis.cache, s.certs.cacheConfig())
 	}
-	s.cacheServer = s.newHTTP(s.cache)
+	s.cacheServer = s.newHTTP(s.latency.HTTPCache(s.cache))
 	return nil
 }
 
@@ -356,9 +360,10 @@ func (s *Server) newHTTPServer() {
 	}
 	reg := metrics.NewRegistry(metrics.Sources{
 		Pool: s.pool, Store: s.store, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Requests: s.requests, Cache: s.cache,
+		Latency: s.latency,
 	})
 	status := statusHandler(s.store, s.tier, s.cache, s.cfg.S3.Location.String(), s.started)
-	s.httpServer = s.newHTTP(NewHTTPHandler(reg, s.health, status, s.cfg.Observe.Pprof))
+	s.httpServer = s.newHTTP(s.latency.Admin(NewHTTPHandler(reg, s.health, status, s.cfg.Observe.Pprof)))
 }
 
 // newHTTP is an HTTP server for h with the limits both HTTP listeners have.
