@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,12 +35,13 @@ func init() {
 // the flags set field by field, and what only the command itself uses.
 type serveConfig struct {
 	server.Config
-	access     accessFlags       // resolved by validate into Access and Listen.TLS
-	configFile string            // --config: a TOML file of settings (configsources.go)
-	from       map[string]string // where each flag set got its value: "flag", "env …", "file …"
-	logLevel   slog.Level
-	logFormat  string
-	readyFile  string
+	access        accessFlags       // resolved by validate into Access and Listen.TLS
+	configFile    string            // --config: a TOML file of settings (configsources.go)
+	from          map[string]string // where each flag set got its value: "flag", "env …", "file …"
+	logLevel      slog.Level
+	logFormat     string
+	readyFile     string
+	tlsMinVersion string // --tls-min-version, resolved by validate into Listen.TLSMinVersion
 }
 
 const (
@@ -65,7 +67,7 @@ const (
 func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) error) {
 	cfg := serveConfig{
 		Config: server.Config{
-			Listen: server.ListenConfig{MaxConnections: server.DefaultMaxConnections},
+			Listen: server.ListenConfig{MaxConnections: server.DefaultMaxConnections, IdleTimeout: server.DefaultIdleTimeout},
 			Store: server.StoreConfig{
 				MaxSize:    defaultMaxSize,
 				PackMax:    disk.DefaultPackMax,
@@ -84,8 +86,9 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 				AdaptiveProcs:  true,
 			},
 		},
-		logLevel:  slog.LevelInfo,
-		logFormat: "text",
+		logLevel:      slog.LevelInfo,
+		logFormat:     "text",
+		tlsMinVersion: "1.2",
 	}
 	fs := newFlagSet("serve", "[flags]",
 		"Serve a content-addressed blob cache over gRPC: ByteStream, ContentAddressableStorage,\n"+
@@ -93,8 +96,8 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully; SIGHUP\n"+
 			"reloads the TLS material and --htpasswd (and never stops it).\n"+
 			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
-	fs.StringVar(&cfg.Listen.GRPC, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
-	fs.StringVar(&cfg.Listen.HTTP, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz, /status and (with --pprof) /debug/pprof/; empty disables it")
+	fs.StringVar(&cfg.Listen.GRPC, "listen", "127.0.0.1:8980", "`address` for gRPC: host:port (port 0 picks a free port), or unix:///path for a Unix socket (mode 0660;\nBazel: --remote_proxy=unix:/path --remote_cache=grpc://localhost)")
+	fs.StringVar(&cfg.Listen.HTTP, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz, /status and (with --pprof) /debug/pprof/ (host:port or unix:///path); empty disables it")
 	fs.StringVar(&cfg.Listen.HTTPCache, "http-cache", "", "`address` for the HTTP/1.1 cache protocol (GET, HEAD, PUT of /cas/{sha256} and /ac/{sha256}, under any\ninstance prefix), for Bazel's --remote_cache=http://... and ccache's layout=bazel, and of keyed entries\n/{namespace}/{key} (with WebDAV's PROPFIND and MKCOL), for sccache's SCCACHE_WEBDAV_ENDPOINT=http://ADDR/sccache/\nand Gradle's HttpBuildCache url 'http://ADDR/gradle/'; the same TLS, users and rules as gRPC; empty (the default) disables it")
 	fs.BoolVar(&cfg.Listen.HTTPCacheRawAC, "http-ac-raw", false, "with --http-cache, keep and serve /ac/ entries as opaque bytes instead of checked ActionResult\nmessages (ccache keeps its own format there)")
 	fs.Func("asset-hosts", "comma-separated `hosts` (host, or host:port) the Remote Asset API's FetchBlob may download from,\nfor Bazel's --experimental_remote_downloader; empty (the default): none, and FetchBlob answers only\nfrom the cache and from PushBlob's associations", func(v string) error {
@@ -132,6 +135,9 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.DurationVar(&cfg.Stop.Timeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
 	fs.Var(sizeFlag{&cfg.Store.ScrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	cfg.access.register(fs)
+	fs.DurationVar(&cfg.Listen.IdleTimeout, "idle-timeout", cfg.Listen.IdleTimeout, "close a connection with no request for this long: gRPC's (GOAWAY; clients reconnect on their next\ncall) and the HTTP listeners' keep-alive connections")
+	fs.Var(choiceFlag{&cfg.tlsMinVersion, []string{"1.2", "1.3"}}, "tls-min-version", "oldest TLS `version` the listeners accept with --tls-cert: 1.2 or 1.3")
+	fs.Var(sizeFlag{&cfg.Limits.MaxBlobSize}, "max-blob-size", "largest `size` of one blob (or action result) accepted, advertised as max_cas_blob_size_bytes; larger\nuploads are refused before their data is read (INVALID_ARGUMENT, HTTP 413); 0: --max-size")
 	fs.IntVar(&cfg.Listen.MaxConnections, "max-connections", cfg.Listen.MaxConnections, "most gRPC connections served at once; more wait in the listen backlog")
 	fs.IntVar(&cfg.Limits.MaxOpenUploads, "max-open-uploads", cfg.Limits.MaxOpenUploads, "most ByteStream uploads streaming at once (one descriptor each); more are RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.Limits.MaxKeptUploads, "max-kept-uploads", cfg.Limits.MaxKeptUploads, "most interrupted uploads kept for resumption; past it the least recently active is discarded")
@@ -209,6 +215,12 @@ func (c *serveConfig) validate() error {
 		return usageError("--asset-max-size must not be negative")
 	case c.Asset.Timeout <= 0:
 		return usageError("--asset-timeout must be positive")
+	case c.Listen.IdleTimeout <= 0:
+		return usageError("--idle-timeout must be positive")
+	case c.Limits.MaxBlobSize < 0:
+		return usageError("--max-blob-size must not be negative")
+	case c.Limits.MaxBlobSize > c.Store.MaxSize:
+		return usageError("--max-blob-size %s is more than --max-size %s: the store could not keep such a blob", formatSize(c.Limits.MaxBlobSize), formatSize(c.Store.MaxSize))
 	}
 	if err := checkListenAddr("listen", c.Listen.GRPC); err != nil {
 		return err
@@ -239,6 +251,13 @@ func (c *serveConfig) validate() error {
 	if c.Access, c.Listen.TLS, err = c.access.resolve(); err != nil {
 		return err
 	}
+	c.Listen.TLSMinVersion = tls.VersionTLS12
+	if c.tlsMinVersion == "1.3" {
+		if c.Listen.TLS == nil {
+			return usageError("--tls-min-version 1.3 needs --tls-cert and --tls-key")
+		}
+		c.Listen.TLSMinVersion = tls.VersionTLS13
+	}
 	if c.S3.URL != "" {
 		loc, err := s3tier.ParseURL(c.S3.URL)
 		if err != nil {
@@ -250,8 +269,18 @@ func (c *serveConfig) validate() error {
 }
 
 // checkListenAddr checks that addr, the value of --name, is host:port with
-// a valid port (the host may be empty, an IP address or a name).
+// a valid port (the host may be empty, an IP address or a name), or
+// unix:///path with a path in a directory that exists.
 func checkListenAddr(name, addr string) error {
+	if path, ok := server.SocketPath(addr); ok {
+		if path == "" || strings.HasSuffix(path, "/") {
+			return usageError("--%s %q: want unix:///path/to/socket, a socket file's path", name, addr)
+		}
+		if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+			return usageError("--%s %q: the socket's directory %s is not a directory that exists", name, addr, filepath.Dir(path))
+		}
+		return nil
+	}
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usageError("--%s %q: want host:port, such as 127.0.0.1:8980 (%v)", name, addr, err)

@@ -262,6 +262,7 @@ func (s *Server) openTier(ctx context.Context) error {
 // reflection), the HTTP cache, and HTTP (metrics, health, status).
 func (s *Server) newServices() error {
 	l := s.cfg.Limits
+	s.storage = limitBlobSize(s.storage, l.MaxBlobSize)
 	var err error
 	s.cas, err = reapi.NewServer(s.storage, reapi.Options{
 		Pool:               s.pool,
@@ -283,7 +284,7 @@ func (s *Server) newServices() error {
 		return fmt.Errorf("cas server: %w", err)
 	}
 	if s.cfg.Listen.TLS != nil {
-		s.certs = newCertReloader(s.cfg.Listen.TLS, s.log)
+		s.certs = newCertReloader(s.cfg.Listen.TLS, s.cfg.Listen.TLSMinVersion, s.log)
 	}
 	s.newGRPCServer()
 	if s.cfg.Listen.HTTPCache != "" {
@@ -309,7 +310,7 @@ func (s *Server) newGRPCServer() {
 	opts = append(opts, s.requests.ServerOptions()...)
 	s.latency = metrics.NewLatency()
 	opts = append(opts, s.latency.GRPCServerOptions()...)
-	opts = append(opts, grpcLimits()...)
+	opts = append(opts, grpcLimits(s.idleTimeout())...)
 	// A goroutine per RPC starts with a small stack, which every read
 	// grows again (runtime.newstack under processRPC: 3.5% of a server
 	// reading 64 KiB blobs); stream workers keep theirs. Past them, busy,
@@ -371,10 +372,15 @@ func (s *Server) newHTTP(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       s.idleTimeout(),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+}
+
+// idleTimeout is --idle-timeout, or its default.
+func (s *Server) idleTimeout() time.Duration {
+	return cmp.Or(s.cfg.Listen.IdleTimeout, DefaultIdleTimeout)
 }
 
 // handleSIGHUP loads the TLS material and the htpasswd file again on
@@ -415,7 +421,7 @@ func (s *Server) startServing() {
 
 	s.health.setServing()
 	sv := Serving{
-		GRPC:              s.lis.grpc.Addr().String(),
+		GRPC:              listenAddr(s.lis.grpc),
 		Dir:               s.dir,
 		PoolBudget:        s.pool.Stats().Budget,
 		MaxInflightUpload: s.cas.Stats().MaxInflightUpload,
@@ -423,11 +429,11 @@ func (s *Server) startServing() {
 	}
 	sv.Line = "listening grpc=" + sv.GRPC
 	if s.lis.http != nil {
-		sv.HTTP = s.lis.http.Addr().String()
+		sv.HTTP = listenAddr(s.lis.http)
 		sv.Line += " http=" + sv.HTTP
 	}
 	if s.lis.cache != nil {
-		sv.HTTPCache = s.lis.cache.Addr().String()
+		sv.HTTPCache = listenAddr(s.lis.cache)
 		sv.Line += " http-cache=" + sv.HTTPCache
 	}
 	if ready := s.cfg.Observe.Ready; ready != nil {
