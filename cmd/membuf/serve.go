@@ -321,8 +321,9 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) error {
 	sc := cfg.Config
 	sc.Observe.Logger = log
 	sc.Observe.Ready = func(sv server.Serving) error {
-		log.Info("serving", append(settingsLog(cfg, sv.Dir, sv.GRPC, cmp.Or(sv.HTTP, "off"), sv.PoolBudget, sv.MaxInflightUpload),
+		log.Info("serving", append(settingsLog(cfg, sv.Dir, sv.GRPC, cmp.Or(sv.HTTP, "off"), sv.PoolBudget, sv.MaxInflightUpload, sv.Procs),
 			"zstd_memory", formatSize(sv.ZstdMemory), "disk_compression", cfg.Store.Compression.String())...)
+		logClientSettings(log, sv, cfg.Listen.TLS != nil, cfg.Listen.HTTPCacheRawAC)
 		fmt.Fprintln(std.out, sv.Line)
 		if cfg.readyFile != "" {
 			// Whoever waits for this file would wait forever without it.

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -17,7 +16,7 @@ import (
 // setting in force, defaults resolved (the pool's budget as the pool took
 // it, the in-flight upload budget as the server took it), so that a log
 // says how the server ran without its command line.
-func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, maxInflight int64) []any {
+func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, maxInflight int64, procs int) []any {
 	tlsShown, clientCA, htpasswd := "off", "off", "off"
 	if c.Listen.TLS != nil {
 		tlsShown = c.access.tls.Cert + " (expires " + c.Listen.TLS.NotAfter() + ")"
@@ -54,16 +53,16 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 	if c.Limits.MaxBlobSize > 0 {
 		maxBlob = formatSize(c.Limits.MaxBlobSize)
 	}
-	procs := fmt.Sprintf("1 while light, else %d (adaptive)", runtime.GOMAXPROCS(0))
-	if why := server.AdaptiveProcsOff(c.Limits.AdaptiveProcs); why != "" {
-		procs = fmt.Sprintf("%d (%s)", runtime.GOMAXPROCS(0), why)
+	procsShown := fmt.Sprintf("1 while light, else %d (adaptive)", procs)
+	if why := server.AdaptiveProcsOff(c.Limits.AdaptiveProcs, procs); why != "" {
+		procsShown = fmt.Sprintf("%d (%s)", procs, why)
 	}
 	return []any{
 		"grpc", grpcAddr, "http", httpAddr, "http_cache", httpCache, "http_ac_raw", c.Listen.HTTPCacheRawAC, "dir", dir,
 		"max_size", formatSize(c.Store.MaxSize), "chunk_size", formatSize(c.Limits.ChunkSize), "max_batch_size", formatSize(c.Limits.MaxBatchSize),
 		"pool_budget", formatSize(poolBudget), "gomemlimit", memLimit, "max_inflight_upload", formatSize(maxInflight),
 		"upload_ttl", c.Limits.UploadTTL, "upload_stall_timeout", c.Limits.UploadStall, "max_open_uploads", c.Limits.MaxOpenUploads, "max_kept_uploads", c.Limits.MaxKeptUploads,
-		"procs", procs, "scrub_rate", formatSize(c.Store.ScrubRate) + "/s", "pack_max", formatSize(c.Store.PackMax), "pack_sync", c.Store.PackSync, "check_reads", c.Store.CheckReads,
+		"procs", procsShown, "scrub_rate", formatSize(c.Store.ScrubRate) + "/s", "pack_max", formatSize(c.Store.PackMax), "pack_sync", c.Store.PackSync, "check_reads", c.Store.CheckReads,
 		"asset_hosts", assetHosts, "asset_max_size", assetMax, "asset_timeout", c.Asset.Timeout,
 		"s3", s3, "s3_write_through", c.S3.WriteThrough, "s3_timeout", c.S3.Timeout, "s3_missing_ttl", c.S3.MissingTTL,
 		"tls", tlsShown, "tls_client_ca", clientCA, "htpasswd", htpasswd, "policy", policy,

@@ -109,6 +109,9 @@ type Serving struct {
 	PoolBudget            int64
 	MaxInflightUpload     int64
 	ZstdMemory            int64
+	// Procs is the CPUs the process may use, as GOMAXPROCS was at the
+	// start (the adaptive GOMAXPROCS may have lowered it since).
+	Procs int
 }
 
 // MaxMessageSize is the largest gRPC message a server with batches of up

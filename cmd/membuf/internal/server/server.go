@@ -46,6 +46,7 @@ type Server struct {
 	zstd    *zstdseek.Pool
 
 	started        time.Time
+	procs          int            // GOMAXPROCS at the start: the CPUs the process may use (Serving.Procs)
 	hup            chan os.Signal // SIGHUP, caught from the start of Run
 	hupDone        chan struct{}  // closed to end the SIGHUP handler
 	lis            *listeners
@@ -117,6 +118,7 @@ func (s *Server) Run(ctx context.Context) error {
 // start brings the server up, each step on what the ones before made.
 func (s *Server) start(ctx context.Context) error {
 	s.started = time.Now()
+	s.procs = DefaultProcs()
 	s.catchSIGHUP()
 	if err := s.bindListeners(); err != nil {
 		return err
@@ -204,7 +206,7 @@ func (s *Server) openStore() error {
 // startBackground starts the work that runs beside the requests: the
 // adaptive GOMAXPROCS (procs.go) and the scrubber.
 func (s *Server) startBackground() {
-	if AdaptiveProcsOff(s.cfg.Limits.AdaptiveProcs) == "" {
+	if AdaptiveProcsOff(s.cfg.Limits.AdaptiveProcs, s.procs) == "" {
 		s.goBackground(func(ctx context.Context) {
 			tick := time.NewTicker(procsWindow)
 			defer tick.Stop()
@@ -426,6 +428,7 @@ func (s *Server) startServing() {
 		PoolBudget:        s.pool.Stats().Budget,
 		MaxInflightUpload: s.cas.Stats().MaxInflightUpload,
 		ZstdMemory:        s.zstd.Stats().Budget,
+		Procs:             s.procs,
 	}
 	sv.Line = "listening grpc=" + sv.GRPC
 	if s.lis.http != nil {

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/membuf/membuf/cmd/membuf/internal/server"
+)
+
+// An /ac/ PUT whose body is not an ActionResult (ccache's own format, on a
+// server without --http-ac-raw) is refused with 400, and the server's log
+// says so, naming --http-ac-raw: ccache itself only counts an error.
+func TestServeLogsRefusedActionCachePut(t *testing.T) {
+	s := startServe(t, "--http-cache", "127.0.0.1:0")
+	hash := strings.Repeat("c", 64)
+	code, body := httpDo(t, http.MethodPut, "http://"+s.httpCacheAddr+"/ac/"+hash, []byte("\xffnot a protobuf message"))
+	if code != http.StatusBadRequest {
+		t.Fatalf("PUT of a non-ActionResult to /ac/: %d %s; want 400", code, body)
+	}
+	log := s.log()
+	if !strings.Contains(log, "refused an /ac/ PUT") || !strings.Contains(log, "--http-ac-raw") || !strings.Contains(log, "hash="+hash) {
+		t.Errorf("the log does not report the refused PUT, naming --http-ac-raw and the hash:\n%s", log)
+	}
+}
+
+// The start-up log names, with the addresses really served, how to point
+// each client at the server: Bazel over gRPC, and with --http-cache Bazel
+// over HTTP, ccache (saying it needs --http-ac-raw when it is off),
+// sccache and Gradle; a listener on every interface is given as localhost.
+func TestServeLogsClientSettings(t *testing.T) {
+	s := startServe(t, "--http-cache", ":0")
+	_, port, _ := strings.Cut(s.httpCacheAddr, "]:")
+	log := s.log()
+	for _, want := range []string{
+		`client=bazel setting="--remote_cache=grpc://` + s.grpcAddr + `"`,
+		`client=bazel-http setting="--remote_cache=http://localhost:` + port + `"`,
+		`client=ccache setting="CCACHE_REMOTE_STORAGE=\"http://localhost:` + port + `/|layout=bazel\" (and restart serve with --http-ac-raw`,
+		`client=sccache setting="SCCACHE_WEBDAV_ENDPOINT=http://localhost:` + port + `/sccache/"`,
+		`client=gradle setting="buildCache { remote(HttpBuildCache) { url = 'http://localhost:` + port + `/gradle/'`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the start-up log does not say %s:\n%s", want, log)
+		}
+	}
+	if port == "" {
+		t.Fatalf("--http-cache :0 served at %q; want [::]:PORT", s.httpCacheAddr)
+	}
+}
+
+// The serving line's procs field gives the CPUs the process may use, even
+// when GOMAXPROCS was lowered to one before the start (by an adaptive
+// controller: an earlier server's in this process, or this one's before
+// the line is logged), not 1.
+func TestServeReportsTheCPUsItMayUse(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	def := server.DefaultProcs()
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	s := startServe(t)
+	want := fmt.Sprintf(`procs="1 while light, else %d (adaptive)"`, def)
+	if def == 1 {
+		want = `procs="1 (one CPU)"`
+	}
+	if !strings.Contains(s.log(), want) {
+		t.Errorf("the serving line does not say %s with GOMAXPROCS lowered to 1 before the start:\n%s", want, s.log())
+	}
+}
