@@ -75,6 +75,8 @@ type Store struct {
 	uploads *uploader
 	exists  *existence
 
+	probe startProbe // the start's probe: down until the bucket answers (startprobe.go)
+
 	fillMu sync.Mutex
 	fills  map[cas.Digest]*fill
 
@@ -127,12 +129,14 @@ func Open(ctx context.Context, disk *disk.Store, cfg Config) (*Store, error) {
 	t.bucket = b
 	// Whether the bucket answers, before anything starts: a configuration
 	// that cannot work (no such bucket, refused credentials) is an error;
-	// a bucket that does not answer is served around (it may come back).
-	pctx, cancel := context.WithTimeout(ctx, min(cfg.RequestTimeout, startProbeTimeout))
-	probeErr := b.probe(pctx)
-	cancel()
+	// a bucket that does not answer is served around (it may come back),
+	// without waiting more than startProbeWait for it.
+	probeErr := t.probeAtStart()
 	if _, ok := errors.AsType[*ErrMisconfigured](probeErr); ok {
 		return nil, probeErr
+	}
+	if probeErr != nil && !errors.Is(probeErr, errNoAnswerYet) {
+		t.markDown() // it answered, with a failure: down until it answers a request
 	}
 	j, pending, skipped, err := openJournal(cfg.Dir)
 	if err != nil {
@@ -159,10 +163,6 @@ func Open(ctx context.Context, disk *disk.Store, cfg Config) (*Store, error) {
 	t.log.Info("s3tier: shared tier", "bucket", cfg.Location.String(), "pending_uploads", len(pending), "write_through", cfg.WriteThrough)
 	return t, nil
 }
-
-// startProbeTimeout bounds the wait for the bucket's answer at start: a
-// bucket that has not answered by then is served around.
-const startProbeTimeout = 5 * time.Second
 
 func setDefault[T comparable](v *T, def T) {
 	var zero T
@@ -192,6 +192,7 @@ func (t *Store) TierStats() Stats {
 	st := t.c.snapshot()
 	st.UploadQueueLength, st.UploadQueueBytes = t.uploads.length()
 	st.FailedInARow, st.BucketDown = t.uploads.failures()
+	st.BucketDown = st.BucketDown || t.probeDown(&st)
 	return st
 }
 

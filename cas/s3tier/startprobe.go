@@ -1,0 +1,91 @@
+package s3tier
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// startProbeWait bounds how long Open waits for the bucket's answer to its
+// probe: a bucket that answers (the usual case, within milliseconds) is
+// checked before the server starts, so that a configuration that cannot
+// work stops it; one that has not answered by then is served around at
+// once, and the probe's answer, when it comes, is logged.
+const startProbeWait = time.Second
+
+// startProbe is the state of the probe Open sends: until the bucket has
+// answered it, or answered any later request, the bucket counts as down in
+// TierStats (and so in /status), as the log says.
+type startProbe struct {
+	down      atomic.Bool
+	answersAt uint64 // the bucket's answers (ok, not found) counted when down was set
+}
+
+// answers counts the requests the bucket answered (with an object, a
+// store, or a 404) in st: what tells it is up again.
+func answers(st *Stats) uint64 {
+	var n uint64
+	for op := range st.Requests {
+		n += st.Requests[op][OutcomeOK] + st.Requests[op][OutcomeNotFound]
+	}
+	return n
+}
+
+// probeAtStart sends the probe and waits for it at most startProbeWait. It
+// returns the probe's error if the bucket answered in time (nil: it is
+// up), errNoAnswerYet if it had not; then the probe goes on, and t's
+// startProbe records and logs its outcome when it comes.
+func (t *Store) probeAtStart() error {
+	result := make(chan error, 1)
+	// Not Open's context: the probe may outlive Open.
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.RequestTimeout)
+	go func() {
+		defer cancel()
+		result <- t.bucket.probe(ctx)
+	}()
+	select {
+	case err := <-result:
+		return err
+	case <-time.After(startProbeWait):
+	}
+	t.markDown()
+	go func() {
+		err := <-result
+		var mis *ErrMisconfigured
+		switch {
+		case errors.As(err, &mis):
+			t.log.Error("s3tier: the bucket answered after the start: it cannot work as configured; serving from disk", "bucket", t.cfg.Location.String(), "err", err)
+		case err != nil:
+			t.log.Warn("s3tier: the bucket does not answer; serving from disk, uploads will retry", "bucket", t.cfg.Location.String(), "err", err)
+		default:
+			t.probe.down.Store(false)
+			t.log.Info("s3tier: the bucket answers", "bucket", t.cfg.Location.String())
+		}
+	}()
+	return errNoAnswerYet
+}
+
+// errNoAnswerYet: the bucket had not answered the start's probe within
+// startProbeWait.
+var errNoAnswerYet = errors.New("no answer within " + startProbeWait.String() + " of the start (still asking)")
+
+// markDown records that the bucket did not answer the start's probe.
+func (t *Store) markDown() {
+	st := t.c.snapshot()
+	t.probe.answersAt = answers(&st)
+	t.probe.down.Store(true)
+}
+
+// probeDown reports whether the bucket is still down for want of an
+// answer since the start's probe (st: the counters now).
+func (t *Store) probeDown(st *Stats) bool {
+	if !t.probe.down.Load() {
+		return false
+	}
+	if answers(st) > t.probe.answersAt {
+		t.probe.down.Store(false)
+		return false
+	}
+	return true
+}
