@@ -66,7 +66,10 @@ type Server struct {
 	// DataDir holds its data.
 	DataDir string
 
-	proc *emulatortest.Process
+	// Process is the running emulator: Stop stops it and waits for it to
+	// exit, as an outage of the service would; Restart(t) starts it again
+	// on its address and its data; Log is what it has written.
+	*emulatortest.Process
 }
 
 // Start starts Azurite's blob service and stops it when the test ends. It
@@ -76,21 +79,13 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Binary(t)
-	var s *Server
-	emulatortest.Start(t, "Azurite", func() (p *emulatortest.Process, err error) {
-		s, err = start(bin, t.TempDir())
-		if err != nil {
-			return nil, err
-		}
-		return s.proc, nil
-	})
-	return s
+	return emulatortest.Start(t, "Azurite", func(dir string) (*Server, *emulatortest.Process, error) { return start(bin, dir) })
 }
 
-func start(bin, dataDir string) (*Server, error) {
+func start(bin, dataDir string) (*Server, *emulatortest.Process, error) {
 	ports, err := emulatortest.FreePorts(1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	port := strconv.Itoa(ports[0])
 	s := &Server{Endpoint: "http://127.0.0.1:" + port + "/" + Account, DataDir: dataDir}
@@ -103,8 +98,8 @@ func start(bin, dataDir string) (*Server, error) {
 		cmd.Env = os.Environ()
 		return cmd
 	}
-	s.proc, err = emulatortest.Launch("Azurite", command, s.ready, ReadyTimeout)
-	return s, err
+	s.Process, err = emulatortest.Launch("Azurite", command, s.ready, ReadyTimeout)
+	return s, s.Process, err
 }
 
 // ready reports whether the blob service answers: any HTTP response to an
@@ -124,18 +119,3 @@ func (s *Server) ready() bool {
 func (s *Server) ConnectionString() string {
 	return "DefaultEndpointsProtocol=http;AccountName=" + Account + ";AccountKey=" + AccountKey + ";BlobEndpoint=" + s.Endpoint + ";"
 }
-
-// Stop stops Azurite and waits for it to exit, as an outage of the
-// service would; Restart brings it back.
-func (s *Server) Stop() { s.proc.Stop() }
-
-// Restart starts a stopped server again, on its address and its data.
-func (s *Server) Restart(t testing.TB) {
-	t.Helper()
-	if err := s.proc.Relaunch(); err != nil {
-		t.Fatalf("restarting Azurite: %v", err)
-	}
-}
-
-// Log returns what Azurite has written so far.
-func (s *Server) Log() string { return s.proc.Log() }

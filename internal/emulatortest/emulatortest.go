@@ -150,25 +150,36 @@ func (p *Process) Stop() {
 	}
 }
 
+// Restart starts a stopped process again (Relaunch), on its address and
+// its data, failing the test if it does not become ready.
+func (p *Process) Restart(t testing.TB) {
+	t.Helper()
+	if err := p.Relaunch(); err != nil {
+		t.Fatalf("restarting %s: %v", p.name, err)
+	}
+}
+
 // Log returns what the process has written so far, over every launch.
 func (p *Process) Log() string { return p.log.String() }
 
-// Start calls launch up to three times, since a free port can be taken
-// between choosing and binding it, and registers the process's Stop as
-// the test's cleanup; it fails the test if every attempt failed.
-func Start(t testing.TB, name string, launch func() (*Process, error)) *Process {
+// Start calls start, with a new temporary directory of the test's each
+// time, up to three times, since a free port can be taken between
+// choosing and binding it; it registers the started process's Stop as the
+// test's cleanup, and fails the test if every attempt failed.
+func Start[S any](t testing.TB, name string, start func(dir string) (S, *Process, error)) S {
 	t.Helper()
 	var errs []error
 	for range 3 {
-		p, err := launch()
+		s, p, err := start(t.TempDir())
 		if err == nil {
 			t.Cleanup(p.Stop)
-			return p
+			return s
 		}
 		errs = append(errs, err)
 	}
 	t.Fatalf("starting %s: %v", name, errors.Join(errs...))
-	return nil
+	var zero S
+	return zero
 }
 
 // FreePorts returns n loopback ports that were free a moment ago.

@@ -63,7 +63,10 @@ type Server struct {
 	// DataDir holds its data; Bucket is a directory in it.
 	DataDir string
 
-	proc *emulatortest.Process
+	// Process is the running emulator: Stop stops it and waits for it to
+	// exit, as an outage of the service would; Restart(t) starts it again
+	// on its address and its data; Log is what it has written.
+	*emulatortest.Process
 }
 
 // Start starts fake-gcs-server with a bucket named Bucket and stops it
@@ -73,25 +76,17 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Binary(t)
-	var s *Server
-	emulatortest.Start(t, "fake-gcs-server", func() (p *emulatortest.Process, err error) {
-		s, err = start(bin, t.TempDir())
-		if err != nil {
-			return nil, err
-		}
-		return s.proc, nil
-	})
-	return s
+	return emulatortest.Start(t, "fake-gcs-server", func(dir string) (*Server, *emulatortest.Process, error) { return start(bin, dir) })
 }
 
-func start(bin, dataDir string) (*Server, error) {
+func start(bin, dataDir string) (*Server, *emulatortest.Process, error) {
 	// A directory at the top of the filesystem root is a bucket to it.
 	if err := os.Mkdir(filepath.Join(dataDir, Bucket), 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ports, err := emulatortest.FreePorts(1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	port := strconv.Itoa(ports[0])
 	s := &Server{Endpoint: "http://127.0.0.1:" + port, DataDir: dataDir}
@@ -105,8 +100,8 @@ func start(bin, dataDir string) (*Server, error) {
 		cmd.Env = os.Environ()
 		return cmd
 	}
-	s.proc, err = emulatortest.Launch("fake-gcs-server", command, s.ready, ReadyTimeout)
-	return s, err
+	s.Process, err = emulatortest.Launch("fake-gcs-server", command, s.ready, ReadyTimeout)
+	return s, s.Process, err
 }
 
 // ready reports whether the server answers for its bucket.
@@ -119,18 +114,3 @@ func (s *Server) ready() bool {
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }
-
-// Stop stops fake-gcs-server and waits for it to exit, as an outage of
-// the service would; Restart brings it back.
-func (s *Server) Stop() { s.proc.Stop() }
-
-// Restart starts a stopped server again, on its address and its data.
-func (s *Server) Restart(t testing.TB) {
-	t.Helper()
-	if err := s.proc.Relaunch(); err != nil {
-		t.Fatalf("restarting fake-gcs-server: %v", err)
-	}
-}
-
-// Log returns what fake-gcs-server has written so far.
-func (s *Server) Log() string { return s.proc.Log() }

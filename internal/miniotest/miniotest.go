@@ -72,7 +72,10 @@ type Server struct {
 	// DataDir holds its data; Bucket is a directory in it.
 	DataDir string
 
-	proc *emulatortest.Process
+	// Process is the running emulator: Stop stops it and waits for it to
+	// exit, as an outage of the service would; Restart(t) starts it again
+	// on its address and its data; Log is what it has written.
+	*emulatortest.Process
 }
 
 // Start starts MinIO with a bucket named Bucket and stops it when the test
@@ -81,25 +84,17 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Binary(t)
-	var s *Server
-	emulatortest.Start(t, "MinIO", func() (p *emulatortest.Process, err error) {
-		s, err = start(bin, t.TempDir())
-		if err != nil {
-			return nil, err
-		}
-		return s.proc, nil
-	})
-	return s
+	return emulatortest.Start(t, "MinIO", func(dir string) (*Server, *emulatortest.Process, error) { return start(bin, dir) })
 }
 
-func start(bin, dataDir string) (*Server, error) {
+func start(bin, dataDir string) (*Server, *emulatortest.Process, error) {
 	// A directory at the top of the data directory is a bucket to MinIO.
 	if err := os.Mkdir(filepath.Join(dataDir, Bucket), 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ports, err := emulatortest.FreePorts(2)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	console := "127.0.0.1:" + strconv.Itoa(ports[1])
@@ -114,8 +109,8 @@ func start(bin, dataDir string) (*Server, error) {
 		)
 		return cmd
 	}
-	s.proc, err = emulatortest.Launch("MinIO", command, s.ready, ReadyTimeout)
-	return s, err
+	s.Process, err = emulatortest.Launch("MinIO", command, s.ready, ReadyTimeout)
+	return s, s.Process, err
 }
 
 // ready reports whether MinIO answers: /minio/health/ready answers 200 a
@@ -141,21 +136,6 @@ func (s *Server) ready() bool {
 	}
 	return true
 }
-
-// Stop stops MinIO and waits for it to exit, as an outage of the bucket
-// would; Restart brings it back.
-func (s *Server) Stop() { s.proc.Stop() }
-
-// Restart starts a stopped server again, on its address and its data.
-func (s *Server) Restart(t testing.TB) {
-	t.Helper()
-	if err := s.proc.Relaunch(); err != nil {
-		t.Fatalf("restarting MinIO: %v", err)
-	}
-}
-
-// Log returns what MinIO has written so far.
-func (s *Server) Log() string { return s.proc.Log() }
 
 // URL returns the --s3 URL of the bucket, with prefix.
 func (s *Server) URL(prefix string) string {
