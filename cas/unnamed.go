@@ -17,6 +17,6 @@ type UnnamedWriter interface {
 	// Named returns the digest Commit will store the blob under: the
 	// SHA-256 of what was written, once all of its bytes are; before
 	// that, an error wrapping ErrMismatch. It lets a tier in front of
-	// another record the name (s3tier journals it) before committing.
+	// another record the name (the tier journals it) before committing.
 	Named() (Digest, error)
 }

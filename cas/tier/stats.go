@@ -98,7 +98,8 @@ type Stats struct {
 	// FailedInARow counts the upload attempts that failed since the last
 	// that succeeded; BackendDown is whether they are at least
 	// UploadWorkers (the state in which a write-through fails within
-	// RequestTimeout).
+	// RequestTimeout), or the bucket has answered nothing since the probe
+	// Open sent failed or went unanswered (what Open logged).
 	FailedInARow int64
 	BackendDown  bool
 }

@@ -82,6 +82,8 @@ type Store struct {
 	uploads *uploader
 	exists  *existence
 
+	probe startProbe // the start's probe: down until the backend answers (startprobe.go)
+
 	fillMu sync.Mutex
 	fills  map[cas.Digest]*fill
 
@@ -130,14 +132,16 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 	}
 	t.backend = metered{b: cfg.Backend, c: &t.c}
 	// Whether the backend answers, before anything starts: a
-	// configuration that cannot work (no such backend, refused
+	// configuration that cannot work (no such bucket, refused
 	// credentials) is an error; a backend that does not answer is served
-	// around (it may come back).
-	pctx, cancel := context.WithTimeout(ctx, min(cfg.RequestTimeout, startProbeTimeout))
-	probeErr := t.backend.Probe(pctx)
-	cancel()
+	// around (it may come back), without waiting more than
+	// startProbeWait for it.
+	probeErr := t.probeAtStart()
 	if _, ok := errors.AsType[*ErrMisconfigured](probeErr); ok {
 		return nil, probeErr
+	}
+	if probeErr != nil && !errors.Is(probeErr, errNoAnswerYet) {
+		t.markDown() // it answered, with a failure: down until it answers a request
 	}
 	j, pending, skipped, err := openJournal(filepath.Join(cfg.Dir, cfg.Name+JournalSuffix))
 	if err != nil {
@@ -164,10 +168,6 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 	t.log.Info("tier: shared tier", "tier", cfg.Name, "pending_uploads", len(pending), "write_through", cfg.WriteThrough)
 	return t, nil
 }
-
-// startProbeTimeout bounds the wait for the backend's answer at start: a
-// backend that has not answered by then is served around.
-const startProbeTimeout = 5 * time.Second
 
 func setDefault[T comparable](v *T, def T) {
 	var zero T
@@ -197,6 +197,7 @@ func (t *Store) TierStats() Stats {
 	st := t.c.snapshot()
 	st.UploadQueueLength, st.UploadQueueBytes = t.uploads.length()
 	st.FailedInARow, st.BackendDown = t.uploads.failures()
+	st.BackendDown = st.BackendDown || t.probeDown(&st)
 	return st
 }
 

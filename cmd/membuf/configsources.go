@@ -42,7 +42,7 @@ const configFlag = "config"
 // otherMembufVars are the MEMBUF_ variables that are not settings of
 // serve: membuf's debug mode, and those of the scripts in .ci and of the
 // tests (which may start serve with their own environment).
-var otherMembufVars = []string{membuf.DebugEnv, "MEMBUF_MINIO", "MEMBUF_TOOLS", "MEMBUF_BENCH_SERVE"}
+var otherMembufVars = []string{membuf.DebugEnv, "MEMBUF_MINIO", "MEMBUF_FAKEGCS", "MEMBUF_AZURITE", "MEMBUF_TOOLS", "MEMBUF_BENCH_SERVE"}
 
 // otherMembufPrefixes begin the names of the tests' own MEMBUF_ variables.
 var otherMembufPrefixes = []string{"MEMBUF_TEST_", "MEMBUF_CAS_CRASH_"}

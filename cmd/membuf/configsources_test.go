@@ -130,7 +130,7 @@ func TestSettingSourcesErrors(t *testing.T) {
 // variables and the tests' are left alone.
 func TestCheckMembufEnv(t *testing.T) {
 	fs := serveFlagSet(t)
-	ok := []string{"PATH=/bin", "MEMBUF_MAX_SIZE=1G", "MEMBUF_CONFIG=x.toml", "MEMBUF_DEBUG=1", "MEMBUF_MINIO=/bin/minio",
+	ok := []string{"PATH=/bin", "MEMBUF_MAX_SIZE=1G", "MEMBUF_CONFIG=x.toml", "MEMBUF_DEBUG=1", "MEMBUF_MINIO=/bin/minio", "MEMBUF_FAKEGCS=/bin/fake-gcs-server", "MEMBUF_AZURITE=/bin/azurite-blob",
 		"MEMBUF_TOOLS=/tmp", "MEMBUF_TEST_RUN_MAIN=1", "MEMBUF_CAS_CRASH_DIR=/tmp", "MEMBUF_BENCH_SERVE=membuf", "NOT_MEMBUF_X=1"}
 	if err := checkMembufEnv(fs, ok); err != nil {
 		t.Fatalf("%q: %v", ok, err)

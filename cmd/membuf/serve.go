@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,13 +35,14 @@ func init() {
 // the flags set field by field, and what only the command itself uses.
 type serveConfig struct {
 	server.Config
-	access     accessFlags       // resolved by validate into Access and Listen.TLS
-	configFile string            // --config: a TOML file of settings (configsources.go)
-	from       map[string]string // where each flag set got its value: "flag", "env …", "file …"
-	logLevel   slog.Level
-	logFormat  string
-	s3URL      string // --s3, an alias of --upstream for s3:// URLs
-	readyFile  string
+	access        accessFlags       // resolved by validate into Access and Listen.TLS
+	configFile    string            // --config: a TOML file of settings (configsources.go)
+	from          map[string]string // where each flag set got its value: "flag", "env …", "file …"
+	logLevel      slog.Level
+	logFormat     string
+	s3URL         string // --s3, an alias of --upstream for s3:// URLs
+	readyFile     string
+	tlsMinVersion string // --tls-min-version, resolved by validate into Listen.TLSMinVersion
 }
 
 const (
@@ -66,7 +68,7 @@ const (
 func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) error) {
 	cfg := serveConfig{
 		Config: server.Config{
-			Listen: server.ListenConfig{MaxConnections: server.DefaultMaxConnections},
+			Listen: server.ListenConfig{MaxConnections: server.DefaultMaxConnections, IdleTimeout: server.DefaultIdleTimeout},
 			Store: server.StoreConfig{
 				MaxSize:    defaultMaxSize,
 				PackMax:    disk.DefaultPackMax,
@@ -86,8 +88,9 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 				AdaptiveProcs:  true,
 			},
 		},
-		logLevel:  slog.LevelInfo,
-		logFormat: "text",
+		logLevel:      slog.LevelInfo,
+		logFormat:     "text",
+		tlsMinVersion: "1.2",
 	}
 	fs := newFlagSet("serve", "[flags]",
 		"Serve a content-addressed blob cache over gRPC: ByteStream, ContentAddressableStorage,\n"+
@@ -95,8 +98,8 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 			"with --remote_cache=grpc://127.0.0.1:8980. SIGINT or SIGTERM stops it gracefully; SIGHUP\n"+
 			"reloads the TLS material, --htpasswd and --access-file (and never stops it).\n"+
 			"Sizes take a suffix: K, M, G, T (powers of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB.")
-	fs.StringVar(&cfg.Listen.GRPC, "listen", "127.0.0.1:8980", "`address` for gRPC; port 0 picks a free port")
-	fs.StringVar(&cfg.Listen.HTTP, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz, /status and (with --pprof) /debug/pprof/; empty disables it")
+	fs.StringVar(&cfg.Listen.GRPC, "listen", "127.0.0.1:8980", "`address` for gRPC: host:port (port 0 picks a free port), or unix:///path for a Unix socket (mode 0660;\nBazel: --remote_proxy=unix:/path --remote_cache=grpc://localhost)")
+	fs.StringVar(&cfg.Listen.HTTP, "http", "127.0.0.1:8981", "`address` for HTTP /metrics, /healthz, /status and (with --pprof) /debug/pprof/ (host:port or unix:///path); empty disables it")
 	fs.StringVar(&cfg.Listen.HTTPCache, "http-cache", "", "`address` for the HTTP/1.1 cache protocol (GET, HEAD, PUT of /cas/{sha256} and /ac/{sha256}, under any\ninstance prefix), for Bazel's --remote_cache=http://... and ccache's layout=bazel, and of keyed entries\n/{namespace}/{key} (with WebDAV's PROPFIND and MKCOL), for sccache's SCCACHE_WEBDAV_ENDPOINT=http://ADDR/sccache/\nand Gradle's HttpBuildCache url 'http://ADDR/gradle/'; the same TLS, users and rules as gRPC; empty (the default) disables it")
 	fs.BoolVar(&cfg.Listen.HTTPCacheRawAC, "http-ac-raw", false, "with --http-cache, keep and serve /ac/ entries as opaque bytes instead of checked ActionResult\nmessages (ccache keeps its own format there)")
 	fs.Func("asset-hosts", "comma-separated `hosts` (host, or host:port) the Remote Asset API's FetchBlob may download from,\nfor Bazel's --experimental_remote_downloader; empty (the default): none, and FetchBlob answers only\nfrom the cache and from PushBlob's associations", func(v string) error {
@@ -142,6 +145,9 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.BoolVar(&cfg.AC.InstanceIsolation, "instance-isolation", false, "keep action results by instance name (gRPC's instance_name, the HTTP cache's /{instance}/ac/)\nand action digest, so that instances never see each other's; the CAS stays shared")
 	fs.Var(sizeFlag{&cfg.Store.ScrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	cfg.access.register(fs)
+	fs.DurationVar(&cfg.Listen.IdleTimeout, "idle-timeout", cfg.Listen.IdleTimeout, "close a connection with no request for this long: gRPC's (GOAWAY; clients reconnect on their next\ncall) and the HTTP listeners' keep-alive connections")
+	fs.Var(choiceFlag{&cfg.tlsMinVersion, []string{"1.2", "1.3"}}, "tls-min-version", "oldest TLS `version` the listeners accept with --tls-cert: 1.2 or 1.3")
+	fs.Var(sizeFlag{&cfg.Limits.MaxBlobSize}, "max-blob-size", "largest `size` of one blob (or action result) accepted, advertised as max_cas_blob_size_bytes; larger\nuploads are refused before their data is read (INVALID_ARGUMENT, HTTP 413); 0: --max-size")
 	fs.IntVar(&cfg.Listen.MaxConnections, "max-connections", cfg.Listen.MaxConnections, "most gRPC connections served at once; more wait in the listen backlog")
 	fs.IntVar(&cfg.Limits.MaxOpenUploads, "max-open-uploads", cfg.Limits.MaxOpenUploads, "most ByteStream uploads streaming at once (one descriptor each); more are RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.Limits.MaxKeptUploads, "max-kept-uploads", cfg.Limits.MaxKeptUploads, "most interrupted uploads kept for resumption; past it the least recently active is discarded")
@@ -225,6 +231,12 @@ func (c *serveConfig) validate() error {
 		return usageError("--min-age must not be negative")
 	case c.access.accessFile != "" && !c.AC.InstanceIsolation:
 		return usageError("--access-file names instances' rules, which mean nothing while every instance shares one action cache: add --instance-isolation")
+	case c.Listen.IdleTimeout <= 0:
+		return usageError("--idle-timeout must be positive")
+	case c.Limits.MaxBlobSize < 0:
+		return usageError("--max-blob-size must not be negative")
+	case c.Limits.MaxBlobSize > c.Store.MaxSize:
+		return usageError("--max-blob-size %s is more than --max-size %s: the store could not keep such a blob", formatSize(c.Limits.MaxBlobSize), formatSize(c.Store.MaxSize))
 	}
 	if err := checkListenAddr("listen", c.Listen.GRPC); err != nil {
 		return err
@@ -255,6 +267,13 @@ func (c *serveConfig) validate() error {
 	if c.Access, c.Listen.TLS, err = c.access.resolve(); err != nil {
 		return err
 	}
+	c.Listen.TLSMinVersion = tls.VersionTLS12
+	if c.tlsMinVersion == "1.3" {
+		if c.Listen.TLS == nil {
+			return usageError("--tls-min-version 1.3 needs --tls-cert and --tls-key")
+		}
+		c.Listen.TLSMinVersion = tls.VersionTLS13
+	}
 	if c.s3URL != "" {
 		if !strings.HasPrefix(c.s3URL, "s3://") {
 			return usageError("--s3: %q is not an s3:// URL (--upstream takes the other kinds)", c.s3URL)
@@ -276,8 +295,18 @@ func (c *serveConfig) validate() error {
 }
 
 // checkListenAddr checks that addr, the value of --name, is host:port with
-// a valid port (the host may be empty, an IP address or a name).
+// a valid port (the host may be empty, an IP address or a name), or
+// unix:///path with a path in a directory that exists.
 func checkListenAddr(name, addr string) error {
+	if path, ok := server.SocketPath(addr); ok {
+		if path == "" || strings.HasSuffix(path, "/") {
+			return usageError("--%s %q: want unix:///path/to/socket, a socket file's path", name, addr)
+		}
+		if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+			return usageError("--%s %q: the socket's directory %s is not a directory that exists", name, addr, filepath.Dir(path))
+		}
+		return nil
+	}
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usageError("--%s %q: want host:port, such as 127.0.0.1:8980 (%v)", name, addr, err)
@@ -326,8 +355,9 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) error {
 	sc.Observe.AccessLogOutput = std.err
 	sc.Observe.AccessLogHandler = func(w io.Writer) slog.Handler { return newLogHandler(cfg, w) }
 	sc.Observe.Ready = func(sv server.Serving) error {
-		log.Info("serving", append(settingsLog(cfg, sv.Dir, sv.GRPC, cmp.Or(sv.HTTP, "off"), sv.PoolBudget, sv.MaxInflightUpload),
+		log.Info("serving", append(settingsLog(cfg, sv.Dir, sv.GRPC, cmp.Or(sv.HTTP, "off"), sv.PoolBudget, sv.MaxInflightUpload, sv.Procs),
 			"zstd_memory", formatSize(sv.ZstdMemory), "disk_compression", cfg.Store.Compression.String())...)
+		logClientSettings(log, sv, cfg.Listen.TLS != nil, cfg.Listen.HTTPCacheRawAC)
 		fmt.Fprintln(std.out, sv.Line)
 		if cfg.readyFile != "" {
 			// Whoever waits for this file would wait forever without it.

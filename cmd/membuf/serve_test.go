@@ -680,7 +680,7 @@ func TestServeLogsEverySetting(t *testing.T) {
 		"pool_budget=5MiB", "gomemlimit=", "max_inflight_upload=", "upload_ttl=7m0s", "upload_stall_timeout=1m0s", "max_open_uploads=4096", "max_kept_uploads=10000",
 		"scrub_rate=1MiB/s", "pack_max=1MiB", "pack_sync=100ms", "upstream=off", "tls=off", "tls_client_ca=off", "htpasswd=off", `policy="everyone may do everything`,
 		"max_connections=4096", "max_streams_per_connection=256", "keepalive_min_time=10s", "keepalive_time=1m0s", "keepalive_timeout=20s",
-		"max_connection_idle=10m0s", "handshake_timeout=10s", "reflection=false", "pprof=false", "shutdown_timeout=3s", "drain_delay=0s",
+		"idle_timeout=10m0s", "handshake_timeout=10s", "tls_min_version=1.2", "max_blob_size=max_size", "reflection=false", "pprof=false", "shutdown_timeout=3s", "drain_delay=0s",
 		"log_level=INFO", "log_format=text",
 	} {
 		if !strings.Contains(line, want) {

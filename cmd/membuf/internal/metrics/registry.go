@@ -2,7 +2,7 @@
 // collector per package it measures, each in the file named after that
 // package (pool.go: membuf.Pool; disk.go: disk.Store; tier.go:
 // tier.Store; zstdseek.go: zstdseek.Pool; reapi.go: reapi.Server and
-// the HTTP cache's refusals; requests.go: requests by protocol), built
+// the HTTP cache's refusals; requests.go: requests by protocol; latency.go: their durations), built
 // from the package's public Stats and read at scrape time.
 //
 // The collectors live here, inside the cmd/membuf module, rather than in
@@ -43,6 +43,7 @@ type Sources struct {
 	ActionResults *actionresult.Loader
 	// AccessLog is --access-log's; nil: off.
 	AccessLog *accesslog.Logger
+	Latency   *Latency // nil: no request durations
 }
 
 // NewRegistry returns a registry with the Go runtime's figures (GC cycles,
@@ -60,6 +61,9 @@ func NewRegistry(src Sources) *prometheus.Registry {
 	}
 	if src.Tier != nil {
 		reg.MustRegister(newTierCollector(src.Tier))
+	}
+	if src.Latency != nil {
+		reg.MustRegister(src.Latency)
 	}
 	return reg
 }

@@ -27,12 +27,16 @@ type Config struct {
 
 // ListenConfig is where the server listens, and how.
 type ListenConfig struct {
-	GRPC           string       // --listen
-	HTTP           string       // --http: /metrics, /healthz, /status, /debug/pprof/; "": off
-	HTTPCache      string       // --http-cache: the HTTP/1.1 cache protocol; "": off
-	HTTPCacheRawAC bool         // --http-ac-raw: the HTTP cache's /ac/ entries are opaque bytes (ccache's)
-	MaxConnections int          // --max-connections: each of gRPC's and the HTTP cache's listeners
-	TLS            *TLSMaterial // --tls-cert, --tls-key, --tls-client-ca, loaded; nil: plaintext
+	// GRPC, HTTP and HTTPCache are each host:port, or unix:///path for a
+	// Unix domain socket (UnixPrefix; unixsocket.go).
+	GRPC           string        // --listen
+	HTTP           string        // --http: /metrics, /healthz, /status, /debug/pprof/; "": off
+	HTTPCache      string        // --http-cache: the HTTP/1.1 cache protocol; "": off
+	HTTPCacheRawAC bool          // --http-ac-raw: the HTTP cache's /ac/ entries are opaque bytes (ccache's)
+	MaxConnections int           // --max-connections: each of gRPC's and the HTTP cache's listeners
+	IdleTimeout    time.Duration // --idle-timeout: a connection with no request for this long is closed; 0: DefaultIdleTimeout
+	TLS            *TLSMaterial  // --tls-cert, --tls-key, --tls-client-ca, loaded; nil: plaintext
+	TLSMinVersion  uint16        // --tls-min-version: tls.VersionTLS12 or tls.VersionTLS13; 0: 1.2
 }
 
 // StoreConfig is the disk store's.
@@ -69,6 +73,7 @@ type LimitsConfig struct {
 	UploadStall       time.Duration // --upload-stall-timeout
 	MaxOpenUploads    int           // --max-open-uploads
 	MaxKeptUploads    int           // --max-kept-uploads
+	MaxBlobSize       int64         // --max-blob-size: the largest blob (or action result) accepted; 0: the store's MaxSize (blobsize.go)
 	AdaptiveProcs     bool          // --adaptive-procs: one P while the load is light (procs.go)
 }
 
@@ -124,6 +129,9 @@ type Serving struct {
 	PoolBudget            int64
 	MaxInflightUpload     int64
 	ZstdMemory            int64
+	// Procs is the CPUs the process may use, as GOMAXPROCS was at the
+	// start (the adaptive GOMAXPROCS may have lowered it since).
+	Procs int
 }
 
 // MaxMessageSize is the largest gRPC message a server with batches of up

@@ -29,10 +29,11 @@ const (
 	// within minutes, not at TCP's hours.
 	KeepaliveTime    = time.Minute
 	KeepaliveTimeout = 20 * time.Second
-	// MaxConnectionIdle closes a connection with no RPC for this long
-	// (GOAWAY; clients reconnect on their next call), giving back its
-	// descriptor and buffers.
-	MaxConnectionIdle = 10 * time.Minute
+	// DefaultIdleTimeout closes a connection with no request for this long
+	// (--idle-timeout; gRPC: keepalive's MaxConnectionIdle, a GOAWAY, and
+	// clients reconnect on their next call; HTTP: a keep-alive connection
+	// between requests), giving back its descriptor and buffers.
+	DefaultIdleTimeout = 10 * time.Minute
 	// HandshakeTimeout bounds a new connection's TLS and HTTP/2 handshake
 	// (grpc-go's default is 120 s), so that connections that never finish
 	// one do not pile up.
@@ -46,12 +47,13 @@ const (
 	DefaultMaxConnections = 4096
 )
 
-// grpcLimits returns the server options that set the limits above.
-func grpcLimits() []grpc.ServerOption {
+// grpcLimits returns the server options that set the limits above, with
+// idle (--idle-timeout) as MaxConnectionIdle.
+func grpcLimits(idle time.Duration) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(MaxStreamsPerConnection),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, MaxConnectionIdle: MaxConnectionIdle}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, MaxConnectionIdle: idle}),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 	}
 }

@@ -18,8 +18,9 @@ type listeners struct {
 	grpc, http, cache net.Listener
 }
 
-// bindListeners binds the addresses of --listen, --http and --http-cache,
-// and closes those it bound if one fails.
+// bindListeners binds the addresses of --listen, --http and --http-cache
+// (TCP, or Unix sockets: unixsocket.go), and closes those it bound if one
+// fails.
 func bindListeners(c ListenConfig) (_ *listeners, err error) {
 	l := &listeners{}
 	defer func() {
@@ -27,18 +28,18 @@ func bindListeners(c ListenConfig) (_ *listeners, err error) {
 			l.close()
 		}
 	}()
-	if l.grpc, err = net.Listen("tcp", c.GRPC); err != nil {
+	if l.grpc, err = listen(c.GRPC); err != nil {
 		return nil, fmt.Errorf("--listen: %w", err)
 	}
 	l.grpc = limitConnections(l.grpc, c.MaxConnections)
 	if c.HTTPCache != "" {
-		if l.cache, err = net.Listen("tcp", c.HTTPCache); err != nil {
+		if l.cache, err = listen(c.HTTPCache); err != nil {
 			return nil, fmt.Errorf("--http-cache: %w", err)
 		}
 		l.cache = limitConnections(l.cache, c.MaxConnections)
 	}
 	if c.HTTP != "" {
-		if l.http, err = net.Listen("tcp", c.HTTP); err != nil {
+		if l.http, err = listen(c.HTTP); err != nil {
 			return nil, fmt.Errorf("--http: %w", err)
 		}
 	}

@@ -63,20 +63,39 @@ func (c *procsController) step(used time.Duration) (toOne, toDefault bool) {
 
 // AdaptiveProcsOff says why serve keeps GOMAXPROCS as the runtime set it,
 // or "" if it adapts it: not when asked not to, nor when GOMAXPROCS is set
-// in the environment (the operator's choice), nor with one P anyway, nor
-// where the process's CPU time cannot be read.
-func AdaptiveProcsOff(enabled bool) string {
+// in the environment (the operator's choice), nor when procs, the CPUs the
+// process may use (Serving.Procs), is one anyway, nor where the process's
+// CPU time cannot be read.
+func AdaptiveProcsOff(enabled bool, procs int) string {
 	switch {
 	case !enabled:
 		return "--adaptive-procs=false"
 	case os.Getenv("GOMAXPROCS") != "":
 		return "GOMAXPROCS is set"
-	case runtime.GOMAXPROCS(0) <= 1:
+	case procs <= 1:
 		return "one CPU"
 	case processCPU() < 0:
 		return "no CPU time on this platform"
 	}
 	return ""
+}
+
+// DefaultProcs returns the CPUs the process may use: GOMAXPROCS from the
+// environment if set, else the runtime's default (the CPUs of the
+// process's affinity mask and cgroup limit), whatever GOMAXPROCS is now: an
+// adaptive controller (this server's, or an earlier one's in the same
+// process) may have lowered it to one.
+func DefaultProcs() int {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return runtime.GOMAXPROCS(0)
+	}
+	now := runtime.GOMAXPROCS(0)
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	if def != now {
+		runtime.GOMAXPROCS(now) // as it was: the controller decides, not this
+	}
+	return def
 }
 
 // adaptProcs runs the controller until ctx ends, reading the process's CPU

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -103,11 +104,41 @@ func drain(c chan int) string {
 }
 
 func TestAdaptiveProcsOff(t *testing.T) {
-	if why := AdaptiveProcsOff(false); why != "--adaptive-procs=false" {
+	if why := AdaptiveProcsOff(false, 2); why != "--adaptive-procs=false" {
 		t.Errorf("disabled: %q", why)
 	}
 	t.Setenv("GOMAXPROCS", "2")
-	if why := AdaptiveProcsOff(true); why != "GOMAXPROCS is set" {
+	if why := AdaptiveProcsOff(true, 2); why != "GOMAXPROCS is set" {
 		t.Errorf("GOMAXPROCS in the environment: %q", why)
+	}
+}
+
+// With one CPU to use, there is nothing to adapt.
+func TestAdaptiveProcsOffOneCPU(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	if why := AdaptiveProcsOff(true, 1); why != "one CPU" {
+		t.Errorf("one CPU: %q", why)
+	}
+}
+
+// DefaultProcs is the runtime's default even while GOMAXPROCS has been
+// lowered to one (as the adaptive controller does), and leaves it lowered.
+func TestDefaultProcs(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(1)
+	if got := DefaultProcs(); got != def {
+		t.Errorf("DefaultProcs with GOMAXPROCS lowered to 1: %d; want the runtime's default %d", got, def)
+	}
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Errorf("GOMAXPROCS after DefaultProcs: %d; want it left at 1", got)
+	}
+	t.Setenv("GOMAXPROCS", "3")
+	runtime.GOMAXPROCS(3)
+	if got := DefaultProcs(); got != 3 {
+		t.Errorf("DefaultProcs with GOMAXPROCS=3 in the environment: %d", got)
 	}
 }

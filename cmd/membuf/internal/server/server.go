@@ -49,6 +49,7 @@ type Server struct {
 	zstd    *zstdseek.Pool
 
 	started        time.Time
+	procs          int            // GOMAXPROCS at the start: the CPUs the process may use (Serving.Procs)
 	hup            chan os.Signal // SIGHUP, caught from the start of Run
 	hupDone        chan struct{}  // closed to end the SIGHUP handler
 	lis            *listeners
@@ -63,7 +64,8 @@ type Server struct {
 	results     *actionresult.Loader // what both protocols serve action results through
 	requests    *metrics.GRPCRequests
 	access      *accesslog.Logger // nil: --access-log off
-	certs       *certReloader     // nil: plaintext
+	latency     *metrics.Latency
+	certs       *certReloader // nil: plaintext
 	grpc        *grpc.Server
 	health      *healthService
 	cache       *httpcache.Handler // nil: no --http-cache
@@ -122,6 +124,7 @@ func (s *Server) Run(ctx context.Context) error {
 // start brings the server up, each step on what the ones before made.
 func (s *Server) start(ctx context.Context) error {
 	s.started = time.Now()
+	s.procs = DefaultProcs()
 	s.catchSIGHUP()
 	if err := s.bindListeners(); err != nil {
 		return err
@@ -209,7 +212,7 @@ func (s *Server) openStore() error {
 // startBackground starts the work that runs beside the requests: the
 // adaptive GOMAXPROCS (procs.go) and the scrubber.
 func (s *Server) startBackground() {
-	if AdaptiveProcsOff(s.cfg.Limits.AdaptiveProcs) == "" {
+	if AdaptiveProcsOff(s.cfg.Limits.AdaptiveProcs, s.procs) == "" {
 		s.goBackground(func(ctx context.Context) {
 			tick := time.NewTicker(procsWindow)
 			defer tick.Stop()
@@ -283,6 +286,7 @@ func (s *Server) openTier(ctx context.Context) error {
 // reflection), the HTTP cache, and HTTP (metrics, health, status).
 func (s *Server) newServices() error {
 	l := s.cfg.Limits
+	s.storage = limitBlobSize(s.storage, l.MaxBlobSize)
 	// A Tree found complete is remembered while the disk store evicts
 	// nothing; over a shared tier, whose bucket may lose what the disk
 	// has not, every hit checks again.
@@ -314,7 +318,7 @@ func (s *Server) newServices() error {
 		return fmt.Errorf("cas server: %w", err)
 	}
 	if s.cfg.Listen.TLS != nil {
-		s.certs = newCertReloader(s.cfg.Listen.TLS, s.log)
+		s.certs = newCertReloader(s.cfg.Listen.TLS, s.cfg.Listen.TLSMinVersion, s.log)
 	}
 	if o := s.cfg.Observe; o.AccessLog != accesslog.Off {
 		newHandler := o.AccessLogHandler
@@ -345,10 +349,12 @@ func (s *Server) newGRPCServer() {
 	s.requests = &metrics.GRPCRequests{}
 	opts := append(reapi.ServerOptions(s.pool), grpc.MaxRecvMsgSize(s.msgSize), grpc.MaxSendMsgSize(s.msgSize))
 	opts = append(opts, s.requests.ServerOptions()...)
+	s.latency = metrics.NewLatency()
+	opts = append(opts, s.latency.GRPCServerOptions()...)
 	if s.access != nil {
 		opts = append(opts, s.access.ServerOptions()...)
 	}
-	opts = append(opts, grpcLimits()...)
+	opts = append(opts, grpcLimits(s.idleTimeout())...)
 	// A goroutine per RPC starts with a small stack, which every read
 	// grows again (runtime.newstack under processRPC: 3.5% of a server
 	// reading 64 KiB blobs); stream workers keep theirs. Past them, busy,
@@ -365,6 +371,7 @@ func (s *Server) newGRPCServer() {
 	s.health = newHealthService()
 	s.health.register(s.grpc) // last: it answers for every service registered
 	s.requests.Track(s.grpc.GetServiceInfo())
+	s.latency.Track(s.grpc.GetServiceInfo())
 }
 
 // newHTTPCacheServer makes the public HTTP/1.1 cache, over the same
@@ -392,7 +399,7 @@ func (s *Server) newHTTPCacheServer() error {
 	if s.access != nil {
 		h = s.access.Middleware(h)
 	}
-	s.cacheServer = s.newHTTP(h)
+	s.cacheServer = s.newHTTP(s.latency.HTTPCache(h))
 	return nil
 }
 
@@ -404,10 +411,10 @@ func (s *Server) newHTTPServer() {
 	}
 	reg := metrics.NewRegistry(metrics.Sources{
 		Pool: s.pool, Store: s.store, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Requests: s.requests, Cache: s.cache,
-		ActionResults: s.results, AccessLog: s.access,
+		ActionResults: s.results, AccessLog: s.access, Latency: s.latency,
 	})
 	status := statusHandler(s.store, s.tier, s.cache, s.results, s.cfg.Upstream.Parsed.String(), s.started)
-	s.httpServer = s.newHTTP(NewHTTPHandler(reg, s.health, status, s.cfg.Observe.Pprof))
+	s.httpServer = s.newHTTP(s.latency.Admin(NewHTTPHandler(reg, s.health, status, s.cfg.Observe.Pprof)))
 }
 
 // newHTTP is an HTTP server for h with the limits both HTTP listeners have.
@@ -415,10 +422,15 @@ func (s *Server) newHTTP(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       s.idleTimeout(),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+}
+
+// idleTimeout is --idle-timeout, or its default.
+func (s *Server) idleTimeout() time.Duration {
+	return cmp.Or(s.cfg.Listen.IdleTimeout, DefaultIdleTimeout)
 }
 
 // handleSIGHUP loads the TLS material and the htpasswd file again on
@@ -459,19 +471,20 @@ func (s *Server) startServing() {
 
 	s.health.setServing()
 	sv := Serving{
-		GRPC:              s.lis.grpc.Addr().String(),
+		GRPC:              listenAddr(s.lis.grpc),
 		Dir:               s.dir,
 		PoolBudget:        s.pool.Stats().Budget,
 		MaxInflightUpload: s.cas.Stats().MaxInflightUpload,
 		ZstdMemory:        s.zstd.Stats().Budget,
+		Procs:             s.procs,
 	}
 	sv.Line = "listening grpc=" + sv.GRPC
 	if s.lis.http != nil {
-		sv.HTTP = s.lis.http.Addr().String()
+		sv.HTTP = listenAddr(s.lis.http)
 		sv.Line += " http=" + sv.HTTP
 	}
 	if s.lis.cache != nil {
-		sv.HTTPCache = s.lis.cache.Addr().String()
+		sv.HTTPCache = listenAddr(s.lis.cache)
 		sv.Line += " http-cache=" + sv.HTTPCache
 	}
 	if ready := s.cfg.Observe.Ready; ready != nil {

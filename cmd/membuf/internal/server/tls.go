@@ -63,8 +63,9 @@ func (f TLSFiles) Load() (*TLSMaterial, error) {
 // the material in force and says why in the log; the next change or SIGHUP
 // tries again.
 type certReloader struct {
-	files TLSFiles
-	log   *slog.Logger
+	files      TLSFiles
+	minVersion uint16 // --tls-min-version
+	log        *slog.Logger
 
 	mu        sync.Mutex
 	material  *TLSMaterial
@@ -81,8 +82,9 @@ type fileStamp struct {
 
 const checkInterval = time.Second
 
-func newCertReloader(m *TLSMaterial, log *slog.Logger) *certReloader {
-	r := &certReloader{files: m.files, log: log, material: m}
+// newCertReloader serves m, accepting TLS minVersion and later (0: 1.2).
+func newCertReloader(m *TLSMaterial, minVersion uint16, log *slog.Logger) *certReloader {
+	r := &certReloader{files: m.files, minVersion: max(minVersion, tls.VersionTLS12), log: log, material: m}
 	r.stamps = r.stampFiles()
 	r.lastCheck = time.Now()
 	return r
@@ -155,11 +157,11 @@ func (r *certReloader) cacheConfig() *tls.Config { return r.clientAuthConfig("ht
 // when given.
 func (r *certReloader) clientAuthConfig(protocol string) *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
+		MinVersion: r.minVersion,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			m := r.current()
 			c := &tls.Config{
-				MinVersion:   tls.VersionTLS12,
+				MinVersion:   r.minVersion,
 				Certificates: []tls.Certificate{m.cert},
 				NextProtos:   []string{protocol},
 			}
@@ -176,7 +178,7 @@ func (r *certReloader) clientAuthConfig(protocol string) *tls.Config {
 // profiles): the same certificate, no client certificates.
 func (r *certReloader) httpConfig() *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
+		MinVersion: r.minVersion,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			m := r.current()
 			if m == nil {
