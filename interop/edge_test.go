@@ -19,10 +19,17 @@ import (
 // spoken to over gRPC (REAPI), once over HTTP (/ac/ and /cas/).
 func TestBazelThroughEdgeCaches(t *testing.T) {
 	bazel := bazelBinary(t)
-	central := serveprocess.StartTest(t, exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "",
-		"--http-cache", "127.0.0.1:0", "--dir", t.TempDir()))
-	for _, upstream := range []string{"grpc://" + central.GRPCAddr, "http://" + central.HTTPCacheAddr} {
-		t.Run(upstream[:4], func(t *testing.T) {
+	for _, scheme := range []string{"grpc", "http"} {
+		t.Run(scheme, func(t *testing.T) {
+			// A central cache of its own: the actions are the same in
+			// both subtests, so a shared one would answer the second's
+			// cold build.
+			central := serveprocess.StartTest(t, exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "",
+				"--http-cache", "127.0.0.1:0", "--dir", t.TempDir()))
+			upstream := "grpc://" + central.GRPCAddr
+			if scheme == "http" {
+				upstream = "http://" + central.HTTPCacheAddr
+			}
 			edge := func() *serveprocess.Process {
 				return serveprocess.StartTest(t, exec.Command(binary(t), "serve", "--listen", "127.0.0.1:0", "--http", "",
 					"--dir", t.TempDir(), "--upstream", upstream, "--upstream-missing-ttl", "0", "--shutdown-timeout", "60s"))

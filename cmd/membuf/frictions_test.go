@@ -107,7 +107,7 @@ func TestServeUnansweringBucket(t *testing.T) {
 	}
 	s := startServe(t, "--s3", "s3://membuf-test/p?endpoint=http://"+blackhole.Addr().String()+"&region=us-east-1", "--s3-timeout", "1m")
 	log := s.log()
-	if !strings.Contains(log, "the bucket does not answer") {
+	if !strings.Contains(log, "the shared tier does not answer") {
 		t.Errorf("the log does not say the bucket does not answer:\n%s", log)
 	}
 	// The store opened, then serving began: the wait between is the
