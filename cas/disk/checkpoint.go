@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // An index checkpoint is the table of packed entries (package packindex,
@@ -88,6 +90,7 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 		files[packindex.Key{Hash: h, AC: k.kind == kindAC}] = e
 	}
 	var recs []packindex.Record
+	matched := make(map[*packs.Segment]bool) // segments whose file holds a record as the checkpoint says
 	for range packindex.Shards {
 		var i int
 		var err error
@@ -99,6 +102,12 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 			seg := s.segments.LiveLocked(r.Seq)
 			if seg == nil || !seg.FromCheckpoint {
 				continue // its segment is gone since
+			}
+			if !matched[seg] {
+				if err := s.checkRecordInFile(seg, &r); err != nil {
+					return err
+				}
+				matched[seg] = true
 			}
 			if e, ok := files[packindex.Key{Hash: r.Hash, AC: r.AC}]; ok {
 				s.removeLocked(e)
@@ -113,6 +122,29 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 			size := int64(r.Size)
 			s.countLocked(&entry{key: entryKey{kind: kind}, size: size, stored: size, seg: seg})
 		}
+	}
+	return nil
+}
+
+// checkRecordInFile reads the header of checkpoint record r from its
+// segment's file and returns an error unless it names the same record: one
+// read per segment, which a checkpoint of another store, or of an earlier
+// life of these files, fails (its records are elsewhere, or of other
+// blobs), so that the start scans instead of indexing records that are
+// not there.
+func (s *Store) checkRecordInFile(seg *packs.Segment, r *packindex.Record) error {
+	var b [packfile.HeaderLen]byte
+	off := int64(r.Off) - packfile.HeaderLen
+	if _, err := seg.ReadAt(b[:], off); err != nil {
+		return fmt.Errorf("index checkpoint: the record at %d of pack segment %d: %w", off, seg.Seq, err)
+	}
+	h, ok := packfile.DecodeHeader(b[:], s.packMax)
+	want := kindCAS
+	if r.AC {
+		want = kindAC
+	}
+	if !ok || h.State != packfile.Committed || h.Seq != seg.Seq || h.Hash != r.Hash || h.Size != int64(r.Size) || h.DataCRC != r.CRC || entryKind(h.Kind) != want {
+		return fmt.Errorf("index checkpoint: pack segment %d holds no such record at %d as the checkpoint names", seg.Seq, off)
 	}
 	return nil
 }
