@@ -60,7 +60,9 @@ type Options struct {
 	// MaxBatchBytes is the max_batch_total_size_bytes advertised in the
 	// capabilities and enforced on BatchUpdateBlobs and BatchReadBlobs;
 	// 0 means DefaultMaxBatchBytes. The gRPC server's receive limit must
-	// leave room for it.
+	// leave room for it, and its send limit for it plus
+	// BatchMessageBudget (a batch's answer counts its framing against
+	// it: batchframing.go).
 	MaxBatchBytes int64
 	// PartialUploadTTL is how long an interrupted ByteStream upload is kept
 	// for resumption after its last activity; 0 means
