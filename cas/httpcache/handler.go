@@ -14,6 +14,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/internal/lograte"
 )
 
 // DefaultMaxActionResultSize bounds a PUT to /ac/ where Options set no
@@ -96,6 +97,9 @@ func New(store cas.Storage, opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// A full disk fails every PUT alike: a warning or error of one kind
+	// is written at most once a second, with a count of those dropped.
+	opts.Logger = slog.New(lograte.New(opts.Logger.Handler(), slog.LevelWarn))
 	return &Handler{store: store, opts: opts, log: opts.Logger, started: time.Now()}, nil
 }
 

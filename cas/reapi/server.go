@@ -12,6 +12,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/internal/lograte"
 	"github.com/membuf/membuf/cas/reapi/asset"
 	"github.com/membuf/membuf/cas/reapi/chunking"
 	"github.com/membuf/membuf/cas/reapi/internal/upload"
@@ -171,6 +172,9 @@ func NewServer(store cas.Storage, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// A full disk fails every blob alike: a warning or error of one kind
+	// is written at most once a second, with a count of those dropped.
+	opts.Logger = slog.New(lograte.New(opts.Logger.Handler(), slog.LevelWarn))
 	if opts.Zstd == nil {
 		zp, err := zstdseek.NewPool(zstdseek.DefaultBudget(0))
 		if err != nil {
