@@ -47,14 +47,8 @@ func (s *Store) rebuild() error {
 		return err
 	}
 	segs := s.segments.SegmentsLocked()
-	trustedAny := false
 	for _, seg := range segs {
 		s.bytes += seg.Size
-		trustedAny = trustedAny || seg.FromCheckpoint
-	}
-	if ck != nil && !trustedAny {
-		ck.Close() // it covers nothing here (Load found it does not match the files)
-		ck = nil
 	}
 	// Recency: files' last modification and segments' order, on one clock
 	// (files older than the oldest segment first), so that eviction takes

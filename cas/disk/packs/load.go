@@ -3,7 +3,6 @@ package packs
 import (
 	"cmp"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"slices"
 
@@ -25,20 +24,11 @@ type Scanned struct {
 // whose commit never completed; it is then made durable as it is, so that
 // the next start trusts it. Every loaded segment is sealed; the set starts
 // a new one for writes. Called once, before anything else uses the set.
-//
-// trusted is checked against the files first: if a segment it names is
-// shorter than it says (truncated since, or the checkpoint is another
-// store's), none of it is trusted and every segment is scanned; the
-// caller learns so from no segment being FromCheckpoint.
 func (s *Set) Load(trusted map[uint64]int64) ([]Scanned, error) {
 	dir := s.cfg.Dir
 	ents, err := s.cfg.FS.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
-	}
-	if err := s.checkTrusted(ents, trusted); err != nil {
-		s.cfg.Log.Warn("ignoring the index checkpoint: scanning every pack segment", "err", err)
-		trusted = nil
 	}
 	var all []Scanned
 	for _, de := range ents {
@@ -85,30 +75,6 @@ func (s *Set) Load(trusted map[uint64]int64) ([]Scanned, error) {
 	slices.SortFunc(s.segments, func(a, b *Segment) int { return cmp.Compare(a.Seq, b.Seq) })
 	slices.SortStableFunc(all, func(a, b Scanned) int { return cmp.Compare(a.Seg.Seq, b.Seg.Seq) })
 	return all, nil
-}
-
-// checkTrusted returns an error naming the first segment of trusted whose
-// finished file (.pack) in ents is shorter than trusted says: its records
-// past the end would be indexed and then fail every read.
-func (s *Set) checkTrusted(ents []fs.DirEntry, trusted map[uint64]int64) error {
-	if len(trusted) == 0 {
-		return nil
-	}
-	for _, de := range ents {
-		seq, durable, free, ok := parseName(de.Name())
-		size, named := trusted[seq]
-		if !ok || free || !durable || !named {
-			continue
-		}
-		fi, err := de.Info()
-		if err != nil {
-			return fmt.Errorf("pack segment %s: %w", de.Name(), err)
-		}
-		if fi.Size() < size {
-			return fmt.Errorf("pack segment %s is %d bytes; the checkpoint says %d", de.Name(), fi.Size(), size)
-		}
-	}
-	return nil
 }
 
 // Rescan scans the segments Load took on trust (FromCheckpoint), whose
