@@ -24,13 +24,15 @@ const DefaultMaxActionResultSize = 64 << 20
 
 // UploadBudget is the budget PUT bodies are taken under: reapi.Server's
 // (AcquireUpload, ReleaseUpload), so that ByteStream writes and PUTs share
-// one bound on the upload data in memory.
+// one bound on the upload data in memory. It is shared per client: the
+// request's context carries its client (access.WithClient).
 type UploadBudget interface {
 	// AcquireUpload waits until n bytes fit and takes them, or returns
 	// ctx's error; it returns how much it took.
 	AcquireUpload(ctx context.Context, n int64) (int64, error)
-	// ReleaseUpload gives back what AcquireUpload took.
-	ReleaseUpload(n int64)
+	// ReleaseUpload gives back what AcquireUpload took under the same
+	// request's context.
+	ReleaseUpload(ctx context.Context, n int64)
 }
 
 // Options configure a Handler.
@@ -137,7 +139,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if k == kindAC {
 		op += opGetAC - opGet
 	}
-	if !h.authorize(w, r, op) {
+	r, ok := h.authorize(w, r, op)
+	if !ok {
 		return
 	}
 	switch op {
@@ -155,11 +158,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authorize reports whether the caller may perform op, answering the
 // access control's denial if not (access.Denial.HTTP: 401, asking for
 // credentials, or 403). It comes before anything about the request is
-// looked up, so a refusal says nothing of what is stored.
-func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, op operation) bool {
-	_, denied := h.opts.Access.Authorize(access.HTTPCredentials(r), op.access())
+// looked up, so a refusal says nothing of what is stored. The request it
+// returns, a PUT, carries the client it counts as (access.WithClient),
+// whose share of the upload budget its body takes.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, op operation) (*http.Request, bool) {
+	id, denied := h.opts.Access.Authorize(access.HTTPCredentials(r), op.access())
 	if denied == nil {
-		return true
+		if op == opPut || op == opPutAC || op == opPutKeyed {
+			r = r.WithContext(access.WithClient(r.Context(), access.Client(id, r.RemoteAddr)))
+		}
+		return r, true
 	}
 	code, msg := denied.HTTP()
 	if code == http.StatusUnauthorized {
@@ -172,7 +180,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, op operation
 		h.stats.permissionDenied.Add(1)
 	}
 	h.answer(w, op, code, msg)
-	return false
+	return r, false
 }
 
 // answer ends a request with code and a one-line plain-text body.

@@ -71,9 +71,10 @@ type Options struct {
 	PartialUploadTTL time.Duration
 	// MaxInflightUpload bounds the bytes of ByteStream Write data the
 	// server has received, or is receiving, and not yet written to the
-	// store, over all streams; 0 means DefaultMaxInflightUpload(). With
-	// the windows of ServerOptions, upload memory is then at most this plus
-	// StreamWindow per open upload stream (docs/cas.md, "Memory for
+	// store, over all streams; 0 means DefaultMaxInflightUpload(). One
+	// client (access.Client) holds at most half of it. With the windows
+	// of ServerOptions, upload memory is then at most this plus two
+	// StreamWindows per open upload stream (docs/cas.md, "Memory for
 	// uploads").
 	MaxInflightUpload int64
 	// UploadStallTimeout ends a ByteStream Write stream, DEADLINE_EXCEEDED
@@ -240,17 +241,22 @@ type ServerStats struct {
 }
 
 // AcquireUpload waits until n bytes fit in the server's upload budget
-// (Options.MaxInflightUpload) and takes them, or returns ctx's error; more
-// than the whole budget takes the whole budget. It is for uploads of
-// another protocol served beside this one (the HTTP cache's PUT), so that
-// one budget bounds all the upload data the process holds. It returns how
-// much it took, to be given back with ReleaseUpload.
+// (Options.MaxInflightUpload), and in the share of it of the client the
+// request whose context is ctx counts as (access.ClientOf), and takes
+// them, or returns ctx's error; more than a client's share takes the
+// whole share. It is for uploads of another protocol served beside this
+// one (the HTTP cache's PUT), so that one budget bounds all the upload
+// data the process holds. It returns how much it took, to be given back
+// with ReleaseUpload under the same context.
 func (s *Server) AcquireUpload(ctx context.Context, n int64) (int64, error) {
-	return s.uploadBudget.Acquire(ctx, n)
+	return s.uploadBudget.Acquire(ctx, access.ClientOf(ctx), n)
 }
 
-// ReleaseUpload gives back n bytes taken by AcquireUpload.
-func (s *Server) ReleaseUpload(n int64) { s.uploadBudget.Release(n) }
+// ReleaseUpload gives back n bytes taken by AcquireUpload for the request
+// whose context is ctx.
+func (s *Server) ReleaseUpload(ctx context.Context, n int64) {
+	s.uploadBudget.Release(access.ClientOf(ctx), n)
+}
 
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() ServerStats {

@@ -86,7 +86,9 @@ func (p *outstandingPool) Get(n int) *[]byte {
 func (p *outstandingPool) Put(b *[]byte) { p.out.Add(-int64(len(*b))) }
 
 // budgetEnv is a server on storage, with its gRPC server made as membuf
-// serve makes it, and n client connections.
+// serve makes it, and 4 client connections, each from a loopback address
+// of its own (127.0.0.1 to 127.0.0.4): 4 clients, each with its share of
+// the upload budget.
 func budgetEnv(t *testing.T, storage cas.Storage, opts Options, pool *outstandingPool) (*Server, []bspb.ByteStreamClient) {
 	t.Helper()
 	srv, err := NewServer(storage, opts)
@@ -102,8 +104,8 @@ func budgetEnv(t *testing.T, storage cas.Storage, opts Options, pool *outstandin
 	go g.Serve(lis)
 	t.Cleanup(func() { g.Stop(); srv.Close() })
 	var clients []bspb.ByteStreamClient
-	for range 4 {
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	for i := range 4 {
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), dialFrom(net.IPv4(127, 0, 0, byte(1+i))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,6 +113,15 @@ func budgetEnv(t *testing.T, storage cas.Storage, opts Options, pool *outstandin
 		clients = append(clients, bspb.NewByteStreamClient(conn))
 	}
 	return srv, clients
+}
+
+// dialFrom makes a client connect from local address ip: loopback
+// addresses other than 127.0.0.1 are other clients to the server.
+func dialFrom(ip net.IP) grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+		return d.DialContext(ctx, "tcp", addr)
+	})
 }
 
 // uploadBlob writes data as blob d in messages of chunk bytes.
