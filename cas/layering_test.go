@@ -23,7 +23,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/vfs", mod + "/disk/files", mod + "/disk/packs", mod + "/disk/packindex", mod + "/disk/integrity", mod + "/disk/groupcommit", mod + "/disk/pace"},
 		"disk/packfile": {},
 		"disk/zstdfile": {mod, mod + "/zstdseek", mod + "/disk/vfs"},
-		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek", mod + "/internal/lograte", mod + "/reapi/asset", mod + "/reapi/chunking", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
+		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek", mod + "/reapi/asset", mod + "/reapi/chunking", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
 		// The services reapi registers from rooms of their own, and the
 		// pieces they share with it: never reapi itself.
 		"reapi/asset":              {mod, mod + "/access", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
@@ -32,8 +32,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"reapi/internal/upload":    {mod, mod + "/zstdseek"},
 		// The tests' harness of reapi's rooms: a Server on a disk store.
 		"reapi/internal/reapitest": {mod, mod + "/disk", mod + "/reapi"},
-		"httpcache":                {mod, mod + "/access", mod + "/actionresult", mod + "/internal/lograte"},
-		"internal/lograte":         {},
+		"httpcache":                {mod, mod + "/access", mod + "/actionresult"},
 		"s3tier":                   {mod, mod + "/disk"},
 		"storagetest":              {mod, mod + "/internal/testblob"},
 

@@ -14,7 +14,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
-	"github.com/membuf/membuf/cas/internal/lograte"
+	"github.com/membuf/membuf/internal/lograte"
 )
 
 // DefaultMaxActionResultSize bounds a PUT to /ac/ where Options set no

@@ -15,7 +15,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
-	"github.com/membuf/membuf/cas/internal/lograte"
+	"github.com/membuf/membuf/internal/lograte"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"

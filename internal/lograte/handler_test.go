@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/membuf/membuf/cas/internal/lograte"
+	"github.com/membuf/membuf/internal/lograte"
 )
 
 // lines returns the lines of buf, a TextHandler's output.
