@@ -168,8 +168,11 @@ func (s *Server) catchSIGHUP() {
 // --dir is created. A client that connects meanwhile waits in the backlog
 // until serving starts.
 func (s *Server) bindListeners() (err error) {
-	s.lis, err = bindListeners(s.cfg.Listen)
-	return err
+	if s.lis, err = bindListeners(s.cfg.Listen); err != nil {
+		return err
+	}
+	s.limitPerClient()
+	return nil
 }
 
 // openStore creates --dir if missing and opens the disk store in it.
