@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
+	"github.com/membuf/membuf/internal/serveprocess"
 )
 
 // failingDisk is a store whose disk fails every write with EIO (a full
@@ -36,17 +36,6 @@ func (failingDisk) Put(context.Context, cas.Digest, []byte, cas.Encoding) error 
 
 func (failingDisk) PutActionResult(context.Context, cas.Digest, []byte) error { return errIO }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // TestFailingDiskLogsAtABoundedRate: PUTs failing on a disk that fails
 // (issue 44: a line per blob) write at most a line a second of each kind.
 func TestFailingDiskLogsAtABoundedRate(t *testing.T) {
@@ -55,7 +44,7 @@ func TestFailingDiskLogsAtABoundedRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	var logs lockedBuffer
+	var logs serveprocess.LockedBuffer
 	h, err := httpcache.New(failingDisk{store}, httpcache.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -79,9 +68,7 @@ func TestFailingDiskLogsAtABoundedRate(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
-	logs.mu.Lock()
-	text := logs.b.String()
-	logs.mu.Unlock()
+	text := logs.String()
 	n := strings.Count(text, "request failed")
 	if n == 0 || n > 1+int(elapsed/time.Second) {
 		t.Fatalf("500 PUTs failing on a failing disk in %v logged %d lines; want at least one, at most one a second:\n%s", elapsed, n, text)

@@ -1,13 +1,11 @@
 package reapi
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,9 +14,8 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/internal/lograte"
+	"github.com/membuf/membuf/internal/serveprocess"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // fullDisk is a store whose disk is full: every write fails with ENOSPC.
@@ -38,24 +35,6 @@ func (fullDisk) NewWriter(context.Context, cas.Digest, cas.Encoding) (cas.BlobWr
 	return nil, errNoSpace
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestFullDiskLogsAtABoundedRate is issue 44's last attack: on a full disk
 // every blob failed with an ERROR line of its own (41,795 in ten seconds).
 // Thousands of blobs failing, through BatchUpdateBlobs and ByteStream
@@ -66,25 +45,9 @@ func TestFullDiskLogsAtABoundedRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	var logs syncBuffer
-	srv, err := NewServer(fullDisk{store}, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	g := grpc.NewServer(ServerOptions(nil)...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(lis)
-	defer g.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	var logs serveprocess.LockedBuffer
+	_, addr := serveOnLoopback(t, fullDisk{store}, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil)
+	conn := connectFrom(t, addr, net.IPv4(127, 0, 0, 1))
 	ctx := context.Background()
 
 	start := time.Now()

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/reapi/internal/upload"
@@ -91,6 +92,19 @@ func (p *outstandingPool) Put(b *[]byte) { p.out.Add(-int64(len(*b))) }
 // the upload budget.
 func budgetEnv(t *testing.T, storage cas.Storage, opts Options, pool *outstandingPool) (*Server, []bspb.ByteStreamClient) {
 	t.Helper()
+	srv, addr := serveOnLoopback(t, storage, opts, pool)
+	var clients []bspb.ByteStreamClient
+	for i := range 4 {
+		clients = append(clients, bspb.NewByteStreamClient(connectFrom(t, addr, net.IPv4(127, 0, 0, byte(1+i)))))
+	}
+	return srv, clients
+}
+
+// serveOnLoopback serves a Server made with opts over storage on a
+// loopback listener, its gRPC server made as membuf serve makes it (with
+// pool; nil: none), until t ends; it returns the server and its address.
+func serveOnLoopback(t *testing.T, storage cas.Storage, opts Options, pool membuf.BufferPool) (*Server, string) {
+	t.Helper()
 	srv, err := NewServer(storage, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -103,16 +117,20 @@ func budgetEnv(t *testing.T, storage cas.Storage, opts Options, pool *outstandin
 	}
 	go g.Serve(lis)
 	t.Cleanup(func() { g.Stop(); srv.Close() })
-	var clients []bspb.ByteStreamClient
-	for i := range 4 {
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), dialFrom(net.IPv4(127, 0, 0, byte(1+i))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		clients = append(clients, bspb.NewByteStreamClient(conn))
+	return srv, lis.Addr().String()
+}
+
+// connectFrom is a client connection to addr from local address ip,
+// closed when t ends: loopback addresses other than 127.0.0.1 are other
+// clients to the server.
+func connectFrom(t *testing.T, addr string, ip net.IP) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), dialFrom(ip))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return srv, clients
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // dialFrom makes a client connect from local address ip: loopback

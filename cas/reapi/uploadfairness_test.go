@@ -8,8 +8,6 @@ import (
 	"time"
 
 	bspb "google.golang.org/genproto/googleapis/bytestream"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/testblob"
@@ -34,27 +32,9 @@ func TestStalledUploadsOfOneClientDoNotStarveAnother(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			store := openTestStore(t, t.TempDir(), 0)
-			srv, err := NewServer(store, Options{MaxInflightUpload: 256 << 20, UploadStallTimeout: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := grpc.NewServer(ServerOptions(nil)...)
-			srv.Register(g)
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go g.Serve(lis)
-			t.Cleanup(func() { g.Stop(); srv.Close() })
-			dial := func(ip byte) bspb.ByteStreamClient {
-				conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), dialFrom(net.IPv4(127, 0, 0, ip)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { conn.Close() })
-				return bspb.NewByteStreamClient(conn)
-			}
-			attacker, victim := dial(1), dial(2)
+			srv, addr := serveOnLoopback(t, store, Options{MaxInflightUpload: 256 << 20, UploadStallTimeout: time.Minute}, nil)
+			attacker := bspb.NewByteStreamClient(connectFrom(t, addr, net.IPv4(127, 0, 0, 1)))
+			victim := bspb.NewByteStreamClient(connectFrom(t, addr, net.IPv4(127, 0, 0, 2)))
 
 			ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
 			defer cancel()
