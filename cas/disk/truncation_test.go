@@ -3,6 +3,7 @@ package disk
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +11,31 @@ import (
 	"testing"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/internal/testblob"
 )
+
+// putSmallBatched is putSmall in batches of 500 (PutBatch: a group commit
+// each, not one per blob).
+func putSmallBatched(t *testing.T, s *Store, seed, n int) ([]cas.Digest, [][]byte) {
+	t.Helper()
+	ds := make([]cas.Digest, n)
+	datas := make([][]byte, n)
+	for start := 0; start < n; start += 500 {
+		end := min(start+500, n)
+		data := make([]net.Buffers, 0, end-start)
+		for i := start; i < end; i++ {
+			datas[i] = testblob.Random(1024, uint64(seed+i))
+			ds[i] = cas.DigestOf(datas[i])
+			data = append(data, net.Buffers{datas[i]})
+		}
+		for i, err := range s.PutBatch(context.Background(), ds[start:end], data, make([]cas.Encoding, end-start)) {
+			if err != nil {
+				t.Fatalf("storing blob %d: %v", start+i, err)
+			}
+		}
+	}
+	return ds, datas
+}
 
 // truncateHalf cuts the file at path to half its size.
 func truncateHalf(t *testing.T, path string) {
@@ -118,7 +143,7 @@ func TestCheckpointOfAnotherStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putSmall(t, o, 1_000_000, len(ds))
+	putSmallBatched(t, o, 1_000_000, len(ds))
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +175,7 @@ func TestRecordTruncatedUnderTheStore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			s := openPackStore(t, dir, checkpointStoreSize)
-			ds, datas := putSmall(t, s, 0, 2500)
+			ds, datas := putSmallBatched(t, s, 0, 2500)
 			if reopen {
 				if err := s.Close(); err != nil {
 					t.Fatal(err)
