@@ -5,13 +5,19 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/membuf/membuf/internal/await"
 )
 
 // idleConnections is issue 44's count: 4,096 idle connections from one
@@ -81,4 +87,54 @@ func TestOneAddressCannotTakeEveryConnection(t *testing.T) {
 			t.Fatalf("GET of a missing blob: %s, want 404", resp.Status)
 		}
 	})
+}
+
+// TestOneIdentityCannotTakeEveryConnection: an authenticated client is
+// held to --max-connections-per-client connections whatever addresses it
+// connects from; past it its RPC is RESOURCE_EXHAUSTED naming the limit,
+// and a connection it closes makes room again. Anonymous clients and other
+// identities are not held up by it.
+func TestOneIdentityCannotTakeEveryConnection(t *testing.T) {
+	htpasswd := filepath.Join(t.TempDir(), "htpasswd")
+	writeHtpasswdFile(t, htpasswd, map[string]string{"ci": "ci-pw", "dev": "dev-pw"})
+	s := startServe(t, "--htpasswd", htpasswd, "--anonymous-reads", "--max-connections-per-client", "2")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connect := func(ip byte) *grpc.ClientConn {
+		dialer := fromAddress(net.IPv4(127, 0, 0, ip))
+		conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer(ctx, "tcp", addr) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	call := func(conn *grpc.ClientConn, user string) error {
+		c := ctx
+		if user != "" {
+			c = basicAuth(ctx, user, user+"-pw")
+		}
+		_, err := repb.NewCapabilitiesClient(conn).GetCapabilities(c, &repb.GetCapabilitiesRequest{})
+		return err
+	}
+	first, second := connect(2), connect(3)
+	for i, conn := range []*grpc.ClientConn{first, second} {
+		if err := call(conn, "ci"); err != nil {
+			t.Fatalf("ci's connection %d of 2: %v", i+1, err)
+		}
+	}
+	third := connect(4)
+	if err := call(third, "ci"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-connections-per-client") {
+		t.Fatalf("ci's third connection, from a third address: %v; want RESOURCE_EXHAUSTED naming --max-connections-per-client", err)
+	}
+	await.True(t, "the refused connection to be closed by the server", func() bool { return third.GetState() != connectivity.Ready })
+	if err := call(connect(4), "dev"); err != nil {
+		t.Fatalf("another identity from the same address: %v", err)
+	}
+	if err := call(connect(5), ""); err != nil {
+		t.Fatalf("an anonymous client: %v", err)
+	}
+	first.Close()
+	await.True(t, "a connection of ci's to be served again after one closed", func() bool { return call(connect(6), "ci") == nil })
 }

@@ -26,8 +26,9 @@ type connPerClient struct {
 	max int
 	log *slog.Logger
 
-	mu   sync.Mutex
-	open map[string]int // connections open per client address
+	mu    sync.Mutex
+	open  map[string]int      // connections open per client address
+	conns map[string]net.Conn // the open ones by remote address, for closeFrom
 }
 
 // limitConnectionsPerClient returns l serving at most n connections at
@@ -37,7 +38,7 @@ func limitConnectionsPerClient(l net.Listener, n int, log *slog.Logger) net.List
 	if n < 1 {
 		return l
 	}
-	return &connPerClient{Listener: l, max: n, log: log, open: make(map[string]int)}
+	return &connPerClient{Listener: l, max: n, log: log, open: make(map[string]int), conns: make(map[string]net.Conn)}
 }
 
 // Accept returns the next connection whose address has fewer than max
@@ -62,27 +63,47 @@ func (l *connPerClient) Accept() (net.Conn, error) {
 			continue
 		}
 		l.open[client] = n + 1
-		l.mu.Unlock()
-		release := sync.OnceFunc(func() { l.closed(client) })
+		remote := tcp.String()
+		release := sync.OnceFunc(func() { l.closed(client, remote) })
 		// One wrapper, whatever is under it, so that every method of
 		// *net.TCPConn (ReadFrom: sendfile) stays the connection's.
+		var served net.Conn
 		switch v := c.(type) {
 		case *tcpConnInSlot: // it holds a slot of --max-connections too
 			slot := v.release
-			return &tcpConnInSlot{TCPConn: v.TCPConn, release: func() { slot(); release() }}, nil
+			served = &tcpConnInSlot{TCPConn: v.TCPConn, release: func() { slot(); release() }}
 		case *net.TCPConn:
-			return &tcpConnInSlot{TCPConn: v, release: release}, nil
+			served = &tcpConnInSlot{TCPConn: v, release: release}
+		default:
+			served = &connInSlot{Conn: c, release: release}
 		}
-		return &connInSlot{Conn: c, release: release}, nil
+		l.conns[remote] = served
+		l.mu.Unlock()
+		return served, nil
 	}
 }
 
-// closed counts a connection of client closed.
-func (l *connPerClient) closed(client string) {
+// closed counts a connection of client, from remote, closed.
+func (l *connPerClient) closed(client, remote string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.conns, remote)
 	if l.open[client]--; l.open[client] <= 0 {
 		delete(l.open, client)
+	}
+}
+
+// closeFrom closes the open connection from remote, if there is one (a
+// client past its limit by identity: identityConns).
+func (l *connPerClient) closeFrom(remote net.Addr) {
+	if remote == nil {
+		return
+	}
+	l.mu.Lock()
+	c := l.conns[remote.String()]
+	l.mu.Unlock()
+	if c != nil {
+		c.Close()
 	}
 }
 
@@ -100,4 +121,9 @@ func (s *Server) limitPerClient() {
 	if s.lis.cache != nil {
 		s.lis.cache = limitConnectionsPerClient(s.lis.cache, n, log)
 	}
+	closeFrom := func(net.Addr) {}
+	if pc, ok := s.lis.grpc.(*connPerClient); ok {
+		closeFrom = pc.closeFrom
+	}
+	s.identityConns = newIdentityConns(s.cfg.Access, n, closeFrom, log)
 }
