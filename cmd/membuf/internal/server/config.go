@@ -25,16 +25,18 @@ type Config struct {
 
 // ListenConfig is where the server listens, and how.
 type ListenConfig struct {
-	GRPC           string // --listen
-	HTTP           string // --http: /metrics, /healthz, /status, /debug/pprof/; "": off
-	HTTPCache      string // --http-cache: the HTTP/1.1 cache protocol; "": off
-	HTTPCacheRawAC bool   // --http-ac-raw: the HTTP cache's /ac/ entries are opaque bytes (ccache's)
-	MaxConnections int    // --max-connections: each of gRPC's and the HTTP cache's listeners
-	// MaxConnectionsPerClient is --max-connections-per-client: of those,
-	// the most one client address holds at once; 0: three quarters of
+	GRPC           string       // --listen
+	HTTP           string       // --http: /metrics, /healthz, /status, /debug/pprof/; "": off
+	HTTPCache      string       // --http-cache: the HTTP/1.1 cache protocol; "": off
+	HTTPCacheRawAC bool         // --http-ac-raw: the HTTP cache's /ac/ entries are opaque bytes (ccache's)
+	MaxConnections int          // --max-connections: each of gRPC's and the HTTP cache's listeners
+	TLS            *TLSMaterial // --tls-cert, --tls-key, --tls-client-ca, loaded; nil: plaintext
+
+	// MaxConnectionsPerClient is --max-connections-per-client: of
+	// MaxConnections, the most one client address (and, on gRPC, one
+	// authenticated identity) holds at once; 0: three quarters of
 	// MaxConnections.
 	MaxConnectionsPerClient int
-	TLS                     *TLSMaterial // --tls-cert, --tls-key, --tls-client-ca, loaded; nil: plaintext
 }
 
 // StoreConfig is the disk store's.

@@ -55,18 +55,19 @@ type Server struct {
 	tier           *s3tier.Store // nil: no --s3
 	storage        cas.Storage   // what the services serve: tier, or store
 
-	cas      *reapi.Server
-	requests *metrics.GRPCRequests
-	certs    *certReloader // nil: plaintext
+	cas         *reapi.Server
+	requests    *metrics.GRPCRequests
+	certs       *certReloader // nil: plaintext
+	grpc        *grpc.Server
+	health      *healthService
+	cache       *httpcache.Handler // nil: no --http-cache
+	cacheServer *http.Server
+	httpServer  *http.Server // nil: no --http
+	errc        chan error   // a listener's failure, or Ready's
+
 	// identityConns holds an authenticated client to its share of gRPC's
 	// connections (connidentity.go), as the listeners hold an address.
 	identityConns *identityConns
-	grpc          *grpc.Server
-	health        *healthService
-	cache         *httpcache.Handler // nil: no --http-cache
-	cacheServer   *http.Server
-	httpServer    *http.Server // nil: no --http
-	errc          chan error   // a listener's failure, or Ready's
 }
 
 // New returns a server for cfg with its buffer pool and zstd budget, and
@@ -313,7 +314,7 @@ func (s *Server) newGRPCServer() {
 	opts := append(reapi.ServerOptions(s.pool), grpc.MaxRecvMsgSize(s.msgSize), grpc.MaxSendMsgSize(s.msgSize))
 	opts = append(opts, s.requests.ServerOptions()...)
 	opts = append(opts, grpcLimits()...)
-	opts = append(opts, s.identityConns.serverOptions()...) // connperclient.go
+	opts = append(opts, s.identityConns.serverOptions()...) // connidentity.go
 	// A goroutine per RPC starts with a small stack, which every read
 	// grows again (runtime.newstack under processRPC: 3.5% of a server
 	// reading 64 KiB blobs); stream workers keep theirs. Past them, busy,
