@@ -2,15 +2,12 @@ package server
 
 import (
 	"context"
-	"log/slog"
-	"net"
-	"sync"
 	"time"
 
 	"github.com/membuf/membuf/cas/access"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -22,48 +19,29 @@ import (
 // has that RPC, and any after it, refused (RESOURCE_EXHAUSTED, naming the
 // limit) and is closed a moment later (refusedConnGrace: closed at once,
 // the status would not reach the client), giving its slot of
-// --max-connections back. Anonymous connections are held by
-// connPerClient alone.
+// --max-connections back. Anonymous connections are held by their address
+// alone.
 //
-// It is a stats.Handler, to learn when a connection starts and ends (the
-// context of its RPCs descends from the one TagConn returns), and a pair of
-// interceptors, to see the RPCs' credentials.
+// The counts are connPerClient's, which sees every connection open and
+// close; the interceptors find an RPC's connection by its peer's address.
+// (A stats.Handler would say when a connection ends too, but makes
+// grpc-go build stats for every message: not on the data path.)
 type identityConns struct {
-	access *access.Control
-	max    int
-	close  func(remote net.Addr) // closes the accepted connection from remote
-	log    *slog.Logger
-
-	mu     sync.Mutex
-	byName map[string]int // connections counted per identity
-}
-
-// connIdentity is one connection's: the identity it counts for, once an
-// RPC has shown one.
-type connIdentity struct {
-	remote  net.Addr
-	mu      sync.Mutex
-	name    string // "": none yet (anonymous so far)
-	refused error  // not nil: its identity was past the limit; every RPC's answer
+	access *access.Control // nil: no identities
+	lis    *connPerClient
 }
 
 // refusedConnGrace is how long a connection refused for its identity stays
 // open: for its RPC's status to reach the client.
 const refusedConnGrace = time.Second
 
-type connIdentityKey struct{}
-
-// newIdentityConns returns the limit of n connections per identity of
-// control (nil: no identities, no limit), closing refused connections with
-// close.
-func newIdentityConns(control *access.Control, n int, close func(net.Addr), log *slog.Logger) *identityConns {
-	return &identityConns{access: control, max: n, close: close, log: log, byName: make(map[string]int)}
-}
-
-// serverOptions are the gRPC server's options that install the limit.
+// serverOptions are the gRPC server's options that install the limit:
+// none where no one can authenticate.
 func (l *identityConns) serverOptions() []grpc.ServerOption {
+	if l == nil || l.access == nil {
+		return nil
+	}
 	return []grpc.ServerOption{
-		grpc.StatsHandler(l),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			if err := l.admit(ctx); err != nil {
 				return nil, err
@@ -83,64 +61,41 @@ func (l *identityConns) serverOptions() []grpc.ServerOption {
 // identity the RPC carries, if it counts for none yet, or refuses the RPC
 // and closes the connection if that identity holds its limit already.
 func (l *identityConns) admit(ctx context.Context) error {
-	c, _ := ctx.Value(connIdentityKey{}).(*connIdentity)
-	if c == nil || l.access == nil {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.name != "" || c.refused != nil {
-		return c.refused
+	remote := p.Addr.String()
+	cl := l.lis
+	cl.mu.Lock()
+	sc := cl.conns[remote]
+	if sc == nil || sc.identity != "" || sc.refused != nil {
+		cl.mu.Unlock()
+		if sc == nil {
+			return nil // not a TCP connection: no address, no count
+		}
+		return sc.refused
 	}
-	// Who, not what: the service checks what the RPC may do.
+	cl.mu.Unlock()
+	// Who, not what: the service checks what the RPC may do. Outside the
+	// lock: a password's first check takes a bcrypt.
 	id, _ := l.access.AuthorizeAny(access.GRPCCredentials(ctx))
 	if !id.Authenticated() {
 		return nil
 	}
-	l.mu.Lock()
-	n := l.byName[id.Name]
-	if n >= l.max {
-		l.mu.Unlock()
-		l.log.Warn("connection refused: its identity has as many open as --max-connections-per-client allows", "identity", id.Name, "open", n, "peer", c.remote)
-		remote := c.remote
-		time.AfterFunc(refusedConnGrace, func() { l.close(remote) })
-		c.refused = status.Errorf(codes.ResourceExhausted, "%s has %d connections open, the most one client may (--max-connections-per-client): use fewer", id, n)
-		return c.refused
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if sc.identity != "" || sc.refused != nil || cl.conns[remote] != sc {
+		return sc.refused // another RPC on it got here first, or it closed
 	}
-	l.byName[id.Name] = n + 1
-	l.mu.Unlock()
-	c.name = id.Name
+	if n := cl.byIdentity[id.Name]; n >= cl.max {
+		cl.log.Warn("connection refused: its identity has as many open as --max-connections-per-client allows", "identity", id.Name, "open", n, "peer", remote)
+		sc.refused = status.Errorf(codes.ResourceExhausted, "%s has %d connections open, the most one client may (--max-connections-per-client): use fewer", id, n)
+		conn := sc.Conn
+		time.AfterFunc(refusedConnGrace, func() { conn.Close() })
+		return sc.refused
+	}
+	cl.byIdentity[id.Name]++
+	sc.identity = id.Name
 	return nil
 }
-
-// TagConn gives a connection's context its connIdentity.
-func (l *identityConns) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, connIdentityKey{}, &connIdentity{remote: info.RemoteAddr})
-}
-
-// HandleConn counts a connection's end for the identity it counted for.
-func (l *identityConns) HandleConn(ctx context.Context, s stats.ConnStats) {
-	if _, ended := s.(*stats.ConnEnd); !ended {
-		return
-	}
-	c, _ := ctx.Value(connIdentityKey{}).(*connIdentity)
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	name := c.name
-	c.name = "" // counted once
-	c.mu.Unlock()
-	if name == "" {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.byName[name]--; l.byName[name] <= 0 {
-		delete(l.byName, name)
-	}
-}
-
-// TagRPC and HandleRPC: nothing per RPC.
-func (l *identityConns) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (l *identityConns) HandleRPC(context.Context, stats.RPCStats)                       {}

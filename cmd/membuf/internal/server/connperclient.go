@@ -26,9 +26,18 @@ type connPerClient struct {
 	max int
 	log *slog.Logger
 
-	mu    sync.Mutex
-	open  map[string]int      // connections open per client address
-	conns map[string]net.Conn // the open ones by remote address, for closeFrom
+	mu         sync.Mutex
+	open       map[string]int         // connections open per client address
+	conns      map[string]*servedConn // the open ones by remote address (connidentity.go)
+	byIdentity map[string]int         // connections counted per authenticated identity
+}
+
+// servedConn is an open connection as connPerClient served it, and the
+// identity it counts for once an RPC showed one (connidentity.go).
+type servedConn struct {
+	net.Conn
+	identity string // "": none yet
+	refused  error  // not nil: its identity was past the limit, the answer to every RPC on it
 }
 
 // limitConnectionsPerClient returns l serving at most n connections at
@@ -38,7 +47,7 @@ func limitConnectionsPerClient(l net.Listener, n int, log *slog.Logger) net.List
 	if n < 1 {
 		return l
 	}
-	return &connPerClient{Listener: l, max: n, log: log, open: make(map[string]int), conns: make(map[string]net.Conn)}
+	return &connPerClient{Listener: l, max: n, log: log, open: make(map[string]int), conns: make(map[string]*servedConn), byIdentity: make(map[string]int)}
 }
 
 // Accept returns the next connection whose address has fewer than max
@@ -77,33 +86,25 @@ func (l *connPerClient) Accept() (net.Conn, error) {
 		default:
 			served = &connInSlot{Conn: c, release: release}
 		}
-		l.conns[remote] = served
+		l.conns[remote] = &servedConn{Conn: served}
 		l.mu.Unlock()
 		return served, nil
 	}
 }
 
-// closed counts a connection of client, from remote, closed.
+// closed counts a connection of client, from remote, closed, for its
+// address and for the identity it counted for.
 func (l *connPerClient) closed(client, remote string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if sc := l.conns[remote]; sc != nil && sc.identity != "" {
+		if l.byIdentity[sc.identity]--; l.byIdentity[sc.identity] <= 0 {
+			delete(l.byIdentity, sc.identity)
+		}
+	}
 	delete(l.conns, remote)
 	if l.open[client]--; l.open[client] <= 0 {
 		delete(l.open, client)
-	}
-}
-
-// closeFrom closes the open connection from remote, if there is one (a
-// client past its limit by identity: identityConns).
-func (l *connPerClient) closeFrom(remote net.Addr) {
-	if remote == nil {
-		return
-	}
-	l.mu.Lock()
-	c := l.conns[remote.String()]
-	l.mu.Unlock()
-	if c != nil {
-		c.Close()
 	}
 }
 
@@ -121,9 +122,7 @@ func (s *Server) limitPerClient() {
 	if s.lis.cache != nil {
 		s.lis.cache = limitConnectionsPerClient(s.lis.cache, n, log)
 	}
-	closeFrom := func(net.Addr) {}
 	if pc, ok := s.lis.grpc.(*connPerClient); ok {
-		closeFrom = pc.closeFrom
+		s.identityConns = &identityConns{access: s.cfg.Access, lis: pc}
 	}
-	s.identityConns = newIdentityConns(s.cfg.Access, n, closeFrom, log)
 }
