@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -97,7 +98,7 @@ func TestOneAddressCannotTakeEveryConnection(t *testing.T) {
 func TestOneIdentityCannotTakeEveryConnection(t *testing.T) {
 	htpasswd := filepath.Join(t.TempDir(), "htpasswd")
 	writeHtpasswdFile(t, htpasswd, map[string]string{"ci": "ci-pw", "dev": "dev-pw"})
-	s := startServe(t, "--htpasswd", htpasswd, "--anonymous-reads", "--max-connections-per-client", "2")
+	s := startServe(t, "--htpasswd", htpasswd, "--anonymous-reads", "--max-connections-per-client", "2", "--http-cache", "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	connect := func(ip byte) *grpc.ClientConn {
@@ -137,4 +138,37 @@ func TestOneIdentityCannotTakeEveryConnection(t *testing.T) {
 	}
 	first.Close()
 	await.True(t, "a connection of ci's to be served again after one closed", func() bool { return call(connect(6), "ci") == nil })
+
+	// The HTTP cache's connections likewise, each client a keep-alive
+	// connection from an address of its own.
+	get := func(ip byte, user string) (int, string) {
+		t.Helper()
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: fromAddress(net.IPv4(127, 0, 0, ip))}}
+		t.Cleanup(client.CloseIdleConnections)
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/cas/%s", s.httpCacheAddr, strings.Repeat("0", 64)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if user != "" {
+			req.SetBasicAuth(user, user+"-pw")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for ip := byte(7); ip < 9; ip++ {
+		if code, body := get(ip, "ci"); code != http.StatusNotFound {
+			t.Fatalf("ci's HTTP connection from 127.0.0.%d: %d %s; want 404", ip, code, body)
+		}
+	}
+	if code, body := get(9, "ci"); code != http.StatusTooManyRequests || !strings.Contains(body, "--max-connections-per-client") {
+		t.Fatalf("ci's third HTTP connection: %d %s; want 429 naming --max-connections-per-client", code, body)
+	}
+	if code, body := get(9, "dev"); code != http.StatusNotFound {
+		t.Fatalf("another identity's HTTP connection: %d %s; want 404", code, body)
+	}
 }

@@ -133,7 +133,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(sizeFlag{&cfg.Store.ScrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	cfg.access.register(fs)
 	fs.IntVar(&cfg.Listen.MaxConnections, "max-connections", cfg.Listen.MaxConnections, "most gRPC connections served at once; more wait in the listen backlog")
-	fs.IntVar(&cfg.Listen.MaxConnectionsPerClient, "max-connections-per-client", 0, "most of those one client address holds at once (and, on gRPC, one authenticated identity);\nmore are closed, so that one client cannot lock the others out (0: three quarters of --max-connections)")
+	fs.IntVar(&cfg.Listen.MaxConnectionsPerClient, "max-connections-per-client", 0, "most of those one client address holds at once (and one authenticated identity);\nmore are closed, so that one client cannot lock the others out (0: three quarters of --max-connections)")
 	fs.IntVar(&cfg.Limits.MaxOpenUploads, "max-open-uploads", cfg.Limits.MaxOpenUploads, "most ByteStream uploads streaming at once (one descriptor each); more are RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.Limits.MaxKeptUploads, "max-kept-uploads", cfg.Limits.MaxKeptUploads, "most interrupted uploads kept for resumption; past it the least recently active is discarded")
 	fs.BoolVar(&cfg.Observe.Reflection, "reflection", false, "serve gRPC server reflection (grpc.reflection.v1), for grpcurl and the like")

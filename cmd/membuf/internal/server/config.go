@@ -33,7 +33,7 @@ type ListenConfig struct {
 	TLS            *TLSMaterial // --tls-cert, --tls-key, --tls-client-ca, loaded; nil: plaintext
 
 	// MaxConnectionsPerClient is --max-connections-per-client: of
-	// MaxConnections, the most one client address (and, on gRPC, one
+	// MaxConnections, the most one client address (and one
 	// authenticated identity) holds at once; 0: three quarters of
 	// MaxConnections.
 	MaxConnectionsPerClient int

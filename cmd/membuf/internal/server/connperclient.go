@@ -118,11 +118,11 @@ func (s *Server) limitPerClient() {
 		n = s.cfg.Listen.MaxConnections - s.cfg.Listen.MaxConnections/4
 	}
 	log := slog.New(lograte.New(s.log.Handler(), slog.LevelWarn))
+	s.identityConns = &identityConns{access: s.cfg.Access}
 	s.lis.grpc = limitConnectionsPerClient(s.lis.grpc, n, log)
+	s.identityConns.grpc, _ = s.lis.grpc.(*connPerClient)
 	if s.lis.cache != nil {
 		s.lis.cache = limitConnectionsPerClient(s.lis.cache, n, log)
-	}
-	if pc, ok := s.lis.grpc.(*connPerClient); ok {
-		s.identityConns = &identityConns{access: s.cfg.Access, lis: pc}
+		s.identityConns.cache, _ = s.lis.cache.(*connPerClient)
 	}
 }

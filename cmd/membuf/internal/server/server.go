@@ -65,7 +65,7 @@ type Server struct {
 	httpServer  *http.Server // nil: no --http
 	errc        chan error   // a listener's failure, or Ready's
 
-	// identityConns holds an authenticated client to its share of gRPC's
+	// identityConns holds an authenticated client to its share of
 	// connections (connidentity.go), as the listeners hold an address.
 	identityConns *identityConns
 }
@@ -352,7 +352,7 @@ func (s *Server) newHTTPCacheServer() error {
 	if s.certs != nil {
 		s.lis.cache = tls.NewListener(s.lis.cache, s.certs.cacheConfig())
 	}
-	s.cacheServer = s.newHTTP(s.cache)
+	s.cacheServer = s.newHTTP(s.identityConns.handler(s.cache)) // connidentity.go
 	return nil
 }
 
