@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // An index checkpoint is the table of packed entries (package packindex,
@@ -23,7 +25,10 @@ import (
 // its records with it; a record copied forward or replaced since is
 // replaced again by the scan of the newer segment that holds the copy. A
 // file that does not check out is ignored whole: the start scans every
-// segment.
+// segment. Nor does one whose records are not in the segment files as it
+// says (checkRecordInFile): a record past the end of its file (cut short
+// since), or a segment whose first record read is not the one named (the
+// checkpoint of another store, or of an earlier life of these files).
 const checkpointName = "index.ckpt"
 
 // checkpointEvery is how many packed records are indexed between
@@ -88,6 +93,9 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 		files[packindex.Key{Hash: h, AC: k.kind == kindAC}] = e
 	}
 	var recs []packindex.Record
+	// The size of each segment's file, once one of its records was found
+	// there as the checkpoint says (checkRecordInFile).
+	fileSizes := make(map[*packs.Segment]int64)
 	for range packindex.Shards {
 		var i int
 		var err error
@@ -99,6 +107,17 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 			seg := s.segments.LiveLocked(r.Seq)
 			if seg == nil || !seg.FromCheckpoint {
 				continue // its segment is gone since
+			}
+			fileSize, checked := fileSizes[seg]
+			if !checked {
+				var err error
+				if fileSize, err = s.checkRecordInFile(seg, &r); err != nil {
+					return err
+				}
+				fileSizes[seg] = fileSize
+			}
+			if end := int64(r.Off) + int64(r.Size); end > fileSize {
+				return fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
 			}
 			if e, ok := files[packindex.Key{Hash: r.Hash, AC: r.AC}]; ok {
 				s.removeLocked(e)
@@ -115,6 +134,35 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 		}
 	}
 	return nil
+}
+
+// checkRecordInFile reads the header of checkpoint record r from its
+// segment's file and returns the file's size, or an error unless the
+// header names the same record: one read per segment, which a checkpoint
+// of another store, or of an earlier life of these files, fails (its
+// records are elsewhere, or of other blobs), so that the start scans
+// instead of indexing records that are not there. With the size, every
+// record the checkpoint names in the segment is checked to lie within the
+// file: one cut short since (issue 44) is scanned instead.
+func (s *Store) checkRecordInFile(seg *packs.Segment, r *packindex.Record) (int64, error) {
+	size, err := seg.FileSize()
+	if err != nil {
+		return 0, fmt.Errorf("index checkpoint: pack segment %d: %w", seg.Seq, err)
+	}
+	var b [packfile.HeaderLen]byte
+	off := int64(r.Off) - packfile.HeaderLen
+	if _, err := seg.ReadAt(b[:], off); err != nil {
+		return 0, fmt.Errorf("index checkpoint: the record at %d of pack segment %d: %w", off, seg.Seq, err)
+	}
+	h, ok := packfile.DecodeHeader(b[:], s.packMax)
+	want := kindCAS
+	if r.AC {
+		want = kindAC
+	}
+	if !ok || h.State != packfile.Committed || h.Seq != seg.Seq || h.Hash != r.Hash || h.Size != int64(r.Size) || h.DataCRC != r.CRC || entryKind(h.Kind) != want {
+		return 0, fmt.Errorf("index checkpoint: pack segment %d holds no such record at %d as the checkpoint names", seg.Seq, off)
+	}
+	return size, nil
 }
 
 // finishedSegmentsLocked returns the segments a checkpoint taken now

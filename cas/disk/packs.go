@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"time"
@@ -209,9 +210,16 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 	bp := integrity.Buffers.Get()
 	defer integrity.Buffers.Put(bp)
 	buf := (*bp)[:opened.size]
-	if err := s.readRecord(opened, buf); errors.Is(err, errReplaced) {
+	err := s.readRecord(opened, buf)
+	switch {
+	case errors.Is(err, errReplaced):
 		return err
-	} else if err != nil {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		// Past the end of its file (truncated): lost as surely as one
+		// that does not match, and retired the same way, so that it
+		// reads missing and can be uploaded again.
+		return s.readFailed(opened, "record lies past the end of its segment's file")
+	case err != nil:
 		return fmt.Errorf("disk: re-hashing a packed blob: %w", err)
 	}
 	if pace != nil {
@@ -252,6 +260,12 @@ func (s *Store) retireRecord(e entry) {
 	// Held: the file stays this segment's while the header is written; a
 	// segment evicted already took the record with it.
 	_, err := s.segments.Hold(e.seg, func() error {
+		// A header past the end of the file (truncated) has nothing to
+		// rewrite; writing it would grow the file with a hole.
+		var hb [packfile.HeaderLen]byte
+		if _, err := e.seg.ReadAt(hb[:], e.off-packfile.HeaderLen); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil
+		}
 		if err := e.seg.WriteHeader(uint8(e.key.kind), e.key.hash, packfile.Reserved, e.size, 0, e.off); err != nil {
 			return err
 		}

@@ -57,7 +57,7 @@ func (h *Handler) receiveWhole(w http.ResponseWriter, r *http.Request, n int64) 
 		if err != nil {
 			return nil, release, err
 		}
-		release = func() { b.ReleaseUpload(took) }
+		release = func() { b.ReleaseUpload(r.Context(), took) }
 	}
 	data = make([]byte, n)
 	rc := http.NewResponseController(w)

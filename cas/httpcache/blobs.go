@@ -189,7 +189,7 @@ func (h *Handler) receive(r *http.Request, rc *http.ResponseController, bw cas.B
 		if err != nil {
 			return 0, err
 		}
-		defer b.ReleaseUpload(took)
+		defer b.ReleaseUpload(r.Context(), took)
 	}
 	buf := membuf.AllocUncleared(h.opts.Pool, int(n)) // filled whole before it is read
 	defer buf.Free()

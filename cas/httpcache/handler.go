@@ -15,6 +15,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/actionresult"
+	"github.com/membuf/membuf/internal/lograte"
 )
 
 // DefaultMaxActionResultSize bounds a PUT to /ac/ where Options set no
@@ -24,13 +25,15 @@ const DefaultMaxActionResultSize = 64 << 20
 
 // UploadBudget is the budget PUT bodies are taken under: reapi.Server's
 // (AcquireUpload, ReleaseUpload), so that ByteStream writes and PUTs share
-// one bound on the upload data in memory.
+// one bound on the upload data in memory. It is shared per client: the
+// request's context carries its client (access.WithClient).
 type UploadBudget interface {
 	// AcquireUpload waits until n bytes fit and takes them, or returns
 	// ctx's error; it returns how much it took.
 	AcquireUpload(ctx context.Context, n int64) (int64, error)
-	// ReleaseUpload gives back what AcquireUpload took.
-	ReleaseUpload(n int64)
+	// ReleaseUpload gives back what AcquireUpload took under the same
+	// request's context.
+	ReleaseUpload(ctx context.Context, n int64)
 }
 
 // Options configure a Handler.
@@ -108,6 +111,9 @@ func New(store cas.Storage, opts Options) (*Handler, error) {
 	if opts.ActionResults == nil {
 		opts.ActionResults = actionresult.NewLoader(store, actionresult.LoaderOptions{})
 	}
+	// A full disk fails every PUT alike: a warning or error of one kind
+	// is written at most once a second, with a count of those dropped.
+	opts.Logger = slog.New(lograte.New(opts.Logger.Handler(), slog.LevelWarn))
 	return &Handler{store: store, opts: opts, log: opts.Logger, started: time.Now()}, nil
 }
 
@@ -146,7 +152,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		op += opGetAC - opGet
 	}
 	instance := pathInstance(r.URL.Path)
-	if k == kindAC && !h.authorizeInstance(w, r, op, instance) || k != kindAC && !h.authorize(w, r, op) {
+	var ok bool
+	if k == kindAC {
+		r, ok = h.authorizeInstance(w, r, op, instance)
+	} else {
+		r, ok = h.authorize(w, r, op)
+	}
+	if !ok {
 		return
 	}
 	switch op {
@@ -164,24 +176,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authorize reports whether the caller may perform op, answering the
 // access control's denial if not (access.Denial.HTTP: 401, asking for
 // credentials, or 403). It comes before anything about the request is
-// looked up, so a refusal says nothing of what is stored.
-func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, op operation) bool {
-	_, denied := h.opts.Access.Authorize(access.HTTPCredentials(r), op.access())
-	return h.refuse(w, r, op, denied)
+// looked up, so a refusal says nothing of what is stored. The request it
+// returns, a PUT, carries the client it counts as (access.WithClient),
+// whose share of the upload budget its body takes.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, op operation) (*http.Request, bool) {
+	id, denied := h.opts.Access.Authorize(access.HTTPCredentials(r), op.access())
+	return h.admit(w, r, op, id, denied)
 }
 
 // authorizeInstance is authorize for op on instance's action cache: the
 // access file's rule for it, if it names one (access.Control.Instances).
-func (h *Handler) authorizeInstance(w http.ResponseWriter, r *http.Request, op operation, instance string) bool {
-	_, denied := h.opts.Access.AuthorizeInstance(access.HTTPCredentials(r), instance, op.access())
-	return h.refuse(w, r, op, denied)
+func (h *Handler) authorizeInstance(w http.ResponseWriter, r *http.Request, op operation, instance string) (*http.Request, bool) {
+	id, denied := h.opts.Access.AuthorizeInstance(access.HTTPCredentials(r), instance, op.access())
+	return h.admit(w, r, op, id, denied)
 }
 
-// refuse answers denied, if not nil, and reports whether the request may
-// go on (denied is nil).
-func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, op operation, denied *access.Denial) bool {
+// admit answers denied, if not nil, and reports whether the request may
+// go on (denied is nil), returning it with its client for a PUT.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, op operation, id access.Identity, denied *access.Denial) (*http.Request, bool) {
 	if denied == nil {
-		return true
+		if op == opPut || op == opPutAC || op == opPutKeyed {
+			r = r.WithContext(access.WithClient(r.Context(), access.Client(id, r.RemoteAddr)))
+		}
+		return r, true
 	}
 	code, msg := denied.HTTP()
 	if code == http.StatusUnauthorized {
@@ -194,7 +211,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, op operation, d
 		h.stats.permissionDenied.Add(1)
 	}
 	h.answer(w, op, code, msg)
-	return false
+	return r, false
 }
 
 // answer ends a request with code and a one-line plain-text body.

@@ -347,7 +347,7 @@ func (b *budget) AcquireUpload(_ context.Context, n int64) (int64, error) {
 	return n, nil
 }
 
-func (b *budget) ReleaseUpload(n int64) {
+func (b *budget) ReleaseUpload(_ context.Context, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held -= n

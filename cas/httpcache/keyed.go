@@ -44,7 +44,8 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 		h.answer(w, opOther, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not served here: %s", r.Method, keyedMethods))
 		return
 	}
-	if !h.authorize(w, r, op) {
+	r, ok := h.authorize(w, r, op)
+	if !ok {
 		return
 	}
 	switch op {

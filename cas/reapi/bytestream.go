@@ -103,12 +103,14 @@ func (b *byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_R
 // Write receives a blob. See docs/cas.md for how offsets, finish_write,
 // existing blobs and resumption are handled.
 func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
-	if _, err := b.s.authorize(stream.Context(), access.WriteCAS); err != nil {
+	id, err := b.s.authorize(stream.Context(), access.WriteCAS)
+	if err != nil {
 		return err
 	}
-	// The receiver takes the stream's requests under the upload budget and
-	// the stall timer, through grpcmem's codec where the server has it.
-	in := b.s.receivers.New(stream, zeroCopy(stream))
+	// The receiver takes the stream's requests under the upload budget (its
+	// client's share) and the stall timer, through grpcmem's codec where
+	// the server has it.
+	in := b.s.receivers.New(stream, zeroCopy(stream), access.Client(id, peerAddr(stream.Context())))
 	defer in.Release()
 	req, rn, err := b.firstWriteRequest(in)
 	if err != nil {

@@ -123,19 +123,27 @@ func (c *casService) batchUpdate(ctx context.Context, function repb.DigestFuncti
 	}
 	// A compressed blob counts by the size it declares: what it takes once
 	// decompressed, and what clients (the REAPI SDK) size batches by.
-	var total int64
+	var total, framing int64
 	for i := range blobs {
 		if blobs[i].compressor == repb.Compressor_ZSTD {
 			total += max(blobs[i].digest.GetSizeBytes(), 0)
 		} else {
 			total += blobs[i].size()
 		}
+		framing += updateAnswerFraming(blobs[i].digest)
 	}
 	if max := c.s.opts.MaxBatchBytes; total > max {
 		return nil, status.Errorf(codes.InvalidArgument, "batch carries %d bytes of blobs (compressed ones counted uncompressed), over max_batch_total_size_bytes %d; split it or use ByteStream Write", total, max)
 	}
+	if max := c.s.opts.MaxBatchBytes; framing > max {
+		return nil, status.Errorf(codes.InvalidArgument, "batch of %d blobs would be answered in %d bytes, over max_batch_total_size_bytes %d; split it", len(blobs), framing, max)
+	}
 	resp := &repb.BatchUpdateBlobsResponse{Responses: make([]*repb.BatchUpdateBlobsResponse_Response, len(blobs))}
 	c.updateBatch(ctx, blobs, resp.Responses)
+	budget := messageBudget(BatchMessageBudget)
+	for _, r := range resp.Responses {
+		r.Status = budget.trim(r.Status)
+	}
 	return resp, nil
 }
 
@@ -243,8 +251,8 @@ func (c *casService) updateStatus(d cas.Digest, err error) *statuspb.Status {
 }
 
 // BatchReadBlobs returns each blob with its own status. A request whose
-// digests add up to more than max_batch_total_size_bytes is
-// INVALID_ARGUMENT as a whole. Blobs come back uncompressed (identity is
+// digests add up to more than max_batch_total_size_bytes, each with its
+// answer's framing (batchframing.go), is INVALID_ARGUMENT as a whole. Blobs come back uncompressed (identity is
 // always acceptable).
 func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobsRequest) (*repb.BatchReadBlobsResponse, error) {
 	zstdOK, err := c.checkBatchRead(ctx, req)
@@ -281,6 +289,10 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 		r.Data = data
 		r.Status = okStatus()
 	}
+	budget := messageBudget(BatchMessageBudget)
+	for _, r := range resp.Responses {
+		r.Status = budget.trim(r.Status)
+	}
 	return resp, nil
 }
 
@@ -293,13 +305,13 @@ func (c *casService) checkBatchRead(ctx context.Context, req *repb.BatchReadBlob
 	if err := rpcstatus.DigestFunction(req.DigestFunction); err != nil {
 		return false, err
 	}
+	// Each digest counts its size and its answer's framing
+	// (batchframing.go): the answer must fit the send limit.
 	var total int64
 	for _, p := range req.Digests {
-		if p.GetSizeBytes() > 0 {
-			total += p.GetSizeBytes()
-		}
+		total += max(p.GetSizeBytes(), 0) + readAnswerFraming(p)
 		if total > c.s.opts.MaxBatchBytes {
-			return false, status.Errorf(codes.InvalidArgument, "batch asks for more than max_batch_total_size_bytes %d; split it or use ByteStream Read", c.s.opts.MaxBatchBytes)
+			return false, status.Errorf(codes.InvalidArgument, "batch of %d digests asks for more than max_batch_total_size_bytes %d, counting about %d bytes of framing per blob answered; split it or use ByteStream Read", len(req.Digests), c.s.opts.MaxBatchBytes, readAnswerFraming(p))
 		}
 	}
 	return slices.Contains(req.AcceptableCompressors, repb.Compressor_ZSTD), nil

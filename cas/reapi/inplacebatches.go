@@ -142,6 +142,10 @@ func (c *casService) batchReadInPlace(ctx context.Context, req *repb.BatchReadBl
 		r.Compressor = int32(form)
 		r.Status = okStatus()
 	}
+	budget := messageBudget(BatchMessageBudget)
+	for i := range resp.Blobs {
+		resp.Blobs[i].Status = budget.trim(resp.Blobs[i].Status)
+	}
 	return resp, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/membuf/membuf/cas/reapi/chunking"
 	"github.com/membuf/membuf/cas/reapi/internal/upload"
 	"github.com/membuf/membuf/cas/zstdseek"
+	"github.com/membuf/membuf/internal/lograte"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -61,7 +62,9 @@ type Options struct {
 	// MaxBatchBytes is the max_batch_total_size_bytes advertised in the
 	// capabilities and enforced on BatchUpdateBlobs and BatchReadBlobs;
 	// 0 means DefaultMaxBatchBytes. The gRPC server's receive limit must
-	// leave room for it.
+	// leave room for it, and its send limit for it plus
+	// BatchMessageBudget (a batch's answer counts its framing against
+	// it: batchframing.go).
 	MaxBatchBytes int64
 	// PartialUploadTTL is how long an interrupted ByteStream upload is kept
 	// for resumption after its last activity; 0 means
@@ -69,9 +72,10 @@ type Options struct {
 	PartialUploadTTL time.Duration
 	// MaxInflightUpload bounds the bytes of ByteStream Write data the
 	// server has received, or is receiving, and not yet written to the
-	// store, over all streams; 0 means DefaultMaxInflightUpload(). With
-	// the windows of ServerOptions, upload memory is then at most this plus
-	// StreamWindow per open upload stream (docs/cas.md, "Memory for
+	// store, over all streams; 0 means DefaultMaxInflightUpload(). One
+	// client (access.Client) holds at most half of it. With the windows
+	// of ServerOptions, upload memory is then at most this plus two
+	// StreamWindows per open upload stream (docs/cas.md, "Memory for
 	// uploads").
 	MaxInflightUpload int64
 	// UploadStallTimeout ends a ByteStream Write stream, DEADLINE_EXCEEDED
@@ -181,6 +185,9 @@ func NewServer(store cas.Storage, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// A full disk fails every blob alike: a warning or error of one kind
+	// is written at most once a second, with a count of those dropped.
+	opts.Logger = slog.New(lograte.New(opts.Logger.Handler(), slog.LevelWarn))
 	if opts.Zstd == nil {
 		zp, err := zstdseek.NewPool(zstdseek.DefaultBudget(0))
 		if err != nil {
@@ -250,17 +257,22 @@ type ServerStats struct {
 }
 
 // AcquireUpload waits until n bytes fit in the server's upload budget
-// (Options.MaxInflightUpload) and takes them, or returns ctx's error; more
-// than the whole budget takes the whole budget. It is for uploads of
-// another protocol served beside this one (the HTTP cache's PUT), so that
-// one budget bounds all the upload data the process holds. It returns how
-// much it took, to be given back with ReleaseUpload.
+// (Options.MaxInflightUpload), and in the share of it of the client the
+// request whose context is ctx counts as (access.ClientOf), and takes
+// them, or returns ctx's error; more than a client's share takes the
+// whole share. It is for uploads of another protocol served beside this
+// one (the HTTP cache's PUT), so that one budget bounds all the upload
+// data the process holds. It returns how much it took, to be given back
+// with ReleaseUpload under the same context.
 func (s *Server) AcquireUpload(ctx context.Context, n int64) (int64, error) {
-	return s.uploadBudget.Acquire(ctx, n)
+	return s.uploadBudget.Acquire(ctx, access.ClientOf(ctx), n)
 }
 
-// ReleaseUpload gives back n bytes taken by AcquireUpload.
-func (s *Server) ReleaseUpload(n int64) { s.uploadBudget.Release(n) }
+// ReleaseUpload gives back n bytes taken by AcquireUpload for the request
+// whose context is ctx.
+func (s *Server) ReleaseUpload(ctx context.Context, n int64) {
+	s.uploadBudget.Release(access.ClientOf(ctx), n)
+}
 
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() ServerStats {

@@ -39,6 +39,8 @@ var serverTests = []func(*testing.T){
 	TestActionResultNamingABlobLostInACrashIsAMiss,
 	TestActionResultOutputPaths,
 	TestAnonymousCannotPoisonTheActionCache,
+	TestBatchAnswersOfManyBadEntries,
+	TestBatchReadAnswersFitTheSendLimit,
 	TestBatchReadBlobs,
 	TestBatchUpdateBlobs,
 	TestCapabilities,

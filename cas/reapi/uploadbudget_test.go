@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/reapi/internal/upload"
@@ -86,8 +87,23 @@ func (p *outstandingPool) Get(n int) *[]byte {
 func (p *outstandingPool) Put(b *[]byte) { p.out.Add(-int64(len(*b))) }
 
 // budgetEnv is a server on storage, with its gRPC server made as membuf
-// serve makes it, and n client connections.
+// serve makes it, and 4 client connections, each from a loopback address
+// of its own (127.0.0.1 to 127.0.0.4): 4 clients, each with its share of
+// the upload budget.
 func budgetEnv(t *testing.T, storage cas.Storage, opts Options, pool *outstandingPool) (*Server, []bspb.ByteStreamClient) {
+	t.Helper()
+	srv, addr := serveOnLoopback(t, storage, opts, pool)
+	var clients []bspb.ByteStreamClient
+	for i := range 4 {
+		clients = append(clients, bspb.NewByteStreamClient(connectFrom(t, addr, net.IPv4(127, 0, 0, byte(1+i)))))
+	}
+	return srv, clients
+}
+
+// serveOnLoopback serves a Server made with opts over storage on a
+// loopback listener, its gRPC server made as membuf serve makes it (with
+// pool; nil: none), until t ends; it returns the server and its address.
+func serveOnLoopback(t *testing.T, storage cas.Storage, opts Options, pool membuf.BufferPool) (*Server, string) {
 	t.Helper()
 	srv, err := NewServer(storage, opts)
 	if err != nil {
@@ -101,16 +117,29 @@ func budgetEnv(t *testing.T, storage cas.Storage, opts Options, pool *outstandin
 	}
 	go g.Serve(lis)
 	t.Cleanup(func() { g.Stop(); srv.Close() })
-	var clients []bspb.ByteStreamClient
-	for range 4 {
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		clients = append(clients, bspb.NewByteStreamClient(conn))
+	return srv, lis.Addr().String()
+}
+
+// connectFrom is a client connection to addr from local address ip,
+// closed when t ends: loopback addresses other than 127.0.0.1 are other
+// clients to the server.
+func connectFrom(t *testing.T, addr string, ip net.IP) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), dialFrom(ip))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return srv, clients
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// dialFrom makes a client connect from local address ip: loopback
+// addresses other than 127.0.0.1 are other clients to the server.
+func dialFrom(ip net.IP) grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+		return d.DialContext(ctx, "tcp", addr)
+	})
 }
 
 // uploadBlob writes data as blob d in messages of chunk bytes.

@@ -149,6 +149,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.Var(choiceFlag{&cfg.tlsMinVersion, []string{"1.2", "1.3"}}, "tls-min-version", "oldest TLS `version` the listeners accept with --tls-cert: 1.2 or 1.3")
 	fs.Var(sizeFlag{&cfg.Limits.MaxBlobSize}, "max-blob-size", "largest `size` of one blob (or action result) accepted, advertised as max_cas_blob_size_bytes; larger\nuploads are refused before their data is read (INVALID_ARGUMENT, HTTP 413); 0: --max-size")
 	fs.IntVar(&cfg.Listen.MaxConnections, "max-connections", cfg.Listen.MaxConnections, "most gRPC connections served at once; more wait in the listen backlog")
+	fs.IntVar(&cfg.Listen.MaxConnectionsPerClient, "max-connections-per-client", 0, "most of those one client address holds at once (and one authenticated identity);\nmore are closed, so that one client cannot lock the others out (0: three quarters of --max-connections)")
 	fs.IntVar(&cfg.Limits.MaxOpenUploads, "max-open-uploads", cfg.Limits.MaxOpenUploads, "most ByteStream uploads streaming at once (one descriptor each); more are RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.Limits.MaxKeptUploads, "max-kept-uploads", cfg.Limits.MaxKeptUploads, "most interrupted uploads kept for resumption; past it the least recently active is discarded")
 	fs.BoolVar(&cfg.Observe.Reflection, "reflection", false, "serve gRPC server reflection (grpc.reflection.v1), for grpcurl and the like")
@@ -217,6 +218,8 @@ func (c *serveConfig) validate() error {
 		return usageError("--upstream-write-through needs --upstream")
 	case c.Listen.MaxConnections < 1:
 		return usageError("--max-connections must be at least 1")
+	case c.Listen.MaxConnectionsPerClient < 0 || c.Listen.MaxConnectionsPerClient > c.Listen.MaxConnections:
+		return usageError("--max-connections-per-client must be between 0 (three quarters of --max-connections) and --max-connections (%d)", c.Listen.MaxConnections)
 	case c.Limits.MaxOpenUploads < 1:
 		return usageError("--max-open-uploads must be at least 1")
 	case c.Limits.MaxKeptUploads < 1:

@@ -2,6 +2,7 @@ package packs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -71,9 +72,13 @@ func (b *Blob) check(crc uint32) error {
 }
 
 // readChecked reads the whole record into p, len(p) == b.size, and checks
-// it against the record's CRC.
+// it against the record's CRC. A record that ends past the end of its file
+// (the file was truncated) fails as one that does not match: it is as
+// lost, and is not coming back.
 func (b *Blob) readChecked(p []byte) error {
-	if _, err := b.seg.ReadAt(p, b.off); err != nil {
+	if _, err := b.seg.ReadAt(p, b.off); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return b.fail("record lies past the end of its segment's file")
+	} else if err != nil {
 		return fmt.Errorf("disk: reading a packed blob: %w", err)
 	}
 	return b.check(packfile.Checksum(p))

@@ -70,6 +70,16 @@ func (seg *Segment) ModTime() time.Time {
 	return fi.ModTime()
 }
 
+// FileSize is the size of the segment's file now (for checking what an
+// index checkpoint says is in it); the caller holds the segment.
+func (seg *Segment) FileSize() (int64, error) {
+	fi, err := seg.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
 // WriteHeader writes the header of a record of kind and hash (hex) whose
 // data starts at dataOff: state (packfile.Reserved or Committed), its size
 // and, committed, its data's CRC. The caller holds the slot or the

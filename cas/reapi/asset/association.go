@@ -1,12 +1,15 @@
 package asset
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
@@ -41,21 +44,34 @@ type association struct {
 // associationKey names the association of uri with qualifiers: the
 // SHA-256 of a text no action digest's preimage is (the action cache
 // holds both), made of the URI and the qualifiers sorted by name, then
-// value.
+// value, each string preceded by its length, so that no two different
+// requests make the same text. Version 1 joined them with "=" and NUL,
+// and a pushed qualifier value holding a NUL
+// (bazel.canonical_id="y\x00resource_type=x") named the association of
+// other qualifiers. Entries under version 1's names are not read: they are
+// a cache's, costing a download or a push to make again, and reading them
+// would keep answering what such a push planted.
 func associationKey(uri string, qualifiers []*rapb.Qualifier) cas.Digest {
-	q := make([]string, 0, len(qualifiers))
+	q := make([][2]string, 0, len(qualifiers))
 	for _, x := range qualifiers {
-		q = append(q, x.GetName()+"="+x.GetValue())
+		q = append(q, [2]string{x.GetName(), x.GetValue()})
 	}
-	slices.Sort(q)
-	h := sha256.New()
-	h.Write([]byte("membuf remote asset association v1\x00"))
-	h.Write([]byte(uri))
-	for _, s := range q {
-		h.Write([]byte{0})
-		h.Write([]byte(s))
+	slices.SortFunc(q, func(a, b [2]string) int {
+		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+	})
+	b := []byte("membuf remote asset association v2\x00")
+	b = lengthPrefixed(b, uri)
+	b = binary.AppendUvarint(b, uint64(len(q)))
+	for _, x := range q {
+		b = lengthPrefixed(lengthPrefixed(b, x[0]), x[1])
 	}
-	return cas.Digest{Hash: hex.EncodeToString(h.Sum(nil))}
+	sum := sha256.Sum256(b)
+	return cas.Digest{Hash: hex.EncodeToString(sum[:])}
+}
+
+// lengthPrefixed appends s to b after its length (a uvarint).
+func lengthPrefixed(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 // recordAssociation stores a for uri with qualifiers.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -158,19 +159,20 @@ func (s *Service) downloadHeld(ctx context.Context, u *url.URL, resp *http.Respo
 	}
 	var held []membuf.Buffer
 	var budget, size int64
+	client := access.ClientOf(ctx)
 	defer func() {
 		for _, b := range held {
 			b.Free()
 		}
-		s.opts.Budget.Release(budget)
+		s.opts.Budget.Release(client, budget)
 	}()
 	chunk := int64(s.opts.ChunkSize)
 	for {
 		var took int64
 		var err error
 		if len(held) == 0 {
-			took, err = s.opts.Budget.Acquire(ctx, chunk)
-		} else if took = s.opts.Budget.TryAcquire(chunk); took == 0 {
+			took, err = s.opts.Budget.Acquire(ctx, client, chunk)
+		} else if took = s.opts.Budget.TryAcquire(client, chunk); took == 0 {
 			return cas.Digest{}, status.Newf(codes.ResourceExhausted, "%s: the server's upload budget is taken by uploads in progress after %d bytes of a download it must hold whole (no sha256 checksum.sri and Content-Length); retry later", u, size), nil
 		}
 		budget += took
@@ -267,11 +269,12 @@ var errStoreWrite = errors.New("store write")
 // receiveDownload reads n bytes of body into a pooled buffer, under the
 // upload budget, hashes them and writes them to w.
 func (s *Service) receiveDownload(ctx context.Context, body io.Reader, n int64, w cas.BlobWriter, hashes map[string]hash.Hash) error {
-	took, err := s.opts.Budget.Acquire(ctx, n)
+	client := access.ClientOf(ctx)
+	took, err := s.opts.Budget.Acquire(ctx, client, n)
 	if err != nil {
 		return err
 	}
-	defer s.opts.Budget.Release(took)
+	defer s.opts.Budget.Release(client, took)
 	buf := membuf.AllocUncleared(s.opts.Pool, int(n)) // filled whole before it is read
 	defer buf.Free()
 	if _, err := io.ReadFull(body, buf.Bytes()); err != nil {

@@ -238,11 +238,18 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 	if err != nil {
 		return cas.Digest{}, status.Errorf(codes.InvalidArgument, "blob_digest: %v", err)
 	}
+	if m := s.store.MaxSize(); m > 0 && d.Size > m {
+		return cas.Digest{}, status.Errorf(codes.InvalidArgument, "blob_digest %s is larger than the %d bytes this store keeps", d, m)
+	}
 	chunks := make([]cas.Digest, len(chunkProtos))
 	var total int64
 	for i, p := range chunkProtos {
 		if chunks[i], err = cas.ParseDigest(p); err != nil {
 			return cas.Digest{}, status.Errorf(codes.InvalidArgument, "chunk_digests[%d]: %v", i, err)
+		}
+		// Compared before it is added, so that no sum overflows.
+		if chunks[i].Size > d.Size-total {
+			return cas.Digest{}, status.Errorf(codes.InvalidArgument, "the first %d chunks add up to more than the %d bytes of blob_digest %s", i+1, d.Size, d)
 		}
 		total += chunks[i].Size
 	}
@@ -267,13 +274,24 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 	if len(missing) > 0 {
 		return cas.Digest{}, status.Errorf(codes.NotFound, "chunk %s (%d of %d missing) is not in the CAS", missing[0], len(missing), len(chunks))
 	}
+	// The content is checked before the store sees a byte of it: a
+	// writer takes space as bytes arrive, evicting to make it, and the
+	// hash is known only at the last byte. Checked after, one request of
+	// a stored chunk named 250 times under a wrong hash emptied a cache
+	// of 256 MiB before it was refused. It costs a second read of the
+	// chunks (from the page cache, as a rule) for a splice that is right.
+	if sum, err := s.hashChunks(ctx, chunks); err != nil {
+		return cas.Digest{}, err
+	} else if sum != d.Hash {
+		return cas.Digest{}, status.Errorf(codes.InvalidArgument, "the chunks concatenate to content whose digest is not blob_digest %s; nothing stored", d)
+	}
 	w, err := s.store.NewWriter(ctx, d, cas.Uncompressed)
 	if err != nil {
 		return cas.Digest{}, rpcstatus.Store(err, "blob "+d.String())
 	}
 	defer w.Abort() // after Commit, nothing
 	for _, cd := range chunks {
-		if err := s.copyBlob(ctx, cd, w); err != nil {
+		if err := s.readBlob(ctx, cd, w); err != nil {
 			return cas.Digest{}, err
 		}
 	}
@@ -290,8 +308,21 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 	return d, nil
 }
 
-// copyBlob writes stored blob d to w, in pooled chunks.
-func (s *Service) copyBlob(ctx context.Context, d cas.Digest, w cas.BlobWriter) error {
+// hashChunks returns the SHA-256 (hex) of the concatenation of the stored
+// blobs chunks, read in pooled chunks.
+func (s *Service) hashChunks(ctx context.Context, chunks []cas.Digest) (string, error) {
+	h := sha256.New()
+	for _, cd := range chunks {
+		if err := s.readBlob(ctx, cd, h); err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// readBlob writes stored blob d to w (the blob's writer, a hash), in
+// pooled chunks.
+func (s *Service) readBlob(ctx context.Context, d cas.Digest, w io.Writer) error {
 	b, err := s.store.Open(ctx, d)
 	if err != nil {
 		return rpcstatus.Store(err, "chunk "+d.String())

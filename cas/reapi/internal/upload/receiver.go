@@ -43,6 +43,7 @@ type Receiver struct {
 	zeroCopy bool
 	req      grpcmem.WriteRequest
 	shared   *Receivers
+	client   string   // whose share of the budget it takes (access.Client)
 	held     int64    // budget held: for the data in req, or for the receive under way
 	last     int64    // data length of the last request received; -1 before the first
 	vec      [][]byte // Data's result: req.Data's bytes, to write in one call
@@ -55,14 +56,14 @@ type Receiver struct {
 // allocation per stream.
 var receivers = syncpool.New(func() *Receiver { return new(Receiver) })
 
-// New returns a Receiver for stream that takes budget from rs.Budget and
-// ends the stream when a receive waits longer than rs.StallTimeout (where
-// the stream's context came from WriteStreamContext), counting it in
-// rs.Stalled; release it when the stream is done. zeroCopy says the stream
-// is served by grpcmem's codec.
-func (rs *Receivers) New(stream bspb.ByteStream_WriteServer, zeroCopy bool) *Receiver {
+// New returns a Receiver for stream that takes budget from rs.Budget, from
+// client's share (access.Client), and ends the stream when a receive waits
+// longer than rs.StallTimeout (where the stream's context came from
+// WriteStreamContext), counting it in rs.Stalled; release it when the
+// stream is done. zeroCopy says the stream is served by grpcmem's codec.
+func (rs *Receivers) New(stream bspb.ByteStream_WriteServer, zeroCopy bool, client string) *Receiver {
 	w := receivers.Get()
-	w.stream, w.zeroCopy, w.shared, w.last = stream, zeroCopy, rs, -1
+	w.stream, w.zeroCopy, w.shared, w.client, w.last = stream, zeroCopy, rs, client, -1
 	w.stall.start(stream.Context(), rs.StallTimeout)
 	return w
 }
@@ -72,9 +73,9 @@ func (rs *Receivers) New(stream bspb.ByteStream_WriteServer, zeroCopy bool) *Rec
 func (w *Receiver) Release() {
 	w.stall.stop()
 	w.req.Free()
-	w.shared.Budget.Release(w.held)
+	w.shared.Budget.Release(w.client, w.held)
 	w.req.ResourceName, w.req.WriteOffset, w.req.FinishWrite = "", 0, false
-	w.stream, w.shared, w.held, w.last = nil, nil, 0, 0
+	w.stream, w.shared, w.client, w.held, w.last = nil, nil, "", 0, 0
 	clear(w.vec) // keep the capacity, not the bytes
 	w.vec = w.vec[:0]
 	receivers.Put(w)
@@ -103,15 +104,26 @@ func (w *Receiver) Data(skip int64) [][]byte {
 // returned request, and its Data, are valid until the next Recv or
 // Release.
 //
-// Before receiving it holds budget for what the receive may bring in: the
-// stream's flow-control window, or a message as long as its last one (for a
-// first receive, as long as the longest first message any stream sent),
-// since gRPC grants a message's whole length once the handler asks for it.
-// It waits for that budget without receiving, so while the server is at its
-// limit gRPC grants this stream no window and its client waits. Once the
-// request is in, the budget held becomes its data's length: the surplus is
-// given back, or, for a message longer than was reserved, the excess is
-// waited for before the request is handed on.
+// Before receiving it holds budget for what the receive may bring in
+// beyond the stream's flow-control window, which gRPC buffers for the
+// stream whatever the handler does (ServerOptions' StreamWindow): a
+// message as long as its last one (for a first receive, as long as the
+// longest first message any stream sent) if that is longer than the
+// window, since gRPC grants a message's whole length once the handler
+// asks for it; nothing if it is not. It waits for that budget without
+// receiving, so while the server is at its limit gRPC grants this stream
+// no more window and its client waits. Once the request is in, the budget
+// held becomes its data's length: the surplus is given back, or the rest
+// is waited for before the request is handed on.
+//
+// So a stream of small messages is charged for the bytes it received, not
+// for its window: one that stops sending holds nothing once what it sent
+// is stored (each held a window, and 2,041 streams that sent a byte and
+// stopped held the whole budget), at the cost of up to a window more
+// memory per stream waiting for budget with a request in hand. A stream
+// of messages longer than the window holds one while it waits for the
+// next, as before; its client's share (Budget) bounds what such streams
+// of one client hold.
 func (w *Receiver) Recv() (*grpcmem.WriteRequest, error) {
 	w.req.Free()
 	ctx := w.stream.Context()
@@ -119,7 +131,10 @@ func (w *Receiver) Recv() (*grpcmem.WriteRequest, error) {
 	if expect < 0 {
 		expect = w.shared.Budget.firstMessage.Load()
 	}
-	if err := w.hold(ctx, max(w.shared.Window, expect)); err != nil {
+	if expect <= w.shared.Window {
+		expect = 0 // gRPC buffers it anyway: charged once received
+	}
+	if err := w.hold(ctx, expect); err != nil {
 		return nil, err
 	}
 	if w.zeroCopy {
@@ -157,21 +172,21 @@ func (w *Receiver) Recv() (*grpcmem.WriteRequest, error) {
 	return &w.req, nil
 }
 
-// hold makes the budget w holds n bytes (at most the whole budget). To
+// hold makes the budget w holds n bytes (at most a client's share). To
 // hold more it gives back what it holds and then waits for all of n:
 // waiting while holding could deadlock, every stream holding part of the
 // budget and waiting for more.
 func (w *Receiver) hold(ctx context.Context, n int64) error {
 	b := w.shared.Budget
-	n = min(n, b.limit)
+	n = min(n, b.MaxTake())
 	if n <= w.held {
-		b.Release(w.held - n)
+		b.Release(w.client, w.held-n)
 		w.held = n
 		return nil
 	}
-	b.Release(w.held)
+	b.Release(w.client, w.held)
 	w.held = 0
-	got, err := b.Acquire(ctx, n)
+	got, err := b.Acquire(ctx, w.client, n)
 	if err != nil {
 		return status.FromContextError(err).Err()
 	}

@@ -37,6 +37,12 @@ type ListenConfig struct {
 	IdleTimeout    time.Duration // --idle-timeout: a connection with no request for this long is closed; 0: DefaultIdleTimeout
 	TLS            *TLSMaterial  // --tls-cert, --tls-key, --tls-client-ca, loaded; nil: plaintext
 	TLSMinVersion  uint16        // --tls-min-version: tls.VersionTLS12 or tls.VersionTLS13; 0: 1.2
+
+	// MaxConnectionsPerClient is --max-connections-per-client: of
+	// MaxConnections, the most one client address (and one
+	// authenticated identity) holds at once; 0: three quarters of
+	// MaxConnections.
+	MaxConnectionsPerClient int
 }
 
 // StoreConfig is the disk store's.

@@ -10,16 +10,7 @@ import (
 // dialAccept dials l and returns the connection Accept gives for it.
 func dialAccept(t *testing.T, l net.Listener) net.Conn {
 	t.Helper()
-	client, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	c, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return dialFromAccept(t, l, net.IPv4(127, 0, 0, 1))
 }
 
 func TestConnLimitKeepsTCPReadFromAndCountsSlots(t *testing.T) {

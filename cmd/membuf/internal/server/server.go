@@ -72,6 +72,10 @@ type Server struct {
 	cacheServer *http.Server
 	httpServer  *http.Server // nil: no --http
 	errc        chan error   // a listener's failure, or Ready's
+
+	// identityConns holds an authenticated client to its share of
+	// connections (connidentity.go), as the listeners hold an address.
+	identityConns *identityConns
 }
 
 // New returns a server for cfg with its buffer pool and zstd budget, and
@@ -177,8 +181,11 @@ func (s *Server) catchSIGHUP() {
 // --dir is created. A client that connects meanwhile waits in the backlog
 // until serving starts.
 func (s *Server) bindListeners() (err error) {
-	s.lis, err = bindListeners(s.cfg.Listen)
-	return err
+	if s.lis, err = bindListeners(s.cfg.Listen); err != nil {
+		return err
+	}
+	s.limitPerClient()
+	return nil
 }
 
 // openStore creates --dir if missing and opens the disk store in it.
@@ -355,6 +362,7 @@ func (s *Server) newGRPCServer() {
 		opts = append(opts, s.access.ServerOptions()...)
 	}
 	opts = append(opts, grpcLimits(s.idleTimeout())...)
+	opts = append(opts, s.identityConns.serverOptions()...) // connidentity.go
 	// A goroutine per RPC starts with a small stack, which every read
 	// grows again (runtime.newstack under processRPC: 3.5% of a server
 	// reading 64 KiB blobs); stream workers keep theirs. Past them, busy,
@@ -395,7 +403,7 @@ func (s *Server) newHTTPCacheServer() error {
 	if s.certs != nil {
 		s.lis.cache = tls.NewListener(s.lis.cache, s.certs.cacheConfig())
 	}
-	var h http.Handler = s.cache
+	var h http.Handler = s.identityConns.handler(s.cache) // connidentity.go
 	if s.access != nil {
 		h = s.access.Middleware(h)
 	}

@@ -1,0 +1,79 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+)
+
+// dialFromAccept dials l from local address ip and returns the connection
+// Accept gives for it.
+func dialFromAccept(t *testing.T, l net.Listener, ip net.IP) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+	client, err := d.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestConnPerClientRefusesPastItsLimitAndGivesSlotsBack: over
+// --max-connections' listener, an address past its limit has its next
+// connection closed at once, without holding a slot of either limit; the
+// connections served keep ReadFrom (sendfile), and closing one (twice)
+// gives one slot back to both limits.
+func TestConnPerClientRefusesPastItsLimitAndGivesSlotsBack(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	global := limitConnections(inner, 10).(*connLimit)
+	l := limitConnectionsPerClient(global, 2, slog.New(slog.DiscardHandler)).(*connPerClient)
+	defer l.Close()
+	one, two := net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 2)
+	a, b := dialFromAccept(t, l, one), dialFromAccept(t, l, one)
+	if _, ok := a.(io.ReaderFrom); !ok {
+		t.Fatalf("an accepted TCP connection is a %T, without ReadFrom", a)
+	}
+
+	// A third from the same address is closed by the server; the next
+	// Accept returns the other address's connection.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: one}}
+	refused, err := d.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refused.Close()
+	c := dialFromAccept(t, l, two)
+	if got := c.RemoteAddr().(*net.TCPAddr).IP; !got.Equal(two) {
+		t.Fatalf("Accept after a refusal returned a connection from %v, want %v", got, two)
+	}
+	refused.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := refused.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a connection past its address's limit was not closed")
+	}
+	if n := len(global.slots); n != 3 {
+		t.Fatalf("%d of --max-connections' slots taken by 3 open connections (and one refused)", n)
+	}
+
+	a.Close()
+	a.Close()
+	if n, open := len(global.slots), l.open["127.0.0.1"]; n != 2 || open != 1 {
+		t.Fatalf("after one of 127.0.0.1's closed twice: %d global slots, %d of its own; want 2, 1", n, open)
+	}
+	again := dialFromAccept(t, l, one) // its slot is free again
+	for _, x := range []net.Conn{b, c, again} {
+		x.Close()
+	}
+	if n := len(global.slots); n != 0 || len(l.open) != 0 {
+		t.Fatalf("after every connection closed: %d global slots, %v per address", n, l.open)
+	}
+}
