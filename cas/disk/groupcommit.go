@@ -43,6 +43,9 @@ type pendingCommit struct {
 	// upload in progress (Writer): the entry's size takes its place.
 	reserved int64
 	err      error
+	// slot is the record's slot when the store writes it whole
+	// (writeRecords); a streamed record's is its writer's.
+	slot packs.Slot
 }
 
 // commitBatch marks the entries of a batch until they are durable.
