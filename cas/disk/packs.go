@@ -141,19 +141,19 @@ func (s *Store) newPackWriter(d cas.Digest) (*packs.Writer, error) {
 // writeRecord writes data, complete and checked, as a committed record of
 // k into a new slot, and returns it ready for the group commit.
 func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error) {
-	cs, errs := s.writeRecords([]entryKey{k}, []net.Buffers{data})
+	var cs [1]*pendingCommit // on the stack: Put's path allocates no slices
+	var errs [1]error
+	s.writeRecords([]entryKey{k}, []net.Buffers{data}, cs[:], errs[:])
 	return cs[0], errs[0]
 }
 
 // writeRecords writes each data[i], complete and checked, as a committed
-// record of ks[i], and returns them ready for the group commit (a nil
-// commit where errs says why not). Their slots are taken in one hold of
-// the lock, so that they are consecutive, and written with one pwritev
-// (packs.Set.WriteFills): a batch's records cost one system call, not
-// two each, and none under the lock.
-func (s *Store) writeRecords(ks []entryKey, data []net.Buffers) ([]*pendingCommit, []error) {
-	cs := make([]*pendingCommit, len(ks))
-	errs := make([]error, len(ks))
+// record of ks[i], and sets cs[i] to it ready for the group commit, or
+// errs[i] to why not. Their slots are taken in one hold of the lock, so
+// that they are consecutive, and written with one pwritev
+// (packs.Set.WriteFills): a batch's records cost one system call, not two
+// each, and none under the lock.
+func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCommit, errs []error) {
 	fills := make([]packs.Fill, 0, len(ks))
 	for i, k := range ks {
 		var size int64
@@ -197,7 +197,6 @@ func (s *Store) writeRecords(ks []entryKey, data []net.Buffers) ([]*pendingCommi
 		s.segments.ReleaseSlotLocked(f.Slot.Seg)
 		s.mu.Unlock()
 	}
-	return cs, errs
 }
 
 // newRecordCommit returns the commit of the record of k at off in seg,

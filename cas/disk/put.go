@@ -106,7 +106,8 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 		for j, i := range packed {
 			ks[j], pieces[j] = entryKey{kindCAS, ds[i].Hash}, data[i]
 		}
-		cs, werrs := s.writeRecords(ks, pieces)
+		cs, werrs := make([]*pendingCommit, len(packed)), make([]error, len(packed))
+		s.writeRecords(ks, pieces, cs, werrs)
 		for j, i := range packed {
 			if werrs[j] != nil {
 				errs[i] = werrs[j]
