@@ -142,22 +142,12 @@ func TestBlobChecksItsRecord(t *testing.T) {
 	other := testblob.Random(500, 8)
 	d := cas.DigestOf(other)
 	var committed cas.Digest
-	w := s.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
+	w := newWriter(t, s, mu, other, func(d cas.Digest, crc uint32) {
 		if crc != packfile.Checksum(other) {
 			t.Errorf("committed with CRC %x; want %x", crc, packfile.Checksum(other))
 		}
 		committed = d
-		mu.Lock()
-		s.ReleaseSlotLocked(sl.Seg)
-		mu.Unlock()
-		return nil
 	})
-	mu.Lock()
-	err := s.TakeSlotLocked(w.Slot(), 0, d.Hash, d.Size)
-	mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := w.WriteBuffers([][]byte{other[:100], other[100:]}); err != nil {
 		t.Fatal(err)
 	}

@@ -29,11 +29,15 @@ func headerAt(t *testing.T, seg *packs.Segment, off int64) (packfile.Header, boo
 }
 
 // newWriter starts a streamed writer of data, its slot taken, committing
-// by releasing its slot (the owner's group commit is not the set's).
-func newWriter(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte) *packs.Writer {
+// by calling onCommit (if not nil) and releasing its slot (the owner's
+// group commit is not the set's).
+func newWriter(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte, onCommit func(d cas.Digest, crc uint32)) *packs.Writer {
 	t.Helper()
 	d := cas.DigestOf(data)
-	w := s.NewWriter(d, func(sl *packs.Slot, _ cas.Digest, _ uint32) error {
+	w := s.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
+		if onCommit != nil {
+			onCommit(d, crc)
+		}
 		mu.Lock()
 		s.ReleaseSlotLocked(sl.Seg)
 		mu.Unlock()
@@ -57,7 +61,7 @@ func TestSyncHeadsEarlierSlots(t *testing.T) {
 	s, mu := newSet(t, t.TempDir())
 	defer s.Close()
 	streamed := testblob.Random(700, 1)
-	w := newWriter(t, s, mu, streamed)
+	w := newWriter(t, s, mu, streamed, nil)
 	sl := w.Slot()
 	if _, ok := headerAt(t, sl.Seg, sl.Off); ok {
 		t.Fatal("a header was written when the slot was taken")
@@ -112,7 +116,7 @@ func TestWholeBlobInOneWrite(t *testing.T) {
 			if c.name == "part" {
 				data = testblob.Random(600, 4)
 			}
-			w := newWriter(t, s, mu, data)
+			w := newWriter(t, s, mu, data, nil)
 			sl := w.Slot()
 			if err := c.write(w, data); err != nil {
 				t.Fatal(err)
@@ -130,7 +134,7 @@ func TestWholeBlobInOneWrite(t *testing.T) {
 	// A whole first write that does not match the digest is not
 	// committed: it gets the reserved header, and Commit fails.
 	data := testblob.Random(600, 5)
-	w := newWriter(t, s, mu, data)
+	w := newWriter(t, s, mu, data, nil)
 	bad := append([]byte(nil), data...)
 	bad[0] ^= 1
 	if _, err := w.Write(bad); err != nil {
@@ -207,7 +211,7 @@ func TestConcurrentWritersAndSyncs(t *testing.T) {
 					done.Store(cas.DigestOf(data).Hash, seg)
 					continue
 				}
-				w := newWriter(t, s, mu, data)
+				w := newWriter(t, s, mu, data, nil)
 				seg := w.Slot().Seg
 				if err := seg.Sync(); err != nil { // may head this writer's slot first
 					t.Error(err)
