@@ -130,9 +130,17 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		})
 	}
 	// With WithPackSync, the segments' syncer makes them durable instead,
-	// except those holding a copy forward.
+	// except those holding a copy forward; the records are acknowledged
+	// once every slot before them has a header (HeadSlots), which a sync
+	// sees to itself.
 	for seg, errp := range segs {
 		if s.segments.SyncsInBackground() && !copies[seg] {
+			eg.Go(func() error {
+				if err := s.segments.HeadSlots(seg); err != nil {
+					*errp = err
+				}
+				return nil
+			})
 			continue
 		}
 		eg.Go(func() error {

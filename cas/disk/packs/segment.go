@@ -70,7 +70,7 @@ func (seg *Segment) WriteAt(bufs [][]byte, off int64) (int, error) {
 // be written, Sync fails without syncing.
 func (seg *Segment) Sync() error {
 	if seg.set != nil {
-		if err := seg.set.headersBefore(seg); err != nil {
+		if err := seg.set.HeadSlots(seg); err != nil {
 			return err
 		}
 	}

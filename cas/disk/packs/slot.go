@@ -141,11 +141,17 @@ func (s *Set) AwaitHeaded(sl *Slot) {
 	s.cfg.Mu.Unlock()
 }
 
-// headersBefore makes sure every slot taken in seg so far has its header
-// written, before a sync of seg: it writes a reserved header into those
+// HeadSlots makes sure every slot taken in seg so far has its header
+// written (to the page cache): it writes a reserved header into those
 // nobody has claimed and waits for those their writers are writing. It
 // returns the segment's header error, if a header could not be written.
-func (s *Set) headersBefore(seg *Segment) error {
+// Segment.Sync calls it before it syncs; an owner that acknowledges
+// records without a sync (Config.SyncEvery) calls it before it does, so
+// that a record is never acknowledged while a slot before it has no
+// header: a process killed then (whose page cache survives it) leaves
+// every slot steppable by a scan, even in a reused file whose old records
+// could otherwise make a scan jump past the record.
+func (s *Set) HeadSlots(seg *Segment) error {
 	mu := s.cfg.Mu
 	mu.Lock()
 	upTo := seg.Size
