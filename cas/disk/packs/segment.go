@@ -68,9 +68,14 @@ func (seg *Segment) WriteAt(bufs [][]byte, off int64) (int, error) {
 // so far gets its header written (see Slot), so that the sync makes no
 // record durable while a slot before it has no header; if one could not
 // be written, Sync fails without syncing.
-func (seg *Segment) Sync() error {
+func (seg *Segment) Sync() error { return seg.SyncThrough(-1) }
+
+// SyncThrough is Sync for a caller that needs the records before end
+// durable, and acknowledged: only the slots before end must have their
+// headers first (HeadSlots); -1 is every slot taken so far.
+func (seg *Segment) SyncThrough(end int64) error {
 	if seg.set != nil {
-		if err := seg.set.HeadSlots(seg); err != nil {
+		if err := seg.set.HeadSlots(seg, end); err != nil {
 			return err
 		}
 	}

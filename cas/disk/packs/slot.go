@@ -141,20 +141,25 @@ func (s *Set) AwaitHeaded(sl *Slot) {
 	s.cfg.Mu.Unlock()
 }
 
-// HeadSlots makes sure every slot taken in seg so far has its header
-// written (to the page cache): it writes a reserved header into those
-// nobody has claimed and waits for those their writers are writing. It
-// returns the segment's header error, if a header could not be written.
-// Segment.Sync calls it before it syncs; an owner that acknowledges
-// records without a sync (Config.SyncEvery) calls it before it does, so
-// that a record is never acknowledged while a slot before it has no
-// header: a process killed then (whose page cache survives it) leaves
-// every slot steppable by a scan, even in a reused file whose old records
-// could otherwise make a scan jump past the record.
-func (s *Set) HeadSlots(seg *Segment) error {
+// HeadSlots makes sure every slot of seg that starts before end has its
+// header written (to the page cache): it writes a reserved header into
+// those nobody has claimed and waits for those their writers are writing.
+// It returns the segment's header error, if a header could not be
+// written. A sync calls it first (Segment.Sync, SyncThrough); an owner
+// that acknowledges records without a sync (Config.SyncEvery) calls it,
+// end past its records, before it does, so that a record is never
+// acknowledged while a slot before it has no header: a process killed then
+// (whose page cache survives it) leaves every slot steppable by a scan,
+// even in a reused file whose old records could otherwise make a scan
+// jump past the record. Slots past end are left to their writers, so
+// that a writer about to write its whole blob keeps its one pwritev.
+func (s *Set) HeadSlots(seg *Segment, end int64) error {
 	mu := s.cfg.Mu
 	mu.Lock()
-	upTo := seg.Size
+	upTo := end
+	if end < 0 {
+		upTo = seg.Size // every slot taken so far
+	}
 	var mine []*Slot
 	for _, sl := range seg.unheaded {
 		if sl.Off >= upTo {
