@@ -15,3 +15,8 @@ func SetDebugEnv(t testing.TB, on bool) {
 	debugFromEnv = on
 	t.Cleanup(func() { debugFromEnv = old })
 }
+
+// FrontCountsExact says whether this build counts the front's hits and
+// puts exactly under concurrency (see Pool.Stats): under the race detector
+// and on 32-bit platforms, yes; elsewhere they may lag the calls made.
+const FrontCountsExact = frontCountsExact

@@ -51,7 +51,16 @@ type Pool struct {
 	gc        gcEpoch
 	undersize atomic.Uint64 // Puts of nil or below MinSize
 	dbg       *poolDebug
+
+	// shown is, per class, the front counts the latest Stats reported,
+	// so that a later one never reports less (a lost increment can take a
+	// stripe's count back; see frontCounter). Guarded by statsMu.
+	statsMu sync.Mutex
+	shown   []frontShown
 }
+
+// frontShown is one class's front counts as Stats last reported them.
+type frontShown struct{ hits, puts uint64 }
 
 // NewPool returns a pool configured by cfg, or a *[ConfigError] naming the
 // first invalid field.
@@ -72,6 +81,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		p.dbg = newPoolDebug() // Put stacks, for reports of writes after free
 	}
 	p.cls = make([]poolClass, p.classes.n+1)
+	p.shown = make([]frontShown, p.classes.n+1)
 	p.counts = newPoolCounts(p.classes.n+1, procs)
 	p.gc.init()
 	n := shardCount(procs, r.Budget, r.MaxSize)
@@ -147,7 +157,7 @@ func (p *Pool) Get(length int) *[]byte {
 	if b == nil {
 		return p.getStored(c, length, p.clearing)
 	}
-	p.counts.of(c, b).frontHits.Add(1)
+	p.counts.of(c, b).frontHits.inc()
 	// Debug mode never fills the front (see putDebug), so a front hit has
 	// no poison to check.
 	s := (*b)[:length]
@@ -176,7 +186,7 @@ func (p *Pool) GetUncleared(length int) *[]byte {
 	if b == nil {
 		return p.getStored(c, length, ClearNone)
 	}
-	p.counts.of(c, b).frontHits.Add(1)
+	p.counts.of(c, b).frontHits.inc()
 	*b = (*b)[:length]
 	return b
 }
@@ -265,7 +275,7 @@ func (p *Pool) Put(b *[]byte) {
 	if cl.stored.Load() < cl.reserve.Load() && p.store(idx, b, nil) {
 		return
 	}
-	p.counts.of(idx, b).frontPuts.Add(1)
+	p.counts.of(idx, b).frontPuts.inc()
 	cl.front.Put(b)
 }
 

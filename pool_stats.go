@@ -8,7 +8,8 @@ package membuf
 //
 // hold exactly, and Puts - StorePuts - Drops is what went to the front. The
 // first is how Gets is computed; the second holds because the store's
-// figures are read under the lock they are changed under.
+// figures are read under the lock they are changed under. Which figures
+// are exact, and which may lag the calls made: see [Pool.Stats].
 type ClassStats struct {
 	// Size is the class size in bytes; 0 for the oversize figures, which
 	// cover every capacity above MaxSize.
@@ -80,13 +81,33 @@ func (s Stats) HitRate() float64 {
 	return float64(t.Hits) / float64(t.Gets)
 }
 
-// Stats returns a snapshot of the pool's counters. Every figure is exact
-// once Gets and Puts have stopped. While they run, the store's figures are
-// consistent per shard (each shard is read under its lock, in turn), and
-// the front's, the misses and the drops (atomic counters in stripes, summed)
-// may miss the operations that complete while Stats reads them: no figure
-// lags by more than that. It takes every shard's lock once and reads a few
-// thousand words: call it as often as a metrics scrape, not per request.
+// Stats returns a snapshot of the pool's counters.
+//
+// Exact, once Gets and Puts have stopped: Misses, StoreHits, StorePuts,
+// Drops, Released, RetainedBuffers, RetainedBytes and Undersize, every
+// one of them in every class and in Oversize; these are counted under a
+// shard lock or with an atomic add, off the fast path.
+//
+// Not exact under concurrency: the front's hits and puts, and so Hits,
+// Gets (Hits + Misses) and Puts. The fast path (a Get the front serves, a
+// Put the front takes) counts with a plain increment, not a locked
+// instruction, so two goroutines on different Ps that count a buffer of
+// one class into the same stripe (8 stripes per P) at the same instant
+// may lose one of the increments. The figures then lag the calls made,
+// never run ahead of them, and never decrease from one snapshot to the
+// next. Calls ordered by synchronization (made by one goroutine, or by
+// goroutines that hand over through a channel or a lock) are counted
+// exactly; under the race detector, and where a
+// uint64 is not a machine word (32-bit platforms), the front counts with
+// atomic adds and every figure is exact. Outstanding buffers read as Gets
+// less Puts are therefore an estimate under concurrency.
+//
+// While Gets and Puts run, the store's figures are consistent per shard
+// (each shard is read under its lock, in turn), and the stripes are read
+// one after the other, so a snapshot may also miss the operations that
+// complete while it reads. It takes every shard's lock once and reads a
+// few thousand words: call it as often as a metrics scrape, not per
+// request.
 func (p *Pool) Stats() Stats {
 	n := p.classes.n
 	st := Stats{
@@ -120,6 +141,7 @@ func (p *Pool) Stats() Stats {
 			cs.Size = p.classes.size(i)
 		}
 		frontHits, frontPuts, misses, drops := p.counts.sum(i)
+		frontHits, frontPuts = p.monotonic(i, frontHits, frontPuts)
 		cs.Hits = frontHits + cs.StoreHits
 		cs.Misses = misses
 		cs.Gets = cs.Hits + cs.Misses
@@ -127,4 +149,17 @@ func (p *Pool) Stats() Stats {
 		cs.Puts = frontPuts + cs.StorePuts + drops
 	}
 	return st
+}
+
+// monotonic returns class i's front counts as Stats reports them: never
+// below what an earlier snapshot reported, which a lost increment could
+// otherwise take them under (a counter exported to Prometheus must not go
+// back).
+func (p *Pool) monotonic(i int, hits, puts uint64) (uint64, uint64) {
+	p.statsMu.Lock()
+	defer p.statsMu.Unlock()
+	sh := &p.shown[i]
+	sh.hits = max(sh.hits, hits)
+	sh.puts = max(sh.puts, puts)
+	return sh.hits, sh.puts
 }

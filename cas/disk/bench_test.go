@@ -3,10 +3,14 @@ package disk
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/membuf/membuf"
@@ -193,4 +197,75 @@ func BenchmarkIndexMemory(b *testing.B) {
 			b.ReportMetric(perEntry, "B/entry")
 		})
 	}
+}
+
+// BenchmarkPackedWrite writes fresh packed blobs from 64 goroutines, as
+// ByteStream uploads do (stream: NewWriter, one WriteBuffers, Commit), as
+// a small upload or action result does (put: Put, the data at hand) and as
+// BatchUpdateBlobs does (batch16: PutBatch of 16 blobs), with the store's
+// default durability (an fdatasync per group commit). TMPDIR picks the
+// filesystem (TMPDIR=/dev/shm for tmpfs, where the fdatasync is nearly
+// free and the CPU cost of the write path shows):
+//
+//	TMPDIR=/dev/shm go test -run XXX -bench BenchmarkPackedWrite -benchmem -count 6 ./cas/disk
+func BenchmarkPackedWrite(b *testing.B) {
+	for _, size := range []int{4 << 10, 64 << 10} {
+		for _, mode := range []string{"stream", "put", "batch16"} {
+			b.Run(fmt.Sprintf("size=%dKiB/mode=%s", size>>10, mode), func(b *testing.B) {
+				s, err := OpenStore(b.TempDir(), 1<<30, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				ctx := context.Background()
+				base := testblob.Random(size, 5)
+				var stamp atomic.Uint64
+				perOp := 1
+				if mode == "batch16" {
+					perOp = 16
+				}
+				b.SetBytes(int64(size * perOp))
+				b.ReportAllocs()
+				b.SetParallelism(64 / runtime.GOMAXPROCS(0))
+				b.RunParallel(func(pb *testing.PB) {
+					blobs := make([][]byte, perOp)
+					for i := range blobs {
+						blobs[i] = bytes.Clone(base)
+					}
+					ds := make([]cas.Digest, perOp)
+					pieces := make([]net.Buffers, perOp)
+					for pb.Next() {
+						for i, blob := range blobs {
+							binary.LittleEndian.PutUint64(blob, stamp.Add(1)) // a fresh blob each time
+							ds[i] = cas.DigestOf(blob)
+							pieces[i] = net.Buffers{blob}
+						}
+						if err := writePacked(ctx, s, mode, ds, pieces); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// writePacked stores blobs ds as BenchmarkPackedWrite's mode says.
+func writePacked(ctx context.Context, s *Store, mode string, ds []cas.Digest, data []net.Buffers) error {
+	switch mode {
+	case "stream":
+		w, err := s.NewWriter(ctx, ds[0], cas.Uncompressed)
+		if err != nil {
+			return err
+		}
+		if _, err := w.WriteBuffers(data[0]); err != nil {
+			w.Abort()
+			return err
+		}
+		return w.Commit(ctx)
+	case "put":
+		return s.Put(ctx, ds[0], data[0][0], cas.Uncompressed)
+	}
+	return errors.Join(s.PutBatch(ctx, ds, data, nil)...)
 }

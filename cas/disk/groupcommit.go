@@ -43,6 +43,9 @@ type pendingCommit struct {
 	// upload in progress (Writer): the entry's size takes its place.
 	reserved int64
 	err      error
+	// slot is the record's slot when the store writes it whole
+	// (writeRecords); a streamed record's is its writer's.
+	slot packs.Slot
 }
 
 // commitBatch marks the entries of a batch until they are durable.
@@ -94,6 +97,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	var eg errgroup.Group
 	eg.SetLimit(syncParallelism)
 	segs := make(map[*packs.Segment]*error) // each segment's records: one fdatasync for them all
+	ends := make(map[*packs.Segment]int64)  // where the last of them ends: the slots before it need headers
 	// Segments holding a copy forward, synced now whatever --pack-sync
 	// says: the copy replaces a record durable long ago, whose segment
 	// may be evicted (its file removed or reused) before the syncer's
@@ -103,6 +107,9 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		if c.seg != nil {
 			if c.err == nil && segs[c.seg] == nil {
 				segs[c.seg] = new(error)
+			}
+			if c.err == nil {
+				ends[c.seg] = max(ends[c.seg], c.e.off+c.e.size)
 			}
 			if c.err == nil && c.ifCurrent != nil {
 				if copies == nil {
@@ -127,13 +134,21 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		})
 	}
 	// With WithPackSync, the segments' syncer makes them durable instead,
-	// except those holding a copy forward.
+	// except those holding a copy forward; the records are acknowledged
+	// once every slot before them has a header (HeadSlots), which a sync
+	// sees to itself.
 	for seg, errp := range segs {
 		if s.segments.SyncsInBackground() && !copies[seg] {
+			eg.Go(func() error {
+				if err := s.segments.HeadSlots(seg, ends[seg]); err != nil {
+					*errp = err
+				}
+				return nil
+			})
 			continue
 		}
 		eg.Go(func() error {
-			if err := seg.Sync(); err != nil {
+			if err := seg.SyncThrough(ends[seg]); err != nil {
 				*errp = fmt.Errorf("disk: fsync of a pack segment: %w", err)
 			}
 			return nil

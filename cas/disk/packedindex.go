@@ -22,14 +22,19 @@ func (s *Store) sweepLocked(n int) {
 func (s *Store) isLiveSeqLocked(seq uint32) bool { return s.segments.LiveLocked(seq) != nil }
 
 // takeSlotLocked takes a slot for a record of k of size bytes in the
-// active segment (packs.Set.TakeSlotLocked) and counts the bytes it takes
-// in the store's total.
-func (s *Store) takeSlotLocked(k entryKey, size int64) (*packs.Segment, int64, error) {
-	seg, off, err := s.segments.TakeSlotLocked(uint8(k.kind), k.hash, size)
+// active segment into sl (packs.Set.TakeSlotLocked; with fill, for a
+// record whose data is at hand, TakeSlotToFillLocked) and counts the bytes
+// it takes in the store's total.
+func (s *Store) takeSlotLocked(sl *packs.Slot, k entryKey, size int64, fill bool) error {
+	take := s.segments.TakeSlotLocked
+	if fill {
+		take = s.segments.TakeSlotToFillLocked
+	}
+	err := take(sl, uint8(k.kind), k.hash, size)
 	if err == nil {
 		s.bytes += packfile.RecordLen(size)
 	}
-	return seg, off, err
+	return err
 }
 
 // evictSegmentLocked drops seg: its entries leave the index (its records

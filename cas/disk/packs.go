@@ -122,64 +122,82 @@ func (s *Store) openPacked(ctx context.Context, e entry) (*packs.Blob, error) {
 
 // newPackWriter takes a slot for blob d.
 func (s *Store) newPackWriter(d cas.Digest) (*packs.Writer, error) {
+	w := s.segments.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
+		c := newRecordCommit(sl.Seg, sl.Off, entryKey{kindCAS, d.Hash}, d.Size, crc)
+		s.committer.commit(c)
+		return c.err
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, cas.ErrClosed
 	}
-	seg, off, err := s.takeSlotLocked(entryKey{kindCAS, d.Hash}, d.Size)
-	if err != nil {
+	if err := s.takeSlotLocked(w.Slot(), entryKey{kindCAS, d.Hash}, d.Size, false); err != nil {
 		return nil, err
 	}
 	s.evictLocked(nil)
-	return s.segments.NewWriter(d, seg, off, func(d cas.Digest, crc uint32) error {
-		return s.commitRecord(seg, off, entryKey{kindCAS, d.Hash}, d.Size, crc)
-	}), nil
+	return w, nil
 }
 
 // writeRecord writes data, complete and checked, as a committed record of
 // k into a new slot, and returns it ready for the group commit.
 func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error) {
-	var size int64
-	var crc uint32
-	for _, p := range data {
-		size += int64(len(p))
-		crc = packfile.UpdateChecksum(crc, p)
+	var cs [1]*pendingCommit // on the stack: Put's path allocates no slices
+	var errs [1]error
+	s.writeRecords([]entryKey{k}, []net.Buffers{data}, cs[:], errs[:])
+	return cs[0], errs[0]
+}
+
+// writeRecords writes each data[i], complete and checked, as a committed
+// record of ks[i], and sets cs[i] to it ready for the group commit, or
+// errs[i] to why not. Their slots are taken in one hold of the lock, so
+// that they are consecutive, and written with one pwritev
+// (packs.Set.WriteFills): a batch's records cost one system call, not two
+// each, and none under the lock.
+func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCommit, errs []error) {
+	fills := make([]packs.Fill, 0, len(ks))
+	for i, k := range ks {
+		var size int64
+		var crc uint32
+		for _, p := range data[i] {
+			size += int64(len(p))
+			crc = packfile.UpdateChecksum(crc, p)
+		}
+		cs[i] = &pendingCommit{e: &entry{key: k, size: size, stored: size, verified: k.kind == kindCAS, crc: crc}}
+		fills = append(fills, packs.Fill{Slot: &cs[i].slot, Data: data[i], CRC: crc})
 	}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, cas.ErrClosed
+	taken := fills[:0]
+	for i, f := range fills {
+		err := cas.ErrClosed
+		if !s.closed {
+			err = s.takeSlotLocked(f.Slot, ks[i], cs[i].e.size, true)
+		}
+		if err != nil {
+			errs[i], cs[i] = err, nil
+			continue
+		}
+		cs[i].seg, cs[i].e.seg, cs[i].e.off = f.Slot.Seg, f.Slot.Seg, f.Slot.Off
+		taken = append(taken, f)
 	}
-	seg, off, err := s.takeSlotLocked(k, size)
-	if err == nil {
+	if len(taken) > 0 {
 		s.evictLocked(nil)
 	}
 	s.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	// The committed header and the data in one pwritev.
-	c := newRecordCommit(seg, off, k, size, crc)
-	if err := seg.WriteRecord(uint8(k.kind), k.hash, data, crc, off); err != nil {
+	s.segments.WriteFills(taken)
+	for _, f := range taken {
+		if f.Err == nil {
+			continue
+		}
+		for i, c := range cs {
+			if c != nil && &c.slot == f.Slot {
+				errs[i], cs[i] = f.Err, nil
+			}
+		}
 		s.mu.Lock()
-		s.segments.ReleaseSlotLocked(seg)
+		s.segments.ReleaseSlotLocked(f.Slot.Seg)
 		s.mu.Unlock()
-		return nil, fmt.Errorf("disk: writing a record: %w", err)
 	}
-	return c, nil
-}
-
-// commitRecord writes the committed header of the record of k at off in
-// seg (its data written, and checked on its way in) and makes the record
-// durable and indexed through the group commit.
-func (s *Store) commitRecord(seg *packs.Segment, off int64, k entryKey, size int64, crc uint32) error {
-	c := newRecordCommit(seg, off, k, size, crc)
-	if err := seg.WriteHeader(uint8(k.kind), k.hash, packfile.Committed, size, crc, off); err != nil {
-		c.err = fmt.Errorf("disk: committing a record: %w", err)
-	}
-	s.committer.commit(c)
-	return c.err
 }
 
 // newRecordCommit returns the commit of the record of k at off in seg,

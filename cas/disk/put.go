@@ -63,12 +63,14 @@ func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) 
 // stored without joining them), as Put does, with one group commit for all
 // of them: the batch costs one round of fsyncs, not one per blob, and no
 // goroutine per blob. It returns one error per blob (nil: the blob is
-// stored, durably). It is done with data when it returns.
+// stored, durably). Its packed blobs' records are written with one
+// pwritev. It is done with data when it returns.
 // arrived says how each blob arrived; nil: all Uncompressed.
 func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error {
 	errs := make([]error, len(ds))
 	var commits []*pendingCommit
-	var which []int // index in ds of each commit
+	var which []int  // index in ds of each commit
+	var packed []int // index in ds of each blob to pack
 	for i, d := range ds {
 		if err := integrity.CheckData(d, data[i]); err != nil {
 			errs[i] = err
@@ -79,6 +81,10 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 		}
 		if s.maxSize > 0 && d.Size > s.maxSize {
 			errs[i] = fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
+			continue
+		}
+		if s.packable(d.Size) { // written together below
+			packed = append(packed, i)
 			continue
 		}
 		form := cas.Uncompressed
@@ -92,6 +98,24 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 		}
 		commits = append(commits, c)
 		which = append(which, i)
+	}
+	if len(packed) > 0 {
+		// The packed blobs' records in consecutive slots, with one pwritev.
+		ks := make([]entryKey, len(packed))
+		pieces := make([]net.Buffers, len(packed))
+		for j, i := range packed {
+			ks[j], pieces[j] = entryKey{kindCAS, ds[i].Hash}, data[i]
+		}
+		cs, werrs := make([]*pendingCommit, len(packed)), make([]error, len(packed))
+		s.writeRecords(ks, pieces, cs, werrs)
+		for j, i := range packed {
+			if werrs[j] != nil {
+				errs[i] = werrs[j]
+				continue
+			}
+			commits = append(commits, cs[j])
+			which = append(which, i)
+		}
 	}
 	if len(commits) > 0 {
 		s.committer.commit(commits...)

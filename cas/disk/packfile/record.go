@@ -27,10 +27,12 @@ import (
 // metadata), and records of its earlier life, past where the new one has
 // written, are not the new segment's.
 //
-// A record's header is written twice: reserved (state Reserved, data
-// CRC 0) when its slot is taken, so that a scan can step over a slot whose
-// writer never finished; committed (Committed, with the data's CRC)
-// once its data is complete and checked. A scan that meets anything but a
+// A record's header is written once or twice: reserved (state Reserved,
+// data CRC 0) before anything after its slot is made durable, so that a
+// scan can step over a slot whose writer never finished; committed
+// (Committed, with the data's CRC) once its data is complete and checked.
+// A record whose data is at hand when it is written gets its committed
+// header at once, with its data (package packs: Slot). A scan that meets anything but a
 // valid header (a torn write, a hole) moves on 64 bytes at a time until it
 // finds one again, so damage loses the records it touches and no others.
 const (

@@ -1,7 +1,6 @@
 package packs
 
 import (
-	"net"
 	"time"
 
 	"github.com/membuf/membuf/cas/disk/packfile"
@@ -45,6 +44,14 @@ type Segment struct {
 	readers int
 	closed  bool // the set is closed: the last reader closes the file
 	gone    bool // its file was handed on (a spare) or closed: nothing of this segment may touch it
+
+	// set is the set that made it to take slots; nil for a segment loaded
+	// at start, which takes none.
+	set *Set
+	// unheaded are the slots taken whose header may not be written yet,
+	// oldest first (see Slot); headerErr, once one could not be.
+	unheaded  []*Slot
+	headerErr error
 }
 
 // ReadAt reads the segment's file at off; the caller holds the segment.
@@ -57,8 +64,23 @@ func (seg *Segment) WriteAt(bufs [][]byte, off int64) (int, error) {
 }
 
 // Sync makes what was written to the segment durable (fdatasync); the
-// caller holds the segment.
-func (seg *Segment) Sync() error { return seg.f.Datasync() }
+// caller holds the segment and not the set's lock. First every slot taken
+// so far gets its header written (see Slot), so that the sync makes no
+// record durable while a slot before it has no header; if one could not
+// be written, Sync fails without syncing.
+func (seg *Segment) Sync() error { return seg.SyncThrough(-1) }
+
+// SyncThrough is Sync for a caller that needs the records before end
+// durable, and acknowledged: only the slots before end must have their
+// headers first (HeadSlots); -1 is every slot taken so far.
+func (seg *Segment) SyncThrough(end int64) error {
+	if seg.set != nil {
+		if err := seg.set.HeadSlots(seg, end); err != nil {
+			return err
+		}
+	}
+	return seg.f.Datasync()
+}
 
 // ModTime is when the segment's file was last written (for ordering it
 // among other entries at start); the zero time if that cannot be known.
@@ -88,23 +110,6 @@ func (seg *Segment) WriteHeader(kind uint8, hash string, state uint8, size int64
 	var b [packfile.HeaderLen]byte
 	seg.encodeHeader(b[:], kind, hash, state, size, crc)
 	_, err := vfs.WriteAt(seg.f, b[:], dataOff-packfile.HeaderLen)
-	return err
-}
-
-// WriteRecord writes a committed record, its header and data, into the
-// slot whose data starts at dataOff, with one pwritev. Nothing orders the
-// two on disk: a record torn by a crash fails its CRC check at the next
-// start (Set.Load).
-func (seg *Segment) WriteRecord(kind uint8, hash string, data net.Buffers, crc uint32, dataOff int64) error {
-	var size int64
-	for _, p := range data {
-		size += int64(len(p))
-	}
-	var hdr [packfile.HeaderLen]byte
-	seg.encodeHeader(hdr[:], kind, hash, packfile.Committed, size, crc)
-	iov := make(net.Buffers, 0, 1+len(data))
-	iov = append(append(iov, hdr[:]), data...)
-	_, err := vfs.WriteBuffersAt(seg.f, iov, dataOff-packfile.HeaderLen)
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/membuf/membuf/cas/disk/packfile"
@@ -63,6 +64,11 @@ type Set struct {
 	unsynced map[*Segment]bool
 	syncWake chan struct{} // the syncer's: records to sync, or Close
 	syncDone chan struct{} // closed when the syncer has made its last pass
+	passMu   sync.Mutex    // held through a pass of the syncer (syncPass)
+	// headed is signalled (on Config.Mu) when a slot's header is written
+	// and a sync or a writer waits for one (waiters: how many); see Slot.
+	headed  *sync.Cond
+	waiters atomic.Int32
 }
 
 // Segment files live in Config.Dir, named by their number in hex.
@@ -88,7 +94,7 @@ func NewSet(cfg Config) *Set {
 	if cfg.FS == nil {
 		cfg.FS = vfs.Default
 	}
-	s := &Set{cfg: cfg}
+	s := &Set{cfg: cfg, headed: sync.NewCond(cfg.Mu)}
 	if cfg.SyncEvery > 0 {
 		s.unsynced = make(map[*Segment]bool)
 		s.syncWake = make(chan struct{}, 1)
@@ -142,36 +148,6 @@ func (s *Set) ClosingLocked() bool { return s.closing }
 // Scanned returns how many segments the start read record by record.
 func (s *Set) Scanned() int { return s.scanned }
 
-// TakeSlotLocked takes room for a record of kind and hash (hex) of size
-// bytes in the active segment (making a new one if it has none), writes
-// the record's reserved header there, and returns the segment and the
-// offset of the record's data; the slot takes packfile.RecordLen(size)
-// bytes. The header is written under the lock, before any later slot is
-// taken, so that no commit's fsync can make a later record durable while
-// this one's header is not yet written: a scan after a crash always steps
-// over a slot to the records after it. The caller ends the slot with
-// ReleaseSlotLocked, committed or not.
-func (s *Set) TakeSlotLocked(kind uint8, hash string, size int64) (*Segment, int64, error) {
-	n := packfile.RecordLen(size)
-	seg := s.active
-	if seg == nil || seg.Size+n > s.cfg.SegmentSize && seg.Size > 0 {
-		if seg != nil {
-			s.sealLocked(seg)
-		}
-		var err error
-		if seg, err = s.newSegmentLocked(); err != nil {
-			return nil, 0, err
-		}
-	}
-	off := seg.Size
-	if err := seg.WriteHeader(kind, hash, packfile.Reserved, size, 0, off+packfile.HeaderLen); err != nil {
-		return nil, 0, fmt.Errorf("disk: reserving a record: %w", err)
-	}
-	seg.Size += n
-	seg.open++
-	return seg, off + packfile.HeaderLen, nil
-}
-
 // newSegmentLocked makes a new active segment, in a spare file if there
 // is one (its blocks are allocated already: writing over them changes no
 // metadata, so an fdatasync of them costs no journal commit). Its directory
@@ -208,7 +184,7 @@ func (s *Set) newSegmentLocked() (*Segment, error) {
 		return nil, fmt.Errorf("disk: making a pack segment: %w", err)
 	}
 	s.nextSeq++
-	seg := &Segment{Seq: seq, f: f, name: name, Created: s.cfg.Tick()}
+	seg := &Segment{Seq: seq, f: f, name: name, Created: s.cfg.Tick(), set: s}
 	s.segments = append(s.segments, seg)
 	s.active = seg
 	return seg, nil
@@ -241,7 +217,7 @@ func (s *Set) finishIfDoneLocked(seg *Segment) {
 	seg.readers++      // the file is this goroutine's until it is done
 	s.finish.Go(func() {
 		done := s.path(seg.Seq, doneSuffix)
-		err := seg.f.Datasync()
+		err := seg.Sync() // a slot its writer left without a header gets a reserved one first
 		if err == nil {
 			err = s.cfg.FS.Rename(seg.name, done)
 		}

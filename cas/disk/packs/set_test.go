@@ -37,19 +37,21 @@ func newSet(t *testing.T, dir string) (*packs.Set, *sync.Mutex) {
 func put(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte) (*packs.Segment, int64) {
 	t.Helper()
 	d := cas.DigestOf(data)
+	sl := new(packs.Slot)
 	mu.Lock()
-	seg, off, err := s.TakeSlotLocked(0, d.Hash, d.Size)
+	err := s.TakeSlotToFillLocked(sl, 0, d.Hash, d.Size)
 	mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := seg.WriteRecord(0, d.Hash, net.Buffers{data}, packfile.Checksum(data), off); err != nil {
-		t.Fatal(err)
+	fills := []packs.Fill{{Slot: sl, Data: net.Buffers{data}, CRC: packfile.Checksum(data)}}
+	if s.WriteFills(fills); fills[0].Err != nil {
+		t.Fatal(fills[0].Err)
 	}
 	mu.Lock()
-	s.ReleaseSlotLocked(seg)
+	s.ReleaseSlotLocked(sl.Seg)
 	mu.Unlock()
-	return seg, off
+	return sl.Seg, sl.Off
 }
 
 // TestSetLifecycle: records fill segments, a full one is sealed and
@@ -139,22 +141,12 @@ func TestBlobChecksItsRecord(t *testing.T) {
 
 	other := testblob.Random(500, 8)
 	d := cas.DigestOf(other)
-	mu.Lock()
-	seg, off, err := s.TakeSlotLocked(0, d.Hash, d.Size)
-	mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var committed cas.Digest
-	w := s.NewWriter(d, seg, off, func(d cas.Digest, crc uint32) error {
+	w := newWriter(t, s, mu, other, func(d cas.Digest, crc uint32) {
 		if crc != packfile.Checksum(other) {
 			t.Errorf("committed with CRC %x; want %x", crc, packfile.Checksum(other))
 		}
 		committed = d
-		mu.Lock()
-		s.ReleaseSlotLocked(seg)
-		mu.Unlock()
-		return nil
 	})
 	if _, err := w.WriteBuffers([][]byte{other[:100], other[100:]}); err != nil {
 		t.Fatal(err)

@@ -67,6 +67,12 @@ func (s *Set) SyncPass() { s.syncPass() }
 // syncPass fdatasyncs the segments written since the last pass, and
 // reports whether the set was closing when it began (the syncer's last).
 func (s *Set) syncPass() (closing bool) {
+	// One pass at a time: a pass that finds nothing to sync because a
+	// concurrent one took it all returns only once that one's syncs are
+	// done, so that every record marked before it began is durable when
+	// it returns (SyncPass's promise).
+	s.passMu.Lock()
+	defer s.passMu.Unlock()
 	mu := s.cfg.Mu
 	mu.Lock()
 	closing = s.closing

@@ -10,35 +10,49 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // Writer writes one blob into a slot of the active segment, taken
 // when it starts (the digest gives its size): its bytes go to the
 // segment's file at their offset as they arrive, hashed and summed, and
 // its committed header, then the group commit's fsync of the segment, make
-// it a record. A slot abandoned by its writer stays a reserved record that
-// scans step over, until its segment is evicted.
+// it a record. Its first write carries the slot's header too (see Slot):
+// the committed one when that write is the whole blob and matches the
+// digest, so that a blob that arrives in one piece costs one pwritev;
+// else the reserved one, and Commit writes the committed header. A slot
+// abandoned by its writer stays a reserved record that scans step over,
+// until its segment is evicted.
 type Writer struct {
 	set *Set
 	d   cas.Digest
-	seg *Segment
-	off int64 // of the data in the segment
+	sl  Slot
 	h   hash.Hash
 	crc uint32
 	n   int64
 	end bool
-	// commit commits the record, its data written and checked against d:
-	// writes its committed header, makes it durable and indexed (the
-	// owner's group commit) and releases the slot.
-	commit func(d cas.Digest, crc uint32) error
+	// header is the state of the header this writer wrote into the slot
+	// (packfile.Reserved or Committed); 0 if it wrote none.
+	header uint8
+	// broken: a first write hashed the whole blob and then failed, so the
+	// hash no longer matches what was written.
+	broken error
+	// commit commits the record, its data and committed header written
+	// and checked against d: makes it durable and indexed (the owner's
+	// group commit) and releases the slot.
+	commit func(sl *Slot, d cas.Digest, crc uint32) error
 }
 
-// NewWriter returns the writer of blob d into the slot whose data is at
-// off in seg (TakeSlotLocked). Its Commit checks the content against d and
-// hands the record to commit; Abort releases the slot.
-func (s *Set) NewWriter(d cas.Digest, seg *Segment, off int64, commit func(d cas.Digest, crc uint32) error) *Writer {
-	return &Writer{set: s, d: d, seg: seg, off: off, h: sha256.New(), commit: commit}
+// NewWriter returns the writer of blob d. The caller takes its slot
+// (TakeSlotLocked into Slot) before the first write. Its Commit checks the
+// content against d and hands the record to commit; Abort releases the
+// slot.
+func (s *Set) NewWriter(d cas.Digest, commit func(sl *Slot, d cas.Digest, crc uint32) error) *Writer {
+	return &Writer{set: s, d: d, h: sha256.New(), commit: commit}
 }
+
+// Slot is the writer's slot, for the caller to take.
+func (w *Writer) Slot() *Slot { return &w.sl }
 
 // Hash is the running SHA-256 of what was written (Sum leaves it as it
 // is).
@@ -62,10 +76,14 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return int(n), err
 }
 
-// WriteBuffers appends bufs with one pwritev.
+// WriteBuffers appends bufs with one pwritev (the first with the slot's
+// header, if no sync wrote it first).
 func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	if w.end {
 		return 0, errors.New("disk: write after Commit or Abort")
+	}
+	if w.broken != nil {
+		return 0, w.broken
 	}
 	var total int64
 	for _, b := range bufs {
@@ -74,42 +92,108 @@ func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	if total > w.d.Size-w.n {
 		return 0, fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, w.d.Size)
 	}
-	n, err := w.seg.WriteAt(bufs, w.off+w.n)
-	for rest := n; rest > 0; bufs = bufs[1:] { // hash and sum what was written
+	if w.n == 0 && w.sl.Claim() {
+		return w.writeFirst(bufs, total)
+	}
+	n, err := w.sl.Seg.WriteAt(bufs, w.sl.Off+w.n)
+	w.sum(bufs, n)
+	w.n += int64(n)
+	return int64(n), err
+}
+
+// sum hashes and sums the first n bytes of bufs: what was written.
+func (w *Writer) sum(bufs [][]byte, n int) {
+	for rest := n; rest > 0; bufs = bufs[1:] {
 		k := min(rest, len(bufs[0]))
 		w.h.Write(bufs[0][:k])
 		w.crc = packfile.UpdateChecksum(w.crc, bufs[0][:k])
 		rest -= k
 	}
-	w.n += int64(n)
-	return int64(n), err
+}
+
+// writeFirst is the first write, the slot's header claimed: the header
+// and bufs in one pwritev. When bufs are the whole blob they are hashed
+// first, and a blob that matches its digest gets its committed header at
+// once.
+func (w *Writer) writeFirst(bufs [][]byte, total int64) (int64, error) {
+	state, crc, whole := uint8(packfile.Reserved), uint32(0), total == w.d.Size
+	if whole {
+		w.sum(bufs, int(total))
+		var sum [sha256.Size]byte
+		if integrity.CheckSum(w.d, total, w.h.Sum(sum[:0])) == nil {
+			state, crc = packfile.Committed, w.crc
+		}
+	}
+	var hdr [packfile.HeaderLen]byte
+	w.sl.header(hdr[:], w.d.Hash, state, crc)
+	iov := make([][]byte, 0, 1+len(bufs))
+	iov = append(append(iov, hdr[:]), bufs...)
+	n, err := vfs.WriteBuffersAt(w.sl.Seg.f, iov, w.sl.Off-packfile.HeaderLen)
+	written := max(n-packfile.HeaderLen, 0)
+	var headerErr error
+	if n < packfile.HeaderLen {
+		headerErr = err
+	} else {
+		w.header = state
+	}
+	w.set.Headed(&w.sl, headerErr)
+	switch {
+	case !whole:
+		w.sum(bufs, written)
+	case err != nil:
+		w.broken = fmt.Errorf("disk: an earlier write failed: %w", err)
+	}
+	w.n += int64(written)
+	return int64(written), err
 }
 
 // Suspend does nothing: the writer holds no descriptor of its own.
 func (w *Writer) Suspend() error { return nil }
 
-// Commit checks the content against the digest and commits the record
-// (NewWriter's commit: the committed header, then the group commit).
+// Commit checks the content against the digest, writes the committed
+// header unless the first write did, and commits the record (NewWriter's
+// commit: the group commit).
 func (w *Writer) Commit(context.Context) error {
 	if w.end {
 		return errors.New("disk: Commit after Commit or Abort")
+	}
+	if w.broken != nil {
+		w.Abort()
+		return w.broken
 	}
 	var sum [sha256.Size]byte
 	if err := integrity.CheckSum(w.d, w.n, w.h.Sum(sum[:0])); err != nil {
 		w.Abort()
 		return err
 	}
+	if w.header != packfile.Committed {
+		// A sync may be writing the reserved header still (its Claim came
+		// before this writer's): the committed one goes over it after.
+		w.set.AwaitHeaded(&w.sl)
+		if err := w.sl.Seg.WriteHeader(w.sl.kind, w.d.Hash, packfile.Committed, w.sl.size, w.crc, w.sl.Off); err != nil {
+			w.Abort()
+			return fmt.Errorf("disk: committing a record: %w", err)
+		}
+		w.header = packfile.Committed
+	}
 	w.end = true
-	return w.commit(w.d, w.crc)
+	return w.commit(&w.sl, w.d, w.crc)
 }
 
-// Abort gives the slot up.
+// Abort gives the slot up. A committed header written already (the whole
+// blob came in one write) is rewritten as a reserved one's, so that a
+// start does not take for stored a blob that was given up.
 func (w *Writer) Abort() {
 	if w.end {
 		return
 	}
 	w.end = true
+	if w.header == packfile.Committed {
+		if err := w.sl.Seg.WriteHeader(w.sl.kind, w.d.Hash, packfile.Reserved, w.sl.size, 0, w.sl.Off); err != nil {
+			w.set.cfg.Log.Warn("giving up a packed record (a start may take it for stored; its content is its name's)", "err", err)
+		}
+	}
 	w.set.cfg.Mu.Lock()
-	w.set.ReleaseSlotLocked(w.seg)
+	w.set.ReleaseSlotLocked(w.sl.Seg)
 	w.set.cfg.Mu.Unlock()
 }
