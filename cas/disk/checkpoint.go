@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
 )
@@ -94,7 +93,7 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 	}
 	var recs []packindex.Record
 	// The size of each segment's file, once one of its records was found
-	// there as the checkpoint says (checkRecordInFile).
+	// there as the checkpoint says (Segment.CheckCommitted).
 	fileSizes := make(map[*packs.Segment]int64)
 	for range packindex.Shards {
 		var i int
@@ -110,9 +109,17 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 			}
 			fileSize, checked := fileSizes[seg]
 			if !checked {
+				// One header per segment, and every record within the
+				// file: a checkpoint of another store, or of an earlier
+				// life of these files, or one of a segment cut short
+				// since (issue 44) is refused, and the start scans.
+				kind := kindCAS
+				if r.AC {
+					kind = kindAC
+				}
 				var err error
-				if fileSize, err = s.checkRecordInFile(seg, &r); err != nil {
-					return err
+				if fileSize, err = seg.CheckCommitted(uint8(kind), r.Hash, int64(r.Size), r.CRC, int64(r.Off), s.packMax); err != nil {
+					return fmt.Errorf("index checkpoint: %w", err)
 				}
 				fileSizes[seg] = fileSize
 			}
@@ -134,35 +141,6 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 		}
 	}
 	return nil
-}
-
-// checkRecordInFile reads the header of checkpoint record r from its
-// segment's file and returns the file's size, or an error unless the
-// header names the same record: one read per segment, which a checkpoint
-// of another store, or of an earlier life of these files, fails (its
-// records are elsewhere, or of other blobs), so that the start scans
-// instead of indexing records that are not there. With the size, every
-// record the checkpoint names in the segment is checked to lie within the
-// file: one cut short since (issue 44) is scanned instead.
-func (s *Store) checkRecordInFile(seg *packs.Segment, r *packindex.Record) (int64, error) {
-	size, err := seg.FileSize()
-	if err != nil {
-		return 0, fmt.Errorf("index checkpoint: pack segment %d: %w", seg.Seq, err)
-	}
-	var b [packfile.HeaderLen]byte
-	off := int64(r.Off) - packfile.HeaderLen
-	if _, err := seg.ReadAt(b[:], off); err != nil {
-		return 0, fmt.Errorf("index checkpoint: the record at %d of pack segment %d: %w", off, seg.Seq, err)
-	}
-	h, ok := packfile.DecodeHeader(b[:], s.packMax)
-	want := kindCAS
-	if r.AC {
-		want = kindAC
-	}
-	if !ok || h.State != packfile.Committed || h.Seq != seg.Seq || h.Hash != r.Hash || h.Size != int64(r.Size) || h.DataCRC != r.CRC || entryKind(h.Kind) != want {
-		return 0, fmt.Errorf("index checkpoint: pack segment %d holds no such record at %d as the checkpoint names", seg.Seq, off)
-	}
-	return size, nil
 }
 
 // finishedSegmentsLocked returns the segments a checkpoint taken now

@@ -275,21 +275,7 @@ func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace 
 // leaves the record to be indexed again at the next start, and found bad
 // again by its first read (docs/cas.md, "Integrity").
 func (s *Store) retireRecord(e entry) {
-	// Held: the file stays this segment's while the header is written; a
-	// segment evicted already took the record with it.
-	_, err := s.segments.Hold(e.seg, func() error {
-		// A header past the end of the file (truncated) has nothing to
-		// rewrite; writing it would grow the file with a hole.
-		var hb [packfile.HeaderLen]byte
-		if _, err := e.seg.ReadAt(hb[:], e.off-packfile.HeaderLen); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil
-		}
-		if err := e.seg.WriteHeader(uint8(e.key.kind), e.key.hash, packfile.Reserved, e.size, 0, e.off); err != nil {
-			return err
-		}
-		return e.seg.Sync()
-	})
-	if err != nil {
+	if err := s.segments.Retire(e.seg, uint8(e.key.kind), e.key.hash, e.size, e.off); err != nil {
 		s.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.Seq, "err", err)
 	}
 }

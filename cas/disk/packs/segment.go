@@ -1,6 +1,7 @@
 package packs
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/membuf/membuf/cas/disk/packfile"
@@ -92,12 +93,27 @@ func (seg *Segment) ModTime() time.Time {
 	return fi.ModTime()
 }
 
-// FileSize is the size of the segment's file now (for checking what an
-// index checkpoint says is in it); the caller holds the segment.
-func (seg *Segment) FileSize() (int64, error) {
+// CheckCommitted reads the header of the record whose data starts at
+// dataOff and returns the size of the segment's file, or an error unless
+// the header is a committed record of this segment of kind, hash, size
+// and data CRC (maxSize bounds a header's size): what an index checkpoint
+// says is there, checked once per segment at start, so that a checkpoint
+// of another store, or of an earlier life of these files, is refused; the
+// caller checks that each of its records lies within the file's size.
+// The caller holds the segment.
+func (seg *Segment) CheckCommitted(kind uint8, hash [32]byte, size int64, crc uint32, dataOff, maxSize int64) (int64, error) {
 	fi, err := seg.f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("pack segment %d: %w", seg.Seq, err)
+	}
+	var b [packfile.HeaderLen]byte
+	off := dataOff - packfile.HeaderLen
+	if _, err := seg.f.ReadAt(b[:], off); err != nil {
+		return 0, fmt.Errorf("the record at %d of pack segment %d: %w", off, seg.Seq, err)
+	}
+	h, ok := packfile.DecodeHeader(b[:], maxSize)
+	if !ok || h.State != packfile.Committed || h.Seq != seg.Seq || h.Kind != kind || h.Hash != hash || h.Size != size || h.DataCRC != crc {
+		return 0, fmt.Errorf("pack segment %d holds no such record at %d", seg.Seq, off)
 	}
 	return fi.Size(), nil
 }

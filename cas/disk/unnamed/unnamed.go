@@ -1,0 +1,74 @@
+// Package unnamed names a blob at its Commit by what its writer hashed on
+// the way: a cas.UnnamedWriter over a disk store's writer, started under a
+// placeholder name, so that the content is hashed once. It imports cas
+// only.
+package unnamed
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"hash"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// namable is what a disk store's writers (files.Writer, packs.Writer) are:
+// they expose the hash they keep of what was written, and take their name
+// at Commit.
+type namable interface {
+	Hash() hash.Hash
+	Rename(hash string)
+}
+
+// Wrap returns bw, a writer of a blob of size bytes started under a
+// placeholder name, as a cas.UnnamedWriter that names it at Commit. A bw
+// that cannot be named is aborted and an error returned.
+func Wrap(bw cas.BlobWriter, size int64) (cas.UnnamedWriter, error) {
+	w, ok := bw.(namable)
+	if !ok {
+		bw.Abort()
+		return nil, fmt.Errorf("disk: NewWriter returned a %T, which cannot be named at Commit", bw)
+	}
+	return &unnamedWriter{BlobWriter: bw, size: size, h: w.Hash(), rename: w.Rename}, nil
+}
+
+// unnamedWriter is a files.Writer or packs.Writer started under
+// placeholderHash: h is that writer's running hash, rename names its blob.
+type unnamedWriter struct {
+	cas.BlobWriter
+	size   int64
+	h      hash.Hash
+	rename func(hash string)
+	named  cas.Digest // once committed: the blob's digest
+}
+
+// Digest returns the blob's digest once committed; before, its size alone.
+func (u *unnamedWriter) Digest() cas.Digest {
+	if u.named.Hash != "" {
+		return u.named
+	}
+	return cas.Digest{Size: u.size}
+}
+
+// Named returns the digest of what was written, once all of it is.
+func (u *unnamedWriter) Named() (cas.Digest, error) {
+	if n := u.BlobWriter.Written(); n != u.size {
+		return cas.Digest{}, fmt.Errorf("%w: %d of the %d bytes written", cas.ErrMismatch, n, u.size)
+	}
+	return cas.Digest{Hash: hex.EncodeToString(u.h.Sum(nil)), Size: u.size}, nil // Sum leaves the state as it is
+}
+
+// Commit names the blob by the hash of what was written, which the
+// writer's own check then finds it matches, and commits it.
+func (u *unnamedWriter) Commit(ctx context.Context) error {
+	d, err := u.Named()
+	if err == nil {
+		u.rename(d.Hash)
+	}
+	if err := u.BlobWriter.Commit(ctx); err != nil {
+		return err
+	}
+	u.named = d
+	return nil
+}
