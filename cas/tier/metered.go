@@ -36,11 +36,6 @@ func (m metered) Get(ctx context.Context, k Key, off int64) (Object, error) {
 	return obj, err
 }
 
-// put stores one upload.
-func (m metered) put(ctx context.Context, u Upload) error {
-	return m.Put(ctx, []Upload{u})[0]
-}
-
 // Put counts each upload as a request, the batch's time shared among
 // them.
 func (m metered) Put(ctx context.Context, uploads []Upload) []error {
