@@ -21,8 +21,8 @@
 //     result, so that refused credentials show at start.
 //
 // The instance name is the URL's: the tier has no client's to pass on.
-// An action result is keyed by its action's hash with size 0, as
-// tier.Key names it.
+// An action result is keyed by its action's digest, hash and size, as
+// tier.Key names it (bb-storage keys its action cache by both).
 //
 // It imports cas, cas/tier, cas/actionresult and the backends' internal
 // upstream package; nothing of the server.
