@@ -1,0 +1,108 @@
+package gcs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/membuf/membuf/cas/backend/gcs"
+	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cas/tier/backendtest"
+)
+
+func newBackend(t *testing.T, rawURL string) *gcs.Backend {
+	t.Helper()
+	loc, err := gcs.ParseURL(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := gcs.New(t.Context(), gcs.Config{Location: loc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// TestConformance runs the tier's backend suite against fake-gcs-server,
+// each check in a prefix of its own, with an outage that stops the server
+// and starts it again over the same data.
+func TestConformance(t *testing.T) {
+	f := startFakeGCS(t, "membuf-test")
+	n := 0
+	backendtest.Run(t, func(t *testing.T) tier.Backend {
+		n++
+		return newBackend(t, "gs://membuf-test/run"+strings.Repeat("x", n)+"?endpoint="+f.endpoint())
+	}, backendtest.Options{
+		KeepsChecksums: true,
+		ResolvesHashes: true,
+		Outage: func(t *testing.T, down bool) {
+			if down {
+				f.stop()
+			} else {
+				f.start()
+			}
+		},
+	})
+}
+
+// TestProbeMissingBucket: a bucket that does not exist is a
+// misconfiguration, not an outage.
+func TestProbeMissingBucket(t *testing.T) {
+	f := startFakeGCS(t, "membuf-test")
+	err := newBackend(t, "gs://no-such-bucket?endpoint="+f.endpoint()).Probe(t.Context())
+	var mis *tier.ErrMisconfigured
+	if !errors.As(err, &mis) {
+		t.Fatalf("Probe of a missing bucket: %v, want *tier.ErrMisconfigured", err)
+	}
+	if !strings.Contains(err.Error(), "no-such-bucket") {
+		t.Fatalf("Probe of a missing bucket: %q does not name the bucket for the operator", err)
+	}
+}
+
+// TestProbeUnreachable: nothing listening is an outage (it may come
+// back), not a misconfiguration; and the error a client may see names
+// neither the bucket nor the endpoint.
+func TestProbeUnreachable(t *testing.T) {
+	f := startFakeGCS(t, "membuf-test")
+	b := newBackend(t, "gs://membuf-test?endpoint="+f.endpoint())
+	f.stop()
+	err := b.Probe(t.Context())
+	var mis *tier.ErrMisconfigured
+	if err == nil || errors.As(err, &mis) {
+		t.Fatalf("Probe with the server stopped: %v, want an error other than *tier.ErrMisconfigured", err)
+	}
+	if _, err := b.Get(t.Context(), tier.Key{Hash: strings.Repeat("a", 64), Size: 3}, 0); err == nil || strings.Contains(err.Error(), "membuf-test") || strings.Contains(err.Error(), "127.0.0.1") {
+		t.Fatalf("Get with the server stopped: %v; want an error naming neither bucket nor endpoint", err)
+	}
+}
+
+func TestString(t *testing.T) {
+	b := newBackend(t, "gs://a-bucket/some/prefix?endpoint=http://127.0.0.1:1")
+	if got, want := b.String(), "gs://a-bucket/some/prefix/?endpoint=http%3A%2F%2F127.0.0.1%3A1"; got != want {
+		t.Fatalf("String: %q, want %q", got, want)
+	}
+}
+
+// TestPutWrongLength: a body that ends early without an error, or goes on
+// past its size, stores nothing (a client library would end the upload at
+// the body's EOF and store what it had).
+func TestPutWrongLength(t *testing.T) {
+	f := startFakeGCS(t, "membuf-test")
+	b := newBackend(t, "gs://membuf-test?endpoint="+f.endpoint())
+	data := []byte(strings.Repeat("membuf ", 1000))
+	for _, tc := range []struct {
+		name string
+		size int64
+	}{{"short", int64(len(data)) + 1}, {"long", int64(len(data)) - 1}} {
+		k := tier.Key{Hash: strings.Repeat("b", 64), Size: tc.size}
+		err := b.Put(t.Context(), []tier.Upload{{Key: k, Body: strings.NewReader(string(data)), Size: tc.size, SHA256: strings.Repeat("c", 64)}})[0]
+		if err == nil {
+			t.Fatalf("Put of a %s body succeeded", tc.name)
+		}
+		sizes := []int64{0}
+		if err := b.Stat(t.Context(), []tier.Key{k}, sizes); err != nil || sizes[0] != -1 {
+			t.Fatalf("after a Put of a %s body, Stat: %d, %v; want -1", tc.name, sizes[0], err)
+		}
+	}
+}
