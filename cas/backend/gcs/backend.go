@@ -26,8 +26,8 @@ import (
 type Config struct {
 	Location Location
 	// RequestTimeout bounds waiting for an answer (connecting, the
-	// response's headers) and for each step of a transfer's progress,
-	// not a whole transfer; 0 means 30s.
+	// response's headers) and for a transfer's progress (the connection
+	// taking or giving bytes), not a whole transfer; 0 means 30s.
 	RequestTimeout time.Duration
 	// Concurrency is how many requests one Stat or Put may have in
 	// flight; 0 means 16. The connections to the service are bounded to
@@ -92,7 +92,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	} else {
 		opts = append(opts, option.WithScopes(storage.ScopeReadWrite))
 	}
-	rt, err := htransport.NewTransport(ctx, base, opts...)
+	rt, err := htransport.NewTransport(ctx, objstore.StallGuard(base, cfg.RequestTimeout), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gcs: credentials: %w", err)
 	}
@@ -151,16 +151,8 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 	if off < 0 {
 		return tier.Object{}, fmt.Errorf("gcs: negative offset %d of %s", off, k)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	w := objstore.NewWatchdog(b.timeout, cancel)
-	var r *storage.Reader
-	_, err := w.Step(func() (int, error) {
-		var err error
-		r, err = b.object(k).NewRangeReader(ctx, off, -1)
-		return 0, err
-	})
+	r, err := b.object(k).NewRangeReader(ctx, off, -1)
 	if err != nil {
-		defer cancel(context.Canceled)
 		var ge *googleapi.Error
 		if off > 0 && errors.As(err, &ge) && ge.Code == http.StatusRequestedRangeNotSatisfiable {
 			return b.getEnd(ctx, k, off)
@@ -168,13 +160,11 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 		return tier.Object{}, b.fail(ctx, "read", k, err)
 	}
 	obj := tier.Object{Size: r.Attrs.Size, SHA256: metadataSum(r.Metadata())}
-	var body io.ReadCloser = r
 	if k.AC && obj.Size > maxActionResult {
 		r.Close()
-		cancel(context.Canceled)
 		return tier.Object{}, &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("%s in the shared tier has %d bytes, over the %d an action result may have", k, obj.Size, maxActionResult), Where: "gs://" + b.loc.Bucket + "/" + objstore.ObjectName(b.loc.Prefix, k)}
 	}
-	obj.Body = objstore.WatchedBody(body, w, cancel)
+	obj.Body = r
 	return obj, nil
 }
 
@@ -222,9 +212,7 @@ func (b *Backend) put(ctx context.Context, u tier.Upload) error {
 	// a content type.
 	w.ContentType = "application/octet-stream"
 	w.Metadata = map[string]string{objstore.SHA256Metadata: u.SHA256}
-	dog := objstore.NewWatchdog(b.timeout, cancel)
-	defer dog.Stop()
-	_, err := io.Copy(objstore.WatchedWriter(w, dog), objstore.ExactBody(u.Body, u.Size))
+	_, err := io.Copy(w, objstore.ExactBody(u.Body, u.Size))
 	if err != nil {
 		// The body failed or had the wrong length: abandon the upload
 		// before Close could complete it.
@@ -232,7 +220,7 @@ func (b *Backend) put(ctx context.Context, u tier.Upload) error {
 		w.Close()
 		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("uploading %s to the shared tier failed", u.Key), Where: "gs://" + b.loc.Bucket + "/" + objstore.ObjectName(b.loc.Prefix, u.Key), Cause: objstore.Redact(err)}
 	}
-	if _, err := dog.Step(func() (int, error) { return 0, w.Close() }); err != nil {
+	if err := w.Close(); err != nil {
 		return b.fail(ctx, "write", u.Key, err)
 	}
 	return nil
