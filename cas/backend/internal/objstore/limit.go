@@ -1,6 +1,9 @@
 package objstore
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // Each calls f(i) for every i in [0, n), at most limit at a time, and
 // returns when all have returned. f reports through what it captures
@@ -26,4 +29,23 @@ func Each(n, limit int, f func(i int)) {
 		})
 	}
 	wg.Wait()
+}
+
+// FirstError returns the first error of errs, saying how many more there
+// were, or nil: a Stat's many requests often fail alike.
+func FirstError(errs []error) error {
+	var first error
+	n := 0
+	for _, err := range errs {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("%w (and %d more)", first, n-1)
+	}
+	return first
 }
