@@ -313,7 +313,7 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 			errs[i] = b.fail(c, "properties request", ks[i], err)
 		}
 	})
-	return errors.Join(errs...)
+	return objstore.FirstError(errs)
 }
 
 // Probe implements tier.Backend: it asks for the properties of a blob

@@ -39,7 +39,7 @@ const form = "azblob://ACCOUNT/CONTAINER[/PREFIX][?endpoint=URL]"
 // DefaultAzureCredential's environment.
 func ParseURL(raw string) (Location, error) {
 	fail := func(format string, args ...any) (Location, error) {
-		return Location{}, fmt.Errorf("azblob URL %q: %s (want %s)", objstore.Clip(raw), fmt.Sprintf(format, args...), form)
+		return Location{}, fmt.Errorf("azblob URL %q: %s (want %s)", objstore.ShowURL(raw), fmt.Sprintf(format, args...), form)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -84,7 +84,7 @@ func ParseURL(raw string) (Location, error) {
 		case "endpoint":
 			e, err := url.Parse(vs[0])
 			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil || e.RawQuery != "" || e.ForceQuery || e.Fragment != "" {
-				return fail("endpoint %q is not an http:// or https:// URL with a host and no credentials, query (a SAS token goes in AZURE_STORAGE_SAS_TOKEN) or fragment", objstore.Clip(vs[0]))
+				return fail("endpoint %q is not an http:// or https:// URL with a host and no credentials, query (a SAS token goes in AZURE_STORAGE_SAS_TOKEN) or fragment", objstore.ShowParameter(vs[0]))
 			}
 			loc.Endpoint = strings.TrimSuffix(vs[0], "/")
 		default:

@@ -243,25 +243,7 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 			errs[i] = b.fail(c, "metadata request", ks[i], err)
 		}
 	})
-	return firstOf(errs)
-}
-
-// firstOf returns the first error of errs, saying how many there were.
-func firstOf(errs []error) error {
-	var first error
-	n := 0
-	for _, err := range errs {
-		if err != nil {
-			if first == nil {
-				first = err
-			}
-			n++
-		}
-	}
-	if n > 1 {
-		return fmt.Errorf("%w (and %d more)", first, n-1)
-	}
-	return first
+	return objstore.FirstError(errs)
 }
 
 // Probe implements tier.Backend: it reads an object that does not exist

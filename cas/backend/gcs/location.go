@@ -37,7 +37,7 @@ const form = "gs://BUCKET[/PREFIX][?endpoint=URL]"
 // server).
 func ParseURL(raw string) (Location, error) {
 	fail := func(format string, args ...any) (Location, error) {
-		return Location{}, fmt.Errorf("gcs URL %q: %s (want %s)", objstore.Clip(raw), fmt.Sprintf(format, args...), form)
+		return Location{}, fmt.Errorf("gcs URL %q: %s (want %s)", objstore.ShowURL(raw), fmt.Sprintf(format, args...), form)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -71,7 +71,7 @@ func ParseURL(raw string) (Location, error) {
 		case "endpoint":
 			e, err := url.Parse(vs[0])
 			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil || e.RawQuery != "" || e.Fragment != "" {
-				return fail("endpoint %q is not an http:// or https:// URL with a host and no credentials, query or fragment", objstore.Clip(vs[0]))
+				return fail("endpoint %q is not an http:// or https:// URL with a host and no credentials, query or fragment", objstore.ShowParameter(vs[0]))
 			}
 			loc.Endpoint = strings.TrimSuffix(vs[0], "/")
 		default:
