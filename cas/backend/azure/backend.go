@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -66,7 +65,6 @@ type Backend struct {
 	auth      string // which credential, for the probe's advice
 	timeout   time.Duration
 	limit     int
-	log       *slog.Logger
 	transport *http.Transport
 }
 
@@ -77,14 +75,9 @@ var _ tier.Backend = (*Backend)(nil)
 // DefaultAzureCredential; both of the first two is an error); it sends
 // nothing over the network (Probe does).
 func New(ctx context.Context, cfg Config) (*Backend, error) {
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = 30 * time.Second
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 16
-	}
-	if cfg.RequestTimeout < 0 || cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("azure: negative RequestTimeout (%v) or Concurrency (%d)", cfg.RequestTimeout, cfg.Concurrency)
+	var err error
+	if cfg.RequestTimeout, cfg.Concurrency, err = objstore.Defaults(cfg.RequestTimeout, cfg.Concurrency); err != nil {
+		return nil, fmt.Errorf("azure: %v", err)
 	}
 	loc := cfg.Location
 	if err := checkAccount(loc.Account); err != nil {
@@ -96,18 +89,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	transport := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: cfg.RequestTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout:   cfg.RequestTimeout,
-		ResponseHeaderTimeout: cfg.RequestTimeout,
-		// A Stat's or Put's requests run Concurrency at a time, and the
-		// tier's fills beside them: keep that many to reuse, and bound
-		// them all.
-		MaxIdleConnsPerHost: cfg.Concurrency,
-		MaxConnsPerHost:     4 * cfg.Concurrency,
-		IdleConnTimeout:     90 * time.Second,
-	}
+	transport := objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency)
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Transport: &http.Client{Transport: objstore.StallGuard(transport, cfg.RequestTimeout)},
 		// One quick retry of a request that met a dropped connection or a
@@ -119,8 +101,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}}
 	containerURL := loc.serviceURL() + "/" + loc.Container
 	key, sas := os.Getenv(envKey), os.Getenv(envSAS)
-	b := &Backend{loc: loc, timeout: cfg.RequestTimeout, limit: cfg.Concurrency, log: cfg.Logger, transport: transport}
-	var err error
+	b := &Backend{loc: loc, timeout: cfg.RequestTimeout, limit: cfg.Concurrency, transport: transport}
 	switch {
 	case key != "" && sas != "":
 		return nil, fmt.Errorf("azure: both %s and %s are set; set one", envKey, envSAS)
@@ -146,6 +127,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure: %v", objstore.Redact(err))
 	}
+	// Which credential the environment gave is the one thing about the
+	// configuration no request error says.
+	cfg.Logger.Info("Azure Blob backend", "url", loc.String(), "credential", b.auth)
 	return b, nil
 }
 
@@ -173,11 +157,11 @@ func (b *Backend) where(k tier.Key) string {
 func (b *Backend) fail(ctx context.Context, op string, k tier.Key, err error) error {
 	switch {
 	case bloberror.HasCode(err, bloberror.BlobNotFound):
-		return &tier.RequestError{Kind: cas.ErrNotFound, Public: k.String() + " is not in the shared tier", Where: b.where(k), Cause: err}
+		return &tier.RequestError{Kind: cas.ErrNotFound, Public: k.String() + " is not in the shared tier", Where: b.where(k), Cause: objstore.Redact(err)}
 	case bloberror.HasCode(err, bloberror.ContainerNotFound):
 		// A container that is gone is the tier failing, not the entry
 		// missing.
-		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier's container is gone (a %s of %s)", op, k), Where: b.where(k), Cause: err}
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier's container is gone (a %s of %s)", op, k), Where: b.where(k), Cause: objstore.Redact(err)}
 	}
 	if ctx.Err() != nil {
 		// Why the context ended (a stalled transfer, the tier closing)

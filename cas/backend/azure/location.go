@@ -72,26 +72,8 @@ func ParseURL(raw string) (Location, error) {
 	if loc.Prefix, err = objstore.CheckPrefix(rest); err != nil {
 		return fail("%v", err)
 	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return fail("parameters: %v", err)
-	}
-	for name, vs := range q {
-		if len(vs) != 1 || vs[0] == "" {
-			return fail("parameter %q must be given once, with a value", objstore.Clip(name))
-		}
-		switch name {
-		case "endpoint":
-			e, err := url.Parse(vs[0])
-			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil || e.RawQuery != "" || e.ForceQuery || e.Fragment != "" {
-				return fail("endpoint %q is not an http:// or https:// URL with a host and no credentials, query (a SAS token goes in AZURE_STORAGE_SAS_TOKEN) or fragment", objstore.ShowParameter(vs[0]))
-			}
-			loc.Endpoint = strings.TrimSuffix(vs[0], "/")
-		default:
-			// A SAS token's parameters (sig=, sv=) land here: say where
-			// it goes, and do not echo its value.
-			return fail("unknown parameter %q (accepted: %s; a SAS token goes in AZURE_STORAGE_SAS_TOKEN)", objstore.Clip(name), URLParameters)
-		}
+	if loc.Endpoint, err = objstore.Endpoint(u.RawQuery, URLParameters+"; a SAS token goes in "+envSAS); err != nil {
+		return fail("%v", err)
 	}
 	return loc, nil
 }

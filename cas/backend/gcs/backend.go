@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -37,6 +36,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// chunkSize is the chunk an upload of size bytes is sent in: one byte
+// more than the upload, so that it goes in one request, rounded up to the
+// 256 KiB GCS wants, and at most maxChunk, the memory one upload holds.
+func chunkSize(size int64) int {
+	const unit, maxChunk = 256 << 10, 16 << 20
+	return int(min((size+1+unit-1)/unit*unit, maxChunk))
+}
+
 // maxActionResult bounds the bytes read of an action result, whatever
 // the bucket holds: the tier reads it whole into memory.
 const maxActionResult = 64 << 20
@@ -49,7 +56,6 @@ type Backend struct {
 	loc     Location
 	timeout time.Duration
 	limit   int
-	log     *slog.Logger
 }
 
 var _ tier.Backend = (*Backend)(nil)
@@ -58,14 +64,9 @@ var _ tier.Backend = (*Backend)(nil)
 // (Probe does). Without an endpoint it finds Application Default
 // Credentials, and fails if there are none.
 func New(ctx context.Context, cfg Config) (*Backend, error) {
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = 30 * time.Second
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 16
-	}
-	if cfg.RequestTimeout < 0 || cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("gcs: negative RequestTimeout (%v) or Concurrency (%d)", cfg.RequestTimeout, cfg.Concurrency)
+	var err error
+	if cfg.RequestTimeout, cfg.Concurrency, err = objstore.Defaults(cfg.RequestTimeout, cfg.Concurrency); err != nil {
+		return nil, fmt.Errorf("gcs: %v", err)
 	}
 	if err := checkBucket(cfg.Location.Bucket); err != nil {
 		return nil, fmt.Errorf("gcs: %v", err)
@@ -73,26 +74,13 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	base := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: cfg.RequestTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout:   cfg.RequestTimeout,
-		ResponseHeaderTimeout: cfg.RequestTimeout,
-		ForceAttemptHTTP2:     true,
-		// A Stat's or Put's requests run Concurrency at a time, and the
-		// tier's fills beside them: keep that many to reuse, and bound
-		// them all.
-		MaxIdleConnsPerHost: cfg.Concurrency,
-		MaxConnsPerHost:     4 * cfg.Concurrency,
-		IdleConnTimeout:     90 * time.Second,
-	}
 	opts := []option.ClientOption{option.WithUserAgent("membuf")}
 	if cfg.Location.Endpoint != "" {
 		opts = append(opts, option.WithEndpoint(cfg.Location.Endpoint+"/storage/v1/"), option.WithoutAuthentication())
 	} else {
 		opts = append(opts, option.WithScopes(storage.ScopeReadWrite))
 	}
-	rt, err := htransport.NewTransport(ctx, objstore.StallGuard(base, cfg.RequestTimeout), opts...)
+	rt, err := htransport.NewTransport(ctx, objstore.StallGuard(objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency), cfg.RequestTimeout), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gcs: credentials: %w", err)
 	}
@@ -103,6 +91,13 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	// One quick retry of a read or a metadata request that met a
 	// dropped connection; never of an upload (its body is read once: the
 	// tier retries) nor a long series (the tier's backoff is the policy).
+	credential := "Application Default Credentials"
+	if cfg.Location.Endpoint != "" {
+		credential = "none (an emulator's endpoint)"
+	}
+	// Which credential is used is the one thing about the configuration
+	// no request error says.
+	cfg.Logger.Info("GCS backend", "url", cfg.Location.String(), "credential", credential)
 	client.SetRetry(storage.WithMaxAttempts(2), storage.WithBackoff(gax.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}))
 	return &Backend{
 		client:  client,
@@ -110,7 +105,6 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		loc:     cfg.Location,
 		timeout: cfg.RequestTimeout,
 		limit:   cfg.Concurrency,
-		log:     cfg.Logger,
 	}, nil
 }
 
@@ -131,11 +125,11 @@ func (b *Backend) fail(ctx context.Context, op string, k tier.Key, err error) er
 	where := "gs://" + b.loc.Bucket + "/" + objstore.ObjectName(b.loc.Prefix, k)
 	switch {
 	case errors.Is(err, storage.ErrObjectNotExist):
-		return &tier.RequestError{Kind: cas.ErrNotFound, Public: k.String() + " is not in the shared tier", Where: where, Cause: err}
+		return &tier.RequestError{Kind: cas.ErrNotFound, Public: k.String() + " is not in the shared tier", Where: where, Cause: objstore.Redact(err)}
 	case errors.Is(err, storage.ErrBucketNotExist):
 		// A bucket that is gone is the tier failing, not the entry
 		// missing.
-		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier's bucket is gone (a %s of %s)", op, k), Where: where, Cause: err}
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier's bucket is gone (a %s of %s)", op, k), Where: where, Cause: objstore.Redact(err)}
 	}
 	if ctx.Err() != nil {
 		// Why the context ended (a stalled transfer, the tier closing)
@@ -204,20 +198,26 @@ func (b *Backend) put(ctx context.Context, u tier.Upload) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
 	w := b.object(u.Key).NewWriter(ctx)
-	// One request carrying the whole body (no resumable session, no
-	// chunk buffered per upload): the object exists only once it is
-	// complete, and canceling ctx abandons it.
-	w.ChunkSize = 0
+	// The client buffers a chunk before it sends anything: an upload
+	// that fits one chunk goes in one request once its body has ended
+	// well, and a larger one in a resumable session whose object exists
+	// only once its last chunk is sent, after the body ended well. So a
+	// body that fails or has the wrong length (ExactBody) stores
+	// nothing, whatever the server does with a request cut short (an
+	// upload streamed in one request, ChunkSize 0, was seen stored
+	// truncated by fake-gcs-server after its context was canceled).
+	w.ChunkSize = chunkSize(u.Size)
 	// Set so that the client does not buffer the body's start to sniff
 	// a content type.
 	w.ContentType = "application/octet-stream"
 	w.Metadata = map[string]string{objstore.SHA256Metadata: u.SHA256}
 	_, err := io.Copy(w, objstore.ExactBody(u.Body, u.Size))
 	if err != nil {
-		// The body failed or had the wrong length: abandon the upload
-		// before Close could complete it.
+		// The body failed or had the wrong length: abandon the upload by
+		// canceling its context, and never Close the writer: Close ends
+		// the request's body cleanly, and would race the cancellation to
+		// store the bytes sent so far.
 		cancel(err)
-		w.Close()
 		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("uploading %s to the shared tier failed", u.Key), Where: "gs://" + b.loc.Bucket + "/" + objstore.ObjectName(b.loc.Prefix, u.Key), Cause: objstore.Redact(err)}
 	}
 	if err := w.Close(); err != nil {

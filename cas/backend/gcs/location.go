@@ -59,24 +59,8 @@ func ParseURL(raw string) (Location, error) {
 	if loc.Prefix, err = objstore.CheckPrefix(u.Path); err != nil {
 		return fail("%v", err)
 	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return fail("parameters: %v", err)
-	}
-	for name, vs := range q {
-		if len(vs) != 1 || vs[0] == "" {
-			return fail("parameter %q must be given once, with a value", objstore.Clip(name))
-		}
-		switch name {
-		case "endpoint":
-			e, err := url.Parse(vs[0])
-			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil || e.RawQuery != "" || e.Fragment != "" {
-				return fail("endpoint %q is not an http:// or https:// URL with a host and no credentials, query or fragment", objstore.ShowParameter(vs[0]))
-			}
-			loc.Endpoint = strings.TrimSuffix(vs[0], "/")
-		default:
-			return fail("unknown parameter %q (accepted: %s)", objstore.Clip(name), URLParameters)
-		}
+	if loc.Endpoint, err = objstore.Endpoint(u.RawQuery, URLParameters); err != nil {
+		return fail("%v", err)
 	}
 	return loc, nil
 }
