@@ -38,9 +38,10 @@ type Config struct {
 
 // chunkSize is the chunk an upload of size bytes is sent in: one byte
 // more than the upload, so that it goes in one request, rounded up to the
-// 256 KiB GCS wants, and at most maxChunk, the memory one upload holds.
+// 256 KiB GCS wants, and at most maxChunk, the memory one upload holds
+// (a Put holds Concurrency of them at most).
 func chunkSize(size int64) int {
-	const unit, maxChunk = 256 << 10, 16 << 20
+	const unit, maxChunk = 256 << 10, 8 << 20
 	return int(min((size+1+unit-1)/unit*unit, maxChunk))
 }
 
@@ -80,6 +81,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	} else {
 		opts = append(opts, option.WithScopes(storage.ScopeReadWrite))
 	}
+	// The credentials keep the context to refresh their tokens with: it
+	// must outlive New's caller's (a start-up deadline).
+	ctx = context.WithoutCancel(ctx)
 	rt, err := htransport.NewTransport(ctx, objstore.StallGuard(objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency), cfg.RequestTimeout), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gcs: credentials: %w", err)
@@ -88,9 +92,6 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gcs: %w", err)
 	}
-	// One quick retry of a read or a metadata request that met a
-	// dropped connection; never of an upload (its body is read once: the
-	// tier retries) nor a long series (the tier's backoff is the policy).
 	credential := "Application Default Credentials"
 	if cfg.Location.Endpoint != "" {
 		credential = "none (an emulator's endpoint)"
@@ -98,6 +99,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	// Which credential is used is the one thing about the configuration
 	// no request error says.
 	cfg.Logger.Info("GCS backend", "url", cfg.Location.String(), "credential", credential)
+	// One quick retry of a request that met a dropped connection, not a
+	// long series: the tier's backoff is the policy. An upload's body is
+	// still read once: a chunk is retried from the client's buffer.
 	client.SetRetry(storage.WithMaxAttempts(2), storage.WithBackoff(gax.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}))
 	return &Backend{
 		client:  client,

@@ -2,6 +2,7 @@ package gcs_test
 
 import (
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,7 +95,7 @@ func TestPutWrongLength(t *testing.T) {
 	f := startFakeGCS(t, "membuf-test")
 	b := newBackend(t, "gs://membuf-test?endpoint="+f.endpoint())
 	var keys []tier.Key
-	for i, n := range []int{7000, 17 << 20} {
+	for i, n := range []int{7000, 9 << 20} {
 		data := strings.Repeat("m", n)
 		for j, size := range []int64{int64(n) + 1, int64(n) - 1} {
 			k := tier.Key{Hash: strings.Repeat("b", 62) + strconv.Itoa(i) + strconv.Itoa(j), Size: size}
@@ -112,5 +113,21 @@ func TestPutWrongLength(t *testing.T) {
 		if size != -1 {
 			t.Errorf("after a Put of a body of the wrong length (%s), Stat: %d; want -1", keys[i], size)
 		}
+	}
+}
+
+// TestNoCredentials: without an endpoint, New needs Application Default
+// Credentials, and says so when they are broken.
+func TestNoCredentials(t *testing.T) {
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
+	loc, err := gcs.ParseURL("gs://membuf-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := gcs.New(t.Context(), gcs.Config{Location: loc}); err == nil || !strings.Contains(err.Error(), "credentials") {
+		if b != nil {
+			b.Close()
+		}
+		t.Fatalf("New with a missing credentials file: %v, want an error about the credentials", err)
 	}
 }
