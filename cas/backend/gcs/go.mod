@@ -11,11 +11,11 @@ replace (
 )
 
 require (
-	cloud.google.com/go/storage v1.70.0
+	cloud.google.com/go/storage v1.69.0
 	github.com/googleapis/gax-go/v2 v2.26.2
 	github.com/membuf/membuf v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/cas v0.0.0-00010101000000-000000000000
-	google.golang.org/api v0.307.0
+	google.golang.org/api v0.305.0
 )
 
 require (
