@@ -44,9 +44,14 @@ func TestImportsRunOneWay(t *testing.T) {
 
 		// The shared tier's backends on upstream caches, and what they
 		// share: never a store or a protocol.
-		"backend/grpcupstream":          {mod, mod + "/tier", mod + "/actionresult", mod + "/backend/internal/upstream"},
-		"backend/httpupstream":          {mod, mod + "/tier", mod + "/backend/internal/upstream"},
-		"backend/internal/upstream":     {},
+		"backend/grpcupstream":      {mod, mod + "/tier", mod + "/actionresult", mod + "/backend/internal/upstream"},
+		"backend/httpupstream":      {mod, mod + "/tier", mod + "/backend/internal/upstream"},
+		"backend/internal/upstream": {},
+		// The object stores' backends (modules of their own, for their
+		// SDKs) and what they share.
+		"backend/gcs":                   {mod, mod + "/tier", mod + "/backend/internal/objstore"},
+		"backend/azure":                 {mod, mod + "/tier", mod + "/backend/internal/objstore"},
+		"backend/internal/objstore":     {mod, mod + "/tier"},
 		"backend/internal/upstreamtest": {mod, mod + "/access", mod + "/access/accesstest", mod + "/tier"},
 
 		// The disk store's rooms: none imports the store.

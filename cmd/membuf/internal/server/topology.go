@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/membuf/membuf/cas/backend/azure"
+	"github.com/membuf/membuf/cas/backend/gcs"
 	"github.com/membuf/membuf/cas/backend/grpcupstream"
 	"github.com/membuf/membuf/cas/backend/httpupstream"
 	"github.com/membuf/membuf/cas/backend/s3"
@@ -18,7 +20,7 @@ import (
 
 // Upstream is a parsed --upstream URL: which backend, and its location.
 type Upstream struct {
-	Scheme   string // "s3", "grpc", "http", ... (grpcs and https are grpc's and http's)
+	Scheme   string // "s3", "gs", "azblob", "grpc", "http" (grpcs and https are grpc's and http's)
 	location any    // the backend package's parsed Location
 	shown    string // the URL for logs and /status (no secrets)
 }
@@ -27,6 +29,8 @@ type Upstream struct {
 // parameters each takes, for the flag's help text.
 var UpstreamSchemes = []string{
 	"s3://BUCKET[/PREFIX] (an S3-compatible bucket; " + s3.URLParameters + "; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)",
+	"gs://BUCKET[/PREFIX] (a Google Cloud Storage bucket; " + gcs.URLParameters + "; credentials: Application Default Credentials)",
+	"azblob://ACCOUNT/CONTAINER[/PREFIX] (an Azure Blob Storage container; " + azure.URLParameters + "; credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, else azidentity's default chain)",
 	"grpc://HOST:PORT[/INSTANCE], grpcs://... (an upstream REAPI cache: another membuf, bb-storage, bazel-remote; " + grpcupstream.URLParameters + ")",
 	"http://HOST:PORT[/PREFIX], https://... (an upstream HTTP cache of /cas/ and /ac/: another membuf's --http-cache, bazel-remote, nginx WebDAV; " + httpupstream.URLParameters + ")",
 }
@@ -44,6 +48,18 @@ func ParseUpstream(raw string) (Upstream, error) {
 			return Upstream{}, err
 		}
 		return Upstream{Scheme: "s3", location: loc, shown: loc.String()}, nil
+	case "gs":
+		loc, err := gcs.ParseURL(raw)
+		if err != nil {
+			return Upstream{}, err
+		}
+		return Upstream{Scheme: "gs", location: loc, shown: loc.String()}, nil
+	case "azblob":
+		loc, err := azure.ParseURL(raw)
+		if err != nil {
+			return Upstream{}, err
+		}
+		return Upstream{Scheme: "azblob", location: loc, shown: loc.String()}, nil
 	case "grpc", "grpcs":
 		loc, err := grpcupstream.ParseURL(raw)
 		if err != nil {
@@ -91,6 +107,18 @@ func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurre
 			return nil, nil, err
 		}
 		return bucket, bucket.Close, nil
+	case gcs.Location:
+		b, err := gcs.New(ctx, gcs.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b.Close, nil
+	case azure.Location:
+		b, err := azure.New(ctx, azure.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b.Close, nil
 	case grpcupstream.Location:
 		b, err := grpcupstream.New(ctx, grpcupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
 		if err != nil {
