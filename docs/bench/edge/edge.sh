@@ -31,7 +31,10 @@ start() { # name port httpport [flags...]
 metric() { # httpport name-with-labels
 	curl -sf http://127.0.0.1:$1/metrics | awk -v m="$2" '$1 == m {print $2}'
 }
-stop() { kill "$@" 2>/dev/null; wait "$@" 2>/dev/null || true; }
+stop() { # pids: the servers start() ran in a subshell, so wait cannot wait for them
+	kill "$@" 2>/dev/null || true
+	for p in "$@"; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done
+}
 for round in $(seq "$rounds"); do
 	for size in 4KiB 64KiB; do
 		for config in plain edge; do
