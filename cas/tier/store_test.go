@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,7 +139,8 @@ func TestARottenEntryIsAMiss(t *testing.T) {
 // queue, and they drain once it is back.
 func TestAnOutageQueuesUploadsUntilTheBackendReturns(t *testing.T) {
 	b := backendtest.NewMemory()
-	n := startNode(t, b, tier.Config{})
+	var log lockedBuffer
+	n := startNode(t, b, tier.Config{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	b.SetDown(true)
 	var ds []cas.Digest
 	for i := range 5 {
@@ -148,6 +152,14 @@ func TestAnOutageQueuesUploadsUntilTheBackendReturns(t *testing.T) {
 	}
 	b.SetDown(false)
 	drain(t, n.store)
+	// One line when the failures start and one when they end, not a line
+	// per entry: an outage under a write load failed thousands a second.
+	if got := strings.Count(log.String(), "upload failed"); got != 1 {
+		t.Errorf("%d lines say an upload failed during the outage, want 1:\n%s", got, log.String())
+	}
+	if got := strings.Count(log.String(), "succeed again"); got != 1 {
+		t.Errorf("%d lines say uploads succeed again after the outage, want 1:\n%s", got, log.String())
+	}
 	sizes := make([]int64, len(ds))
 	keys := make([]tier.Key, len(ds))
 	for i, d := range ds {
@@ -297,4 +309,22 @@ func TestAMissStreamsBeforeTheLastByteArrives(t *testing.T) {
 	if err := <-done; err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the read: %d bytes, %v", len(got), err)
 	}
+}
+
+// lockedBuffer is a log's output, written by the tier's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

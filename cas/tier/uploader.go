@@ -347,7 +347,7 @@ func (u *uploader) failures() (int64, bool) {
 // finish ends an attempt at p's version: err nil (the backend has it),
 // errLost (it is gone from disk: nothing more to do), or a failure to
 // retry.
-func (u *uploader) finish(p *pendingUpload, version uint64, err error) {
+func (u *uploader) finish(p *pendingUpload, version uint64, err error) (firstFailure bool, recoveredAfter int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	p.running = false
@@ -359,6 +359,7 @@ func (u *uploader) finish(p *pendingUpload, version uint64, err error) {
 		if err == nil && u.failing > 0 {
 			// The backend answers again: whatever waits out a backoff
 			// is due now.
+			recoveredAfter = u.failing
 			u.failing = 0
 			for _, q := range u.queue {
 				q.failures, q.notBefore = 0, time.Time{}
@@ -367,12 +368,14 @@ func (u *uploader) finish(p *pendingUpload, version uint64, err error) {
 		}
 	default:
 		u.failing++
+		firstFailure = u.failing == 1
 		p.failures++
 		p.notBefore = u.now().Add(u.retryDelay(p.failures))
 	}
 	u.settleLocked(p)
 	close(u.changed)
 	u.changed = make(chan struct{})
+	return firstFailure, recoveredAfter
 }
 
 // wait waits until the backend has version of p, or an attempt at it
@@ -449,24 +452,30 @@ func (u *uploader) work(ctx context.Context) {
 	}
 }
 
-// ended ends the attempt at one entry of a batch.
+// ended ends the attempt at one entry of a batch. An outage fails every
+// entry, new ones included, so what is logged is the change of state: the
+// first failure after a success (with its error) and the first success
+// after failures (with their count); each entry's own failures are at
+// debug. A line per entry flooded the log with thousands a second while
+// writes went on during an outage.
 func (u *uploader) ended(ctx context.Context, e taken, err error) {
-	u.finish(e.p, e.version, err)
+	firstFailure, recoveredAfter := u.finish(e.p, e.version, err)
 	switch {
 	case err == nil:
 		u.t.c.uploaded.Add(1)
+		if recoveredAfter > 0 {
+			u.t.log.Info("tier: uploads to the shared tier succeed again", "tier", u.t.cfg.Name, "failed_attempts", recoveredAfter)
+		}
 	case errors.Is(err, errLost):
 		u.t.c.uploadsLost.Add(1)
 		u.t.log.Error("tier: a pending upload is no longer on disk; the backend will not get it", "entry", e.p.key.String())
 	default:
 		u.t.c.uploadRetries.Add(1)
-		// An outage fails every entry: one line for each entry's first
-		// failure, the rest at debug.
-		failures, level := u.failuresOf(e.p), slog.LevelDebug
-		if failures == 1 {
+		level := slog.LevelDebug
+		if firstFailure {
 			level = slog.LevelWarn
 		}
-		u.t.log.Log(ctx, level, "tier: upload failed; will retry", "entry", e.p.key.String(), "failures", failures, "err", err)
+		u.t.log.Log(ctx, level, "tier: upload failed; will retry (further failures until one succeeds are logged at debug)", "entry", e.p.key.String(), "failures", u.failuresOf(e.p), "err", err)
 	}
 }
 

@@ -3,7 +3,7 @@
 # edge) against the same server without an upstream (plain), interleaved,
 # every store on tmpfs and removed after its run.
 #
-#   edge.sh MEMBUF ROUNDS OUT
+#   edge.sh MEMBUF ROUNDS OUT        (EDGE_READS=no: the writes only)
 #
 # Each round runs, on fresh stores:
 #   write-{4KiB,64KiB}-{plain,edge}: ByteStream writes of new blobs, 64
@@ -11,6 +11,10 @@
 #     includes its uploads to central, which run in the same window). After
 #     the edge's 4 KiB run the queue is drained, and its metrics give the
 #     blobs per upstream request (uploads_total{ok} / put_calls_total).
+#   write-{4KiB,64KiB}-held: the edge's front alone: its upstream is a
+#     listener that accepts connections and never answers, so the uploads
+#     wait (for the connection) through the window and the CPU measured is
+#     the acknowledged writes' own (receive, store, journal, queue).
 #   read-16MiB-{miss,hit}: 64 reads of 64 distinct 16 MiB blobs at 64
 #     streams, each read once: "miss", uploaded through central
 #     (--seed-addr), so that each read misses on the edge's disk and is
@@ -37,12 +41,17 @@ stop() { # pids: the servers start() ran in a subshell, so wait cannot wait for 
 }
 for round in $(seq "$rounds"); do
 	for size in 4KiB 64KiB; do
-		for config in plain edge; do
+		for config in plain edge held; do
 			rm -rf "$base"
 			flags=() central=
 			if [ "$config" = edge ]; then
 				central=$(start central 19110 19111)
 				flags=(--upstream grpc://127.0.0.1:19110)
+			fi
+			if [ "$config" = held ]; then
+				python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 19112)); s.listen(1024); time.sleep(600)' &
+				central=$!
+				flags=(--upstream grpc://127.0.0.1:19112 --upstream-timeout 5m)
 			fi
 			spid=$(start $config 19100 19101 "${flags[@]}")
 			"$bin" bench blobs --addr 127.0.0.1:19100 --server-pid "$spid" --mode write --size "$size" \
@@ -56,6 +65,7 @@ for round in $(seq "$rounds"); do
 			stop "$spid" $central
 		done
 	done
+	[ "${EDGE_READS:-yes}" = yes ] || continue
 	for config in miss hit; do
 		rm -rf "$base"
 		central=$(start central 19110 19111)
