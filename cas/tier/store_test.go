@@ -328,3 +328,31 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// While the backend counts as down, writes that go on cost it a request a
+// second (a probe), not a request each: an edge writing 4 KiB blobs to an
+// upstream that did not answer spent five times its CPU on failing
+// uploads of every new entry.
+func TestADownBackendIsProbedNotAskedPerWrite(t *testing.T) {
+	b := backendtest.NewMemory()
+	n := startNode(t, b, tier.Config{UploadWorkers: 1})
+	b.SetDown(true)
+	put(t, n.store, testblob.Random(1000, 700))
+	await.True(t, "the backend to count as down", func() bool { return n.store.TierStats().BackendDown })
+	down, calls := time.Now(), b.PutCalls()
+	for i := range 50 {
+		put(t, n.store, testblob.Random(1000+i, uint64(701+i)))
+	}
+	await.True(t, "the next attempt, a probe", func() bool { return b.PutCalls() > calls })
+	if since := time.Since(down); since < 900*time.Millisecond {
+		t.Fatalf("the backend was asked again %v after it counted as down, with writes going on; want a probe a second", since)
+	}
+	if st := n.store.TierStats(); st.UploadQueueLength != 51 {
+		t.Fatalf("%d uploads queued while the backend was down, want all 51", st.UploadQueueLength)
+	}
+	b.SetDown(false)
+	drain(t, n.store)
+	if got := b.Puts(); got != 51 {
+		t.Fatalf("the backend has %d entries after the outage, want 51", got)
+	}
+}

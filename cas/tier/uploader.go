@@ -32,10 +32,13 @@ import (
 // again: every entry waiting out a backoff is due at once, so a queue
 // built up in an outage drains at the backend's pace, not the backoffs'.
 // To find that out, while attempts fail and nothing is due, the entry
-// soonest due is tried anyway once every probeEvery: one request a second
-// during an outage, and a drain that starts within a second of its end.
-// While the last UploadWorkers attempts have all failed the backend counts
-// as down, and a write-through commit fails at once instead of waiting.
+// soonest due is tried anyway once every probeEvery. While the last
+// UploadWorkers attempts have all failed the backend counts as down: then
+// nothing else is tried, not even a new entry, so that an outage costs
+// one request a second however many writes go on, and a drain starts
+// within a second of its end; and a write-through commit waits only for
+// its own entry's attempt, at the front of the queue, at most
+// RequestTimeout.
 //
 // An entry leaves the journal only when the backend has the last version
 // committed and no commit of it is under way: a commit writes its journal
@@ -241,7 +244,13 @@ func (u *uploader) next(ctx context.Context) []taken {
 			}
 		}
 		probe := u.failing > 0 && !now.Before(u.lastStart.Add(probeEvery))
-		if take >= 0 && (!u.queue[take].notBefore.After(now) || probe) {
+		// While the backend counts as down (its last UploadWorkers
+		// attempts all failed) an entry that is due, a new one above all,
+		// waits for the next probe like the others: it would only fail
+		// too, and under a write load every new entry cost a request
+		// (an edge writing 4 KiB blobs spent 5x its CPU on them).
+		down := u.failing >= u.t.cfg.UploadWorkers
+		if take >= 0 && (!u.queue[take].notBefore.After(now) && !down || probe) {
 			if head := u.queue[take]; head.small() && !head.urgent && u.failing == 0 {
 				if lingerEnd := head.queuedAt.Add(batchLinger); now.Before(lingerEnd) && u.dueSmallLocked(now) < batchFull {
 					soonest = lingerEnd
@@ -267,7 +276,7 @@ func (u *uploader) next(ctx context.Context) []taken {
 			u.mu.Unlock()
 			return batch
 		}
-		if p := u.lastStart.Add(probeEvery); !soonest.IsZero() && u.failing > 0 && p.Before(soonest) {
+		if p := u.lastStart.Add(probeEvery); u.failing > 0 && (down && take >= 0 || !soonest.IsZero()) && (soonest.IsZero() || p.Before(soonest)) {
 			soonest = p
 		}
 	wait:

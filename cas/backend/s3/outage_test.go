@@ -34,7 +34,8 @@ func queueBlobs(t *testing.T, nd *node, n int, seed byte) []cas.Digest {
 	return ds
 }
 
-// After an outage in which every queued upload failed and backed off, the
+// After an outage in which the tier found the bucket down (and then sent
+// it only a probe a second, however many uploads were queued), the
 // bucket's return drains the queue at once: a probe finds it back, and
 // every backoff ends with the first success.
 func TestQueueDrainsWhenTheBucketReturns(t *testing.T) {
@@ -44,7 +45,10 @@ func TestQueueDrainsWhenTheBucketReturns(t *testing.T) {
 	n := startNode(t, "", s3.location(""), outageConfig)
 	const blobs = 200
 	queueBlobs(t, n, blobs, 31)
-	await.True(t, "every upload to fail once", func() bool { return n.store.TierStats().UploadRetries >= blobs })
+	await.True(t, "the bucket to count as down", func() bool {
+		st := n.store.TierStats()
+		return st.BackendDown && st.UploadQueueLength == blobs
+	})
 	s3.down.Store(false)
 	await.True(t, "the queue to drain", func() bool { return n.store.TierStats().UploadQueueLength == 0 })
 }
@@ -126,7 +130,10 @@ func TestMinIOOutage(t *testing.T) {
 	}
 	const blobs = 1000
 	ds := queueBlobs(t, queued, blobs, 36)
-	await.True(t, "every upload to fail once", func() bool { return queued.store.TierStats().UploadRetries >= blobs })
+	await.True(t, "the bucket to count as down", func() bool {
+		st := queued.store.TierStats()
+		return st.BackendDown && st.UploadQueueLength == blobs
+	})
 	m.Restart(t)
 	back := time.Now()
 	await.True(t, "the queue to drain", func() bool { return queued.store.TierStats().UploadQueueLength == 0 })
