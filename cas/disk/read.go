@@ -165,7 +165,10 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 		return nil, fmt.Errorf("disk: reading %s: a %T is no io.ReaderAt", k.hash, r)
 	}
 	buf := make([]byte, r.Size())
-	if _, err := rd.ReadAt(buf, 0); err != nil {
+	// io.ReaderAt may answer a read that reaches the end with io.EOF:
+	// the whole of an empty action result (an ActionResult of defaults
+	// serializes to no bytes) is such a read.
+	if n, err := rd.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
 		return nil, fmt.Errorf("disk: reading %s: %w", k.hash, err)
 	}
 	return buf, nil

@@ -385,7 +385,9 @@ func testPutBatch(t *testing.T, s cas.Storage) {
 func testActionResults(t *testing.T, s cas.Storage) {
 	ctx := context.Background()
 	a := cas.DigestOf([]byte("an action"))
-	for _, data := range [][]byte{[]byte("first result"), blob(200<<10, 5), []byte("replaced")} {
+	// An empty ActionResult (every field its default: exit code 0, no
+	// outputs) serializes to no bytes at all, and is a result like any.
+	for _, data := range [][]byte{[]byte("first result"), blob(200<<10, 5), {}, []byte("replaced")} {
 		if err := s.PutActionResult(ctx, a, data); err != nil {
 			t.Fatal(err)
 		}
