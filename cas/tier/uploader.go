@@ -282,15 +282,23 @@ func (u *uploader) next(ctx context.Context) []taken {
 	wait:
 		u.mu.Unlock()
 		var due <-chan time.Time
+		var timer *time.Timer
 		if !soonest.IsZero() {
-			t := time.NewTimer(soonest.Sub(now))
-			defer t.Stop()
-			due = t.C
+			timer = time.NewTimer(soonest.Sub(now))
+			due = timer.C
 		}
+		// Stopped here, not deferred: while the backend is down every new
+		// entry wakes the workers, and a deferred Stop kept each wait's
+		// timer until the next probe.
 		select {
 		case <-u.wake:
 		case <-due:
 		case <-ctx.Done():
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
 			return nil
 		}
 	}
