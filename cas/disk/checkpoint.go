@@ -2,10 +2,12 @@ package disk
 
 import (
 	"fmt"
-	"path/filepath"
+	"log/slog"
+	"sync"
 
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // An index checkpoint is the table of packed entries (package packindex,
@@ -25,7 +27,7 @@ import (
 // replaced again by the scan of the newer segment that holds the copy. A
 // file that does not check out is ignored whole: the start scans every
 // segment. Nor does one whose records are not in the segment files as it
-// says (checkRecordInFile): a record past the end of its file (cut short
+// says (Segment.CheckCommitted): a record past the end of its file (cut short
 // since), or a segment whose first record read is not the one named (the
 // checkpoint of another store, or of an earlier life of these files).
 const checkpointName = "index.ckpt"
@@ -36,58 +38,109 @@ const checkpointName = "index.ckpt"
 // start after a crash scans at most that many records' headers.
 const checkpointEvery = 1 << 18
 
-// maybeCheckpointLocked starts a checkpoint in the background if enough
+// checkpoints writes and loads the index checkpoint: when one is due,
+// writing it in the background, loading it at start, and whether the last
+// one is stale. It answers "which packed entries need no scan at start?".
+// It shares the store's lock.
+type checkpoints struct {
+	mu     *sync.Mutex
+	fs     vfs.FS
+	path   string // the checkpoint file
+	tmpDir string // where it is written before its rename
+	log    *slog.Logger
+	idx    *index
+	set    *packs.Set
+	// packMax: a record larger than it is no record of this store's.
+	packMax int64
+
+	// Guarded by mu.
+	since    int64          // packed records indexed since the last was started
+	running  bool           // one is being written
+	writing  sync.WaitGroup // the one being written
+	segments int            // segments the last checkpoint covers
+}
+
+// maybeStartLocked starts a checkpoint in the background if enough
 // records were indexed since the last one and none is being taken.
-func (s *Store) maybeCheckpointLocked() {
-	s.sinceCheckpoint++
-	if s.checkpointRunning || s.segments.ClosingLocked() || s.sinceCheckpoint < max(checkpointEvery, int64(s.packed.Len()/4)) {
+func (c *checkpoints) maybeStartLocked() {
+	c.since++
+	if c.running || c.set.ClosingLocked() || c.since < max(checkpointEvery, int64(c.idx.packed.Len()/4)) {
 		return
 	}
-	s.checkpointRunning = true
-	s.sinceCheckpoint = 0
-	s.checkpoints.Go(func() {
-		if err := s.writeCheckpoint(); err != nil {
-			s.log.Warn("writing an index checkpoint (the next start scans more segments)", "err", err)
+	c.running = true
+	c.since = 0
+	c.writing.Go(func() {
+		if err := c.write(); err != nil {
+			c.log.Warn("writing an index checkpoint (the next start scans more segments)", "err", err)
 		}
-		s.mu.Lock()
-		s.checkpointRunning = false
-		s.mu.Unlock()
+		c.mu.Lock()
+		c.running = false
+		c.mu.Unlock()
 	})
 }
 
-// writeCheckpoint writes a checkpoint of the table (packindex.SaveCheckpoint),
+// write writes a checkpoint of the table (packindex.SaveCheckpoint),
 // holding the store's lock for one shard's copy at a time.
-func (s *Store) writeCheckpoint() error {
-	s.mu.Lock()
-	segs := s.finishedSegmentsLocked()
+func (c *checkpoints) write() error {
+	c.mu.Lock()
+	segs := c.finishedSegmentsLocked()
 	// What changes from here on is the next checkpoint's.
-	s.indexChanged = false
-	s.checkpointSegments = len(segs)
-	s.mu.Unlock()
-	err := packindex.SaveCheckpoint(s.fs, filepath.Join(s.dir, checkpointName), s.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.packed.ShardRecords(i, dst)
+	c.idx.changed = false
+	c.segments = len(segs)
+	c.mu.Unlock()
+	err := packindex.SaveCheckpoint(c.fs, c.path, c.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.idx.packed.ShardRecords(i, dst)
 	})
 	if err != nil {
-		s.mu.Lock()
-		s.indexChanged = true // the file on disk is the older one still
-		s.mu.Unlock()
+		c.mu.Lock()
+		c.idx.changed = true // the file on disk is the older one still
+		c.mu.Unlock()
 	}
 	return err
 }
 
-// loadCheckpoint reads the checkpoint's records and indexes those of the
-// segments the store loaded from it (fromCheckpoint), counting them. A
-// block that does not check out stops it with an error: the caller then
-// empties the table and scans those segments instead.
-func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
-	defer c.Close()
+// open opens the checkpoint file, if there is one that checks out.
+func (c *checkpoints) open() (*packindex.CheckpointFile, error) {
+	return packindex.OpenCheckpoint(c.fs, c.path)
+}
+
+// loadRecords indexes the records of checkpoint ck and reports whether it
+// did; if ck does not check out, it empties the table and returns records
+// with those of the segments it would have covered, scanned, in segment
+// order.
+func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.Scanned) ([]packs.Scanned, bool, error) {
+	err := c.load(ck)
+	if err == nil {
+		for _, seg := range c.set.SegmentsLocked() {
+			if seg.FromCheckpoint {
+				c.segments++
+			}
+		}
+		return records, true, nil
+	}
+	c.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
+	c.idx.packed.Free()
+	for _, seg := range c.set.SegmentsLocked() {
+		c.idx.uncountSegmentLocked(seg)
+	}
+	records, err = c.set.Rescan(records)
+	return records, false, err
+}
+
+// load reads the checkpoint's records and indexes those of the segments
+// the store loaded from it (FromCheckpoint), counting them. A block that
+// does not check out stops it with an error: the caller then empties the
+// table and scans those segments instead.
+func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
+	defer ck.Close()
+	x := c.idx
 	// A record replaces a file of its key (written since, as at a scan):
 	// the files' keys as the table has them, to look up without making
 	// a hex key per record.
-	files := make(map[packindex.Key]*entry, len(s.files))
-	for k, e := range s.files {
+	files := make(map[packindex.Key]*entry, len(x.files))
+	for k, e := range x.files {
 		h, _ := packindex.ParseHash(k.hash)
 		files[packindex.Key{Hash: h, AC: k.kind == kindAC}] = e
 	}
@@ -98,14 +151,18 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 	for range packindex.Shards {
 		var i int
 		var err error
-		if i, recs, err = c.NextShard(recs[:0]); err != nil {
+		if i, recs, err = ck.NextShard(recs[:0]); err != nil {
 			return err
 		}
-		s.packed.Reserve(i, len(recs))
+		x.packed.Reserve(i, len(recs))
 		for _, r := range recs {
-			seg := s.segments.LiveLocked(r.Seq)
+			seg := c.set.LiveLocked(r.Seq)
 			if seg == nil || !seg.FromCheckpoint {
 				continue // its segment is gone since
+			}
+			kind := kindCAS
+			if r.AC {
+				kind = kindAC
 			}
 			fileSize, checked := fileSizes[seg]
 			if !checked {
@@ -113,12 +170,8 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 				// file: a checkpoint of another store, or of an earlier
 				// life of these files, or one of a segment cut short
 				// since (issue 44) is refused, and the start scans.
-				kind := kindCAS
-				if r.AC {
-					kind = kindAC
-				}
 				var err error
-				if fileSize, err = seg.CheckCommitted(uint8(kind), r.Hash, int64(r.Size), r.CRC, int64(r.Off), s.packMax); err != nil {
+				if fileSize, err = seg.CheckCommitted(uint8(kind), r.Hash, int64(r.Size), r.CRC, int64(r.Off), c.packMax); err != nil {
 					return fmt.Errorf("index checkpoint: %w", err)
 				}
 				fileSizes[seg] = fileSize
@@ -127,17 +180,13 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 				return fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
 			}
 			if e, ok := files[packindex.Key{Hash: r.Hash, AC: r.AC}]; ok {
-				s.removeLocked(e)
+				x.removeLocked(e)
 			}
-			if !s.packed.Put(&r) {
+			if !x.packed.Put(&r) {
 				return fmt.Errorf("index checkpoint, shard %d: a key twice", i)
 			}
-			kind := kindCAS
-			if r.AC {
-				kind = kindAC
-			}
 			size := int64(r.Size)
-			s.countLocked(&entry{key: entryKey{kind: kind}, size: size, stored: size, seg: seg})
+			x.countLocked(&entry{key: entryKey{kind: kind}, size: size, stored: size, seg: seg}, 1)
 		}
 	}
 	return nil
@@ -145,9 +194,9 @@ func (s *Store) loadCheckpoint(c *packindex.CheckpointFile) error {
 
 // finishedSegmentsLocked returns the segments a checkpoint taken now
 // covers: those finished (fsynced whole, named .pack) and not evicted.
-func (s *Store) finishedSegmentsLocked() []packindex.Segment {
+func (c *checkpoints) finishedSegmentsLocked() []packindex.Segment {
 	var segs []packindex.Segment
-	for _, seg := range s.segments.SegmentsLocked() {
+	for _, seg := range c.set.SegmentsLocked() {
 		if !seg.Evicted && seg.Finished {
 			segs = append(segs, packindex.Segment{Seq: seg.Seq, Size: seg.Size})
 		}
@@ -155,11 +204,11 @@ func (s *Store) finishedSegmentsLocked() []packindex.Segment {
 	return segs
 }
 
-// checkpointStaleLocked reports whether the last checkpoint (written or
-// loaded) no longer says what a new one would: a record put or dropped, a
-// segment evicted (indexChanged), or a segment finished since. A store
-// that only served reads closes without rewriting it (at ten million
-// records, half a gigabyte).
-func (s *Store) checkpointStaleLocked() bool {
-	return s.indexChanged || len(s.finishedSegmentsLocked()) != s.checkpointSegments
+// staleLocked reports whether the last checkpoint (written or loaded) no
+// longer says what a new one would: a record put or dropped, a segment
+// evicted (index.changed), or a segment finished since. A store that only
+// served reads closes without rewriting it (at ten million records, half
+// a gigabyte).
+func (c *checkpoints) staleLocked() bool {
+	return c.idx.changed || len(c.finishedSegmentsLocked()) != c.segments
 }

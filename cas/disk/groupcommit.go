@@ -2,6 +2,7 @@ package disk
 
 import (
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
 
@@ -26,8 +27,21 @@ import (
 // any point leaves each file either in tmp/ (removed at the next start) or
 // complete under its name: nothing is renamed before its data is durable.
 type groupCommit struct {
-	s *Store
-	q *groupcommit.Queue[*pendingCommit]
+	q      *groupcommit.Queue[*pendingCommit]
+	mu     *sync.Mutex // the store's
+	fs     vfs.FS
+	log    *slog.Logger
+	idx    *index
+	files  *blobFiles
+	packs  *packedBlobs
+	ckpt   *checkpoints // taken every so many records committed
+	counts commitCounts // guarded by mu
+}
+
+// commitCounts are the group commit's counters (Stats).
+type commitCounts struct {
+	commits int64 // entries committed
+	batches int64 // batches run
 }
 
 // pendingCommit is one file, or one packed record (seg, its committed
@@ -44,7 +58,7 @@ type pendingCommit struct {
 	reserved int64
 	err      error
 	// slot is the record's slot when the store writes it whole
-	// (writeRecords); a streamed record's is its writer's.
+	// (packedBlobs.writeAll); a streamed record's is its writer's.
 	slot packs.Slot
 }
 
@@ -62,11 +76,8 @@ const syncParallelism = 16
 // process there to kill it.
 var commitStage func(stage string)
 
-func newGroupCommit(s *Store) *groupCommit {
-	g := &groupCommit{s: s}
-	g.q = groupcommit.New(g.commitBatch)
-	return g
-}
+// start starts the committer's queue; until then nothing commits.
+func (g *groupCommit) start() { g.q = groupcommit.New(g.commitBatch) }
 
 // commit makes each file of cs durable as its entry and waits until they
 // are; each one's outcome is in its err. The caller has closed nothing:
@@ -76,11 +87,9 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 		for _, c := range cs {
 			if c.seg != nil {
 				// A record has no file of its own: its slot goes back.
-				g.s.mu.Lock()
-				g.s.segments.ReleaseSlotLocked(c.seg)
-				g.s.mu.Unlock()
+				g.packs.releaseSlot(c.seg)
 			} else {
-				g.s.discardTemp(c.f)
+				g.files.discardTemp(c.f)
 			}
 			c.err = cas.ErrClosed
 		}
@@ -92,7 +101,6 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 func (g *groupCommit) close() { g.q.Close() }
 
 func (g *groupCommit) commitBatch(batch []*pendingCommit) {
-	s := g.s
 	// Data first: nothing is renamed before its content is durable.
 	var eg errgroup.Group
 	eg.SetLimit(syncParallelism)
@@ -127,8 +135,8 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 				c.err = fmt.Errorf("disk: %w", err)
 			}
 			if c.err != nil {
-				s.fs.Remove(c.f.Name())
-				s.unreserve(c.reserved)
+				g.fs.Remove(c.f.Name())
+				g.idx.unreserve(c.reserved)
 			}
 			return nil
 		})
@@ -138,9 +146,9 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	// once every slot before them has a header (HeadSlots), which a sync
 	// sees to itself.
 	for seg, errp := range segs {
-		if s.segments.SyncsInBackground() && !copies[seg] {
+		if g.packs.set.SyncsInBackground() && !copies[seg] {
 			eg.Go(func() error {
-				if err := s.segments.HeadSlots(seg, ends[seg]); err != nil {
+				if err := g.packs.set.HeadSlots(seg, ends[seg]); err != nil {
 					*errp = err
 				}
 				return nil
@@ -162,64 +170,62 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	// file that this batch has just put in place.
 	b := &commitBatch{durable: make(chan struct{})}
 	dirs := make(map[string]bool)
-	s.mu.Lock()
-	s.batches++
+	g.mu.Lock()
+	g.counts.batches++
 	for _, c := range batch {
 		if c.seg != nil {
-			s.indexRecordLocked(c, segs[c.seg])
+			g.indexRecordLocked(c, segs[c.seg])
 			continue
 		}
 		if c.err != nil {
 			continue
 		}
-		s.partial -= c.reserved
-		if s.closed {
-			s.fs.Remove(c.f.Name())
+		g.idx.partial -= c.reserved
+		if g.idx.closed {
+			g.fs.Remove(c.f.Name())
 			c.err = cas.ErrClosed
 			continue
 		}
-		final := s.filePath(c.e)
-		if err := s.fs.Rename(c.f.Name(), final); err != nil {
-			s.fs.Remove(c.f.Name())
+		final := g.files.filePath(c.e)
+		if err := g.fs.Rename(c.f.Name(), final); err != nil {
+			g.fs.Remove(c.f.Name())
 			c.err = fmt.Errorf("disk: %w", err)
 			continue
 		}
 		dirs[filepath.Dir(final)] = true
-		s.indexCommittedLocked(c.e, b)
-		s.commits++
+		g.idx.indexCommittedLocked(c.e, b)
+		g.counts.commits++
 	}
-	s.mu.Unlock()
+	g.mu.Unlock()
 	stage("renamed")
 
 	// Then the renames: each directory once.
 	var dirErrs sync.Map
 	for dir := range dirs {
 		eg.Go(func() error {
-			if err := s.fs.SyncDir(dir); err != nil {
+			if err := g.fs.SyncDir(dir); err != nil {
 				dirErrs.Store(dir, err)
 			}
 			return nil
 		})
 	}
 	eg.Wait()
-	s.mu.Lock()
+	g.mu.Lock()
 	for _, c := range batch {
-		if el, ok := s.files[c.e.key]; ok && c.err == nil {
-			if e := el; e.pending == b {
-				e.pending = nil
-			}
+		if c.err == nil {
+			g.idx.settledLocked(c.e.key, b)
 		}
 	}
-	s.mu.Unlock()
+	g.mu.Unlock()
 	close(b.durable)
 	stage("durable")
 	for _, c := range batch {
 		if c.seg != nil {
 			continue
 		}
-		if err, failed := dirErrs.Load(filepath.Dir(s.path(c.e.key))); failed && c.err == nil {
+		if err, failed := dirErrs.Load(filepath.Dir(g.files.path(c.e.key))); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
-			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(s.path(c.e.key)), err.(error))
+			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(g.files.path(c.e.key)), err.(error))
 		}
 	}
 }
@@ -235,29 +241,29 @@ func stage(name string) {
 // directory to sync) unless something failed or, for a copy forward, the
 // entry it copies was replaced meanwhile. Either way its writer's slot is
 // released.
-func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
-	defer s.segments.ReleaseSlotLocked(c.seg)
+func (g *groupCommit) indexRecordLocked(c *pendingCommit, syncErr *error) {
+	defer g.packs.set.ReleaseSlotLocked(c.seg)
 	switch {
 	case c.err != nil:
 		return
 	case syncErr != nil && *syncErr != nil:
 		c.err = *syncErr
 		return
-	case s.closed:
+	case g.idx.closed:
 		c.err = cas.ErrClosed
 		return
-	case c.ifCurrent != nil && !s.isCurrentLocked(*c.ifCurrent):
+	case c.ifCurrent != nil && !g.idx.isCurrentLocked(*c.ifCurrent):
 		// Replaced since it was queued: the copy is garbage, and its
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
 		// newest.
 		if err := c.seg.WriteHeader(uint8(c.e.key.kind), c.e.key.hash, packfile.Reserved, c.e.size, 0, c.e.off); err != nil {
-			s.log.Warn("marking a stale copy of a packed entry", "err", err)
+			g.log.Warn("marking a stale copy of a packed entry", "err", err)
 		}
 		return
 	}
-	s.indexCommittedLocked(c.e, nil)
-	s.maybeCheckpointLocked()
-	s.segments.MarkWrittenLocked(c.seg)
-	s.commits++
+	g.idx.indexCommittedLocked(c.e, nil)
+	g.ckpt.maybeStartLocked()
+	g.packs.set.MarkWrittenLocked(c.seg)
+	g.counts.commits++
 }

@@ -6,9 +6,7 @@ import (
 	"net"
 
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/integrity"
-	"github.com/membuf/membuf/cas/zstdseek"
 )
 
 // Put stores data as blob d after checking that it matches d. Storing a blob
@@ -19,7 +17,7 @@ func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.En
 	if err := integrity.CheckData(d, pieces); err != nil {
 		return err
 	}
-	if s.contains(d) {
+	if s.has(d, false) {
 		return nil
 	}
 	if s.maxSize > 0 && d.Size > s.maxSize {
@@ -33,29 +31,14 @@ func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.En
 	return c.err
 }
 
-// writeBlob writes data, checked, to a temporary file, compressed if the
-// store's policy and the data say so, and returns it ready to commit as
-// blob d.
+// writeBlob writes data, checked, as blob d: a record if the store packs
+// blobs its size, else a temporary file (blobFiles.write); it returns it
+// ready to commit.
 func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) (*pendingCommit, error) {
-	if s.packable(d.Size) {
-		return s.writeRecord(entryKey{kindCAS, d.Hash}, data)
+	if s.packedBlobs.packable(d.Size) {
+		return s.packedBlobs.write(entryKey{kindCAS, d.Hash}, data)
 	}
-	f, err := s.createTemp()
-	if err != nil {
-		return nil, err
-	}
-	var z *zstdseek.FrameCompressor
-	if s.policy.compresses(arrived) {
-		c := zstdseek.NewFrameCompressor(s.zp, s.buffers)
-		z = &c
-	}
-	w, err := files.WriteBlob(f, d, data, z)
-	if err != nil {
-		s.discardTemp(f)
-		return nil, err
-	}
-	e := &entry{key: entryKey{kindCAS, d.Hash}, size: d.Size, stored: w.Stored, zstd: w.Zstd, sums: w.Sums}
-	return s.pendingCommit(f, e, 0), nil
+	return s.blobFiles.write(d, data, arrived)
 }
 
 // PutBatch stores each data[i], the bytes of blob ds[i] in pieces (written
@@ -76,14 +59,14 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 			errs[i] = err
 			continue
 		}
-		if s.contains(d) {
+		if s.has(d, false) {
 			continue
 		}
 		if s.maxSize > 0 && d.Size > s.maxSize {
 			errs[i] = fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
 			continue
 		}
-		if s.packable(d.Size) { // written together below
+		if s.packedBlobs.packable(d.Size) { // written together below
 			packed = append(packed, i)
 			continue
 		}
@@ -107,7 +90,7 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 			ks[j], pieces[j] = entryKey{kindCAS, ds[i].Hash}, data[i]
 		}
 		cs, werrs := make([]*pendingCommit, len(packed)), make([]error, len(packed))
-		s.writeRecords(ks, pieces, cs, werrs)
+		s.packedBlobs.writeAll(ks, pieces, cs, werrs)
 		for j, i := range packed {
 			if werrs[j] != nil {
 				errs[i] = werrs[j]
@@ -139,27 +122,13 @@ func (s *Store) PutActionResult(_ context.Context, d cas.Digest, data []byte) er
 		return fmt.Errorf("action result of %d bytes: %w", len(data), cas.ErrTooLarge)
 	}
 	k := entryKey{kindAC, d.Hash}
-	if s.packable(int64(len(data))) {
-		c, err := s.writeRecord(k, net.Buffers{data})
+	if s.packedBlobs.packable(int64(len(data))) {
+		c, err := s.packedBlobs.write(k, net.Buffers{data})
 		if err != nil {
 			return err
 		}
 		s.committer.commit(c)
 		return c.err
 	}
-	return s.putFile(k, data)
-}
-
-// putFile writes data to a temporary file and commits it as k.
-func (s *Store) putFile(k entryKey, data []byte) error {
-	f, err := s.createTemp()
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		s.discardTemp(f)
-		return err
-	}
-	n := int64(len(data))
-	return s.commitTemp(f, &entry{key: k, size: n, stored: n, sums: integrity.SumsOf(net.Buffers{data})}, 0)
+	return s.blobFiles.put(k, data)
 }

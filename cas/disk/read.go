@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
@@ -35,29 +35,38 @@ func (s *Store) OpenUncounted(ctx context.Context, d cas.Digest) (cas.BlobReader
 	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, false)
 }
 
-// open opens entry k. A blob not yet verified in this process is re-hashed
-// first (verify.go): what it returns has matched its name. count says
-// whether the lookup is a client's.
+// open opens entry k, going through the rooms in order: the index says
+// where it is (a file or a record), the location side opens it, the checks
+// say whether it may be served (a blob not yet verified in this process is
+// re-hashed first: what open returns has matched its name), and the
+// reader checks every block or record it reads against the sums the check
+// took. count says whether the lookup is a client's.
 func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (cas.BlobReader, error) {
-	if s.isClosed() {
+	if s.idx.isClosed() {
 		return nil, cas.ErrClosed
 	}
 	var e entry
 	var f vfs.File
 	var sums []uint32
 	// A blob can be committed again, in the other form (plain or
-	// compressed), between its lookup and its open: then its file is gone,
-	// or the check finds the entry replaced, and the lookup is done again.
+	// compressed, file or record), between its lookup and its open: then
+	// its file is gone, or the check finds the entry replaced, and the
+	// lookup is done again.
 	for attempt := 0; ; attempt++ {
-		// A read need not wait for the entry's rename to be durable: its
-		// content is, and a reader that outlives a crash is no more.
 		var ok bool
-		e, ok = s.lookupPending(k, size, count && attempt == 0)
+		e, ok = s.idx.lookupPending(k, size, count && attempt == 0)
 		if !ok {
 			return nil, cas.ErrNotFound
 		}
+		var err error
 		if e.seg != nil {
-			b, err := s.openPacked(ctx, e)
+			var b *packs.Blob
+			if k.kind == kindCAS {
+				err = s.checks.record(ctx, e, false, nil)
+			}
+			if err == nil {
+				b, err = s.packedBlobs.open(e, s.checks.onReadFailure(e))
+			}
 			switch {
 			case err == nil:
 				return b, nil
@@ -68,8 +77,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 			}
 			return nil, err
 		}
-		var err error
-		f, err = s.fs.Open(s.filePath(&e))
+		f, err = s.blobFiles.open(&e)
 		if errors.Is(err, fs.ErrNotExist) {
 			if attempt < 2 {
 				continue
@@ -89,12 +97,10 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 				return nil, err
 			}
 			e.size = fi.Size()
-			// Its sums, if this process wrote it; one written before
-			// the start has no name to be checked against, and none.
-			sums = s.actionResultSums(e, fi)
+			sums = s.checks.actionResultSums(e, fi)
 			break
 		}
-		sums, err = s.checkBlob(ctx, e, f, false, nil)
+		sums, err = s.checks.file(ctx, e, f, false, nil)
 		if err == nil {
 			break
 		}
@@ -106,13 +112,13 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 	}
 	var checked *integrity.File
 	if sums != nil && !s.noReadChecks {
-		checked = integrity.NewFile(f, e.stored, sums, func(detail string) error { return s.readFailed(e, detail) })
+		checked = integrity.NewFile(f, e.stored, sums, func(detail string) error { return s.checks.readFailed(e, detail) })
 	}
 	if e.zstd {
 		b, err := zstdfile.Open(f, e.size, s.zp)
 		if errors.Is(err, zstdseek.ErrSeekTable) {
 			// It matched its name when checked: the disk changed it.
-			return nil, s.readFailed(e, err.Error())
+			return nil, s.checks.readFailed(e, err.Error())
 		}
 		if err != nil {
 			s.log.Error("compressed blob unreadable", "hash", k.hash, "err", err)
@@ -123,24 +129,10 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		}
 		// A frame that does not decompress: the disk changed it since
 		// it matched its name. Removed, as a block whose CRC fails.
-		b.SetCorruptHandler(func(err error) error { return s.readFailed(e, err.Error()) })
+		b.SetCorruptHandler(func(err error) error { return s.checks.readFailed(e, err.Error()) })
 		return b, nil
 	}
 	return files.NewBlob(f, e.size, s.zp, checked), nil
-}
-
-// actionResultSums returns the block sums of the action result file of e,
-// open with fi, if its entry has sums and is still that file (same
-// generation and size); nil otherwise.
-func (s *Store) actionResultSums(e entry, fi os.FileInfo) []uint32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if el, ok := s.files[e.key]; ok {
-		if cur := el; cur.gen == e.gen && cur.seg == nil && cur.stored == fi.Size() {
-			return cur.sums
-		}
-	}
-	return nil
 }
 
 // ReadAll returns the whole content of blob d.

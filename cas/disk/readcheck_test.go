@@ -282,7 +282,7 @@ func compressedRotAfterRead(t *testing.T, s *Store, data []byte, off int64, put 
 	if !e.zstd || off >= e.stored {
 		t.Fatalf("blob kept compressed %v, %d bytes stored; want compressed, more than %d", e.zstd, e.stored, off)
 	}
-	disktest.FlipByte(t, s.filePath(&e), off, true)
+	disktest.FlipByte(t, s.blobFiles.filePath(&e), off, true)
 	return d
 }
 
@@ -328,7 +328,7 @@ func TestReadChecksCatchRotInACompressedBlob(t *testing.T) {
 	s.mu.Lock()
 	e, _ := s.entryLocked(entryKey{kindCAS, d.Hash})
 	s.mu.Unlock()
-	disktest.FlipByte(t, s.filePath(&e), e.stored-3, true) // in the seek table, which Open reads
+	disktest.FlipByte(t, s.blobFiles.filePath(&e), e.stored-3, true) // in the seek table, which Open reads
 	b, err := s.Open(context.Background(), d)
 	if err == nil {
 		err = b.ReadZstd(context.Background(), 0, nil, 1000, func(c membuf.Buffer) error { c.Free(); return nil })

@@ -1,16 +1,15 @@
 package disk
 
 import (
-	"path/filepath"
-
 	"github.com/membuf/membuf/cas/disk/ages"
 	"github.com/membuf/membuf/cas/disk/files"
-	"github.com/membuf/membuf/cas/disk/packindex"
-	"github.com/membuf/membuf/cas/disk/packs"
 )
 
-// rebuild fills the index from cas/ and ac/, oldest modification first.
+// rebuild fills the index from cas/ and ac/, oldest modification first,
+// and from the pack segments (the checkpoint's records, and a scan of the
+// segments it does not cover).
 func (s *Store) rebuild() error {
+	x := s.idx
 	found, err := files.Load(s.fs, s.dir, []string{kindCAS.dir(), kindAC.dir()}, func(kind string) bool { return kind == kindCAS.dir() }, s.log)
 	if err != nil {
 		return err
@@ -23,16 +22,16 @@ func (s *Store) rebuild() error {
 		}
 		e := &entry{key: entryKey{kind, f.Hash}, size: f.Size, stored: f.Stored, zstd: f.Zstd}
 		all[i] = e
-		if el, ok := s.files[e.key]; ok {
+		if el, ok := x.files[e.key]; ok {
 			// Kept both ways: a crash between a commit's rename and its
 			// removal of the other form. Both were checked; keep the
 			// newer.
 			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", el.key.hash)
-			s.removeLocked(el)
+			x.removeLocked(el)
 		}
-		s.insertLocked(e)
+		x.insertLocked(e)
 	}
-	ck, err := packindex.OpenCheckpoint(s.fs, filepath.Join(s.dir, checkpointName))
+	ck, err := s.checkpoints.open()
 	if err != nil {
 		s.log.Warn("ignoring the index checkpoint: scanning every pack segment", "err", err)
 	}
@@ -49,34 +48,34 @@ func (s *Store) rebuild() error {
 	}
 	segs := s.segments.SegmentsLocked()
 	for _, seg := range segs {
-		s.bytes += seg.Size
+		x.bytes += seg.Size
 	}
 	// Recency: files' last modification and segments' order, on one clock
 	// (files older than the oldest segment first), so that eviction takes
 	// the older of the two kinds.
-	s.tick = 0
-	s.clock = ages.Clock{} // insertLocked marked the ticks at the time of reading
+	x.tick = 0
+	x.clock = ages.Clock{} // insertLocked marked the ticks at the time of reading
 	si := 0
 	for i, e := range all {
 		for si < len(segs) && segs[si].ModTime().Before(found[i].ModTime) {
-			s.tick++
-			segs[si].Created = s.tick
-			s.clock.Mark(s.tick, segs[si].ModTime())
+			x.tick++
+			segs[si].Created = x.tick
+			x.clock.Mark(x.tick, segs[si].ModTime())
 			si++
 		}
-		s.tick++
-		s.clock.Mark(s.tick, found[i].ModTime)
-		if el, ok := s.files[e.key]; ok && el == e {
-			e.used = s.tick
+		x.tick++
+		x.clock.Mark(x.tick, found[i].ModTime)
+		if el, ok := x.files[e.key]; ok && el == e {
+			e.used = x.tick
 		}
 	}
 	for ; si < len(segs); si++ {
-		s.tick++
-		segs[si].Created = s.tick
-		s.clock.Mark(s.tick, segs[si].ModTime())
+		x.tick++
+		segs[si].Created = x.tick
+		x.clock.Mark(x.tick, segs[si].ModTime())
 	}
 	if ck != nil {
-		if records, err = s.loadCheckpointRecords(ck, records); err != nil {
+		if records, s.checkpointLoaded, err = s.checkpoints.loadRecords(ck, records); err != nil {
 			return err
 		}
 	}
@@ -89,42 +88,17 @@ func (s *Store) rebuild() error {
 			continue
 		}
 		k := entryKey{entryKind(r.Kind), r.HashHex()}
-		if el, ok := s.files[k]; ok {
-			s.removeLocked(el)
-		} else if old, ok := s.packedLocked(k); ok {
+		if el, ok := x.files[k]; ok {
+			x.removeLocked(el)
+		} else if old, ok := x.packedLocked(k); ok {
 			if old.seg.Seq > r.Seg.Seq {
 				continue // from the checkpoint, of a later segment
 			}
-			s.uncountLocked(&old)
+			x.countLocked(&old, -1)
 		}
 		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.Seg, off: r.Off, crc: r.DataCRC}
-		s.putRecordLocked(e)
-		s.countLocked(e)
+		x.putRecordLocked(e)
+		x.countLocked(e, 1)
 	}
 	return nil
-}
-
-// loadCheckpointRecords indexes the records of checkpoint ck; if it does
-// not check out, it empties the table and returns records with those of
-// the segments it would have covered, scanned, in segment order.
-func (s *Store) loadCheckpointRecords(ck *packindex.CheckpointFile, records []packs.Scanned) ([]packs.Scanned, error) {
-	err := s.loadCheckpoint(ck)
-	if err == nil {
-		s.checkpointLoaded = true
-		for _, seg := range s.segments.SegmentsLocked() {
-			if seg.FromCheckpoint {
-				s.checkpointSegments++
-			}
-		}
-		return records, nil
-	}
-	s.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
-	s.packed.Free()
-	for _, seg := range s.segments.SegmentsLocked() {
-		s.entries -= seg.Entries
-		s.acEntries -= seg.ACEntries
-		s.plainBytes -= seg.PlainBytes
-		seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
-	}
-	return s.segments.Rescan(records)
 }

@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/pace"
-	"github.com/membuf/membuf/cas/disk/packfile"
-	"github.com/membuf/membuf/cas/disk/packs"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // The scrubber's pacing. A pass is held to the rate in "cost", not only in
@@ -32,55 +33,78 @@ const (
 	scrubPassInterval = time.Minute
 )
 
+// scrubber walks the store re-hashing every blob in turn (Scrub): the
+// shard directories of cas/, then the pack segments' records, at a
+// bounded rate. The verdicts are the checks'; the scrubber only decides
+// what to look at next and how fast.
+type scrubber struct {
+	mu     *sync.Mutex
+	fs     vfs.FS
+	dir    string
+	log    *slog.Logger
+	idx    *index
+	files  *blobFiles
+	packs  *packedBlobs
+	checks *checks
+
+	passes   int64 // full passes; guarded by mu
+	listings int64 // shard directories listed; guarded by mu
+}
+
 // Scrub re-hashes every stored blob in turn, pass after pass, until ctx is
 // done or the store is closed; it then returns nil. It reads at most
 // bytesPerSecond on average, counting each blob as at least 64 KiB and each
 // of the 256 shard directories it lists as 64 KiB, and starts a pass at
 // most once a minute. A blob found corrupt is removed as on a read (see
-// verify.go); one found intact counts as verified for reads.
+// checks.go); one found intact counts as verified for reads.
 // It touches no recency: scrubbing is not use. Run it on a goroutine of its
 // own; bytesPerSecond must be positive.
 func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
 	if bytesPerSecond <= 0 {
 		return fmt.Errorf("disk: scrub rate %d must be positive", bytesPerSecond)
 	}
-	clock := s.scrubClock
-	p := pace.New(ctx, bytesPerSecond, clock)
+	s.scrubber.run(ctx, pace.New(ctx, bytesPerSecond, s.scrubClock), s.scrubClock)
+	return nil
+}
+
+// run scrubs pass after pass at p's rate until ctx is done or the store
+// is closed.
+func (sc *scrubber) run(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 	for {
 		passStart := clock.Now()
 		for shard := range 256 {
-			if ctx.Err() != nil || s.isClosed() {
-				return nil
+			if ctx.Err() != nil || sc.idx.isClosed() {
+				return
 			}
-			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), p)
+			sc.shard(ctx, fmt.Sprintf("%02x", shard), p)
 		}
-		s.scrubPacks(ctx, p)
+		sc.segments(ctx, p)
 		if ctx.Err() != nil {
-			return nil // the last shard was cut short: no whole pass
+			return // the last shard was cut short: no whole pass
 		}
-		s.mu.Lock()
-		s.scrubPasses++
-		s.mu.Unlock()
+		sc.mu.Lock()
+		sc.passes++
+		sc.mu.Unlock()
 		if rest := scrubPassInterval - clock.Now().Sub(passStart); rest > 0 {
 			if clock.Sleep(ctx, rest) != nil {
-				return nil
+				return
 			}
 		}
 	}
 }
 
-// scrubShard re-hashes the blobs of one shard directory of cas/ (listing
-// one directory at a time keeps the scrubber's memory to a shard's names).
-func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
+// shard re-hashes the blobs of one shard directory of cas/ (listing one
+// directory at a time keeps the scrubber's memory to a shard's names).
+func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
 	if p.Wait(scrubListingCost) != nil {
 		return
 	}
-	ents, err := s.fs.ReadDir(filepath.Join(s.dir, kindCAS.dir(), shard))
-	s.mu.Lock()
-	s.scrubListings++
-	s.mu.Unlock()
+	ents, err := sc.fs.ReadDir(filepath.Join(sc.dir, kindCAS.dir(), shard))
+	sc.mu.Lock()
+	sc.listings++
+	sc.mu.Unlock()
 	if err != nil {
-		s.log.Warn("scrubber: listing a shard", "shard", shard, "err", err)
+		sc.log.Warn("scrubber: listing a shard", "shard", shard, "err", err)
 		return
 	}
 	for _, de := range ents {
@@ -92,8 +116,8 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
 			continue // a stray name
 		}
 		k := entryKey{kindCAS, hash}
-		e, ok := s.entryOf(k)
-		if !ok || filepath.Base(s.filePath(&e)) != de.Name() {
+		e, ok := sc.idx.entry(k)
+		if !ok || filepath.Base(sc.files.filePath(&e)) != de.Name() {
 			continue // not an entry's file (evicted or replaced since the listing)
 		}
 		// Charge what the blob's bytes will not (see scrubBlobCost); the
@@ -101,32 +125,32 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
 		if p.Wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
 			return
 		}
-		f, err := s.fs.Open(s.filePath(&e))
+		f, err := sc.files.open(&e)
 		if err != nil {
 			continue // evicted since
 		}
-		_, err = s.checkBlob(ctx, e, f, true, p.Wait)
+		_, err = sc.checks.file(ctx, e, f, true, p.Wait)
 		f.Close()
 		if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
-			s.log.Warn("scrubber: re-hashing a blob", "hash", k.hash, "err", err)
+			sc.log.Warn("scrubber: re-hashing a blob", "hash", k.hash, "err", err)
 		}
 	}
 }
 
-// scrubPacks re-hashes the packed CAS blobs, segment by segment (each
+// segments re-hashes the packed CAS blobs, segment by segment (each
 // segment costs what a shard listing does).
-func (s *Store) scrubPacks(ctx context.Context, p *pace.Pacer) {
-	s.mu.Lock()
-	segs := slices.Clone(s.segments.SegmentsLocked())
-	s.mu.Unlock()
+func (sc *scrubber) segments(ctx context.Context, p *pace.Pacer) {
+	sc.mu.Lock()
+	segs := slices.Clone(sc.packs.set.SegmentsLocked())
+	sc.mu.Unlock()
 	for _, seg := range segs {
 		if p.Wait(scrubListingCost) != nil {
 			return
 		}
-		records, err := s.segmentRecords(seg)
+		records, err := sc.packs.records(seg)
 		if err != nil {
 			if !errors.Is(err, errReplaced) {
-				s.log.Warn("scrubber: listing a pack segment", "segment", seg.Seq, "err", err)
+				sc.log.Warn("scrubber: listing a pack segment", "segment", seg.Seq, "err", err)
 			}
 			continue
 		}
@@ -138,36 +162,17 @@ func (s *Store) scrubPacks(ctx context.Context, p *pace.Pacer) {
 				continue
 			}
 			k := entryKey{kindCAS, r.HashHex()}
-			e, ok := s.entryOf(k)
+			e, ok := sc.idx.entry(k)
 			if !ok || e.seg != seg || e.off != r.Off {
 				continue // replaced, removed or evicted since
 			}
 			if p.Wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
 				return
 			}
-			err := s.checkPacked(ctx, e, true, p.Wait)
+			err := sc.checks.record(ctx, e, true, p.Wait)
 			if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
-				s.log.Warn("scrubber: re-hashing a packed blob", "hash", k.hash, "err", err)
+				sc.log.Warn("scrubber: re-hashing a packed blob", "hash", k.hash, "err", err)
 			}
 		}
 	}
-}
-
-// segmentRecords lists the committed records of seg from its headers;
-// errReplaced if it was evicted. The index keeps no list of a segment's
-// keys: this read costs what listing a shard directory does, once a pass.
-func (s *Store) segmentRecords(seg *packs.Segment) ([]packfile.Record, error) {
-	records, ok, err := s.segments.Records(seg)
-	if !ok {
-		return nil, errReplaced
-	}
-	return records, err
-}
-
-// entryOf returns a copy of entry k, without touching its recency: the
-// scrubber's look at it.
-func (s *Store) entryOf(k entryKey) (entry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.entryLocked(k)
 }

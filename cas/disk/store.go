@@ -1,15 +1,11 @@
 package disk
 
 import (
-	"container/list"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/membuf/membuf"
@@ -44,74 +40,46 @@ var ErrLocked = vfs.ErrLocked
 // A Store is safe for concurrent use.
 type Store struct {
 	dir     string
-	tmpDir  string
 	maxSize int64
 	log     *slog.Logger
-	fs      vfs.FS // vfs.Default, or WithFS's
 	lock    vfs.DirLock
 
-	// noReadChecks: reads trust the disk after a blob's first check
-	// (WithoutReadChecks; readcheck.go).
-	noReadChecks bool
-
-	// How blobs are compressed (WithCompression).
-	policy  CompressPolicy
-	zp      *zstdseek.Pool
-	buffers membuf.BufferPool
-
-	mu            sync.Mutex
-	files         map[entryKey]*entry   // the entries kept as files
-	packed        packindex.Table       // the packed entries (recordtable.go)
-	sweep         packindex.SweepCursor // where the table's sweep goes on (packedindex.go)
-	isLiveSeq     func(seq uint32) bool
-	lru           *list.List // files only, front: most recently used
-	entries       int64      // in the index: files and live records
-	bytes         int64      // on disk
-	plainBytes    int64      // the entries' own sizes
-	zstdEntries   int64      // how many blobs are kept compressed
-	partial       int64      // bytes reserved by uploads in progress (Writers); they count towards maxSize
-	acEntries     int64      // how many index entries are action results
-	evictions     int64
-	hits          int64
-	misses        int64
-	corrupt       int64 // blobs whose content no longer matched their name, removed
-	verified      int64 // bytes re-hashed by first reads and the scrubber
-	scrubPasses   int64 // full passes of the scrubber
-	scrubListings int64 // shard directories the scrubber listed
-	commits       int64 // entries committed (group commit)
-	batches       int64 // group commits run
-	closed        bool
-
-	committer *groupCommit
-
-	// generation counts the times entries left the index (eviction,
-	// removal): EvictionGeneration. Atomic, so that a reader need not
-	// take mu.
-	generation atomic.Uint64
-	// How old evicted entries were (EvictionAges), guarded by mu: clock
-	// maps tick to wall time, evicted records the ages.
-	clock   ages.Clock
-	evicted ages.Recorder
-
-	// Packs (packs.go; package packs); guarded by mu.
-	packMax   int64         // largest entry packed; 0: none is
-	segSize   int64         // bytes of slots a segment takes before it is sealed
-	segments  *packs.Set    // shares mu
-	syncEvery time.Duration // WithPackSync: 0, records are durable when acknowledged
+	// Options (StoreOption), read by OpenStore as it builds the rooms.
+	fs           vfs.FS // vfs.Default, or WithFS's
+	noReadChecks bool   // WithoutReadChecks
+	policy       CompressPolicy
+	zp           *zstdseek.Pool
+	buffers      membuf.BufferPool
+	packMax      int64         // WithPacks: largest entry packed; 0: none is
+	syncEvery    time.Duration // WithPackSync: 0, records are durable when acknowledged
 	// syncByHand: the syncer's passes are a test's (packs.Config.SyncByHand).
 	syncByHand bool
-	tick       uint64       // counts uses and segments: the store's clock of recency
-	refreshes  chan refresh // packed entries to copy forward out of old segments; nil once closed
-
-	// Index checkpoints (checkpoint.go); guarded by mu.
-	sinceCheckpoint    int64          // packed records indexed since the last was started
-	checkpointRunning  bool           // one is being written
-	checkpoints        sync.WaitGroup // the one being written
-	indexChanged       bool           // a record put or dropped, or a segment evicted, since the last checkpoint
-	checkpointSegments int            // segments the last checkpoint covers
-	checkpointLoaded   bool           // this start took the packed entries from one
-
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
+
+	// mu is the one lock of the store's rooms, which share it: the index,
+	// the pack segments, the checks, the group commit, the checkpoints.
+	mu sync.Mutex
+
+	// The rooms a read or a write goes through, in that order: the index
+	// (which entries exist, where, their recency, the accounting and
+	// eviction), the location-blob sides (files of their own, records in
+	// pack segments), the checks (may this content be served?), and the
+	// group commit that makes a write durable and visible.
+	idx         *index
+	blobFiles   *blobFiles
+	packedBlobs *packedBlobs
+	checks      *checks
+	committer   *groupCommit
+	checkpoints *checkpoints
+	scrubber    *scrubber
+
+	// segments and packed are the index's segments and table, named here
+	// for the tests' looks under mu.
+	segments *packs.Set
+	packed   *packindex.Table
+	// checkpointLoaded: this start took the packed entries from the
+	// index checkpoint.
+	checkpointLoaded bool
 }
 
 // OpenStore opens the store in dir, creating dir (and the parents it
@@ -130,18 +98,13 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{
-		dir:     dir,
-		tmpDir:  filepath.Join(dir, "tmp"),
-		maxSize: maxSize,
-		log:     logger,
-		fs:      vfs.Default,
-		files:   make(map[entryKey]*entry),
-		lru:     list.New(),
-
+		dir:        dir,
+		maxSize:    maxSize,
+		log:        logger,
+		fs:         vfs.Default,
 		scrubClock: pace.Wall,
 		packMax:    DefaultPackMax,
 	}
-	s.isLiveSeq = s.isLiveSeqLocked
 	for _, o := range opts {
 		o(s)
 	}
@@ -150,7 +113,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 			return nil, err
 		}
 	}
-	s.setupPacks()
+	s.buildRooms()
 	if err := files.MakeDir(s.fs, dir); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
@@ -167,23 +130,55 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	if err := files.MakeDirs(s.fs, dir, []string{"tmp", packDirName}, []string{kindCAS.dir(), kindAC.dir()}); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	if err := files.RemoveTemps(s.fs, s.tmpDir, s.log); err != nil {
+	if err := files.RemoveTemps(s.fs, s.blobFiles.tmpDir, s.log); err != nil {
 		return nil, err
 	}
 	if err := s.rebuild(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	s.evictLocked(nil)
+	s.idx.evictLocked(nil)
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
-	entries, stored := s.entries, s.bytes
+	entries, stored := s.idx.entries, s.idx.bytes
 	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
 	s.mu.Unlock()
-	s.committer = newGroupCommit(s)
+	s.committer.start()
+	s.packedBlobs.start()
 	logger.Info("cas store opened", "dir", dir, "entries", entries, "bytes", stored, "max_bytes", maxSize,
 		"pack_segments", segments, "segments_scanned", scanned, "index_checkpoint", fromCheckpoint)
 	return s, nil
+}
+
+// buildRooms makes the store's rooms from its options, each pointing at
+// the others it calls. The pack segments count their uses on the index's
+// clock of recency.
+func (s *Store) buildRooms() {
+	segSize, packMax := packConfig(s.maxSize, s.packMax)
+	s.packMax = packMax
+	x := newIndex(&s.mu, s.maxSize, s.log, nil, nil)
+	cfg := packs.Config{
+		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
+		SegmentSize: segSize, MaxRecord: packMax,
+		Tick: func() uint64 { x.tick++; return x.tick },
+		Zstd: s.zp,
+	}
+	if packMax > 0 {
+		cfg.SyncEvery = s.syncEvery
+		cfg.SyncByHand = s.syncByHand
+	}
+	set := packs.NewSet(cfg)
+	tmpDir := filepath.Join(s.dir, "tmp")
+	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, idx: x, policy: s.policy, zp: s.zp, buffers: s.buffers}
+	pb := &packedBlobs{mu: &s.mu, log: s.log, set: set, idx: x, max: packMax}
+	ch := &checks{mu: &s.mu, log: s.log, idx: x, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
+	ck := &checkpoints{mu: &s.mu, fs: s.fs, path: filepath.Join(s.dir, checkpointName), tmpDir: tmpDir, log: s.log, idx: x, set: set, packMax: packMax}
+	gc := &groupCommit{mu: &s.mu, fs: s.fs, log: s.log, idx: x, files: fb, packs: pb, ckpt: ck}
+	x.segments, x.blobs, x.packs = set, fb, pb
+	fb.commit, pb.commit, pb.checks = gc, gc, ch
+	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.committer, s.checkpoints = x, fb, pb, ch, gc, ck
+	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}
+	s.segments, s.packed = set, x.packed
 }
 
 // WithFS makes the store keep its files in fsys instead of the operating
@@ -202,17 +197,17 @@ const packDirName = "packs"
 // then the directory's lock is released.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if s.closed {
+	if s.idx.closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
+	s.idx.closed = true
 	s.mu.Unlock()
 	s.committer.close() // commits still queued fail with cas.ErrClosed
-	s.closePacks()
-	s.checkpoints.Wait()
+	s.packedBlobs.close()
+	s.checkpoints.writing.Wait()
 	s.mu.Lock()
-	stale := s.checkpointStaleLocked()
+	stale := s.checkpoints.staleLocked()
 	s.mu.Unlock()
 	if s.packMax > 0 && stale {
 		// Every segment is finished now: the next start scans none.
@@ -220,34 +215,38 @@ func (s *Store) Close() error {
 			s.log.Warn("writing the index checkpoint (the next start scans every pack segment)", "err", err)
 		}
 	}
-	err := files.RemoveTemps(s.fs, s.tmpDir, s.log)
+	err := files.RemoveTemps(s.fs, s.blobFiles.tmpDir, s.log)
 	if uerr := s.lock.Unlock(); err == nil {
 		err = uerr
 	}
 	return err
 }
 
+// writeCheckpoint writes the index checkpoint now (checkpoints.write).
+func (s *Store) writeCheckpoint() error { return s.checkpoints.write() }
+
 // Stats returns a snapshot of the store's counters.
 func (s *Store) Stats() cas.StoreStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	x := s.idx
 	return cas.StoreStats{
-		Blobs:             s.entries - s.acEntries,
-		ActionResults:     s.acEntries,
-		Bytes:             s.bytes,
-		PartialBytes:      s.partial,
-		UncompressedBytes: s.plainBytes,
-		CompressedBlobs:   s.zstdEntries,
+		Blobs:             x.entries - x.acEntries,
+		ActionResults:     x.acEntries,
+		Bytes:             x.bytes,
+		PartialBytes:      x.partial,
+		UncompressedBytes: x.plainBytes,
+		CompressedBlobs:   x.zstdEntries,
 		MaxBytes:          s.maxSize,
-		Evictions:         s.evictions,
-		Hits:              s.hits,
-		Misses:            s.misses,
-		Corrupt:           s.corrupt,
-		VerifiedBytes:     s.verified,
-		ScrubPasses:       s.scrubPasses,
-		ScrubListings:     s.scrubListings,
-		Commits:           s.commits,
-		CommitBatches:     s.batches,
+		Evictions:         x.evictions,
+		Hits:              x.hits,
+		Misses:            x.misses,
+		Corrupt:           s.checks.corrupt,
+		VerifiedBytes:     s.checks.verified,
+		ScrubPasses:       s.scrubber.passes,
+		ScrubListings:     s.scrubber.listings,
+		Commits:           s.committer.counts.commits,
+		CommitBatches:     s.committer.counts.batches,
 	}
 }
 
@@ -255,7 +254,7 @@ func (s *Store) Stats() cas.StoreStats {
 // index (evicted, or removed as corrupt) since it opened: while it has
 // not changed, every blob found present earlier still is. It takes no
 // lock.
-func (s *Store) EvictionGeneration() uint64 { return s.generation.Load() }
+func (s *Store) EvictionGeneration() uint64 { return s.idx.generation.Load() }
 
 // EvictionAges returns how old the entries evicted since the store opened
 // were, by the time they were last used (a packed entry: its segment's
@@ -263,54 +262,29 @@ func (s *Store) EvictionGeneration() uint64 { return s.generation.Load() }
 func (s *Store) EvictionAges() ages.Evictions {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.evicted.Snapshot(time.Now())
+	return s.idx.evicted.Snapshot(time.Now())
 }
 
 // MaxSize returns the configured maximum size; 0 means no limit.
 func (s *Store) MaxSize() int64 { return s.maxSize }
 
-// path is where entry k is kept plain.
-func (s *Store) path(k entryKey) string { return files.Path(s.dir, k.kind.dir(), k.hash) }
-
-// filePath is where e is kept, plain or compressed.
-func (s *Store) filePath(e *entry) string {
-	if e.zstd {
-		return files.ZstdPath(s.dir, e.key.kind.dir(), e.key.hash, e.size)
-	}
-	return s.path(e.key)
-}
-
-// closePacks stops the copying forward and closes the segments
-// (packs.Set.Close: the active one and those written since the last sync
-// made durable).
-func (s *Store) closePacks() {
-	s.mu.Lock()
-	if s.refreshes != nil {
-		close(s.refreshes)
-		s.refreshes = nil
-	}
-	s.mu.Unlock()
-	s.segments.Close()
-}
-
-// removeFile unlinks e's file; a file already gone is no error.
-func (s *Store) removeFile(e *entry) {
-	if err := s.fs.Remove(s.filePath(e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Error("removing", "hash", e.key.hash, "err", err)
-	}
-}
+// entryLocked returns a copy of entry k without touching its recency
+// (index.entryLocked); mu held.
+func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.entryLocked(k) }
 
 // Contains reports whether blob d is stored (the empty blob always is),
 // without counting a hit or miss: a check of the server's own.
 func (s *Store) Contains(_ context.Context, d cas.Digest) (bool, error) {
-	return s.contains(d), nil
+	return s.has(d, false), nil
 }
 
-func (s *Store) contains(d cas.Digest) bool {
+// has reports whether blob d is stored (the empty blob always is),
+// marking it recently used; count: a client's lookup.
+func (s *Store) has(d cas.Digest, count bool) bool {
 	if d.IsEmpty() {
 		return true
 	}
-	_, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, false)
+	_, ok := s.idx.lookup(entryKey{kindCAS, d.Hash}, d.Size, count)
 	return ok
 }
 
@@ -322,10 +296,7 @@ func (s *Store) Resolve(_ context.Context, hash string) (cas.Digest, error) {
 	if hash == cas.EmptyHash {
 		return cas.Digest{Hash: hash}, nil
 	}
-	k := entryKey{kindCAS, hash}
-	s.mu.Lock()
-	e, ok := s.entryLocked(k)
-	s.mu.Unlock()
+	e, ok := s.idx.entry(entryKey{kindCAS, hash})
 	if !ok {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s", cas.ErrNotFound, hash)
 	}
@@ -338,11 +309,7 @@ func (s *Store) Resolve(_ context.Context, hash string) (cas.Digest, error) {
 // Has reports whether the blob d is stored (the empty blob always is) and
 // marks it recently used; a client's lookup.
 func (s *Store) Has(d cas.Digest) bool {
-	if d.IsEmpty() {
-		return true
-	}
-	_, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, true)
-	return ok
+	return s.has(d, true)
 }
 
 // FindMissing returns the digests in ds that are not stored, marking the
@@ -350,18 +317,9 @@ func (s *Store) Has(d cas.Digest) bool {
 func (s *Store) FindMissing(_ context.Context, ds []cas.Digest, lookup cas.Lookup) ([]cas.Digest, error) {
 	var missing []cas.Digest
 	for _, d := range ds {
-		if d.IsEmpty() {
-			continue
-		}
-		if _, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, bool(lookup)); !ok {
+		if !s.has(d, bool(lookup)) {
 			missing = append(missing, d)
 		}
 	}
 	return missing, nil
-}
-
-func (s *Store) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
 }

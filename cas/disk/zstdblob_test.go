@@ -334,12 +334,12 @@ func TestStoreDamagedCompressedBlob(t *testing.T) {
 	// The scrubber's check (forced) finds rot nobody has read.
 	d = writeBlob(t, s, data, cas.Uncompressed, 1<<20)
 	damage(d, flip, true)
-	e, _ := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, false)
+	e, _ := s.idx.lookup(entryKey{kindCAS, d.Hash}, d.Size, false)
 	f, err := vfs.Default.Open(path(d))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.checkBlob(context.Background(), e, f, true, nil); !errors.Is(err, errCorrupt) {
+	if _, err := s.checks.file(context.Background(), e, f, true, nil); !errors.Is(err, errCorrupt) {
 		t.Fatalf("forced check of a damaged frame: %v, want errCorrupt", err)
 	}
 	f.Close()

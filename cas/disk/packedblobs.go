@@ -1,20 +1,17 @@
 package disk
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"io"
+	"log/slog"
 	"net"
-	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packfile"
-	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
 )
 
@@ -52,38 +49,6 @@ func WithPacks(maxBlob int64) StoreOption {
 	return func(s *Store) { s.packMax = max(maxBlob, 0) }
 }
 
-// packable reports whether an entry of size bytes is packed.
-func (s *Store) packable(size int64) bool {
-	return s.packMax > 0 && size <= s.packMax
-}
-
-// setupPacks fixes the segment size from the maximum size, and turns
-// packing off for a store too small for it.
-func (s *Store) setupPacks() {
-	s.segSize = defaultSegmentSize
-	if s.maxSize > 0 {
-		s.segSize = min(s.segSize, s.maxSize/16)
-	}
-	if s.segSize < minSegmentSize {
-		s.packMax = 0
-	}
-	// A quarter of a segment at most, and MaxPackMax.
-	s.packMax = min(s.packMax, s.segSize/4, MaxPackMax)
-	cfg := packs.Config{
-		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
-		SegmentSize: s.segSize, MaxRecord: s.packMax,
-		Tick: func() uint64 { s.tick++; return s.tick },
-		Zstd: s.zp,
-	}
-	if s.packMax > 0 {
-		s.refreshes = make(chan refresh, refreshQueue)
-		go s.refreshLoop(s.refreshes)
-		cfg.SyncEvery = s.syncEvery
-		cfg.SyncByHand = s.syncByHand
-	}
-	s.segments = packs.NewSet(cfg)
-}
-
 // WithPackSync makes packed records durable every interval instead of
 // before each commit is acknowledged: a commit returns once its record is
 // written (to the page cache) and indexed, and a goroutine fdatasyncs the
@@ -99,79 +64,120 @@ func WithPackSync(interval time.Duration) StoreOption {
 	return func(s *Store) { s.syncEvery = max(interval, 0) }
 }
 
-// openPacked opens the packed entry of which e is a copy, checking a CAS
-// blob against its name first unless this process already has. It
-// returns errReplaced if the entry was replaced or evicted meanwhile.
-func (s *Store) openPacked(ctx context.Context, e entry) (*packs.Blob, error) {
-	if e.key.kind == kindCAS {
-		if err := s.checkPacked(ctx, e, false, nil); err != nil {
-			return nil, err
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.isCurrentLocked(e) {
-		return nil, errReplaced
-	}
-	var fail func(string) error
-	if !s.noReadChecks {
-		fail = func(detail string) error { return s.readFailed(e, detail) }
-	}
-	return s.segments.OpenLocked(e.seg, e.off, e.size, e.crc, fail), nil
+
+// packedBlobs is the location-blob side of the entries packed as records
+// into pack segments (package packs): which entries are packed, writing
+// records (one at a time, a batch's with one pwritev, or streamed by a
+// packs.Writer), opening and reading a record, retiring one found bad,
+// and copying hot records forward out of old segments. What is stored and
+// where is the index's, whether a record matches its name the checks'.
+// It shares the store's lock, as its segments (packs.Set) do.
+type packedBlobs struct {
+	mu     *sync.Mutex
+	log    *slog.Logger
+	set    *packs.Set
+	idx    *index
+	checks *checks
+	commit *groupCommit
+	// max is the largest entry packed; 0: none is.
+	max int64
+	// refreshes: packed entries to copy forward out of old segments; nil
+	// once closed (or without packs). Guarded by mu.
+	refreshes chan refresh
 }
 
-// newPackWriter takes a slot for blob d.
-func (s *Store) newPackWriter(d cas.Digest) (*packs.Writer, error) {
-	w := s.segments.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
+// packConfig fixes the segment size from the store's maximum size, and
+// turns packing off (packMax 0) for a store too small for it.
+func packConfig(maxSize, packMax int64) (segSize, max int64) {
+	segSize = defaultSegmentSize
+	if maxSize > 0 {
+		segSize = min(segSize, maxSize/16)
+	}
+	if segSize < minSegmentSize {
+		packMax = 0
+	}
+	// A quarter of a segment at most, and MaxPackMax.
+	return segSize, min(packMax, segSize/4, MaxPackMax)
+}
+
+// start starts the copying forward, if anything is packed.
+func (p *packedBlobs) start() {
+	if p.max > 0 {
+		p.refreshes = make(chan refresh, refreshQueue)
+		go p.refreshLoop(p.refreshes)
+	}
+}
+
+// packable reports whether an entry of size bytes is packed.
+func (p *packedBlobs) packable(size int64) bool {
+	return p.max > 0 && size <= p.max
+}
+
+// open opens the packed entry of which e is a copy (its content checked
+// already, if a CAS blob: checks.record); fail, if not nil, is what a
+// read whose record fails its CRC calls. It returns errReplaced if the
+// entry was replaced or evicted meanwhile.
+func (p *packedBlobs) open(e entry, fail func(string) error) (*packs.Blob, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.idx.isCurrentLocked(e) {
+		return nil, errReplaced
+	}
+	return p.set.OpenLocked(e.seg, e.off, e.size, e.crc, fail), nil
+}
+
+// newWriter takes a slot for blob d: a packs.Writer streams its record.
+func (p *packedBlobs) newWriter(d cas.Digest) (*packs.Writer, error) {
+	w := p.set.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
 		c := newRecordCommit(sl.Seg, sl.Off, entryKey{kindCAS, d.Hash}, d.Size, crc)
-		s.committer.commit(c)
+		p.commit.commit(c)
 		return c.err
 	})
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idx.closed {
 		return nil, cas.ErrClosed
 	}
-	if err := s.takeSlotLocked(w.Slot(), entryKey{kindCAS, d.Hash}, d.Size, false); err != nil {
+	if err := p.idx.takeSlotLocked(w.Slot(), entryKey{kindCAS, d.Hash}, d.Size, false); err != nil {
 		return nil, err
 	}
-	s.evictLocked(nil)
+	p.idx.evictLocked(nil)
 	return w, nil
 }
 
-// writeRecord writes data, complete and checked, as a committed record of
-// k into a new slot, and returns it ready for the group commit.
-func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error) {
+// write writes data, complete and checked, as a committed record of k
+// into a new slot, and returns it ready for the group commit.
+func (p *packedBlobs) write(k entryKey, data net.Buffers) (*pendingCommit, error) {
 	var cs [1]*pendingCommit // on the stack: Put's path allocates no slices
 	var errs [1]error
-	s.writeRecords([]entryKey{k}, []net.Buffers{data}, cs[:], errs[:])
+	p.writeAll([]entryKey{k}, []net.Buffers{data}, cs[:], errs[:])
 	return cs[0], errs[0]
 }
 
-// writeRecords writes each data[i], complete and checked, as a committed
+// writeAll writes each data[i], complete and checked, as a committed
 // record of ks[i], and sets cs[i] to it ready for the group commit, or
 // errs[i] to why not. Their slots are taken in one hold of the lock, so
 // that they are consecutive, and written with one pwritev
 // (packs.Set.WriteFills): a batch's records cost one system call, not two
 // each, and none under the lock.
-func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCommit, errs []error) {
+func (p *packedBlobs) writeAll(ks []entryKey, data []net.Buffers, cs []*pendingCommit, errs []error) {
 	fills := make([]packs.Fill, 0, len(ks))
 	for i, k := range ks {
 		var size int64
 		var crc uint32
-		for _, p := range data[i] {
-			size += int64(len(p))
-			crc = packfile.UpdateChecksum(crc, p)
+		for _, b := range data[i] {
+			size += int64(len(b))
+			crc = packfile.UpdateChecksum(crc, b)
 		}
 		cs[i] = &pendingCommit{e: &entry{key: k, size: size, stored: size, verified: k.kind == kindCAS, crc: crc}}
 		fills = append(fills, packs.Fill{Slot: &cs[i].slot, Data: data[i], CRC: crc})
 	}
-	s.mu.Lock()
+	p.mu.Lock()
 	taken := fills[:0]
 	for i, f := range fills {
 		err := cas.ErrClosed
-		if !s.closed {
-			err = s.takeSlotLocked(f.Slot, ks[i], cs[i].e.size, true)
+		if !p.idx.closed {
+			err = p.idx.takeSlotLocked(f.Slot, ks[i], cs[i].e.size, true)
 		}
 		if err != nil {
 			errs[i], cs[i] = err, nil
@@ -181,10 +187,10 @@ func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCom
 		taken = append(taken, f)
 	}
 	if len(taken) > 0 {
-		s.evictLocked(nil)
+		p.idx.evictLocked(nil)
 	}
-	s.mu.Unlock()
-	s.segments.WriteFills(taken)
+	p.mu.Unlock()
+	p.set.WriteFills(taken)
 	for _, f := range taken {
 		if f.Err == nil {
 			continue
@@ -194,10 +200,16 @@ func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCom
 				errs[i], cs[i] = f.Err, nil
 			}
 		}
-		s.mu.Lock()
-		s.segments.ReleaseSlotLocked(f.Slot.Seg)
-		s.mu.Unlock()
+		p.releaseSlot(f.Slot.Seg)
 	}
+}
+
+// releaseSlot gives back a slot of seg whose record will not be
+// committed.
+func (p *packedBlobs) releaseSlot(seg *packs.Segment) {
+	p.mu.Lock()
+	p.set.ReleaseSlotLocked(seg)
+	p.mu.Unlock()
 }
 
 // newRecordCommit returns the commit of the record of k at off in seg,
@@ -206,78 +218,57 @@ func newRecordCommit(seg *packs.Segment, off int64, k entryKey, size int64, crc 
 	return &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS, crc: crc}}
 }
 
-// checkPacked makes sure the content of the packed CAS blob opened (a copy
-// of its index entry) matches its name, hashing it unless this process
-// already has (force: hash anyway, the scrubber). pace is as for
-// checkBlob. A blob that does not match is removed.
-func (s *Store) checkPacked(ctx context.Context, opened entry, force bool, pace func(int) error) error {
-	s.mu.Lock()
-	el, ok := s.packedLocked(opened.key)
-	if !ok || el.seg != opened.seg || el.off != opened.off {
-		s.mu.Unlock()
+// read reads the data of packed entry e (a copy of its index entry) into
+// buf, e.size bytes, holding its segment's file meanwhile: an eviction
+// cannot close it or hand it to a later segment under the read.
+// A segment evicted since e was copied is errReplaced: its file may be
+// another segment's by now.
+func (p *packedBlobs) read(e entry, buf []byte) error {
+	ok, err := p.set.Hold(e.seg, func() error {
+		_, err := e.seg.ReadAt(buf, e.off)
+		return err
+	})
+	if !ok {
 		return errReplaced
 	}
-	if el.verified && !force {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	bp := integrity.Buffers.Get()
-	defer integrity.Buffers.Put(bp)
-	buf := (*bp)[:opened.size]
-	err := s.readRecord(opened, buf)
-	switch {
-	case errors.Is(err, errReplaced):
-		return err
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		// Past the end of its file (truncated): lost as surely as one
-		// that does not match, and retired the same way, so that it
-		// reads missing and can be uploaded again.
-		return s.readFailed(opened, "record lies past the end of its segment's file")
-	case err != nil:
-		return fmt.Errorf("disk: re-hashing a packed blob: %w", err)
-	}
-	if pace != nil {
-		if err := pace(len(buf)); err != nil {
-			return err
-		}
-	}
-	sum := sha256.Sum256(buf)
-	s.mu.Lock()
-	s.verified += opened.size
-	el, ok = s.packedLocked(opened.key)
-	if !ok || el.seg != opened.seg || el.off != opened.off {
-		s.mu.Unlock()
-		return errReplaced
-	}
-	if hex.EncodeToString(sum[:]) != opened.key.hash {
-		s.dropLocked(&el)
-		s.corrupt++
-		s.mu.Unlock()
-		s.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.Seq, "content_hash", hex.EncodeToString(sum[:]))
-		s.retireRecord(opened)
-		return errCorrupt
-	}
-	h, _ := packindex.ParseHash(opened.key.hash)
-	s.packed.SetVerified(&h, opened.key.kind == kindAC)
-	s.mu.Unlock()
-	return nil
+	return err
 }
 
-// retireRecord makes the verdict on a packed record found bad last: it
+// records lists the committed records of seg from its headers;
+// errReplaced if it was evicted. The index keeps no list of a segment's
+// keys: this read costs what listing a shard directory does.
+func (p *packedBlobs) records(seg *packs.Segment) ([]packfile.Record, error) {
+	records, ok, err := p.set.Records(seg)
+	if !ok {
+		return nil, errReplaced
+	}
+	return records, err
+}
+
+// retire makes the verdict on a packed record found bad last: it
 // rewrites the record's header as a reserved slot's, which a scan steps
 // over whole (package packfile), and fdatasyncs it, so that the next start
 // does not index the record again. e is a copy of the entry as it was
 // dropped from the index. A crash before the rewritten header is durable
 // leaves the record to be indexed again at the next start, and found bad
 // again by its first read (docs/cas.md, "Integrity").
-func (s *Store) retireRecord(e entry) {
-	if err := s.segments.Retire(e.seg, uint8(e.key.kind), e.key.hash, e.size, e.off); err != nil {
-		s.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.Seq, "err", err)
+func (p *packedBlobs) retire(e entry) {
+	if err := p.set.Retire(e.seg, uint8(e.key.kind), e.key.hash, e.size, e.off); err != nil {
+		p.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.Seq, "err", err)
 	}
+}
+
+// close stops the copying forward and closes the segments
+// (packs.Set.Close: the active one and those written since the last sync
+// made durable).
+func (p *packedBlobs) close() {
+	p.mu.Lock()
+	if p.refreshes != nil {
+		close(p.refreshes)
+		p.refreshes = nil
+	}
+	p.mu.Unlock()
+	p.set.Close()
 }
 
 // Hot packed entries are copied forward out of old segments (bb-storage's
@@ -297,21 +288,21 @@ type refresh struct {
 // refreshIfOldLocked queues packed entry e (a copy) for copying forward if
 // its segment is among the oldest quarter. A full queue drops it: a lookup
 // is never held up for a copy.
-func (s *Store) refreshIfOldLocked(e entry) {
-	segs := s.segments.SegmentsLocked()
-	if s.refreshes == nil || len(segs) < 4 || !e.seg.Sealed || e.seg.Seq >= segs[0].Seq+uint64(len(segs)/4) {
+func (p *packedBlobs) refreshIfOldLocked(e entry) {
+	segs := p.set.SegmentsLocked()
+	if p.refreshes == nil || len(segs) < 4 || !e.seg.Sealed || e.seg.Seq >= segs[0].Seq+uint64(len(segs)/4) {
 		return
 	}
 	select {
-	case s.refreshes <- refresh{e}:
+	case p.refreshes <- refresh{e}:
 	default:
 	}
 }
 
-func (s *Store) refreshLoop(q <-chan refresh) {
+func (p *packedBlobs) refreshLoop(q <-chan refresh) {
 	for r := range q {
-		if err := s.copyForward(r); err != nil && !errors.Is(err, cas.ErrClosed) {
-			s.log.Warn("copying a packed entry out of an old segment", "err", err)
+		if err := p.copyForward(r); err != nil && !errors.Is(err, cas.ErrClosed) {
+			p.log.Warn("copying a packed entry out of an old segment", "err", err)
 		}
 	}
 }
@@ -319,19 +310,19 @@ func (s *Store) refreshLoop(q <-chan refresh) {
 // copyForward copies the packed entry of r into the active segment,
 // unless it was replaced, removed or evicted meanwhile. A CAS blob is
 // checked against its name on the way: rot is not copied.
-func (s *Store) copyForward(r refresh) error {
-	s.mu.Lock()
+func (p *packedBlobs) copyForward(r refresh) error {
+	p.mu.Lock()
 	old := r.e
-	if !s.isCurrentLocked(old) {
-		s.mu.Unlock()
+	if !p.idx.isCurrentLocked(old) {
+		p.mu.Unlock()
 		return nil
 	}
-	s.mu.Unlock()
-	// writeRecord is done with data when it returns: a pooled buffer does.
+	p.mu.Unlock()
+	// write is done with data when it returns: a pooled buffer does.
 	bp := integrity.Buffers.Get()
 	defer integrity.Buffers.Put(bp)
 	data := (*bp)[:old.size]
-	if err := s.readRecord(old, data); errors.Is(err, errReplaced) {
+	if err := p.read(old, data); errors.Is(err, errReplaced) {
 		return nil // evicted meanwhile: nothing to copy
 	} else if err != nil {
 		return err
@@ -342,27 +333,11 @@ func (s *Store) copyForward(r refresh) error {
 			return nil
 		}
 	}
-	c, err := s.writeRecord(old.key, net.Buffers{data})
+	c, err := p.write(old.key, net.Buffers{data})
 	if err != nil {
 		return err
 	}
 	c.ifCurrent = &old
-	s.committer.commit(c)
+	p.commit.commit(c)
 	return c.err
-}
-
-// readRecord reads the data of packed entry e (a copy of its index entry)
-// into buf, e.size bytes, holding its segment's file meanwhile: an eviction
-// cannot close it or hand it to a later segment under the read.
-// A segment evicted since e was copied is errReplaced: its file may be
-// another segment's by now.
-func (s *Store) readRecord(e entry, buf []byte) error {
-	ok, err := s.segments.Hold(e.seg, func() error {
-		_, err := e.seg.ReadAt(buf, e.off)
-		return err
-	})
-	if !ok {
-		return errReplaced
-	}
-	return err
 }

@@ -1,0 +1,330 @@
+package disk
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/vfs"
+	"github.com/membuf/membuf/cas/zstdseek"
+)
+
+// Integrity at rest. A blob is published only after its hash was checked,
+// but a disk can rot, and a file can be changed behind the store's back.
+// The disk store therefore re-hashes a blob before serving it unless this
+// process has already found it matching its name as it is now:
+//
+//   - every Open and ReadAll (checks.file, from Store.open) compares the open file's
+//     modification time and size with those it had when last verified; a
+//     blob never verified in this process (everything found on disk at
+//     start) or modified since is hashed whole first, through the
+//     descriptor it is then served from. Blobs this process wrote were
+//     hashed on their way in and count as verified as of their commit. The
+//     steady state costs one fstat per open;
+//   - in the background, at a bounded rate (Scrub), every blob is re-hashed
+//     in turn, so that rot in blobs nobody reads is found before
+//     FindMissingBlobs vouches for them, and rot that changes no
+//     modification time (bit rot) is found during a long run at all.
+//
+// A blob whose content does not hash to its name is removed (file and
+// index entry, under the lock, as eviction does), counted in
+// StoreStats.Corrupt and logged; the read that found it gets ErrNotFound,
+// never the bytes, and FindMissing reports it missing from then on.
+//
+// integrity.HashContent is the one place stored content is checked against its name:
+// a blob kept compressed is decompressed there, frame by frame, so that what
+// is checked is the blob's own SHA-256 (a damaged frame or seek table is
+// content that does not match).
+
+// Every read is checked. checks.file makes sure a blob matched its name once
+// in this process (SHA-256); that says nothing of the disk since: a bit
+// that rots afterwards, leaving the modification time alone, would be
+// served until the scrubber came round, which on a large store takes a
+// day. So each stored blob also carries CRC-32Cs of its stored bytes, taken
+// when they were hashed (on their way in, or by that first check), and
+// every read checks what it read against them before it hands on a byte:
+//
+//   - a packed blob (at most --pack-max, 1 MiB) is checked against its
+//     record's CRC, which the record header holds anyway: a read reads
+//     the whole record into one pooled buffer and checks it before any of
+//     it is sent (as views of that buffer) or copied out;
+//   - a blob in a file of its own has one CRC per integrity.Block bytes,
+//     kept in its index entry; reads go in whole blocks, each checked
+//     before any of it is sent (integrity.File).
+//
+// Why a CRC and not SHA-256: package integrity's doc. A block that does
+// not match
+// removes the blob, as a failed first check does (StoreStats.Corrupt, an
+// error in the log), and the read fails with an error wrapping
+// ErrNotFound: no read sends a wrong byte, from a file or from a record.
+// FindMissingBlobs then reports the blob missing and clients upload it
+// again. ErrNotFound, NOT_FOUND on the wire, because that is what makes
+// clients recover: Bazel and the REAPI SDK take it as a cache miss and run
+// the action, then upload its outputs; DATA_LOSS, the code for corruption,
+// fails a Bazel build.
+//
+// A blob kept compressed has block sums of its file as stored (frames and
+// seek table), taken as the file was written or by the first check: a
+// compressed read, which sends the stored frames as they are, reads them
+// in checked blocks (zstdfile.StoredReader); a plain read decompresses,
+// and zstd checks each frame's own checksum (every frame this store
+// writes has one), so a damaged frame fails the read there, and removes
+// the blob (zstdfile.Blob.SetCorruptHandler).
+//
+// WithoutReadChecks turns this off, for a filesystem that checksums its own
+// data (ZFS, btrfs): reads then trust what the first check found.
+
+// WithoutReadChecks makes reads trust the disk once a blob has matched its
+// name in this process, instead of checking each block read against the
+// CRC-32C taken when it was hashed. For a filesystem that checksums its
+// data itself (ZFS, btrfs), where the check would be paid twice.
+func WithoutReadChecks() StoreOption {
+	return func(s *Store) { s.noReadChecks = true }
+}
+
+// errCorrupt marks a blob whose content does not match its name. Callers
+// of the store see ErrNotFound: the blob is gone.
+var errCorrupt = integrity.ErrCorrupt
+
+// blobCheck is a re-hash in progress: others that need the same blob
+// checked wait for it instead of hashing it again (a hot blob read by many
+// clients just after a restart is hashed once).
+type blobCheck struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// errReplaced: the entry was committed anew (perhaps in the other form,
+// plain or compressed) since the caller looked it up and opened its file;
+// the file it holds is not the entry's. The caller looks it up again.
+var errReplaced = errors.New("entry replaced since it was opened")
+
+// checks gives the verdicts on stored content: whether a blob or a
+// packed record matches its name (hashed once per process, and again by
+// the scrubber), what a read whose block or record fails its CRC-32C
+// does, and what a verdict of corrupt removes. It answers "may this entry
+// be served?"; where the entry is and its bytes are the index's and the
+// location sides'. It shares the store's lock.
+type checks struct {
+	mu      *sync.Mutex
+	log     *slog.Logger
+	idx     *index
+	packs   *packedBlobs // reads a record to hash it, retires one found bad
+	zp      *zstdseek.Pool
+	buffers membuf.BufferPool
+	// noReadChecks: reads trust the disk after a blob's first check
+	// (WithoutReadChecks).
+	noReadChecks bool
+
+	corrupt  int64 // blobs whose content no longer matched their name, removed
+	verified int64 // bytes re-hashed by first reads and the scrubber
+}
+
+// file makes sure the content of CAS blob opened (a copy of its index
+// entry, taken when it was looked up), open as f, matches its name,
+// re-hashing it unless this process found it matching with the
+// modification time it has now (force: re-hash anyway, the scrubber). pace,
+// if not nil, is called after each chunk hashed, with its length, and may
+// wait (the scrubber's rate). It returns nil, an error wrapping ErrNotFound
+// (errCorrupt, or the blob is gone), errReplaced, or the error that stopped
+// the check (ctx, I/O). With nil it returns the blob's block sums, for its
+// reads to check.
+func (c *checks) file(ctx context.Context, opened entry, f vfs.File, force bool, pace func(int) error) ([]uint32, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("disk: %w", err)
+	}
+	mtime := fi.ModTime()
+	k := opened.key
+	for {
+		c.mu.Lock()
+		e, ok := c.idx.files[k]
+		if !ok {
+			_, packed := c.idx.packedLocked(k)
+			c.mu.Unlock()
+			if packed {
+				return nil, errReplaced // written again since, as a record
+			}
+			return nil, cas.ErrNotFound // evicted or removed since the lookup
+		}
+		if e.gen != opened.gen {
+			c.mu.Unlock()
+			return nil, errReplaced
+		}
+		if !force && e.checked != 0 && e.checked == mtime.UnixNano() && fi.Size() == e.stored && e.sums != nil {
+			sums := e.sums
+			c.mu.Unlock()
+			return sums, nil
+		}
+		bc := e.check
+		if bc == nil {
+			bc = &blobCheck{done: make(chan struct{})}
+			e.check = bc
+			c.mu.Unlock()
+			return c.hashFile(ctx, bc, e, opened, f, fi, pace)
+		}
+		c.mu.Unlock()
+		select {
+		case <-bc.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if errors.Is(bc.err, cas.ErrNotFound) {
+			return nil, bc.err
+		}
+		// Checked (look again: the entry holds its sums now), or the
+		// check stopped for its own caller's reasons (its client went
+		// away, an I/O error): look again, and check it ourselves if need
+		// be.
+	}
+}
+
+// hashFile hashes f, the file of opened (a copy of the entry el taken when
+// it was looked up), whose check bc this caller owns, and records the
+// outcome: verified as of fi's modification time, or removed if the
+// content does not match (and el is still that entry, not replaced by a
+// commit since: that one's content was checked on its way in). It returns
+// the blob's block sums, taken as it hashed, if it matched.
+func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened entry, f vfs.File, fi os.FileInfo, pace func(int) error) ([]uint32, error) {
+	k := opened.key
+	var sum string
+	var sums []uint32
+	var n int64
+	var err error
+	if fi.Size() != opened.stored {
+		err = errCorrupt // changed length since it was indexed
+	} else {
+		sum, sums, n, err = integrity.HashContent(ctx, f, integrity.Content{Size: opened.size, Stored: opened.stored, Zstd: opened.zstd, Pool: c.zp, Buffers: c.buffers}, pace)
+		if err == nil && sum != k.hash {
+			err = errCorrupt
+		}
+	}
+
+	c.mu.Lock()
+	el.check = nil
+	c.verified += n
+	switch {
+	case err == nil && el.gen == opened.gen:
+		el.checked, el.sums = fi.ModTime().UnixNano(), sums
+	case errors.Is(err, errCorrupt) && c.idx.files[k] == el && el.gen == opened.gen:
+		c.idx.removeLocked(el)
+		c.corrupt++
+		c.log.Error("blob failed its integrity check: removed", "hash", k.hash, "size", opened.size, "file_size", fi.Size(), "compressed", opened.zstd, "content_hash", sum, "err", err)
+	}
+	c.mu.Unlock()
+	bc.err = err
+	close(bc.done)
+	if err != nil {
+		return nil, err
+	}
+	return sums, nil
+}
+
+// actionResultSums returns the block sums of the action result file of
+// e, open with fi, if its entry has sums and is still that file (same
+// generation and size); nil otherwise: one written before the start has
+// no name to be checked against, and none.
+func (c *checks) actionResultSums(e entry, fi os.FileInfo) []uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.idx.fileSumsLocked(e, fi.Size())
+}
+
+// record makes sure the content of the packed CAS blob opened (a copy of
+// its index entry) matches its name, hashing it unless this process
+// already has (force: hash anyway, the scrubber). pace is as for file. A
+// blob that does not match is removed, and its record retired.
+func (c *checks) record(ctx context.Context, opened entry, force bool, pace func(int) error) error {
+	c.mu.Lock()
+	el, ok := c.idx.packedLocked(opened.key)
+	if !ok || el.seg != opened.seg || el.off != opened.off {
+		c.mu.Unlock()
+		return errReplaced
+	}
+	if el.verified && !force {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	bp := integrity.Buffers.Get()
+	defer integrity.Buffers.Put(bp)
+	buf := (*bp)[:opened.size]
+	err := c.packs.read(opened, buf)
+	switch {
+	case errors.Is(err, errReplaced):
+		return err
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		// Past the end of its file (truncated): lost as surely as one
+		// that does not match, and retired the same way, so that it
+		// reads missing and can be uploaded again.
+		return c.readFailed(opened, "record lies past the end of its segment's file")
+	case err != nil:
+		return fmt.Errorf("disk: re-hashing a packed blob: %w", err)
+	}
+	if pace != nil {
+		if err := pace(len(buf)); err != nil {
+			return err
+		}
+	}
+	sum := sha256.Sum256(buf)
+	c.mu.Lock()
+	c.verified += opened.size
+	el, ok = c.idx.packedLocked(opened.key)
+	if !ok || el.seg != opened.seg || el.off != opened.off {
+		c.mu.Unlock()
+		return errReplaced
+	}
+	if hex.EncodeToString(sum[:]) != opened.key.hash {
+		c.idx.dropLocked(&el)
+		c.corrupt++
+		c.mu.Unlock()
+		c.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.Seq, "content_hash", hex.EncodeToString(sum[:]))
+		c.packs.retire(opened)
+		return errCorrupt
+	}
+	c.idx.setVerifiedLocked(opened.key)
+	c.mu.Unlock()
+	return nil
+}
+
+// readFailed is what a read does when what it read does not match its
+// sums: removes the entry opened (a copy of the index entry, taken when it
+// was opened) if it is still that entry, counts and logs it, and returns
+// errCorrupt for the read to fail with.
+func (c *checks) readFailed(opened entry, detail string) error {
+	c.mu.Lock()
+	removed := c.idx.dropCurrentLocked(opened)
+	if removed {
+		c.corrupt++
+	}
+	c.mu.Unlock()
+	if removed {
+		c.log.Error("blob failed the check of a read: removed", "hash", opened.key.hash, "kind", opened.key.kind, "size", opened.size, "packed", opened.seg != nil, "detail", detail)
+		if opened.seg != nil {
+			c.packs.retire(opened)
+		}
+	}
+	return errCorrupt
+}
+
+// onReadFailure returns what a read of opened (a copy of its index entry)
+// calls when a block or record fails its CRC: readFailed, or nil with
+// WithoutReadChecks.
+func (c *checks) onReadFailure(opened entry) func(detail string) error {
+	if c.noReadChecks {
+		return nil
+	}
+	return func(detail string) error { return c.readFailed(opened, detail) }
+}
