@@ -2,6 +2,7 @@ package disk
 
 import (
 	"errors"
+	"github.com/membuf/membuf/cas/disk/index"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -25,7 +26,7 @@ type blobFiles struct {
 	tmpDir string
 	fs     vfs.FS
 	log    *slog.Logger
-	idx    *index // its closed flag; reserve and unreserve for uploads
+	idx    *index.Index // its closed flag; reserve and unreserve for uploads
 	commit *groupCommit
 
 	// How blobs are compressed (WithCompression).
@@ -35,14 +36,14 @@ type blobFiles struct {
 }
 
 // path is where entry k is kept plain.
-func (b *blobFiles) path(k entryKey) string { return files.Path(b.dir, k.kind.dir(), k.hash) }
+func (b *blobFiles) path(k entryKey) string { return files.Path(b.dir, k.Kind.Dir(), k.Hash) }
 
 // filePath is where e is kept, plain or compressed.
 func (b *blobFiles) filePath(e *entry) string {
-	if e.zstd {
-		return files.ZstdPath(b.dir, e.key.kind.dir(), e.key.hash, e.size)
+	if e.Zstd {
+		return files.ZstdPath(b.dir, e.Key.Kind.Dir(), e.Key.Hash, e.Size)
 	}
-	return b.path(e.key)
+	return b.path(e.Key)
 }
 
 // open opens the file of e (a copy of its index entry).
@@ -51,14 +52,14 @@ func (b *blobFiles) open(e *entry) (vfs.File, error) { return b.fs.Open(b.filePa
 // remove unlinks e's file; a file already gone is no error.
 func (b *blobFiles) remove(e *entry) {
 	if err := b.fs.Remove(b.filePath(e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		b.log.Error("removing", "hash", e.key.hash, "err", err)
+		b.log.Error("removing", "hash", e.Key.Hash, "err", err)
 	}
 }
 
 // createTemp creates an upload's file in tmp/; cas.ErrClosed once the
 // store is closed.
 func (b *blobFiles) createTemp() (vfs.File, error) {
-	if b.idx.isClosed() {
+	if b.idx.IsClosed() {
 		return nil, cas.ErrClosed
 	}
 	return b.fs.CreateTemp(b.tmpDir, "upload-*")
@@ -93,7 +94,7 @@ func (b *blobFiles) write(d cas.Digest, data net.Buffers, arrived cas.Encoding) 
 		b.discardTemp(f)
 		return nil, err
 	}
-	e := &entry{key: entryKey{kindCAS, d.Hash}, size: d.Size, stored: w.Stored, zstd: w.Zstd, sums: w.Sums}
+	e := &entry{Key: entryKey{Kind: kindCAS, Hash: d.Hash}, Size: d.Size, Stored: w.Stored, Zstd: w.Zstd, Sums: w.Sums}
 	return b.prepare(f, e, 0), nil
 }
 
@@ -109,7 +110,7 @@ func (b *blobFiles) put(k entryKey, data []byte) error {
 		return err
 	}
 	n := int64(len(data))
-	return b.commitTemp(f, &entry{key: k, size: n, stored: n, sums: integrity.SumsOf(net.Buffers{data})}, 0)
+	return b.commitTemp(f, &entry{Key: k, Size: n, Stored: n, Sums: integrity.SumsOf(net.Buffers{data})}, 0)
 }
 
 // newWriter starts an upload of blob d into a file (files.Writer), its
@@ -120,10 +121,10 @@ func (b *blobFiles) newWriter(d cas.Digest, arrived cas.Encoding) (cas.BlobWrite
 		return nil, err
 	}
 	return files.NewWriter(b.fs, d, f, b.compressor(arrived), files.Hooks{
-		Reserve:   b.idx.reserve,
-		Unreserve: b.idx.unreserve,
+		Reserve:   b.idx.Reserve,
+		Unreserve: b.idx.Unreserve,
 		Commit: func(f vfs.File, c files.Written, reserved int64) error {
-			e := &entry{key: entryKey{kindCAS, c.Digest.Hash}, size: c.Digest.Size, stored: c.Stored, zstd: c.Zstd, sums: c.Sums}
+			e := &entry{Key: entryKey{Kind: kindCAS, Hash: c.Digest.Hash}, Size: c.Digest.Size, Stored: c.Stored, Zstd: c.Zstd, Sums: c.Sums}
 			return b.commitTemp(f, e, reserved)
 		},
 	}), nil
@@ -148,7 +149,7 @@ func (b *blobFiles) prepare(f vfs.File, e *entry, reserved int64) *pendingCommit
 	// The content was checked on its way in: as of this modification time
 	// it is verified (checks.go). Without it, the first read re-hashes.
 	if fi, err := f.Stat(); err == nil {
-		e.checked = fi.ModTime().UnixNano()
+		e.Checked = fi.ModTime().UnixNano()
 	}
 	return &pendingCommit{f: f, e: e, reserved: reserved}
 }

@@ -2,6 +2,7 @@ package disk
 
 import (
 	"fmt"
+	"github.com/membuf/membuf/cas/disk/index"
 	"log/slog"
 	"sync"
 
@@ -48,7 +49,7 @@ type checkpoints struct {
 	path   string // the checkpoint file
 	tmpDir string // where it is written before its rename
 	log    *slog.Logger
-	idx    *index
+	idx    *index.Index
 	set    *packs.Set
 	// packMax: a record larger than it is no record of this store's.
 	packMax int64
@@ -64,7 +65,7 @@ type checkpoints struct {
 // records were indexed since the last one and none is being taken.
 func (c *checkpoints) maybeStartLocked() {
 	c.since++
-	if c.running || c.set.ClosingLocked() || c.since < max(checkpointEvery, int64(c.idx.packed.Len()/4)) {
+	if c.running || c.set.ClosingLocked() || c.since < max(checkpointEvery, int64(c.idx.Table().Len()/4)) {
 		return
 	}
 	c.running = true
@@ -85,17 +86,17 @@ func (c *checkpoints) write() error {
 	c.mu.Lock()
 	segs := c.finishedSegmentsLocked()
 	// What changes from here on is the next checkpoint's.
-	c.idx.changed = false
+	c.idx.SetChangedLocked(false)
 	c.segments = len(segs)
 	c.mu.Unlock()
 	err := packindex.SaveCheckpoint(c.fs, c.path, c.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.idx.packed.ShardRecords(i, dst)
+		return c.idx.Table().ShardRecords(i, dst)
 	})
 	if err != nil {
 		c.mu.Lock()
-		c.idx.changed = true // the file on disk is the older one still
+		c.idx.SetChangedLocked(true) // the file on disk is the older one still
 		c.mu.Unlock()
 	}
 	return err
@@ -121,9 +122,9 @@ func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.
 		return records, true, nil
 	}
 	c.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
-	c.idx.packed.Free()
+	c.idx.Table().Free()
 	for _, seg := range c.set.SegmentsLocked() {
-		c.idx.uncountSegmentLocked(seg)
+		c.idx.UncountSegmentLocked(seg)
 	}
 	records, err = c.set.Rescan(records)
 	return records, false, err
@@ -139,11 +140,11 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 	// A record replaces a file of its key (written since, as at a scan):
 	// the files' keys as the table has them, to look up without making
 	// a hex key per record.
-	files := make(map[packindex.Key]*entry, len(x.files))
-	for k, e := range x.files {
-		h, _ := packindex.ParseHash(k.hash)
-		files[packindex.Key{Hash: h, AC: k.kind == kindAC}] = e
-	}
+	files := make(map[packindex.Key]*entry, x.TotalsLocked().Entries)
+	x.EachFileLocked(func(e *entry) {
+		h, _ := packindex.ParseHash(e.Key.Hash)
+		files[packindex.Key{Hash: h, AC: e.Key.Kind == kindAC}] = e
+	})
 	var recs []packindex.Record
 	// The size of each segment's file, once one of its records was found
 	// there as the checkpoint says (Segment.CheckCommitted).
@@ -154,7 +155,7 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 		if i, recs, err = ck.NextShard(recs[:0]); err != nil {
 			return err
 		}
-		x.packed.Reserve(i, len(recs))
+		x.Table().Reserve(i, len(recs))
 		for _, r := range recs {
 			seg := c.set.LiveLocked(r.Seq)
 			if seg == nil || !seg.FromCheckpoint {
@@ -180,13 +181,13 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 				return fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
 			}
 			if e, ok := files[packindex.Key{Hash: r.Hash, AC: r.AC}]; ok {
-				x.removeLocked(e)
+				x.RemoveLocked(e)
 			}
-			if !x.packed.Put(&r) {
+			if !x.Table().Put(&r) {
 				return fmt.Errorf("index checkpoint, shard %d: a key twice", i)
 			}
 			size := int64(r.Size)
-			x.countLocked(&entry{key: entryKey{kind: kind}, size: size, stored: size, seg: seg}, 1)
+			x.CountLocked(&entry{Key: entryKey{Kind: kind}, Size: size, Stored: size, Seg: seg}, 1)
 		}
 	}
 	return nil
@@ -210,5 +211,5 @@ func (c *checkpoints) finishedSegmentsLocked() []packindex.Segment {
 // served reads closes without rewriting it (at ten million records, half
 // a gigabyte).
 func (c *checkpoints) staleLocked() bool {
-	return c.idx.changed || len(c.finishedSegmentsLocked()) != c.segments
+	return c.idx.ChangedLocked() || len(c.finishedSegmentsLocked()) != c.segments
 }

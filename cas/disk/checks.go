@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/membuf/membuf/cas/disk/index"
 	"io"
 	"log/slog"
 	"os"
@@ -95,14 +96,6 @@ func WithoutReadChecks() StoreOption {
 // of the store see ErrNotFound: the blob is gone.
 var errCorrupt = integrity.ErrCorrupt
 
-// blobCheck is a re-hash in progress: others that need the same blob
-// checked wait for it instead of hashing it again (a hot blob read by many
-// clients just after a restart is hashed once).
-type blobCheck struct {
-	done chan struct{}
-	err  error // set before done is closed
-}
-
 // errReplaced: the entry was committed anew (perhaps in the other form,
 // plain or compressed) since the caller looked it up and opened its file;
 // the file it holds is not the entry's. The caller looks it up again.
@@ -117,7 +110,7 @@ var errReplaced = errors.New("entry replaced since it was opened")
 type checks struct {
 	mu      *sync.Mutex
 	log     *slog.Logger
-	idx     *index
+	idx     *index.Index
 	packs   *packedBlobs // reads a record to hash it, retires one found bad
 	zp      *zstdseek.Pool
 	buffers membuf.BufferPool
@@ -144,42 +137,42 @@ func (c *checks) file(ctx context.Context, opened entry, f vfs.File, force bool,
 		return nil, fmt.Errorf("disk: %w", err)
 	}
 	mtime := fi.ModTime()
-	k := opened.key
+	k := opened.Key
 	for {
 		c.mu.Lock()
-		e, ok := c.idx.files[k]
+		e, ok := c.idx.FileLocked(k)
 		if !ok {
-			_, packed := c.idx.packedLocked(k)
+			_, packed := c.idx.PackedLocked(k)
 			c.mu.Unlock()
 			if packed {
 				return nil, errReplaced // written again since, as a record
 			}
 			return nil, cas.ErrNotFound // evicted or removed since the lookup
 		}
-		if e.gen != opened.gen {
+		if e.Gen != opened.Gen {
 			c.mu.Unlock()
 			return nil, errReplaced
 		}
-		if !force && e.checked != 0 && e.checked == mtime.UnixNano() && fi.Size() == e.stored && e.sums != nil {
-			sums := e.sums
+		if !force && e.Checked != 0 && e.Checked == mtime.UnixNano() && fi.Size() == e.Stored && e.Sums != nil {
+			sums := e.Sums
 			c.mu.Unlock()
 			return sums, nil
 		}
-		bc := e.check
+		bc := e.Check
 		if bc == nil {
-			bc = &blobCheck{done: make(chan struct{})}
-			e.check = bc
+			bc = &blobCheck{Done: make(chan struct{})}
+			e.Check = bc
 			c.mu.Unlock()
 			return c.hashFile(ctx, bc, e, opened, f, fi, pace)
 		}
 		c.mu.Unlock()
 		select {
-		case <-bc.done:
+		case <-bc.Done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if errors.Is(bc.err, cas.ErrNotFound) {
-			return nil, bc.err
+		if errors.Is(bc.Err, cas.ErrNotFound) {
+			return nil, bc.Err
 		}
 		// Checked (look again: the entry holds its sums now), or the
 		// check stopped for its own caller's reasons (its client went
@@ -195,34 +188,34 @@ func (c *checks) file(ctx context.Context, opened entry, f vfs.File, force bool,
 // commit since: that one's content was checked on its way in). It returns
 // the blob's block sums, taken as it hashed, if it matched.
 func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened entry, f vfs.File, fi os.FileInfo, pace func(int) error) ([]uint32, error) {
-	k := opened.key
+	k := opened.Key
 	var sum string
 	var sums []uint32
 	var n int64
 	var err error
-	if fi.Size() != opened.stored {
+	if fi.Size() != opened.Stored {
 		err = errCorrupt // changed length since it was indexed
 	} else {
-		sum, sums, n, err = integrity.HashContent(ctx, f, integrity.Content{Size: opened.size, Stored: opened.stored, Zstd: opened.zstd, Pool: c.zp, Buffers: c.buffers}, pace)
-		if err == nil && sum != k.hash {
+		sum, sums, n, err = integrity.HashContent(ctx, f, integrity.Content{Size: opened.Size, Stored: opened.Stored, Zstd: opened.Zstd, Pool: c.zp, Buffers: c.buffers}, pace)
+		if err == nil && sum != k.Hash {
 			err = errCorrupt
 		}
 	}
 
 	c.mu.Lock()
-	el.check = nil
+	el.Check = nil
 	c.verified += n
 	switch {
-	case err == nil && el.gen == opened.gen:
-		el.checked, el.sums = fi.ModTime().UnixNano(), sums
-	case errors.Is(err, errCorrupt) && c.idx.files[k] == el && el.gen == opened.gen:
-		c.idx.removeLocked(el)
+	case err == nil && el.Gen == opened.Gen:
+		el.Checked, el.Sums = fi.ModTime().UnixNano(), sums
+	case errors.Is(err, errCorrupt) && c.isFileLocked(el) && el.Gen == opened.Gen:
+		c.idx.RemoveLocked(el)
 		c.corrupt++
-		c.log.Error("blob failed its integrity check: removed", "hash", k.hash, "size", opened.size, "file_size", fi.Size(), "compressed", opened.zstd, "content_hash", sum, "err", err)
+		c.log.Error("blob failed its integrity check: removed", "hash", k.Hash, "size", opened.Size, "file_size", fi.Size(), "compressed", opened.Zstd, "content_hash", sum, "err", err)
 	}
 	c.mu.Unlock()
-	bc.err = err
-	close(bc.done)
+	bc.Err = err
+	close(bc.Done)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +229,7 @@ func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened 
 func (c *checks) actionResultSums(e entry, fi os.FileInfo) []uint32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.idx.fileSumsLocked(e, fi.Size())
+	return c.idx.FileSumsLocked(e, fi.Size())
 }
 
 // record makes sure the content of the packed CAS blob opened (a copy of
@@ -245,12 +238,12 @@ func (c *checks) actionResultSums(e entry, fi os.FileInfo) []uint32 {
 // blob that does not match is removed, and its record retired.
 func (c *checks) record(ctx context.Context, opened entry, force bool, pace func(int) error) error {
 	c.mu.Lock()
-	el, ok := c.idx.packedLocked(opened.key)
-	if !ok || el.seg != opened.seg || el.off != opened.off {
+	el, ok := c.idx.PackedLocked(opened.Key)
+	if !ok || el.Seg != opened.Seg || el.Off != opened.Off {
 		c.mu.Unlock()
 		return errReplaced
 	}
-	if el.verified && !force {
+	if el.Verified && !force {
 		c.mu.Unlock()
 		return nil
 	}
@@ -260,7 +253,7 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 	}
 	bp := integrity.Buffers.Get()
 	defer integrity.Buffers.Put(bp)
-	buf := (*bp)[:opened.size]
+	buf := (*bp)[:opened.Size]
 	err := c.packs.read(opened, buf)
 	switch {
 	case errors.Is(err, errReplaced):
@@ -280,21 +273,21 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 	}
 	sum := sha256.Sum256(buf)
 	c.mu.Lock()
-	c.verified += opened.size
-	el, ok = c.idx.packedLocked(opened.key)
-	if !ok || el.seg != opened.seg || el.off != opened.off {
+	c.verified += opened.Size
+	el, ok = c.idx.PackedLocked(opened.Key)
+	if !ok || el.Seg != opened.Seg || el.Off != opened.Off {
 		c.mu.Unlock()
 		return errReplaced
 	}
-	if hex.EncodeToString(sum[:]) != opened.key.hash {
-		c.idx.dropLocked(&el)
+	if hex.EncodeToString(sum[:]) != opened.Key.Hash {
+		c.idx.DropLocked(&el)
 		c.corrupt++
 		c.mu.Unlock()
-		c.log.Error("packed blob failed its integrity check: removed", "hash", opened.key.hash, "size", opened.size, "segment", opened.seg.Seq, "content_hash", hex.EncodeToString(sum[:]))
+		c.log.Error("packed blob failed its integrity check: removed", "hash", opened.Key.Hash, "size", opened.Size, "segment", opened.Seg.Seq, "content_hash", hex.EncodeToString(sum[:]))
 		c.packs.retire(opened)
 		return errCorrupt
 	}
-	c.idx.setVerifiedLocked(opened.key)
+	c.idx.SetVerifiedLocked(opened.Key)
 	c.mu.Unlock()
 	return nil
 }
@@ -305,14 +298,14 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 // errCorrupt for the read to fail with.
 func (c *checks) readFailed(opened entry, detail string) error {
 	c.mu.Lock()
-	removed := c.idx.dropCurrentLocked(opened)
+	removed := c.idx.DropCurrentLocked(opened)
 	if removed {
 		c.corrupt++
 	}
 	c.mu.Unlock()
 	if removed {
-		c.log.Error("blob failed the check of a read: removed", "hash", opened.key.hash, "kind", opened.key.kind, "size", opened.size, "packed", opened.seg != nil, "detail", detail)
-		if opened.seg != nil {
+		c.log.Error("blob failed the check of a read: removed", "hash", opened.Key.Hash, "kind", opened.Key.Kind, "size", opened.Size, "packed", opened.Seg != nil, "detail", detail)
+		if opened.Seg != nil {
 			c.packs.retire(opened)
 		}
 	}
@@ -327,4 +320,10 @@ func (c *checks) onReadFailure(opened entry) func(detail string) error {
 		return nil
 	}
 	return func(detail string) error { return c.readFailed(opened, detail) }
+}
+
+// isFileLocked reports whether el is still its key's file entry.
+func (c *checks) isFileLocked(el *entry) bool {
+	cur, ok := c.idx.FileLocked(el.Key)
+	return ok && cur == el
 }

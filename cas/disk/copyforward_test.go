@@ -17,11 +17,11 @@ func packedSeq(t *testing.T, s *Store, d cas.Digest) uint64 {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.entryLocked(entryKey{kindCAS, d.Hash})
-	if !ok || e.seg == nil {
+	e, ok := s.entryLocked(entryKey{Kind: kindCAS, Hash: d.Hash})
+	if !ok || e.Seg == nil {
 		t.Fatalf("blob %s is not a packed entry", d.Hash[:8])
 	}
-	return e.seg.Seq
+	return e.Seg.Seq
 }
 
 // A copy forward replaces a record that was durable long ago. With an

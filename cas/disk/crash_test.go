@@ -172,7 +172,7 @@ func (r *crashRun) evicted() {
 		if k.ac {
 			kind = kindAC
 		}
-		_, ok := r.s.entryLocked(entryKey{kind, k.hash})
+		_, ok := r.s.entryLocked(entryKey{Kind: kind, Hash: k.hash})
 		return ok
 	}
 	for k := range r.promised {

@@ -2,6 +2,7 @@ package disk
 
 import (
 	"fmt"
+	"github.com/membuf/membuf/cas/disk/index"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -31,7 +32,7 @@ type groupCommit struct {
 	mu     *sync.Mutex // the store's
 	fs     vfs.FS
 	log    *slog.Logger
-	idx    *index
+	idx    *index.Index
 	files  *blobFiles
 	packs  *packedBlobs
 	ckpt   *checkpoints // taken every so many records committed
@@ -60,11 +61,6 @@ type pendingCommit struct {
 	// slot is the record's slot when the store writes it whole
 	// (packedBlobs.writeAll); a streamed record's is its writer's.
 	slot packs.Slot
-}
-
-// commitBatch marks the entries of a batch until they are durable.
-type commitBatch struct {
-	durable chan struct{} // closed once the batch's renames are durable
 }
 
 // syncParallelism bounds the fsyncs of one batch in flight at once.
@@ -117,7 +113,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 				segs[c.seg] = new(error)
 			}
 			if c.err == nil {
-				ends[c.seg] = max(ends[c.seg], c.e.off+c.e.size)
+				ends[c.seg] = max(ends[c.seg], c.e.Off+c.e.Size)
 			}
 			if c.err == nil && c.ifCurrent != nil {
 				if copies == nil {
@@ -136,7 +132,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			}
 			if c.err != nil {
 				g.fs.Remove(c.f.Name())
-				g.idx.unreserve(c.reserved)
+				g.idx.Unreserve(c.reserved)
 			}
 			return nil
 		})
@@ -168,7 +164,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	// Renames and index updates under one hold of the lock, so that an
 	// eviction (which removes files under the same lock) can never delete a
 	// file that this batch has just put in place.
-	b := &commitBatch{durable: make(chan struct{})}
+	b := &commitBatch{Durable: make(chan struct{})}
 	dirs := make(map[string]bool)
 	g.mu.Lock()
 	g.counts.batches++
@@ -180,8 +176,8 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		if c.err != nil {
 			continue
 		}
-		g.idx.partial -= c.reserved
-		if g.idx.closed {
+		g.idx.UnreserveLocked(c.reserved)
+		if g.idx.ClosedLocked() {
 			g.fs.Remove(c.f.Name())
 			c.err = cas.ErrClosed
 			continue
@@ -193,7 +189,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			continue
 		}
 		dirs[filepath.Dir(final)] = true
-		g.idx.indexCommittedLocked(c.e, b)
+		g.idx.CommitLocked(c.e, b)
 		g.counts.commits++
 	}
 	g.mu.Unlock()
@@ -213,19 +209,19 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	g.mu.Lock()
 	for _, c := range batch {
 		if c.err == nil {
-			g.idx.settledLocked(c.e.key, b)
+			g.idx.SettledLocked(c.e.Key, b)
 		}
 	}
 	g.mu.Unlock()
-	close(b.durable)
+	close(b.Durable)
 	stage("durable")
 	for _, c := range batch {
 		if c.seg != nil {
 			continue
 		}
-		if err, failed := dirErrs.Load(filepath.Dir(g.files.path(c.e.key))); failed && c.err == nil {
+		if err, failed := dirErrs.Load(filepath.Dir(g.files.path(c.e.Key))); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
-			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(g.files.path(c.e.key)), err.(error))
+			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(g.files.path(c.e.Key)), err.(error))
 		}
 	}
 }
@@ -249,20 +245,20 @@ func (g *groupCommit) indexRecordLocked(c *pendingCommit, syncErr *error) {
 	case syncErr != nil && *syncErr != nil:
 		c.err = *syncErr
 		return
-	case g.idx.closed:
+	case g.idx.ClosedLocked():
 		c.err = cas.ErrClosed
 		return
-	case c.ifCurrent != nil && !g.idx.isCurrentLocked(*c.ifCurrent):
+	case c.ifCurrent != nil && !g.idx.IsCurrentLocked(*c.ifCurrent):
 		// Replaced since it was queued: the copy is garbage, and its
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
 		// newest.
-		if err := c.seg.WriteHeader(uint8(c.e.key.kind), c.e.key.hash, packfile.Reserved, c.e.size, 0, c.e.off); err != nil {
+		if err := c.seg.WriteHeader(uint8(c.e.Key.Kind), c.e.Key.Hash, packfile.Reserved, c.e.Size, 0, c.e.Off); err != nil {
 			g.log.Warn("marking a stale copy of a packed entry", "err", err)
 		}
 		return
 	}
-	g.idx.indexCommittedLocked(c.e, nil)
+	g.idx.CommitLocked(c.e, nil)
 	g.ckpt.maybeStartLocked()
 	g.packs.set.MarkWrittenLocked(c.seg)
 	g.counts.commits++

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"github.com/membuf/membuf/cas/disk/index"
 	"log/slog"
 	"net"
 	"sync"
@@ -64,7 +65,6 @@ func WithPackSync(interval time.Duration) StoreOption {
 	return func(s *Store) { s.syncEvery = max(interval, 0) }
 }
 
-
 // packedBlobs is the location-blob side of the entries packed as records
 // into pack segments (package packs): which entries are packed, writing
 // records (one at a time, a batch's with one pwritev, or streamed by a
@@ -76,7 +76,7 @@ type packedBlobs struct {
 	mu     *sync.Mutex
 	log    *slog.Logger
 	set    *packs.Set
-	idx    *index
+	idx    *index.Index
 	checks *checks
 	commit *groupCommit
 	// max is the largest entry packed; 0: none is.
@@ -120,28 +120,28 @@ func (p *packedBlobs) packable(size int64) bool {
 func (p *packedBlobs) open(e entry, fail func(string) error) (*packs.Blob, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.idx.isCurrentLocked(e) {
+	if !p.idx.IsCurrentLocked(e) {
 		return nil, errReplaced
 	}
-	return p.set.OpenLocked(e.seg, e.off, e.size, e.crc, fail), nil
+	return p.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, fail), nil
 }
 
 // newWriter takes a slot for blob d: a packs.Writer streams its record.
 func (p *packedBlobs) newWriter(d cas.Digest) (*packs.Writer, error) {
 	w := p.set.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
-		c := newRecordCommit(sl.Seg, sl.Off, entryKey{kindCAS, d.Hash}, d.Size, crc)
+		c := newRecordCommit(sl.Seg, sl.Off, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, crc)
 		p.commit.commit(c)
 		return c.err
 	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.idx.closed {
+	if p.idx.ClosedLocked() {
 		return nil, cas.ErrClosed
 	}
-	if err := p.idx.takeSlotLocked(w.Slot(), entryKey{kindCAS, d.Hash}, d.Size, false); err != nil {
+	if err := p.idx.TakeSlotLocked(w.Slot(), entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false); err != nil {
 		return nil, err
 	}
-	p.idx.evictLocked(nil)
+	p.idx.EvictLocked(nil)
 	return w, nil
 }
 
@@ -169,25 +169,25 @@ func (p *packedBlobs) writeAll(ks []entryKey, data []net.Buffers, cs []*pendingC
 			size += int64(len(b))
 			crc = packfile.UpdateChecksum(crc, b)
 		}
-		cs[i] = &pendingCommit{e: &entry{key: k, size: size, stored: size, verified: k.kind == kindCAS, crc: crc}}
+		cs[i] = &pendingCommit{e: &entry{Key: k, Size: size, Stored: size, Verified: k.Kind == kindCAS, CRC: crc}}
 		fills = append(fills, packs.Fill{Slot: &cs[i].slot, Data: data[i], CRC: crc})
 	}
 	p.mu.Lock()
 	taken := fills[:0]
 	for i, f := range fills {
 		err := cas.ErrClosed
-		if !p.idx.closed {
-			err = p.idx.takeSlotLocked(f.Slot, ks[i], cs[i].e.size, true)
+		if !p.idx.ClosedLocked() {
+			err = p.idx.TakeSlotLocked(f.Slot, ks[i], cs[i].e.Size, true)
 		}
 		if err != nil {
 			errs[i], cs[i] = err, nil
 			continue
 		}
-		cs[i].seg, cs[i].e.seg, cs[i].e.off = f.Slot.Seg, f.Slot.Seg, f.Slot.Off
+		cs[i].seg, cs[i].e.Seg, cs[i].e.Off = f.Slot.Seg, f.Slot.Seg, f.Slot.Off
 		taken = append(taken, f)
 	}
 	if len(taken) > 0 {
-		p.idx.evictLocked(nil)
+		p.idx.EvictLocked(nil)
 	}
 	p.mu.Unlock()
 	p.set.WriteFills(taken)
@@ -215,7 +215,7 @@ func (p *packedBlobs) releaseSlot(seg *packs.Segment) {
 // newRecordCommit returns the commit of the record of k at off in seg,
 // whose content was checked on its way in.
 func newRecordCommit(seg *packs.Segment, off int64, k entryKey, size int64, crc uint32) *pendingCommit {
-	return &pendingCommit{seg: seg, e: &entry{key: k, size: size, stored: size, seg: seg, off: off, verified: k.kind == kindCAS, crc: crc}}
+	return &pendingCommit{seg: seg, e: &entry{Key: k, Size: size, Stored: size, Seg: seg, Off: off, Verified: k.Kind == kindCAS, CRC: crc}}
 }
 
 // read reads the data of packed entry e (a copy of its index entry) into
@@ -224,8 +224,8 @@ func newRecordCommit(seg *packs.Segment, off int64, k entryKey, size int64, crc 
 // A segment evicted since e was copied is errReplaced: its file may be
 // another segment's by now.
 func (p *packedBlobs) read(e entry, buf []byte) error {
-	ok, err := p.set.Hold(e.seg, func() error {
-		_, err := e.seg.ReadAt(buf, e.off)
+	ok, err := p.set.Hold(e.Seg, func() error {
+		_, err := e.Seg.ReadAt(buf, e.Off)
 		return err
 	})
 	if !ok {
@@ -253,8 +253,8 @@ func (p *packedBlobs) records(seg *packs.Segment) ([]packfile.Record, error) {
 // leaves the record to be indexed again at the next start, and found bad
 // again by its first read (docs/cas.md, "Integrity").
 func (p *packedBlobs) retire(e entry) {
-	if err := p.set.Retire(e.seg, uint8(e.key.kind), e.key.hash, e.size, e.off); err != nil {
-		p.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.key.hash, "segment", e.seg.Seq, "err", err)
+	if err := p.set.Retire(e.Seg, uint8(e.Key.Kind), e.Key.Hash, e.Size, e.Off); err != nil {
+		p.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.Key.Hash, "segment", e.Seg.Seq, "err", err)
 	}
 }
 
@@ -290,7 +290,7 @@ type refresh struct {
 // is never held up for a copy.
 func (p *packedBlobs) refreshIfOldLocked(e entry) {
 	segs := p.set.SegmentsLocked()
-	if p.refreshes == nil || len(segs) < 4 || !e.seg.Sealed || e.seg.Seq >= segs[0].Seq+uint64(len(segs)/4) {
+	if p.refreshes == nil || len(segs) < 4 || !e.Seg.Sealed || e.Seg.Seq >= segs[0].Seq+uint64(len(segs)/4) {
 		return
 	}
 	select {
@@ -313,7 +313,7 @@ func (p *packedBlobs) refreshLoop(q <-chan refresh) {
 func (p *packedBlobs) copyForward(r refresh) error {
 	p.mu.Lock()
 	old := r.e
-	if !p.idx.isCurrentLocked(old) {
+	if !p.idx.IsCurrentLocked(old) {
 		p.mu.Unlock()
 		return nil
 	}
@@ -321,19 +321,19 @@ func (p *packedBlobs) copyForward(r refresh) error {
 	// write is done with data when it returns: a pooled buffer does.
 	bp := integrity.Buffers.Get()
 	defer integrity.Buffers.Put(bp)
-	data := (*bp)[:old.size]
+	data := (*bp)[:old.Size]
 	if err := p.read(old, data); errors.Is(err, errReplaced) {
 		return nil // evicted meanwhile: nothing to copy
 	} else if err != nil {
 		return err
 	}
-	if old.key.kind == kindCAS {
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != old.key.hash {
+	if old.Key.Kind == kindCAS {
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != old.Key.Hash {
 			// The next read re-hashes it (unless verified) and removes it.
 			return nil
 		}
 	}
-	c, err := p.write(old.key, net.Buffers{data})
+	c, err := p.write(old.Key, net.Buffers{data})
 	if err != nil {
 		return err
 	}

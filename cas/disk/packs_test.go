@@ -208,12 +208,12 @@ func recordOf(t *testing.T, s *Store, d cas.Digest) (string, int64) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, ok := s.entryLocked(entryKey{kindCAS, d.Hash})
-	if !ok || el.seg == nil {
+	el, ok := s.entryLocked(entryKey{Kind: kindCAS, Hash: d.Hash})
+	if !ok || el.Seg == nil {
 		t.Fatalf("blob %s is not packed", d)
 	}
 	e := el
-	return filepath.Join(s.dir, packDirName, fmt.Sprintf("%016x.pack", e.seg.Seq)), e.off
+	return filepath.Join(s.dir, packDirName, fmt.Sprintf("%016x.pack", e.Seg.Seq)), e.Off
 }
 
 // TestPacksRotFound: a byte flipped in a packed blob's data, the
@@ -305,7 +305,7 @@ func TestPacksEvictWholeSegmentsKeepWhatIsUsed(t *testing.T) {
 		defer s.mu.Unlock()
 		m := map[cas.Digest]entry{}
 		for _, d := range all {
-			if el, ok := s.entryLocked(entryKey{kindCAS, d.Hash}); ok {
+			if el, ok := s.entryLocked(entryKey{Kind: kindCAS, Hash: d.Hash}); ok {
 				m[d] = el
 			}
 		}
@@ -330,9 +330,9 @@ func TestPacksEvictWholeSegmentsKeepWhatIsUsed(t *testing.T) {
 		if !ok {
 			continue
 		}
-		got := make([]byte, e.size)
-		if _, err := e.seg.ReadAt(got, e.off); err != nil || !bytes.Equal(got, testblob.Random(10_000, uint64(100+i))) {
-			t.Fatalf("blob %d after the restart: its record in segment %d at %d does not hold it (%v)", i, e.seg.Seq, e.off, err)
+		got := make([]byte, e.Size)
+		if _, err := e.Seg.ReadAt(got, e.Off); err != nil || !bytes.Equal(got, testblob.Random(10_000, uint64(100+i))) {
+			t.Fatalf("blob %d after the restart: its record in segment %d at %d does not hold it (%v)", i, e.Seg.Seq, e.Off, err)
 		}
 	}
 }

@@ -36,7 +36,7 @@ func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.En
 // ready to commit.
 func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) (*pendingCommit, error) {
 	if s.packedBlobs.packable(d.Size) {
-		return s.packedBlobs.write(entryKey{kindCAS, d.Hash}, data)
+		return s.packedBlobs.write(entryKey{Kind: kindCAS, Hash: d.Hash}, data)
 	}
 	return s.blobFiles.write(d, data, arrived)
 }
@@ -87,7 +87,7 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 		ks := make([]entryKey, len(packed))
 		pieces := make([]net.Buffers, len(packed))
 		for j, i := range packed {
-			ks[j], pieces[j] = entryKey{kindCAS, ds[i].Hash}, data[i]
+			ks[j], pieces[j] = entryKey{Kind: kindCAS, Hash: ds[i].Hash}, data[i]
 		}
 		cs, werrs := make([]*pendingCommit, len(packed)), make([]error, len(packed))
 		s.packedBlobs.writeAll(ks, pieces, cs, werrs)
@@ -112,7 +112,7 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 // GetActionResult returns the serialized ActionResult stored for the action
 // digest d, or an error wrapping ErrNotFound.
 func (s *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
-	return s.readAll(ctx, entryKey{kindAC, d.Hash}, 0)
+	return s.readAll(ctx, entryKey{Kind: kindAC, Hash: d.Hash}, 0)
 }
 
 // PutActionResult stores data, a serialized ActionResult, for the action
@@ -121,7 +121,7 @@ func (s *Store) PutActionResult(_ context.Context, d cas.Digest, data []byte) er
 	if s.maxSize > 0 && int64(len(data)) > s.maxSize {
 		return fmt.Errorf("action result of %d bytes: %w", len(data), cas.ErrTooLarge)
 	}
-	k := entryKey{kindAC, d.Hash}
+	k := entryKey{Kind: kindAC, Hash: d.Hash}
 	if s.packedBlobs.packable(int64(len(data))) {
 		c, err := s.packedBlobs.write(k, net.Buffers{data})
 		if err != nil {

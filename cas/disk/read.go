@@ -23,7 +23,7 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 	if d.IsEmpty() {
 		return files.NewBlob(nil, 0, s.zp, nil), nil
 	}
-	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, true)
+	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, true)
 }
 
 // OpenUncounted is Open for the server's own reads, such as copying a blob
@@ -32,7 +32,7 @@ func (s *Store) OpenUncounted(ctx context.Context, d cas.Digest) (cas.BlobReader
 	if d.IsEmpty() {
 		return files.NewBlob(nil, 0, s.zp, nil), nil
 	}
-	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, false)
+	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false)
 }
 
 // open opens entry k, going through the rooms in order: the index says
@@ -42,7 +42,7 @@ func (s *Store) OpenUncounted(ctx context.Context, d cas.Digest) (cas.BlobReader
 // reader checks every block or record it reads against the sums the check
 // took. count says whether the lookup is a client's.
 func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (cas.BlobReader, error) {
-	if s.idx.isClosed() {
+	if s.idx.IsClosed() {
 		return nil, cas.ErrClosed
 	}
 	var e entry
@@ -54,14 +54,14 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 	// lookup is done again.
 	for attempt := 0; ; attempt++ {
 		var ok bool
-		e, ok = s.idx.lookupPending(k, size, count && attempt == 0)
+		e, ok = s.idx.LookupPending(k, size, count && attempt == 0)
 		if !ok {
 			return nil, cas.ErrNotFound
 		}
 		var err error
-		if e.seg != nil {
+		if e.Seg != nil {
 			var b *packs.Blob
-			if k.kind == kindCAS {
+			if k.Kind == kindCAS {
 				err = s.checks.record(ctx, e, false, nil)
 			}
 			if err == nil {
@@ -87,7 +87,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		if err != nil {
 			return nil, err
 		}
-		if k.kind == kindAC {
+		if k.Kind == kindAC {
 			// An action result can be replaced by one of another size
 			// between the lookup and the open: the open file is the one
 			// to believe.
@@ -96,7 +96,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 				f.Close()
 				return nil, err
 			}
-			e.size = fi.Size()
+			e.Size = fi.Size()
 			sums = s.checks.actionResultSums(e, fi)
 			break
 		}
@@ -112,17 +112,17 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 	}
 	var checked *integrity.File
 	if sums != nil && !s.noReadChecks {
-		checked = integrity.NewFile(f, e.stored, sums, func(detail string) error { return s.checks.readFailed(e, detail) })
+		checked = integrity.NewFile(f, e.Stored, sums, func(detail string) error { return s.checks.readFailed(e, detail) })
 	}
-	if e.zstd {
-		b, err := zstdfile.Open(f, e.size, s.zp)
+	if e.Zstd {
+		b, err := zstdfile.Open(f, e.Size, s.zp)
 		if errors.Is(err, zstdseek.ErrSeekTable) {
 			// It matched its name when checked: the disk changed it.
 			return nil, s.checks.readFailed(e, err.Error())
 		}
 		if err != nil {
-			s.log.Error("compressed blob unreadable", "hash", k.hash, "err", err)
-			return nil, fmt.Errorf("disk: blob %s: %w", k.hash, err)
+			s.log.Error("compressed blob unreadable", "hash", k.Hash, "err", err)
+			return nil, fmt.Errorf("disk: blob %s: %w", k.Hash, err)
 		}
 		if checked != nil {
 			b.SetStoredReader(checked.ReadChunks)
@@ -132,7 +132,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		b.SetCorruptHandler(func(err error) error { return s.checks.readFailed(e, err.Error()) })
 		return b, nil
 	}
-	return files.NewBlob(f, e.size, s.zp, checked), nil
+	return files.NewBlob(f, e.Size, s.zp, checked), nil
 }
 
 // ReadAll returns the whole content of blob d.
@@ -140,7 +140,7 @@ func (s *Store) ReadAll(ctx context.Context, d cas.Digest) ([]byte, error) {
 	if d.IsEmpty() {
 		return []byte{}, nil
 	}
-	return s.readAll(ctx, entryKey{kindCAS, d.Hash}, d.Size)
+	return s.readAll(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 }
 
 func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
@@ -154,14 +154,14 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 	}
 	rd, ok := r.(io.ReaderAt)
 	if !ok {
-		return nil, fmt.Errorf("disk: reading %s: a %T is no io.ReaderAt", k.hash, r)
+		return nil, fmt.Errorf("disk: reading %s: a %T is no io.ReaderAt", k.Hash, r)
 	}
 	buf := make([]byte, r.Size())
 	// io.ReaderAt may answer a read that reaches the end with io.EOF:
 	// the whole of an empty action result (an ActionResult of defaults
 	// serializes to no bytes) is such a read.
 	if n, err := rd.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
-		return nil, fmt.Errorf("disk: reading %s: %w", k.hash, err)
+		return nil, fmt.Errorf("disk: reading %s: %w", k.Hash, err)
 	}
 	return buf, nil
 }

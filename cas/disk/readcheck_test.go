@@ -42,12 +42,12 @@ func storedAt(t *testing.T, s *Store, d cas.Digest) (string, int64) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, ok := s.entryLocked(entryKey{kindCAS, d.Hash})
+	el, ok := s.entryLocked(entryKey{Kind: kindCAS, Hash: d.Hash})
 	if !ok {
 		t.Fatalf("blob %s is not stored", d)
 	}
-	if e := el; e.seg != nil {
-		return e.seg.PathLocked(), e.off
+	if e := el; e.Seg != nil {
+		return e.Seg.PathLocked(), e.Off
 	}
 	return disktest.BlobPath(s.dir, d), 0
 }
@@ -277,10 +277,10 @@ func compressedRotAfterRead(t *testing.T, s *Store, data []byte, off int64, put 
 		t.Fatalf("first read: %v", err)
 	}
 	s.mu.Lock()
-	e, _ := s.entryLocked(entryKey{kindCAS, d.Hash})
+	e, _ := s.entryLocked(entryKey{Kind: kindCAS, Hash: d.Hash})
 	s.mu.Unlock()
-	if !e.zstd || off >= e.stored {
-		t.Fatalf("blob kept compressed %v, %d bytes stored; want compressed, more than %d", e.zstd, e.stored, off)
+	if !e.Zstd || off >= e.Stored {
+		t.Fatalf("blob kept compressed %v, %d bytes stored; want compressed, more than %d", e.Zstd, e.Stored, off)
 	}
 	disktest.FlipByte(t, s.blobFiles.filePath(&e), off, true)
 	return d
@@ -326,9 +326,9 @@ func TestReadChecksCatchRotInACompressedBlob(t *testing.T) {
 		t.Fatalf("first read after the restart: %v", err)
 	}
 	s.mu.Lock()
-	e, _ := s.entryLocked(entryKey{kindCAS, d.Hash})
+	e, _ := s.entryLocked(entryKey{Kind: kindCAS, Hash: d.Hash})
 	s.mu.Unlock()
-	disktest.FlipByte(t, s.blobFiles.filePath(&e), e.stored-3, true) // in the seek table, which Open reads
+	disktest.FlipByte(t, s.blobFiles.filePath(&e), e.Stored-3, true) // in the seek table, which Open reads
 	b, err := s.Open(context.Background(), d)
 	if err == nil {
 		err = b.ReadZstd(context.Background(), 0, nil, 1000, func(c membuf.Buffer) error { c.Free(); return nil })

@@ -1,7 +1,8 @@
 package disk
 
 import (
-	"github.com/membuf/membuf/cas/disk/ages"
+	"time"
+
 	"github.com/membuf/membuf/cas/disk/files"
 )
 
@@ -10,26 +11,26 @@ import (
 // segments it does not cover).
 func (s *Store) rebuild() error {
 	x := s.idx
-	found, err := files.Load(s.fs, s.dir, []string{kindCAS.dir(), kindAC.dir()}, func(kind string) bool { return kind == kindCAS.dir() }, s.log)
+	found, err := files.Load(s.fs, s.dir, []string{kindCAS.Dir(), kindAC.Dir()}, func(kind string) bool { return kind == kindCAS.Dir() }, s.log)
 	if err != nil {
 		return err
 	}
 	all := make([]*entry, len(found))
 	for i, f := range found {
 		kind := kindCAS
-		if f.Kind == kindAC.dir() {
+		if f.Kind == kindAC.Dir() {
 			kind = kindAC
 		}
-		e := &entry{key: entryKey{kind, f.Hash}, size: f.Size, stored: f.Stored, zstd: f.Zstd}
+		e := &entry{Key: entryKey{Kind: kind, Hash: f.Hash}, Size: f.Size, Stored: f.Stored, Zstd: f.Zstd}
 		all[i] = e
-		if el, ok := x.files[e.key]; ok {
+		if el, ok := x.FileLocked(e.Key); ok {
 			// Kept both ways: a crash between a commit's rename and its
 			// removal of the other form. Both were checked; keep the
 			// newer.
-			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", el.key.hash)
-			x.removeLocked(el)
+			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", el.Key.Hash)
+			x.RemoveLocked(el)
 		}
-		x.insertLocked(e)
+		x.InsertLocked(e)
 	}
 	ck, err := s.checkpoints.open()
 	if err != nil {
@@ -46,34 +47,12 @@ func (s *Store) rebuild() error {
 		}
 		return err
 	}
-	segs := s.segments.SegmentsLocked()
-	for _, seg := range segs {
-		x.bytes += seg.Size
+	// Recency: files' last modification and segments' order, on one clock.
+	modTimes := make([]time.Time, len(found))
+	for i, f := range found {
+		modTimes[i] = f.ModTime
 	}
-	// Recency: files' last modification and segments' order, on one clock
-	// (files older than the oldest segment first), so that eviction takes
-	// the older of the two kinds.
-	x.tick = 0
-	x.clock = ages.Clock{} // insertLocked marked the ticks at the time of reading
-	si := 0
-	for i, e := range all {
-		for si < len(segs) && segs[si].ModTime().Before(found[i].ModTime) {
-			x.tick++
-			segs[si].Created = x.tick
-			x.clock.Mark(x.tick, segs[si].ModTime())
-			si++
-		}
-		x.tick++
-		x.clock.Mark(x.tick, found[i].ModTime)
-		if el, ok := x.files[e.key]; ok && el == e {
-			e.used = x.tick
-		}
-	}
-	for ; si < len(segs); si++ {
-		x.tick++
-		segs[si].Created = x.tick
-		x.clock.Mark(x.tick, segs[si].ModTime())
-	}
+	x.OrderLocked(all, modTimes, s.segments.SegmentsLocked())
 	if ck != nil {
 		if records, s.checkpointLoaded, err = s.checkpoints.loadRecords(ck, records); err != nil {
 			return err
@@ -87,18 +66,18 @@ func (s *Store) rebuild() error {
 			s.log.Warn("ignoring a pack record of unknown kind", "segment", r.Seg.Seq, "kind", r.Kind)
 			continue
 		}
-		k := entryKey{entryKind(r.Kind), r.HashHex()}
-		if el, ok := x.files[k]; ok {
-			x.removeLocked(el)
-		} else if old, ok := x.packedLocked(k); ok {
-			if old.seg.Seq > r.Seg.Seq {
+		k := entryKey{Kind: entryKind(r.Kind), Hash: r.HashHex()}
+		if el, ok := x.FileLocked(k); ok {
+			x.RemoveLocked(el)
+		} else if old, ok := x.PackedLocked(k); ok {
+			if old.Seg.Seq > r.Seg.Seq {
 				continue // from the checkpoint, of a later segment
 			}
-			x.countLocked(&old, -1)
+			x.CountLocked(&old, -1)
 		}
-		e := &entry{key: k, size: r.Size, stored: r.Size, seg: r.Seg, off: r.Off, crc: r.DataCRC}
-		x.putRecordLocked(e)
-		x.countLocked(e, 1)
+		e := &entry{Key: k, Size: r.Size, Stored: r.Size, Seg: r.Seg, Off: r.Off, CRC: r.DataCRC}
+		x.PutRecordLocked(e)
+		x.CountLocked(e, 1)
 	}
 	return nil
 }

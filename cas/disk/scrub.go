@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/membuf/membuf/cas/disk/index"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -42,7 +43,7 @@ type scrubber struct {
 	fs     vfs.FS
 	dir    string
 	log    *slog.Logger
-	idx    *index
+	idx    *index.Index
 	files  *blobFiles
 	packs  *packedBlobs
 	checks *checks
@@ -73,7 +74,7 @@ func (sc *scrubber) run(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 	for {
 		passStart := clock.Now()
 		for shard := range 256 {
-			if ctx.Err() != nil || sc.idx.isClosed() {
+			if ctx.Err() != nil || sc.idx.IsClosed() {
 				return
 			}
 			sc.shard(ctx, fmt.Sprintf("%02x", shard), p)
@@ -99,7 +100,7 @@ func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
 	if p.Wait(scrubListingCost) != nil {
 		return
 	}
-	ents, err := sc.fs.ReadDir(filepath.Join(sc.dir, kindCAS.dir(), shard))
+	ents, err := sc.fs.ReadDir(filepath.Join(sc.dir, kindCAS.Dir(), shard))
 	sc.mu.Lock()
 	sc.listings++
 	sc.mu.Unlock()
@@ -115,14 +116,14 @@ func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
 		if !ok {
 			continue // a stray name
 		}
-		k := entryKey{kindCAS, hash}
-		e, ok := sc.idx.entry(k)
+		k := entryKey{Kind: kindCAS, Hash: hash}
+		e, ok := sc.idx.Get(k)
 		if !ok || filepath.Base(sc.files.filePath(&e)) != de.Name() {
 			continue // not an entry's file (evicted or replaced since the listing)
 		}
 		// Charge what the blob's bytes will not (see scrubBlobCost); the
 		// bytes are charged as they are hashed.
-		if p.Wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
+		if p.Wait(max(0, scrubBlobCost-int(min(e.Size, scrubBlobCost)))) != nil {
 			return
 		}
 		f, err := sc.files.open(&e)
@@ -132,7 +133,7 @@ func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
 		_, err = sc.checks.file(ctx, e, f, true, p.Wait)
 		f.Close()
 		if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
-			sc.log.Warn("scrubber: re-hashing a blob", "hash", k.hash, "err", err)
+			sc.log.Warn("scrubber: re-hashing a blob", "hash", k.Hash, "err", err)
 		}
 	}
 }
@@ -161,17 +162,17 @@ func (sc *scrubber) segments(ctx context.Context, p *pace.Pacer) {
 			if entryKind(r.Kind) != kindCAS {
 				continue
 			}
-			k := entryKey{kindCAS, r.HashHex()}
-			e, ok := sc.idx.entry(k)
-			if !ok || e.seg != seg || e.off != r.Off {
+			k := entryKey{Kind: kindCAS, Hash: r.HashHex()}
+			e, ok := sc.idx.Get(k)
+			if !ok || e.Seg != seg || e.Off != r.Off {
 				continue // replaced, removed or evicted since
 			}
-			if p.Wait(max(0, scrubBlobCost-int(min(e.size, scrubBlobCost)))) != nil {
+			if p.Wait(max(0, scrubBlobCost-int(min(e.Size, scrubBlobCost)))) != nil {
 				return
 			}
 			err := sc.checks.record(ctx, e, true, p.Wait)
 			if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
-				sc.log.Warn("scrubber: re-hashing a packed blob", "hash", k.hash, "err", err)
+				sc.log.Warn("scrubber: re-hashing a packed blob", "hash", k.Hash, "err", err)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/disktest"
 	"github.com/membuf/membuf/cas/disk/pace"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
@@ -122,5 +123,24 @@ func TestScrubKeepsToItsRate(t *testing.T) {
 	}
 	if err := s.Scrub(ctx, 0); err == nil {
 		t.Error("Scrub with rate 0 returned nil; want an error")
+	}
+}
+
+// The scrubber's walk of one shard lists it once, re-hashes the blobs in
+// it whatever their verdict said before, and leaves the verdict (a rotten
+// one removed) to the checks.
+func TestScrubberShardFindsRot(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), 0)
+	ctx := context.Background()
+	data := testblob.Random(5000, 7)
+	d := cas.DigestOf(data)
+	if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		t.Fatal(err)
+	}
+	disktest.FlipByte(t, disktest.BlobPath(s.dir, d), 100, true) // bit rot, the time kept
+	s.scrubber.shard(ctx, d.Hash[:2], pace.New(ctx, 1<<40, pace.Wall))
+	st := s.Stats()
+	if st.ScrubListings != 1 || st.Corrupt != 1 || s.Has(d) {
+		t.Errorf("after a shard's walk: %d listings, %d corrupt, present %v; want 1, 1, removed", st.ScrubListings, st.Corrupt, s.Has(d))
 	}
 }

@@ -3,6 +3,7 @@ package disk
 import (
 	"context"
 	"fmt"
+	"github.com/membuf/membuf/cas/disk/index"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -65,7 +66,7 @@ type Store struct {
 	// eviction), the location-blob sides (files of their own, records in
 	// pack segments), the checks (may this content be served?), and the
 	// group commit that makes a write durable and visible.
-	idx         *index
+	idx         *index.Index
 	blobFiles   *blobFiles
 	packedBlobs *packedBlobs
 	checks      *checks
@@ -127,7 +128,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 			s.lock.Unlock()
 		}
 	}()
-	if err := files.MakeDirs(s.fs, dir, []string{"tmp", packDirName}, []string{kindCAS.dir(), kindAC.dir()}); err != nil {
+	if err := files.MakeDirs(s.fs, dir, []string{"tmp", packDirName}, []string{kindCAS.Dir(), kindAC.Dir()}); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
 	if err := files.RemoveTemps(s.fs, s.blobFiles.tmpDir, s.log); err != nil {
@@ -137,15 +138,15 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		return nil, err
 	}
 	s.mu.Lock()
-	s.idx.evictLocked(nil)
+	s.idx.EvictLocked(nil)
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
-	entries, stored := s.idx.entries, s.idx.bytes
+	totals := s.idx.TotalsLocked()
 	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
 	s.mu.Unlock()
 	s.committer.start()
 	s.packedBlobs.start()
-	logger.Info("cas store opened", "dir", dir, "entries", entries, "bytes", stored, "max_bytes", maxSize,
+	logger.Info("cas store opened", "dir", dir, "entries", totals.Entries, "bytes", totals.Bytes, "max_bytes", maxSize,
 		"pack_segments", segments, "segments_scanned", scanned, "index_checkpoint", fromCheckpoint)
 	return s, nil
 }
@@ -156,11 +157,11 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 func (s *Store) buildRooms() {
 	segSize, packMax := packConfig(s.maxSize, s.packMax)
 	s.packMax = packMax
-	x := newIndex(&s.mu, s.maxSize, s.log, nil, nil)
+	x := index.New(&s.mu, s.maxSize, s.log)
 	cfg := packs.Config{
 		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
 		SegmentSize: segSize, MaxRecord: packMax,
-		Tick: func() uint64 { x.tick++; return x.tick },
+		Tick: x.NextTickLocked,
 		Zstd: s.zp,
 	}
 	if packMax > 0 {
@@ -174,11 +175,11 @@ func (s *Store) buildRooms() {
 	ch := &checks{mu: &s.mu, log: s.log, idx: x, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := &checkpoints{mu: &s.mu, fs: s.fs, path: filepath.Join(s.dir, checkpointName), tmpDir: tmpDir, log: s.log, idx: x, set: set, packMax: packMax}
 	gc := &groupCommit{mu: &s.mu, fs: s.fs, log: s.log, idx: x, files: fb, packs: pb, ckpt: ck}
-	x.segments, x.blobs, x.packs = set, fb, pb
+	x.Attach(set, index.Places{RemoveFile: fb.remove, FilePath: fb.filePath, UsedLocked: pb.refreshIfOldLocked})
 	fb.commit, pb.commit, pb.checks = gc, gc, ch
 	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.committer, s.checkpoints = x, fb, pb, ch, gc, ck
 	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}
-	s.segments, s.packed = set, x.packed
+	s.segments, s.packed = set, x.Table()
 }
 
 // WithFS makes the store keep its files in fsys instead of the operating
@@ -197,11 +198,11 @@ const packDirName = "packs"
 // then the directory's lock is released.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if s.idx.closed {
+	if s.idx.ClosedLocked() {
 		s.mu.Unlock()
 		return nil
 	}
-	s.idx.closed = true
+	s.idx.CloseLocked()
 	s.mu.Unlock()
 	s.committer.close() // commits still queued fail with cas.ErrClosed
 	s.packedBlobs.close()
@@ -229,18 +230,18 @@ func (s *Store) writeCheckpoint() error { return s.checkpoints.write() }
 func (s *Store) Stats() cas.StoreStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	x := s.idx
+	t := s.idx.TotalsLocked()
 	return cas.StoreStats{
-		Blobs:             x.entries - x.acEntries,
-		ActionResults:     x.acEntries,
-		Bytes:             x.bytes,
-		PartialBytes:      x.partial,
-		UncompressedBytes: x.plainBytes,
-		CompressedBlobs:   x.zstdEntries,
+		Blobs:             t.Entries - t.ACEntries,
+		ActionResults:     t.ACEntries,
+		Bytes:             t.Bytes,
+		PartialBytes:      t.Partial,
+		UncompressedBytes: t.PlainBytes,
+		CompressedBlobs:   t.ZstdEntries,
 		MaxBytes:          s.maxSize,
-		Evictions:         x.evictions,
-		Hits:              x.hits,
-		Misses:            x.misses,
+		Evictions:         t.Evictions,
+		Hits:              t.Hits,
+		Misses:            t.Misses,
 		Corrupt:           s.checks.corrupt,
 		VerifiedBytes:     s.checks.verified,
 		ScrubPasses:       s.scrubber.passes,
@@ -254,15 +255,13 @@ func (s *Store) Stats() cas.StoreStats {
 // index (evicted, or removed as corrupt) since it opened: while it has
 // not changed, every blob found present earlier still is. It takes no
 // lock.
-func (s *Store) EvictionGeneration() uint64 { return s.idx.generation.Load() }
+func (s *Store) EvictionGeneration() uint64 { return s.idx.Generation() }
 
 // EvictionAges returns how old the entries evicted since the store opened
 // were, by the time they were last used (a packed entry: its segment's
 // last write), and the youngest evicted in the last hour.
 func (s *Store) EvictionAges() ages.Evictions {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.idx.evicted.Snapshot(time.Now())
+	return s.idx.EvictionAges(time.Now())
 }
 
 // MaxSize returns the configured maximum size; 0 means no limit.
@@ -270,7 +269,7 @@ func (s *Store) MaxSize() int64 { return s.maxSize }
 
 // entryLocked returns a copy of entry k without touching its recency
 // (index.entryLocked); mu held.
-func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.entryLocked(k) }
+func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.GetLocked(k) }
 
 // Contains reports whether blob d is stored (the empty blob always is),
 // without counting a hit or miss: a check of the server's own.
@@ -284,7 +283,7 @@ func (s *Store) has(d cas.Digest, count bool) bool {
 	if d.IsEmpty() {
 		return true
 	}
-	_, ok := s.idx.lookup(entryKey{kindCAS, d.Hash}, d.Size, count)
+	_, ok := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, count)
 	return ok
 }
 
@@ -296,14 +295,14 @@ func (s *Store) Resolve(_ context.Context, hash string) (cas.Digest, error) {
 	if hash == cas.EmptyHash {
 		return cas.Digest{Hash: hash}, nil
 	}
-	e, ok := s.idx.entry(entryKey{kindCAS, hash})
+	e, ok := s.idx.Get(entryKey{Kind: kindCAS, Hash: hash})
 	if !ok {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s", cas.ErrNotFound, hash)
 	}
-	if e.pending != nil {
-		<-e.pending.durable
+	if e.Pending != nil {
+		<-e.Pending.Durable
 	}
-	return cas.Digest{Hash: hash, Size: e.size}, nil
+	return cas.Digest{Hash: hash, Size: e.Size}, nil
 }
 
 // Has reports whether the blob d is stored (the empty blob always is) and

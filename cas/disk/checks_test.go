@@ -1,0 +1,68 @@
+package disk
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/disktest"
+	"github.com/membuf/membuf/cas/internal/testblob"
+)
+
+// checks: a file verified once is trusted at the same modification time
+// (its sums handed out without hashing), a forced check that finds rot
+// removes the entry and counts it, and a verdict on a stale copy removes
+// nothing.
+func TestChecksVerdictsOnAFile(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), 0)
+	c := s.checks
+	ctx := context.Background()
+	data := testblob.Random(100000, 3)
+	d := cas.DigestOf(data)
+	if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false)
+
+	check := func(force bool) ([]uint32, error) {
+		f, err := s.blobFiles.open(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return c.file(ctx, e, f, force, nil)
+	}
+	sums, err := check(false)
+	if err != nil || sums == nil {
+		t.Fatalf("check of a blob written here: sums %v, %v; want its sums", sums != nil, err)
+	}
+	if c.verified != 0 {
+		t.Errorf("verified %d bytes; want none hashed (checked on its way in)", c.verified)
+	}
+
+	if err := c.readFailed(entry{Key: e.Key, Gen: e.Gen + 1}, "a stale copy"); !errors.Is(err, errCorrupt) {
+		t.Errorf("readFailed: %v; want errCorrupt", err)
+	}
+	if !s.Has(d) || c.corrupt != 0 {
+		t.Fatalf("a verdict on a stale copy removed the blob (corrupt %d)", c.corrupt)
+	}
+
+	disktest.FlipByte(t, disktest.BlobPath(s.dir, d), 5000, true) // bit rot: same modification time
+	if _, err := check(false); err != nil {
+		t.Errorf("unforced check after rot that kept the time: %v; want trusted", err)
+	}
+	if _, err := check(true); !errors.Is(err, errCorrupt) {
+		t.Errorf("forced check of a rotten file: %v; want errCorrupt", err)
+	}
+	if s.Has(d) || c.corrupt != 1 || c.verified != d.Size {
+		t.Errorf("after the rot was found: present %v, corrupt %d, verified %d; want removed, 1, %d", s.Has(d), c.corrupt, c.verified, d.Size)
+	}
+	if c.onReadFailure(e) == nil {
+		t.Error("no read check with read checks on")
+	}
+	c.noReadChecks = true
+	if c.onReadFailure(e) != nil {
+		t.Error("a read check with WithoutReadChecks")
+	}
+}

@@ -1,0 +1,85 @@
+package index
+
+import (
+	"container/list"
+
+	"github.com/membuf/membuf/cas/disk/packs"
+)
+
+// Kind separates the two namespaces on disk and in the index.
+type Kind uint8
+
+const (
+	CAS Kind = iota // content-addressed blob, named by its own hash
+	AC              // action result, named by its action's hash
+)
+
+// Dir is the store's directory of the kind's files.
+func (k Kind) Dir() string {
+	if k == AC {
+		return "ac"
+	}
+	return "cas"
+}
+
+// Key names an entry: its namespace and its hash in hex.
+type Key struct {
+	Kind Kind
+	Hash string
+}
+
+// Entry is a stored blob or action result as the index has it: where it
+// is (a file of its own, or a record at Off in Seg), its sizes, and what
+// the store's checks know of it. The index hands out copies; a file
+// entry's own is guarded by the store's lock.
+type Entry struct {
+	// Fields are ordered largest first, so that the struct packs into
+	// 128 bytes: the index holds one per stored blob.
+	Key    Key
+	Size   int64 // the blob's (or action result's) own size
+	Stored int64 // bytes on disk: Size, or less if kept compressed
+
+	// Checked is the modification time (UnixNano) of the file when this
+	// process last found it matching its name; 0: never.
+	Checked int64
+	Check   *Check // a re-hash in progress, for others to wait on
+	// Pending is the commit batch that put this entry in place, until its
+	// rename is durable; lookups that report the entry present wait for it.
+	Pending *Batch
+
+	// A packed entry is a record in Seg, its data at Off; nil: a file of
+	// its own.
+	Seg *packs.Segment
+	Off int64
+	// What every read checks: a file's block sums (of the file as stored,
+	// compressed or not), nil until this process has hashed the file; a
+	// packed entry's record CRC (CRC, below).
+	Sums []uint32
+	// used is the index's tick when a file entry was last used: its age
+	// against the oldest segment's, for eviction.
+	used uint64
+	// el is a file entry's place in the recency list; nil for a packed
+	// entry, whose segment's age is its own.
+	el *list.Element
+
+	Gen uint32 // counts commits over this entry, so a check of a replaced file removes nothing
+	CRC uint32 // a packed entry's record CRC
+	// Verified: this process has found a packed CAS blob matching its
+	// name (a segment's time says nothing of a record).
+	Verified bool
+	Zstd     bool // kept compressed, in a file named by files.ZstdPath
+}
+
+// Check is a re-hash in progress: others that need the same blob checked
+// wait for Done instead of hashing it again (a hot blob read by many
+// clients just after a restart is hashed once).
+type Check struct {
+	Done chan struct{}
+	Err  error // set before Done is closed
+}
+
+// Batch marks the entries of a group commit's batch until they are
+// durable.
+type Batch struct {
+	Durable chan struct{} // closed once the batch's renames are durable
+}

@@ -1,0 +1,563 @@
+package index
+
+import (
+	"container/list"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/ages"
+	"github.com/membuf/membuf/cas/disk/packfile"
+	"github.com/membuf/membuf/cas/disk/packindex"
+	"github.com/membuf/membuf/cas/disk/packs"
+)
+
+// Index is the disk store's key-location map: which entries exist and
+// where each is (a file of its own, or a record in a pack segment), their
+// recency, the store's accounting, and eviction under the maximum size.
+// It answers "is k stored, and where?"; it never reads a blob's bytes.
+//
+// It shares the store's lock (the Mutex given to New): a method whose
+// name ends in Locked needs it held, the others take it. Entries leave it
+// only through it (RemoveLocked, DropLocked, eviction), so that the
+// accounting and the eviction generation always see them go.
+type Index struct {
+	mu      *sync.Mutex
+	log     *slog.Logger
+	maxSize int64 // bytes of entries and uploads in progress; 0: no limit
+	places  Places
+
+	files     map[Key]*Entry        // the entries kept as files
+	lru       *list.List            // files only, front: most recently used
+	packed    packindex.Table       // the packed entries, off the Go heap
+	sweep     packindex.SweepCursor // where the table's sweep goes on
+	isLiveSeq func(seq uint32) bool // isLiveSeqLocked as a method value, made once
+	segments  *packs.Set            // the packed entries' segments; shares mu
+
+	// tick counts uses and segments: the store's clock of recency. clock
+	// maps tick to wall time, evicted records the ages of evicted
+	// entries.
+	tick    uint64
+	clock   ages.Clock
+	evicted ages.Recorder
+	// generation counts the times entries left the index (eviction,
+	// removal). Atomic, so that a reader need not take mu.
+	generation atomic.Uint64
+
+	totals Totals
+	// changed: a record put or dropped, or a segment evicted, since the
+	// last index checkpoint.
+	changed bool
+	// closed: the store is closed; no upload reserves room any more.
+	closed bool
+}
+
+// Places is what the index asks of the location side: the files it
+// removes, and the records it sees used.
+type Places struct {
+	// RemoveFile unlinks file entry e's file; one already gone is no error.
+	RemoveFile func(e *Entry)
+	// FilePath is where file entry e is kept, plain or compressed.
+	FilePath func(e *Entry) string
+	// UsedLocked is told of a packed entry looked up (a copy), mu held:
+	// it may queue it to be copied out of an old segment. It must not
+	// block.
+	UsedLocked func(e Entry)
+}
+
+// Totals are the index's counts of what the store holds.
+type Totals struct {
+	Entries     int64 // files and live records
+	Bytes       int64 // on disk
+	PlainBytes  int64 // the entries' own sizes
+	ZstdEntries int64 // how many blobs are kept compressed
+	Partial     int64 // bytes reserved by uploads in progress; they count towards the maximum size
+	ACEntries   int64 // how many entries are action results
+	Evictions   int64
+	Hits        int64
+	Misses      int64
+}
+
+// sweepPerPut is how many slots of the table each put of a record sweeps
+// (packindex.Table.Sweep): a full pass over a table of S slots every S/8
+// puts, so the records of evicted segments never make up more than about
+// a fifth of the table.
+const sweepPerPut = 8
+
+// New returns an empty index of at most maxSize bytes (0: no limit),
+// sharing the lock mu; log (nil: none) is told of evictions. Its segments
+// and places are set by Attach before it is used.
+func New(mu *sync.Mutex, maxSize int64, log *slog.Logger) *Index {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	x := &Index{mu: mu, log: log, maxSize: maxSize, files: make(map[Key]*Entry), lru: list.New()}
+	x.isLiveSeq = x.isLiveSeqLocked
+	return x
+}
+
+// Attach gives the index the segments its packed entries are in and the
+// location side's hooks.
+func (x *Index) Attach(segments *packs.Set, places Places) {
+	x.segments, x.places = segments, places
+}
+
+// Lookup finds k, marks it most recently used and counts a hit or a miss.
+// For CAS blobs, a digest whose size differs from the stored file's is a
+// different blob and so a miss. It reports an entry just committed once
+// its rename is durable, so that no client is told of an entry a crash
+// could still take away.
+// Internal checks (is an upload already complete? are an action result's
+// outputs present?) pass count=false so the counters measure clients' lookups.
+func (x *Index) Lookup(k Key, size int64, count bool) (Entry, bool) {
+	e, ok := x.LookupPending(k, size, count)
+	if e.Pending != nil {
+		<-e.Pending.Durable
+	}
+	return e, ok
+}
+
+// LookupPending is lookup without the wait: it returns a copy of the
+// entry, whose pending is the batch whose commit of it is not yet
+// durable, if any. A read need not wait: the entry's content is durable,
+// and a reader that outlives a crash is no more.
+func (x *Index) LookupPending(k Key, size int64, count bool) (Entry, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.GetLocked(k)
+	if ok && (k.Kind == AC || e.Size == size) {
+		x.tick++
+		if e.Seg == nil {
+			el := x.files[k]
+			x.lru.MoveToFront(el.el)
+			el.used = x.tick
+			e.used = x.tick
+		} else {
+			x.places.UsedLocked(e)
+		}
+		if count {
+			x.totals.Hits++
+		}
+		return e, true
+	}
+	if count {
+		x.totals.Misses++
+	}
+	return Entry{}, false
+}
+
+// Get returns a copy of entry k without touching its recency: the
+// scrubber's look at it.
+func (x *Index) Get(k Key) (Entry, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.GetLocked(k)
+}
+
+// GetLocked returns a copy of entry k, a file's or a packed record's,
+// without touching its recency.
+func (x *Index) GetLocked(k Key) (Entry, bool) {
+	if el, ok := x.files[k]; ok {
+		return *el, true
+	}
+	return x.PackedLocked(k)
+}
+
+// PackedLocked returns the packed entry of k, if any: its record in the
+// table, with its segment. A record whose segment was evicted is dropped
+// from the table here (eviction leaves them to the sweep).
+func (x *Index) PackedLocked(k Key) (Entry, bool) {
+	h, ok := packindex.ParseHash(k.Hash)
+	if !ok {
+		return Entry{}, false
+	}
+	r, ok := x.packed.Get(&h, k.Kind == AC)
+	if !ok {
+		return Entry{}, false
+	}
+	seg := x.segments.LiveLocked(r.Seq)
+	if seg == nil {
+		x.packed.Delete(&h, k.Kind == AC)
+		return Entry{}, false
+	}
+	size := int64(r.Size)
+	return Entry{Key: k, Size: size, Stored: size, Seg: seg, Off: int64(r.Off), CRC: r.CRC, Verified: r.Verified}, true
+}
+
+// IsCurrentLocked reports whether opened, a copy of an entry taken
+// earlier, is still its key's entry: the same file at the same
+// generation, or the same record.
+func (x *Index) IsCurrentLocked(opened Entry) bool {
+	if opened.Seg == nil {
+		el, ok := x.files[opened.Key]
+		return ok && el.Gen == opened.Gen
+	}
+	cur, ok := x.PackedLocked(opened.Key)
+	return ok && cur.Seg == opened.Seg && cur.Off == opened.Off
+}
+
+// FileSumsLocked returns the block sums of the file entry of which e is a
+// copy, if it is still that file (same generation) and the file open has
+// its stored size; nil otherwise.
+func (x *Index) FileSumsLocked(e Entry, size int64) []uint32 {
+	if cur, ok := x.files[e.Key]; ok && cur.Gen == e.Gen && cur.Stored == size {
+		return cur.Sums
+	}
+	return nil
+}
+
+// CommitLocked indexes e, just renamed into place by batch b (or
+// a packed record, durable already: b is nil), as the most recently used,
+// and evicts down to the maximum size. An entry kept in another form
+// (plain or compressed file, or a record) is replaced, and a file of it
+// removed.
+func (x *Index) CommitLocked(e *Entry, b *Batch) {
+	if e.Seg != nil {
+		if old, ok := x.files[e.Key]; ok {
+			x.RemoveLocked(old)
+		} else if old, ok := x.PackedLocked(e.Key); ok {
+			x.CountLocked(&old, -1)
+		}
+		x.PutRecordLocked(e)
+		x.CountLocked(e, 1)
+		x.EvictLocked(nil)
+		return
+	}
+	if old, ok := x.PackedLocked(e.Key); ok {
+		x.DropLocked(&old)
+	}
+	if old, ok := x.files[e.Key]; ok {
+		// The entry keeps its identity (checks in progress hold it) and
+		// takes the new form, plain or compressed.
+		if x.places.FilePath(old) != x.places.FilePath(e) {
+			x.places.RemoveFile(old)
+		}
+		x.CountLocked(old, -1)
+		old.Size, old.Stored, old.Zstd = e.Size, e.Stored, e.Zstd
+		old.Checked, old.Verified = e.Checked, e.Verified
+		old.CRC, old.Sums = e.CRC, e.Sums
+		old.Gen++
+		old.Pending = b
+		x.CountLocked(old, 1)
+		x.tick++
+		x.lru.MoveToFront(old.el)
+		old.used = x.tick
+	} else {
+		e.Pending = b
+		x.InsertLocked(e)
+	}
+	x.EvictLocked(x.files[e.Key])
+}
+
+// SettledLocked ends batch b's hold on file entry k: lookups stop waiting
+// for it once the batch's renames are durable.
+func (x *Index) SettledLocked(k Key, b *Batch) {
+	if e, ok := x.files[k]; ok && e.Pending == b {
+		e.Pending = nil
+	}
+}
+
+// InsertLocked adds a new file entry as the most recently used.
+func (x *Index) InsertLocked(e *Entry) {
+	x.tick++
+	x.clock.Mark(x.tick, time.Now())
+	e.used = x.tick
+	e.el = x.lru.PushFront(e)
+	x.files[e.Key] = e
+	x.CountLocked(e, 1)
+}
+
+// PutRecordLocked puts packed entry e in the table; its counts are the
+// caller's.
+func (x *Index) PutRecordLocked(e *Entry) {
+	h, _ := packindex.ParseHash(e.Key.Hash) // a record is only ever made for a valid hash
+	x.clock.Mark(x.tick, time.Now())
+	x.packed.Put(&packindex.Record{Hash: h, AC: e.Key.Kind == AC, Verified: e.Verified, Seq: uint32(e.Seg.Seq), Off: uint32(e.Off), Size: uint32(e.Size), CRC: e.CRC})
+	x.changed = true
+	x.packed.Sweep(&x.sweep, sweepPerPut, x.isLiveSeq)
+}
+
+// SetVerifiedLocked records that packed CAS blob k matched its name.
+func (x *Index) SetVerifiedLocked(k Key) {
+	h, _ := packindex.ParseHash(k.Hash)
+	x.packed.SetVerified(&h, k.Kind == AC)
+}
+
+// isLiveSeqLocked reports whether segment seq is in the store: the
+// sweep's test.
+func (x *Index) isLiveSeqLocked(seq uint32) bool { return x.segments.LiveLocked(seq) != nil }
+
+// CountLocked adds e to the store's totals (sign 1) or takes it out (-1).
+// A packed entry's bytes are its segment's, counted when it took its slot;
+// its counts are its segment's too, which eviction takes out whole.
+func (x *Index) CountLocked(e *Entry, sign int64) {
+	if e.Seg == nil {
+		x.totals.Bytes += sign * e.Stored
+	} else {
+		e.Seg.Entries += sign
+		e.Seg.PlainBytes += sign * e.Size
+		if e.Key.Kind == AC {
+			e.Seg.ACEntries += sign
+		}
+	}
+	x.totals.Entries += sign
+	x.totals.PlainBytes += sign * e.Size
+	if e.Zstd {
+		x.totals.ZstdEntries += sign
+	}
+	if e.Key.Kind == AC {
+		x.totals.ACEntries += sign
+	}
+}
+
+// UncountSegmentLocked takes seg's entries out of the totals (not its
+// bytes): they leave the index whole.
+func (x *Index) UncountSegmentLocked(seg *packs.Segment) {
+	x.totals.Entries -= seg.Entries
+	x.totals.ACEntries -= seg.ACEntries
+	x.totals.PlainBytes -= seg.PlainBytes
+	seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
+}
+
+// Reserve counts n more bytes of uploads in progress towards the maximum
+// size, evicting stored entries to make room. If the uploads in progress
+// alone would take more than the maximum size it fails with ErrFull.
+func (x *Index) Reserve(n int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return cas.ErrClosed
+	}
+	if x.maxSize > 0 && x.totals.Partial+n > x.maxSize {
+		return fmt.Errorf("%w (%d of %d bytes)", cas.ErrFull, x.totals.Partial, x.maxSize)
+	}
+	x.totals.Partial += n
+	x.EvictLocked(nil)
+	return nil
+}
+
+// Unreserve gives back n bytes reserved.
+func (x *Index) Unreserve(n int64) {
+	if n == 0 {
+		return
+	}
+	x.mu.Lock()
+	x.totals.Partial -= n
+	x.mu.Unlock()
+}
+
+// TakeSlotLocked takes a slot for a record of k of size bytes in the
+// active segment into sl (packs.Set.TakeSlotLocked; with fill, for a
+// record whose data is at hand, TakeSlotToFillLocked) and counts the bytes
+// it takes in the store's total.
+func (x *Index) TakeSlotLocked(sl *packs.Slot, k Key, size int64, fill bool) error {
+	take := x.segments.TakeSlotLocked
+	if fill {
+		take = x.segments.TakeSlotToFillLocked
+	}
+	err := take(sl, uint8(k.Kind), k.Hash, size)
+	if err == nil {
+		x.totals.Bytes += packfile.RecordLen(size)
+	}
+	return err
+}
+
+// EvictLocked removes the least recently used entries until they and the
+// uploads in progress fit the maximum Size: of the least recently used
+// file and the oldest pack segment (sealed, no writer in it), the older
+// goes, the segment whole. keep, if not nil, is never evicted (the entry
+// just written).
+func (x *Index) EvictLocked(keep *Entry) {
+	if x.maxSize <= 0 {
+		return
+	}
+	for x.totals.Bytes+x.totals.Partial > x.maxSize {
+		el := x.lru.Back()
+		if el != nil && keep != nil && el.Value.(*Entry) == keep {
+			el = el.Prev()
+		}
+		seg := x.segments.OldestEvictableLocked()
+		if seg != nil && (el == nil || seg.Created < el.Value.(*Entry).used) {
+			x.evictSegmentLocked(seg)
+			continue
+		}
+		if el == nil {
+			return
+		}
+		e := el.Value.(*Entry)
+		x.observeEvictionLocked(e.used, 1)
+		x.RemoveLocked(e)
+		x.totals.Evictions++
+		x.log.Debug("evicted", "kind", e.Key.Kind.Dir(), "hash", e.Key.Hash, "size", e.Size)
+	}
+}
+
+// evictSegmentLocked drops Seg: its entries leave the index (its records
+// leave the table by the sweep), its bytes the store's total, its file the
+// disk (readers still holding it keep reading until they close).
+func (x *Index) evictSegmentLocked(seg *packs.Segment) {
+	x.generation.Add(1)
+	x.observeEvictionLocked(seg.Created, seg.Entries)
+	x.totals.Evictions += seg.Entries
+	x.UncountSegmentLocked(seg)
+	x.totals.Bytes -= seg.Size
+	x.changed = true
+	x.segments.EvictLocked(seg)
+}
+
+// observeEvictionLocked records n entries evicted, last used at tick used:
+// their age by the store's clock, marked now so that recent ticks are
+// placed against the present.
+func (x *Index) observeEvictionLocked(used uint64, n int64) {
+	now := time.Now()
+	x.clock.Mark(x.tick, now)
+	if at, ok := x.clock.Time(used); ok {
+		x.evicted.Observe(now, now.Sub(at), n)
+	}
+}
+
+// RemoveLocked unlinks entry e's file, if it has one, and drops it from
+// the index.
+func (x *Index) RemoveLocked(e *Entry) {
+	if e.Seg == nil {
+		x.places.RemoveFile(e)
+	}
+	x.DropLocked(e)
+}
+
+// DropLocked drops entry e from the index, leaving its bytes where they
+// are: a packed entry's stay in its segment until the segment goes.
+func (x *Index) DropLocked(e *Entry) {
+	x.generation.Add(1)
+	if e.Seg != nil {
+		h, _ := packindex.ParseHash(e.Key.Hash)
+		x.packed.Delete(&h, e.Key.Kind == AC)
+		x.changed = true
+		x.CountLocked(e, -1)
+		return
+	}
+	if e.el != nil {
+		x.lru.Remove(e.el)
+		e.el = nil
+	}
+	delete(x.files, e.Key)
+	x.CountLocked(e, -1)
+}
+
+// DropCurrentLocked drops the entry of which opened is a copy, if it is
+// still its key's entry (a file: removed with its file), and reports
+// whether it did: what a failed check removes.
+func (x *Index) DropCurrentLocked(opened Entry) bool {
+	if !x.IsCurrentLocked(opened) {
+		return false
+	}
+	cur, _ := x.GetLocked(opened.Key)
+	if cur.Seg == nil {
+		x.RemoveLocked(x.files[opened.Key])
+	} else {
+		x.DropLocked(&cur)
+	}
+	return true
+}
+
+// IsClosed reports whether the store was closed.
+func (x *Index) IsClosed() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.closed
+}
+
+// FileLocked returns file entry k itself, if k is kept as a file: the
+// checks record their verdicts on it.
+func (x *Index) FileLocked(k Key) (*Entry, bool) {
+	e, ok := x.files[k]
+	return e, ok
+}
+
+// EachFileLocked calls fn with every file entry.
+func (x *Index) EachFileLocked(fn func(e *Entry)) {
+	for _, e := range x.files {
+		fn(e)
+	}
+}
+
+// CloseLocked marks the store closed: uploads reserve no more room.
+func (x *Index) CloseLocked() { x.closed = true }
+
+// ClosedLocked reports whether the store was closed.
+func (x *Index) ClosedLocked() bool { return x.closed }
+
+// UnreserveLocked gives back n bytes reserved: an upload committed (its
+// entry counts its bytes now) or failed.
+func (x *Index) UnreserveLocked(n int64) { x.totals.Partial -= n }
+
+// NextTickLocked advances the clock of recency and returns it: a
+// segment made counts as a use.
+func (x *Index) NextTickLocked() uint64 {
+	x.tick++
+	return x.tick
+}
+
+// TotalsLocked returns the index's counts.
+func (x *Index) TotalsLocked() Totals { return x.totals }
+
+// Generation counts the times entries have left the index (evicted, or
+// removed as corrupt): while it has not changed, every entry found
+// earlier still is there. It takes no lock.
+func (x *Index) Generation() uint64 { return x.generation.Load() }
+
+// EvictionAges returns how old the entries evicted so far were, by the
+// time they were last used (a packed entry: its segment's last write).
+func (x *Index) EvictionAges(now time.Time) ages.Evictions {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.evicted.Snapshot(now)
+}
+
+// Table is the table of packed entries, for the index checkpoint to
+// write and load (mu held while it is used).
+func (x *Index) Table() *packindex.Table { return &x.packed }
+
+// ChangedLocked reports whether a record was put or dropped, or a segment
+// evicted, since SetChangedLocked(false): what the last index checkpoint
+// says is stale.
+func (x *Index) ChangedLocked() bool { return x.changed }
+
+// SetChangedLocked sets what ChangedLocked reports: false as a checkpoint
+// is taken, true again if writing it failed.
+func (x *Index) SetChangedLocked(changed bool) { x.changed = changed }
+
+// OrderLocked sets the recency of what a start found, on one clock:
+// files (modTimes[i] the modification time of files[i], oldest first)
+// and segments (oldest first), those older than the oldest segment first,
+// so that eviction takes the older of the two kinds. It counts the
+// segments' bytes.
+func (x *Index) OrderLocked(files []*Entry, modTimes []time.Time, segs []*packs.Segment) {
+	for _, seg := range segs {
+		x.totals.Bytes += seg.Size
+	}
+	x.tick = 0
+	x.clock = ages.Clock{} // InsertLocked marked the ticks at the time of reading
+	si := 0
+	for i, e := range files {
+		for si < len(segs) && segs[si].ModTime().Before(modTimes[i]) {
+			x.tick++
+			segs[si].Created = x.tick
+			x.clock.Mark(x.tick, segs[si].ModTime())
+			si++
+		}
+		x.tick++
+		x.clock.Mark(x.tick, modTimes[i])
+		if el, ok := x.files[e.Key]; ok && el == e {
+			e.used = x.tick
+		}
+	}
+	for ; si < len(segs); si++ {
+		x.tick++
+		segs[si].Created = x.tick
+		x.clock.Mark(x.tick, segs[si].ModTime())
+	}
+}

@@ -1,0 +1,166 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/packs"
+	"github.com/membuf/membuf/cas/disk/vfs"
+)
+
+// testIndex is an index of at most maxSize bytes whose location side
+// records the files it is told to remove. Its segments are an empty set:
+// every entry here is a file.
+type testIndex struct {
+	*Index
+	mu      *sync.Mutex
+	removed []string // the hashes of the files removed, in order
+}
+
+func newTestIndex(t *testing.T, maxSize int64) *testIndex {
+	t.Helper()
+	mu := new(sync.Mutex)
+	x := &testIndex{Index: New(mu, maxSize, nil), mu: mu}
+	set := packs.NewSet(packs.Config{FS: vfs.NewStrictMem(), Dir: "packs", Mu: mu, SegmentSize: 1 << 20, MaxRecord: 1 << 10, Tick: x.NextTickLocked})
+	x.Attach(set, Places{
+		RemoveFile: func(e *Entry) { x.removed = append(x.removed, e.Key.Hash) },
+		FilePath: func(e *Entry) string {
+			if e.Zstd {
+				return e.Key.Hash + ".zst"
+			}
+			return e.Key.Hash
+		},
+		UsedLocked: func(Entry) {},
+	})
+	return x
+}
+
+func hashOf(c byte) string { return strings.Repeat(string(c), 64) }
+
+// commit indexes a file entry of size bytes named by c, as a group commit
+// does once its rename is durable.
+func (x *testIndex) commit(c byte, size int64, zstd bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.CommitLocked(&Entry{Key: Key{CAS, hashOf(c)}, Size: size, Stored: size, Zstd: zstd}, nil)
+}
+
+func (x *testIndex) has(c byte, size int64) bool {
+	_, ok := x.Lookup(Key{CAS, hashOf(c)}, size, true)
+	return ok
+}
+
+func (x *testIndex) totals() Totals {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.TotalsLocked()
+}
+
+func TestIndexEvictsTheLeastRecentlyUsed(t *testing.T) {
+	x := newTestIndex(t, 300)
+	x.commit('a', 100, false)
+	x.commit('b', 100, false)
+	x.commit('c', 100, false)
+	if !x.has('a', 100) { // a is now the most recently used; b the least
+		t.Fatal("a missing before any eviction")
+	}
+	x.commit('d', 100, false)
+	if fmt.Sprint(x.removed) != fmt.Sprint([]string{hashOf('b')}) {
+		t.Fatalf("removed %v; want b's file only", x.removed)
+	}
+	for _, c := range []byte("acd") {
+		if !x.has(c, 100) {
+			t.Errorf("%c evicted; want only b", c)
+		}
+	}
+	if x.has('b', 100) {
+		t.Error("b still found after its eviction")
+	}
+	tot := x.totals()
+	if tot.Entries != 3 || tot.Bytes != 300 || tot.Evictions != 1 {
+		t.Errorf("totals %+v; want 3 entries, 300 bytes, 1 eviction", tot)
+	}
+	if x.Generation() != 1 {
+		t.Errorf("generation %d; want 1 (one entry left)", x.Generation())
+	}
+}
+
+func TestIndexLookupOfAnotherSizeIsAMiss(t *testing.T) {
+	x := newTestIndex(t, 0)
+	x.commit('a', 10, false)
+	if x.has('a', 11) {
+		t.Error("a digest of another size found")
+	}
+	if !x.has('a', 10) {
+		t.Error("the stored size not found")
+	}
+	if _, ok := x.Lookup(Key{CAS, hashOf('a')}, 10, false); !ok {
+		t.Error("an uncounted lookup missed")
+	}
+	if tot := x.totals(); tot.Hits != 1 || tot.Misses != 1 {
+		t.Errorf("hits %d, misses %d; want 1 and 1 (the uncounted lookup is neither)", tot.Hits, tot.Misses)
+	}
+}
+
+func TestIndexRecommitKeepsTheEntryAndRemovesTheOtherForm(t *testing.T) {
+	x := newTestIndex(t, 0)
+	x.commit('a', 100, false)
+	x.mu.Lock()
+	before, _ := x.FileLocked(Key{CAS, hashOf('a')})
+	gen := before.Gen
+	x.mu.Unlock()
+	opened, _ := x.Lookup(Key{CAS, hashOf('a')}, 100, false)
+
+	x.commit('a', 100, true) // written again, compressed
+	x.mu.Lock()
+	after, _ := x.FileLocked(Key{CAS, hashOf('a')})
+	current := x.IsCurrentLocked(opened)
+	x.mu.Unlock()
+	if after != before || after.Gen != gen+1 || !after.Zstd {
+		t.Errorf("after a commit in the other form: same entry %v, gen %d (was %d), zstd %v; want the same entry, the next gen, compressed", after == before, after.Gen, gen, after.Zstd)
+	}
+	if fmt.Sprint(x.removed) != fmt.Sprint([]string{hashOf('a')}) {
+		t.Errorf("removed %v; want the plain file", x.removed)
+	}
+	if current {
+		t.Error("a copy taken before the recommit is still current")
+	}
+	if tot := x.totals(); tot.Entries != 1 || tot.ZstdEntries != 1 {
+		t.Errorf("totals %+v; want 1 entry, compressed", tot)
+	}
+	// A verdict on the copy taken before removes nothing.
+	x.mu.Lock()
+	dropped := x.DropCurrentLocked(opened)
+	x.mu.Unlock()
+	if dropped || !x.has('a', 100) {
+		t.Errorf("a stale copy dropped the entry (%v)", dropped)
+	}
+}
+
+func TestIndexReserveCountsTowardsTheMaximum(t *testing.T) {
+	x := newTestIndex(t, 100)
+	x.commit('a', 50, false)
+	if err := x.Reserve(60); err != nil {
+		t.Fatal(err)
+	}
+	if x.has('a', 50) {
+		t.Error("a kept while an upload's reservation needs its room")
+	}
+	if err := x.Reserve(50); !errors.Is(err, cas.ErrFull) {
+		t.Errorf("reserving past the maximum: %v; want ErrFull", err)
+	}
+	x.Unreserve(60)
+	if tot := x.totals(); tot.Partial != 0 {
+		t.Errorf("partial %d after unreserving; want 0", tot.Partial)
+	}
+	x.mu.Lock()
+	x.CloseLocked()
+	x.mu.Unlock()
+	if err := x.Reserve(1); !errors.Is(err, cas.ErrClosed) {
+		t.Errorf("reserving after close: %v; want ErrClosed", err)
+	}
+}
