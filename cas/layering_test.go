@@ -20,7 +20,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"fastcdc":       {},
 		"access":        {mod},
 		"actionresult":  {mod},
-		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/vfs", mod + "/disk/files", mod + "/disk/packs", mod + "/disk/packindex", mod + "/disk/integrity", mod + "/disk/groupcommit", mod + "/disk/pace", mod + "/disk/ages", mod + "/disk/unnamed"},
+		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/vfs", mod + "/disk/files", mod + "/disk/packs", mod + "/disk/packindex", mod + "/disk/integrity", mod + "/disk/groupcommit", mod + "/disk/pace", mod + "/disk/ages", mod + "/disk/unnamed", mod + "/disk/index"},
 		"disk/packfile": {},
 		"disk/zstdfile": {mod, mod + "/zstdseek", mod + "/disk/vfs"},
 		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek", mod + "/reapi/asset", mod + "/reapi/chunking", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
@@ -64,6 +64,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"disk/integrity":   {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/vfs"},
 		"disk/files":       {mod, mod + "/zstdseek", mod + "/disk/vfs", mod + "/disk/integrity", mod + "/disk/zstdfile"},
 		"disk/packs":       {mod, mod + "/zstdseek", mod + "/disk/vfs", mod + "/disk/packfile", mod + "/disk/integrity", mod + "/disk/zstdfile"},
+		"disk/index":       {mod, mod + "/disk/ages", mod + "/disk/packfile", mod + "/disk/packindex", mod + "/disk/packs"},
 	}
 	for dir, may := range allowed {
 		pkg, err := build.ImportDir(filepath.FromSlash(dir), 0)

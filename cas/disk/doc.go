@@ -13,15 +13,30 @@
 // matches its name is removed, never served. Blobs may be kept compressed
 // in the seekable zstd format of package zstdseek.
 //
-// The store coordinates rooms of its own, each a package below it that
-// imports nothing of it: files (a blob in a file of its own), packs (the
-// pack segments; packfile their record format, packindex the index of
-// their records and its checkpoint), integrity (hashes and block sums),
-// groupcommit (the batching of commits), pace (the scrubber's rate),
-// vfs (the file system: the operating system's, or a test's in memory
-// that forgets at a crash what was not synced; WithFS). What ties them together stays
-// here: the index of entries and its accounting, eviction, what a commit
-// does, what a failed check removes.
+// The Store coordinates; it holds no logic of its own beyond the order
+// of a read or a write (Store.open: index, location, checks, reader). Its
+// rooms, each a small type with its own test:
+//
+//   - the key-location map (package index: index.Index): which entries
+//     exist and where each is, a file or a pack record, their recency,
+//     the store's accounting and eviction under the maximum size;
+//   - the location-blob sides: blobFiles (blobfiles.go: an entry's file,
+//     plain or compressed, written through tmp/) and packedBlobs
+//     (packedblobs.go: records in pack segments, written, read, retired
+//     and copied forward);
+//   - the checks (checks.go): whether content may be served (hashed once
+//     per process, the verdict of a read whose CRC fails), and what a
+//     verdict of corrupt removes;
+//   - the group commit (groupcommit.go), the index checkpoint
+//     (checkpoint.go: checkpoints) and the scrubber's walk (scrub.go).
+//
+// The subpackages, none of which imports this one: index, files (a blob
+// in a file of its own), packs (the pack segments; packfile their record
+// format, packindex the table of their records and its checkpoint),
+// integrity (hashes and block sums), groupcommit (the batching of
+// commits), pace (the scrubber's rate), ages (the ages of evicted
+// entries), vfs (the file system: the operating system's, or a test's in
+// memory that forgets at a crash what was not synced; WithFS).
 //
 // Of the cache it imports cas and zstdseek besides those, never a protocol
 // (reapi), a tier above it (cas/tier) or access control: anything that
