@@ -17,7 +17,7 @@ import (
 )
 
 // Small blobs and action results are packed into segment files
-// (segment.go, package packfile) instead of getting a file each: a file costs
+// (package packs; their format, package packfile) instead of getting a file each: a file costs
 // about 50 µs of CPU per blob (create, write, fsync, rename, directory
 // fsync, close, and an unlink at eviction) and, on a journaled filesystem,
 // a journal commit of its own, which is most of what a build uploads.

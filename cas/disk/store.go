@@ -28,7 +28,7 @@ var ErrLocked = vfs.ErrLocked
 // On disk, under its directory:
 //
 //	cas/ab/ab12...            one file per blob, named by its SHA-256 in hex, sharded by the first two hex characters
-//	cas/ab/ab12...-{size}.zst a blob kept compressed: zstd frames and a seek table (seektable.go)
+//	cas/ab/ab12...-{size}.zst a blob kept compressed: zstd frames and a seek table (package zstdseek)
 //	packs/0000000000000001.pack small blobs and action results packed as records (WithPacks; package packfile)
 //	ac/ab/ab12...             one file per action result (a serialized ActionResult), named by the action digest's hash
 //	tmp/                      uploads in progress; emptied at start
@@ -268,7 +268,7 @@ func (s *Store) EvictionAges() ages.Evictions {
 func (s *Store) MaxSize() int64 { return s.maxSize }
 
 // entryLocked returns a copy of entry k without touching its recency
-// (index.entryLocked); mu held.
+// (index.Index.GetLocked); mu held. The machine-crash test looks there.
 func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.GetLocked(k) }
 
 // Contains reports whether blob d is stored (the empty blob always is),

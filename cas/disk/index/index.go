@@ -120,7 +120,7 @@ func (x *Index) Lookup(k Key, size int64, count bool) (Entry, bool) {
 	return e, ok
 }
 
-// LookupPending is lookup without the wait: it returns a copy of the
+// LookupPending is Lookup without the wait: it returns a copy of the
 // entry, whose pending is the batch whose commit of it is not yet
 // durable, if any. A read need not wait: the entry's content is durable,
 // and a reader that outlives a crash is no more.
