@@ -65,13 +65,11 @@ type entry struct {
 	zstd     bool // kept compressed, in a file named by files.ZstdPath
 }
 
-// lookup finds k, marks it most recently used and counts a hit or a miss.
-// For CAS blobs, a digest whose size differs from the stored file's is a
-// different blob and so a miss.
-// Internal checks (is an upload already complete? are an action result's
-// outputs present?) pass count=false so the counters measure clients' lookups.
-func (s *Store) lookup(k entryKey, size int64, count bool) (entry, bool) {
-	e, ok := s.lookupPending(k, size, count)
+// lookup finds k and marks it most recently used. For CAS blobs, a
+// digest whose size differs from the stored file's is a different blob
+// and so a miss; size -1 matches any (a blob named by its hash alone).
+func (s *Store) lookup(k entryKey, size int64) (entry, bool) {
+	e, ok := s.lookupPending(k, size)
 	if e.pending != nil {
 		// Just committed: report it once its rename is durable, so that
 		// no client is told of an entry a crash could still take away.
@@ -83,11 +81,11 @@ func (s *Store) lookup(k entryKey, size int64, count bool) (entry, bool) {
 // lookupPending is lookup without the wait: it returns a copy of the
 // entry, whose pending is the batch whose commit of it is not yet
 // durable, if any.
-func (s *Store) lookupPending(k entryKey, size int64, count bool) (entry, bool) {
+func (s *Store) lookupPending(k entryKey, size int64) (entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entryLocked(k)
-	if ok && (k.kind == kindAC || e.size == size) {
+	if ok && (k.kind == kindAC || e.size == size || size < 0) {
 		s.tick++
 		if e.seg == nil {
 			el := s.files[k]
@@ -97,13 +95,7 @@ func (s *Store) lookupPending(k entryKey, size int64, count bool) (entry, bool) 
 		} else {
 			s.refreshIfOldLocked(e)
 		}
-		if count {
-			s.hits++
-		}
 		return e, true
-	}
-	if count {
-		s.misses++
 	}
 	return entry{}, false
 }

@@ -16,29 +16,20 @@ import (
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
-// Open opens blob d for reading: a *files.Blob, a *packs.Blob or a
-// *zstdfile.Blob. It returns an error wrapping
-// ErrNotFound if the blob is not stored. The caller must Close it.
+// Open opens blob d for reading (cas.BlobStore.Open; d.Size -1 names it
+// by its hash alone): a *files.Blob, a *packs.Blob or a *zstdfile.Blob.
+// It returns an error wrapping ErrNotFound if the blob is not stored. The
+// caller must Close it.
 func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
-	if d.IsEmpty() {
+	if d.Hash == cas.EmptyHash && d.Size <= 0 {
 		return files.NewBlob(nil, 0, s.zp, nil), nil
 	}
-	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, true)
-}
-
-// OpenUncounted is Open for the server's own reads, such as copying a blob
-// to another tier: the lookup is not counted in Stats.
-func (s *Store) OpenUncounted(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
-	if d.IsEmpty() {
-		return files.NewBlob(nil, 0, s.zp, nil), nil
-	}
-	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size, false)
+	return s.open(ctx, entryKey{kindCAS, d.Hash}, d.Size)
 }
 
 // open opens entry k. A blob not yet verified in this process is re-hashed
-// first (verify.go): what it returns has matched its name. count says
-// whether the lookup is a client's.
-func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (cas.BlobReader, error) {
+// first (verify.go): what it returns has matched its name.
+func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReader, error) {
 	if s.isClosed() {
 		return nil, cas.ErrClosed
 	}
@@ -52,7 +43,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 		// A read need not wait for the entry's rename to be durable: its
 		// content is, and a reader that outlives a crash is no more.
 		var ok bool
-		e, ok = s.lookupPending(k, size, count && attempt == 0)
+		e, ok = s.lookupPending(k, size)
 		if !ok {
 			return nil, cas.ErrNotFound
 		}
@@ -143,16 +134,8 @@ func (s *Store) actionResultSums(e entry, fi os.FileInfo) []uint32 {
 	return nil
 }
 
-// ReadAll returns the whole content of blob d.
-func (s *Store) ReadAll(ctx context.Context, d cas.Digest) ([]byte, error) {
-	if d.IsEmpty() {
-		return []byte{}, nil
-	}
-	return s.readAll(ctx, entryKey{kindCAS, d.Hash}, d.Size)
-}
-
 func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
-	r, err := s.open(ctx, k, size, true)
+	r, err := s.open(ctx, k, size)
 	if err != nil {
 		return nil, err
 	}

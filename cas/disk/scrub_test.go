@@ -36,7 +36,7 @@ func (c *virtualClock) clock() pace.Clock {
 
 // scrubFor runs s's scrubber at rate for horizon of virtual time and
 // returns the store's counters then.
-func scrubFor(t *testing.T, s *Store, rate int64, horizon time.Duration) cas.StoreStats {
+func scrubFor(t *testing.T, s *Store, rate int64, horizon time.Duration) Stats {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -54,7 +54,7 @@ func putSmallBlobs(t *testing.T, s *Store, n, size int) {
 	for i := range n {
 		data := testblob.Pattern(size, byte(i))
 		data[0], data[1] = byte(i), byte(i>>8) // distinct for any n ≤ 65536
-		if err := s.Put(context.Background(), cas.DigestOf(data), data, cas.Uncompressed); err != nil {
+		if err := cas.Put(context.Background(), s, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +108,7 @@ func TestScrubKeepsToItsRate(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
 	for i := range 16 {
 		data := testblob.Pattern(64<<10, byte(i))
-		if err := s.Put(ctx, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -72,8 +72,6 @@ type Store struct {
 	partial       int64      // bytes reserved by uploads in progress (Writers); they count towards maxSize
 	acEntries     int64      // how many index entries are action results
 	evictions     int64
-	hits          int64
-	misses        int64
 	corrupt       int64 // blobs whose content no longer matched their name, removed
 	verified      int64 // bytes re-hashed by first reads and the scrubber
 	scrubPasses   int64 // full passes of the scrubber
@@ -228,10 +226,10 @@ func (s *Store) Close() error {
 }
 
 // Stats returns a snapshot of the store's counters.
-func (s *Store) Stats() cas.StoreStats {
+func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return cas.StoreStats{
+	return Stats{
 		Blobs:             s.entries - s.acEntries,
 		ActionResults:     s.acEntries,
 		Bytes:             s.bytes,
@@ -240,8 +238,6 @@ func (s *Store) Stats() cas.StoreStats {
 		CompressedBlobs:   s.zstdEntries,
 		MaxBytes:          s.maxSize,
 		Evictions:         s.evictions,
-		Hits:              s.hits,
-		Misses:            s.misses,
 		Corrupt:           s.corrupt,
 		VerifiedBytes:     s.verified,
 		ScrubPasses:       s.scrubPasses,
@@ -265,9 +261,6 @@ func (s *Store) EvictionAges() ages.Evictions {
 	defer s.mu.Unlock()
 	return s.evicted.Snapshot(time.Now())
 }
-
-// MaxSize returns the configured maximum size; 0 means no limit.
-func (s *Store) MaxSize() int64 { return s.maxSize }
 
 // path is where entry k is kept plain.
 func (s *Store) path(k entryKey) string { return files.Path(s.dir, k.kind.dir(), k.hash) }
@@ -300,60 +293,25 @@ func (s *Store) removeFile(e *entry) {
 	}
 }
 
-// Contains reports whether blob d is stored (the empty blob always is),
-// without counting a hit or miss: a check of the server's own.
-func (s *Store) Contains(_ context.Context, d cas.Digest) (bool, error) {
-	return s.contains(d), nil
-}
-
+// contains reports whether blob d is stored (the empty blob always is),
+// waiting for a commit of it to be durable, and marks it used.
 func (s *Store) contains(d cas.Digest) bool {
 	if d.IsEmpty() {
 		return true
 	}
-	_, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, false)
-	return ok
-}
-
-// Resolve returns the digest of the stored blob whose hash is hash, or an
-// error wrapping ErrNotFound. The index is keyed by hash, so this is one
-// map lookup; a blob whose commit is not yet durable is waited for, as a
-// lookup by digest waits.
-func (s *Store) Resolve(_ context.Context, hash string) (cas.Digest, error) {
-	if hash == cas.EmptyHash {
-		return cas.Digest{Hash: hash}, nil
-	}
-	k := entryKey{kindCAS, hash}
-	s.mu.Lock()
-	e, ok := s.entryLocked(k)
-	s.mu.Unlock()
-	if !ok {
-		return cas.Digest{}, fmt.Errorf("%w: blob %s", cas.ErrNotFound, hash)
-	}
-	if e.pending != nil {
-		<-e.pending.durable
-	}
-	return cas.Digest{Hash: hash, Size: e.size}, nil
-}
-
-// Has reports whether the blob d is stored (the empty blob always is) and
-// marks it recently used; a client's lookup.
-func (s *Store) Has(d cas.Digest) bool {
-	if d.IsEmpty() {
-		return true
-	}
-	_, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, true)
+	_, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size)
 	return ok
 }
 
 // FindMissing returns the digests in ds that are not stored, marking the
 // others recently used.
-func (s *Store) FindMissing(_ context.Context, ds []cas.Digest, lookup cas.Lookup) ([]cas.Digest, error) {
+func (s *Store) FindMissing(_ context.Context, ds []cas.Digest) ([]cas.Digest, error) {
 	var missing []cas.Digest
 	for _, d := range ds {
 		if d.IsEmpty() {
 			continue
 		}
-		if _, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size, bool(lookup)); !ok {
+		if _, ok := s.lookup(entryKey{kindCAS, d.Hash}, d.Size); !ok {
 			missing = append(missing, d)
 		}
 	}
