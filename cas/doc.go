@@ -1,8 +1,9 @@
 // Package cas is the vocabulary of the content-addressed blob cache for
 // remote builds that `membuf serve` runs: the [Digest] a blob is named by
-// (its SHA-256 and size), the [Storage] interface every tier implements
-// and every protocol serves from, with its [BlobReader], [BlobWriter] and
-// [StoreStats], and the errors a Storage returns.
+// (its SHA-256 and size), the [Storage] contract every tier implements
+// and every protocol serves from ([BlobStore] and [ActionCache], with its
+// [BlobReader] and [BlobWriter]), the helpers over it ([ReadAll], [Put],
+// [Contains], [Resolve]), and the errors a Storage returns.
 //
 // The cache is split by concern into packages below this one; imports run
 // one way, down this list:
@@ -14,6 +15,7 @@
 //	cas/backend/...   the shared tier's backends (cas/backend/s3: an S3-compatible bucket), each a tier.Backend
 //	cas/tier          a Storage of two tiers: a local store in front of a shared Backend (the journal, uploads, fills)
 //	cas/disk          the disk Storage: files, pack segments, index, group commit, integrity checks, the scrubber
+//	cas/decorator     what is cross-cutting about a store, each a type around a Storage
 //	cas/storagetest   the conformance suite every Storage passes
 //	cas/actionresult  what is checked in an action result before it is stored or served
 //	cas/access        who a caller is and what the policy lets it do

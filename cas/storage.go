@@ -8,81 +8,95 @@ import (
 	"github.com/membuf/membuf"
 )
 
-// Storage is what the services read and write through: blobs, named by
-// their digests, and action results, named by their actions' digests. The
-// disk store (disk.Store) is one; a tiered store (a disk store in front of a
-// shared object store) is another, which is why every call takes a context:
-// an implementation may do network I/O, and must stop waiting when ctx is
-// done.
+// Storage is what the services read and write through: a BlobStore for
+// blobs, named by their digests, and an ActionCache for action results,
+// named by their actions' digests. The disk store (disk.Store) is one; a
+// tiered store (a disk store in front of a shared one) is another, which
+// is why every call takes a context: an implementation may do network
+// I/O, and must stop waiting when ctx is done.
+//
+// The two halves are separate interfaces so that a decorator can wrap one
+// and pass the other through (bb-storage composes one BlobAccess per
+// store the same way); Compose puts two halves together.
+type Storage interface {
+	BlobStore
+	ActionCache
+}
+
+// BlobStore is the content-addressable half of a Storage: the fewest
+// methods that keep every fast path in the contract (a request's frames
+// in one writev, a batch in one group commit, an upload whose hash is
+// learnt as it arrives, ranges sent from the file with sendfile). What is
+// not here is a helper over these: ReadAll, Put and Contains. Counting
+// lookups, authorization and size limits are decorators around a store,
+// not parts of it.
 //
 // The empty blob is always present: implementations answer for it without
 // storing it. Errors wrap ErrNotFound, ErrMismatch, ErrTooLarge, ErrFull,
 // ErrClosed or ErrUnavailable where those apply (the services map them to
-// gRPC codes); any other error is internal.
-type Storage interface {
+// gRPC and HTTP codes); any other error is internal.
+type BlobStore interface {
 	// Open opens blob d for reading, or fails with an error wrapping
-	// ErrNotFound. A tier that fetches blobs from a slower one may open
-	// lazily instead (its first read both finds and streams the blob):
-	// then the first ReadChunks or ReadZstd of a blob it does not have
-	// fails with ErrNotFound, having handed on nothing. It counts as a
-	// client's lookup (StoreStats.Hits and Misses) and marks the blob
-	// recently used. The caller must Close the BlobReader.
+	// ErrNotFound, and marks it recently used. d.Size may be -1: the
+	// blob is named by its hash alone (the HTTP cache's /cas/{hash}), and
+	// the reader's Size is the stored blob's. A tier that fetches blobs
+	// from a slower one may open lazily instead (its first read both finds
+	// and streams the blob): then the first ReadChunks or ReadZstd of a
+	// blob it does not have fails with ErrNotFound, having handed on
+	// nothing. The caller must Close the BlobReader.
 	Open(ctx context.Context, d Digest) (BlobReader, error)
-	// ReadAll returns the whole content of blob d, freshly allocated (for
-	// small blobs: batch reads, Directory messages); a client's lookup.
-	ReadAll(ctx context.Context, d Digest) ([]byte, error)
 	// FindMissing returns the digests of ds that are not stored, in their
-	// order in ds, and marks the others recently used. lookup says whether
-	// the lookups count in StoreStats. An implementation with a slower tier
-	// asks it only about the digests its faster tier lacks, all at once.
-	FindMissing(ctx context.Context, ds []Digest, lookup Lookup) ([]Digest, error)
-	// Resolve returns the digest of the stored blob whose SHA-256 is hash
-	// (lowercase hex, checked by the caller): the hash with the blob's
-	// size. It is for protocols that name a blob by its hash alone (the
-	// HTTP cache's /cas/{hash}); the Open that follows is the client's
-	// lookup, so Resolve counts nothing and marks nothing used. A blob
-	// that is not stored is an error wrapping ErrNotFound.
-	Resolve(ctx context.Context, hash string) (Digest, error)
-	// Contains reports whether blob d is stored; a check of the server's
-	// own, not counted. It is called once per ByteStream Write message, so
-	// on a hit in memory it must not allocate.
-	Contains(ctx context.Context, d Digest) (bool, error)
+	// order in ds, and marks the others recently used. An implementation
+	// with a slower tier asks it only about the digests its faster tier
+	// lacks, all at once. It does not keep ds.
+	FindMissing(ctx context.Context, ds []Digest) ([]Digest, error)
 	// NewWriter starts writing blob d, which reached the server in the
 	// form arrived (the writer is given it uncompressed either way; a store
 	// may keep blobs that arrived compressed compressed). The caller must
 	// Commit or Abort the BlobWriter.
+	//
+	// A d with an empty Hash starts an unnamed blob of d.Size >= 1 bytes
+	// (the empty blob is always present), whose hash the caller does not
+	// know: the HTTP cache's keyed entries (sccache's, Gradle's) arrive
+	// named by a key the client chose. The writer hashes the bytes once,
+	// as they are written, and Commit stores them under their SHA-256:
+	// see BlobWriter.Digest. Commit fails with ErrMismatch only if fewer
+	// than d.Size bytes were written (writing more fails as for any
+	// writer).
 	NewWriter(ctx context.Context, d Digest, arrived Encoding) (BlobWriter, error)
-	// NewUnnamedWriter starts writing a blob of size bytes, size >= 1 (the
-	// empty blob is always present), whose hash the caller does not know:
-	// the writer learns it as it writes (UnnamedWriter). arrived is as for
-	// NewWriter. The caller must Commit or Abort the writer.
-	NewUnnamedWriter(ctx context.Context, size int64, arrived Encoding) (UnnamedWriter, error)
-	// Put stores data as blob d after checking that it matches d (size and
-	// hash: ErrMismatch otherwise); arrived is as for NewWriter. Storing a
-	// blob that is already present succeeds. Put is done with data when it
-	// returns: the caller may reuse it (a server's batch uploads pass views
-	// into gRPC's pooled frames).
-	Put(ctx context.Context, d Digest, data []byte, arrived Encoding) error
 	// PutBatch stores each data[i], blob ds[i]'s bytes in pieces (as gRPC
 	// received them), as blob ds[i], which arrived as arrived[i] (nil: all
-	// Uncompressed), each checked as Put checks one, and returns one error
-	// per blob (nil: stored). It is the path of a batch of small blobs
-	// (BatchUpdateBlobs): an implementation makes the batch durable at
-	// once (the disk store: one group commit, one round of fsyncs), and a
-	// tier in front of another passes the batch on whole; PutEach is the
-	// plain way, a Put per blob. It is done with data when it returns.
+	// Uncompressed), after checking that they match ds[i] (size and hash:
+	// ErrMismatch otherwise), and returns one error per blob (nil: stored,
+	// or already present). It is the path of a batch of small blobs
+	// (BatchUpdateBlobs) and of one blob whose bytes are at hand (Put): an
+	// implementation makes the batch durable at once (the disk store: one
+	// write and one group commit), and a tier in front of another passes
+	// the batch on whole; PutEach is the plain way, a writer per blob. It
+	// is done with data when it returns: the caller may reuse it (a
+	// server's batch uploads pass views into gRPC's pooled frames).
 	PutBatch(ctx context.Context, ds []Digest, data []net.Buffers, arrived []Encoding) []error
+}
+
+// ActionCache is the action cache half of a Storage.
+type ActionCache interface {
 	// GetActionResult returns the serialized ActionResult stored for the
-	// action digest d, or an error wrapping ErrNotFound; a client's lookup.
+	// action digest d, or an error wrapping ErrNotFound.
 	GetActionResult(ctx context.Context, d Digest) ([]byte, error)
 	// PutActionResult stores data, a serialized ActionResult, for the
 	// action digest d, replacing any earlier entry.
 	PutActionResult(ctx context.Context, d Digest, data []byte) error
-	// MaxSize returns the largest blob or action result accepted (the
-	// disk tier's size); 0 means no limit.
-	MaxSize() int64
-	// Stats returns a snapshot of the local store's counters.
-	Stats() StoreStats
+}
+
+// Compose returns the Storage of blobs and actions: each method goes to
+// the half it belongs to.
+func Compose(blobs BlobStore, actions ActionCache) Storage {
+	return composed{blobs, actions}
+}
+
+type composed struct {
+	BlobStore
+	ActionCache
 }
 
 // DefaultChunkSize is the size of the chunks a blob is read in and sent
@@ -90,18 +104,6 @@ type Storage interface {
 // ByteStream ReadResponse's data, and a quarter of a gRPC frame's default
 // limit.
 const DefaultChunkSize = 64 << 10
-
-// Lookup says whose lookup a FindMissing is.
-type Lookup bool
-
-const (
-	// ClientLookup is a lookup a client asked for; it counts in
-	// StoreStats.Hits and Misses.
-	ClientLookup Lookup = true
-	// InternalCheck is the server's own check (are an action result's
-	// outputs present?); it does not count.
-	InternalCheck Lookup = false
-)
 
 // Encoding is a form of a blob's bytes: as they are, or compressed.
 type Encoding uint8
@@ -162,7 +164,11 @@ type BlobReader interface {
 // as it streams, and becomes visible only on a successful Commit. A
 // BlobWriter is not safe for concurrent use.
 type BlobWriter interface {
-	// Digest returns the digest the writer was started with.
+	// Digest returns the digest the writer was started with. An unnamed
+	// writer's (NewWriter with an empty Hash) has an empty Hash until all
+	// of its bytes are written, then their SHA-256: the name Commit will
+	// store them under, which a tier in front of another records (it
+	// journals it) before committing.
 	Digest() Digest
 	// Written returns the number of bytes written so far.
 	Written() int64

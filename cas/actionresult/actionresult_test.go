@@ -43,7 +43,7 @@ func TestLoadServesOnlyWhatAClientCanUse(t *testing.T) {
 	t.Cleanup(func() { store.Close() })
 	out := []byte("an output")
 	od := cas.DigestOf(out)
-	if err := store.Put(ctx, od, out, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, store, od, out, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	put := func(name string, data []byte) cas.Digest {

@@ -123,7 +123,7 @@ func (l *Loader) Load(ctx context.Context, d cas.Digest) (*repb.ActionResult, []
 		}
 		refs, ods = append(refs, ref), append(ods, od)
 	}
-	missing, err := l.store.FindMissing(ctx, ods, cas.InternalCheck)
+	missing, err := l.store.FindMissing(cas.ServerCheck(ctx), ods)
 	if err != nil {
 		return nil, nil, fmt.Errorf("action result for %s: checking its outputs: %w", d, err)
 	}
@@ -177,7 +177,7 @@ func (l *Loader) checkTrees(ctx context.Context, action cas.Digest, ar *repb.Act
 		return nil
 	}
 	l.treesRead.Add(int64(len(read)))
-	missing, err := l.store.FindMissing(ctx, files, cas.InternalCheck)
+	missing, err := l.store.FindMissing(cas.ServerCheck(ctx), files)
 	if err != nil {
 		return fmt.Errorf("action result for %s: checking its output directories' files: %w", action, err)
 	}
@@ -198,7 +198,7 @@ func (l *Loader) readTree(ctx context.Context, action cas.Digest, path string, t
 	if td.Size > l.maxTree {
 		return nil, &Unservable{Action: action, Reason: fmt.Sprintf("output directory %q has a Tree of %d bytes, more than this server checks (%d)", cas.Clip(path), td.Size, l.maxTree)}
 	}
-	data, err := l.store.ReadAll(ctx, td)
+	data, err := cas.ReadAll(ctx, l.store, td)
 	if errors.Is(err, cas.ErrNotFound) {
 		// Evicted since the FindMissing that found it.
 		return nil, l.isIncomplete(&Incomplete{Action: action, Output: outputRef{kind: "output directory", path: path}.String(), Missing: td})

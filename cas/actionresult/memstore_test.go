@@ -2,9 +2,12 @@ package actionresult_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 )
 
@@ -17,7 +20,7 @@ type memStore struct {
 	blobs    map[cas.Digest][]byte
 	results  map[cas.Digest][]byte
 	gen      uint64
-	readAlls int // ReadAll calls
+	readAlls int // Open calls: the Tree reads (cas.ReadAll)
 	finds    int // FindMissing calls
 }
 
@@ -59,7 +62,7 @@ func (m *memStore) has(d cas.Digest) bool {
 	return ok || d.Hash == cas.EmptyHash
 }
 
-func (m *memStore) FindMissing(_ context.Context, ds []cas.Digest, _ cas.Lookup) ([]cas.Digest, error) {
+func (m *memStore) FindMissing(_ context.Context, ds []cas.Digest) ([]cas.Digest, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.finds++
@@ -72,14 +75,33 @@ func (m *memStore) FindMissing(_ context.Context, ds []cas.Digest, _ cas.Lookup)
 	return missing, nil
 }
 
-func (m *memStore) ReadAll(_ context.Context, d cas.Digest) ([]byte, error) {
+// Open opens a blob as a reader of it in memory: what a Loader reads a
+// Tree with (cas.ReadAll).
+func (m *memStore) Open(_ context.Context, d cas.Digest) (cas.BlobReader, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.readAlls++
 	if data, ok := m.blobs[d]; ok {
-		return data, nil
+		return memReader(data), nil
 	}
 	return nil, fmt.Errorf("blob %s: %w", d, cas.ErrNotFound)
+}
+
+// memReader reads a blob in memory, in one chunk; only what cas.ReadAll
+// calls is there.
+type memReader []byte
+
+func (r memReader) Size() int64          { return int64(len(r)) }
+func (r memReader) Stored() cas.Encoding { return cas.Uncompressed }
+func (r memReader) Close() error         { return nil }
+func (r memReader) ReadChunks(_ context.Context, off, end int64, _ membuf.BufferPool, _ int, fn func(membuf.Buffer) error) error {
+	return fn(membuf.Wrap(append([]byte(nil), r[off:end]...)))
+}
+func (r memReader) ReadZstd(context.Context, int64, membuf.BufferPool, int, func(membuf.Buffer) error) error {
+	return errors.ErrUnsupported
+}
+func (r memReader) WriteRange(context.Context, io.Writer, int64, int64, membuf.BufferPool, int) (int64, error) {
+	return 0, errors.ErrUnsupported
 }
 
 func (m *memStore) GetActionResult(_ context.Context, d cas.Digest) ([]byte, error) {

@@ -114,7 +114,7 @@ func BenchmarkStoreRead(b *testing.B) {
 					data = compressible(16 << 20)
 				}
 				d := cas.DigestOf(data)
-				if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+				if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 					b.Fatal(err)
 				}
 				if st := s.Stats(); (st.CompressedBlobs == 1) != (kind == "16MiB-zstd") {
@@ -185,7 +185,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 				runtime.ReadMemStats(&m0)
 				for i := range n {
 					data[0], data[1], data[2] = byte(i), byte(i>>8), byte(i>>16)
-					if err := s.Put(context.Background(), cas.DigestOf(data), data, cas.Uncompressed); err != nil {
+					if err := cas.Put(context.Background(), s, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -265,7 +265,7 @@ func writePacked(ctx context.Context, s *Store, mode string, ds []cas.Digest, da
 		}
 		return w.Commit(ctx)
 	case "put":
-		return s.Put(ctx, ds[0], data[0][0], cas.Uncompressed)
+		return cas.Put(ctx, s, ds[0], data[0][0], cas.Uncompressed)
 	}
 	return errors.Join(s.PutBatch(ctx, ds, data, nil)...)
 }

@@ -85,7 +85,7 @@ func TestRestartTakesPackedEntriesFromTheCheckpoint(t *testing.T) {
 	if after.Blobs != before.Blobs || after.Bytes != before.Bytes || after.UncompressedBytes != before.UncompressedBytes {
 		t.Fatalf("after the restart %d blobs, %d bytes (%d plain); before %d, %d (%d)", after.Blobs, after.Bytes, after.UncompressedBytes, before.Blobs, before.Bytes, before.UncompressedBytes)
 	}
-	if missing, _ := s.FindMissing(context.Background(), ds, cas.Lookup(true)); len(missing) != 0 {
+	if missing, _ := s.FindMissing(context.Background(), ds); len(missing) != 0 {
 		t.Fatalf("%d blobs missing after the restart", len(missing))
 	}
 	checkAll(t, s, ds, datas)
@@ -139,11 +139,11 @@ func TestCheckpointOfEvictedSegments(t *testing.T) {
 	if !c.checkpointLoaded {
 		t.Fatal("the checkpoint was not loaded")
 	}
-	missing, _ := c.FindMissing(context.Background(), ds1, cas.Lookup(false))
+	missing, _ := c.FindMissing(context.Background(), ds1)
 	if len(missing) != len(ds1) {
 		t.Fatalf("%d of the %d evicted blobs missing; want all", len(missing), len(ds1))
 	}
-	missing2, _ := c.FindMissing(context.Background(), ds2, cas.Lookup(false))
+	missing2, _ := c.FindMissing(context.Background(), ds2)
 	if st := c.Stats(); st.Blobs != int64(len(ds2)-len(missing2)) {
 		t.Fatalf("the store counts %d blobs; %d are there", st.Blobs, len(ds2)-len(missing2))
 	}

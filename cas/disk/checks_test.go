@@ -20,10 +20,10 @@ func TestChecksVerdictsOnAFile(t *testing.T) {
 	ctx := context.Background()
 	data := testblob.Random(100000, 3)
 	d := cas.DigestOf(data)
-	if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
-	e, _ := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false)
+	e, _ := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 
 	check := func(force bool) ([]uint32, error) {
 		f, err := s.blobFiles.open(&e)
@@ -44,7 +44,7 @@ func TestChecksVerdictsOnAFile(t *testing.T) {
 	if err := c.readFailed(entry{Key: e.Key, Gen: e.Gen + 1}, "a stale copy"); !errors.Is(err, errCorrupt) {
 		t.Errorf("readFailed: %v; want errCorrupt", err)
 	}
-	if !s.Has(d) || c.corrupt != 0 {
+	if !s.contains(d) || c.corrupt != 0 {
 		t.Fatalf("a verdict on a stale copy removed the blob (corrupt %d)", c.corrupt)
 	}
 
@@ -55,8 +55,8 @@ func TestChecksVerdictsOnAFile(t *testing.T) {
 	if _, err := check(true); !errors.Is(err, errCorrupt) {
 		t.Errorf("forced check of a rotten file: %v; want errCorrupt", err)
 	}
-	if s.Has(d) || c.corrupt != 1 || c.verified != d.Size {
-		t.Errorf("after the rot was found: present %v, corrupt %d, verified %d; want removed, 1, %d", s.Has(d), c.corrupt, c.verified, d.Size)
+	if s.contains(d) || c.corrupt != 1 || c.verified != d.Size {
+		t.Errorf("after the rot was found: present %v, corrupt %d, verified %d; want removed, 1, %d", s.contains(d), c.corrupt, c.verified, d.Size)
 	}
 	if c.onReadFailure(e) == nil {
 		t.Error("no read check with read checks on")

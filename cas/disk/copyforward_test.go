@@ -38,7 +38,7 @@ func TestACopyForwardIsDurableBeforeTheSyncersPass(t *testing.T) {
 	}
 	a := testblob.Random(1000, 1)
 	da := cas.DigestOf(a)
-	if err := s.Put(ctx, da, a, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, da, a, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	// Eight segments of a store of sixteen: a's is in the oldest quarter,
@@ -51,7 +51,7 @@ func TestACopyForwardIsDurableBeforeTheSyncersPass(t *testing.T) {
 			break
 		}
 		b := testblob.Random(200<<10, i)
-		if err := s.Put(ctx, cas.DigestOf(b), b, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, cas.DigestOf(b), b, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,14 +61,14 @@ func TestACopyForwardIsDurableBeforeTheSyncersPass(t *testing.T) {
 	// Let that pass go by, so that none is left to sync the copy.
 	x := testblob.Random(1000, 1000)
 	syncs := mem.Syncs()
-	if err := s.Put(ctx, cas.DigestOf(x), x, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, cas.DigestOf(x), x, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	await.True(t, "the syncer's pass", func() bool { return mem.Syncs() > syncs })
 	old := packedSeq(t, s, da)
 	// A read of a blob in the oldest quarter copies it forward, in the
 	// background.
-	if got, err := s.ReadAll(ctx, da); err != nil || !bytes.Equal(got, a) {
+	if got, err := cas.ReadAll(ctx, s, da); err != nil || !bytes.Equal(got, a) {
 		t.Fatalf("reading a: %v", err)
 	}
 	await.True(t, "a copied forward", func() bool { return packedSeq(t, s, da) != old })
@@ -83,7 +83,7 @@ func TestACopyForwardIsDurableBeforeTheSyncersPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if got, err := s.ReadAll(ctx, da); err != nil || !bytes.Equal(got, a) {
+	if got, err := cas.ReadAll(ctx, s, da); err != nil || !bytes.Equal(got, a) {
 		t.Fatalf("reading a after the crash: %v", err)
 	}
 	if seq := packedSeq(t, s, da); seq != copied {

@@ -223,7 +223,7 @@ func (r *crashRun) run(w crashWorkload, evictFrom *int) {
 		if r.mem.Crashed() {
 			break
 		}
-		r.acked(it, s.Put(ctx, it.d, it.data, cas.Uncompressed))
+		r.acked(it, cas.Put(ctx, s, it.d, it.data, cas.Uncompressed))
 		if i%4 == 3 {
 			r.syncPass()
 		}
@@ -232,14 +232,14 @@ func (r *crashRun) run(w crashWorkload, evictFrom *int) {
 		if r.mem.Crashed() {
 			break
 		}
-		r.acked(it, s.Put(ctx, it.d, it.data, cas.Uncompressed))
+		r.acked(it, cas.Put(ctx, s, it.d, it.data, cas.Uncompressed))
 	}
 	r.syncPass()
 	for _, it := range w.files {
 		if r.mem.Crashed() {
 			break
 		}
-		r.acked(it, s.Put(ctx, it.d, it.data, cas.Uncompressed))
+		r.acked(it, cas.Put(ctx, s, it.d, it.data, cas.Uncompressed))
 	}
 	ds := make([]cas.Digest, len(w.batch))
 	data := make([]net.Buffers, len(w.batch))
@@ -287,7 +287,7 @@ func (r *crashRun) run(w crashWorkload, evictFrom *int) {
 		if r.mem.Crashed() {
 			break
 		}
-		r.acked(it, s.Put(ctx, it.d, it.data, cas.Uncompressed))
+		r.acked(it, cas.Put(ctx, s, it.d, it.data, cas.Uncompressed))
 		r.evicted()
 		if i%8 == 7 {
 			r.syncPass()
@@ -328,7 +328,7 @@ func (r *crashRun) check(w crashWorkload, what string) {
 		if it.ac {
 			got, err = s.GetActionResult(ctx, it.d)
 		} else {
-			got, err = s.ReadAll(ctx, it.d)
+			got, err = cas.ReadAll(ctx, s, it.d)
 		}
 		switch {
 		case errors.Is(err, cas.ErrNotFound):
@@ -354,9 +354,9 @@ func (r *crashRun) check(w crashWorkload, what string) {
 	}
 	// And it takes writes again.
 	data := []byte("after the crash")
-	if err := s.Put(ctx, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
 		t.Errorf("%s: a Put after the crash: %v", what, err)
-	} else if got, err := s.ReadAll(ctx, cas.DigestOf(data)); err != nil || !bytes.Equal(got, data) {
+	} else if got, err := cas.ReadAll(ctx, s, cas.DigestOf(data)); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("%s: reading back a Put after the crash: %q, %v", what, got, err)
 	}
 }

@@ -22,17 +22,17 @@ func TestEvictionGenerationMovesOnlyWhenEntriesLeave(t *testing.T) {
 		data := testblob.Pattern(300, byte(i))
 		d := cas.DigestOf(data)
 		ds = append(ds, d)
-		if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range 3 {
 		put(i)
 	}
-	if _, err := s.FindMissing(ctx, ds, cas.InternalCheck); err != nil {
+	if _, err := s.FindMissing(cas.ServerCheck(ctx), ds); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadAll(ctx, ds[0]); err != nil {
+	if _, err := cas.ReadAll(ctx, s, ds[0]); err != nil {
 		t.Fatal(err)
 	}
 	if g := s.EvictionGeneration(); g != 0 {
@@ -59,7 +59,7 @@ func TestEvictionAgesAreTheTimeSinceLastUse(t *testing.T) {
 		data := testblob.Pattern(300, byte(i))
 		d := cas.DigestOf(data)
 		ds = append(ds, d)
-		if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -83,7 +83,7 @@ func TestEvictionAgesAreTheTimeSinceLastUse(t *testing.T) {
 	// of themselves: an entry not a second old.
 	for i := range 3 {
 		data := testblob.Pattern(300, byte(100+i))
-		if err := s.Put(ctx, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -289,7 +289,7 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	}
 	s.mu.Unlock()
 	for _, d := range packed {
-		data, err := s.ReadAll(context.Background(), d)
+		data, err := cas.ReadAll(context.Background(), s, d)
 		if err != nil || cas.DigestOf(data) != d {
 			t.Errorf("packed blob %s after the crash: %v; want it whole", d, err)
 		}
@@ -301,7 +301,7 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	for d := range acked {
 		parts := strings.Split(d, "/")
 		size, _ := strconv.ParseInt(parts[1], 10, 64)
-		if !s.Has(cas.Digest{Hash: parts[0], Size: size}) {
+		if !s.contains(cas.Digest{Hash: parts[0], Size: size}) {
 			t.Errorf("blob %s was acknowledged but is not in the store after the crash", d)
 		}
 	}

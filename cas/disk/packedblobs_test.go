@@ -39,7 +39,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 		}
 	}
 	commitRecord(first)
-	old, ok := s.idx.Lookup(k, 0, false)
+	old, ok := s.idx.Lookup(k, 0)
 	if !ok || old.Seg == nil || old.Size != int64(len(first)) {
 		t.Fatalf("record of %d bytes: found %v, %+v; want a packed entry", len(first), ok, old)
 	}

@@ -33,7 +33,7 @@ func putBlob(t *testing.T, s *Store, data []byte, viaWriter bool) cas.Digest {
 	t.Helper()
 	d := cas.DigestOf(data)
 	if !viaWriter {
-		if err := s.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+		if err := cas.Put(context.Background(), s, d, data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 		return d
@@ -57,7 +57,7 @@ func putBlob(t *testing.T, s *Store, data []byte, viaWriter bool) cas.Digest {
 // fails unless both give want.
 func readBack(t *testing.T, s *Store, d cas.Digest, want []byte) {
 	t.Helper()
-	got, err := s.ReadAll(context.Background(), d)
+	got, err := cas.ReadAll(context.Background(), s, d)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("ReadAll(%s): %d bytes, %v; want the %d bytes stored", d, len(got), err, len(want))
 	}
@@ -183,7 +183,7 @@ func TestPacksWritersAbortAndMismatch(t *testing.T) {
 	}
 
 	for _, d := range []cas.Digest{cas.DigestOf(aborted), dWrong, cas.DigestOf(unfinished)} {
-		if s.Has(d) {
+		if s.contains(d) {
 			t.Errorf("blob %s is present; its writer never committed it", d)
 		}
 	}
@@ -240,12 +240,12 @@ func TestPacksRotFound(t *testing.T) {
 	disktest.FlipByte(t, rotScrub, off3+3999, true)
 
 	s2 := openPackStore(t, dir, 0)
-	if _, err := s2.ReadAll(ctx, ds[1]); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.ReadAll(ctx, s2, ds[1]); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("reading the rotten blob: %v, want NotFound", err)
 	}
 	readBack(t, s2, ds[0], data[0])
 	scrubOnePass(t, ctx, s2)
-	missing, err := s2.FindMissing(ctx, ds, cas.ClientLookup)
+	missing, err := s2.FindMissing(ctx, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,16 +281,16 @@ func TestPacksEvictWholeSegmentsKeepWhatIsUsed(t *testing.T) {
 			t.Fatalf("after %d blobs the store holds %d bytes, over its %d", i, st.Bytes, maxSize)
 		}
 		if i%50 == 0 {
-			if ok, _ := s.Contains(ctx, dHot); !ok {
+			if ok, _ := cas.Contains(ctx, s, dHot); !ok {
 				t.Fatalf("the blob looked up every 50 writes was evicted after %d", i)
 			}
-			s.Has(dHot) // a client's lookup: what copies it forward
+			s.contains(dHot) // a client's lookup: what copies it forward
 		}
 	}
 	if st := s.Stats(); st.Evictions == 0 {
 		t.Fatal("nothing was evicted")
 	}
-	if s.Has(dCold) {
+	if s.contains(dCold) {
 		t.Error("the blob nobody asked for survived 40 MB of writes into 16 MiB")
 	}
 	readBack(t, s, dHot, hot)
@@ -374,7 +374,7 @@ func TestPacksTornRecordsAtStart(t *testing.T) {
 	s2 := openPackStore(t, dir, 0)
 	readBack(t, s2, d1, good1)
 	readBack(t, s2, d2, good2)
-	if s2.Has(dTorn) {
+	if s2.contains(dTorn) {
 		t.Fatal("a record whose data does not match its CRC was indexed")
 	}
 	if st := s2.Stats(); st.Blobs != 2 {

@@ -31,7 +31,7 @@ func TestPackSyncHeadsEarlierSlotsBeforeAcknowledging(t *testing.T) {
 	}
 	sl := bw.(*packs.Writer).Slot()
 	later := testblob.Random(2000, 2)
-	if err := s.Put(ctx, cas.DigestOf(later), later, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, cas.DigestOf(later), later, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	var b [packfile.HeaderLen]byte
@@ -49,7 +49,7 @@ func TestPackSyncHeadsEarlierSlotsBeforeAcknowledging(t *testing.T) {
 	if err := bw.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.ReadAll(ctx, cas.DigestOf(early)); err != nil || string(got) != string(early) {
+	if got, err := cas.ReadAll(ctx, s, cas.DigestOf(early)); err != nil || string(got) != string(early) {
 		t.Fatalf("reading the earlier blob back: %v", err)
 	}
 }

@@ -9,28 +9,6 @@ import (
 	"github.com/membuf/membuf/cas/disk/integrity"
 )
 
-// Put stores data as blob d after checking that it matches d. Storing a blob
-// that is already present succeeds (after the check: bad data for a stored
-// digest is still ErrMismatch).
-func (s *Store) Put(_ context.Context, d cas.Digest, data []byte, arrived cas.Encoding) error {
-	pieces := net.Buffers{data}
-	if err := integrity.CheckData(d, pieces); err != nil {
-		return err
-	}
-	if s.has(d, false) {
-		return nil
-	}
-	if s.maxSize > 0 && d.Size > s.maxSize {
-		return fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
-	}
-	c, err := s.writeBlob(d, pieces, arrived)
-	if err != nil {
-		return err
-	}
-	s.committer.commit(c)
-	return c.err
-}
-
 // writeBlob writes data, checked, as blob d: a record if the store packs
 // blobs its size, else a temporary file (blobFiles.write); it returns it
 // ready to commit.
@@ -43,7 +21,8 @@ func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) 
 
 // PutBatch stores each data[i], the bytes of blob ds[i] in pieces (written
 // in order, as writev writes them: a blob received in several buffers is
-// stored without joining them), as Put does, with one group commit for all
+// stored without joining them), after checking each against its digest,
+// with one group commit for all
 // of them: the batch costs one round of fsyncs, not one per blob, and no
 // goroutine per blob. It returns one error per blob (nil: the blob is
 // stored, durably). Its packed blobs' records are written with one
@@ -59,7 +38,7 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 			errs[i] = err
 			continue
 		}
-		if s.has(d, false) {
+		if s.contains(d) {
 			continue
 		}
 		if s.maxSize > 0 && d.Size > s.maxSize {

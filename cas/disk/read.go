@@ -16,23 +16,15 @@ import (
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
-// Open opens blob d for reading: a *files.Blob, a *packs.Blob or a
-// *zstdfile.Blob. It returns an error wrapping
-// ErrNotFound if the blob is not stored. The caller must Close it.
+// Open opens blob d for reading (cas.BlobStore.Open; d.Size -1 names it
+// by its hash alone): a *files.Blob, a *packs.Blob or a *zstdfile.Blob.
+// It returns an error wrapping ErrNotFound if the blob is not stored. The
+// caller must Close it.
 func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
-	if d.IsEmpty() {
+	if d.Hash == cas.EmptyHash && d.Size <= 0 {
 		return files.NewBlob(nil, 0, s.zp, nil), nil
 	}
-	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, true)
-}
-
-// OpenUncounted is Open for the server's own reads, such as copying a blob
-// to another tier: the lookup is not counted in Stats.
-func (s *Store) OpenUncounted(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
-	if d.IsEmpty() {
-		return files.NewBlob(nil, 0, s.zp, nil), nil
-	}
-	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false)
+	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 }
 
 // open opens entry k, going through the rooms in order: the index says
@@ -40,8 +32,8 @@ func (s *Store) OpenUncounted(ctx context.Context, d cas.Digest) (cas.BlobReader
 // say whether it may be served (a blob not yet verified in this process is
 // re-hashed first: what open returns has matched its name), and the
 // reader checks every block or record it reads against the sums the check
-// took. count says whether the lookup is a client's.
-func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (cas.BlobReader, error) {
+// took.
+func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReader, error) {
 	if s.idx.IsClosed() {
 		return nil, cas.ErrClosed
 	}
@@ -54,7 +46,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 	// lookup is done again.
 	for attempt := 0; ; attempt++ {
 		var ok bool
-		e, ok = s.idx.LookupPending(k, size, count && attempt == 0)
+		e, ok = s.idx.LookupPending(k, size)
 		if !ok {
 			return nil, cas.ErrNotFound
 		}
@@ -135,16 +127,8 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64, count bool) (c
 	return files.NewBlob(f, e.Size, s.zp, checked), nil
 }
 
-// ReadAll returns the whole content of blob d.
-func (s *Store) ReadAll(ctx context.Context, d cas.Digest) ([]byte, error) {
-	if d.IsEmpty() {
-		return []byte{}, nil
-	}
-	return s.readAll(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
-}
-
 func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
-	r, err := s.open(ctx, k, size, true)
+	r, err := s.open(ctx, k, size)
 	if err != nil {
 		return nil, err
 	}

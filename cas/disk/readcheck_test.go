@@ -25,10 +25,10 @@ func rotAfterRead(t *testing.T, s *Store, data []byte, off int64) cas.Digest {
 	t.Helper()
 	ctx := context.Background()
 	d := cas.DigestOf(data)
-	if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, data) {
+	if got, err := cas.ReadAll(ctx, s, d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("first read: %v", err)
 	}
 	path, base := storedAt(t, s, d)
@@ -77,10 +77,10 @@ func wantRemoved(t *testing.T, s *Store, d cas.Digest, err error, corrupt int64)
 	if !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("read of a damaged blob: %v, want an error wrapping ErrNotFound", err)
 	}
-	if s.Has(d) {
+	if s.contains(d) {
 		t.Fatal("damaged blob still stored after its read failed")
 	}
-	if missing, err := s.FindMissing(context.Background(), []cas.Digest{d}, cas.InternalCheck); err != nil || len(missing) != 1 {
+	if missing, err := s.FindMissing(cas.ServerCheck(context.Background()), []cas.Digest{d}); err != nil || len(missing) != 1 {
 		t.Fatalf("FindMissing: %v, %v; want the damaged blob missing", missing, err)
 	}
 	if got := s.Stats().Corrupt; got != corrupt {
@@ -134,7 +134,7 @@ func TestReadChecksCatchRotThroughReadAtAndReadAll(t *testing.T) {
 	wantRemoved(t, s, a, err, 1)
 
 	c := rotAfterRead(t, s, testblob.Pattern(2*integrity.Block+9, 4), 2*integrity.Block+3)
-	_, err = s.ReadAll(context.Background(), c)
+	_, err = cas.ReadAll(context.Background(), s, c)
 	wantRemoved(t, s, c, err, 2)
 }
 
@@ -175,12 +175,12 @@ func TestReadChecksAfterRestart(t *testing.T) {
 	s := openTestStore(t, dir, 0)
 	data := testblob.Pattern(2*integrity.Block+1, 6)
 	d := cas.DigestOf(data)
-	if err := s.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(context.Background(), s, d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	s = openTestStore(t, dir, 0)
-	if got, err := s.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
+	if got, err := cas.ReadAll(context.Background(), s, d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("first read after the restart: %v", err)
 	}
 	disktest.FlipByte(t, disktest.BlobPath(dir, d), 2*integrity.Block, true) // the last block, one byte long
@@ -226,7 +226,7 @@ func TestCheckedReadsOfEveryShape(t *testing.T) {
 			data = data[:150_000]
 		}
 		d := cas.DigestOf(data)
-		if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -267,13 +267,13 @@ func compressedRotAfterRead(t *testing.T, s *Store, data []byte, off int64, put 
 	ctx := context.Background()
 	d := cas.DigestOf(data)
 	if put {
-		if err := s.Put(ctx, d, data, cas.Zstd); err != nil {
+		if err := cas.Put(ctx, s, d, data, cas.Zstd); err != nil {
 			t.Fatal(err)
 		}
 	} else {
 		writeBlob(t, s, data, cas.Zstd, 10_000)
 	}
-	if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, data) {
+	if got, err := cas.ReadAll(ctx, s, d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("first read: %v", err)
 	}
 	s.mu.Lock()
@@ -322,7 +322,7 @@ func TestReadChecksCatchRotInACompressedBlob(t *testing.T) {
 	writeBlob(t, s, variant(3), cas.Zstd, 10_000)
 	s.Close()
 	s = openZstdStore(t, dir, 0, CompressAll, nil)
-	if got, err := s.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, variant(3)) {
+	if got, err := cas.ReadAll(context.Background(), s, d); err != nil || !bytes.Equal(got, variant(3)) {
 		t.Fatalf("first read after the restart: %v", err)
 	}
 	s.mu.Lock()
@@ -355,7 +355,7 @@ func TestPackedRecordFoundBadStaysMissingAfterRestart(t *testing.T) {
 	s := open()
 	neighbour := testblob.Pattern(3_000, 9)
 	nd := cas.DigestOf(neighbour)
-	if err := s.Put(ctx, nd, neighbour, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, nd, neighbour, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	// Found by a read's CRC check, in this process.
@@ -367,7 +367,7 @@ func TestPackedRecordFoundBadStaysMissingAfterRestart(t *testing.T) {
 	// SHA-256 can tell.
 	data := testblob.Pattern(4_000, 8)
 	byHash := cas.DigestOf(data)
-	if err := s.Put(ctx, byHash, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, byHash, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	path, off := storedAt(t, s, byHash)
@@ -379,17 +379,17 @@ func TestPackedRecordFoundBadStaysMissingAfterRestart(t *testing.T) {
 	rewriteRecord(t, path, off, func(data []byte) { data[10] ^= 1 })
 
 	s = open()
-	if _, err := s.ReadAll(ctx, byHash); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.ReadAll(ctx, s, byHash); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("read of a record whose content does not match its name: %v, want a miss", err)
 	}
 	s.Close()
 
 	s = open()
-	missing, err := s.FindMissing(ctx, []cas.Digest{byCRC, byHash, nd}, cas.ClientLookup)
+	missing, err := s.FindMissing(ctx, []cas.Digest{byCRC, byHash, nd})
 	if err != nil || len(missing) != 2 || missing[0] != byCRC || missing[1] != byHash {
 		t.Fatalf("FindMissing after the restart: %v, %v; want the two records found bad, not their neighbour", missing, err)
 	}
-	if got, err := s.ReadAll(ctx, nd); err != nil || !bytes.Equal(got, neighbour) {
+	if got, err := cas.ReadAll(ctx, s, nd); err != nil || !bytes.Equal(got, neighbour) {
 		t.Fatalf("the neighbouring record after the restart: %v", err)
 	}
 }

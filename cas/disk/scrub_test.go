@@ -37,7 +37,7 @@ func (c *virtualClock) clock() pace.Clock {
 
 // scrubFor runs s's scrubber at rate for horizon of virtual time and
 // returns the store's counters then.
-func scrubFor(t *testing.T, s *Store, rate int64, horizon time.Duration) cas.StoreStats {
+func scrubFor(t *testing.T, s *Store, rate int64, horizon time.Duration) Stats {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -55,7 +55,7 @@ func putSmallBlobs(t *testing.T, s *Store, n, size int) {
 	for i := range n {
 		data := testblob.Pattern(size, byte(i))
 		data[0], data[1] = byte(i), byte(i>>8) // distinct for any n ≤ 65536
-		if err := s.Put(context.Background(), cas.DigestOf(data), data, cas.Uncompressed); err != nil {
+		if err := cas.Put(context.Background(), s, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestScrubKeepsToItsRate(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
 	for i := range 16 {
 		data := testblob.Pattern(64<<10, byte(i))
-		if err := s.Put(ctx, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, cas.DigestOf(data), data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,13 +134,13 @@ func TestScrubberShardFindsRot(t *testing.T) {
 	ctx := context.Background()
 	data := testblob.Random(5000, 7)
 	d := cas.DigestOf(data)
-	if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	disktest.FlipByte(t, disktest.BlobPath(s.dir, d), 100, true) // bit rot, the time kept
 	s.scrubber.shard(ctx, d.Hash[:2], pace.New(ctx, 1<<40, pace.Wall))
 	st := s.Stats()
-	if st.ScrubListings != 1 || st.Corrupt != 1 || s.Has(d) {
-		t.Errorf("after a shard's walk: %d listings, %d corrupt, present %v; want 1, 1, removed", st.ScrubListings, st.Corrupt, s.Has(d))
+	if st.ScrubListings != 1 || st.Corrupt != 1 || s.contains(d) {
+		t.Errorf("after a shard's walk: %d listings, %d corrupt, present %v; want 1, 1, removed", st.ScrubListings, st.Corrupt, s.contains(d))
 	}
 }

@@ -227,11 +227,11 @@ func (s *Store) Close() error {
 func (s *Store) writeCheckpoint() error { return s.checkpoints.write() }
 
 // Stats returns a snapshot of the store's counters.
-func (s *Store) Stats() cas.StoreStats {
+func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.idx.TotalsLocked()
-	return cas.StoreStats{
+	return Stats{
 		Blobs:             t.Entries - t.ACEntries,
 		ActionResults:     t.ACEntries,
 		Bytes:             t.Bytes,
@@ -240,8 +240,6 @@ func (s *Store) Stats() cas.StoreStats {
 		CompressedBlobs:   t.ZstdEntries,
 		MaxBytes:          s.maxSize,
 		Evictions:         t.Evictions,
-		Hits:              t.Hits,
-		Misses:            t.Misses,
 		Corrupt:           s.checks.corrupt,
 		VerifiedBytes:     s.checks.verified,
 		ScrubPasses:       s.scrubber.passes,
@@ -264,59 +262,26 @@ func (s *Store) EvictionAges() ages.Evictions {
 	return s.idx.EvictionAges(time.Now())
 }
 
-// MaxSize returns the configured maximum size; 0 means no limit.
-func (s *Store) MaxSize() int64 { return s.maxSize }
-
 // entryLocked returns a copy of entry k without touching its recency
 // (index.Index.GetLocked); mu held. The machine-crash test looks there.
 func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.GetLocked(k) }
 
-// Contains reports whether blob d is stored (the empty blob always is),
-// without counting a hit or miss: a check of the server's own.
-func (s *Store) Contains(_ context.Context, d cas.Digest) (bool, error) {
-	return s.has(d, false), nil
-}
-
-// has reports whether blob d is stored (the empty blob always is),
-// marking it recently used; count: a client's lookup.
-func (s *Store) has(d cas.Digest, count bool) bool {
+// contains reports whether blob d is stored (the empty blob always is),
+// waiting for a commit of it to be durable, and marks it used.
+func (s *Store) contains(d cas.Digest) bool {
 	if d.IsEmpty() {
 		return true
 	}
-	_, ok := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, count)
+	_, ok := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 	return ok
-}
-
-// Resolve returns the digest of the stored blob whose hash is hash, or an
-// error wrapping ErrNotFound. The index is keyed by hash, so this is one
-// map lookup; a blob whose commit is not yet durable is waited for, as a
-// lookup by digest waits.
-func (s *Store) Resolve(_ context.Context, hash string) (cas.Digest, error) {
-	if hash == cas.EmptyHash {
-		return cas.Digest{Hash: hash}, nil
-	}
-	e, ok := s.idx.Get(entryKey{Kind: kindCAS, Hash: hash})
-	if !ok {
-		return cas.Digest{}, fmt.Errorf("%w: blob %s", cas.ErrNotFound, hash)
-	}
-	if e.Pending != nil {
-		<-e.Pending.Durable
-	}
-	return cas.Digest{Hash: hash, Size: e.Size}, nil
-}
-
-// Has reports whether the blob d is stored (the empty blob always is) and
-// marks it recently used; a client's lookup.
-func (s *Store) Has(d cas.Digest) bool {
-	return s.has(d, true)
 }
 
 // FindMissing returns the digests in ds that are not stored, marking the
 // others recently used.
-func (s *Store) FindMissing(_ context.Context, ds []cas.Digest, lookup cas.Lookup) ([]cas.Digest, error) {
+func (s *Store) FindMissing(_ context.Context, ds []cas.Digest) ([]cas.Digest, error) {
 	var missing []cas.Digest
 	for _, d := range ds {
-		if !s.has(d, bool(lookup)) {
+		if !s.contains(d) {
 			missing = append(missing, d)
 		}
 	}

@@ -70,7 +70,7 @@ func checkLostOrWhole(t *testing.T, s *Store, ds []cas.Digest, datas [][]byte) i
 	ctx := context.Background()
 	var lost []cas.Digest
 	for i, d := range ds {
-		got, err := s.ReadAll(ctx, d)
+		got, err := cas.ReadAll(ctx, s, d)
 		switch {
 		case errors.Is(err, cas.ErrNotFound):
 			lost = append(lost, d)
@@ -81,14 +81,14 @@ func checkLostOrWhole(t *testing.T, s *Store, ds []cas.Digest, datas [][]byte) i
 		}
 		// A second read answers as the first did: a lost blob stays
 		// missing (it is not found bad again and again).
-		if _, err2 := s.ReadAll(ctx, d); (err == nil) != (err2 == nil) {
+		if _, err2 := cas.ReadAll(ctx, s, d); (err == nil) != (err2 == nil) {
 			t.Fatalf("blob %d: the first read %v, the second %v", i, err, err2)
 		}
 	}
 	if len(lost) == 0 {
 		t.Fatal("no blob was lost to the truncation: the test damaged nothing")
 	}
-	missing, err := s.FindMissing(ctx, ds, cas.ClientLookup)
+	missing, err := s.FindMissing(ctx, ds)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 // over like any reserved record.
 var placeholderHash = strings.Repeat("0", 64)
 
-// NewUnnamedWriter starts writing a blob of size bytes whose hash is
-// learned as it is written (cas.UnnamedWriter): a writer of NewWriter's,
-// named at Commit by what it hashed on the way, so that the content is
-// hashed once.
-func (s *Store) NewUnnamedWriter(ctx context.Context, size int64, arrived cas.Encoding) (cas.UnnamedWriter, error) {
+// newUnnamedWriter starts writing a blob of size bytes whose hash is
+// learned as it is written (NewWriter with an empty Hash): a writer of
+// NewWriter's, named at Commit by what it hashed on the way, so that the
+// content is hashed once.
+func (s *Store) newUnnamedWriter(ctx context.Context, size int64, arrived cas.Encoding) (cas.BlobWriter, error) {
 	if size < 1 {
 		return nil, fmt.Errorf("disk: an unnamed blob of %d bytes: the empty blob is always present, and is not written", size)
 	}

@@ -29,7 +29,7 @@ func TestUnnamedBlobSurvivesARestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			data := testblob.Text(tc.size, 1)
-			w, err := s.NewUnnamedWriter(ctx, int64(len(data)), cas.Uncompressed)
+			w, err := s.NewWriter(ctx, cas.Digest{Size: int64(len(data))}, cas.Uncompressed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,13 +44,13 @@ func TestUnnamedBlobSurvivesARestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if got, err := s.ReadAll(ctx, cas.DigestOf(data)); err != nil || string(got) != string(data) {
+			if got, err := cas.ReadAll(ctx, s, cas.DigestOf(data)); err != nil || string(got) != string(data) {
 				t.Fatalf("ReadAll after a restart: %d bytes, %v", len(got), err)
 			}
 			if st := s.Stats(); st.Blobs != 1 {
 				t.Fatalf("%d blobs after a restart, want 1", st.Blobs)
 			}
-			if _, err := s.Resolve(ctx, placeholderHash); err == nil {
+			if _, err := cas.Resolve(ctx, s, placeholderHash); err == nil {
 				t.Fatal("the placeholder names a blob")
 			}
 		})

@@ -41,7 +41,7 @@ func TestCorruptBlobFoundOnFirstReadAfterRestart(t *testing.T) {
 	good, bad := testblob.Pattern(1000, 1), testblob.Pattern(3<<20+5, 2) // bad spans several hash chunks
 	gd, bd := cas.DigestOf(good), cas.DigestOf(bad)
 	for _, b := range [][]byte{good, bad} {
-		if err := s.Put(ctx, cas.DigestOf(b), b, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, cas.DigestOf(b), b, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,14 +54,14 @@ func TestCorruptBlobFoundOnFirstReadAfterRestart(t *testing.T) {
 	if st := s.Stats(); st.VerifiedBytes != 0 || st.Corrupt != 0 {
 		t.Fatalf("stats before any read: %+v; want nothing verified or corrupt yet", st)
 	}
-	got, err := s.ReadAll(ctx, gd)
+	got, err := cas.ReadAll(ctx, s, gd)
 	if err != nil || !bytes.Equal(got, good) {
 		t.Fatalf("intact blob after restart: %v", err)
 	}
 	if st := s.Stats(); st.VerifiedBytes != gd.Size {
 		t.Fatalf("VerifiedBytes after the first read of a %d-byte blob: %d", gd.Size, st.VerifiedBytes)
 	}
-	if _, err := s.ReadAll(ctx, gd); err != nil {
+	if _, err := cas.ReadAll(ctx, s, gd); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); st.VerifiedBytes != gd.Size {
@@ -83,18 +83,18 @@ func TestCorruptBlobFoundOnFirstReadAfterRestart(t *testing.T) {
 	if st.Corrupt != 1 || st.Blobs != 1 || st.Bytes != gd.Size {
 		t.Errorf("stats after finding the corrupt blob: %+v; want 1 corrupt, 1 blob of %d bytes left", st, gd.Size)
 	}
-	missing, err := s.FindMissing(ctx, []cas.Digest{gd, bd}, cas.ClientLookup)
+	missing, err := s.FindMissing(ctx, []cas.Digest{gd, bd})
 	if err != nil || len(missing) != 1 || missing[0] != bd {
 		t.Errorf("FindMissing after the corrupt blob was found: %v, %v; want only it", missing, err)
 	}
-	if _, err := s.ReadAll(ctx, bd); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.ReadAll(ctx, s, bd); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("ReadAll of the removed blob: %v; want cas.ErrNotFound", err)
 	}
 	// It can be uploaded again.
-	if err := s.Put(ctx, bd, bad, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, bd, bad, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.ReadAll(ctx, bd); err != nil || !bytes.Equal(got, bad) {
+	if got, err := cas.ReadAll(ctx, s, bd); err != nil || !bytes.Equal(got, bad) {
 		t.Fatalf("re-uploaded blob: %v", err)
 	}
 }
@@ -108,17 +108,17 @@ func TestBlobModifiedWhileRunning(t *testing.T) {
 	s := openTestStore(t, dir, 0)
 	data := testblob.Pattern(5000, 3)
 	d := cas.DigestOf(data)
-	if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, data) {
+	if got, err := cas.ReadAll(ctx, s, d); err != nil || !bytes.Equal(got, data) {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); st.VerifiedBytes != 0 {
 		t.Fatalf("a blob this process wrote was re-hashed on read: %+v", st)
 	}
 	disktest.FlipByte(t, disktest.BlobPath(dir, d), 10, false)
-	if got, err := s.ReadAll(ctx, d); !errors.Is(err, cas.ErrNotFound) {
+	if got, err := cas.ReadAll(ctx, s, d); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("read after the file changed: %d bytes, %v; want cas.ErrNotFound", len(got), err)
 	}
 	if st := s.Stats(); st.Corrupt != 1 || st.Blobs != 0 {
@@ -136,7 +136,7 @@ func TestScrubFindsRotNobodyRead(t *testing.T) {
 	for i := range 5 {
 		data := testblob.Pattern(10000*(i+1), byte(i))
 		d := cas.DigestOf(data)
-		if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 			t.Fatal(err)
 		}
 		ds = append(ds, d)
@@ -148,7 +148,7 @@ func TestScrubFindsRotNobodyRead(t *testing.T) {
 	if st.Corrupt != 1 || st.Blobs != 4 {
 		t.Fatalf("after a pass: %+v; want the rotten blob removed and 4 left", st)
 	}
-	missing, _ := s.FindMissing(ctx, ds, cas.ClientLookup)
+	missing, _ := s.FindMissing(ctx, ds)
 	if len(missing) != 1 || missing[0] != ds[3] {
 		t.Fatalf("FindMissing after the scrub: %v; want only the rotten blob", missing)
 	}
@@ -158,7 +158,7 @@ func TestScrubFindsRotNobodyRead(t *testing.T) {
 		if i == 3 {
 			continue
 		}
-		if _, err := s.ReadAll(ctx, d); err != nil {
+		if _, err := cas.ReadAll(ctx, s, d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,7 +178,7 @@ func TestConcurrentFirstReadsHashOnce(t *testing.T) {
 	}
 	data := testblob.Pattern(4<<20, 9)
 	d := cas.DigestOf(data)
-	if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -187,7 +187,7 @@ func TestConcurrentFirstReadsHashOnce(t *testing.T) {
 	errs := make(chan error, readers)
 	for range readers {
 		go func() {
-			got, err := s.ReadAll(ctx, d)
+			got, err := cas.ReadAll(ctx, s, d)
 			if err == nil && !bytes.Equal(got, data) {
 				err = errors.New("wrong bytes")
 			}

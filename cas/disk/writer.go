@@ -12,7 +12,10 @@ import (
 // arrived as arrived compressed, the writer compresses as it writes, unless
 // the first frame shows the blob does not compress. The caller must call
 // Commit or Abort.
-func (s *Store) NewWriter(_ context.Context, d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
+func (s *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
+	if d.Hash == "" {
+		return s.newUnnamedWriter(ctx, d.Size, arrived)
+	}
 	if s.maxSize > 0 && d.Size > s.maxSize {
 		return nil, fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
 	}

@@ -51,7 +51,7 @@ func TestWriteRangeOfEveryShape(t *testing.T) {
 			}
 			defer s.Close()
 			d := cas.DigestOf(data)
-			if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+			if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 				t.Fatal(err)
 			}
 			if st := s.Stats(); (st.CompressedBlobs == 1) != (shape == "compressed") {

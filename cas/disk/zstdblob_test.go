@@ -100,7 +100,7 @@ func checkReads(t *testing.T, s *Store, d cas.Digest, data []byte, want cas.Enco
 			t.Fatalf("ReadZstd from %d decompresses to %d bytes, want %d", off, len(got), n-off)
 		}
 	}
-	all, err := s.ReadAll(context.Background(), d)
+	all, err := cas.ReadAll(context.Background(), s, d)
 	if err != nil || !bytes.Equal(all, data) {
 		t.Fatalf("ReadAll: %d bytes, err %v", len(all), err)
 	}
@@ -183,7 +183,7 @@ func TestStoreCompressPolicies(t *testing.T) {
 		checkReads(t, s, d, data, c.want)
 		// Put follows the same policy.
 		small := testblob.Text(5000, 3)
-		if err := s.Put(context.Background(), cas.DigestOf(small), small, c.arrived); err != nil {
+		if err := cas.Put(context.Background(), s, cas.DigestOf(small), small, c.arrived); err != nil {
 			t.Fatal(err)
 		}
 		checkReads(t, s, cas.DigestOf(small), small, c.want)
@@ -254,7 +254,7 @@ func TestStoreEvictsByStoredSize(t *testing.T) {
 	if st.Blobs < 3 || st.UncompressedBytes <= max || st.Evictions == 0 {
 		t.Fatalf("%+v: compressed, more than max's worth of blobs should fit", st)
 	}
-	if !s.Has(ds[len(ds)-1]) || s.Has(ds[0]) {
+	if !s.contains(ds[len(ds)-1]) || s.contains(ds[0]) {
 		t.Fatal("the newest should stay and the oldest go")
 	}
 }
@@ -276,8 +276,8 @@ func TestStoreCompressedMismatchLeavesNothing(t *testing.T) {
 	if err := w.Commit(context.Background()); !errors.Is(err, cas.ErrMismatch) {
 		t.Fatalf("Commit of the wrong content: %v", err)
 	}
-	if tmp := disktest.TmpFiles(t, dir); len(tmp) != 0 || s.Has(d) {
-		t.Fatalf("left behind: tmp %v, stored %v", tmp, s.Has(d))
+	if tmp := disktest.TmpFiles(t, dir); len(tmp) != 0 || s.contains(d) {
+		t.Fatalf("left behind: tmp %v, stored %v", tmp, s.contains(d))
 	}
 	if files, _ := filepath.Glob(filepath.Join(dir, "cas", d.Hash[:2], "*")); len(files) != 0 {
 		t.Fatalf("left behind: %v", files)
@@ -328,13 +328,13 @@ func TestStoreDamagedCompressedBlob(t *testing.T) {
 		t.Fatalf("reading a damaged frame: %v, want a miss (cas.ErrNotFound)", err)
 	}
 	b.Close()
-	if s.Has(d) || s.Stats().Corrupt != 1 {
-		t.Fatalf("after the read: stored %v, %d corrupt; want removed and counted", s.Has(d), s.Stats().Corrupt)
+	if s.contains(d) || s.Stats().Corrupt != 1 {
+		t.Fatalf("after the read: stored %v, %d corrupt; want removed and counted", s.contains(d), s.Stats().Corrupt)
 	}
 	// The scrubber's check (forced) finds rot nobody has read.
 	d = writeBlob(t, s, data, cas.Uncompressed, 1<<20)
 	damage(d, flip, true)
-	e, _ := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false)
+	e, _ := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 	f, err := vfs.Default.Open(path(d))
 	if err != nil {
 		t.Fatal(err)
@@ -343,8 +343,8 @@ func TestStoreDamagedCompressedBlob(t *testing.T) {
 		t.Fatalf("forced check of a damaged frame: %v, want errCorrupt", err)
 	}
 	f.Close()
-	if s.Has(d) || s.Stats().Corrupt != 2 {
-		t.Fatalf("after the check: stored %v, %d corrupt; want removed and counted", s.Has(d), s.Stats().Corrupt)
+	if s.contains(d) || s.Stats().Corrupt != 2 {
+		t.Fatalf("after the check: stored %v, %d corrupt; want removed and counted", s.contains(d), s.Stats().Corrupt)
 	}
 
 	// A damaged frame or a cut seek table found on open: removed, NOT_FOUND.

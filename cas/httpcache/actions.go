@@ -104,7 +104,7 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, instan
 		return
 	}
 	limit := h.opts.MaxActionResultSize
-	if max := h.store.MaxSize(); max > 0 {
+	if max := h.opts.MaxBlobSize; max > 0 {
 		limit = min(limit, max)
 	}
 	if n > limit {

@@ -17,11 +17,16 @@ import (
 // file, sendfile).
 func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, hash string) {
 	ctx := r.Context()
-	d, err := h.store.Resolve(ctx, hash)
+	// Named by its hash alone: the store knows its size. A HEAD is a
+	// client's lookup too, marking the blob used; a tier opens lazily, so
+	// it fetches nothing for one.
+	b, err := h.store.Open(ctx, cas.Digest{Hash: hash, Size: -1})
 	if err != nil {
 		h.fail(w, r, op, "blob "+hash, err)
 		return
 	}
+	defer b.Close()
+	d := cas.Digest{Hash: hash, Size: b.Size()}
 	rng, partial, satisfiable := parseRange(r.Header.Get("Range"), d.Size)
 	if partial && !satisfiable {
 		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(d.Size, 10))
@@ -44,21 +49,9 @@ func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, 
 		h.stats.count(op, code)
 	}
 	if r.Method == http.MethodHead {
-		// A client's lookup, counted and marking the blob used, as a
-		// FindMissingBlobs of it would.
-		if missing, err := h.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil || len(missing) > 0 {
-			h.fail(w, r, op, "blob "+d.String(), cmpErr(err, cas.ErrNotFound))
-			return
-		}
 		header()
 		return
 	}
-	b, err := h.store.Open(ctx, d)
-	if err != nil {
-		h.fail(w, r, op, "blob "+d.String(), err)
-		return
-	}
-	defer b.Close()
 	if rng.off == rng.end {
 		header()
 		return
@@ -98,14 +91,6 @@ func clearStallDeadline(rc *http.ResponseController) {
 	rc.SetReadDeadline(time.Time{})
 }
 
-// cmpErr returns err, or fallback if err is nil.
-func cmpErr(err, fallback error) error {
-	if err != nil {
-		return err
-	}
-	return fallback
-}
-
 // putBlob answers PUT of /cas/{hash}: the body is written to the store as
 // it arrives, in pooled chunks under the upload budget, and committed only
 // if it hashes to the name.
@@ -116,7 +101,7 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 		h.answer(w, opPut, http.StatusLengthRequired, "a PUT to /cas/ needs a Content-Length: the blob's size is part of its name in the store")
 		return
 	}
-	if max := h.store.MaxSize(); max > 0 && n > max {
+	if max := h.opts.MaxBlobSize; max > 0 && n > max {
 		h.answer(w, opPut, http.StatusRequestEntityTooLarge, fmt.Sprintf("blob %s is %d bytes; this store holds blobs of at most %d", hash, n, max))
 		return
 	}
@@ -129,7 +114,7 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 		h.answer(w, opPut, http.StatusOK, "stored")
 		return
 	}
-	if ok, err := h.store.Contains(ctx, d); err == nil && ok {
+	if ok, err := cas.Contains(ctx, h.store, d); err == nil && ok {
 		// Stored already: read the body only to keep the connection.
 		got, err := io.Copy(io.Discard, r.Body)
 		h.stats.bytesIn.Add(got)

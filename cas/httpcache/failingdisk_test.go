@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,11 +29,13 @@ func (failingDisk) NewWriter(context.Context, cas.Digest, cas.Encoding) (cas.Blo
 	return nil, errIO
 }
 
-func (failingDisk) NewUnnamedWriter(context.Context, int64, cas.Encoding) (cas.UnnamedWriter, error) {
-	return nil, errIO
+func (failingDisk) PutBatch(_ context.Context, ds []cas.Digest, _ []net.Buffers, _ []cas.Encoding) []error {
+	errs := make([]error, len(ds))
+	for i := range errs {
+		errs[i] = errIO
+	}
+	return errs
 }
-
-func (failingDisk) Put(context.Context, cas.Digest, []byte, cas.Encoding) error { return errIO }
 
 func (failingDisk) PutActionResult(context.Context, cas.Digest, []byte) error { return errIO }
 

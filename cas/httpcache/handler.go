@@ -38,6 +38,10 @@ type UploadBudget interface {
 
 // Options configure a Handler.
 type Options struct {
+	// MaxBlobSize is the largest blob or action result the store accepts
+	// (the disk's size, a configured limit); 0 means no limit. A larger
+	// PUT is refused (413) before its body is read.
+	MaxBlobSize int64
 	// Pool provides the buffers blobs are read into and PUT bodies are
 	// received in, one chunk at a time; nil allocates them plainly.
 	Pool membuf.BufferPool

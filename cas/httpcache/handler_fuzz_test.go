@@ -65,11 +65,11 @@ func FuzzHandler(f *testing.F) {
 		if !isCAS || method != "GET" || (rec.Code != 200 && rec.Code != 206) {
 			return
 		}
-		stored, err := store.Resolve(context.Background(), name)
+		stored, err := cas.Resolve(context.Background(), store, name)
 		if err != nil {
 			t.Fatalf("GET %s answered %d, but the store does not have it: %v", path, rec.Code, err)
 		}
-		data, err := store.ReadAll(context.Background(), stored)
+		data, err := cas.ReadAll(context.Background(), store, stored)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -186,7 +186,7 @@ func TestPutThatDoesNotMatchStoresNothing(t *testing.T) {
 		if rec.Code != 400 || !strings.Contains(rec.Body.String(), "ended after") {
 			t.Errorf("%d bytes, body one short: %d %q", n, rec.Code, rec.Body)
 		}
-		if _, err := c.store.Resolve(context.Background(), d.Hash); !errors.Is(err, cas.ErrNotFound) {
+		if _, err := cas.Resolve(context.Background(), c.store, d.Hash); !errors.Is(err, cas.ErrNotFound) {
 			t.Fatalf("%d bytes: after the refused PUTs the store has it: %v", n, err)
 		}
 	}
@@ -397,7 +397,7 @@ func TestStalledPutIsEnded(t *testing.T) {
 			t.Fatalf("%s with a stalled body: %d %q, want 408", path, resp.StatusCode, msg)
 		}
 	}
-	if _, err := c.store.Resolve(context.Background(), d.Hash); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.Resolve(context.Background(), c.store, d.Hash); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("the stalled PUT stored something: %v", err)
 	}
 	b.mu.Lock()
@@ -436,7 +436,7 @@ func TestShortBodyThenHalfCloseIsAnswered(t *testing.T) {
 			t.Errorf("PUT %s, 1000 of 5000 bytes, then a half-close: %d %q; want 400 naming what arrived", path, resp.StatusCode, body)
 		}
 	}
-	if _, err := c.store.Resolve(context.Background(), cas.DigestOf(data).Hash); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.Resolve(context.Background(), c.store, cas.DigestOf(data).Hash); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("the short body was stored: %v", err)
 	}
 }

@@ -105,7 +105,7 @@ func (h *Handler) putKeyed(w http.ResponseWriter, r *http.Request, kp keyedPath)
 		h.answer(w, opPutKeyed, http.StatusLengthRequired, "a PUT of a keyed entry needs a Content-Length")
 		return
 	}
-	if max := h.store.MaxSize(); max > 0 && n > max {
+	if max := h.opts.MaxBlobSize; max > 0 && n > max {
 		h.answer(w, opPutKeyed, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s is %d bytes; this store holds entries of at most %d", kp, n, max))
 		return
 	}
@@ -130,7 +130,7 @@ func (h *Handler) receiveKeyed(r *http.Request, w http.ResponseWriter, n int64) 
 		return cas.Digest{Hash: cas.EmptyHash}, nil // always present
 	}
 	ctx := r.Context()
-	bw, err := h.store.NewUnnamedWriter(ctx, n, cas.Uncompressed)
+	bw, err := h.store.NewWriter(ctx, cas.Digest{Size: n}, cas.Uncompressed)
 	if err != nil {
 		return cas.Digest{}, err
 	}

@@ -46,7 +46,7 @@ func (h *Handler) propfind(w http.ResponseWriter, r *http.Request, kp keyedPath)
 		rec, err := h.lookupKeyed(r.Context(), kp)
 		if err == nil {
 			var missing []cas.Digest
-			missing, err = h.store.FindMissing(r.Context(), []cas.Digest{rec.content}, cas.InternalCheck)
+			missing, err = h.store.FindMissing(cas.ServerCheck(r.Context()), []cas.Digest{rec.content})
 			if err == nil && len(missing) > 0 {
 				err = fmt.Errorf("%w: its content %s is no longer stored", cas.ErrNotFound, rec.content)
 			}

@@ -202,7 +202,7 @@ func TestAccessPolicyCells(t *testing.T) {
 			f.tree = cas.DigestOf(treeData)
 			f.action = cas.DigestOf([]byte("an action"))
 			for d, data := range map[cas.Digest][]byte{f.blob: f.data, f.tree: treeData} {
-				if err := e.store.Put(ctx, d, data, cas.Uncompressed); err != nil {
+				if err := cas.Put(ctx, e.store, d, data, cas.Uncompressed); err != nil {
 					t.Fatal(err)
 				}
 			}

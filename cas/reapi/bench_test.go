@@ -42,7 +42,7 @@ func BenchmarkRead(b *testing.B) {
 			e := newEnv(b, 0, Options{Pool: bc.pool})
 			data := testblob.Pattern(4<<20, 1)
 			d := cas.DigestOf(data)
-			if err := e.store.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+			if err := cas.Put(context.Background(), e.store, d, data, cas.Uncompressed); err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(int64(len(data)))

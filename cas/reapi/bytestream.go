@@ -140,7 +140,7 @@ func (b *byteStreamService) firstWriteRequest(in *upload.Receiver) (*grpcmem.Wri
 	if err != nil {
 		return nil, resourceName{}, nameError(err)
 	}
-	if max := b.s.store.MaxSize(); max > 0 && rn.Digest.Size > max {
+	if max := b.s.opts.MaxBlobSize; max > 0 && rn.Digest.Size > max {
 		return nil, resourceName{}, status.Errorf(codes.InvalidArgument, "blob %s is larger than this server accepts (%d bytes, max_cas_blob_size_bytes)", rn.Digest, max)
 	}
 	return req, rn, nil
@@ -151,7 +151,7 @@ func (b *byteStreamService) firstWriteRequest(in *upload.Receiver) (*grpcmem.Wri
 // interrupted), and answers the client.
 func (b *byteStreamService) writePlain(stream bspb.ByteStream_WriteServer, in *upload.Receiver, req *grpcmem.WriteRequest, rn resourceName) error {
 	s, ctx, d := b.s, stream.Context(), rn.Digest
-	if ok, err := s.store.Contains(ctx, d); err != nil {
+	if ok, err := cas.Contains(ctx, s.store, d); err != nil {
 		return rpcstatus.Store(err, "blob "+d.String())
 	} else if ok {
 		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: d.Size})
@@ -179,7 +179,8 @@ func (b *byteStreamService) writePlain(stream bspb.ByteStream_WriteServer, in *u
 // unless its content is known to be bad or it is done with.
 func (b *byteStreamService) receiveUpload(ctx context.Context, in *upload.Receiver, u *upload.Upload, req *grpcmem.WriteRequest, d cas.Digest) (committed int64, keep bool, err error) {
 	name := req.ResourceName
-	if b.storedMeanwhile(ctx, d) { // by another stream, while this one waited for the upload
+	checks := cas.ServerCheck(ctx)    // marked once, not at every message
+	if b.storedMeanwhile(checks, d) { // by another stream, while this one waited for the upload
 		return d.Size, false, nil
 	}
 	skip, err := resumeAt(req.WriteOffset, u.W.Written(), name)
@@ -205,7 +206,7 @@ func (b *byteStreamService) receiveUpload(ctx context.Context, in *upload.Receiv
 		if req.FinishWrite {
 			return b.commitUpload(ctx, in, u, name, d, next)
 		}
-		if b.storedMeanwhile(ctx, d) { // by another upload
+		if b.storedMeanwhile(checks, d) { // by another upload
 			return d.Size, false, nil
 		}
 		req, err = in.Recv()
@@ -237,7 +238,7 @@ func resumeAt(offset, committed int64, name string) (skip int64, err error) {
 // having completed while this one was under way (a failure to tell is
 // not: the upload goes on).
 func (b *byteStreamService) storedMeanwhile(ctx context.Context, d cas.Digest) bool {
-	ok, _ := b.s.store.Contains(ctx, d)
+	ok, _ := cas.Contains(ctx, b.s.store, d)
 	return ok
 }
 
@@ -278,7 +279,7 @@ func (b *byteStreamService) QueryWriteStatus(ctx context.Context, req *bspb.Quer
 	if err != nil {
 		return nil, nameError(err)
 	}
-	if ok, err := b.s.store.Contains(ctx, rn.Digest); err != nil {
+	if ok, err := cas.Contains(ctx, b.s.store, rn.Digest); err != nil {
 		return nil, rpcstatus.Store(err, "blob "+rn.Digest.String())
 	} else if ok {
 		return &bspb.QueryWriteStatusResponse{CommittedSize: rn.Digest.Size, Complete: true}, nil

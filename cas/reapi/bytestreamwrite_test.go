@@ -81,7 +81,7 @@ func TestWriteMismatchStoresNothing(t *testing.T) {
 	_, err = e.write(writeName("u3", d), append(data, 1, 2), 3000)
 	wantCode(t, err, codes.InvalidArgument, "more than the 10000 bytes")
 
-	if e.store.Has(d) {
+	if stored(e.store, d) {
 		t.Fatal("a mismatched upload was stored")
 	}
 	for _, u := range []string{"u", "u2", "u3"} {
@@ -140,7 +140,7 @@ func TestWriteProtocolViolations(t *testing.T) {
 		&bspb.WriteRequest{ResourceName: writeName("p3", d), Data: data, FinishWrite: true},
 		&bspb.WriteRequest{WriteOffset: 10})
 	wantCode(t, err, codes.InvalidArgument, "followed the one with finish_write")
-	if e.store.Has(d) {
+	if stored(e.store, d) {
 		t.Fatal("a blob was stored by a stream that broke the protocol")
 	}
 
@@ -172,7 +172,7 @@ func TestWriteResumeAfterStreamEnds(t *testing.T) {
 	if err != nil || qs.CommittedSize != 4000 || qs.Complete {
 		t.Fatalf("QueryWriteStatus: %v, %v", qs, err)
 	}
-	if e.store.Has(d) {
+	if stored(e.store, d) {
 		t.Fatal("incomplete upload is visible")
 	}
 	// Resume from the committed size.
@@ -180,7 +180,7 @@ func TestWriteResumeAfterStreamEnds(t *testing.T) {
 	if err != nil || resp.CommittedSize != d.Size {
 		t.Fatalf("resumed write: %v, %v", resp, err)
 	}
-	if got, _ := e.store.ReadAll(context.Background(), d); !bytes.Equal(got, data) {
+	if got, _ := cas.ReadAll(context.Background(), e.store, d); !bytes.Equal(got, data) {
 		t.Fatal("resumed blob differs")
 	}
 
@@ -210,7 +210,7 @@ func TestWriteResumeAfterStreamEnds(t *testing.T) {
 	if resp, err := stream.CloseAndRecv(); err != nil || resp.CommittedSize != 8000 {
 		t.Fatalf("restarted upload: %v, %v", resp, err)
 	}
-	if !e.store.Has(d2) {
+	if !stored(e.store, d2) {
 		t.Fatal("restarted upload not stored")
 	}
 }
@@ -231,7 +231,7 @@ func TestKilledUploadLeavesNothingBehind(t *testing.T) {
 	e.waitCommitted(name, 60000)
 	cancel()
 
-	if e.store.Has(d) {
+	if stored(e.store, d) {
 		t.Fatal("killed upload is visible")
 	}
 	// Kept for resumption for the TTL, then gone with its temporary file.
@@ -239,7 +239,7 @@ func TestKilledUploadLeavesNothingBehind(t *testing.T) {
 		_, err := e.bs.QueryWriteStatus(context.Background(), &bspb.QueryWriteStatusRequest{ResourceName: name})
 		return status.Code(err) == codes.NotFound && len(disktest.TmpFiles(t, e.dir)) == 0
 	})
-	if e.store.Has(d) {
+	if stored(e.store, d) {
 		t.Fatal("killed upload is visible")
 	}
 }
@@ -260,7 +260,7 @@ func TestKilledUploadCanResume(t *testing.T) {
 	if err != nil || resp.CommittedSize != d.Size {
 		t.Fatalf("resume after a killed stream: %v, %v", resp, err)
 	}
-	if got, _ := e.store.ReadAll(context.Background(), d); !bytes.Equal(got, data) {
+	if got, _ := cas.ReadAll(context.Background(), e.store, d); !bytes.Equal(got, data) {
 		t.Fatal("resumed blob differs")
 	}
 }
@@ -297,7 +297,7 @@ func TestConcurrentWritesOfOneBlob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := e.store.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
+	if got, err := cas.ReadAll(context.Background(), e.store, d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("after concurrent writes: %v", err)
 	}
 	await.True(t, "the upload's temporary file to be removed", func() bool { return len(disktest.TmpFiles(t, e.dir)) == 0 })

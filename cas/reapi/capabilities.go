@@ -33,7 +33,7 @@ func (c *capabilitiesService) GetCapabilities(ctx context.Context, req *repb.Get
 			DigestFunctions:               []repb.DigestFunction_Value{repb.DigestFunction_SHA256},
 			ActionCacheUpdateCapabilities: &repb.ActionCacheUpdateCapabilities{UpdateEnabled: updateAC},
 			MaxBatchTotalSizeBytes:        c.s.opts.MaxBatchBytes,
-			MaxCasBlobSizeBytes:           c.s.store.MaxSize(),
+			MaxCasBlobSizeBytes:           c.s.opts.MaxBlobSize,
 			SymlinkAbsolutePathStrategy:   repb.SymlinkAbsolutePathStrategy_ALLOWED,
 			SupportedCompressors:          []repb.Compressor_Value{repb.Compressor_ZSTD},
 			// BatchReadBlobs answers zstd for blobs kept compressed when a

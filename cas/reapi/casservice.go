@@ -66,7 +66,7 @@ func (c *casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissing
 		}
 		ds[i] = d
 	}
-	missing, err := c.s.store.FindMissing(ctx, ds, cas.ClientLookup)
+	missing, err := c.s.store.FindMissing(ctx, ds)
 	if err != nil {
 		return nil, rpcstatus.Store(err, "FindMissingBlobs")
 	}
@@ -280,7 +280,7 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 				return nil
 			})
 		} else {
-			data, err = c.s.store.ReadAll(ctx, d)
+			data, err = cas.ReadAll(ctx, c.s.store, d)
 		}
 		if err != nil {
 			r.Status = statusProto(rpcstatus.Store(err, "blob "+d.String()))

@@ -76,7 +76,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("committed", resp.CommittedSize, "bytes; stored:", store.Has(d))
+	missing, _ := store.FindMissing(ctx, []cas.Digest{d})
+	fmt.Println("committed", resp.CommittedSize, "bytes; stored:", len(missing) == 0)
 
 	r, err := bs.Read(ctx, &bspb.ReadRequest{ResourceName: "my-instance/blobs/" + d.String()})
 	if err != nil {

@@ -1,6 +1,7 @@
 package reapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,8 +105,14 @@ type Options struct {
 	// answers only from the CAS (a sha256 checksum.sri) and from pushed
 	// associations.
 	AssetHosts []string
-	// AssetMaxSize bounds a download; 0 means the store's maximum size, or
-	// DefaultAssetMaxSize if it has none.
+	// MaxBlobSize is the largest blob or action result the store accepts
+	// (the server's composition knows it: the disk's size, a configured
+	// limit); 0 means no limit. Capabilities advertises it as
+	// max_cas_blob_size_bytes, and a larger upload is refused before any
+	// of it is received.
+	MaxBlobSize int64
+	// AssetMaxSize bounds a download; 0 means MaxBlobSize, or
+	// DefaultAssetMaxSize if that is 0.
 	AssetMaxSize int64
 	// AssetTimeout bounds a download when the request asks for no shorter
 	// one; 0 means DefaultAssetTimeout.
@@ -213,11 +220,11 @@ func NewServer(store cas.Storage, opts Options) (*Server, error) {
 		return err
 	}
 	s.asset = asset.New(store, asset.Options{
-		Hosts: opts.AssetHosts, MaxSize: opts.AssetMaxSize, Timeout: opts.AssetTimeout,
+		Hosts: opts.AssetHosts, MaxSize: cmp.Or(opts.AssetMaxSize, opts.MaxBlobSize), Timeout: opts.AssetTimeout,
 		Pool: opts.Pool, ChunkSize: opts.ChunkSize, Budget: s.uploadBudget, Logger: opts.Logger,
 		Authorize: authorize,
 	})
-	s.chunking = chunking.New(store, chunking.Options{Pool: opts.Pool, ChunkSize: opts.ChunkSize, Logger: opts.Logger, Authorize: authorize})
+	s.chunking = chunking.New(store, chunking.Options{MaxBlobSize: opts.MaxBlobSize, Pool: opts.Pool, ChunkSize: opts.ChunkSize, Logger: opts.Logger, Authorize: authorize})
 	return s, nil
 }
 

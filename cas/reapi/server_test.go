@@ -15,6 +15,7 @@ import (
 	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/decorator"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/internal/await"
@@ -33,6 +34,7 @@ type testEnv struct {
 	maxSize int64
 	opts    Options
 	store   *disk.Store
+	lookups *decorator.LookupCounter // around store: what the server serves from
 	srv     *Server
 	g       *grpc.Server
 	conn    *grpc.ClientConn
@@ -82,7 +84,14 @@ func (e *testEnv) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(store, e.opts)
+	// Composed as the server composes it: lookups counted around the
+	// store, the store's size the protocols' limit.
+	e.lookups = decorator.CountLookups(store)
+	opts := e.opts
+	if opts.MaxBlobSize == 0 {
+		opts.MaxBlobSize = e.maxSize
+	}
+	srv, err := NewServer(e.lookups, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +185,7 @@ func (e *testEnv) putDir(dir *repb.Directory) cas.Digest {
 		e.t.Fatal(err)
 	}
 	d := cas.DigestOf(data)
-	if err := e.store.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(context.Background(), e.store, d, data, cas.Uncompressed); err != nil {
 		e.t.Fatal(err)
 	}
 	return d
@@ -363,7 +372,7 @@ func TestEvictionKeepsStoreUnderMaxSize(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// The newest are kept.
-	if !e.store.Has(cas.DigestOf(testblob.Pattern(12000, 9))) || e.store.Has(cas.DigestOf(testblob.Pattern(12000, 0))) {
+	if !stored(e.store, cas.DigestOf(testblob.Pattern(12000, 9))) || stored(e.store, cas.DigestOf(testblob.Pattern(12000, 0))) {
 		t.Fatal("eviction did not remove the least recently used")
 	}
 }
@@ -406,4 +415,10 @@ func TestNewServerOptions(t *testing.T) {
 		t.Fatal("negative chunk size accepted")
 	}
 	var _ = errors.New
+}
+
+// stored reports whether blob d is in s (the empty blob always is).
+func stored(s cas.BlobStore, d cas.Digest) bool {
+	ok, err := cas.Contains(context.Background(), s, d)
+	return ok && err == nil
 }

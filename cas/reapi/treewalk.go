@@ -53,7 +53,7 @@ func (w *treeWalk) nextDir(ctx context.Context, c *casService) (*repb.Directory,
 			c.s.log.Warn("GetTree: blob too large for a Directory; left out", "digest", d.String())
 			continue
 		}
-		data, err := c.s.store.ReadAll(ctx, d)
+		data, err := cas.ReadAll(ctx, c.s.store, d)
 		if err != nil {
 			if isRoot {
 				return nil, rpcstatus.Store(err, "tree root "+d.String())

@@ -223,7 +223,7 @@ func TestUploadBudgetBoundsMemoryOfManyWriters(t *testing.T) {
 		}
 	}
 	for _, b := range blobs {
-		if got, err := store.ReadAll(ctx, cas.DigestOf(b)); err != nil || string(got) != string(b) {
+		if got, err := cas.ReadAll(ctx, store, cas.DigestOf(b)); err != nil || string(got) != string(b) {
 			t.Fatalf("blob %s not stored intact: %v", cas.DigestOf(b), err)
 		}
 	}

@@ -83,7 +83,7 @@ func TestIdleUploadsHoldNoDescriptors(t *testing.T) {
 		if err != nil || resp.CommittedSize != d.Size {
 			t.Fatalf("resuming upload %d: %v, %v", i, resp, err)
 		}
-		if got, err := e.store.ReadAll(context.Background(), d); err != nil || string(got) != string(data) {
+		if got, err := cas.ReadAll(context.Background(), e.store, d); err != nil || string(got) != string(data) {
 			t.Fatalf("resumed blob %d: %v", i, err)
 		}
 	}
@@ -174,7 +174,7 @@ func TestPartialUploadsCountTowardsMaxSize(t *testing.T) {
 	if st.PartialBytes != 500<<10 || st.Bytes+st.PartialBytes > max {
 		t.Fatalf("after a 500KiB partial upload beside a 600KiB blob, store of 1MiB: %+v", st)
 	}
-	if ok, _ := e.store.Contains(context.Background(), old); ok {
+	if ok, _ := cas.Contains(context.Background(), e.store, old); ok {
 		t.Error("the stored blob was not evicted to make room for the upload")
 	}
 	other := testblob.Pattern(900<<10, 3)
@@ -271,7 +271,7 @@ func TestAbandonedUploadsSoak(t *testing.T) {
 			err = fmt.Errorf("upload %d committed %d of %d bytes", i, n, d.Size)
 		}
 		if err == nil {
-			if ok, _ := e.store.Contains(context.Background(), d); !ok {
+			if ok, _ := cas.Contains(context.Background(), e.store, d); !ok {
 				err = fmt.Errorf("upload %d succeeded but the blob is not stored", i)
 			}
 		}

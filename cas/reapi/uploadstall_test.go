@@ -99,7 +99,7 @@ func TestStalledUploadIsKeptForResumption(t *testing.T) {
 	if resp, err := w.CloseAndRecv(); err != nil || resp.CommittedSize != int64(len(blob)) {
 		t.Fatalf("resumed upload: %v, %v; want %d committed", resp, err, len(blob))
 	}
-	if ok, err := store.Contains(ctx, d); err != nil || !ok {
+	if ok, err := cas.Contains(ctx, store, d); err != nil || !ok {
 		t.Fatalf("the resumed blob is not stored: %v, %v", ok, err)
 	}
 	if n := srv.Stats().UploadsStalled; n != 1 {

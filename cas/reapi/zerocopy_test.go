@@ -181,7 +181,7 @@ func TestZeroCopyWriteRules(t *testing.T) {
 		if err != nil || n != d.Size {
 			t.Fatalf("write %d in %d: committed %d, %v", tc.size, tc.chunk, n, err)
 		}
-		if got, err := e.store.ReadAll(context.Background(), d); err != nil || !bytes.Equal(got, data) {
+		if got, err := cas.ReadAll(context.Background(), e.store, d); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("write %d in %d: stored blob differs (%v)", tc.size, tc.chunk, err)
 		}
 	}
@@ -203,7 +203,7 @@ func TestZeroCopyWriteRules(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument, "finish_write at offset 9000")
 	_, err = e.write(writeName("u3", d), append(bytes.Clone(data), 1, 2), 3000)
 	wantCode(t, err, codes.InvalidArgument, "more than the 10000 bytes")
-	if e.store.Has(d) {
+	if stored(e.store, d) {
 		t.Fatal("a mismatched upload was stored")
 	}
 
@@ -231,7 +231,7 @@ func TestZeroCopyWriteRules(t *testing.T) {
 	if err != nil || resp.CommittedSize != d.Size {
 		t.Fatalf("restarted write: %v, %v", resp, err)
 	}
-	if got, _ := e.store.ReadAll(context.Background(), d); !bytes.Equal(got, data) {
+	if got, _ := cas.ReadAll(context.Background(), e.store, d); !bytes.Equal(got, data) {
 		t.Fatal("restarted blob differs")
 	}
 	// Every received frame went back to the pool (partial uploads kept for
@@ -481,11 +481,11 @@ func TestBatchesInPlaceOnlyWithServerOptions(t *testing.T) {
 				t.Errorf("responses' digests %v, %v: want the requests' (none for none)", resp.Responses[0].Digest, resp.Responses[3].Digest)
 			}
 			for _, data := range [][]byte{big, small} {
-				if got, err := e.store.ReadAll(context.Background(), cas.DigestOf(data)); err != nil || !bytes.Equal(got, data) {
+				if got, err := cas.ReadAll(context.Background(), e.store, cas.DigestOf(data)); err != nil || !bytes.Equal(got, data) {
 					t.Fatalf("stored blob of %d bytes differs (%v)", len(data), err)
 				}
 			}
-			if e.store.Has(cas.DigestOf(other)) {
+			if stored(e.store, cas.DigestOf(other)) {
 				t.Fatal("a mismatched blob was stored")
 			}
 			// Read them back in one batch, with a miss and a bad digest.

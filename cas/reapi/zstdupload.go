@@ -26,7 +26,7 @@ func (b *byteStreamService) writeZstd(ctx context.Context, stream bspb.ByteStrea
 	s := b.s
 	// remote_execution.proto: an upload that finds the blob present ends at
 	// once with committed_size -1 if compressed.
-	if ok, err := s.store.Contains(ctx, d); err != nil {
+	if ok, err := cas.Contains(ctx, s.store, d); err != nil {
 		return rpcstatus.Store(err, "blob "+d.String())
 	} else if ok {
 		return stream.SendAndClose(&bspb.WriteResponse{CommittedSize: -1})

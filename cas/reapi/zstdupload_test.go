@@ -158,7 +158,7 @@ func TestZstdWriteBadStreams(t *testing.T) {
 		if msg := status.Convert(err).Message(); !bytes.Contains([]byte(msg), []byte(c.want)) {
 			t.Fatalf("%s: %q, want it to say %q", c.name, msg, c.want)
 		}
-		if ok, _ := e.store.Contains(context.Background(), c.d); ok {
+		if ok, _ := cas.Contains(context.Background(), e.store, c.d); ok {
 			t.Fatalf("%s: the blob was stored", c.name)
 		}
 		await.True(t, c.name+": the upload's temporary file to go", func() bool { return len(disktest.TmpFiles(t, e.dir)) == 0 })

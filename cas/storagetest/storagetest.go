@@ -42,7 +42,6 @@ func Run(t *testing.T, open func(t *testing.T) cas.Storage) {
 		{"ActionResults", testActionResults},
 		{"Concurrent", testConcurrent},
 		{"Suspend", testSuspend},
-		{"LimitsAndStats", testLimitsAndStats},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, open(t)) })
 	}
@@ -102,16 +101,16 @@ func writeRange(t *testing.T, s cas.Storage, d cas.Digest, off, end int64) []byt
 func testEmptyBlob(t *testing.T, s cas.Storage) {
 	ctx := context.Background()
 	empty := cas.DigestOf(nil)
-	if ok, err := s.Contains(ctx, empty); !ok || err != nil {
+	if ok, err := cas.Contains(ctx, s, empty); !ok || err != nil {
 		t.Errorf("Contains(empty): %v, %v", ok, err)
 	}
-	if missing, err := s.FindMissing(ctx, []cas.Digest{empty}, cas.ClientLookup); len(missing) != 0 || err != nil {
+	if missing, err := s.FindMissing(ctx, []cas.Digest{empty}); len(missing) != 0 || err != nil {
 		t.Errorf("FindMissing(empty): %v, %v", missing, err)
 	}
-	if data, err := s.ReadAll(ctx, empty); len(data) != 0 || err != nil {
+	if data, err := cas.ReadAll(ctx, s, empty); len(data) != 0 || err != nil {
 		t.Errorf("ReadAll(empty): %d bytes, %v", len(data), err)
 	}
-	if err := s.Put(ctx, empty, nil, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, empty, nil, cas.Uncompressed); err != nil {
 		t.Errorf("Put(empty): %v", err)
 	}
 	if got := readRange(t, s, empty, 0, 0, 100); len(got) != 0 {
@@ -127,13 +126,13 @@ func testPutThenRead(t *testing.T, s cas.Storage) {
 	for i, n := range sizes {
 		data := blob(n, byte(i))
 		d := cas.DigestOf(data)
-		if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 			t.Fatalf("Put %d bytes: %v", n, err)
 		}
-		if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 			t.Fatalf("Put of a blob present already: %v", err)
 		}
-		if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, data) {
+		if got, err := cas.ReadAll(ctx, s, d); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("ReadAll %d bytes: %v (equal %v)", n, err, bytes.Equal(got, data))
 		}
 		if got := readRange(t, s, d, 0, d.Size, 64<<10); !bytes.Equal(got, data) {
@@ -149,10 +148,10 @@ func testPutThenRead(t *testing.T, s cas.Storage) {
 		if got := writeRange(t, s, d, off, end); !bytes.Equal(got, data[off:end]) {
 			t.Fatalf("WriteRange [%d, %d) of %d bytes differ", off, end, n)
 		}
-		if r, err := s.Resolve(ctx, d.Hash); err != nil || r != d {
+		if r, err := cas.Resolve(ctx, s, d.Hash); err != nil || r != d {
 			t.Fatalf("Resolve %s: %v, %v", d.Hash, r, err)
 		}
-		if ok, err := s.Contains(ctx, d); !ok || err != nil {
+		if ok, err := cas.Contains(ctx, s, d); !ok || err != nil {
 			t.Fatalf("Contains %s: %v, %v", d, ok, err)
 		}
 		// ReadZstd decompresses to the blob from off.
@@ -189,13 +188,13 @@ func testMismatch(t *testing.T, s cas.Storage) {
 		d := cas.DigestOf(data)
 		bad := bytes.Clone(data)
 		bad[n/2] ^= 1
-		if err := s.Put(ctx, d, bad, cas.Uncompressed); !errors.Is(err, cas.ErrMismatch) {
+		if err := cas.Put(ctx, s, d, bad, cas.Uncompressed); !errors.Is(err, cas.ErrMismatch) {
 			t.Fatalf("Put of %d bytes that do not hash to the name: %v, want ErrMismatch", n, err)
 		}
-		if err := s.Put(ctx, d, data[:n-1], cas.Uncompressed); !errors.Is(err, cas.ErrMismatch) {
+		if err := cas.Put(ctx, s, d, data[:n-1], cas.Uncompressed); !errors.Is(err, cas.ErrMismatch) {
 			t.Fatalf("Put of one byte short of %d: %v, want ErrMismatch", n, err)
 		}
-		if missing, err := s.FindMissing(ctx, []cas.Digest{d}, cas.InternalCheck); err != nil || len(missing) != 1 {
+		if missing, err := s.FindMissing(cas.ServerCheck(ctx), []cas.Digest{d}); err != nil || len(missing) != 1 {
 			t.Fatalf("after refused Puts FindMissing says %v, %v", missing, err)
 		}
 	}
@@ -220,24 +219,24 @@ func testMissing(t *testing.T, s cas.Storage) {
 	} else if !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("Open of a missing blob: %v", err)
 	}
-	if _, err := s.ReadAll(ctx, d); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.ReadAll(ctx, s, d); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("ReadAll of a missing blob: %v", err)
 	}
-	if _, err := s.Resolve(ctx, d.Hash); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.Resolve(ctx, s, d.Hash); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("Resolve of a missing blob: %v", err)
 	}
 	if _, err := s.GetActionResult(ctx, d); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("GetActionResult of a missing entry: %v", err)
 	}
-	if ok, err := s.Contains(ctx, d); ok || err != nil {
+	if ok, err := cas.Contains(ctx, s, d); ok || err != nil {
 		t.Errorf("Contains of a missing blob: %v, %v", ok, err)
 	}
 	present := blob(500, 99)
 	pd := cas.DigestOf(present)
-	if err := s.Put(ctx, pd, present, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s, pd, present, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
-	missing, err := s.FindMissing(ctx, []cas.Digest{d, pd, cas.DigestOf([]byte("another"))}, cas.ClientLookup)
+	missing, err := s.FindMissing(ctx, []cas.Digest{d, pd, cas.DigestOf([]byte("another"))})
 	if err != nil || len(missing) != 2 || missing[0] != d {
 		t.Errorf("FindMissing: %v, %v; want the two missing, in order", missing, err)
 	}
@@ -291,7 +290,7 @@ func testWriter(t *testing.T, s cas.Storage) {
 				t.Fatalf("Commit of %d bytes (%v): %v", n, arrived, err)
 			}
 			w.Abort() // after Commit, nothing
-			if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, data) {
+			if got, err := cas.ReadAll(ctx, s, d); err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("ReadAll after a %v write of %d bytes: %v", arrived, n, err)
 			}
 		}
@@ -330,7 +329,7 @@ func testWriterRefuses(t *testing.T, s cas.Storage) {
 		t.Fatal(err)
 	}
 	w.Abort()
-	if ok, err := s.Contains(ctx, d); ok || err != nil {
+	if ok, err := cas.Contains(ctx, s, d); ok || err != nil {
 		t.Fatalf("after a refused Commit and an Abort the blob is stored: %v, %v", ok, err)
 	}
 }
@@ -348,7 +347,7 @@ func testPutBatch(t *testing.T, s cas.Storage) {
 		ds = append(ds, cas.DigestOf(b))
 		data = append(data, net.Buffers{b[:n/2], b[n/2:]})
 	}
-	if err := s.Put(ctx, ds[1], plain[1], cas.Uncompressed); err != nil { // present already
+	if err := cas.Put(ctx, s, ds[1], plain[1], cas.Uncompressed); err != nil { // present already
 		t.Fatal(err)
 	}
 	bad := bytes.Clone(plain[2])
@@ -369,11 +368,11 @@ func testPutBatch(t *testing.T, s cas.Storage) {
 			if err != nil {
 				t.Fatalf("blob %d of the batch: %v", i, err)
 			}
-			if got, err := s.ReadAll(ctx, ds[i]); err != nil || !bytes.Equal(got, plain[i]) {
+			if got, err := cas.ReadAll(ctx, s, ds[i]); err != nil || !bytes.Equal(got, plain[i]) {
 				t.Fatalf("blob %d after PutBatch: %v", i, err)
 			}
 		}
-		if ok, _ := s.Contains(ctx, ds[2]); ok {
+		if ok, _ := cas.Contains(ctx, s, ds[2]); ok {
 			t.Fatal("the bad blob of the batch was stored")
 		}
 	}
@@ -415,7 +414,7 @@ func testConcurrent(t *testing.T, s cas.Storage) {
 				var err error
 				switch (k + w) % 3 {
 				case 0:
-					err = s.Put(ctx, d, b, cas.Uncompressed)
+					err = cas.Put(ctx, s, d, b, cas.Uncompressed)
 				case 1:
 					err = s.PutBatch(ctx, []cas.Digest{d}, []net.Buffers{{b}}, nil)[0]
 				default:
@@ -431,7 +430,7 @@ func testConcurrent(t *testing.T, s cas.Storage) {
 					t.Errorf("writing blob %d: %v", (k+w)%blobs, err)
 					return
 				}
-				if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, b) {
+				if got, err := cas.ReadAll(ctx, s, d); err != nil || !bytes.Equal(got, b) {
 					t.Errorf("reading blob %d: %v", (k+w)%blobs, err)
 					return
 				}

@@ -3,7 +3,6 @@ package storagetest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/membuf/membuf/cas"
@@ -40,7 +39,7 @@ func testSuspend(t *testing.T, s cas.Storage) {
 		if err := w.Commit(ctx); err != nil {
 			t.Fatalf("Commit after Suspend: %v", err)
 		}
-		if got, err := s.ReadAll(ctx, d); err != nil || !bytes.Equal(got, data) {
+		if got, err := cas.ReadAll(ctx, s, d); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("ReadAll of a blob written around a Suspend: %d bytes, %v", len(got), err)
 		}
 
@@ -58,35 +57,8 @@ func testSuspend(t *testing.T, s cas.Storage) {
 		}
 		w.Abort()
 		// (Open may answer lazily, a tier's way: FindMissing says.)
-		if missing, err := s.FindMissing(ctx, []cas.Digest{od}, cas.InternalCheck); err != nil || len(missing) != 1 {
+		if missing, err := s.FindMissing(cas.ServerCheck(ctx), []cas.Digest{od}); err != nil || len(missing) != 1 {
 			t.Fatalf("FindMissing of a suspended, aborted upload: %v, %v; want it missing", missing, err)
 		}
-	}
-}
-
-// testLimitsAndStats: a blob over MaxSize is refused before any byte is
-// written (ErrTooLarge), and Stats counts what was stored.
-func testLimitsAndStats(t *testing.T, s cas.Storage) {
-	ctx := context.Background()
-	before := s.Stats()
-	data := blob(5000, 230)
-	d := cas.DigestOf(data)
-	if err := s.Put(ctx, d, data, cas.Uncompressed); err != nil {
-		t.Fatal(err)
-	}
-	after := s.Stats()
-	if after.Blobs != before.Blobs+1 || after.Bytes < before.Bytes+d.Size {
-		t.Fatalf("Stats after storing a %d-byte blob: %d blobs, %d bytes; before %d, %d", d.Size, after.Blobs, after.Bytes, before.Blobs, before.Bytes)
-	}
-	max := s.MaxSize()
-	if max < 0 {
-		t.Fatalf("MaxSize %d", max)
-	}
-	if max == 0 {
-		return
-	}
-	big := cas.Digest{Hash: d.Hash, Size: max + 1}
-	if _, err := s.NewWriter(ctx, big, cas.Uncompressed); !errors.Is(err, cas.ErrTooLarge) {
-		t.Fatalf("NewWriter of a blob of MaxSize+1 (%d) bytes: %v, want ErrTooLarge", max+1, err)
 	}
 }

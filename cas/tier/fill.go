@@ -235,7 +235,7 @@ func (r *fillReader) Stored() cas.Encoding { return cas.Uncompressed }
 // compressed from there: compressed reads are the disk tier's business.
 func (r *fillReader) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	t := r.t
-	if ok, _ := t.local.Contains(ctx, r.d); !ok {
+	if ok, _ := cas.Contains(ctx, t.local, r.d); !ok {
 		f, _ := t.joinFill(r.d, false, 0, 0, t.cfg.Pool, t.cfg.ChunkSize)
 		if err := waitFill(ctx, f); err != nil {
 			t.countFillLookup(err)
@@ -243,7 +243,7 @@ func (r *fillReader) ReadZstd(ctx context.Context, off int64, pool membuf.Buffer
 		}
 	}
 	t.c.lookups[TierShared].Add(1)
-	b, err := t.local.OpenUncounted(ctx, r.d)
+	b, err := t.local.Open(ctx, r.d)
 	if err != nil {
 		return err
 	}
@@ -260,7 +260,7 @@ func (r *fillReader) Close() error { return nil }
 // reader that joins a running fill waits for it and reads from disk.
 func (r *fillReader) ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	t := r.t
-	if ok, _ := t.local.Contains(ctx, r.d); ok {
+	if ok, _ := cas.Contains(ctx, t.local, r.d); ok {
 		// Filled since Open looked.
 		t.c.lookups[TierShared].Add(1)
 		return t.readDisk(ctx, r.d, off, end, pool, chunkSize, fn)
@@ -353,7 +353,7 @@ func (t *Store) countFillLookup(err error) {
 // readDisk reads [off, end) of blob d from the disk tier, uncounted (the
 // lookup was counted when the blob was opened).
 func (t *Store) readDisk(ctx context.Context, d cas.Digest, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	b, err := t.local.OpenUncounted(ctx, d)
+	b, err := t.local.Open(ctx, d)
 	if err != nil {
 		return err
 	}

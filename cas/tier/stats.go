@@ -1,6 +1,9 @@
 package tier
 
 import (
+	"context"
+
+	"github.com/membuf/membuf/cas"
 	"sync/atomic"
 	"time"
 )
@@ -168,4 +171,12 @@ func (c *counters) snapshot() Stats {
 	st.UploadRetries = c.uploadRetries.Load()
 	st.UploadsLost = c.uploadsLost.Load()
 	return st
+}
+
+// countLookup counts n lookups answered by tier, unless ctx is the
+// server's own check (cas.ServerCheck): the counts measure clients.
+func (t *Store) countLookup(ctx context.Context, tier Tier, n int) {
+	if n > 0 && !cas.IsServerCheck(ctx) {
+		t.c.lookups[tier].Add(uint64(n))
+	}
 }

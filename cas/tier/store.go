@@ -19,13 +19,10 @@ import (
 )
 
 // Local is the store a tier keeps its copies in: the disk store
-// (*disk.Store). Its lookups count as the client's (Open, ReadAll,
-// FindMissing with cas.ClientLookup); OpenUncounted is the tier's own read
-// of a blob it has just filled or is uploading, which does not count.
-type Local interface {
-	cas.Storage
-	OpenUncounted(ctx context.Context, d cas.Digest) (cas.BlobReader, error)
-}
+// (*disk.Store), or any cas.Storage. It counts nothing: lookups are
+// counted around the tier (decorator.CountLookups), and the tier's own
+// reads of a blob it has just filled or is uploading are no client's.
+type Local = cas.Storage
 
 // Config configures a Store. Zero fields take the defaults named.
 type Config struct {
@@ -34,6 +31,10 @@ type Config struct {
 	// Name names the backend in logs and in the upload journal's file
 	// name ({Name}-uploads.journal): its URL's scheme, "s3" say.
 	Name string
+	// LocalMaxSize is the largest entry the local store accepts (the
+	// disk's size); 0 means no limit. A larger blob is not fetched from
+	// the backend, since it could not be kept.
+	LocalMaxSize int64
 	// Dir is the disk store's directory: the upload journal lives there,
 	// with the entries it lists.
 	Dir string
@@ -201,58 +202,30 @@ func (t *Store) TierStats() Stats {
 	return st
 }
 
-// MaxSize is the disk tier's: the largest entry either tier accepts.
-func (t *Store) MaxSize() int64 { return t.local.MaxSize() }
-
-// Stats returns the disk tier's counters.
-func (t *Store) Stats() cas.StoreStats { return t.local.Stats() }
-
 // Open opens blob d: from disk if it is there, otherwise a reader that
 // fills it from the backend when read. Nothing is asked of the backend here:
 // a missing object is NOT_FOUND from ReadChunks.
 func (t *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
 	r, err := t.local.Open(ctx, d)
 	if err == nil {
-		t.c.lookups[TierLocal].Add(1)
+		t.countLookup(ctx, TierLocal, 1)
 		return r, nil
 	}
 	if !errors.Is(err, cas.ErrNotFound) {
 		return nil, err
 	}
-	if max := t.local.MaxSize(); max > 0 && d.Size > max {
-		t.c.lookups[TierMiss].Add(1)
+	if d.Size < 0 {
+		// Named by its hash alone: the backend says how large it is.
+		if d, err = t.resolve(ctx, d.Hash); err != nil {
+			t.countLookup(ctx, TierMiss, 1)
+			return nil, err
+		}
+	}
+	if max := t.cfg.LocalMaxSize; max > 0 && d.Size > max {
+		t.countLookup(ctx, TierMiss, 1)
 		return nil, err // the disk tier could not hold it, so it cannot be filled
 	}
 	return &fillReader{t: t, d: d}, nil
-}
-
-// ReadAll returns blob d's content, filling it from the backend first if the
-// disk lacks it.
-func (t *Store) ReadAll(ctx context.Context, d cas.Digest) ([]byte, error) {
-	data, err := t.local.ReadAll(ctx, d)
-	if err == nil {
-		t.c.lookups[TierLocal].Add(1)
-		return data, nil
-	}
-	if !errors.Is(err, cas.ErrNotFound) {
-		return nil, err
-	}
-	f, _ := t.joinFill(d, false, 0, 0, t.cfg.Pool, t.cfg.ChunkSize)
-	if err := waitFill(ctx, f); err != nil {
-		t.countFillLookup(err)
-		return nil, err
-	}
-	t.c.lookups[TierShared].Add(1)
-	data = make([]byte, 0, d.Size)
-	err = t.readDisk(ctx, d, 0, d.Size, t.cfg.Pool, t.cfg.ChunkSize, func(c membuf.Buffer) error {
-		data = append(data, c.Bytes()...)
-		c.Free()
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
 }
 
 // FindMissing asks the disk first, then the backend about the disk's misses
@@ -260,8 +233,8 @@ func (t *Store) ReadAll(ctx context.Context, d cas.Digest) ([]byte, error) {
 // from the existence cache where it can be. A digest the backend could not
 // be asked about (unreachable, timed out) is reported missing: the client
 // uploads it again, which is safe.
-func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Lookup) ([]cas.Digest, error) {
-	local, err := t.local.FindMissing(ctx, ds, lookup)
+func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest, error) {
+	local, err := t.local.FindMissing(ctx, ds)
 	if err != nil {
 		return nil, err
 	}
@@ -270,11 +243,7 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Loo
 		// write-through promises; the client uploads it again.
 		local = t.addPendingUploads(ds, local)
 	}
-	count := func(tier Tier, n int) {
-		if lookup == cas.ClientLookup {
-			t.c.lookups[tier].Add(uint64(n))
-		}
-	}
+	count := func(tier Tier, n int) { t.countLookup(ctx, tier, n) }
 	count(TierLocal, len(ds)-len(local))
 	if len(local) == 0 {
 		return nil, nil
@@ -357,16 +326,12 @@ func (t *Store) addPendingUploads(ds, missing []cas.Digest) []cas.Digest {
 	return missing
 }
 
-// Resolve returns the digest of the blob whose hash is hash: from the disk
-// tier's index, or else from a HEAD of the backend's object (whose length is
-// the blob's size). An object this node found bad is not there (existence's
-// bad mark), whatever the HEAD says. A backend that cannot be asked is
-// ErrUnavailable, not a miss: the caller may try again.
-func (t *Store) Resolve(ctx context.Context, hash string) (cas.Digest, error) {
-	d, err := t.local.Resolve(ctx, hash)
-	if err == nil || !errors.Is(err, cas.ErrNotFound) {
-		return d, err
-	}
+// resolve returns the digest of the blob whose hash is hash, which the
+// disk tier lacks, from a HEAD of the backend's object (whose length is
+// the blob's size). An object this node found bad is not there
+// (existence's bad mark), whatever the HEAD says. A backend that cannot
+// be asked is ErrUnavailable, not a miss: the caller may try again.
+func (t *Store) resolve(ctx context.Context, hash string) (cas.Digest, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.RequestTimeout)
 	defer cancel()
 	sizes := []int64{-1}
@@ -376,7 +341,7 @@ func (t *Store) Resolve(ctx context.Context, hash string) (cas.Digest, error) {
 	if sizes[0] < 0 {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s is in neither tier", cas.ErrNotFound, hash)
 	}
-	d = cas.Digest{Hash: hash, Size: sizes[0]}
+	d := cas.Digest{Hash: hash, Size: sizes[0]}
 	if t.exists.isBad(d) {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s (its object in the shared tier was found bad)", cas.ErrNotFound, hash)
 	}
@@ -384,12 +349,12 @@ func (t *Store) Resolve(ctx context.Context, hash string) (cas.Digest, error) {
 	return d, nil
 }
 
-// Contains reports whether blob d is on disk or, by the existence cache's
-// recent answer, in the backend; it asks the backend nothing (it runs for
-// every ByteStream Write message). In write-through mode a blob whose
+// held reports whether blob d is on disk or, by the existence cache's
+// recent answer, in the backend, so that a write of it has nothing to
+// upload; it asks the backend nothing. In write-through mode a blob whose
 // upload is pending does not count.
-func (t *Store) Contains(ctx context.Context, d cas.Digest) (bool, error) {
-	ok, err := t.local.Contains(ctx, d)
+func (t *Store) held(ctx context.Context, d cas.Digest) (bool, error) {
+	ok, err := cas.Contains(ctx, t.local, d)
 	if err != nil {
 		return false, err
 	}
@@ -402,11 +367,15 @@ func (t *Store) Contains(ctx context.Context, d cas.Digest) (bool, error) {
 
 // NewWriter starts writing blob d to the disk tier (which may keep it
 // compressed, as arrived allows; the backend gets it plain); its Commit
-// journals, commits and queues the upload.
+// journals, commits and queues the upload. An unnamed blob's (d.Hash
+// empty) is journalled under the hash it learns, before its commit.
 func (t *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
 	w, err := t.local.NewWriter(ctx, d, arrived)
 	if err != nil {
 		return nil, err
+	}
+	if d.Hash == "" { // unnamed: journalled under the name it learns
+		return &unnamedWriter{BlobWriter: w, t: t}, nil
 	}
 	return &writer{BlobWriter: w, t: t}, nil
 }
@@ -421,33 +390,22 @@ func (w *writer) Commit(ctx context.Context) error {
 	return w.t.commit(ctx, BlobKey(w.Digest()), nil, func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
 }
 
-// NewUnnamedWriter starts writing a blob whose hash is learned as it is
-// written to the disk tier; its Commit journals the blob under that hash,
-// commits it and queues its upload, as a named writer's does.
-func (t *Store) NewUnnamedWriter(ctx context.Context, size int64, arrived cas.Encoding) (cas.UnnamedWriter, error) {
-	w, err := t.local.NewUnnamedWriter(ctx, size, arrived)
-	if err != nil {
-		return nil, err
-	}
-	return &unnamedWriter{UnnamedWriter: w, t: t}, nil
-}
-
-// unnamedWriter is a disk store's unnamed writer whose Commit also queues
-// the upload, once the name is known and journalled.
+// unnamedWriter is a disk store's writer of an unnamed blob whose Commit
+// also queues the upload, once the name is known and journalled.
 type unnamedWriter struct {
-	cas.UnnamedWriter
+	cas.BlobWriter
 	t *Store
 }
 
 func (w *unnamedWriter) Commit(ctx context.Context) error {
-	d, err := w.Named()
-	if err != nil {
-		return w.UnnamedWriter.Commit(ctx) // refuses it, as it should
+	d := w.Digest()
+	if d.Hash == "" {
+		return w.BlobWriter.Commit(ctx) // refuses it, as it should
 	}
-	if ok, _ := w.t.Contains(ctx, d); ok {
-		return w.UnnamedWriter.Commit(ctx) // held already: nothing to upload, as for Put
+	if ok, _ := w.t.held(ctx, d); ok {
+		return w.BlobWriter.Commit(ctx) // held already: nothing to upload, as for Put
 	}
-	return w.t.commit(ctx, BlobKey(d), nil, func() error { return w.UnnamedWriter.Commit(ctx) }, w.UnnamedWriter.Abort)
+	return w.t.commit(ctx, BlobKey(d), nil, func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
 }
 
 // commit runs store, the disk tier's commit of k, between journalling k
@@ -489,14 +447,6 @@ func (t *Store) awaitUpload(ctx context.Context, k Key, p *pendingUpload, versio
 	return nil
 }
 
-// Put stores data as blob d, checked, on disk, and queues its upload.
-func (t *Store) Put(ctx context.Context, d cas.Digest, data []byte, arrived cas.Encoding) error {
-	if ok, _ := t.Contains(ctx, d); ok {
-		return t.local.Put(ctx, d, data, arrived) // checks data, stores nothing
-	}
-	return t.commit(ctx, BlobKey(d), nil, func() error { return t.local.Put(ctx, d, data, arrived) }, nil)
-}
-
 // PutBatch stores the batch on disk in one group commit (the disk store's
 // PutBatch: one round of fsyncs) and queues each blob stored for upload, as
 // Put does one blob: the blobs not already held are journalled first, all
@@ -507,7 +457,7 @@ func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffer
 	journalled := make([]bool, len(ds)) // not held already: its upload is queued once stored
 	var keys []Key
 	for i, d := range ds {
-		if ok, _ := t.Contains(ctx, d); !ok {
+		if ok, _ := t.held(ctx, d); !ok {
 			journalled[i] = true
 			keys = append(keys, BlobKey(d))
 			t.uploads.beginCommit(keys[len(keys)-1])
@@ -596,7 +546,7 @@ func (t *Store) getActionResult(ctx context.Context, d cas.Digest) ([]byte, erro
 	}
 	defer obj.Body.Close()
 	limit := int64(maxActionResultBytes)
-	if max := t.local.MaxSize(); max > 0 {
+	if max := t.cfg.LocalMaxSize; max > 0 {
 		limit = min(limit, max)
 	}
 	if obj.Size < 0 || obj.Size > limit {

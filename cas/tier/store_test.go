@@ -64,7 +64,7 @@ func cmpOr(a, b time.Duration) time.Duration {
 func put(t *testing.T, s cas.Storage, data []byte) cas.Digest {
 	t.Helper()
 	d := cas.DigestOf(data)
-	if err := s.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(context.Background(), s, d, data, cas.Uncompressed); err != nil {
 		t.Fatalf("Put of %s: %v", d, err)
 	}
 	return d
@@ -99,11 +99,11 @@ func TestAnotherNodeFillsFromTheBackend(t *testing.T) {
 	data := testblob.Random(300<<10, 1)
 	d := put(t, a.store, data)
 	drain(t, a.store)
-	got, err := other.store.ReadAll(context.Background(), d)
+	got, err := cas.ReadAll(context.Background(), other.store, d)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the other node's read: %d bytes, %v", len(got), err)
 	}
-	if ok, _ := other.disk.Contains(context.Background(), d); !ok {
+	if ok, _ := cas.Contains(context.Background(), other.disk, d); !ok {
 		t.Fatal("the filled blob is not on the other node's disk")
 	}
 	st := other.store.TierStats()
@@ -124,10 +124,10 @@ func TestARottenEntryIsAMiss(t *testing.T) {
 	if !b.Corrupt(tier.BlobKey(d), bad) {
 		t.Fatal("the blob is not in the backend")
 	}
-	if _, err := other.store.ReadAll(context.Background(), d); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.ReadAll(context.Background(), other.store, d); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("a read of a rotten entry: %v, want cas.ErrNotFound", err)
 	}
-	if ok, _ := other.disk.Contains(context.Background(), d); ok {
+	if ok, _ := cas.Contains(context.Background(), other.disk, d); ok {
 		t.Fatal("a rotten entry was kept on disk")
 	}
 	if st := other.store.TierStats(); st.Corrupt != 1 {

@@ -583,7 +583,7 @@ func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Uplo
 	if exists, ok := t.exists.get(k.Digest()); ok && exists {
 		return Upload{}, nil, nil // the shared tier said it has it; a put would change nothing
 	}
-	b, err := t.local.OpenUncounted(ctx, k.Digest())
+	b, err := t.local.Open(ctx, k.Digest())
 	if errors.Is(err, cas.ErrNotFound) {
 		return Upload{}, nil, errLost
 	}

@@ -35,7 +35,7 @@ func BenchmarkFindMissing10k(b *testing.B) {
 		ds = append(ds, d.Proto())
 		switch {
 		case i%2 == 0:
-			if err := seed.disk.Put(ctx, d, data, cas.Uncompressed); err != nil {
+			if err := cas.Put(ctx, seed.disk, d, data, cas.Uncompressed); err != nil {
 				b.Fatal(err)
 			}
 		case i%4 == 1:

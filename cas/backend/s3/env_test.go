@@ -252,7 +252,7 @@ func (n *node) mustRead(d cas.Digest, want []byte) {
 
 // onDisk reports whether d is committed in the node's disk tier.
 func (n *node) onDisk(d cas.Digest) bool {
-	ok, _ := n.disk.Contains(context.Background(), d)
+	ok, _ := cas.Contains(context.Background(), n.disk, d)
 	return ok
 }
 

@@ -129,11 +129,11 @@ func TestResolveAsksTheBucketAndHonoursBadMarks(t *testing.T) {
 	s3, n := fakeNode(t)
 	ctx := context.Background()
 	_, d := s3.putBlob(5000, 23)
-	if got, err := n.store.Resolve(ctx, d.Hash); err != nil || got != d {
+	if got, err := cas.Resolve(ctx, n.store, d.Hash); err != nil || got != d {
 		t.Fatalf("Resolve of a bucket-only blob = %v, %v; want %v", got, err, d)
 	}
 	absent := cas.DigestOf([]byte("not anywhere"))
-	if _, err := n.store.Resolve(ctx, absent.Hash); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.Resolve(ctx, n.store, absent.Hash); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("Resolve of an absent blob: %v, want cas.ErrNotFound", err)
 	}
 	data := blobOf(6000, 24)
@@ -144,7 +144,7 @@ func TestResolveAsksTheBucketAndHonoursBadMarks(t *testing.T) {
 	if _, err := n.read(ctx, bd, 0, 0); status.Code(err) != codes.NotFound {
 		t.Fatalf("read of a bad object: %v, want NOT_FOUND", err)
 	}
-	if _, err := n.store.Resolve(ctx, bd.Hash); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := cas.Resolve(ctx, n.store, bd.Hash); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("Resolve of an object this node found bad: %v, want cas.ErrNotFound", err)
 	}
 }

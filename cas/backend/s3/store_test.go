@@ -204,7 +204,7 @@ func TestSlowBucketTimesOutWithoutLeaks(t *testing.T) {
 		c.fault.Store(false)
 	}
 	s3.stall.Store(true)
-	missing, err := n.store.FindMissing(context.Background(), []cas.Digest{d}, cas.ClientLookup)
+	missing, err := n.store.FindMissing(context.Background(), []cas.Digest{d})
 	if err != nil || len(missing) != 1 {
 		t.Fatalf("FindMissing with the bucket not answering: %v, %v; want it reported missing", missing, err)
 	}
@@ -270,7 +270,7 @@ func TestUnreachableBucketAtStartServesFromDiskAndRetries(t *testing.T) {
 	}
 	n.mustRead(d, data)
 	other := cas.DigestOf([]byte("not anywhere"))
-	missing, err := n.store.FindMissing(context.Background(), []cas.Digest{d, other}, cas.ClientLookup)
+	missing, err := n.store.FindMissing(context.Background(), []cas.Digest{d, other})
 	if err != nil || len(missing) != 1 || missing[0] != other {
 		t.Fatalf("FindMissing: %v, %v; want only the blob not on disk", missing, err)
 	}
@@ -355,10 +355,10 @@ func TestWriteThroughReturnsOnlyOnceTheBucketHasIt(t *testing.T) {
 	if _, err := n.write(context.Background(), data); status.Code(err) != codes.Unavailable {
 		t.Fatalf("write-through with the bucket down: %v, want UNAVAILABLE", err)
 	}
-	if ok, _ := n.store.Contains(context.Background(), d); ok {
+	if ok, _ := cas.Contains(context.Background(), n.store, d); ok {
 		t.Fatal("in write-through mode, a blob not yet in the bucket counts as present")
 	}
-	missing, _ := n.store.FindMissing(context.Background(), []cas.Digest{d}, cas.ClientLookup)
+	missing, _ := n.store.FindMissing(context.Background(), []cas.Digest{d})
 	if len(missing) != 1 {
 		t.Fatal("in write-through mode, FindMissing reports a blob not yet in the bucket as present")
 	}
@@ -388,7 +388,7 @@ func TestFindMissingAsksTheBucketOnlyAboutLocalMisses(t *testing.T) {
 		ds = append(ds, d)
 		switch {
 		case i%2 == 0:
-			if err := n.disk.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+			if err := cas.Put(context.Background(), n.disk, d, data, cas.Uncompressed); err != nil {
 				t.Fatal(err)
 			}
 		case i%4 == 1:
@@ -398,7 +398,7 @@ func TestFindMissingAsksTheBucketOnlyAboutLocalMisses(t *testing.T) {
 		}
 	}
 	ds = append(ds, ds[1], ds[3]) // asked twice in one request (one in the bucket, one nowhere): one HEAD each
-	missing, err := n.store.FindMissing(context.Background(), ds, cas.ClientLookup)
+	missing, err := n.store.FindMissing(context.Background(), ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestFindMissingAsksTheBucketOnlyAboutLocalMisses(t *testing.T) {
 	if h := s3.count("HEAD"); h != 50 {
 		t.Fatalf("%d HEADs for 50 distinct local misses", h)
 	}
-	if _, err := n.store.FindMissing(context.Background(), ds, cas.ClientLookup); err != nil {
+	if _, err := n.store.FindMissing(context.Background(), ds); err != nil {
 		t.Fatal(err)
 	}
 	if h := s3.count("HEAD"); h != 50 {

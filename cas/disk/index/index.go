@@ -77,8 +77,6 @@ type Totals struct {
 	Partial     int64 // bytes reserved by uploads in progress; they count towards the maximum size
 	ACEntries   int64 // how many entries are action results
 	Evictions   int64
-	Hits        int64
-	Misses      int64
 }
 
 // sweepPerPut is how many slots of the table each put of a record sweeps
@@ -105,15 +103,13 @@ func (x *Index) Attach(segments *packs.Set, places Places) {
 	x.segments, x.places = segments, places
 }
 
-// Lookup finds k, marks it most recently used and counts a hit or a miss.
-// For CAS blobs, a digest whose size differs from the stored file's is a
-// different blob and so a miss. It reports an entry just committed once
-// its rename is durable, so that no client is told of an entry a crash
-// could still take away.
-// Internal checks (is an upload already complete? are an action result's
-// outputs present?) pass count=false so the counters measure clients' lookups.
-func (x *Index) Lookup(k Key, size int64, count bool) (Entry, bool) {
-	e, ok := x.LookupPending(k, size, count)
+// Lookup finds k and marks it most recently used. For CAS blobs, a
+// digest whose size differs from the stored file's is a different blob
+// and so a miss; size -1 matches any (a blob named by its hash alone). It
+// reports an entry just committed once its rename is durable, so that no
+// client is told of an entry a crash could still take away.
+func (x *Index) Lookup(k Key, size int64) (Entry, bool) {
+	e, ok := x.LookupPending(k, size)
 	if e.Pending != nil {
 		<-e.Pending.Durable
 	}
@@ -124,29 +120,23 @@ func (x *Index) Lookup(k Key, size int64, count bool) (Entry, bool) {
 // entry, whose pending is the batch whose commit of it is not yet
 // durable, if any. A read need not wait: the entry's content is durable,
 // and a reader that outlives a crash is no more.
-func (x *Index) LookupPending(k Key, size int64, count bool) (Entry, bool) {
+func (x *Index) LookupPending(k Key, size int64) (Entry, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e, ok := x.GetLocked(k)
-	if ok && (k.Kind == AC || e.Size == size) {
-		x.tick++
-		if e.Seg == nil {
-			el := x.files[k]
-			x.lru.MoveToFront(el.el)
-			el.used = x.tick
-			e.used = x.tick
-		} else {
-			x.places.UsedLocked(e)
-		}
-		if count {
-			x.totals.Hits++
-		}
-		return e, true
+	if !ok || k.Kind != AC && e.Size != size && size >= 0 {
+		return Entry{}, false
 	}
-	if count {
-		x.totals.Misses++
+	x.tick++
+	if e.Seg == nil {
+		el := x.files[k]
+		x.lru.MoveToFront(el.el)
+		el.used = x.tick
+		e.used = x.tick
+	} else {
+		x.places.UsedLocked(e)
 	}
-	return Entry{}, false
+	return e, true
 }
 
 // Get returns a copy of entry k without touching its recency: the

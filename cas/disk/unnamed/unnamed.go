@@ -1,5 +1,6 @@
 // Package unnamed names a blob at its Commit by what its writer hashed on
-// the way: a cas.UnnamedWriter over a disk store's writer, started under a
+// the way: the writer of an unnamed blob (cas.BlobStore.NewWriter with an
+// empty Hash) over a disk store's writer, started under a
 // placeholder name, so that the content is hashed once. It imports cas
 // only.
 package unnamed
@@ -22,9 +23,10 @@ type namable interface {
 }
 
 // Wrap returns bw, a writer of a blob of size bytes started under a
-// placeholder name, as a cas.UnnamedWriter that names it at Commit. A bw
+// placeholder name, as the writer of an unnamed blob that names it at
+// Commit. A bw
 // that cannot be named is aborted and an error returned.
-func Wrap(bw cas.BlobWriter, size int64) (cas.UnnamedWriter, error) {
+func Wrap(bw cas.BlobWriter, size int64) (cas.BlobWriter, error) {
 	w, ok := bw.(namable)
 	if !ok {
 		bw.Abort()
@@ -43,27 +45,24 @@ type unnamedWriter struct {
 	named  cas.Digest // once committed: the blob's digest
 }
 
-// Digest returns the blob's digest once committed; before, its size alone.
+// Digest returns the blob's digest once all of its bytes are written (the
+// hash of what was written); before, its size alone.
 func (u *unnamedWriter) Digest() cas.Digest {
 	if u.named.Hash != "" {
 		return u.named
 	}
-	return cas.Digest{Size: u.size}
-}
-
-// Named returns the digest of what was written, once all of it is.
-func (u *unnamedWriter) Named() (cas.Digest, error) {
-	if n := u.BlobWriter.Written(); n != u.size {
-		return cas.Digest{}, fmt.Errorf("%w: %d of the %d bytes written", cas.ErrMismatch, n, u.size)
+	if u.BlobWriter.Written() != u.size {
+		return cas.Digest{Size: u.size}
 	}
-	return cas.Digest{Hash: hex.EncodeToString(u.h.Sum(nil)), Size: u.size}, nil // Sum leaves the state as it is
+	return cas.Digest{Hash: hex.EncodeToString(u.h.Sum(nil)), Size: u.size} // Sum leaves the state as it is
 }
 
 // Commit names the blob by the hash of what was written, which the
-// writer's own check then finds it matches, and commits it.
+// writer's own check then finds it matches, and commits it. Short of its
+// size, the writer's own Commit fails it as a mismatch.
 func (u *unnamedWriter) Commit(ctx context.Context) error {
-	d, err := u.Named()
-	if err == nil {
+	d := u.Digest()
+	if d.Hash != "" {
 		u.rename(d.Hash)
 	}
 	if err := u.BlobWriter.Commit(ctx); err != nil {

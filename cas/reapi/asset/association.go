@@ -107,7 +107,7 @@ func (s *Service) lookupAssociation(ctx context.Context, uri string, qualifiers 
 	if (!oldest.IsZero() && a.Recorded.Before(oldest)) || (!a.Expires.IsZero() && time.Now().After(a.Expires)) {
 		return cas.Digest{}, association{}, false, nil
 	}
-	missing, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.InternalCheck)
+	missing, err := s.store.FindMissing(cas.ServerCheck(ctx), []cas.Digest{d})
 	if err != nil {
 		return cas.Digest{}, association{}, false, err
 	}

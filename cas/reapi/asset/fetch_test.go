@@ -162,7 +162,7 @@ func TestFetchBlobRefusals(t *testing.T) {
 		if err != nil || resp.GetStatus().GetCode() != int32(codes.Aborted) {
 			t.Fatalf("%s of other content: %v, status %v; want ABORTED", alg, err, resp.GetStatus())
 		}
-		if _, err := e.Store.Resolve(context.Background(), cas.DigestOf(data).Hash); err == nil {
+		if _, err := cas.Resolve(context.Background(), e.Store, cas.DigestOf(data).Hash); err == nil {
 			t.Fatalf("%s mismatch: the downloaded content was stored", alg)
 		}
 	}

@@ -70,9 +70,6 @@ func New(store cas.Storage, opts Options) *Service {
 	}
 	if opts.MaxSize <= 0 {
 		opts.MaxSize = DefaultMaxSize
-		if m := store.MaxSize(); m > 0 {
-			opts.MaxSize = m
-		}
 	}
 	if opts.Authorize == nil {
 		opts.Authorize = func(context.Context, access.Operation) error { return nil }

@@ -30,6 +30,8 @@ var Params = fastcdc.REAPI(fastcdc.DefaultAvgSize, 0)
 
 // Options configure a Service. reapi.NewServer makes them from its own.
 type Options struct {
+	// MaxBlobSize is the largest blob the store accepts; 0 means no limit.
+	MaxBlobSize int64
 	// Pool provides the buffers a blob is read in to be split or
 	// spliced; nil allocates them plainly. ChunkSize is their size (> 0).
 	Pool      membuf.BufferPool
@@ -124,13 +126,13 @@ func (s *Service) split(ctx context.Context, fn repb.DigestFunction_Value, blob 
 		return nil, status.Errorf(codes.InvalidArgument, "blob_digest: %v", err)
 	}
 	if chunks, ok := s.lookupMapping(ctx, d); ok {
-		if _, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil { // the blob's lifetime is extended too
+		if _, err := s.store.FindMissing(ctx, []cas.Digest{d}); err != nil { // the blob's lifetime is extended too
 			return nil, rpcstatus.Store(err, "blob "+d.String())
 		}
 		return chunks, nil
 	}
 	if d.Size < int64(Params.MaxSize) {
-		missing, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup)
+		missing, err := s.store.FindMissing(ctx, []cas.Digest{d})
 		if err != nil {
 			return nil, rpcstatus.Store(err, "blob "+d.String())
 		}
@@ -148,10 +150,10 @@ func (s *Service) split(ctx context.Context, fn repb.DigestFunction_Value, blob 
 	chunker, err := fastcdc.NewChunker(Params, func(chunk []byte) error {
 		cd := cas.DigestOf(chunk)
 		chunks = append(chunks, cd)
-		if ok, err := s.store.Contains(ctx, cd); err == nil && ok {
+		if ok, err := cas.Contains(ctx, s.store, cd); err == nil && ok {
 			return nil
 		}
-		return s.store.Put(ctx, cd, chunk, cas.Uncompressed)
+		return cas.Put(ctx, s.store, cd, chunk, cas.Uncompressed)
 	})
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -238,7 +240,7 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 	if err != nil {
 		return cas.Digest{}, status.Errorf(codes.InvalidArgument, "blob_digest: %v", err)
 	}
-	if m := s.store.MaxSize(); m > 0 && d.Size > m {
+	if m := s.opts.MaxBlobSize; m > 0 && d.Size > m {
 		return cas.Digest{}, status.Errorf(codes.InvalidArgument, "blob_digest %s is larger than the %d bytes this store keeps", d, m)
 	}
 	chunks := make([]cas.Digest, len(chunkProtos))
@@ -263,11 +265,11 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 			}
 		}
 	}
-	if ok, err := s.store.Contains(ctx, d); err == nil && ok {
+	if ok, err := cas.Contains(ctx, s.store, d); err == nil && ok {
 		record()
 		return d, nil
 	}
-	missing, err := s.store.FindMissing(ctx, chunks, cas.ClientLookup) // marks the chunks used
+	missing, err := s.store.FindMissing(ctx, chunks) // marks the chunks used
 	if err != nil {
 		return cas.Digest{}, rpcstatus.Store(err, "the chunks of "+d.String())
 	}
@@ -384,6 +386,6 @@ func (s *Service) lookupMapping(ctx context.Context, d cas.Digest) ([]cas.Digest
 	if total != d.Size {
 		return nil, false
 	}
-	missing, err := s.store.FindMissing(ctx, slices.Clone(chunks), cas.InternalCheck)
+	missing, err := s.store.FindMissing(cas.ServerCheck(ctx), slices.Clone(chunks))
 	return chunks, err == nil && len(missing) == 0
 }

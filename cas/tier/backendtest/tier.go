@@ -41,7 +41,7 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 			t.Fatalf("PutBatch, blob %d: %v", i, err)
 		}
 	}
-	if err := a.Put(ctx, ds[3], blobs[3], cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, a, ds[3], blobs[3], cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	action := digestOf([]byte("an action run on node A"))
@@ -54,11 +54,11 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 	}
 	drainNode(t, a)
 
-	if missing, err := b.FindMissing(ctx, ds, cas.ClientLookup); err != nil || len(missing) != 0 {
+	if missing, err := b.FindMissing(ctx, ds); err != nil || len(missing) != 0 {
 		t.Fatalf("node B's FindMissing of what A uploaded: %v missing, %v", missing, err)
 	}
 	for i, d := range ds {
-		if got, err := b.ReadAll(ctx, d); err != nil || !bytes.Equal(got, blobs[i]) {
+		if got, err := cas.ReadAll(ctx, b, d); err != nil || !bytes.Equal(got, blobs[i]) {
 			t.Fatalf("node B's read of blob %d (%d bytes): %d bytes, %v", i, d.Size, len(got), err)
 		}
 	}
@@ -80,16 +80,16 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 	for _, data := range later {
 		d := digestOf(data)
 		lds = append(lds, d)
-		if err := a.Put(ctx, d, data, cas.Uncompressed); err != nil {
+		if err := cas.Put(ctx, a, d, data, cas.Uncompressed); err != nil {
 			t.Fatalf("node A's write while the backend is down: %v", err)
 		}
 	}
 	await.True(t, "node A's uploads to fail while the backend is down", func() bool { return a.TierStats().UploadRetries >= 1 })
-	if missing, err := b.FindMissing(ctx, lds, cas.ClientLookup); err != nil || len(missing) != len(lds) {
+	if missing, err := b.FindMissing(ctx, lds); err != nil || len(missing) != len(lds) {
 		t.Fatalf("node B's FindMissing while the backend is down: %v missing, %v; want both missing, no error", missing, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	data, err := b.ReadAll(rctx, lds[0])
+	data, err := cas.ReadAll(rctx, b, lds[0])
 	cancel()
 	if err == nil {
 		t.Fatalf("node B read %d bytes of a blob the backend never got", len(data))
@@ -100,7 +100,7 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 	opts.Outage(t, false)
 	drainNode(t, a)
 	for i, d := range lds {
-		if got, err := b.ReadAll(ctx, d); err != nil || !bytes.Equal(got, later[i]) {
+		if got, err := cas.ReadAll(ctx, b, d); err != nil || !bytes.Equal(got, later[i]) {
 			t.Fatalf("after the outage, node B's read of a blob A wrote during it: %d bytes, %v", len(got), err)
 		}
 	}

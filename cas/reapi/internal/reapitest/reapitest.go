@@ -51,6 +51,9 @@ func NewEnv(t testing.TB, maxSize int64, opts reapi.Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opts.MaxBlobSize == 0 {
+		opts.MaxBlobSize = maxSize // as the server composes it: the disk's size
+	}
 	srv, err := reapi.NewServer(store, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func (z *ZstdSource) read(p []byte) (int, error) {
 // receive takes the next request, after checking that no other upload has
 // completed the blob meanwhile (as the plain path does, once a message).
 func (z *ZstdSource) receive() error {
-	if ok, _ := z.store.Contains(z.ctx, z.d); ok {
+	if ok, _ := cas.Contains(z.ctx, z.store, z.d); ok {
 		return ErrStored
 	}
 	req, err := z.in.Recv()

@@ -6,9 +6,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// storeCollector exports the disk store's statistics, read at scrape time.
+// DiskStats is what the disk store's collector reads of it (disk.Store).
+type DiskStats interface {
+	Stats() disk.Stats
+	EvictionAges() ages.Evictions
+}
+
+// Lookups counts clients' lookups (decorator.LookupCounter).
+type Lookups interface {
+	Lookups() (hits, misses int64)
+}
+
+// storeCollector exports the disk store's statistics, and the lookups
+// counted around the store, read at scrape time.
 type storeCollector struct {
-	store *disk.Store
+	store   DiskStats
+	lookups Lookups
 
 	blobs, actionResults, bytes, maxBytes *prometheus.Desc
 	evictions, hits, misses               *prometheus.Desc
@@ -18,12 +31,13 @@ type storeCollector struct {
 	evictionAge                           *prometheus.Desc
 }
 
-func newStoreCollector(store *disk.Store) *storeCollector {
+func newStoreCollector(store DiskStats, lookups Lookups) *storeCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("membuf_store_"+name, help, nil, nil)
 	}
 	return &storeCollector{
 		store:             store,
+		lookups:           lookups,
 		blobs:             d("blobs", "CAS blobs on disk (the empty blob, always present, is not stored)."),
 		actionResults:     d("action_results", "Action cache entries on disk."),
 		bytes:             d("bytes", "Bytes of blobs and action results on disk."),
@@ -50,6 +64,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.store.Stats()
+	hits, misses := c.lookups.Lookups()
 	gauge := func(d *prometheus.Desc, v int64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
 	}
@@ -61,8 +76,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.bytes, st.Bytes)
 	gauge(c.maxBytes, st.MaxBytes)
 	counter(c.evictions, st.Evictions)
-	counter(c.hits, st.Hits)
-	counter(c.misses, st.Misses)
+	counter(c.hits, hits)
+	counter(c.misses, misses)
 	counter(c.corrupt, st.Corrupt)
 	counter(c.verifiedBytes, st.VerifiedBytes)
 	counter(c.scrubPasses, st.ScrubPasses)

@@ -20,10 +20,8 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas/actionresult"
-	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
-	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 )
@@ -32,10 +30,11 @@ import (
 // nil (no --s3, no --http-cache); the others must not be.
 type Sources struct {
 	Pool     *membuf.Pool
-	Store    *disk.Store
+	Store    DiskStats
+	Lookups  Lookups
 	Server   *reapi.Server
 	Zstd     *zstdseek.Pool
-	Tier     *tier.Store
+	Tier     TierStats // nil: no --upstream
 	Requests *GRPCRequests
 	Cache    *httpcache.Handler
 	// ActionResults loads the action results both protocols serve; nil:
@@ -51,7 +50,7 @@ type Sources struct {
 // and the statistics of every source in src, read at scrape time.
 func NewRegistry(src Sources) *prometheus.Registry {
 	reg := NewRuntimeRegistry()
-	reg.MustRegister(newPoolCollector(src.Pool), newStoreCollector(src.Store), newServerCollector(src.Server, src.Cache),
+	reg.MustRegister(newPoolCollector(src.Pool), newStoreCollector(src.Store, src.Lookups), newServerCollector(src.Server, src.Cache),
 		newZstdCollector(src.Zstd), newRequestCollector(src.Requests, src.Cache))
 	if src.AccessLog != nil {
 		reg.MustRegister(newAccessLogCollector(src.AccessLog))

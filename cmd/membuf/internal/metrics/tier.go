@@ -6,17 +6,22 @@ import (
 	"github.com/membuf/membuf/cas/tier"
 )
 
+// TierStats is what the tier's collector reads of it (tier.Store).
+type TierStats interface {
+	TierStats() tier.Stats
+}
+
 // tierCollector exports the shared tier's statistics (--upstream), read at
 // scrape time.
 type tierCollector struct {
-	tiered *tier.Store
+	tiered TierStats
 
 	requests, latency, bytes, lookups, corrupt, cacheHits *prometheus.Desc
 	fills, queueLength, queueBytes, uploads, lost         *prometheus.Desc
 	putCalls                                              *prometheus.Desc
 }
 
-func newTierCollector(tiered *tier.Store) *tierCollector {
+func newTierCollector(tiered TierStats) *tierCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("membuf_tier_"+name, help, labels, nil)
 	}

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -28,10 +27,9 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/actionresult"
-	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/decorator"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
-	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
@@ -54,11 +52,13 @@ type Server struct {
 	hupDone        chan struct{}  // closed to end the SIGHUP handler
 	lis            *listeners
 	dir            string
-	store          *disk.Store
+	store          localStore   // nil until opened (stores.go)
 	stopBackground []func()     // the adaptive GOMAXPROCS and the scrubber, each waited for
-	tier           *tier.Store  // nil: no --upstream
+	tier           sharedTier   // nil: no --upstream
 	closeBackend   func() error // the tier's backend's, after the tier
-	storage        cas.Storage  // what the services serve: tier, or store
+	storage        cas.Storage  // what the services serve: tier, or store, decorated
+	lookups        *decorator.LookupCounter
+	maxBlobSize    int64 // 0: no limit
 
 	cas         *reapi.Server
 	results     *actionresult.Loader // what both protocols serve action results through
@@ -133,13 +133,10 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.bindListeners(); err != nil {
 		return err
 	}
-	if err := s.openStore(); err != nil {
+	if err := s.openStores(ctx); err != nil {
 		return err
 	}
 	s.startBackground()
-	if err := s.openTier(ctx); err != nil {
-		return err
-	}
 	if err := s.newServices(); err != nil {
 		return err
 	}
@@ -188,34 +185,6 @@ func (s *Server) bindListeners() (err error) {
 	return nil
 }
 
-// openStore creates --dir if missing and opens the disk store in it.
-func (s *Server) openStore() error {
-	dir, err := filepath.Abs(s.cfg.Store.Dir)
-	if err != nil {
-		return fmt.Errorf("--dir %q: %w", s.cfg.Store.Dir, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--dir: %w", err)
-	}
-	s.dir = dir
-	c := s.cfg.Store
-	opts := []disk.StoreOption{disk.WithCompression(disk.Compression{
-		Policy:  c.Compression,
-		Zstd:    s.zstd,
-		Buffers: s.pool,
-	}), disk.WithPacks(c.PackMax), disk.WithPackSync(c.PackSync)}
-	if !c.CheckReads {
-		opts = append(opts, disk.WithoutReadChecks())
-	}
-	store, err := disk.OpenStore(dir, c.MaxSize, s.log, opts...)
-	if err != nil {
-		return fmt.Errorf("open store in %s: %w", dir, err)
-	}
-	s.store = store
-	s.storage = store
-	return nil
-}
-
 // startBackground starts the work that runs beside the requests: the
 // adaptive GOMAXPROCS (procs.go) and the scrubber.
 func (s *Server) startBackground() {
@@ -255,45 +224,11 @@ func (s *Server) goBackground(work func(ctx context.Context)) {
 	})
 }
 
-// openTier opens the shared tier over the store, with --upstream.
-func (s *Server) openTier(ctx context.Context) error {
-	c := s.cfg.Upstream
-	if c.URL == "" {
-		return nil
-	}
-	const workers = 4
-	backend, closeBackend, err := newBackend(ctx, c.Parsed, c.Timeout, 32, s.log)
-	if err != nil {
-		return fmt.Errorf("--upstream: %w", err)
-	}
-	t, err := tier.Open(ctx, s.store, tier.Config{
-		Backend:        backend,
-		Name:           c.Parsed.Scheme,
-		Dir:            s.dir,
-		Pool:           s.pool,
-		ChunkSize:      int(s.cfg.Limits.ChunkSize),
-		WriteThrough:   c.WriteThrough,
-		UploadWorkers:  workers,
-		RequestTimeout: c.Timeout,
-		MissingTTL:     cmp.Or(c.MissingTTL, -1), // 0 on the command line: remember no misses
-		Logger:         s.log,
-	})
-	if err != nil {
-		closeBackend()
-		return fmt.Errorf("--upstream: %w", err)
-	}
-	s.tier = t
-	s.closeBackend = closeBackend
-	s.storage = t
-	return nil
-}
-
 // newServices makes the services over the storage and the servers that
 // will serve them on the listeners: gRPC (the REAPI services, health,
 // reflection), the HTTP cache, and HTTP (metrics, health, status).
 func (s *Server) newServices() error {
 	l := s.cfg.Limits
-	s.storage = limitBlobSize(s.storage, l.MaxBlobSize)
 	// A Tree found complete is remembered while the disk store evicts
 	// nothing; over a shared tier, whose bucket may lose what the disk
 	// has not, every hit checks again.
@@ -318,6 +253,7 @@ func (s *Server) newServices() error {
 		Logger:             s.log,
 		Zstd:               s.zstd,
 		AssetHosts:         s.cfg.Asset.Hosts,
+		MaxBlobSize:        s.maxBlobSize,
 		AssetMaxSize:       s.cfg.Asset.MaxSize,
 		AssetTimeout:       s.cfg.Asset.Timeout,
 	})
@@ -389,6 +325,7 @@ func (s *Server) newHTTPCacheServer() error {
 	s.cache, err = httpcache.New(s.storage, httpcache.Options{
 		Pool:              s.pool,
 		ChunkSize:         int(s.cfg.Limits.ChunkSize),
+		MaxBlobSize:       s.maxBlobSize,
 		Access:            s.cfg.Access,
 		RawActionCache:    s.cfg.Listen.HTTPCacheRawAC,
 		ActionResults:     s.results,
@@ -418,10 +355,10 @@ func (s *Server) newHTTPServer() {
 		s.lis.http = tls.NewListener(s.lis.http, s.certs.httpConfig())
 	}
 	reg := metrics.NewRegistry(metrics.Sources{
-		Pool: s.pool, Store: s.store, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Requests: s.requests, Cache: s.cache,
+		Pool: s.pool, Store: s.store, Lookups: s.lookups, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Requests: s.requests, Cache: s.cache,
 		ActionResults: s.results, AccessLog: s.access, Latency: s.latency,
 	})
-	status := statusHandler(s.store, s.tier, s.cache, s.results, s.cfg.Upstream.Parsed.String(), s.started)
+	status := statusHandler(s.store, s.lookups, s.tier, s.cache, s.results, s.cfg.Upstream.Parsed.String(), s.started)
 	s.httpServer = s.newHTTP(s.latency.Admin(NewHTTPHandler(reg, s.health, status, s.cfg.Observe.Pprof)))
 }
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas/actionresult"
-	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 )
 
 // Status is what /status answers: what an operator checks first, as JSON.
@@ -75,15 +75,16 @@ type tierStatus struct {
 	HitRate       float64 `json:"hit_rate"` // disk and bucket together
 }
 
-// statusHandler serves /status for store, and tiered and cache if not nil, of a
-// server started at started.
-func statusHandler(store *disk.Store, tiered *tier.Store, cache *httpcache.Handler, results *actionresult.Loader, bucket string, started time.Time) http.Handler {
+// statusHandler serves /status for store, the lookups counted around it,
+// and tiered and cache if not nil, of a server started at started.
+func statusHandler(store localStore, lookups metrics.Lookups, tiered sharedTier, cache *httpcache.Handler, results *actionresult.Loader, bucket string, started time.Time) http.Handler {
 	version := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version = bi.Main.Version
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := store.Stats()
+		hits, misses := lookups.Lookups()
 		s := Status{
 			Version:       version,
 			Go:            runtime.Version(),
@@ -93,7 +94,7 @@ func statusHandler(store *disk.Store, tiered *tier.Store, cache *httpcache.Handl
 				Bytes: st.Bytes, MaxBytes: st.MaxBytes, Blobs: st.Blobs, ActionResults: st.ActionResults,
 				CompressedBlobs: st.CompressedBlobs, Evictions: st.Evictions, Corrupt: st.Corrupt,
 			},
-			Lookups: hitRate{Hits: st.Hits, Misses: st.Misses, HitRate: ratioOf(st.Hits, st.Hits+st.Misses)},
+			Lookups: hitRate{Hits: hits, Misses: misses, HitRate: ratioOf(hits, hits+misses)},
 		}
 		if e := store.EvictionAges(); e.YoungestSet {
 			secs := e.Youngest.Seconds()

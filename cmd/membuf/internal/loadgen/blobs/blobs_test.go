@@ -117,7 +117,7 @@ func TestPreparedReadServesStoredBytes(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 300) // 4800 bytes: chunks of 1000 and a short one
 	sum := sha256.Sum256(data)
 	d := cas.Digest{Hash: hex.EncodeToString(sum[:]), Size: int64(len(data))}
-	if err := s.store.Put(ctx, d, data, cas.Uncompressed); err != nil {
+	if err := cas.Put(ctx, s.store, d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

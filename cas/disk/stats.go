@@ -1,7 +1,9 @@
-package cas
+package disk
 
-// StoreStats is a snapshot of a Store's counters.
-type StoreStats struct {
+// Stats is a snapshot of a Store's counters. Lookups are counted by a
+// decorator around the store (decorator.CountLookups), not here: the
+// store cannot tell a client's lookup from the server's own check.
+type Stats struct {
 	Blobs         int64 // CAS blobs stored (the empty blob is not stored)
 	ActionResults int64 // action cache entries stored
 	Bytes         int64 // bytes of blobs and action results on disk
@@ -12,8 +14,6 @@ type StoreStats struct {
 	CompressedBlobs   int64 // blobs kept compressed on disk
 	MaxBytes          int64 // the configured maximum size; 0 means no limit
 	Evictions         int64 // entries removed to stay under MaxBytes
-	Hits              int64 // lookups that found their entry (reads, batch reads, action cache gets, FindMissingBlobs)
-	Misses            int64 // lookups that did not
 	Corrupt           int64 // blobs found not to match their name when re-hashed (first read, scrubber), and removed
 	VerifiedBytes     int64 // bytes of stored blobs re-hashed (first reads after start, scrubber)
 	ScrubPasses       int64 // passes of the scrubber over every blob completed

@@ -1,0 +1,9 @@
+// Package decorator holds what is cross-cutting about a store, each a
+// small type around a cas.Storage (or one of its halves) that passes
+// every other call through: counting clients' lookups (LookupCounter),
+// and refusing blobs over a size limit (SizeLimit). The server composes
+// them around its store in one place, from its configuration; the stores
+// themselves know none of it.
+//
+// It imports cas only.
+package decorator

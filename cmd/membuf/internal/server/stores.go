@@ -1,0 +1,113 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/decorator"
+	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/disk/ages"
+	"github.com/membuf/membuf/cas/tier"
+)
+
+// This file composes the storage the server serves from its
+// configuration: openStores is the one function that names a concrete
+// store type. The rest of the server knows the stores by what it does
+// with them (localStore, sharedTier) and serves cas.Storage.
+
+// localStore is what the server does with the disk store beyond serving
+// from it: its statistics, the scrubber, the lease warning, closing it.
+type localStore interface {
+	cas.Storage
+	Stats() disk.Stats
+	EvictionAges() ages.Evictions
+	EvictionGeneration() uint64
+	Scrub(ctx context.Context, rate int64) error
+	Close() error
+}
+
+// sharedTier is what the server does with the shared tier (--upstream)
+// beyond serving from it: its statistics, draining and closing it.
+type sharedTier interface {
+	cas.Storage
+	TierStats() tier.Stats
+	Drain(ctx context.Context) error
+	Close() error
+}
+
+// openStores creates --dir if missing, opens the disk store in it and,
+// with --upstream, the shared tier in front of its backend, and composes
+// what the services serve: the tier or the disk store, inside the
+// decorators (blobs over --max-blob-size refused, clients' lookups
+// counted). What it opens stays in s for the stop steps, even when a
+// later part fails.
+func (s *Server) openStores(ctx context.Context) error {
+	dir, err := filepath.Abs(s.cfg.Store.Dir)
+	if err != nil {
+		return fmt.Errorf("--dir %q: %w", s.cfg.Store.Dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--dir: %w", err)
+	}
+	s.dir = dir
+	c := s.cfg.Store
+	opts := []disk.StoreOption{disk.WithCompression(disk.Compression{
+		Policy:  c.Compression,
+		Zstd:    s.zstd,
+		Buffers: s.pool,
+	}), disk.WithPacks(c.PackMax), disk.WithPackSync(c.PackSync)}
+	if !c.CheckReads {
+		opts = append(opts, disk.WithoutReadChecks())
+	}
+	store, err := disk.OpenStore(dir, c.MaxSize, s.log, opts...)
+	if err != nil {
+		return fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	s.store = store
+	served := cas.Storage(store)
+	if u := s.cfg.Upstream; u.URL != "" {
+		backend, closeBackend, err := newBackend(ctx, u.Parsed, u.Timeout, 32, s.log)
+		if err != nil {
+			return fmt.Errorf("--upstream: %w", err)
+		}
+		t, err := tier.Open(ctx, store, tier.Config{
+			Backend:        backend,
+			Name:           u.Parsed.Scheme,
+			Dir:            dir,
+			LocalMaxSize:   c.MaxSize,
+			Pool:           s.pool,
+			ChunkSize:      int(s.cfg.Limits.ChunkSize),
+			WriteThrough:   u.WriteThrough,
+			UploadWorkers:  4,
+			RequestTimeout: u.Timeout,
+			MissingTTL:     cmp.Or(u.MissingTTL, -1), // 0 on the command line: remember no misses
+			Logger:         s.log,
+		})
+		if err != nil {
+			closeBackend()
+			return fmt.Errorf("--upstream: %w", err)
+		}
+		s.tier, s.closeBackend = t, closeBackend
+		served = t
+	}
+	s.maxBlobSize = maxBlobSize(c.MaxSize, s.cfg.Limits.MaxBlobSize)
+	s.lookups = decorator.CountLookups(decorator.LimitSize(served, s.maxBlobSize))
+	s.storage = s.lookups
+	return nil
+}
+
+// maxBlobSize is the largest blob the server accepts: --max-blob-size, or
+// the disk's size if that is smaller; 0: no limit.
+func maxBlobSize(diskSize, flag int64) int64 {
+	switch {
+	case flag <= 0:
+		return max(diskSize, 0)
+	case diskSize <= 0:
+		return flag
+	}
+	return min(diskSize, flag)
+}
