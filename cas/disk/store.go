@@ -74,8 +74,8 @@ type Store struct {
 	checkpoints *checkpoints
 	scrubber    *scrubber
 
-	// segments and packed are the index's segments and table, named here
-	// for the tests' looks under mu.
+	// segments and packed are the index's segments (rebuild loads them)
+	// and table (the crash tests look at it under mu).
 	segments *packs.Set
 	packed   *packindex.Table
 	// checkpointLoaded: this start took the packed entries from the

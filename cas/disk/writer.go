@@ -20,7 +20,11 @@ func (s *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encodin
 		return nil, fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
 	}
 	if s.packedBlobs.packable(d.Size) {
-		return s.packedBlobs.newWriter(d)
+		w, err := s.packedBlobs.newWriter(d)
+		if err != nil {
+			return nil, err // not a nil *packs.Writer in a non-nil interface
+		}
+		return w, nil
 	}
 	return s.blobFiles.newWriter(d, arrived)
 }
