@@ -356,3 +356,38 @@ func TestADownBackendIsProbedNotAskedPerWrite(t *testing.T) {
 		t.Fatalf("the backend has %d entries after the outage, want 51", got)
 	}
 }
+
+// The server's quick check of an upload (cas.Contains: is it stored
+// already?) is answered from the disk and the existence cache, never by a
+// request to the backend per upload; a client's FindMissing asks it.
+func TestQuickCheckAsksTheBackendNothing(t *testing.T) {
+	ctx := context.Background()
+	b := backendtest.NewMemory()
+	writer := startNode(t, b, tier.Config{MissingTTL: -1})
+	d := put(t, writer.store, []byte("only in the backend, for the reader"))
+	drain(t, writer.store)
+	reader := startNode(t, b, tier.Config{MissingTTL: -1})
+	stats := func() uint64 {
+		var n uint64
+		for _, c := range reader.store.TierStats().Requests[tier.OpStat] {
+			n += c
+		}
+		return n
+	}
+	if ok, err := cas.Contains(ctx, reader.store, d); ok || err != nil {
+		t.Fatalf("quick check of a blob only the backend has: %v, %v; want missing (nothing asked)", ok, err)
+	}
+	if n := stats(); n != 0 {
+		t.Fatalf("the quick check sent %d stat requests", n)
+	}
+	if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}); len(missing) != 0 || err != nil {
+		t.Fatalf("a client's FindMissing of a blob the backend has: %v, %v", missing, err)
+	}
+	if n := stats(); n != 1 {
+		t.Fatalf("a client's FindMissing sent %d stat requests, want 1", n)
+	}
+	// What the backend said is remembered: the quick check now knows.
+	if ok, err := cas.Contains(ctx, reader.store, d); !ok || err != nil {
+		t.Fatalf("quick check after the backend said yes: %v, %v", ok, err)
+	}
+}
