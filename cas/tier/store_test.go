@@ -180,22 +180,7 @@ func TestAnOutageQueuesUploadsUntilTheBackendReturns(t *testing.T) {
 func TestPutBatchReachesTheDiskWhole(t *testing.T) {
 	b := backendtest.NewMemory()
 	n := startNode(t, b, tier.Config{})
-	var ds []cas.Digest
-	var data []net.Buffers
-	for i := range 16 {
-		blob := testblob.Random(3000+i, uint64(100+i))
-		ds, data = append(ds, cas.DigestOf(blob)), append(data, net.Buffers{blob[:100], blob[100:]})
-	}
-	before := n.disk.Stats()
-	for i, err := range n.store.PutBatch(context.Background(), ds, data, nil) {
-		if err != nil {
-			t.Fatalf("blob %d: %v", i, err)
-		}
-	}
-	after := n.disk.Stats()
-	if commits, batches := after.Commits-before.Commits, after.CommitBatches-before.CommitBatches; commits != 16 || batches != 1 {
-		t.Fatalf("16 blobs reached the disk in %d commits and %d group commits; want 16 in 1", commits, batches)
-	}
+	storagetest.RunFastPaths(t, n.store, func() (int64, int64) { st := n.disk.Stats(); return st.Commits, st.CommitBatches })
 	drain(t, n.store)
 	if got := b.Puts(); got != 16 {
 		t.Fatalf("the backend stored %d entries, want 16", got)
