@@ -49,16 +49,15 @@ func ReadAll(ctx context.Context, s BlobStore, d Digest) ([]byte, error) {
 }
 
 // Contains reports whether blob d is in s (FindMissing of one digest),
-// marking it recently used: the server's own check (is an upload already
-// complete?), which it marks so (ServerCheck) for a counting decorator to
-// leave out. A caller that checks often passes a ctx already marked.
+// marking it recently used: the server's own quick check (is an upload
+// already complete?), which it marks so (QuickCheck): not counted, and
+// answered by a tier from what it holds, asking its backend nothing. A
+// caller that checks often passes a ctx already marked.
 func Contains(ctx context.Context, s BlobStore, d Digest) (bool, error) {
 	if d.IsEmpty() {
 		return true, nil
 	}
-	if !IsServerCheck(ctx) {
-		ctx = ServerCheck(ctx)
-	}
+	ctx = QuickCheck(ctx)
 	missing, err := s.FindMissing(ctx, []Digest{d})
 	if err != nil {
 		return false, err

@@ -33,6 +33,14 @@ func TestDecoratorsPassTheSuite(t *testing.T) {
 	})
 }
 
+// A batch reaches the disk whole through every decorator, stacked as the
+// server stacks them.
+func TestBatchesReachTheDiskWholeThroughTheDecorators(t *testing.T) {
+	d := openDisk(t)
+	commits := func() (int64, int64) { st := d.Stats(); return st.Commits, st.CommitBatches }
+	storagetest.RunFastPaths(t, decorator.CountLookups(decorator.LimitSize(d, 1<<20)), commits)
+}
+
 func TestLookupCounterCountsClientsNotServerChecks(t *testing.T) {
 	ctx := context.Background()
 	c := decorator.CountLookups(openDisk(t))

@@ -179,7 +179,7 @@ func (b *byteStreamService) writePlain(stream bspb.ByteStream_WriteServer, in *u
 // unless its content is known to be bad or it is done with.
 func (b *byteStreamService) receiveUpload(ctx context.Context, in *upload.Receiver, u *upload.Upload, req *grpcmem.WriteRequest, d cas.Digest) (committed int64, keep bool, err error) {
 	name := req.ResourceName
-	checks := cas.ServerCheck(ctx)    // marked once, not at every message
+	checks := cas.QuickCheck(ctx)     // marked once, not at every message
 	if b.storedMeanwhile(checks, d) { // by another stream, while this one waited for the upload
 		return d.Size, false, nil
 	}

@@ -159,6 +159,12 @@ func testPutThenRead(t *testing.T, s cas.Storage) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if st := b.Stored(); st != cas.Uncompressed && st != cas.Zstd {
+			t.Fatalf("Stored of %s: %v, neither form", d, st)
+		}
+		if b.Size() != d.Size {
+			t.Fatalf("Size of %s opened: %d", d, b.Size())
+		}
 		var z []byte
 		err = b.ReadZstd(ctx, off, nil, 64<<10, func(c membuf.Buffer) error {
 			z = append(z, c.Bytes()...)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/internal/lograte"
 )
 
 // Local is the store a tier keeps its copies in: the disk store
@@ -123,6 +124,10 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 	setDefault(&cfg.RetryBackoff, time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	} else {
+		// A warning of one kind at most once a second: during an outage
+		// every client's FindMissing would otherwise log its own.
+		cfg.Logger = slog.New(lograte.New(cfg.Logger.Handler(), slog.LevelWarn))
 	}
 	t := &Store{
 		local:  local,
@@ -230,7 +235,8 @@ func (t *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 
 // FindMissing asks the disk first, then the backend about the disk's misses
 // only: each distinct digest once, LookupConcurrency at a time, answered
-// from the existence cache where it can be. A digest the backend could not
+// from the existence cache where it can be (and only from it for a
+// cas.QuickCheck). A digest the backend could not
 // be asked about (unreachable, timed out) is reported missing: the client
 // uploads it again, which is safe.
 func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest, error) {
@@ -261,6 +267,12 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 			ask = append(ask, d)
 		}
 		found[d] = exists
+	}
+	if cas.IsQuickCheck(ctx) {
+		// The server's own quick check (is this upload stored already?):
+		// what the disk holds and the existence cache remembers, no
+		// request per upload to the backend (it may be down).
+		ask = nil
 	}
 	if len(ask) > 0 {
 		ctx, cancel := context.WithTimeout(ctx, t.cfg.RequestTimeout)

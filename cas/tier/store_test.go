@@ -180,22 +180,7 @@ func TestAnOutageQueuesUploadsUntilTheBackendReturns(t *testing.T) {
 func TestPutBatchReachesTheDiskWhole(t *testing.T) {
 	b := backendtest.NewMemory()
 	n := startNode(t, b, tier.Config{})
-	var ds []cas.Digest
-	var data []net.Buffers
-	for i := range 16 {
-		blob := testblob.Random(3000+i, uint64(100+i))
-		ds, data = append(ds, cas.DigestOf(blob)), append(data, net.Buffers{blob[:100], blob[100:]})
-	}
-	before := n.disk.Stats()
-	for i, err := range n.store.PutBatch(context.Background(), ds, data, nil) {
-		if err != nil {
-			t.Fatalf("blob %d: %v", i, err)
-		}
-	}
-	after := n.disk.Stats()
-	if commits, batches := after.Commits-before.Commits, after.CommitBatches-before.CommitBatches; commits != 16 || batches != 1 {
-		t.Fatalf("16 blobs reached the disk in %d commits and %d group commits; want 16 in 1", commits, batches)
-	}
+	storagetest.RunFastPaths(t, n.store, func() (int64, int64) { st := n.disk.Stats(); return st.Commits, st.CommitBatches })
 	drain(t, n.store)
 	if got := b.Puts(); got != 16 {
 		t.Fatalf("the backend stored %d entries, want 16", got)
@@ -354,5 +339,40 @@ func TestADownBackendIsProbedNotAskedPerWrite(t *testing.T) {
 	drain(t, n.store)
 	if got := b.Puts(); got != 51 {
 		t.Fatalf("the backend has %d entries after the outage, want 51", got)
+	}
+}
+
+// The server's quick check of an upload (cas.Contains: is it stored
+// already?) is answered from the disk and the existence cache, never by a
+// request to the backend per upload; a client's FindMissing asks it.
+func TestQuickCheckAsksTheBackendNothing(t *testing.T) {
+	ctx := context.Background()
+	b := backendtest.NewMemory()
+	writer := startNode(t, b, tier.Config{MissingTTL: -1})
+	d := put(t, writer.store, []byte("only in the backend, for the reader"))
+	drain(t, writer.store)
+	reader := startNode(t, b, tier.Config{MissingTTL: -1})
+	stats := func() uint64 {
+		var n uint64
+		for _, c := range reader.store.TierStats().Requests[tier.OpStat] {
+			n += c
+		}
+		return n
+	}
+	if ok, err := cas.Contains(ctx, reader.store, d); ok || err != nil {
+		t.Fatalf("quick check of a blob only the backend has: %v, %v; want missing (nothing asked)", ok, err)
+	}
+	if n := stats(); n != 0 {
+		t.Fatalf("the quick check sent %d stat requests", n)
+	}
+	if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}); len(missing) != 0 || err != nil {
+		t.Fatalf("a client's FindMissing of a blob the backend has: %v, %v", missing, err)
+	}
+	if n := stats(); n != 1 {
+		t.Fatalf("a client's FindMissing sent %d stat requests, want 1", n)
+	}
+	// What the backend said is remembered: the quick check now knows.
+	if ok, err := cas.Contains(ctx, reader.store, d); !ok || err != nil {
+		t.Fatalf("quick check after the backend said yes: %v, %v", ok, err)
 	}
 }

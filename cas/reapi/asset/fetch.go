@@ -91,12 +91,9 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 	// checked against the stored content, which is the only content the
 	// sha256 allows.
 	if hash, found := sha256Hex(sums); found && len(unknown) == 0 {
-		d, err := cas.Resolve(ctx, s.store, hash)
+		d, err := cas.Resolve(ctx, s.store, hash) // a client's lookup: marks it used
 		switch {
 		case err == nil:
-			if _, err := s.store.FindMissing(ctx, []cas.Digest{d}); err != nil { // a client's lookup: marks it used
-				return nil, rpcstatus.Store(err, "blob "+d.String())
-			}
 			mismatch, err := s.checkStoredSums(ctx, d, sums)
 			if errors.Is(err, cas.ErrNotFound) {
 				break // gone meanwhile: an association or a download may still answer
