@@ -2,13 +2,11 @@ package index
 
 import (
 	"container/list"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/ages"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packindex"
@@ -66,17 +64,6 @@ type Places struct {
 	// it may queue it to be copied out of an old segment. It must not
 	// block.
 	UsedLocked func(e Entry)
-}
-
-// Totals are the index's counts of what the store holds.
-type Totals struct {
-	Entries     int64 // files and live records
-	Bytes       int64 // on disk
-	PlainBytes  int64 // the entries' own sizes
-	ZstdEntries int64 // how many blobs are kept compressed
-	Partial     int64 // bytes reserved by uploads in progress; they count towards the maximum size
-	ACEntries   int64 // how many entries are action results
-	Evictions   int64
 }
 
 // sweepPerPut is how many slots of the table each put of a record sweeps
@@ -209,10 +196,10 @@ func (x *Index) CommitLocked(e *Entry, b *Batch) {
 		if old, ok := x.files[e.Key]; ok {
 			x.RemoveLocked(old)
 		} else if old, ok := x.PackedLocked(e.Key); ok {
-			x.CountLocked(&old, -1)
+			x.totals.add(&old, -1)
 		}
 		x.PutRecordLocked(e)
-		x.CountLocked(e, 1)
+		x.totals.add(e, 1)
 		x.EvictLocked(nil)
 		return
 	}
@@ -225,13 +212,13 @@ func (x *Index) CommitLocked(e *Entry, b *Batch) {
 		if x.places.FilePath(old) != x.places.FilePath(e) {
 			x.places.RemoveFile(old)
 		}
-		x.CountLocked(old, -1)
+		x.totals.add(old, -1)
 		old.Size, old.Stored, old.Zstd = e.Size, e.Stored, e.Zstd
 		old.Checked, old.Verified = e.Checked, e.Verified
 		old.CRC, old.Sums = e.CRC, e.Sums
 		old.Gen++
 		old.Pending = b
-		x.CountLocked(old, 1)
+		x.totals.add(old, 1)
 		x.tick++
 		x.lru.MoveToFront(old.el)
 		old.used = x.tick
@@ -257,7 +244,7 @@ func (x *Index) InsertLocked(e *Entry) {
 	e.used = x.tick
 	e.el = x.lru.PushFront(e)
 	x.files[e.Key] = e
-	x.CountLocked(e, 1)
+	x.totals.add(e, 1)
 }
 
 // PutRecordLocked puts packed entry e in the table; its counts are the
@@ -280,65 +267,6 @@ func (x *Index) SetVerifiedLocked(k Key) {
 // sweep's test.
 func (x *Index) isLiveSeqLocked(seq uint32) bool { return x.segments.LiveLocked(seq) != nil }
 
-// CountLocked adds e to the store's totals (sign 1) or takes it out (-1).
-// A packed entry's bytes are its segment's, counted when it took its slot;
-// its counts are its segment's too, which eviction takes out whole.
-func (x *Index) CountLocked(e *Entry, sign int64) {
-	if e.Seg == nil {
-		x.totals.Bytes += sign * e.Stored
-	} else {
-		e.Seg.Entries += sign
-		e.Seg.PlainBytes += sign * e.Size
-		if e.Key.Kind == AC {
-			e.Seg.ACEntries += sign
-		}
-	}
-	x.totals.Entries += sign
-	x.totals.PlainBytes += sign * e.Size
-	if e.Zstd {
-		x.totals.ZstdEntries += sign
-	}
-	if e.Key.Kind == AC {
-		x.totals.ACEntries += sign
-	}
-}
-
-// UncountSegmentLocked takes seg's entries out of the totals (not its
-// bytes): they leave the index whole.
-func (x *Index) UncountSegmentLocked(seg *packs.Segment) {
-	x.totals.Entries -= seg.Entries
-	x.totals.ACEntries -= seg.ACEntries
-	x.totals.PlainBytes -= seg.PlainBytes
-	seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
-}
-
-// Reserve counts n more bytes of uploads in progress towards the maximum
-// size, evicting stored entries to make room. If the uploads in progress
-// alone would take more than the maximum size it fails with ErrFull.
-func (x *Index) Reserve(n int64) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
-		return cas.ErrClosed
-	}
-	if x.maxSize > 0 && x.totals.Partial+n > x.maxSize {
-		return fmt.Errorf("%w (%d of %d bytes)", cas.ErrFull, x.totals.Partial, x.maxSize)
-	}
-	x.totals.Partial += n
-	x.EvictLocked(nil)
-	return nil
-}
-
-// Unreserve gives back n bytes reserved.
-func (x *Index) Unreserve(n int64) {
-	if n == 0 {
-		return
-	}
-	x.mu.Lock()
-	x.totals.Partial -= n
-	x.mu.Unlock()
-}
-
 // TakeSlotLocked takes a slot for a record of k of size bytes in the
 // active segment into sl (packs.Set.TakeSlotLocked; with fill, for a
 // record whose data is at hand, TakeSlotToFillLocked) and counts the bytes
@@ -353,60 +281,6 @@ func (x *Index) TakeSlotLocked(sl *packs.Slot, k Key, size int64, fill bool) err
 		x.totals.Bytes += packfile.RecordLen(size)
 	}
 	return err
-}
-
-// EvictLocked removes the least recently used entries until they and the
-// uploads in progress fit the maximum Size: of the least recently used
-// file and the oldest pack segment (sealed, no writer in it), the older
-// goes, the segment whole. keep, if not nil, is never evicted (the entry
-// just written).
-func (x *Index) EvictLocked(keep *Entry) {
-	if x.maxSize <= 0 {
-		return
-	}
-	for x.totals.Bytes+x.totals.Partial > x.maxSize {
-		el := x.lru.Back()
-		if el != nil && keep != nil && el.Value.(*Entry) == keep {
-			el = el.Prev()
-		}
-		seg := x.segments.OldestEvictableLocked()
-		if seg != nil && (el == nil || seg.Created < el.Value.(*Entry).used) {
-			x.evictSegmentLocked(seg)
-			continue
-		}
-		if el == nil {
-			return
-		}
-		e := el.Value.(*Entry)
-		x.observeEvictionLocked(e.used, 1)
-		x.RemoveLocked(e)
-		x.totals.Evictions++
-		x.log.Debug("evicted", "kind", e.Key.Kind.Dir(), "hash", e.Key.Hash, "size", e.Size)
-	}
-}
-
-// evictSegmentLocked drops Seg: its entries leave the index (its records
-// leave the table by the sweep), its bytes the store's total, its file the
-// disk (readers still holding it keep reading until they close).
-func (x *Index) evictSegmentLocked(seg *packs.Segment) {
-	x.generation.Add(1)
-	x.observeEvictionLocked(seg.Created, seg.Entries)
-	x.totals.Evictions += seg.Entries
-	x.UncountSegmentLocked(seg)
-	x.totals.Bytes -= seg.Size
-	x.changed = true
-	x.segments.EvictLocked(seg)
-}
-
-// observeEvictionLocked records n entries evicted, last used at tick used:
-// their age by the store's clock, marked now so that recent ticks are
-// placed against the present.
-func (x *Index) observeEvictionLocked(used uint64, n int64) {
-	now := time.Now()
-	x.clock.Mark(x.tick, now)
-	if at, ok := x.clock.Time(used); ok {
-		x.evicted.Observe(now, now.Sub(at), n)
-	}
 }
 
 // RemoveLocked unlinks entry e's file, if it has one, and drops it from
@@ -426,7 +300,7 @@ func (x *Index) DropLocked(e *Entry) {
 		h, _ := packindex.ParseHash(e.Key.Hash)
 		x.packed.Delete(&h, e.Key.Kind == AC)
 		x.changed = true
-		x.CountLocked(e, -1)
+		x.totals.add(e, -1)
 		return
 	}
 	if e.el != nil {
@@ -434,7 +308,7 @@ func (x *Index) DropLocked(e *Entry) {
 		e.el = nil
 	}
 	delete(x.files, e.Key)
-	x.CountLocked(e, -1)
+	x.totals.add(e, -1)
 }
 
 // DropCurrentLocked drops the entry of which opened is a copy, if it is
@@ -480,33 +354,6 @@ func (x *Index) CloseLocked() { x.closed = true }
 // ClosedLocked reports whether the store was closed.
 func (x *Index) ClosedLocked() bool { return x.closed }
 
-// UnreserveLocked gives back n bytes reserved: an upload committed (its
-// entry counts its bytes now) or failed.
-func (x *Index) UnreserveLocked(n int64) { x.totals.Partial -= n }
-
-// NextTickLocked advances the clock of recency and returns it: a
-// segment made counts as a use.
-func (x *Index) NextTickLocked() uint64 {
-	x.tick++
-	return x.tick
-}
-
-// TotalsLocked returns the index's counts.
-func (x *Index) TotalsLocked() Totals { return x.totals }
-
-// Generation counts the times entries have left the index (evicted, or
-// removed as corrupt): while it has not changed, every entry found
-// earlier still is there. It takes no lock.
-func (x *Index) Generation() uint64 { return x.generation.Load() }
-
-// EvictionAges returns how old the entries evicted so far were, by the
-// time they were last used (a packed entry: its segment's last write).
-func (x *Index) EvictionAges(now time.Time) ages.Evictions {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.evicted.Snapshot(now)
-}
-
 // Table is the table of packed entries, for the index checkpoint to
 // write and load (mu held while it is used).
 func (x *Index) Table() *packindex.Table { return &x.packed }
@@ -519,35 +366,3 @@ func (x *Index) ChangedLocked() bool { return x.changed }
 // SetChangedLocked sets what ChangedLocked reports: false as a checkpoint
 // is taken, true again if writing it failed.
 func (x *Index) SetChangedLocked(changed bool) { x.changed = changed }
-
-// OrderLocked sets the recency of what a start found, on one clock:
-// files (modTimes[i] the modification time of files[i], oldest first)
-// and segments (oldest first), those older than the oldest segment first,
-// so that eviction takes the older of the two kinds. It counts the
-// segments' bytes.
-func (x *Index) OrderLocked(files []*Entry, modTimes []time.Time, segs []*packs.Segment) {
-	for _, seg := range segs {
-		x.totals.Bytes += seg.Size
-	}
-	x.tick = 0
-	x.clock = ages.Clock{} // InsertLocked marked the ticks at the time of reading
-	si := 0
-	for i, e := range files {
-		for si < len(segs) && segs[si].ModTime().Before(modTimes[i]) {
-			x.tick++
-			segs[si].Created = x.tick
-			x.clock.Mark(x.tick, segs[si].ModTime())
-			si++
-		}
-		x.tick++
-		x.clock.Mark(x.tick, modTimes[i])
-		if el, ok := x.files[e.Key]; ok && el == e {
-			e.used = x.tick
-		}
-	}
-	for ; si < len(segs); si++ {
-		x.tick++
-		segs[si].Created = x.tick
-		x.clock.Mark(x.tick, segs[si].ModTime())
-	}
-}

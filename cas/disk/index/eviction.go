@@ -1,0 +1,149 @@
+package index
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/ages"
+	"github.com/membuf/membuf/cas/disk/packs"
+)
+
+// Recency and eviction. Every use of an entry and every segment made
+// advances the index's clock (tick); a file entry remembers the tick of
+// its last use, a segment the tick it was made at. Eviction takes the
+// older of the least recently used file and the oldest evictable segment,
+// until the entries and the uploads in progress fit the maximum size.
+
+// Reserve counts n more bytes of uploads in progress towards the maximum
+// size, evicting stored entries to make room. If the uploads in progress
+// alone would take more than the maximum size it fails with ErrFull.
+func (x *Index) Reserve(n int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return cas.ErrClosed
+	}
+	if x.maxSize > 0 && x.totals.Partial+n > x.maxSize {
+		return fmt.Errorf("%w (%d of %d bytes)", cas.ErrFull, x.totals.Partial, x.maxSize)
+	}
+	x.totals.Partial += n
+	x.EvictLocked(nil)
+	return nil
+}
+
+// Unreserve gives back n bytes reserved.
+func (x *Index) Unreserve(n int64) {
+	if n == 0 {
+		return
+	}
+	x.mu.Lock()
+	x.totals.Partial -= n
+	x.mu.Unlock()
+}
+
+// EvictLocked removes the least recently used entries until they and the
+// uploads in progress fit the maximum Size: of the least recently used
+// file and the oldest pack segment (sealed, no writer in it), the older
+// goes, the segment whole. keep, if not nil, is never evicted (the entry
+// just written).
+func (x *Index) EvictLocked(keep *Entry) {
+	if x.maxSize <= 0 {
+		return
+	}
+	for x.totals.Bytes+x.totals.Partial > x.maxSize {
+		el := x.lru.Back()
+		if el != nil && keep != nil && el.Value.(*Entry) == keep {
+			el = el.Prev()
+		}
+		seg := x.segments.OldestEvictableLocked()
+		if seg != nil && (el == nil || seg.Created < el.Value.(*Entry).used) {
+			x.evictSegmentLocked(seg)
+			continue
+		}
+		if el == nil {
+			return
+		}
+		e := el.Value.(*Entry)
+		x.observeEvictionLocked(e.used, 1)
+		x.RemoveLocked(e)
+		x.totals.Evictions++
+		x.log.Debug("evicted", "kind", e.Key.Kind.Dir(), "hash", e.Key.Hash, "size", e.Size)
+	}
+}
+
+// evictSegmentLocked drops Seg: its entries leave the index (its records
+// leave the table by the sweep), its bytes the store's total, its file the
+// disk (readers still holding it keep reading until they close).
+func (x *Index) evictSegmentLocked(seg *packs.Segment) {
+	x.generation.Add(1)
+	x.observeEvictionLocked(seg.Created, seg.Entries)
+	x.totals.Evictions += seg.Entries
+	x.totals.dropSegment(seg)
+	x.totals.Bytes -= seg.Size
+	x.changed = true
+	x.segments.EvictLocked(seg)
+}
+
+// observeEvictionLocked records n entries evicted, last used at tick used:
+// their age by the store's clock, marked now so that recent ticks are
+// placed against the present.
+func (x *Index) observeEvictionLocked(used uint64, n int64) {
+	now := time.Now()
+	x.clock.Mark(x.tick, now)
+	if at, ok := x.clock.Time(used); ok {
+		x.evicted.Observe(now, now.Sub(at), n)
+	}
+}
+
+// NextTickLocked advances the clock of recency and returns it: a
+// segment made counts as a use.
+func (x *Index) NextTickLocked() uint64 {
+	x.tick++
+	return x.tick
+}
+
+// Generation counts the times entries have left the index (evicted, or
+// removed as corrupt): while it has not changed, every entry found
+// earlier still is there. It takes no lock.
+func (x *Index) Generation() uint64 { return x.generation.Load() }
+
+// EvictionAges returns how old the entries evicted so far were, by the
+// time they were last used (a packed entry: its segment's last write).
+func (x *Index) EvictionAges(now time.Time) ages.Evictions {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.evicted.Snapshot(now)
+}
+
+// OrderLocked sets the recency of what a start found, on one clock:
+// files (modTimes[i] the modification time of files[i], oldest first)
+// and segments (oldest first), those older than the oldest segment first,
+// so that eviction takes the older of the two kinds. It counts the
+// segments' bytes.
+func (x *Index) OrderLocked(files []*Entry, modTimes []time.Time, segs []*packs.Segment) {
+	for _, seg := range segs {
+		x.totals.Bytes += seg.Size
+	}
+	x.tick = 0
+	x.clock = ages.Clock{} // InsertLocked marked the ticks at the time of reading
+	si := 0
+	for i, e := range files {
+		for si < len(segs) && segs[si].ModTime().Before(modTimes[i]) {
+			x.tick++
+			segs[si].Created = x.tick
+			x.clock.Mark(x.tick, segs[si].ModTime())
+			si++
+		}
+		x.tick++
+		x.clock.Mark(x.tick, modTimes[i])
+		if el, ok := x.files[e.Key]; ok && el == e {
+			e.used = x.tick
+		}
+	}
+	for ; si < len(segs); si++ {
+		x.tick++
+		segs[si].Created = x.tick
+		x.clock.Mark(x.tick, segs[si].ModTime())
+	}
+}
