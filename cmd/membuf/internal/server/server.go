@@ -266,7 +266,7 @@ func (s *Server) openTier(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--upstream: %w", err)
 	}
-	t, err := tier.Open(ctx, s.store, tier.Config{
+	t, err := tier.Open(ctx, s.store, tierConfig(c.Parsed, tier.Config{
 		Backend:        backend,
 		Name:           c.Parsed.Scheme,
 		Dir:            s.dir,
@@ -277,7 +277,7 @@ func (s *Server) openTier(ctx context.Context) error {
 		RequestTimeout: c.Timeout,
 		MissingTTL:     cmp.Or(c.MissingTTL, -1), // 0 on the command line: remember no misses
 		Logger:         s.log,
-	})
+	}))
 	if err != nil {
 		closeBackend()
 		return fmt.Errorf("--upstream: %w", err)
