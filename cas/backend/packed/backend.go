@@ -163,10 +163,12 @@ func TierConfig(c tier.Config) tier.Config {
 	return c
 }
 
-// Close stops the listing. It closes neither Objects nor Bucket.
+// Close stops the listing and forgets the table (a Stat or Get after it
+// finds nothing packed). It closes neither Objects nor Bucket.
 func (b *Backend) Close() error {
 	b.stop()
 	<-b.done
+	b.table.release()
 	return nil
 }
 

@@ -12,7 +12,10 @@ import (
 // size. Ten million entries must fit in well under a gigabyte on every
 // node, and the garbage collector must not scan them: the records are
 // fixed-size slots in byte slices, no pointers, open addressing with
-// linear probing.
+// linear probing; a shard's slots past 64 KiB are mapped outside the Go
+// heap (mem_unix.go), so that they count neither towards the collector's
+// goal (which would let the heap grow to twice them) nor as its garbage
+// when a shard grows.
 //
 // It is split into tableShards shards, each growing on its own by a
 // quarter when it is 80% full: a table that doubled as a whole would hold
@@ -180,7 +183,8 @@ func (t *table) markDead(hash *[32]byte, ac bool, at location) {
 func (s *tableShard) grow(t *table) {
 	old := s.slots
 	n := max(64, len(old)/slotBytes*5/4)
-	s.slots = make([]byte, n*slotBytes)
+	s.slots = allocRecords(n * slotBytes)
+	defer freeRecords(old)
 	for i := 0; i < len(old); i += slotBytes {
 		slot := old[i : i+slotBytes]
 		if slot[38]&slotUsed == 0 {
@@ -190,6 +194,18 @@ func (s *tableShard) grow(t *table) {
 		_, h := t.place(hash, slot[38]&slotAC != 0)
 		j, _ := s.find(h, hash, slot[38]&slotAC != 0)
 		copy(s.slots[j*slotBytes:], slot)
+	}
+}
+
+// release returns the slots' memory (mapped outside the Go heap: the
+// collector would not free it): the table is empty after.
+func (t *table) release() {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		freeRecords(s.slots)
+		s.slots, s.used = nil, 0
+		s.mu.Unlock()
 	}
 }
 
