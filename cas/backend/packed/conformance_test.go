@@ -1,0 +1,84 @@
+package packed
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/storagetest"
+	"github.com/membuf/membuf/cas/tier"
+)
+
+// The tier keeps the cas.Storage contract over packs, write-back and
+// write-through (where each write waits for its pack).
+func TestStorageConformance(t *testing.T) {
+	for _, wt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write-through=%v", wt), func(t *testing.T) {
+			storagetest.Run(t, func(t *testing.T) cas.Storage {
+				dir := t.TempDir()
+				local, err := disk.OpenStore(dir, 0, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := TierConfig(tier.Config{Backend: newPacked(t, newMemBucket(), Config{}), Dir: dir, WriteThrough: wt})
+				cfg.BatchLinger = 10 * time.Millisecond // the suite's writes wait for nothing else
+				s, err := tier.Open(context.Background(), local, cfg)
+				if err != nil {
+					local.Close()
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					s.Close()
+					local.Close()
+				})
+				return s
+			})
+		})
+	}
+}
+
+// Two nodes writing the same blob at once both succeed and leave it
+// readable by a third, whichever record it keeps.
+func TestTwoNodesWriteTheSameBlob(t *testing.T) {
+	m := newMemBucket()
+	data := blobOf(6000, 300)
+	up := blobUpload(data)
+	var wg sync.WaitGroup
+	for range 2 {
+		node := newPacked(t, m, Config{RefreshEvery: time.Hour})
+		wg.Go(func() { putAll(t, node, blobUpload(data)) })
+	}
+	wg.Wait()
+	if n := len(m.withPrefix(indexPrefix)); n != 2 {
+		t.Fatalf("%d indexes; want one per node", n)
+	}
+	c := newPacked(t, m, Config{RefreshEvery: time.Hour})
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := readAll(c, up.Key); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("a third node's read: %d bytes, %v", len(got), err)
+	}
+}
+
+// New refuses a configuration that cannot work.
+func TestNewRefusesBadConfig(t *testing.T) {
+	m := newMemBucket()
+	for name, cfg := range map[string]Config{
+		"no bucket":              {Objects: m.objects},
+		"entry over the pack":    {Objects: m.objects, Bucket: m, PackEntryBytes: 2 << 20, MaxPackBytes: 1 << 20},
+		"pack over 4 GiB":        {Objects: m.objects, Bucket: m, MaxPackBytes: 5 << 30},
+		"index timeout too long": {Objects: m.objects, Bucket: m, IndexTimeout: time.Minute, ListWindow: 30 * time.Second},
+		"negative refresh":       {Objects: m.objects, Bucket: m, RefreshEvery: -time.Second},
+	} {
+		if b, err := New(cfg); err == nil {
+			b.Close()
+			t.Errorf("%s: New accepted %+v", name, cfg)
+		}
+	}
+}
