@@ -72,7 +72,10 @@ type Backend struct {
 	packs   []packID // by number, as the table's slots name them
 
 	refreshMu sync.Mutex // one listing at a time
-	newest    string     // the greatest index name listed; refreshMu
+	// resume is the index name the next listing starts ListWindow
+	// before: the greatest listed, or the first whose read failed for
+	// now (so that it is listed, and read, again). refreshMu.
+	resume string
 
 	seenMu sync.Mutex
 	seen   map[string]time.Time // index names read or written, within the window
@@ -286,7 +289,8 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 // getPacked reads k's record at loc from off.
 func (b *Backend) getPacked(ctx context.Context, k tier.Key, loc location, off int64) (tier.Object, error) {
 	if off < 0 || off > loc.size {
-		return tier.Object{}, fmt.Errorf("%w: %s read from %d, past its %d bytes", cas.ErrNotFound, k, off, loc.size)
+		// The caller's mistake, not the record's: not a miss.
+		return tier.Object{}, fmt.Errorf("packed: %s read from %d, outside its %d bytes", k, off, loc.size)
 	}
 	pack := b.packName(loc.pack)
 	if !k.AC {

@@ -82,3 +82,56 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Empty entries alone in a Put (an empty pack) read back on another node.
+func TestEmptyEntries(t *testing.T) {
+	m := newMemBucket()
+	a := newPacked(t, m, Config{RefreshEvery: time.Hour})
+	action := tier.ActionKey(cas.DigestOf([]byte("an action with an empty result")))
+	putAll(t, a, blobUpload(nil), uploadOf(action, nil))
+	b := newPacked(t, m, Config{RefreshEvery: time.Hour})
+	if err := b.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []tier.Key{blobUpload(nil).Key, action} {
+		got, obj, err := readAll(b, k)
+		if err != nil || len(got) != 0 || obj.SHA256 != sumHex(nil) {
+			t.Fatalf("%s: %q, %+v, %v", k, got, obj, err)
+		}
+	}
+}
+
+// An index whose read fails for now is read at a later listing, though
+// newer indexes were listed since and its name is far behind them.
+func TestAnIndexThatFailedIsReadLater(t *testing.T) {
+	m := newMemBucket()
+	a := newPacked(t, m, Config{RefreshEvery: time.Hour})
+	b := newPacked(t, m, Config{RefreshEvery: time.Hour, ListWindow: time.Second, IndexTimeout: time.Millisecond})
+	first := blobOf(100, 400)
+	putAll(t, a, blobUpload(first))
+	failing := m.withPrefix(indexPrefix)[0]
+	// Another index, named a minute later: far past the window.
+	m.set(indexName(time.Now().Add(time.Minute)), (&index{records: []indexRecord{}}).encode())
+	var mu sync.Mutex
+	fail := true
+	m.failRead = func(name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if name == failing && fail {
+			return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "not now", Where: name}
+		}
+		return nil
+	}
+	if err := b.Refresh(context.Background()); err == nil {
+		t.Fatal("a listing whose index read failed reported no error")
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	if err := b.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := stat(t, b, blobUpload(first).Key); got[0] != 100 {
+		t.Fatalf("the record of the index that failed: Stat %d; want it read at the next listing", got[0])
+	}
+}

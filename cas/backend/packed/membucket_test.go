@@ -21,12 +21,13 @@ import (
 type memBucket struct {
 	objects *backendtest.Memory
 
-	mu      sync.Mutex
-	named   map[string][]byte
-	down    bool
-	writes  int // WriteObject calls
-	lists   int
-	corrupt func(name string, data []byte) []byte // if not nil, applied to what is written
+	mu       sync.Mutex
+	named    map[string][]byte
+	down     bool
+	writes   int // WriteObject calls
+	lists    int
+	corrupt  func(name string, data []byte) []byte // if not nil, applied to what is written
+	failRead func(name string) error               // if not nil and it returns an error, ReadRange fails with it
 }
 
 func newMemBucket() *memBucket {
@@ -55,6 +56,11 @@ func (m *memBucket) ReadRange(ctx context.Context, name string, off, n int64) (i
 	defer m.mu.Unlock()
 	if err := m.check(ctx, name); err != nil {
 		return nil, err
+	}
+	if m.failRead != nil {
+		if err := m.failRead(name); err != nil {
+			return nil, err
+		}
 	}
 	data, ok := m.named[name]
 	if !ok || off > int64(len(data)) || n >= 0 && off+n > int64(len(data)) {

@@ -134,7 +134,7 @@ func (b *Backend) buildPacks(uploads []tier.Upload, packable []int, errs []error
 // writePack writes p's pack (if it has records in one), then its index,
 // and puts its records in the table.
 func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
-	if len(p.data) > 0 {
+	if len(p.members) > 0 { // records in a pack (all empty blobs make an empty one)
 		id := newPackID()
 		p.ix.pack, p.ix.packSize = id.name(), int64(len(p.data))
 		sum := sha256.Sum256(p.data)

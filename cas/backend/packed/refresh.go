@@ -42,19 +42,22 @@ func (b *Backend) refreshLoop(ctx context.Context) {
 
 // Refresh lists the index objects written since the last listing (from
 // ListWindow before the newest name it saw; at the first, all of them),
-// reads those not read yet and puts their records in the table. An index
-// that cannot be read for now is read at a later listing; a damaged one
-// is logged, counted and skipped: its records stay unknown here (a client
-// uploads them again), never half read.
+// reads those not read yet and puts their records in the table, in name
+// order, a few at a time (at a start, a bucket's indexes may name more
+// records than fit in memory twice). An index that cannot be read for now
+// is read at a later listing; a damaged one is logged, counted and
+// skipped: its records stay unknown here (a client uploads them again),
+// never half read.
 func (b *Backend) Refresh(ctx context.Context) error {
 	b.refreshMu.Lock()
 	defer b.refreshMu.Unlock()
 	after := ""
-	if t, ok := indexTime(b.newest); ok {
+	if t, ok := indexTime(b.resume); ok {
 		from := t.Add(-b.cfg.ListWindow).UnixNano()
 		after = fmt.Sprintf("%s%020d", indexPrefix, max(from, 0))
 	}
 	var todo []string
+	newest := b.resume
 	for {
 		names, err := b.bucket.ListAfter(ctx, indexPrefix, after, listPage)
 		if err != nil {
@@ -69,47 +72,45 @@ func (b *Backend) Refresh(ctx context.Context) error {
 		b.seenMu.Unlock()
 		if len(names) > 0 {
 			after = names[len(names)-1]
-			b.newest = max(b.newest, after)
+			newest = max(newest, after)
 		}
 		if len(names) < listPage {
 			break
 		}
 	}
-	read := make([]*index, len(todo))
-	errs := make([]error, len(todo))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, b.cfg.Concurrency)
-	for i, name := range todo {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			read[i], errs[i] = b.readIndex(ctx, name)
-		})
+	failed, firstFailed := error(nil), ""
+	step := 4 * b.cfg.Concurrency
+	for len(todo) > 0 {
+		chunk := todo[:min(step, len(todo))]
+		todo = todo[len(chunk):]
+		for i, err := range b.readIndexes(ctx, chunk) {
+			name := chunk[i]
+			switch {
+			case err == nil:
+				b.c.indexesRead.Add(1)
+			case errors.Is(err, cas.ErrUnavailable) || ctx.Err() != nil:
+				// Not seen: the next listing starts early enough to
+				// list it again.
+				if failed == nil {
+					failed, firstFailed = err, name
+				}
+				continue
+			default:
+				b.c.badIndexes.Add(1)
+				b.log.Warn("packed: an index object in the shared tier is unreadable; its records are not known here", "index", name, "err", err)
+			}
+			t, ok := indexTime(name)
+			if !ok {
+				t = time.Unix(1<<40, 0) // not a node's name: kept for good, so as not to read it again
+			}
+			b.seenMu.Lock()
+			b.seen[name] = t
+			b.seenMu.Unlock()
+		}
 	}
-	wg.Wait()
-	var failed error
-	for i, name := range todo {
-		err := errs[i]
-		if err == nil {
-			err = b.apply(read[i])
-		}
-		switch {
-		case err == nil:
-			b.c.indexesRead.Add(1)
-		case errors.Is(err, cas.ErrUnavailable) || ctx.Err() != nil:
-			failed = err // not seen: the next listing tries it again
-			continue
-		default:
-			b.c.badIndexes.Add(1)
-			b.log.Warn("packed: an index object in the shared tier is unreadable; its records are not known here", "index", name, "err", err)
-		}
-		t, ok := indexTime(name)
-		if !ok {
-			t = time.Unix(1<<40, 0) // not a node's name: kept for good, so as not to read it again
-		}
-		b.seenMu.Lock()
-		b.seen[name] = t
-		b.seenMu.Unlock()
+	b.resume = newest
+	if firstFailed != "" {
+		b.resume = min(newest, firstFailed)
 	}
 	b.forgetOld()
 	if failed == nil {
@@ -118,14 +119,37 @@ func (b *Backend) Refresh(ctx context.Context) error {
 	return failed
 }
 
+// readIndexes reads and applies the indexes names, Concurrency at a time,
+// applying them in order; it returns an error for each.
+func (b *Backend) readIndexes(ctx context.Context, names []string) []error {
+	read := make([]*index, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, b.cfg.Concurrency)
+	for i, name := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			read[i], errs[i] = b.readIndex(ctx, name)
+		})
+	}
+	wg.Wait()
+	for i := range names {
+		if errs[i] == nil {
+			errs[i] = b.apply(read[i])
+		}
+	}
+	return errs
+}
+
 // forgetOld forgets the names seen that no listing returns any more:
-// those older than twice the window before the newest.
+// those older than twice the window before where the next one starts.
 func (b *Backend) forgetOld() {
-	newest, ok := indexTime(b.newest)
+	resume, ok := indexTime(b.resume)
 	if !ok {
 		return
 	}
-	cut := newest.Add(-2 * b.cfg.ListWindow)
+	cut := resume.Add(-2 * b.cfg.ListWindow)
 	b.seenMu.Lock()
 	defer b.seenMu.Unlock()
 	for name, t := range b.seen {
