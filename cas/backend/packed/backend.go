@@ -49,6 +49,12 @@ type Config struct {
 	// nothing is remembered (the tier remembers no miss of a packed
 	// backend: see TierConfig); 0 means 10s.
 	MissingTTL time.Duration
+	// IndexedOnly makes Stat answer from the table alone: an entry no
+	// index names is absent, without a HEAD of the per-object layout.
+	// For a bucket that only nodes with packs write: otherwise every
+	// fresh blob a client asks about costs a HEAD, as without packs
+	// (once per MissingTTL). Get still looks in the per-object layout.
+	IndexedOnly bool
 	// Concurrency bounds the index objects read at once; 0 means 8.
 	Concurrency int
 	// Logger receives the backend's logs; nil discards them.
@@ -225,7 +231,8 @@ func hashOf(k tier.Key) ([32]byte, bool) {
 }
 
 // Stat answers from the table; a key it does not know is asked of the
-// per-object layout (a HEAD each, remembered for MissingTTL when absent).
+// per-object layout (a HEAD each, remembered for MissingTTL when absent),
+// unless IndexedOnly.
 func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 	var ask []int
 	for i, k := range ks {
@@ -236,7 +243,7 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 				continue
 			}
 		}
-		if !b.misses.recent(k) {
+		if !b.cfg.IndexedOnly && !b.misses.recent(k) {
 			ask = append(ask, i)
 		}
 	}

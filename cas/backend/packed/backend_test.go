@@ -181,6 +181,38 @@ func TestStatAsksNothingOfKnownEntries(t *testing.T) {
 	}
 }
 
+// With IndexedOnly, Stat asks the per-object layout about nothing: a
+// FindMissing of fresh blobs costs no request.
+func TestIndexedOnlyAsksNothing(t *testing.T) {
+	m := newMemBucket()
+	counting := &countingObjects{Backend: m.objects}
+	b, err := New(Config{Objects: counting, Bucket: m, RefreshEvery: time.Hour, IndexedOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	old := blobOf(300, 20) // an object of the old layout: not found
+	if err := m.objects.Put(context.Background(), []tier.Upload{blobUpload(old)})[0]; err != nil {
+		t.Fatal(err)
+	}
+	var ks []tier.Key
+	for i := range 1000 {
+		ks = append(ks, blobUpload(blobOf(64, uint64(i+30))).Key)
+	}
+	ks = append(ks, blobUpload(old).Key)
+	for i, size := range stat(t, b, ks...) {
+		if size != -1 {
+			t.Fatalf("key %d: %d", i, size)
+		}
+	}
+	if n := counting.stats(); n != 0 {
+		t.Fatalf("Stat of 1,001 keys no index names asked the per-object layout about %d; want none", n)
+	}
+	if got, _, err := readAll(b, blobUpload(old).Key); err != nil || !bytes.Equal(got, old) {
+		t.Fatalf("Get of an old layout's object with IndexedOnly: %d bytes, %v; want it read", len(got), err)
+	}
+}
+
 type countingObjects struct {
 	tier.Backend
 	mu sync.Mutex

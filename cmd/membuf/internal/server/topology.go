@@ -26,8 +26,10 @@ type Upstream struct {
 	location any    // the backend package's parsed Location
 	shown    string // the URL for logs and /status (no secrets)
 	// packs: an object store's small entries go many to an object
-	// (cas/backend/packed), from the URL's packs=true.
-	packs bool
+	// (cas/backend/packed), from the URL's packs=true; packsOnly, from
+	// packs=only: what no pack index names is absent to FindMissing,
+	// without a HEAD (a bucket only nodes with packs write).
+	packs, packsOnly bool
 }
 
 // UpstreamSchemes lists the schemes --upstream accepts, with the
@@ -38,7 +40,7 @@ var UpstreamSchemes = []string{
 	"azblob://ACCOUNT/CONTAINER[/PREFIX] (an Azure Blob Storage container; " + azure.URLParameters + "; credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, else azidentity's default chain)",
 	"grpc://HOST:PORT[/INSTANCE], grpcs://... (an upstream REAPI cache: another membuf, bb-storage, bazel-remote; " + grpcupstream.URLParameters + ")",
 	"http://HOST:PORT[/PREFIX], https://... (an upstream HTTP cache of /cas/ and /ac/: another membuf's --http-cache, bazel-remote, nginx WebDAV; " + httpupstream.URLParameters + ")",
-	"an object store's URL takes packs=true too: small entries go to the bucket many to an object, a request per thousands of blobs (docs/packs.md; experimental)",
+	"an object store's URL takes packs=true too: small entries go to the bucket many to an object, a request per thousands of blobs; packs=only: and FindMissing asks the bucket nothing, for a bucket only nodes with packs write (docs/packs.md; experimental)",
 }
 
 // ParseUpstream parses an --upstream URL, by its scheme; an object
@@ -49,7 +51,7 @@ func ParseUpstream(raw string) (Upstream, error) {
 		return Upstream{}, err
 	}
 	u, err := parseUpstream(raw)
-	if err != nil || !packs {
+	if err != nil || packs == "" {
 		return u, err
 	}
 	switch u.Scheme {
@@ -57,35 +59,42 @@ func ParseUpstream(raw string) (Upstream, error) {
 	default:
 		return Upstream{}, fmt.Errorf("%q: packs=true is for an object store's bucket (s3://, gs://, azblob://), not %s://", clip(raw), u.Scheme)
 	}
-	u.packs = true
+	u.packs, u.packsOnly = true, packs == "only"
 	sep := "?"
 	if strings.Contains(u.shown, "?") {
 		sep = "&"
 	}
-	u.shown += sep + "packs=true"
+	u.shown += sep + "packs=" + packs
 	return u, nil
 }
 
 // cutPacks takes the packs parameter out of raw, the backends' own
-// parsers knowing nothing of it.
-func cutPacks(raw string) (string, bool, error) {
+// parsers knowing nothing of it, and returns "true", "only" or "" (off).
+func cutPacks(raw string) (string, string, error) {
 	base, query, ok := strings.Cut(raw, "?")
 	if !ok {
-		return raw, false, nil
+		return raw, "", nil
 	}
 	var kept []string
-	packs := false
+	packs := ""
 	for param := range strings.SplitSeq(query, "&") {
 		name, value, _ := strings.Cut(param, "=")
 		if name != "packs" {
 			kept = append(kept, param)
 			continue
 		}
+		if value == "only" {
+			packs = value
+			continue
+		}
 		b, err := strconv.ParseBool(value)
 		if err != nil {
-			return "", false, fmt.Errorf("%q: packs=%q is not true or false", clip(raw), clip(value))
+			return "", "", fmt.Errorf("%q: packs=%q is not true, false or only", clip(raw), clip(value))
 		}
-		packs = b
+		packs = ""
+		if b {
+			packs = "true"
+		}
 	}
 	if len(kept) == 0 {
 		return base, packs, nil
@@ -178,7 +187,7 @@ func withPacks(u Upstream, store objectStore, log *slog.Logger) (tier.Backend, f
 	if !u.packs {
 		return store, store.Close, nil
 	}
-	p, err := packed.New(packed.Config{Objects: store, Bucket: store, Logger: log})
+	p, err := packed.New(packed.Config{Objects: store, Bucket: store, IndexedOnly: u.packsOnly, Logger: log})
 	if err != nil {
 		store.Close()
 		return nil, nil, err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ func TestParseUpstreamPacks(t *testing.T) {
 		{"s3://bucket/pre?packs=false", false, "s3://bucket/pre/"},
 		{"gs://bucket/pre?packs=1", true, "gs://bucket/pre/?packs=true"},
 		{"s3://bucket/pre", false, "s3://bucket/pre/"},
+		{"azblob://acct/cont/pre?packs=only", true, "azblob://acct/cont/pre/?packs=only"},
 	} {
 		u, err := ParseUpstream(c.raw)
 		if err != nil {
@@ -29,6 +31,9 @@ func TestParseUpstreamPacks(t *testing.T) {
 			t.Errorf("%s: packs %v, shown %q; want %v, %q", c.raw, u.packs, u.String(), c.packs, c.shown)
 		}
 		cfg := tierConfig(u, tier.Config{MissingTTL: time.Minute})
+		if u.packsOnly != strings.HasSuffix(c.raw, "packs=only") {
+			t.Errorf("%s: packsOnly %v", c.raw, u.packsOnly)
+		}
 		if packedCfg := cfg.MissingTTL < 0 && cfg.BatchEntries > 1000; packedCfg != c.packs {
 			t.Errorf("%s: the tier's config %+v", c.raw, cfg)
 		}
