@@ -6,6 +6,7 @@ import (
 
 	"github.com/membuf/membuf/cas/backend/gcs"
 	"github.com/membuf/membuf/cas/backend/packed"
+	"github.com/membuf/membuf/cas/backend/packed/packedtest"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/tier/backendtest"
 )
@@ -24,6 +25,16 @@ func newPacked(t *testing.T, rawURL string) *packed.Backend {
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// The named objects keep packed.Bucket's contract.
+func TestNamedObjects(t *testing.T) {
+	f := startFakeGCS(t, "membuf-test")
+	n := 0
+	packedtest.RunBucket(t, func(t *testing.T) packed.Bucket {
+		n++
+		return newBackend(t, "gs://membuf-test/named"+strings.Repeat("x", n)+"?endpoint="+f.Endpoint)
+	})
 }
 
 // The backend suite with packs on fake-gcs-server, stopped and started

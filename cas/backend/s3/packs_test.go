@@ -1,8 +1,13 @@
 package s3
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +15,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/packed"
+	"github.com/membuf/membuf/cas/backend/packed/packedtest"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/tier/backendtest"
@@ -71,6 +77,17 @@ func outage(m *miniotest.Server) func(t *testing.T, down bool) {
 			m.Restart(t)
 		}
 	}
+}
+
+// The bucket's named objects keep packed.Bucket's contract on MinIO.
+func TestNamedObjects(t *testing.T) {
+	m := miniotest.Start(t)
+	isolateAWS(t, miniotest.AccessKey, miniotest.SecretKey)
+	var n atomic.Int64
+	packedtest.RunBucket(t, func(t *testing.T) packed.Bucket {
+		_, c := newPackedMinIO(t, m, fmt.Sprint("named", n.Add(1)))
+		return c.Bucket
+	})
 }
 
 // The backend suite with packs on MinIO, stopped and started again.
@@ -197,4 +214,81 @@ func TestPackedVisibleOnAnotherNode(t *testing.T) {
 			t.Fatalf("B's read of A's blob: %d bytes, %v", len(got), err)
 		}
 	}
+}
+
+// On MinIO, a record whose pack is gone, or cut short, reads as a miss:
+// never an error, never short bytes.
+func TestPackedDamageOnMinIO(t *testing.T) {
+	m := miniotest.Start(t)
+	isolateAWS(t, miniotest.AccessKey, miniotest.SecretKey)
+	p, c := newPackedMinIO(t, m, "damage")
+	ctx := context.Background()
+	var ups []tier.Upload
+	var ds []cas.Digest
+	for i := range 3 {
+		data := blobOf(10_000, byte(200+i))
+		d := cas.DigestOf(data)
+		ds = append(ds, d)
+		ups = append(ups, tier.Upload{Key: tier.BlobKey(d), Body: bytes.NewReader(data), Size: d.Size, SHA256: d.Hash})
+	}
+	for i, err := range p.Put(ctx, ups) {
+		if err != nil {
+			t.Fatalf("upload %d: %v", i, err)
+		}
+	}
+	packs, err := c.ListAfter(ctx, "packs/data/", "", 10)
+	if err != nil || len(packs) != 1 {
+		t.Fatalf("packs listed: %q, %v", packs, err)
+	}
+	body, err := c.ReadRange(ctx, packs[0], 25_000, 10_000)
+	if !errors.Is(err, cas.ErrNotFound) {
+		if err == nil {
+			body.Close()
+		}
+		t.Fatalf("a range past a pack's end: %v, want cas.ErrNotFound", err)
+	}
+	// Cut the pack short: its last record is gone, the first still reads.
+	r, err := c.ReadRange(ctx, packs[0], 0, 25_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || len(short) != 25_000 {
+		t.Fatalf("reading the pack's start: %d bytes, %v", len(short), err)
+	}
+	if err := c.WriteObject(ctx, packs[0], short, sumOf(short)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Get(ctx, tier.BlobKey(ds[2]), 0); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("a record past its cut pack's end: %v, want cas.ErrNotFound", err)
+	}
+	obj, err := p.Get(ctx, tier.BlobKey(ds[0]), 0)
+	if err != nil {
+		t.Fatalf("a record before the cut: %v", err)
+	}
+	got, err := io.ReadAll(obj.Body)
+	obj.Body.Close()
+	if err != nil || cas.DigestOf(got) != ds[0] {
+		t.Fatalf("a record before the cut read back %d bytes, %v", len(got), err)
+	}
+	if err := c.DeleteObject(ctx, packs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteObject(ctx, packs[0]); err != nil {
+		t.Fatalf("deleting an absent object: %v", err)
+	}
+	if _, err := p.Get(ctx, tier.BlobKey(ds[1]), 0); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("a record whose pack is gone: %v, want cas.ErrNotFound", err)
+	}
+	sizes := make([]int64, 3)
+	keys := []tier.Key{tier.BlobKey(ds[0]), tier.BlobKey(ds[1]), tier.BlobKey(ds[2])}
+	if err := p.Stat(ctx, keys, sizes); err != nil || sizes[1] != -1 || sizes[2] != -1 {
+		t.Fatalf("Stat after the reads found them gone: %v, %v; want the two gone ones -1", sizes, err)
+	}
+}
+
+func sumOf(data []byte) string {
+	s := sha256.Sum256(data)
+	return hex.EncodeToString(s[:])
 }
