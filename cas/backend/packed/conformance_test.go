@@ -135,3 +135,51 @@ func TestAnIndexThatFailedIsReadLater(t *testing.T) {
 		t.Fatalf("the record of the index that failed: Stat %d; want it read at the next listing", got[0])
 	}
 }
+
+// A blob acknowledged before the tier stopped (its pack still lingering
+// for company) reaches the bucket after a restart: the tier's journal
+// queues it again, and it goes up in a pack as any other.
+func TestAcknowledgedBeforeAStopReachesTheBucket(t *testing.T) {
+	m := newMemBucket()
+	dir := t.TempDir()
+	open := func(linger time.Duration) (*tier.Store, func()) {
+		local, err := disk.OpenStore(dir, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := TierConfig(tier.Config{Backend: newPacked(t, m, Config{}), Dir: dir})
+		cfg.BatchLinger = linger
+		s, err := tier.Open(context.Background(), local, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, func() {
+			s.Close()
+			local.Close()
+		}
+	}
+	s, stop := open(time.Hour) // nothing goes up before the stop
+	data := blobOf(4000, 500)
+	d := cas.DigestOf(data)
+	if err := s.Put(context.Background(), d, data, cas.Uncompressed); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if n := m.writeCount(); n != 0 {
+		t.Fatalf("%d writes to the bucket before the stop; want none (the batch lingers)", n)
+	}
+	s, stop = open(10 * time.Millisecond)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := newPacked(t, m, Config{RefreshEvery: time.Hour})
+	if err := other.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := readAll(other, tier.BlobKey(d)); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("after the restart, another node reads %d bytes, %v", len(got), err)
+	}
+}
