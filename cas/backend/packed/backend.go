@@ -112,7 +112,11 @@ const (
 // New returns a Backend over cfg's bucket and starts listing its
 // indexes: the first listing runs at once, in the background (Refresh
 // waits for one). Close stops it.
-func New(cfg Config) (*Backend, error) {
+func New(cfg Config) (*Backend, error) { return newBackend(cfg, true) }
+
+// newBackend is New; without listing, only Refresh lists (for tests that
+// say when).
+func newBackend(cfg Config, listing bool) (*Backend, error) {
 	if cfg.Objects == nil || cfg.Bucket == nil {
 		return nil, errors.New("packed: Config needs Objects and Bucket")
 	}
@@ -146,6 +150,10 @@ func New(cfg Config) (*Backend, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	b.stop = stop
+	if !listing {
+		close(b.done)
+		return b, nil
+	}
 	go b.refreshLoop(ctx)
 	return b, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,14 +51,14 @@ func TestTwoNodesWriteTheSameBlob(t *testing.T) {
 	up := blobUpload(data)
 	var wg sync.WaitGroup
 	for range 2 {
-		node := newPacked(t, m, Config{RefreshEvery: time.Hour})
+		node := newManual(t, m, Config{})
 		wg.Go(func() { putAll(t, node, blobUpload(data)) })
 	}
 	wg.Wait()
 	if n := len(m.withPrefix(indexPrefix)); n != 2 {
 		t.Fatalf("%d indexes; want one per node", n)
 	}
-	c := newPacked(t, m, Config{RefreshEvery: time.Hour})
+	c := newManual(t, m, Config{})
 	if err := c.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +87,10 @@ func TestNewRefusesBadConfig(t *testing.T) {
 // Empty entries alone in a Put (an empty pack) read back on another node.
 func TestEmptyEntries(t *testing.T) {
 	m := newMemBucket()
-	a := newPacked(t, m, Config{RefreshEvery: time.Hour})
+	a := newManual(t, m, Config{})
 	action := tier.ActionKey(cas.DigestOf([]byte("an action with an empty result")))
 	putAll(t, a, blobUpload(nil), uploadOf(action, nil))
-	b := newPacked(t, m, Config{RefreshEvery: time.Hour})
+	b := newManual(t, m, Config{})
 	if err := b.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -105,29 +106,27 @@ func TestEmptyEntries(t *testing.T) {
 // newer indexes were listed since and its name is far behind them.
 func TestAnIndexThatFailedIsReadLater(t *testing.T) {
 	m := newMemBucket()
-	a := newPacked(t, m, Config{RefreshEvery: time.Hour})
-	b := newPacked(t, m, Config{RefreshEvery: time.Hour, ListWindow: time.Second, IndexTimeout: time.Millisecond})
+	a := newManual(t, m, Config{})
+	b := newManual(t, m, Config{ListWindow: time.Second, IndexTimeout: time.Millisecond})
 	first := blobOf(100, 400)
 	putAll(t, a, blobUpload(first))
 	failing := m.withPrefix(indexPrefix)[0]
 	// Another index, named a minute later: far past the window.
 	m.set(indexName(time.Now().Add(time.Minute)), (&index{records: []indexRecord{}}).encode())
-	var mu sync.Mutex
-	fail := true
+	m.mu.Lock()
 	m.failRead = func(name string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if name == failing && fail {
+		if name == failing {
 			return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "not now", Where: name}
 		}
 		return nil
 	}
+	m.mu.Unlock()
 	if err := b.Refresh(context.Background()); err == nil {
 		t.Fatal("a listing whose index read failed reported no error")
 	}
-	mu.Lock()
-	fail = false
-	mu.Unlock()
+	m.mu.Lock()
+	m.failRead = nil
+	m.mu.Unlock()
 	if err := b.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +174,39 @@ func TestAcknowledgedBeforeAStopReachesTheBucket(t *testing.T) {
 	if err := s.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	other := newPacked(t, m, Config{RefreshEvery: time.Hour})
+	other := newManual(t, m, Config{})
 	if err := other.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, _, err := readAll(other, tier.BlobKey(d)); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("after the restart, another node reads %d bytes, %v", len(got), err)
 	}
+}
+
+// With IndexedOnly, a large entry stored as an object of its own fails
+// when its index does: no Stat would find it, and the tier tries again.
+func TestIndexedOnlyObjectFailsWithItsIndex(t *testing.T) {
+	for _, only := range []bool{false, true} {
+		m := newMemBucket()
+		b, err := newBackend(Config{Objects: m.objects, Bucket: &failingIndexes{memBucket: m}, IndexedOnly: only, PackEntryBytes: 1000, MaxPackBytes: 10_000}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		large := blobUpload(blobOf(5000, 600))
+		err = b.Put(context.Background(), []tier.Upload{large})[0]
+		if (err != nil) != only {
+			t.Fatalf("IndexedOnly %v: the object's Put whose index failed: %v", only, err)
+		}
+	}
+}
+
+// failingIndexes fails every write of an index.
+type failingIndexes struct{ *memBucket }
+
+func (f *failingIndexes) WriteObject(ctx context.Context, name string, data []byte, sum string) error {
+	if strings.HasPrefix(name, indexPrefix) {
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "index writes fail", Where: name}
+	}
+	return f.memBucket.WriteObject(ctx, name, data, sum)
 }

@@ -32,6 +32,7 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	}
 	var wg sync.WaitGroup
 	var stored []indexRecord // the objects stored, for an index
+	var storedAt []int       // their uploads
 	if len(objects) > 0 {
 		wg.Go(func() {
 			ups := make([]tier.Upload, len(objects))
@@ -43,6 +44,7 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 				errs[i] = err
 				if h, ok := hashOf(uploads[i].Key); ok && err == nil {
 					stored = append(stored, indexRecord{flags: flagObject | acFlag(uploads[i].Key), hash: h, size: uploads[i].Size})
+					storedAt = append(storedAt, i)
 				}
 			}
 		})
@@ -53,15 +55,22 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 		packs = append(packs, &packBuild{})
 	}
 	for n, p := range packs {
-		if n == len(packs)-1 {
+		last := n == len(packs)-1
+		if last {
 			// The objects stored go in the last index: other nodes learn
 			// them without a HEAD. If it fails they are still stored,
-			// found by a HEAD.
+			// found by a HEAD; with IndexedOnly nothing would find them,
+			// so they fail too, and the tier tries them again.
 			p.ix.records = append(p.ix.records, stored...)
 		}
 		err := b.writePack(ctx, p)
 		for _, i := range p.members {
 			errs[i] = err
+		}
+		if last && err != nil && b.cfg.IndexedOnly {
+			for _, i := range storedAt {
+				errs[i] = err
+			}
 		}
 	}
 	return errs
