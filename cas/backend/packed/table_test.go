@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/membuf/membuf/internal/testenv"
 )
 
 func keyHash(i int) [32]byte {
@@ -69,6 +71,7 @@ func TestTableBytesPerRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a million records")
 	}
+	testenv.SkipUnderRace(t, "the race detector's own memory grows the resident set the test measures")
 	n := 1_000_000
 	if v := os.Getenv("MEMBUF_PACKED_TABLE_RECORDS"); v != "" {
 		var err error
