@@ -40,7 +40,12 @@ func TestImportsRunOneWay(t *testing.T) {
 		// Test support: a backend behind a real tier on a real disk.
 		"tier/backendtest": {mod, mod + "/tier", mod + "/disk"},
 		"backend/s3":       {mod, mod + "/tier"},
-		"storagetest":      {mod, mod + "/internal/testblob"},
+		// Packs in any object store's bucket, over the store's own
+		// backend and Bucket: no store's client.
+		"backend/packed": {mod, mod + "/tier"},
+		// Test support: the suite every packed.Bucket passes.
+		"backend/packed/packedtest": {mod, mod + "/backend/packed"},
+		"storagetest":               {mod, mod + "/internal/testblob"},
 
 		// The shared tier's backends on upstream caches, and what they
 		// share: never a store or a protocol.

@@ -63,6 +63,15 @@ type Config struct {
 	// seconds. A negative MissingTTL remembers no "no": another node's
 	// upload is seen at once, at the cost of a HEAD per local miss.
 	ExistsTTL, MissingTTL time.Duration
+	// BatchEntries, BatchBytes and BatchLinger bound the batches of small
+	// entries (256 KiB or less) handed to the backend's Put at once: at
+	// most BatchEntries entries and BatchBytes bytes, an entry waiting up
+	// to BatchLinger for others to join it; 0 means 64, 2 MiB and 20ms.
+	// A backend that stores a batch in one object (cas/backend/packed)
+	// wants much larger batches: each costs a request, however small.
+	BatchEntries int
+	BatchBytes   int64
+	BatchLinger  time.Duration
 	// RetryBackoff is the wait after the first failed upload attempt,
 	// doubling while they keep failing, up to a minute; 0 means 1s.
 	RetryBackoff time.Duration
@@ -111,7 +120,8 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 		return nil, errors.New("tier: Config.Dir (the local store's directory, for the upload journal) is empty")
 	}
 	if cfg.ChunkSize < 0 || cfg.UploadWorkers < 0 || cfg.UploadBytes < 0 ||
-		cfg.RequestTimeout < 0 || cfg.ExistsTTL < 0 || cfg.RetryBackoff < 0 {
+		cfg.RequestTimeout < 0 || cfg.ExistsTTL < 0 || cfg.RetryBackoff < 0 ||
+		cfg.BatchEntries < 0 || cfg.BatchBytes < 0 || cfg.BatchLinger < 0 {
 		return nil, fmt.Errorf("tier: a negative Config field: %+v", cfg)
 	}
 	setDefault(&cfg.Name, "shared")
@@ -122,6 +132,9 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 	setDefault(&cfg.ExistsTTL, 5*time.Minute)
 	setDefault(&cfg.MissingTTL, 10*time.Second)
 	setDefault(&cfg.RetryBackoff, time.Second)
+	setDefault(&cfg.BatchEntries, batchEntries)
+	setDefault(&cfg.BatchBytes, batchBytes)
+	setDefault(&cfg.BatchLinger, batchLinger)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	} else {

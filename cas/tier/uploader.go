@@ -205,19 +205,22 @@ type taken struct {
 }
 
 // Batches: a worker that takes a small entry takes the other small
-// entries that are due with it, at most batchEntries of them and
-// batchBytes in all, and hands them to the backend in one Put (an
-// upstream cache's BatchUpdateBlobs: a request for many). A small entry
-// that is not urgent waits up to batchLinger from when it was queued for
-// others to join it, so that a steady stream of small writes goes up in
-// batches rather than one by one.
+// entries that are due with it, at most Config.BatchEntries of them and
+// Config.BatchBytes in all, and hands them to the backend in one Put (an
+// upstream cache's BatchUpdateBlobs: a request for many; a packed
+// bucket's pack). A small entry that is not urgent waits up to
+// Config.BatchLinger from when it was queued for others to join it, so
+// that a steady stream of small writes goes up in batches rather than one
+// by one; a quarter of a batch due is enough not to wait for more.
 const (
 	batchEntryBytes = 256 << 10
 	batchEntries    = 64
 	batchBytes      = 2 << 20
-	batchFull       = 16 // entries enough not to linger for more
 	batchLinger     = 20 * time.Millisecond
 )
+
+// batchFull is how many small entries due end a linger.
+func (u *uploader) batchFull() int { return max(1, u.t.cfg.BatchEntries/4) }
 
 // small reports whether p may share a batch.
 func (p *pendingUpload) small() bool { return p.size() <= batchEntryBytes }
@@ -252,7 +255,7 @@ func (u *uploader) next(ctx context.Context) []taken {
 		down := u.failing >= u.t.cfg.UploadWorkers
 		if take >= 0 && (!u.queue[take].notBefore.After(now) && !down || probe) {
 			if head := u.queue[take]; head.small() && !head.urgent && u.failing == 0 {
-				if lingerEnd := head.queuedAt.Add(batchLinger); now.Before(lingerEnd) && u.dueSmallLocked(now) < batchFull {
+				if lingerEnd := head.queuedAt.Add(u.t.cfg.BatchLinger); now.Before(lingerEnd) && u.dueSmallLocked(now) < u.batchFull() {
 					soonest = lingerEnd
 					goto wait
 				}
@@ -260,9 +263,9 @@ func (u *uploader) next(ctx context.Context) []taken {
 			batch := []taken{u.takeLocked(take, now)}
 			if first := batch[0].p; first.small() && u.failing == 0 {
 				bytes := first.size()
-				for i := 0; i < len(u.queue) && len(batch) < batchEntries; {
+				for i := 0; i < len(u.queue) && len(batch) < u.t.cfg.BatchEntries; {
 					q := u.queue[i]
-					if q.notBefore.After(now) || !q.small() || bytes+q.size() > batchBytes {
+					if q.notBefore.After(now) || !q.small() || bytes+q.size() > u.t.cfg.BatchBytes {
 						i++
 						continue
 					}
@@ -309,7 +312,7 @@ func (u *uploader) dueSmallLocked(now time.Time) int {
 	n := 0
 	for _, q := range u.queue {
 		if !q.notBefore.After(now) && q.small() {
-			if n++; n >= batchFull {
+			if n++; n >= u.batchFull() {
 				break
 			}
 		}

@@ -54,9 +54,9 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 	}
 	drainNode(t, a)
 
-	if missing, err := b.FindMissing(ctx, ds); err != nil || len(missing) != 0 {
-		t.Fatalf("node B's FindMissing of what A uploaded: %v missing, %v", missing, err)
-	}
+	// A backend may learn of another node's uploads a moment later (a
+	// packed bucket lists its indexes every second or so).
+	awaitPresent(t, b, ds)
 	for i, d := range ds {
 		if got, err := cas.ReadAll(ctx, b, d); err != nil || !bytes.Equal(got, blobs[i]) {
 			t.Fatalf("node B's read of blob %d (%d bytes): %d bytes, %v", i, d.Size, len(got), err)
@@ -99,10 +99,24 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 	}
 	opts.Outage(t, false)
 	drainNode(t, a)
+	awaitPresent(t, b, lds)
 	for i, d := range lds {
 		if got, err := cas.ReadAll(ctx, b, d); err != nil || !bytes.Equal(got, later[i]) {
 			t.Fatalf("after the outage, node B's read of a blob A wrote during it: %d bytes, %v", len(got), err)
 		}
+	}
+}
+
+// awaitPresent waits until s's FindMissing finds every one of ds.
+func awaitPresent(t *testing.T, s *tier.Store, ds []cas.Digest) {
+	t.Helper()
+	var missing []cas.Digest
+	var err error
+	if !await.Within(20*time.Second, func() bool {
+		missing, err = s.FindMissing(ctx(t), ds)
+		return err == nil && len(missing) == 0
+	}) {
+		t.Fatalf("node B's FindMissing of what A uploaded: %v missing, %v", missing, err)
 	}
 }
 

@@ -74,7 +74,7 @@ func (s *Server) openStores(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--upstream: %w", err)
 		}
-		t, err := tier.Open(ctx, store, tier.Config{
+		t, err := tier.Open(ctx, store, tierConfig(u.Parsed, tier.Config{
 			Backend:        backend,
 			Name:           u.Parsed.Scheme,
 			Dir:            dir,
@@ -86,7 +86,7 @@ func (s *Server) openStores(ctx context.Context) error {
 			RequestTimeout: u.Timeout,
 			MissingTTL:     cmp.Or(u.MissingTTL, -1), // 0 on the command line: remember no misses
 			Logger:         s.log,
-		})
+		}))
 		if err != nil {
 			closeBackend()
 			return fmt.Errorf("--upstream: %w", err)

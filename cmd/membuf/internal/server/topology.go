@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/membuf/membuf/cas/backend/gcs"
 	"github.com/membuf/membuf/cas/backend/grpcupstream"
 	"github.com/membuf/membuf/cas/backend/httpupstream"
+	"github.com/membuf/membuf/cas/backend/packed"
 	"github.com/membuf/membuf/cas/backend/s3"
 	"github.com/membuf/membuf/cas/tier"
 )
@@ -23,6 +25,11 @@ type Upstream struct {
 	Scheme   string // "s3", "gs", "azblob", "grpc", "http" (grpcs and https are grpc's and http's)
 	location any    // the backend package's parsed Location
 	shown    string // the URL for logs and /status (no secrets)
+	// packs: an object store's small entries go many to an object
+	// (cas/backend/packed), from the URL's packs=true; packsOnly, from
+	// packs=only: what no pack index names is absent to FindMissing,
+	// without a HEAD (a bucket only nodes with packs write).
+	packs, packsOnly bool
 }
 
 // UpstreamSchemes lists the schemes --upstream accepts, with the
@@ -33,10 +40,69 @@ var UpstreamSchemes = []string{
 	"azblob://ACCOUNT/CONTAINER[/PREFIX] (an Azure Blob Storage container; " + azure.URLParameters + "; credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, else azidentity's default chain)",
 	"grpc://HOST:PORT[/INSTANCE], grpcs://... (an upstream REAPI cache: another membuf, bb-storage, bazel-remote; " + grpcupstream.URLParameters + ")",
 	"http://HOST:PORT[/PREFIX], https://... (an upstream HTTP cache of /cas/ and /ac/: another membuf's --http-cache, bazel-remote, nginx WebDAV; " + httpupstream.URLParameters + ")",
+	"an object store's URL takes packs=true too: small entries go to the bucket many to an object, a request per thousands of blobs; packs=only: and FindMissing asks the bucket nothing, for a bucket only nodes with packs write (docs/packs.md; experimental)",
 }
 
-// ParseUpstream parses an --upstream URL, by its scheme.
+// ParseUpstream parses an --upstream URL, by its scheme; an object
+// store's may say packs=true.
 func ParseUpstream(raw string) (Upstream, error) {
+	raw, packs, err := cutPacks(raw)
+	if err != nil {
+		return Upstream{}, err
+	}
+	u, err := parseUpstream(raw)
+	if err != nil || packs == "" {
+		return u, err
+	}
+	switch u.Scheme {
+	case "s3", "gs", "azblob":
+	default:
+		return Upstream{}, fmt.Errorf("%q: packs=true is for an object store's bucket (s3://, gs://, azblob://), not %s://", clip(raw), u.Scheme)
+	}
+	u.packs, u.packsOnly = true, packs == "only"
+	sep := "?"
+	if strings.Contains(u.shown, "?") {
+		sep = "&"
+	}
+	u.shown += sep + "packs=" + packs
+	return u, nil
+}
+
+// cutPacks takes the packs parameter out of raw, the backends' own
+// parsers knowing nothing of it, and returns "true", "only" or "" (off).
+func cutPacks(raw string) (string, string, error) {
+	base, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return raw, "", nil
+	}
+	var kept []string
+	packs := ""
+	for param := range strings.SplitSeq(query, "&") {
+		name, value, _ := strings.Cut(param, "=")
+		if name != "packs" {
+			kept = append(kept, param)
+			continue
+		}
+		if value == "only" {
+			packs = value
+			continue
+		}
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return "", "", fmt.Errorf("%q: packs=%q is not true, false or only", clip(raw), clip(value))
+		}
+		packs = ""
+		if b {
+			packs = "true"
+		}
+	}
+	if len(kept) == 0 {
+		return base, packs, nil
+	}
+	return base + "?" + strings.Join(kept, "&"), packs, nil
+}
+
+func parseUpstream(raw string) (Upstream, error) {
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
 		return Upstream{}, fmt.Errorf("%q is not a URL: want one of %s", clip(raw), schemeList())
@@ -82,8 +148,10 @@ func (u Upstream) String() string { return u.shown }
 func schemeList() string {
 	var s []string
 	for _, line := range UpstreamSchemes {
-		scheme, _, _ := strings.Cut(line, "://")
-		s = append(s, scheme+"://")
+		scheme, _, ok := strings.Cut(line, "://")
+		if ok {
+			s = append(s, scheme+"://")
+		}
 	}
 	return strings.Join(s, ", ")
 }
@@ -96,9 +164,44 @@ func clip(s string) string {
 	return s
 }
 
+// tierConfig is c as u's backend wants it: with packs, batches of
+// thousands and no "no" remembered by the tier (packed.TierConfig).
+func tierConfig(u Upstream, c tier.Config) tier.Config {
+	if u.packs {
+		return packed.TierConfig(c)
+	}
+	return c
+}
+
+// objectStore is an object store's backend: its per-object layout, and
+// its named objects for packs.
+type objectStore interface {
+	tier.Backend
+	packed.Bucket
+	Close() error
+}
+
+// withPacks is store itself, or with u's packs=true the packed backend
+// over it.
+func withPacks(u Upstream, store objectStore, log *slog.Logger) (tier.Backend, func() error, error) {
+	if !u.packs {
+		return store, store.Close, nil
+	}
+	p, err := packed.New(packed.Config{Objects: store, Bucket: store, IndexedOnly: u.packsOnly, Logger: log})
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return p, func() error {
+		p.Close()
+		return store.Close()
+	}, nil
+}
+
 // newBackend makes the backend u names; it sends nothing over the network
-// (tier.Open probes it). concurrency bounds each backend's requests in
-// flight; close releases what it holds.
+// (tier.Open probes it), but for packs' listing, which starts here.
+// concurrency bounds each backend's requests in flight; close releases
+// what it holds.
 func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int, log *slog.Logger) (b tier.Backend, close func() error, err error) {
 	switch loc := u.location.(type) {
 	case s3.Location:
@@ -106,19 +209,19 @@ func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurre
 		if err != nil {
 			return nil, nil, err
 		}
-		return bucket, bucket.Close, nil
+		return withPacks(u, bucket, log)
 	case gcs.Location:
 		b, err := gcs.New(ctx, gcs.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}
-		return b, b.Close, nil
+		return withPacks(u, b, log)
 	case azure.Location:
 		b, err := azure.New(ctx, azure.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}
-		return b, b.Close, nil
+		return withPacks(u, b, log)
 	case grpcupstream.Location:
 		b, err := grpcupstream.New(ctx, grpcupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
 		if err != nil {

@@ -1,0 +1,75 @@
+package gcs_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/membuf/membuf/cas/backend/gcs"
+	"github.com/membuf/membuf/cas/backend/packed"
+	"github.com/membuf/membuf/cas/backend/packed/packedtest"
+	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cas/tier/backendtest"
+)
+
+// The bucket keeps packs: it is a packed.Bucket.
+var _ packed.Bucket = (*gcs.Backend)(nil)
+
+// newPacked is a packed backend on the bucket rawURL names, closed when
+// the test ends.
+func newPacked(t *testing.T, rawURL string) *packed.Backend {
+	t.Helper()
+	b := newBackend(t, rawURL)
+	p, err := packed.New(packed.Config{Objects: b, Bucket: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// The named objects keep packed.Bucket's contract.
+func TestNamedObjects(t *testing.T) {
+	f := startFakeGCS(t, "membuf-test")
+	n := 0
+	packedtest.RunBucket(t, func(t *testing.T) packed.Bucket {
+		n++
+		return newBackend(t, "gs://membuf-test/named"+strings.Repeat("x", n)+"?endpoint="+f.Endpoint)
+	})
+}
+
+// The backend suite with packs on fake-gcs-server, stopped and started
+// again.
+func TestPackedConformance(t *testing.T) {
+	f := startFakeGCS(t, "membuf-test")
+	n := 0
+	backendtest.Run(t, func(t *testing.T) tier.Backend {
+		n++
+		return newPacked(t, "gs://membuf-test/packed"+strings.Repeat("x", n)+"?endpoint="+f.Endpoint)
+	}, backendtest.Options{
+		KeepsChecksums: true,
+		ResolvesHashes: true,
+		Outage: func(t *testing.T, down bool) {
+			if down {
+				f.Stop()
+			} else {
+				f.Restart(t)
+			}
+		},
+	})
+}
+
+// Two nodes with packs on one bucket behind the tier, with an outage.
+func TestPackedBehindTheTier(t *testing.T) {
+	f := startFakeGCS(t, "membuf-test")
+	backendtest.RunTier(t, func(t *testing.T) tier.Backend {
+		return newPacked(t, "gs://membuf-test/packed-tier?endpoint="+f.Endpoint)
+	}, backendtest.Options{
+		Outage: func(t *testing.T, down bool) {
+			if down {
+				f.Stop()
+			} else {
+				f.Restart(t)
+			}
+		},
+	})
+}

@@ -1,0 +1,460 @@
+package packed
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier"
+)
+
+// Config configures a Backend. Zero fields take the defaults named.
+type Config struct {
+	// Objects is the bucket's per-object layout (the object store's own
+	// tier.Backend): entries larger than PackEntryBytes go there, one
+	// object each, and an entry no index names is looked for there, so
+	// that a bucket written before packs is still read.
+	Objects tier.Backend
+	// Bucket is the same bucket's named objects, for packs and indexes.
+	Bucket Bucket
+	// PackEntryBytes is the largest entry stored in a pack; 0 means 1 MiB.
+	PackEntryBytes int64
+	// MaxPackBytes bounds a pack; a Put of more makes several. 0 means
+	// 64 MiB.
+	MaxPackBytes int64
+	// RefreshEvery is how often the index prefix is listed for other
+	// nodes' packs; 0 means 1s.
+	RefreshEvery time.Duration
+	// ListWindow is how far behind the newest index name seen a listing
+	// starts again: an index whose name (its writer's clock when it began
+	// the write) sorts that much before the newest another node listed
+	// is missed until a restart. It covers an index write's duration
+	// (bounded by IndexTimeout) and the clocks' skew between nodes; 0
+	// means 30s.
+	ListWindow time.Duration
+	// IndexTimeout bounds an index object's write; 0 means 10s. It must
+	// be less than ListWindow.
+	IndexTimeout time.Duration
+	// MissingTTL is how long a HEAD of the per-object layout that found
+	// nothing is remembered (the tier remembers no miss of a packed
+	// backend: see TierConfig); 0 means 10s.
+	MissingTTL time.Duration
+	// IndexedOnly makes Stat answer from the table alone: an entry no
+	// index names is absent, without a HEAD of the per-object layout.
+	// For a bucket that only nodes with packs write: otherwise every
+	// fresh blob a client asks about costs a HEAD, as without packs
+	// (once per MissingTTL). Get still looks in the per-object layout.
+	IndexedOnly bool
+	// Concurrency bounds the index objects read at once; 0 means 8.
+	Concurrency int
+	// Logger receives the backend's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Backend is a tier.Backend that stores small entries many to an object
+// (a pack) with an index object naming their records, and larger ones
+// one object each through Config.Objects; every node lists the indexes
+// and keeps their records in a table, from which Stat answers without a
+// request. See the package documentation.
+type Backend struct {
+	cfg     Config
+	objects tier.Backend
+	bucket  Bucket
+	log     *slog.Logger
+	table   *table
+	misses  *missCache
+
+	packsMu sync.RWMutex
+	packs   []packID // by number, as the table's slots name them
+
+	refreshMu sync.Mutex // one listing at a time
+	// resume is the index name the next listing starts ListWindow
+	// before: the greatest listed, or the first whose read failed for
+	// now (so that it is listed, and read, again). refreshMu.
+	resume string
+
+	seenMu sync.Mutex
+	seen   map[string]time.Time // index names read or written, within the window
+
+	stop context.CancelFunc
+	done chan struct{}
+
+	c struct {
+		refreshes, indexesRead, badIndexes, packsWritten, indexesWritten atomic.Int64
+	}
+}
+
+var _ tier.Backend = (*Backend)(nil)
+
+// Object names under the bucket's prefix.
+const (
+	indexPrefix = "packs/index/"
+	dataPrefix  = "packs/data/"
+)
+
+// Limits on what is read and written.
+const (
+	maxPackRecords = 1 << 16
+	maxIndexBytes  = 8 << 20
+	listPage       = 1000
+)
+
+// New returns a Backend over cfg's bucket and starts listing its
+// indexes: the first listing runs at once, in the background (Refresh
+// waits for one). Close stops it.
+func New(cfg Config) (*Backend, error) { return newBackend(cfg, true) }
+
+// newBackend is New; without listing, only Refresh lists (for tests that
+// say when).
+func newBackend(cfg Config, listing bool) (*Backend, error) {
+	if cfg.Objects == nil || cfg.Bucket == nil {
+		return nil, errors.New("packed: Config needs Objects and Bucket")
+	}
+	setDefault(&cfg.PackEntryBytes, 1<<20)
+	setDefault(&cfg.MaxPackBytes, 64<<20)
+	setDefault(&cfg.RefreshEvery, time.Second)
+	setDefault(&cfg.ListWindow, 30*time.Second)
+	setDefault(&cfg.IndexTimeout, 10*time.Second)
+	setDefault(&cfg.MissingTTL, 10*time.Second)
+	setDefault(&cfg.Concurrency, 8)
+	switch {
+	case cfg.PackEntryBytes < 0 || cfg.MaxPackBytes < cfg.PackEntryBytes+acHeader || cfg.MaxPackBytes > maxPackOffset:
+		return nil, fmt.Errorf("packed: PackEntryBytes %d and MaxPackBytes %d: want 0 < entry < pack <= 4 GiB", cfg.PackEntryBytes, cfg.MaxPackBytes)
+	case cfg.RefreshEvery < 0 || cfg.MissingTTL < 0 || cfg.Concurrency < 0:
+		return nil, fmt.Errorf("packed: a negative Config field: %+v", cfg)
+	case cfg.IndexTimeout <= 0 || cfg.IndexTimeout >= cfg.ListWindow:
+		return nil, fmt.Errorf("packed: IndexTimeout %v must be positive and less than ListWindow %v", cfg.IndexTimeout, cfg.ListWindow)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Backend{
+		cfg:     cfg,
+		objects: cfg.Objects,
+		bucket:  cfg.Bucket,
+		log:     cfg.Logger,
+		table:   newTable(),
+		misses:  newMissCache(cfg.MissingTTL),
+		seen:    make(map[string]time.Time),
+		done:    make(chan struct{}),
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	b.stop = stop
+	if !listing {
+		close(b.done)
+		return b, nil
+	}
+	go b.refreshLoop(ctx)
+	return b, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// TierConfig returns c set for a packed backend: batches of up to 4,096
+// entries and 16 MiB, an entry waiting up to a second for others (each
+// batch costs two requests, a pack and its index, however small), where
+// c leaves them zero; and no "no" remembered by the tier (MissingTTL -1):
+// Stat answers from memory, and remembers its own misses of the
+// per-object layout, so another node's pack is seen as soon as it is
+// listed.
+func TierConfig(c tier.Config) tier.Config {
+	setDefault(&c.BatchEntries, 4096)
+	setDefault(&c.BatchBytes, 16<<20)
+	setDefault(&c.BatchLinger, time.Second)
+	c.MissingTTL = -1
+	return c
+}
+
+// Close stops the listing and forgets the table (a Stat or Get after it
+// finds nothing packed). It closes neither Objects nor Bucket.
+func (b *Backend) Close() error {
+	b.stop()
+	<-b.done
+	b.table.release()
+	return nil
+}
+
+// Stats is what a Backend counts.
+type Stats struct {
+	Records, TableBytes int64 // in the table, and its slots' bytes
+	Packs               int64 // known
+	Refreshes           int64 // listings of the index prefix that succeeded
+	IndexesRead         int64 // other nodes' index objects read
+	BadIndexes          int64 // index objects unreadable (damaged, truncated): their records are unknown
+	PacksWritten        int64
+	IndexesWritten      int64
+}
+
+// Stats returns a snapshot of the counters.
+func (b *Backend) Stats() Stats {
+	var st Stats
+	st.Records, st.TableBytes = b.table.stats()
+	b.packsMu.RLock()
+	st.Packs = int64(len(b.packs))
+	b.packsMu.RUnlock()
+	st.Refreshes = b.c.refreshes.Load()
+	st.IndexesRead = b.c.indexesRead.Load()
+	st.BadIndexes = b.c.badIndexes.Load()
+	st.PacksWritten = b.c.packsWritten.Load()
+	st.IndexesWritten = b.c.indexesWritten.Load()
+	return st
+}
+
+// Probe probes the per-object layout, then lists the index prefix: a
+// node that cannot list would never see another's packs.
+func (b *Backend) Probe(ctx context.Context) error {
+	if err := b.objects.Probe(ctx); err != nil {
+		return err
+	}
+	_, err := b.bucket.ListAfter(ctx, indexPrefix, "", 1)
+	return err
+}
+
+// hashOf returns k's hash as bytes, if it is a SHA-256 in lowercase hex:
+// only those are packed and indexed.
+func hashOf(k tier.Key) ([32]byte, bool) {
+	var h [32]byte
+	if len(k.Hash) != 64 {
+		return h, false
+	}
+	if _, err := hex.Decode(h[:], []byte(k.Hash)); err != nil || hex.EncodeToString(h[:]) != k.Hash {
+		return h, false
+	}
+	return h, true
+}
+
+// Stat answers from the table; a key it does not know is asked of the
+// per-object layout (a HEAD each, remembered for MissingTTL when absent),
+// unless IndexedOnly.
+func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
+	var ask []int
+	for i, k := range ks {
+		sizes[i] = -1
+		if h, ok := hashOf(k); ok {
+			if loc, ok := b.table.get(&h, k.AC); ok {
+				sizes[i] = loc.size
+				continue
+			}
+		}
+		if !b.cfg.IndexedOnly && !b.misses.recent(k) {
+			ask = append(ask, i)
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	keys, got := make([]tier.Key, len(ask)), make([]int64, len(ask))
+	for j, i := range ask {
+		keys[j] = ks[i]
+	}
+	err := b.objects.Stat(ctx, keys, got)
+	for j, i := range ask {
+		sizes[i] = got[j]
+		if got[j] < 0 && err == nil {
+			b.misses.add(ks[i])
+		}
+	}
+	return err
+}
+
+// Get reads k from off: one ranged GET of its record where the table
+// knows one, else from the per-object layout. A record whose pack is gone
+// or too short is marked dead (Stat no longer counts it) and read from
+// the per-object layout instead: a miss, never an error.
+func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
+	h, ok := hashOf(k)
+	if !ok {
+		return b.objects.Get(ctx, k, off)
+	}
+	loc, ok := b.table.get(&h, k.AC)
+	if !ok {
+		return b.objects.Get(ctx, k, off)
+	}
+	if loc.object {
+		obj, err := b.objects.Get(ctx, k, off)
+		if errors.Is(err, cas.ErrNotFound) {
+			b.table.markDead(&h, k.AC, loc)
+		}
+		return obj, err
+	}
+	obj, err := b.getPacked(ctx, k, loc, off)
+	if errors.Is(err, cas.ErrNotFound) {
+		b.table.markDead(&h, k.AC, loc)
+		b.log.Warn("packed: a record's pack is gone or short; a miss", "entry", k.String(), "pack", b.packName(loc.pack))
+		return b.objects.Get(ctx, k, off)
+	}
+	return obj, err
+}
+
+// getPacked reads k's record at loc from off.
+func (b *Backend) getPacked(ctx context.Context, k tier.Key, loc location, off int64) (tier.Object, error) {
+	if off < 0 || off > loc.size {
+		// The caller's mistake, not the record's: not a miss.
+		return tier.Object{}, fmt.Errorf("packed: %s read from %d, outside its %d bytes", k, off, loc.size)
+	}
+	pack := b.packName(loc.pack)
+	if !k.AC {
+		if off == loc.size {
+			return tier.Object{Body: io.NopCloser(bytes.NewReader(nil)), Size: loc.size, SHA256: k.Hash}, nil
+		}
+		body, err := b.bucket.ReadRange(ctx, pack, int64(loc.offset)+off, loc.size-off)
+		if err != nil {
+			return tier.Object{}, err
+		}
+		return tier.Object{Body: body, Size: loc.size, SHA256: k.Hash}, nil
+	}
+	body, err := b.bucket.ReadRange(ctx, pack, int64(loc.offset), acHeader+loc.size)
+	if err != nil {
+		return tier.Object{}, err
+	}
+	var sum [acHeader]byte
+	_, err = io.ReadFull(body, sum[:])
+	if err == nil && off > 0 {
+		_, err = io.CopyN(io.Discard, body, off)
+	}
+	if err != nil {
+		body.Close()
+		return tier.Object{}, &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("reading %s from the shared tier failed", k), Where: pack, Cause: err}
+	}
+	return tier.Object{Body: body, Size: loc.size, SHA256: hex.EncodeToString(sum[:])}, nil
+}
+
+// packID names a pack: its object is packs/data/{nanos:020d}-{random:016x}.
+type packID struct {
+	nanos  int64
+	random uint64
+}
+
+func (p packID) name() string { return fmt.Sprintf("%s%020d-%016x", dataPrefix, p.nanos, p.random) }
+
+// parsePackID parses a pack's name as written by newPackID.
+func parsePackID(name string) (packID, bool) {
+	var p packID
+	if len(name) != len(dataPrefix)+20+1+16 || name[:len(dataPrefix)] != dataPrefix {
+		return p, false
+	}
+	rest := name[len(dataPrefix):]
+	var nanos uint64
+	for _, c := range rest[:20] {
+		if c < '0' || c > '9' {
+			return p, false
+		}
+		nanos = nanos*10 + uint64(c-'0')
+	}
+	var r [8]byte
+	if rest[20] != '-' || nanos > 1<<62 {
+		return p, false
+	}
+	if _, err := hex.Decode(r[:], []byte(rest[21:])); err != nil {
+		return p, false
+	}
+	p.nanos, p.random = int64(nanos), binary.BigEndian.Uint64(r[:])
+	return p, p.name() == name
+}
+
+func newPackID() packID {
+	var r [8]byte
+	rand.Read(r[:])
+	return packID{nanos: time.Now().UnixNano(), random: binary.BigEndian.Uint64(r[:])}
+}
+
+// indexName names a new index object: the time sorts it among the others.
+func indexName(now time.Time) string {
+	var r [8]byte
+	rand.Read(r[:])
+	return fmt.Sprintf("%s%020d-%x", indexPrefix, now.UnixNano(), r)
+}
+
+// indexTime returns the time an index's name carries.
+func indexTime(name string) (time.Time, bool) {
+	rest, ok := cutPrefix(name, indexPrefix)
+	if !ok || len(rest) < 21 || rest[20] != '-' {
+		return time.Time{}, false
+	}
+	var nanos int64
+	for _, c := range rest[:20] {
+		if c < '0' || c > '9' || nanos > (1<<62)/10 {
+			return time.Time{}, false
+		}
+		nanos = nanos*10 + int64(c-'0')
+	}
+	return time.Unix(0, nanos), true
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
+		return s, false
+	}
+	return s[len(prefix):], true
+}
+
+// registerPack gives pack a number for the table's slots.
+func (b *Backend) registerPack(p packID) (uint32, error) {
+	b.packsMu.Lock()
+	defer b.packsMu.Unlock()
+	if len(b.packs) >= 1<<32-1 {
+		return 0, errors.New("packed: 4 billion packs known; restart to forget the gone ones")
+	}
+	b.packs = append(b.packs, p)
+	return uint32(len(b.packs) - 1), nil
+}
+
+func (b *Backend) packName(n uint32) string {
+	b.packsMu.RLock()
+	defer b.packsMu.RUnlock()
+	return b.packs[n].name()
+}
+
+// apply puts an index's records in the table.
+func (b *Backend) apply(ix *index) error {
+	var pack uint32
+	if ix.pack != "" {
+		id, ok := parsePackID(ix.pack)
+		if !ok {
+			return fmt.Errorf("%w: its pack's name %q is not one a node writes", errBadIndex, ix.pack)
+		}
+		var err error
+		if pack, err = b.registerPack(id); err != nil {
+			return err
+		}
+	}
+	for _, r := range ix.records {
+		if r.size > maxTableSize {
+			continue
+		}
+		loc := location{size: r.size, object: r.flags&flagObject != 0}
+		if !loc.object {
+			loc.pack, loc.offset = pack, uint32(r.offset)
+		}
+		b.table.put(&r.hash, r.flags&flagAC != 0, loc)
+	}
+	return nil
+}
+
+// sumOf checks a SHA-256 in lowercase hex.
+func sumOf(s string) ([32]byte, bool) {
+	var sum [32]byte
+	if len(s) != 64 {
+		return sum, false
+	}
+	_, err := hex.Decode(sum[:], []byte(s))
+	return sum, err == nil
+}
+
+// String names the backend for logs.
+func (b *Backend) String() string { return fmt.Sprintf("packed(%v)", b.objects) }

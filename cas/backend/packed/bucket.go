@@ -1,0 +1,31 @@
+package packed
+
+import (
+	"context"
+	"io"
+)
+
+// Bucket is what packs need of an object store, beside its per-object
+// layout (a tier.Backend): named objects under the backend's prefix. Names
+// given and returned are relative to that prefix ("packs/index/...").
+// Errors wrap cas.ErrNotFound (no such object) or cas.ErrUnavailable
+// (anything else), as *tier.RequestError: what they say reaches clients
+// and names no bucket, endpoint or credential. A Bucket is safe for
+// concurrent use; every method stops waiting when ctx is done.
+type Bucket interface {
+	// ReadRange reads n > 0 bytes of object name from off: the body
+	// yields exactly those; n < 0 reads from off to the end. An object
+	// that is absent, or shorter than off+n, is cas.ErrNotFound. ctx
+	// bounds the whole read, body included; the caller closes the body.
+	ReadRange(ctx context.Context, name string, off, n int64) (io.ReadCloser, error)
+	// WriteObject stores data as object name, whose SHA-256 in lowercase
+	// hex is sum (a store that can check it does). Names written here are
+	// never written twice.
+	WriteObject(ctx context.Context, name string, data []byte, sum string) error
+	// ListAfter returns up to limit names under prefix that sort after
+	// after (byte order), in that order; fewer than limit means there
+	// are no more.
+	ListAfter(ctx context.Context, prefix, after string, limit int) ([]string, error)
+	// DeleteObject removes object name; an absent one is not an error.
+	DeleteObject(ctx context.Context, name string) error
+}

@@ -1,0 +1,24 @@
+// Package packed is a tier.Backend that keeps an object store's small
+// entries many to an object: packs in the bucket. A Put's entries of
+// PackEntryBytes or less go up as one pack object (their records back to
+// back) and one small index object naming each record (key, offset,
+// size), under a time-ordered prefix; larger entries stay one object each
+// in the store's per-object layout (Config.Objects), named in the index
+// too. Every node lists the index prefix every RefreshEvery and keeps the
+// records in a pointer-free table, so Stat answers without a request; a
+// read of a packed entry is one ranged GET.
+//
+//	{prefix}packs/data/{unix-nanos}-{random}    a pack: records back to back
+//	{prefix}packs/index/{unix-nanos}-{random}   its index (index.go), written after it
+//	{prefix}cas/{hash}, {prefix}ac/{hash}       the per-object layout, as before
+//
+// It serves every object store through Bucket, which each store's
+// backend implements beside its tier.Backend (cas/backend/s3). What is
+// not in the table is looked for in the per-object layout, so a bucket
+// written before packs is still read. A pack that is gone or too short
+// reads as a miss, never an error or wrong bytes: the tier checks a
+// blob's bytes against its name, and an action result's against the
+// SHA-256 stored before it in the pack. docs/packs.md has the design.
+//
+// It imports cas and cas/tier only, and no object store's client.
+package packed

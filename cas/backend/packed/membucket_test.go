@@ -1,0 +1,151 @@
+package packed
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cas/tier/backendtest"
+)
+
+// memBucket is a Bucket in memory, with its per-object layout (a
+// backendtest.Memory), that counts writes and can be taken down.
+type memBucket struct {
+	objects *backendtest.Memory
+
+	mu       sync.Mutex
+	named    map[string][]byte
+	down     bool
+	writes   int // WriteObject calls
+	lists    int
+	corrupt  func(name string, data []byte) []byte // if not nil, applied to what is written
+	failRead func(name string) error               // if not nil and it returns an error, ReadRange fails with it
+}
+
+func newMemBucket() *memBucket {
+	return &memBucket{objects: backendtest.NewMemory(), named: make(map[string][]byte)}
+}
+
+func (m *memBucket) setDown(down bool) {
+	m.mu.Lock()
+	m.down = down
+	m.mu.Unlock()
+	m.objects.SetDown(down)
+}
+
+func (m *memBucket) check(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "memory bucket", Where: name, Cause: err}
+	}
+	if m.down {
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "memory bucket is down", Where: name}
+	}
+	return nil
+}
+
+func (m *memBucket) ReadRange(ctx context.Context, name string, off, n int64) (io.ReadCloser, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx, name); err != nil {
+		return nil, err
+	}
+	if m.failRead != nil {
+		if err := m.failRead(name); err != nil {
+			return nil, err
+		}
+	}
+	data, ok := m.named[name]
+	if !ok || off > int64(len(data)) || n >= 0 && off+n > int64(len(data)) {
+		return nil, fmt.Errorf("%w: %s [%d, +%d)", cas.ErrNotFound, name, off, n)
+	}
+	end := int64(len(data))
+	if n >= 0 {
+		end = off + n
+	}
+	return io.NopCloser(bytes.NewReader(data[off:end])), nil
+}
+
+func (m *memBucket) WriteObject(ctx context.Context, name string, data []byte, sum string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx, name); err != nil {
+		return err
+	}
+	if s := sha256.Sum256(data); hex.EncodeToString(s[:]) != sum {
+		return fmt.Errorf("%w: %s: the bytes do not match their SHA-256", cas.ErrUnavailable, name)
+	}
+	m.writes++
+	data = bytes.Clone(data)
+	if m.corrupt != nil {
+		data = m.corrupt(name, data)
+	}
+	m.named[name] = data
+	return nil
+}
+
+func (m *memBucket) ListAfter(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx, prefix); err != nil {
+		return nil, err
+	}
+	m.lists++
+	var names []string
+	for name := range m.named {
+		if strings.HasPrefix(name, prefix) && name > after {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names[:min(len(names), limit)], nil
+}
+
+func (m *memBucket) DeleteObject(ctx context.Context, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx, name); err != nil {
+		return err
+	}
+	delete(m.named, name)
+	return nil
+}
+
+// withPrefix returns the names stored under prefix.
+func (m *memBucket) withPrefix(prefix string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var names []string
+	for name := range m.named {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (m *memBucket) writeCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writes
+}
+
+func (m *memBucket) set(name string, data []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.named[name] = data
+}
+
+func (m *memBucket) get(name string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.named[name]
+}

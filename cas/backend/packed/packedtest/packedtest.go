@@ -1,0 +1,162 @@
+// Package packedtest is the suite every packed.Bucket passes (RunBucket):
+// an object store's named objects, as packs and their indexes use them.
+package packedtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/backend/packed"
+)
+
+// RunBucket runs the suite, a subtest per check, each on a fresh bucket
+// (an empty prefix of a real store, or an emulator's).
+func RunBucket(t *testing.T, newBucket func(t *testing.T) packed.Bucket) {
+	t.Run("Ranges", func(t *testing.T) {
+		b := newBucket(t)
+		data := make([]byte, 30_000)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		write(t, b, "packs/data/x", data)
+		for _, r := range []struct{ off, n int64 }{{0, 30_000}, {0, 1}, {29_999, 1}, {1234, 5678}, {0, -1}, {20_000, -1}} {
+			want := data[r.off:]
+			if r.n >= 0 {
+				want = data[r.off : r.off+r.n]
+			}
+			if got := read(t, b, "packs/data/x", r.off, r.n); !bytes.Equal(got, want) {
+				t.Fatalf("ReadRange(%d, %d): %d bytes, equal %v", r.off, r.n, len(got), bytes.Equal(got, want))
+			}
+		}
+		for _, r := range []struct{ off, n int64 }{{25_000, 10_000}, {30_000, 1}, {40_000, 5}} {
+			if body, err := b.ReadRange(ctx(t), "packs/data/x", r.off, r.n); !errors.Is(err, cas.ErrNotFound) {
+				if err == nil {
+					body.Close()
+				}
+				t.Fatalf("ReadRange(%d, %d) of a 30,000-byte object: %v, want cas.ErrNotFound", r.off, r.n, err)
+			}
+		}
+		if body, err := b.ReadRange(ctx(t), "packs/data/absent", 0, 10); !errors.Is(err, cas.ErrNotFound) {
+			if err == nil {
+				body.Close()
+			}
+			t.Fatalf("ReadRange of an absent object: %v, want cas.ErrNotFound", err)
+		}
+	})
+	t.Run("EmptyObject", func(t *testing.T) {
+		b := newBucket(t)
+		write(t, b, "packs/data/empty", nil)
+		if got := read(t, b, "packs/data/empty", 0, -1); len(got) != 0 {
+			t.Fatalf("an empty object read back %d bytes", len(got))
+		}
+	})
+	t.Run("List", func(t *testing.T) {
+		b := newBucket(t)
+		names := []string{"packs/index/b", "packs/index/a", "packs/index/c", "packs/index/d", "packs/other", "cas/x"}
+		for _, name := range names {
+			write(t, b, name, []byte(name))
+		}
+		for _, c := range []struct {
+			prefix, after string
+			limit         int
+			want          []string
+		}{
+			{"packs/index/", "", 10, []string{"packs/index/a", "packs/index/b", "packs/index/c", "packs/index/d"}},
+			{"packs/index/", "packs/index/a", 2, []string{"packs/index/b", "packs/index/c"}},
+			{"packs/index/", "packs/index/b0", 10, []string{"packs/index/c", "packs/index/d"}},
+			{"packs/index/", "packs/index/d", 10, nil},
+			{"packs/index/a", "packs/index/a", 10, nil},
+			{"nothing/", "", 10, nil},
+		} {
+			got, err := b.ListAfter(ctx(t), c.prefix, c.after, c.limit)
+			if err != nil || !slices.Equal(got, c.want) {
+				t.Fatalf("ListAfter(%q, %q, %d): %q, %v; want %q", c.prefix, c.after, c.limit, got, err, c.want)
+			}
+		}
+	})
+	t.Run("ListMany", func(t *testing.T) {
+		// More than a page of the store's listing (1,000 on S3).
+		b := newBucket(t)
+		var want []string
+		for i := range 1100 {
+			want = append(want, fmt.Sprintf("packs/index/%05d", i))
+		}
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Go(func() {
+				for i := w; i < len(want); i += 16 {
+					sum := sha256.Sum256(nil)
+					if err := b.WriteObject(ctx(t), want[i], nil, hex.EncodeToString(sum[:])); err != nil {
+						t.Errorf("WriteObject(%q): %v", want[i], err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		got, err := b.ListAfter(ctx(t), "packs/index/", "packs/index/00049", 2000)
+		if err != nil || !slices.Equal(got, want[50:]) {
+			t.Fatalf("ListAfter of 1,050 names: %d, %v", len(got), err)
+		}
+		got, err = b.ListAfter(ctx(t), "packs/index/", "", 1001)
+		if err != nil || !slices.Equal(got, want[:1001]) {
+			t.Fatalf("ListAfter with a limit of 1,001: %d, %v", len(got), err)
+		}
+	})
+	t.Run("Delete", func(t *testing.T) {
+		b := newBucket(t)
+		write(t, b, "packs/data/y", []byte("bytes"))
+		for range 2 {
+			if err := b.DeleteObject(ctx(t), "packs/data/y"); err != nil {
+				t.Fatalf("DeleteObject: %v", err)
+			}
+		}
+		if body, err := b.ReadRange(ctx(t), "packs/data/y", 0, -1); !errors.Is(err, cas.ErrNotFound) {
+			if err == nil {
+				body.Close()
+			}
+			t.Fatalf("ReadRange of a deleted object: %v, want cas.ErrNotFound", err)
+		}
+	})
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func write(t *testing.T, b packed.Bucket, name string, data []byte) {
+	t.Helper()
+	sum := sha256.Sum256(data)
+	if err := b.WriteObject(ctx(t), name, data, hex.EncodeToString(sum[:])); err != nil {
+		t.Fatalf("WriteObject(%q): %v", name, err)
+	}
+}
+
+func read(t *testing.T, b packed.Bucket, name string, off, n int64) []byte {
+	t.Helper()
+	body, err := b.ReadRange(ctx(t), name, off, n)
+	if err != nil {
+		t.Fatalf("ReadRange(%q, %d, %d): %v", name, off, n, err)
+	}
+	defer body.Close()
+	data, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatalf("reading %q: %v", name, err)
+	}
+	return data
+}

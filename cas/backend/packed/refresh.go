@@ -1,0 +1,214 @@
+package packed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier"
+)
+
+// refreshLoop lists the indexes at once and then every RefreshEvery,
+// until ctx is done. A listing that fails is logged when listings start
+// failing and when they succeed again, not each time: an outage would
+// log a line a second.
+func (b *Backend) refreshLoop(ctx context.Context) {
+	defer close(b.done)
+	tick := time.NewTicker(b.cfg.RefreshEvery)
+	defer tick.Stop()
+	failing := false
+	for {
+		err := b.Refresh(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			b.log.Warn("packed: listing the shared tier's pack indexes failed; other nodes' packs are not seen until it succeeds", "err", err)
+		case err == nil && failing:
+			b.log.Info("packed: listing the shared tier's pack indexes succeeds again")
+		}
+		failing = err != nil
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Refresh lists the index objects written since the last listing (from
+// ListWindow before the newest name it saw; at the first, all of them),
+// reads those not read yet and puts their records in the table, in name
+// order, a few at a time (at a start, a bucket's indexes may name more
+// records than fit in memory twice). An index that cannot be read for now
+// is read at a later listing; a damaged one is logged, counted and
+// skipped: its records stay unknown here (a client uploads them again),
+// never half read.
+func (b *Backend) Refresh(ctx context.Context) error {
+	b.refreshMu.Lock()
+	defer b.refreshMu.Unlock()
+	after := ""
+	if t, ok := indexTime(b.resume); ok {
+		from := t.Add(-b.cfg.ListWindow).UnixNano()
+		after = fmt.Sprintf("%s%020d", indexPrefix, max(from, 0))
+	}
+	var todo []string
+	newest := b.resume
+	for {
+		names, err := b.bucket.ListAfter(ctx, indexPrefix, after, listPage)
+		if err != nil {
+			return err
+		}
+		b.seenMu.Lock()
+		for _, name := range names {
+			if _, ok := b.seen[name]; !ok {
+				todo = append(todo, name)
+			}
+		}
+		b.seenMu.Unlock()
+		if len(names) > 0 {
+			after = names[len(names)-1]
+			newest = max(newest, after)
+		}
+		if len(names) < listPage {
+			break
+		}
+	}
+	failed, firstFailed := error(nil), ""
+	step := 4 * b.cfg.Concurrency
+	for len(todo) > 0 {
+		chunk := todo[:min(step, len(todo))]
+		todo = todo[len(chunk):]
+		for i, err := range b.readIndexes(ctx, chunk) {
+			name := chunk[i]
+			switch {
+			case err == nil:
+				b.c.indexesRead.Add(1)
+			case errors.Is(err, cas.ErrUnavailable) || ctx.Err() != nil:
+				// Not seen: the next listing starts early enough to
+				// list it again.
+				if failed == nil {
+					failed, firstFailed = err, name
+				}
+				continue
+			default:
+				b.c.badIndexes.Add(1)
+				b.log.Warn("packed: an index object in the shared tier is unreadable; its records are not known here", "index", name, "err", err)
+			}
+			t, ok := indexTime(name)
+			if !ok {
+				t = time.Unix(1<<40, 0) // not a node's name: kept for good, so as not to read it again
+			}
+			b.seenMu.Lock()
+			b.seen[name] = t
+			b.seenMu.Unlock()
+		}
+	}
+	b.resume = newest
+	if firstFailed != "" {
+		b.resume = min(newest, firstFailed)
+	}
+	b.forgetOld()
+	if failed == nil {
+		b.c.refreshes.Add(1)
+	}
+	return failed
+}
+
+// readIndexes reads and applies the indexes names, Concurrency at a time,
+// applying them in order; it returns an error for each.
+func (b *Backend) readIndexes(ctx context.Context, names []string) []error {
+	read := make([]*index, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, b.cfg.Concurrency)
+	for i, name := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			read[i], errs[i] = b.readIndex(ctx, name)
+		})
+	}
+	wg.Wait()
+	for i := range names {
+		if errs[i] == nil {
+			errs[i] = b.apply(read[i])
+		}
+	}
+	return errs
+}
+
+// forgetOld forgets the names seen that no listing returns any more:
+// those older than twice the window before where the next one starts.
+func (b *Backend) forgetOld() {
+	resume, ok := indexTime(b.resume)
+	if !ok {
+		return
+	}
+	cut := resume.Add(-2 * b.cfg.ListWindow)
+	b.seenMu.Lock()
+	defer b.seenMu.Unlock()
+	for name, t := range b.seen {
+		if t.Before(cut) {
+			delete(b.seen, name)
+		}
+	}
+}
+
+// readIndex reads and parses index object name.
+func (b *Backend) readIndex(ctx context.Context, name string) (*index, error) {
+	body, err := b.bucket.ReadRange(ctx, name, 0, -1)
+	if err != nil {
+		if errors.Is(err, cas.ErrNotFound) {
+			return nil, fmt.Errorf("%w: listed, then gone", errBadIndex)
+		}
+		return nil, err
+	}
+	defer body.Close()
+	data, err := io.ReadAll(io.LimitReader(body, maxIndexBytes+1))
+	if err != nil {
+		return nil, &tier.RequestError{Kind: cas.ErrUnavailable, Public: "reading a pack index from the shared tier failed", Where: name, Cause: err}
+	}
+	if len(data) > maxIndexBytes {
+		return nil, fmt.Errorf("%w: more than %d bytes", errBadIndex, maxIndexBytes)
+	}
+	return parseIndex(data)
+}
+
+// missCache remembers, for ttl, keys that a HEAD of the per-object layout
+// found absent. It holds at most 2*missGeneration keys: when the current
+// generation is full it becomes the previous and the previous is dropped.
+type missCache struct {
+	ttl       time.Duration
+	mu        sync.Mutex
+	cur, prev map[tier.Key]time.Time
+}
+
+const missGeneration = 64 << 10
+
+func newMissCache(ttl time.Duration) *missCache {
+	return &missCache{ttl: ttl, cur: make(map[tier.Key]time.Time)}
+}
+
+func (m *missCache) recent(k tier.Key) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at, ok := m.cur[k]
+	if !ok {
+		at, ok = m.prev[k]
+	}
+	return ok && time.Since(at) <= m.ttl
+}
+
+func (m *missCache) add(k tier.Key) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.cur) >= missGeneration {
+		m.prev, m.cur = m.cur, make(map[tier.Key]time.Time)
+	}
+	m.cur[k] = time.Now()
+}

@@ -1,0 +1,222 @@
+package packed
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+	"sync"
+)
+
+// table is every entry this node knows the bucket's indexes name: where
+// its bytes are (a pack and an offset, or an object of its own) and its
+// size. Ten million entries must fit in well under a gigabyte on every
+// node, and the garbage collector must not scan them: the records are
+// fixed-size slots in byte slices, no pointers, open addressing with
+// linear probing; a shard's slots past 64 KiB are mapped outside the Go
+// heap (mem_unix.go), so that they count neither towards the collector's
+// goal (which would let the heap grow to twice them) nor as its garbage
+// when a shard grows.
+//
+// It is split into tableShards shards, each growing on its own by a
+// quarter when it is 80% full: a table that doubled as a whole would hold
+// 2x its records' bytes just after doubling; shards that grow by a
+// quarter keep every shard between 64% and 80% full (60-75 bytes a
+// record), and only one shard's slots are copied at a time. Where a key
+// lands is a maphash of it with a seed of this process: action keys are
+// chosen by clients, who must not be able to pile them into one run.
+type table struct {
+	seed   maphash.Seed
+	shards [tableShards]tableShard
+}
+
+const tableShards = 256
+
+// Slot layout, slotBytes each:
+//
+//	[0:32]  the key's SHA-256
+//	[32:38] the entry's size, little-endian (48 bits)
+//	[38]    slotUsed | slotAC | slotObject | slotDead
+//	[39]    unused
+//	[40:44] the pack's number (packRef), little-endian
+//	[44:48] the record's offset in the pack, little-endian
+const (
+	slotBytes  = 48
+	slotUsed   = 1 << 0
+	slotAC     = 1 << 1
+	slotObject = 1 << 2 // an object of its own, not in a pack
+	slotDead   = 1 << 3 // read and found missing: absent until put again
+)
+
+// maxTableSize is the largest entry size a slot holds; maxPackOffset the
+// largest offset.
+const (
+	maxTableSize  = 1<<48 - 1
+	maxPackOffset = 1<<32 - 1
+)
+
+// tableShard is one shard: its slots and how many are used.
+type tableShard struct {
+	mu    sync.RWMutex
+	slots []byte
+	used  int
+}
+
+// location is where an entry's bytes are.
+type location struct {
+	size   int64
+	object bool // an object of its own; pack and offset unused
+	pack   uint32
+	offset uint32
+}
+
+func newTable() *table { return &table{seed: maphash.MakeSeed()} }
+
+// place returns k's shard and the slot its probe starts at, given the
+// shard's capacity in slots.
+func (t *table) place(hash *[32]byte, ac bool) (*tableShard, uint64) {
+	h := maphash.Bytes(t.seed, hash[:])
+	if ac {
+		h = bits.RotateLeft64(h, 17) ^ 0x9e3779b97f4a7c15
+	}
+	return &t.shards[h>>56], h
+}
+
+// start maps h onto [0, n) (Lemire's multiply-shift: no power-of-two
+// capacity needed).
+func start(h uint64, n int) int {
+	hi, _ := bits.Mul64(h<<8, uint64(n))
+	return int(hi)
+}
+
+// find returns the index of k's slot in s, or of the empty slot where it
+// would go; s.slots is not empty. The caller holds s.mu.
+func (s *tableShard) find(h uint64, hash *[32]byte, ac bool) (int, bool) {
+	n := len(s.slots) / slotBytes
+	for i := start(h, n); ; i = (i + 1) % n {
+		slot := s.slots[i*slotBytes : (i+1)*slotBytes]
+		flags := slot[38]
+		if flags&slotUsed == 0 {
+			return i, false
+		}
+		if (flags&slotAC != 0) == ac && [32]byte(slot[:32]) == *hash {
+			return i, true
+		}
+	}
+}
+
+// get returns where k's bytes are, if the table knows and they have not
+// been found missing.
+func (t *table) get(hash *[32]byte, ac bool) (location, bool) {
+	s, h := t.place(hash, ac)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.used == 0 {
+		return location{}, false
+	}
+	i, ok := s.find(h, hash, ac)
+	if !ok {
+		return location{}, false
+	}
+	slot := s.slots[i*slotBytes : (i+1)*slotBytes]
+	if slot[38]&slotDead != 0 {
+		return location{}, false
+	}
+	return location{
+		size:   int64(binary.LittleEndian.Uint64(slot[32:40]) & maxTableSize),
+		object: slot[38]&slotObject != 0,
+		pack:   binary.LittleEndian.Uint32(slot[40:44]),
+		offset: binary.LittleEndian.Uint32(slot[44:48]),
+	}, true
+}
+
+// put records where k's bytes are, replacing what was known of k: a
+// later record of the same entry is as good, and one put after a read
+// found the earlier missing is better.
+func (t *table) put(hash *[32]byte, ac bool, loc location) {
+	s, h := t.place(hash, ac)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if (s.used+1)*5 > len(s.slots)/slotBytes*4 {
+		s.grow(t)
+	}
+	i, found := s.find(h, hash, ac)
+	slot := s.slots[i*slotBytes : (i+1)*slotBytes]
+	if !found {
+		s.used++
+		copy(slot[:32], hash[:])
+	}
+	flags := byte(slotUsed)
+	if ac {
+		flags |= slotAC
+	}
+	if loc.object {
+		flags |= slotObject
+	}
+	binary.LittleEndian.PutUint64(slot[32:40], uint64(loc.size)&maxTableSize)
+	slot[38], slot[39] = flags, 0
+	binary.LittleEndian.PutUint32(slot[40:44], loc.pack)
+	binary.LittleEndian.PutUint32(slot[44:48], loc.offset)
+}
+
+// markDead records that k's bytes were found missing where the table
+// said, if it still says so (a put meanwhile moved it): absent until it
+// is put again.
+func (t *table) markDead(hash *[32]byte, ac bool, at location) {
+	s, h := t.place(hash, ac)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used == 0 {
+		return
+	}
+	i, ok := s.find(h, hash, ac)
+	if !ok {
+		return
+	}
+	slot := s.slots[i*slotBytes : (i+1)*slotBytes]
+	if binary.LittleEndian.Uint32(slot[40:44]) == at.pack && binary.LittleEndian.Uint32(slot[44:48]) == at.offset && (slot[38]&slotObject != 0) == at.object {
+		slot[38] |= slotDead
+	}
+}
+
+// grow makes s a quarter larger (at least 64 slots) and moves its
+// records there. The caller holds s.mu.
+func (s *tableShard) grow(t *table) {
+	old := s.slots
+	n := max(64, len(old)/slotBytes*5/4)
+	s.slots = allocRecords(n * slotBytes)
+	defer freeRecords(old)
+	for i := 0; i < len(old); i += slotBytes {
+		slot := old[i : i+slotBytes]
+		if slot[38]&slotUsed == 0 {
+			continue
+		}
+		hash := (*[32]byte)(slot[:32])
+		_, h := t.place(hash, slot[38]&slotAC != 0)
+		j, _ := s.find(h, hash, slot[38]&slotAC != 0)
+		copy(s.slots[j*slotBytes:], slot)
+	}
+}
+
+// release returns the slots' memory (mapped outside the Go heap: the
+// collector would not free it): the table is empty after.
+func (t *table) release() {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		freeRecords(s.slots)
+		s.slots, s.used = nil, 0
+		s.mu.Unlock()
+	}
+}
+
+// stats returns the records the table holds and the bytes of its slots.
+func (t *table) stats() (records, bytes int64) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.RLock()
+		records += int64(s.used)
+		bytes += int64(len(s.slots))
+		s.mu.RUnlock()
+	}
+	return records, bytes
+}
