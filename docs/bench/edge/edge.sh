@@ -51,6 +51,9 @@ for round in $(seq "$rounds"); do
 			if [ "$config" = held ]; then
 				python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 19112)); s.listen(1024); time.sleep(600)' &
 				central=$!
+				# The listener first: an edge that finds the port closed
+				# counts its upstream down at once, a different case.
+				for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/19112) 2>/dev/null && break; sleep 0.1; done
 				flags=(--upstream grpc://127.0.0.1:19112 --upstream-timeout 5m)
 			fi
 			spid=$(start $config 19100 19101 "${flags[@]}")
