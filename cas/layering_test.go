@@ -36,7 +36,8 @@ func TestImportsRunOneWay(t *testing.T) {
 		// The tier machinery knows no backend and no local store but
 		// through their interfaces; a backend knows the tier's contract
 		// and nothing else of the cache.
-		"tier": {mod},
+		"tier":           {mod, mod + "/tier/existence"},
+		"tier/existence": {mod},
 		// Test support: a backend behind a real tier on a real disk.
 		"tier/backendtest": {mod, mod + "/tier", mod + "/disk"},
 		"backend/s3":       {mod, mod + "/tier"},

@@ -97,7 +97,7 @@ func (t *Store) runFill(f *fill) {
 		t.log.Warn("tier: fill from the backend failed", "digest", f.d.String(), "err", err)
 	} else {
 		t.c.fills.Add(1)
-		t.exists.set(f.d, true)
+		t.exists.Set(f.d, true)
 	}
 	f.err = err
 	close(f.done)
@@ -127,7 +127,7 @@ func (t *Store) fillOnce(f *fill) error {
 	defer obj.Body.Close()
 	if obj.Size != f.d.Size {
 		t.c.corrupt.Add(1)
-		t.exists.markBad(f.d)
+		t.exists.MarkBad(f.d)
 		return fmt.Errorf("%w: the object for %s in the backend is %d bytes, not %d (corrupt; not served)", cas.ErrNotFound, f.d, obj.Size, f.d.Size)
 	}
 	for off := int64(0); off < f.d.Size; {
@@ -155,7 +155,7 @@ func (t *Store) fillOnce(f *fill) error {
 	if err := w.Commit(ctx); err != nil {
 		if errors.Is(err, cas.ErrMismatch) {
 			t.c.corrupt.Add(1)
-			t.exists.markBad(f.d) // FindMissing asks for it again; its upload is PUT
+			t.exists.MarkBad(f.d) // FindMissing asks for it again; its upload is PUT
 			return fmt.Errorf("%w: the object for %s in the backend does not match it (corrupt; not served): %v", cas.ErrNotFound, f.d, err)
 		}
 		return err

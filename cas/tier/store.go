@@ -16,6 +16,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier/existence"
 	"github.com/membuf/membuf/internal/lograte"
 )
 
@@ -91,7 +92,7 @@ type Store struct {
 
 	journal *journal
 	uploads *uploader
-	exists  *existence
+	exists  *existence.Cache
 
 	probe startProbe // the start's probe: down until the backend answers (startprobe.go)
 
@@ -146,7 +147,7 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 		local:  local,
 		cfg:    cfg,
 		log:    cfg.Logger,
-		exists: newExistence(cfg.ExistsTTL, cfg.MissingTTL),
+		exists: existence.New(cfg.ExistsTTL, cfg.MissingTTL),
 		fills:  make(map[cas.Digest]*fill),
 	}
 	t.backend = metered{b: cfg.Backend, c: &t.c}
@@ -273,7 +274,7 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 		if _, seen := found[d]; seen {
 			continue
 		}
-		exists, ok := t.exists.get(d)
+		exists, ok := t.exists.Get(d)
 		if ok {
 			t.c.existsCacheHits.Add(1)
 		} else {
@@ -304,17 +305,17 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 			switch size := sizes[i]; {
 			case size == d.Size:
 				answers[i] = true
-				t.exists.set(d, true)
+				t.exists.Set(d, true)
 			case size >= 0:
 				// Not this digest's blob: either the entry is bad or the
 				// digest is (a client's mistake). Missing either way,
 				// remembered so as not to ask again; a read of it would
 				// find out which, and count it.
-				t.exists.set(d, false)
+				t.exists.Set(d, false)
 				t.log.Debug("tier: the entry under a digest's hash has another size; missing", "digest", d.String(), "size", size)
 			case statErr == nil:
 				// Absent (an answer that failed is not remembered).
-				t.exists.set(d, false)
+				t.exists.Set(d, false)
 			}
 		}
 		for i, d := range ask {
@@ -367,10 +368,10 @@ func (t *Store) resolve(ctx context.Context, hash string) (cas.Digest, error) {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s is in neither tier", cas.ErrNotFound, hash)
 	}
 	d := cas.Digest{Hash: hash, Size: sizes[0]}
-	if t.exists.isBad(d) {
+	if t.exists.IsBad(d) {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s (its object in the shared tier was found bad)", cas.ErrNotFound, hash)
 	}
-	t.exists.set(d, true)
+	t.exists.Set(d, true)
 	return d, nil
 }
 
@@ -386,7 +387,7 @@ func (t *Store) held(ctx context.Context, d cas.Digest) (bool, error) {
 	if ok {
 		return !t.cfg.WriteThrough || !t.uploads.pending(BlobKey(d)), nil
 	}
-	exists, fresh := t.exists.get(d)
+	exists, fresh := t.exists.Get(d)
 	return fresh && exists, nil
 }
 

@@ -557,7 +557,7 @@ func (u *uploader) upload(ctx context.Context, batch []taken) []error {
 		i := sent[j]
 		errs[i] = err
 		if err == nil && !batch[i].p.key.AC {
-			t.exists.uploaded(batch[i].p.key.Digest())
+			t.exists.Uploaded(batch[i].p.key.Digest())
 		}
 	}
 	return errs
@@ -583,7 +583,7 @@ func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Uplo
 		sum := sha256.Sum256(data)
 		return Upload{Key: k, Body: bytes.NewReader(data), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, func() {}, nil
 	}
-	if exists, ok := t.exists.get(k.Digest()); ok && exists {
+	if exists, ok := t.exists.Get(k.Digest()); ok && exists {
 		return Upload{}, nil, nil // the shared tier said it has it; a put would change nothing
 	}
 	b, err := t.local.Open(ctx, k.Digest())
