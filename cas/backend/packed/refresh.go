@@ -17,7 +17,6 @@ import (
 // failing and when they succeed again, not each time: an outage would
 // log a line a second.
 func (b *Backend) refreshLoop(ctx context.Context) {
-	defer close(b.done)
 	tick := time.NewTicker(b.cfg.RefreshEvery)
 	defer tick.Stop()
 	failing := false
@@ -88,6 +87,9 @@ func (b *Backend) Refresh(ctx context.Context) error {
 			switch {
 			case err == nil:
 				b.c.indexesRead.Add(1)
+			case errors.Is(err, errIndexGone):
+				// Listed, then deleted by a janitor (Evict): its
+				// pack is past Retention. Nothing to know.
 			case errors.Is(err, cas.ErrUnavailable) || ctx.Err() != nil:
 				// Not seen: the next listing starts early enough to
 				// list it again.
@@ -134,9 +136,13 @@ func (b *Backend) readIndexes(ctx context.Context, names []string) []error {
 		})
 	}
 	wg.Wait()
-	for i := range names {
+	for i, name := range names {
 		if errs[i] == nil {
-			errs[i] = b.apply(read[i])
+			t, ok := indexTime(name)
+			if !ok {
+				t = time.Now() // not a node's name: its age counts from now
+			}
+			errs[i] = b.apply(read[i], t)
 		}
 	}
 	return errs
@@ -159,12 +165,15 @@ func (b *Backend) forgetOld() {
 	}
 }
 
+// errIndexGone is an index that was listed and is gone.
+var errIndexGone = errors.New("packed: an index listed, then gone")
+
 // readIndex reads and parses index object name.
 func (b *Backend) readIndex(ctx context.Context, name string) (*index, error) {
 	body, err := b.bucket.ReadRange(ctx, name, 0, -1)
 	if err != nil {
 		if errors.Is(err, cas.ErrNotFound) {
-			return nil, fmt.Errorf("%w: listed, then gone", errBadIndex)
+			return nil, errIndexGone
 		}
 		return nil, err
 	}
