@@ -63,6 +63,11 @@ func TestEvictDeletesWhatIsPastRetention(t *testing.T) {
 		other := newManual(t, m, cfg) // another node, which knows both
 		refresh(t, other)
 		time.Sleep(30 * time.Minute) // the first pack is 70 minutes old
+		late := newManual(t, m, cfg) // a node that starts before the janitor's pass
+		refresh(t, late)
+		if st := late.Stats(); st.IndexesRead != 1 || st.Records != 1 {
+			t.Fatalf("a node started with an index past Retention in the bucket: %+v; want only the other read", st)
+		}
 		evict(t, a)
 		if packs, indexes := m.withPrefix(dataPrefix), m.withPrefix(indexPrefix); len(packs) != 1 || packs[0] == oldPack || len(indexes) != 1 || indexes[0] == oldIndex {
 			t.Fatalf("after Evict: packs %q, indexes %q; want the younger of each", packs, indexes)

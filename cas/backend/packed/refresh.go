@@ -57,6 +57,7 @@ func (b *Backend) Refresh(ctx context.Context) error {
 	}
 	var todo []string
 	newest := b.resume
+	now := time.Now()
 	for {
 		names, err := b.bucket.ListAfter(ctx, indexPrefix, after, listPage)
 		if err != nil {
@@ -64,9 +65,17 @@ func (b *Backend) Refresh(ctx context.Context) error {
 		}
 		b.seenMu.Lock()
 		for _, name := range names {
-			if _, ok := b.seen[name]; !ok {
-				todo = append(todo, name)
+			if _, ok := b.seen[name]; ok {
+				continue
 			}
+			if t, ok := indexTime(name); ok && b.expired(packInfo{indexed: t.UnixNano()}, now) {
+				// Its pack is past Retention, deleted soon if not yet:
+				// not worth a GET (a node's start would read a whole
+				// backlog the janitor has not reached).
+				b.seen[name] = t
+				continue
+			}
+			todo = append(todo, name)
 		}
 		b.seenMu.Unlock()
 		if len(names) > 0 {
