@@ -55,8 +55,24 @@ type Config struct {
 	// fresh blob a client asks about costs a HEAD, as without packs
 	// (once per MissingTTL). Get still looks in the per-object layout.
 	IndexedOnly bool
-	// Concurrency bounds the index objects read at once; 0 means 8.
+	// Concurrency bounds the index objects read (or deleted) at once; 0
+	// means 8.
 	Concurrency int
+	// Retention is how long a pack and its index live in the bucket,
+	// counted from the time its index's name carries, plus IndexTimeout
+	// (an entry is acknowledged at most that long after its index is
+	// named: nothing acknowledged within Retention is lost); 0 keeps them
+	// for good. With it, every node runs Evict every EvictEvery (any
+	// node may: deleting what another deleted is harmless), forgets the
+	// records of packs past it, and copies forward, into a new pack, a
+	// record it reads whose pack is older than half of it, so that what
+	// is read at least once per half Retention stays (evict.go). It must
+	// be at least 4 RefreshEvery: a copy waits up to RefreshEvery for
+	// others before it goes up.
+	Retention time.Duration
+	// EvictEvery is how often Evict runs with a Retention; 0 means an
+	// eighth of it, between a second and a minute.
+	EvictEvery time.Duration
 	// Logger receives the backend's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -75,7 +91,7 @@ type Backend struct {
 	misses  *missCache
 
 	packsMu sync.RWMutex
-	packs   []packID // by number, as the table's slots name them
+	packs   []packInfo // by number, as the table's slots name them
 
 	refreshMu sync.Mutex // one listing at a time
 	// resume is the index name the next listing starts ListWindow
@@ -86,11 +102,19 @@ type Backend struct {
 	seenMu sync.Mutex
 	seen   map[string]time.Time // index names read or written, within the window
 
-	stop context.CancelFunc
-	done chan struct{}
+	evictMu sync.Mutex // one Evict at a time
+
+	forwardMu    sync.Mutex
+	forwards     map[forwardID]forwardCopy // copies of records read, waiting to go up
+	forwardBytes int64                     // their bytes
+	forwardKick  chan struct{}             // a quarter of maxForwardBytes waits
+
+	stop  context.CancelFunc
+	loops sync.WaitGroup // the listing, the janitor and the copies' uploads
 
 	c struct {
-		refreshes, indexesRead, badIndexes, packsWritten, indexesWritten atomic.Int64
+		refreshes, indexesRead, badIndexes, packsWritten, indexesWritten                 atomic.Int64
+		packsDeleted, orphansDeleted, indexesDeleted, recordsForwarded, recordsForgotten atomic.Int64
 	}
 }
 
@@ -111,11 +135,13 @@ const (
 
 // New returns a Backend over cfg's bucket and starts listing its
 // indexes: the first listing runs at once, in the background (Refresh
-// waits for one). Close stops it.
+// waits for one); with a Retention, it starts the janitor (Evict) and the
+// uploads of records copied forward too. Close stops them.
 func New(cfg Config) (*Backend, error) { return newBackend(cfg, true) }
 
-// newBackend is New; without listing, only Refresh lists (for tests that
-// say when).
+// newBackend is New; without listing, nothing runs in the background:
+// only Refresh lists, Evict evicts and flushForwards copies (for tests
+// that say when).
 func newBackend(cfg Config, listing bool) (*Backend, error) {
 	if cfg.Objects == nil || cfg.Bucket == nil {
 		return nil, errors.New("packed: Config needs Objects and Bucket")
@@ -130,10 +156,15 @@ func newBackend(cfg Config, listing bool) (*Backend, error) {
 	switch {
 	case cfg.PackEntryBytes < 0 || cfg.MaxPackBytes < cfg.PackEntryBytes+acHeader || cfg.MaxPackBytes > maxPackOffset:
 		return nil, fmt.Errorf("packed: PackEntryBytes %d and MaxPackBytes %d: want 0 < entry < pack <= 4 GiB", cfg.PackEntryBytes, cfg.MaxPackBytes)
-	case cfg.RefreshEvery < 0 || cfg.MissingTTL < 0 || cfg.Concurrency < 0:
+	case cfg.RefreshEvery < 0 || cfg.MissingTTL < 0 || cfg.Concurrency < 0 || cfg.Retention < 0 || cfg.EvictEvery < 0:
 		return nil, fmt.Errorf("packed: a negative Config field: %+v", cfg)
+	case cfg.Retention > 0 && cfg.Retention < 4*cfg.RefreshEvery:
+		return nil, fmt.Errorf("packed: Retention %v is less than 4 RefreshEvery (%v): a record read would not be copied forward in time", cfg.Retention, cfg.RefreshEvery)
 	case cfg.IndexTimeout <= 0 || cfg.IndexTimeout >= cfg.ListWindow:
 		return nil, fmt.Errorf("packed: IndexTimeout %v must be positive and less than ListWindow %v", cfg.IndexTimeout, cfg.ListWindow)
+	}
+	if cfg.Retention > 0 {
+		setDefault(&cfg.EvictEvery, min(max(cfg.Retention/8, time.Second), time.Minute))
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -146,15 +177,20 @@ func newBackend(cfg Config, listing bool) (*Backend, error) {
 		table:   newTable(),
 		misses:  newMissCache(cfg.MissingTTL),
 		seen:    make(map[string]time.Time),
-		done:    make(chan struct{}),
+
+		forwards:    make(map[forwardID]forwardCopy),
+		forwardKick: make(chan struct{}, 1),
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	b.stop = stop
 	if !listing {
-		close(b.done)
 		return b, nil
 	}
-	go b.refreshLoop(ctx)
+	b.loops.Go(func() { b.refreshLoop(ctx) })
+	if cfg.Retention > 0 {
+		b.loops.Go(func() { b.evictLoop(ctx) })
+		b.loops.Go(func() { b.forwardLoop(ctx) })
+	}
 	return b, nil
 }
 
@@ -180,11 +216,13 @@ func TierConfig(c tier.Config) tier.Config {
 	return c
 }
 
-// Close stops the listing and forgets the table (a Stat or Get after it
-// finds nothing packed). It closes neither Objects nor Bucket.
+// Close stops the listing, the janitor and the copies' uploads (copies
+// not yet up are dropped: a later read copies them again) and forgets the
+// table (a Stat or Get after it finds nothing packed). It closes neither
+// Objects nor Bucket.
 func (b *Backend) Close() error {
 	b.stop()
-	<-b.done
+	b.loops.Wait()
 	b.table.release()
 	return nil
 }
@@ -198,6 +236,12 @@ type Stats struct {
 	BadIndexes          int64 // index objects unreadable (damaged, truncated): their records are unknown
 	PacksWritten        int64
 	IndexesWritten      int64
+	// What this node's janitor deleted (Evict; another node's may have
+	// deleted the same at once): packs, of which orphans (named by no
+	// index), and indexes.
+	PacksDeleted, OrphansDeleted, IndexesDeleted int64
+	RecordsForwarded                             int64 // records read, copied forward into a new pack
+	RecordsForgotten                             int64 // records the table dropped: their pack was past Retention, or found gone
 }
 
 // Stats returns a snapshot of the counters.
@@ -212,6 +256,11 @@ func (b *Backend) Stats() Stats {
 	st.BadIndexes = b.c.badIndexes.Load()
 	st.PacksWritten = b.c.packsWritten.Load()
 	st.IndexesWritten = b.c.indexesWritten.Load()
+	st.PacksDeleted = b.c.packsDeleted.Load()
+	st.OrphansDeleted = b.c.orphansDeleted.Load()
+	st.IndexesDeleted = b.c.indexesDeleted.Load()
+	st.RecordsForwarded = b.c.recordsForwarded.Load()
+	st.RecordsForgotten = b.c.recordsForgotten.Load()
 	return st
 }
 
@@ -243,10 +292,11 @@ func hashOf(k tier.Key) ([32]byte, bool) {
 // unless IndexedOnly.
 func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 	var ask []int
+	now := time.Now()
 	for i, k := range ks {
 		sizes[i] = -1
 		if h, ok := hashOf(k); ok {
-			if loc, ok := b.table.get(&h, k.AC); ok {
+			if loc, _, ok := b.lookup(&h, k.AC, now); ok {
 				sizes[i] = loc.size
 				continue
 			}
@@ -275,13 +325,16 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 // Get reads k from off: one ranged GET of its record where the table
 // knows one, else from the per-object layout. A record whose pack is gone
 // or too short is marked dead (Stat no longer counts it) and read from
-// the per-object layout instead: a miss, never an error.
+// the per-object layout instead: a miss, never an error. With a
+// Retention, a whole record read from a pack older than half of it is
+// copied forward once its bytes have been read and checked (forward.go).
 func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
 	h, ok := hashOf(k)
 	if !ok {
 		return b.objects.Get(ctx, k, off)
 	}
-	loc, ok := b.table.get(&h, k.AC)
+	now := time.Now()
+	loc, pack, ok := b.lookup(&h, k.AC, now)
 	if !ok {
 		return b.objects.Get(ctx, k, off)
 	}
@@ -292,22 +345,40 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 		}
 		return obj, err
 	}
-	obj, err := b.getPacked(ctx, k, loc, off)
+	obj, err := b.getPacked(ctx, k, loc, pack.id.name(), off)
 	if errors.Is(err, cas.ErrNotFound) {
 		b.table.markDead(&h, k.AC, loc)
-		b.log.Warn("packed: a record's pack is gone or short; a miss", "entry", k.String(), "pack", b.packName(loc.pack))
+		b.log.Warn("packed: a record's pack is gone or short; a miss", "entry", k.String(), "pack", pack.id.name())
 		return b.objects.Get(ctx, k, off)
+	}
+	if err == nil && off == 0 && b.forwardDue(pack, now) {
+		obj = b.forwarding(k, loc, obj)
 	}
 	return obj, err
 }
 
-// getPacked reads k's record at loc from off.
-func (b *Backend) getPacked(ctx context.Context, k tier.Key, loc location, off int64) (tier.Object, error) {
+// lookup returns where k's record is and its pack, if the table knows
+// it and its pack is not past Retention; a record whose pack is, is
+// marked dead (absent from now on, whatever the bucket still holds).
+func (b *Backend) lookup(h *[32]byte, ac bool, now time.Time) (location, packInfo, bool) {
+	loc, ok := b.table.get(h, ac)
+	if !ok || loc.object {
+		return loc, packInfo{}, ok
+	}
+	pack := b.pack(loc.pack)
+	if b.expired(pack, now) {
+		b.table.markDead(h, ac, loc)
+		return location{}, packInfo{}, false
+	}
+	return loc, pack, true
+}
+
+// getPacked reads k's record at loc, in pack, from off.
+func (b *Backend) getPacked(ctx context.Context, k tier.Key, loc location, pack string, off int64) (tier.Object, error) {
 	if off < 0 || off > loc.size {
 		// The caller's mistake, not the record's: not a miss.
 		return tier.Object{}, fmt.Errorf("packed: %s read from %d, outside its %d bytes", k, off, loc.size)
 	}
-	pack := b.packName(loc.pack)
 	if !k.AC {
 		if off == loc.size {
 			return tier.Object{Body: io.NopCloser(bytes.NewReader(nil)), Size: loc.size, SHA256: k.Hash}, nil
@@ -338,6 +409,13 @@ func (b *Backend) getPacked(ctx context.Context, k tier.Key, loc location, off i
 type packID struct {
 	nanos  int64
 	random uint64
+}
+
+// packInfo is a pack the table's records name: its name, and the time
+// (Unix nanoseconds) its index's name carries, from which its age counts.
+type packInfo struct {
+	id      packID
+	indexed int64
 }
 
 func (p packID) name() string { return fmt.Sprintf("%s%020d-%016x", dataPrefix, p.nanos, p.random) }
@@ -404,7 +482,7 @@ func cutPrefix(s, prefix string) (string, bool) {
 }
 
 // registerPack gives pack a number for the table's slots.
-func (b *Backend) registerPack(p packID) (uint32, error) {
+func (b *Backend) registerPack(p packInfo) (uint32, error) {
 	b.packsMu.Lock()
 	defer b.packsMu.Unlock()
 	if len(b.packs) >= 1<<32-1 {
@@ -414,27 +492,33 @@ func (b *Backend) registerPack(p packID) (uint32, error) {
 	return uint32(len(b.packs) - 1), nil
 }
 
-func (b *Backend) packName(n uint32) string {
+func (b *Backend) pack(n uint32) packInfo {
 	b.packsMu.RLock()
 	defer b.packsMu.RUnlock()
-	return b.packs[n].name()
+	return b.packs[n]
 }
 
-// apply puts an index's records in the table.
-func (b *Backend) apply(ix *index) error {
+// apply puts the records of an index named at indexed in the table; its
+// packed records not at all if its pack is past Retention (a node that
+// starts may list indexes the janitor has not deleted yet).
+func (b *Backend) apply(ix *index, indexed time.Time) error {
 	var pack uint32
+	live := true
 	if ix.pack != "" {
 		id, ok := parsePackID(ix.pack)
 		if !ok {
 			return fmt.Errorf("%w: its pack's name %q is not one a node writes", errBadIndex, ix.pack)
 		}
-		var err error
-		if pack, err = b.registerPack(id); err != nil {
-			return err
+		info := packInfo{id: id, indexed: indexed.UnixNano()}
+		if live = !b.expired(info, time.Now()); live {
+			var err error
+			if pack, err = b.registerPack(info); err != nil {
+				return err
+			}
 		}
 	}
 	for _, r := range ix.records {
-		if r.size > maxTableSize {
+		if r.size > maxTableSize || r.flags&flagObject == 0 && !live {
 			continue
 		}
 		loc := location{size: r.size, object: r.flags&flagObject != 0}

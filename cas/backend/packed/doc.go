@@ -18,7 +18,14 @@
 // written before packs is still read. A pack that is gone or too short
 // reads as a miss, never an error or wrong bytes: the tier checks a
 // blob's bytes against its name, and an action result's against the
-// SHA-256 stored before it in the pack. docs/packs.md has the design.
+// SHA-256 stored before it in the pack.
+//
+// With a Retention (Config.Retention), packs and their indexes older than
+// it are deleted by a janitor every node runs (Evict), with no
+// coordination, and a record read from a pack older than half of it is
+// copied forward into a new pack first (evict.go, forward.go): the
+// bucket holds about a Retention of writes, and what is read at least
+// once per half Retention stays. docs/packs.md has the design.
 //
 // It imports cas and cas/tier only, and no object store's client.
 package packed

@@ -24,10 +24,13 @@ type memBucket struct {
 	mu       sync.Mutex
 	named    map[string][]byte
 	down     bool
-	writes   int // WriteObject calls
+	writes   int      // WriteObject calls
+	deletes  []string // DeleteObject calls' names, in order
 	lists    int
 	corrupt  func(name string, data []byte) []byte // if not nil, applied to what is written
 	failRead func(name string) error               // if not nil and it returns an error, ReadRange fails with it
+
+	beforeWrite func(name string) // if not nil, called as WriteObject starts (outside the lock: it may wait)
 }
 
 func newMemBucket() *memBucket {
@@ -74,6 +77,9 @@ func (m *memBucket) ReadRange(ctx context.Context, name string, off, n int64) (i
 }
 
 func (m *memBucket) WriteObject(ctx context.Context, name string, data []byte, sum string) error {
+	if m.beforeWrite != nil {
+		m.beforeWrite(name)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx, name); err != nil {
@@ -114,6 +120,7 @@ func (m *memBucket) DeleteObject(ctx context.Context, name string) error {
 	if err := m.check(ctx, name); err != nil {
 		return err
 	}
+	m.deletes = append(m.deletes, name)
 	delete(m.named, name)
 	return nil
 }
@@ -130,6 +137,12 @@ func (m *memBucket) withPrefix(prefix string) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+func (m *memBucket) deleted() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.deletes)
 }
 
 func (m *memBucket) writeCount() int {

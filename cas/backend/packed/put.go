@@ -143,8 +143,10 @@ func (b *Backend) buildPacks(uploads []tier.Upload, packable []int, errs []error
 // writePack writes p's pack (if it has records in one), then its index,
 // and puts its records in the table.
 func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
+	var packNamed time.Time
 	if len(p.members) > 0 { // records in a pack (all empty blobs make an empty one)
 		id := newPackID()
+		packNamed = time.Unix(0, id.nanos)
 		p.ix.pack, p.ix.packSize = id.name(), int64(len(p.data))
 		sum := sha256.Sum256(p.data)
 		if err := b.bucket.WriteObject(ctx, p.ix.pack, p.data, hex.EncodeToString(sum[:])); err != nil {
@@ -160,6 +162,14 @@ func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
 	ictx, cancel := context.WithTimeout(ctx, b.cfg.IndexTimeout)
 	defer cancel()
 	now := time.Now()
+	if b.cfg.Retention > 0 && !packNamed.IsZero() && now.Sub(packNamed) > maxPackWrite {
+		// The janitor deletes a pack no index names once it is older
+		// than Retention, IndexTimeout and maxPackWrite: an index named
+		// later than maxPackWrite after its pack could name one it had
+		// deleted as an orphan. The pack is one; the tier tries again.
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "writing a pack to the shared tier took too long", Where: p.ix.pack,
+			Cause: fmt.Errorf("%v from its name to its index's, more than %v", now.Sub(packNamed), maxPackWrite)}
+	}
 	name := indexName(now)
 	if err := b.bucket.WriteObject(ictx, name, data, hex.EncodeToString(sum[:])); err != nil {
 		return err
@@ -168,5 +178,5 @@ func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
 	b.seenMu.Lock()
 	b.seen[name] = now
 	b.seenMu.Unlock()
-	return b.apply(&p.ix)
+	return b.apply(&p.ix, now)
 }

@@ -17,7 +17,6 @@ import (
 // failing and when they succeed again, not each time: an outage would
 // log a line a second.
 func (b *Backend) refreshLoop(ctx context.Context) {
-	defer close(b.done)
 	tick := time.NewTicker(b.cfg.RefreshEvery)
 	defer tick.Stop()
 	failing := false
@@ -58,6 +57,7 @@ func (b *Backend) Refresh(ctx context.Context) error {
 	}
 	var todo []string
 	newest := b.resume
+	now := time.Now()
 	for {
 		names, err := b.bucket.ListAfter(ctx, indexPrefix, after, listPage)
 		if err != nil {
@@ -65,9 +65,17 @@ func (b *Backend) Refresh(ctx context.Context) error {
 		}
 		b.seenMu.Lock()
 		for _, name := range names {
-			if _, ok := b.seen[name]; !ok {
-				todo = append(todo, name)
+			if _, ok := b.seen[name]; ok {
+				continue
 			}
+			if t, ok := indexTime(name); ok && b.expired(packInfo{indexed: t.UnixNano()}, now) {
+				// Its pack is past Retention, deleted soon if not yet:
+				// not worth a GET (a node's start would read a whole
+				// backlog the janitor has not reached).
+				b.seen[name] = t
+				continue
+			}
+			todo = append(todo, name)
 		}
 		b.seenMu.Unlock()
 		if len(names) > 0 {
@@ -88,6 +96,9 @@ func (b *Backend) Refresh(ctx context.Context) error {
 			switch {
 			case err == nil:
 				b.c.indexesRead.Add(1)
+			case errors.Is(err, errIndexGone):
+				// Listed, then deleted by a janitor (Evict): its
+				// pack is past Retention. Nothing to know.
 			case errors.Is(err, cas.ErrUnavailable) || ctx.Err() != nil:
 				// Not seen: the next listing starts early enough to
 				// list it again.
@@ -134,9 +145,13 @@ func (b *Backend) readIndexes(ctx context.Context, names []string) []error {
 		})
 	}
 	wg.Wait()
-	for i := range names {
+	for i, name := range names {
 		if errs[i] == nil {
-			errs[i] = b.apply(read[i])
+			t, ok := indexTime(name)
+			if !ok {
+				t = time.Now() // not a node's name: its age counts from now
+			}
+			errs[i] = b.apply(read[i], t)
 		}
 	}
 	return errs
@@ -159,12 +174,15 @@ func (b *Backend) forgetOld() {
 	}
 }
 
+// errIndexGone is an index that was listed and is gone.
+var errIndexGone = errors.New("packed: an index listed, then gone")
+
 // readIndex reads and parses index object name.
 func (b *Backend) readIndex(ctx context.Context, name string) (*index, error) {
 	body, err := b.bucket.ReadRange(ctx, name, 0, -1)
 	if err != nil {
 		if errors.Is(err, cas.ErrNotFound) {
-			return nil, fmt.Errorf("%w: listed, then gone", errBadIndex)
+			return nil, errIndexGone
 		}
 		return nil, err
 	}

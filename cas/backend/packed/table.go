@@ -121,12 +121,17 @@ func (t *table) get(hash *[32]byte, ac bool) (location, bool) {
 	if slot[38]&slotDead != 0 {
 		return location{}, false
 	}
+	return slotLocation(slot), true
+}
+
+// slotLocation decodes a used slot's location.
+func slotLocation(slot []byte) location {
 	return location{
 		size:   int64(binary.LittleEndian.Uint64(slot[32:40]) & maxTableSize),
 		object: slot[38]&slotObject != 0,
 		pack:   binary.LittleEndian.Uint32(slot[40:44]),
 		offset: binary.LittleEndian.Uint32(slot[44:48]),
-	}, true
+	}
 }
 
 // put records where k's bytes are, replacing what was known of k: a
@@ -186,15 +191,64 @@ func (s *tableShard) grow(t *table) {
 	s.slots = allocRecords(n * slotBytes)
 	defer freeRecords(old)
 	for i := 0; i < len(old); i += slotBytes {
-		slot := old[i : i+slotBytes]
-		if slot[38]&slotUsed == 0 {
-			continue
+		if slot := old[i : i+slotBytes]; slot[38]&slotUsed != 0 {
+			s.insert(t, slot)
 		}
-		hash := (*[32]byte)(slot[:32])
-		_, h := t.place(hash, slot[38]&slotAC != 0)
-		j, _ := s.find(h, hash, slot[38]&slotAC != 0)
-		copy(s.slots[j*slotBytes:], slot)
 	}
+}
+
+// insert copies a used slot from elsewhere into s, whose slots have room
+// and do not hold its key. The caller holds s.mu.
+func (s *tableShard) insert(t *table, slot []byte) {
+	hash := (*[32]byte)(slot[:32])
+	_, h := t.place(hash, slot[38]&slotAC != 0)
+	j, _ := s.find(h, hash, slot[38]&slotAC != 0)
+	copy(s.slots[j*slotBytes:], slot)
+}
+
+// forget removes the records drop says to, and those marked dead, and
+// returns how many it removed. Linear probing has no cheap delete (a
+// hole would cut the probe of a key placed past it), so a shard with
+// records to remove is rebuilt from those it keeps, at 70% full, one
+// shard at a time: the memory of a quarter of a shard's records, never
+// the table's.
+func (t *table) forget(drop func(location) bool) int64 {
+	var removed int64
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		removed += int64(s.forget(t, drop))
+		s.mu.Unlock()
+	}
+	return removed
+}
+
+func (s *tableShard) forget(t *table, drop func(location) bool) int {
+	gone := func(slot []byte) bool {
+		return slot[38]&slotDead != 0 || drop(slotLocation(slot))
+	}
+	n := 0
+	for i := 0; i < len(s.slots); i += slotBytes {
+		if slot := s.slots[i : i+slotBytes]; slot[38]&slotUsed != 0 && gone(slot) {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	old := s.slots
+	defer freeRecords(old)
+	s.used -= n
+	s.slots = nil
+	if s.used > 0 {
+		s.slots = allocRecords(max(64, s.used*10/7+1) * slotBytes)
+	}
+	for i := 0; i < len(old); i += slotBytes {
+		if slot := old[i : i+slotBytes]; slot[38]&slotUsed != 0 && !gone(slot) {
+			s.insert(t, slot)
+		}
+	}
+	return n
 }
 
 // release returns the slots' memory (mapped outside the Go heap: the

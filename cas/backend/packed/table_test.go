@@ -121,3 +121,40 @@ func residentBytes() int64 {
 	}
 	return 0
 }
+
+// forget removes the records it is told to and the dead ones, keeps the
+// others findable, and shrinks the shards it rebuilds; the table takes
+// records again after.
+func TestTableForgets(t *testing.T) {
+	tb := newTable()
+	defer tb.release()
+	for i := range 50_000 {
+		h := keyHash(i)
+		tb.put(&h, false, location{size: int64(i), pack: uint32(i % 10), offset: uint32(i)})
+	}
+	dead := keyHash(1)
+	tb.markDead(&dead, false, location{size: 1, pack: 1, offset: 1})
+	_, before := tb.stats()
+	if n := tb.forget(func(loc location) bool { return loc.pack%2 == 0 }); n != 25_001 {
+		t.Fatalf("forget removed %d records; want 25,001 (the even packs' and a dead one)", n)
+	}
+	records, after := tb.stats()
+	if records != 24_999 || after >= before {
+		t.Fatalf("after forget: %d records in %d bytes (%d before); want 24,999 in fewer", records, after, before)
+	}
+	for i := range 50_000 {
+		h := keyHash(i)
+		loc, ok := tb.get(&h, false)
+		if want := i%2 == 1 && i != 1; ok != want || ok && loc.size != int64(i) {
+			t.Fatalf("record %d after forget: %+v, %v; want found %v", i, loc, ok, want)
+		}
+	}
+	if n := tb.forget(func(location) bool { return true }); n != 24_999 {
+		t.Fatalf("forgetting all: %d", n)
+	}
+	h := keyHash(7)
+	tb.put(&h, true, location{size: 7})
+	if loc, ok := tb.get(&h, true); !ok || loc.size != 7 {
+		t.Fatalf("a record put after the table was emptied: %+v, %v", loc, ok)
+	}
+}

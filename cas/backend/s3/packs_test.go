@@ -53,6 +53,13 @@ func (c *countingBucket) ListAfter(ctx context.Context, prefix, after string, li
 // closed when the test ends, and its bucket's counts.
 func newPackedMinIO(t testing.TB, m *miniotest.Server, prefix string) (*packed.Backend, *countingBucket) {
 	t.Helper()
+	return newPackedMinIOConfig(t, m, prefix, packed.Config{})
+}
+
+// newPackedMinIOConfig is newPackedMinIO with cfg (its Objects and Bucket
+// set here).
+func newPackedMinIOConfig(t testing.TB, m *miniotest.Server, prefix string, cfg packed.Config) (*packed.Backend, *countingBucket) {
+	t.Helper()
 	loc, err := ParseURL(m.URL(prefix))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +69,8 @@ func newPackedMinIO(t testing.TB, m *miniotest.Server, prefix string) (*packed.B
 		t.Fatal(err)
 	}
 	c := &countingBucket{Bucket: b}
-	p, err := packed.New(packed.Config{Objects: c, Bucket: c})
+	cfg.Objects, cfg.Bucket = c, c
+	p, err := packed.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

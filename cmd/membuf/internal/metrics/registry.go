@@ -29,12 +29,14 @@ import (
 // Sources are what a server's registry measures. Tier and Cache may be
 // nil (no --s3, no --http-cache); the others must not be.
 type Sources struct {
-	Pool     *membuf.Pool
-	Store    DiskStats
-	Lookups  Lookups
-	Server   *reapi.Server
-	Zstd     *zstdseek.Pool
-	Tier     TierStats // nil: no --upstream
+	Pool    *membuf.Pool
+	Store   DiskStats
+	Lookups Lookups
+	Server  *reapi.Server
+	Zstd    *zstdseek.Pool
+	Tier    TierStats // nil: no --upstream
+	// Packs are the bucket's packs; nil: no packs=true on --upstream.
+	Packs    PackedStats
 	Requests *GRPCRequests
 	Cache    *httpcache.Handler
 	// ActionResults loads the action results both protocols serve; nil:
@@ -60,6 +62,9 @@ func NewRegistry(src Sources) *prometheus.Registry {
 	}
 	if src.Tier != nil {
 		reg.MustRegister(newTierCollector(src.Tier))
+	}
+	if src.Packs != nil {
+		reg.MustRegister(newPackedCollector(src.Packs))
 	}
 	if src.Latency != nil {
 		reg.MustRegister(src.Latency)

@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,9 +22,10 @@ import (
 	"github.com/membuf/membuf/internal/miniotest"
 )
 
-// Two servers with --upstream s3://...&packs=true on one MinIO: a blob
-// written to the first is found by the second's FindMissingBlobs within
-// 5 s (issue 40's target), from the second's table of packs.
+// Two servers with --upstream s3://...&packs=true&retention=1h on one
+// MinIO: a blob written to the first is found by the second's
+// FindMissingBlobs within 5 s (issue 40's target), from the second's
+// table of packs; the first's /metrics counts its pack.
 func TestServersSharePacks(t *testing.T) {
 	m := miniotest.Start(t)
 	for k, v := range map[string]string{
@@ -30,15 +34,22 @@ func TestServersSharePacks(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	u, err := server.ParseUpstream(m.URL("served") + "&packs=true")
+	u, err := server.ParseUpstream(m.URL("served") + "&packs=true&retention=1h")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var clients []repb.ContentAddressableStorageClient
-	for range 2 {
+	var metricsAt string
+	for i := range 2 {
 		cfg := testConfig(t.TempDir())
 		cfg.Upstream = server.UpstreamConfig{URL: u.String(), Parsed: u, Timeout: 10 * time.Second}
+		if i == 0 {
+			cfg.Listen.HTTP = "127.0.0.1:0"
+		}
 		sv, _ := runServer(t, cfg)
+		if i == 0 {
+			metricsAt = "http://" + sv.HTTP + "/metrics"
+		}
 		conn, err := grpc.NewClient(sv.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
@@ -77,5 +88,19 @@ func TestServersSharePacks(t *testing.T) {
 	}
 	if sizes := []int64{0}; bucket.Stat(ctx, []tier.Key{tier.BlobKey(cas.DigestOf(data))}, sizes) != nil || sizes[0] != -1 {
 		t.Fatalf("the blob is an object of its own too (%d bytes)", sizes[0])
+	}
+	res, err := http.Get(metricsAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{`membuf_packs_objects_written_total{kind="pack"} 1`, `membuf_packs_objects_deleted_total{kind="pack"} 0`, `membuf_packs_table_records 1`} {
+		if !strings.Contains(string(body), "\n"+line+"\n") {
+			t.Errorf("the first server's /metrics has no line %q", line)
+		}
 	}
 }

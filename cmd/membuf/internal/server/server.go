@@ -52,11 +52,12 @@ type Server struct {
 	hupDone        chan struct{}  // closed to end the SIGHUP handler
 	lis            *listeners
 	dir            string
-	store          localStore   // nil until opened (stores.go)
-	stopBackground []func()     // the adaptive GOMAXPROCS and the scrubber, each waited for
-	tier           sharedTier   // nil: no --upstream
-	closeBackend   func() error // the tier's backend's, after the tier
-	storage        cas.Storage  // what the services serve: tier, or store, decorated
+	store          localStore          // nil until opened (stores.go)
+	stopBackground []func()            // the adaptive GOMAXPROCS and the scrubber, each waited for
+	tier           sharedTier          // nil: no --upstream
+	closeBackend   func() error        // the tier's backend's, after the tier
+	packs          metrics.PackedStats // nil: no packs=true
+	storage        cas.Storage         // what the services serve: tier, or store, decorated
 	lookups        *decorator.LookupCounter
 	maxBlobSize    int64 // 0: no limit
 
@@ -355,7 +356,7 @@ func (s *Server) newHTTPServer() {
 		s.lis.http = tls.NewListener(s.lis.http, s.certs.httpConfig())
 	}
 	reg := metrics.NewRegistry(metrics.Sources{
-		Pool: s.pool, Store: s.store, Lookups: s.lookups, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Requests: s.requests, Cache: s.cache,
+		Pool: s.pool, Store: s.store, Lookups: s.lookups, Server: s.cas, Zstd: s.zstd, Tier: s.tier, Packs: s.packs, Requests: s.requests, Cache: s.cache,
 		ActionResults: s.results, AccessLog: s.access, Latency: s.latency,
 	})
 	status := statusHandler(s.store, s.lookups, s.tier, s.cache, s.results, s.cfg.Upstream.Parsed.String(), s.started)

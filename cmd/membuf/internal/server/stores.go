@@ -92,6 +92,7 @@ func (s *Server) openStores(ctx context.Context) error {
 			return fmt.Errorf("--upstream: %w", err)
 		}
 		s.tier, s.closeBackend = t, closeBackend
+		s.packs = packsOf(backend)
 		served = t
 	}
 	s.maxBlobSize = maxBlobSize(c.MaxSize, s.cfg.Limits.MaxBlobSize)

@@ -15,6 +15,7 @@ import (
 	"github.com/membuf/membuf/cas/backend/packed"
 	"github.com/membuf/membuf/cas/backend/s3"
 	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 )
 
 // This file is where the shared tier's backend is chosen: the one place
@@ -30,6 +31,9 @@ type Upstream struct {
 	// packs=only: what no pack index names is absent to FindMissing,
 	// without a HEAD (a bucket only nodes with packs write).
 	packs, packsOnly bool
+	// retention: with packs, how long packs live in the bucket (the
+	// URL's retention=, packed.Config.Retention); 0 keeps them for good.
+	retention time.Duration
 }
 
 // UpstreamSchemes lists the schemes --upstream accepts, with the
@@ -40,15 +44,18 @@ var UpstreamSchemes = []string{
 	"azblob://ACCOUNT/CONTAINER[/PREFIX] (an Azure Blob Storage container; " + azure.URLParameters + "; credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, else azidentity's default chain)",
 	"grpc://HOST:PORT[/INSTANCE], grpcs://... (an upstream REAPI cache: another membuf, bb-storage, bazel-remote; " + grpcupstream.URLParameters + ")",
 	"http://HOST:PORT[/PREFIX], https://... (an upstream HTTP cache of /cas/ and /ac/: another membuf's --http-cache, bazel-remote, nginx WebDAV; " + httpupstream.URLParameters + ")",
-	"an object store's URL takes packs=true too: small entries go to the bucket many to an object, a request per thousands of blobs; packs=only: and FindMissing asks the bucket nothing, for a bucket only nodes with packs write (docs/packs.md; experimental)",
+	"an object store's URL takes packs=true too: small entries go to the bucket many to an object, a request per thousands of blobs; packs=only: and FindMissing asks the bucket nothing, for a bucket only nodes with packs write; with either, retention=DURATION (72h; at least 1m): packs older than that are deleted from the bucket by every node, and an entry read within half of it is copied forward first (docs/packs.md; experimental)",
 }
 
 // ParseUpstream parses an --upstream URL, by its scheme; an object
-// store's may say packs=true.
+// store's may say packs=true, and with it retention=.
 func ParseUpstream(raw string) (Upstream, error) {
-	raw, packs, err := cutPacks(raw)
+	raw, packs, retention, err := cutPackParams(raw)
 	if err != nil {
 		return Upstream{}, err
+	}
+	if retention > 0 && packs == "" {
+		return Upstream{}, fmt.Errorf("%q: retention= is for packs in the bucket: add packs=true (without packs, nothing is deleted from the bucket)", clip(raw))
 	}
 	u, err := parseUpstream(raw)
 	if err != nil || packs == "" {
@@ -59,47 +66,66 @@ func ParseUpstream(raw string) (Upstream, error) {
 	default:
 		return Upstream{}, fmt.Errorf("%q: packs=true is for an object store's bucket (s3://, gs://, azblob://), not %s://", clip(raw), u.Scheme)
 	}
-	u.packs, u.packsOnly = true, packs == "only"
+	u.packs, u.packsOnly, u.retention = true, packs == "only", retention
 	sep := "?"
 	if strings.Contains(u.shown, "?") {
 		sep = "&"
 	}
 	u.shown += sep + "packs=" + packs
+	if retention > 0 {
+		u.shown += "&retention=" + retention.String()
+	}
 	return u, nil
 }
 
-// cutPacks takes the packs parameter out of raw, the backends' own
-// parsers knowing nothing of it, and returns "true", "only" or "" (off).
-func cutPacks(raw string) (string, string, error) {
+// minRetention is the shortest retention= taken: a node lists the
+// indexes 30 s behind the newest (packed.Config.ListWindow), and a
+// record read must be copied forward within half of it.
+const minRetention = time.Minute
+
+// cutPackParams takes the packs and retention parameters out of raw, the
+// backends' own parsers knowing nothing of them, and returns packs as
+// "true", "only" or "" (off), and retention (0 if absent or 0: packs are
+// kept for good).
+func cutPackParams(raw string) (base, packs string, retention time.Duration, err error) {
 	base, query, ok := strings.Cut(raw, "?")
 	if !ok {
-		return raw, "", nil
+		return raw, "", 0, nil
 	}
 	var kept []string
-	packs := ""
 	for param := range strings.SplitSeq(query, "&") {
 		name, value, _ := strings.Cut(param, "=")
-		if name != "packs" {
+		switch name {
+		case "packs":
+			if value == "only" {
+				packs = value
+				continue
+			}
+			b, err := strconv.ParseBool(value)
+			if err != nil {
+				return "", "", 0, fmt.Errorf("%q: packs=%q is not true, false or only", clip(raw), clip(value))
+			}
+			packs = ""
+			if b {
+				packs = "true"
+			}
+		case "retention":
+			d, err := time.ParseDuration(value)
+			switch {
+			case err != nil:
+				return "", "", 0, fmt.Errorf("%q: retention=%q is not a duration (72h, 90m)", clip(raw), clip(value))
+			case d < 0 || d > 0 && d < minRetention:
+				return "", "", 0, fmt.Errorf("%q: retention=%v: want 0 (kept for good) or at least %v", clip(raw), d, minRetention)
+			}
+			retention = d
+		default:
 			kept = append(kept, param)
-			continue
-		}
-		if value == "only" {
-			packs = value
-			continue
-		}
-		b, err := strconv.ParseBool(value)
-		if err != nil {
-			return "", "", fmt.Errorf("%q: packs=%q is not true, false or only", clip(raw), clip(value))
-		}
-		packs = ""
-		if b {
-			packs = "true"
 		}
 	}
 	if len(kept) == 0 {
-		return base, packs, nil
+		return base, packs, retention, nil
 	}
-	return base + "?" + strings.Join(kept, "&"), packs, nil
+	return base + "?" + strings.Join(kept, "&"), packs, retention, nil
 }
 
 func parseUpstream(raw string) (Upstream, error) {
@@ -187,7 +213,7 @@ func withPacks(u Upstream, store objectStore, log *slog.Logger) (tier.Backend, f
 	if !u.packs {
 		return store, store.Close, nil
 	}
-	p, err := packed.New(packed.Config{Objects: store, Bucket: store, IndexedOnly: u.packsOnly, Logger: log})
+	p, err := packed.New(packed.Config{Objects: store, Bucket: store, IndexedOnly: u.packsOnly, Retention: u.retention, Logger: log})
 	if err != nil {
 		store.Close()
 		return nil, nil, err
@@ -196,6 +222,15 @@ func withPacks(u Upstream, store objectStore, log *slog.Logger) (tier.Backend, f
 		p.Close()
 		return store.Close()
 	}, nil
+}
+
+// packsOf is b's packs' statistics, for /metrics, if b is a packed
+// backend (withPacks made it); else nil.
+func packsOf(b tier.Backend) metrics.PackedStats {
+	if p, ok := b.(*packed.Backend); ok {
+		return p
+	}
+	return nil
 }
 
 // newBackend makes the backend u names; it sends nothing over the network

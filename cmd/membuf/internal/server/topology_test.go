@@ -44,3 +44,74 @@ func TestParseUpstreamPacks(t *testing.T) {
 		}
 	}
 }
+
+// retention= rides beside packs=: taken off the URL, shown, and refused
+// without packs, below a minute, negative or not a duration.
+func TestParseUpstreamRetention(t *testing.T) {
+	for _, c := range []struct {
+		raw       string
+		retention time.Duration
+		shown     string
+	}{
+		{"s3://bucket/pre?packs=true&retention=72h", 72 * time.Hour, "s3://bucket/pre/?packs=true&retention=72h0m0s"},
+		{"s3://bucket/pre?retention=90m&endpoint=http://127.0.0.1:9000&packs=only", 90 * time.Minute, "s3://bucket/pre/?endpoint=http%3A%2F%2F127.0.0.1%3A9000&packs=only&retention=1h30m0s"},
+		{"gs://bucket/pre?packs=true&retention=0", 0, "gs://bucket/pre/?packs=true"},
+		{"azblob://acct/cont/pre?packs=true&retention=1m", time.Minute, "azblob://acct/cont/pre/?packs=true&retention=1m0s"},
+	} {
+		u, err := ParseUpstream(c.raw)
+		if err != nil {
+			t.Fatalf("%s: %v", c.raw, err)
+		}
+		if u.retention != c.retention || u.String() != c.shown {
+			t.Errorf("%s: retention %v, shown %q; want %v, %q", c.raw, u.retention, u.String(), c.retention, c.shown)
+		}
+	}
+	for _, raw := range []string{
+		"s3://bucket?retention=72h",               // without packs
+		"s3://bucket?packs=false&retention=72h",   // without packs
+		"s3://bucket?packs=true&retention=30s",    // below a minute
+		"s3://bucket?packs=true&retention=-1h",    // negative
+		"s3://bucket?packs=true&retention=soon",   // not a duration
+		"s3://bucket?packs=true&retention=3d",     // not a Go duration
+		"grpc://host:1?packs=true&retention=72h",  // not an object store
+		"s3://bucket?packs=true&retention=1e400h", // out of range
+	} {
+		if _, err := ParseUpstream(raw); err == nil {
+			t.Errorf("%s: no error", raw)
+		}
+	}
+}
+
+// cutPackParams never panics; what it takes is in range, what it leaves
+// has neither parameter, and the URL ParseUpstream shows says the same.
+func FuzzCutPackParams(f *testing.F) {
+	for _, seed := range []string{
+		"s3://bucket/pre?packs=true&retention=72h",
+		"s3://bucket?retention=1m&endpoint=http://127.0.0.1:9000&packs=only",
+		"gs://bucket?packs=1&retention=0",
+		"s3://bucket?packs=true&retention=-5m",
+		"s3://bucket?retention=&packs=",
+		"azblob://a/c?retention=1h1m1s&retention=2h&packs=true",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		base, packs, retention, err := cutPackParams(raw)
+		if err != nil {
+			return
+		}
+		if packs != "" && packs != "true" && packs != "only" || retention < 0 || retention > 0 && retention < minRetention {
+			t.Fatalf("%q: packs %q, retention %v", raw, packs, retention)
+		}
+		if again, p, r, err := cutPackParams(base); err != nil || again != base || p != "" || r != 0 {
+			t.Fatalf("%q: what is left, %q, cuts again to %q, %q, %v, %v", raw, base, again, p, r, err)
+		}
+		u, err := ParseUpstream(raw)
+		if err != nil || !u.packs {
+			return
+		}
+		if _, p, r, err := cutPackParams(u.String()); err != nil || p != packs || r != retention {
+			t.Fatalf("%q: shown as %q, which says packs %q, retention %v, %v", raw, u.String(), p, r, err)
+		}
+	})
+}

@@ -1,0 +1,183 @@
+package packed
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"time"
+
+	"github.com/membuf/membuf/cas/tier"
+)
+
+// Copying forward: the local store's FIFO-with-refresh, in the bucket. A
+// record read whole from a pack older than half the Retention is kept as
+// it is read, checked against its SHA-256 once its last byte is, and
+// queued; the queue goes up as a pack of its own (Put) every RefreshEvery,
+// or at once when it holds maxForwardBytes/4. The new pack's index puts
+// the record's new place in the table, so it is copied once per half
+// Retention however often it is read, and the old pack may go. A copy
+// whose record the table no longer places where it was read (the entry
+// was written again meanwhile: an action result replaced) is not
+// uploaded: it would put the older version last.
+
+// maxForwardBytes bounds the copies waiting to go up: a record read when
+// they are full is not copied (a later read copies it).
+const maxForwardBytes = 64 << 20
+
+// forwardTimeout bounds the upload of a pack of copies.
+const forwardTimeout = time.Minute
+
+// forwardCopy is a record's key, where it was read, its bytes, checked,
+// and their SHA-256.
+type forwardCopy struct {
+	key    tier.Key
+	from   location
+	data   []byte
+	sha256 string
+}
+
+// forwardID is what the queue holds one copy of: an entry, whatever
+// size its key was read with.
+type forwardID struct {
+	ac   bool
+	hash string
+}
+
+// forwarding returns obj, read from its start, with a body that queues a
+// copy of its bytes once it has yielded them all (a read that stops
+// short copies nothing). obj.SHA256 is what they are checked against: a
+// blob's hash, an action result's stored sum.
+func (b *Backend) forwarding(k tier.Key, from location, obj tier.Object) tier.Object {
+	if obj.Size > b.cfg.PackEntryBytes || b.forwardQueued(k) {
+		return obj // larger than this node packs (another's Config): not held in memory
+	}
+	if obj.Size == 0 {
+		b.queueForward(k, from, nil, obj.SHA256)
+		return obj
+	}
+	obj.Body = &forwardingBody{ReadCloser: obj.Body, b: b, k: k, from: from, sha256: obj.SHA256, size: int(obj.Size), data: make([]byte, 0, obj.Size)}
+	return obj
+}
+
+// forwardingBody keeps what it reads of a record until it has it all.
+type forwardingBody struct {
+	io.ReadCloser
+	b      *Backend
+	k      tier.Key
+	from   location
+	sha256 string
+	size   int
+	data   []byte // nil once queued, or given up
+}
+
+func (f *forwardingBody) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	switch {
+	case f.data == nil:
+	case len(f.data)+n > f.size:
+		f.data = nil // more than the record: not what was asked for
+	default:
+		f.data = append(f.data, p[:n]...)
+		if len(f.data) == f.size {
+			f.b.queueForward(f.k, f.from, f.data, f.sha256)
+			f.data = nil
+		}
+	}
+	return n, err
+}
+
+func (b *Backend) forwardQueued(k tier.Key) bool {
+	b.forwardMu.Lock()
+	defer b.forwardMu.Unlock()
+	_, ok := b.forwards[forwardID{k.AC, k.Hash}]
+	return ok
+}
+
+// queueForward queues a copy of record k, data, if it matches sum (a
+// damaged record is not copied: its read is a miss already) and the
+// queue has room.
+func (b *Backend) queueForward(k tier.Key, from location, data []byte, sum string) {
+	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
+		return
+	}
+	if !k.AC {
+		k.Size = int64(len(data)) // a read by hash alone has -1
+	}
+	id := forwardID{k.AC, k.Hash}
+	b.forwardMu.Lock()
+	_, queued := b.forwards[id]
+	full := b.forwardBytes+int64(len(data)) > maxForwardBytes
+	if !queued && !full {
+		b.forwards[id] = forwardCopy{key: k, from: from, data: data, sha256: sum}
+		b.forwardBytes += int64(len(data))
+	}
+	kick := b.forwardBytes >= maxForwardBytes/4
+	b.forwardMu.Unlock()
+	if kick {
+		select {
+		case b.forwardKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// forwardLoop uploads the queued copies every RefreshEvery, or when a
+// quarter of maxForwardBytes waits, until ctx is done, logging when it
+// starts failing and when it succeeds again.
+func (b *Backend) forwardLoop(ctx context.Context) {
+	tick := time.NewTicker(b.cfg.RefreshEvery)
+	defer tick.Stop()
+	failing := false
+	for {
+		select {
+		case <-tick.C:
+		case <-b.forwardKick:
+		case <-ctx.Done():
+			return
+		}
+		err := b.flushForwards(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			b.log.Warn("packed: copying read records forward into new packs failed; they are copied at their next read", "err", err)
+		case err == nil && failing:
+			b.log.Info("packed: copying read records forward succeeds again")
+		}
+		failing = err != nil
+	}
+}
+
+// flushForwards uploads the queued copies whose records are still where
+// they were read (a pack and its index, as a Put) and returns the first
+// error; copies that fail are dropped (a later read queues them again).
+func (b *Backend) flushForwards(ctx context.Context) error {
+	b.forwardMu.Lock()
+	queued := b.forwards
+	b.forwards, b.forwardBytes = make(map[forwardID]forwardCopy), 0
+	b.forwardMu.Unlock()
+	ups := make([]tier.Upload, 0, len(queued))
+	for _, c := range queued {
+		h, _ := hashOf(c.key) // a key Get found in the table
+		if loc, ok := b.table.get(&h, c.key.AC); !ok || loc != c.from {
+			continue
+		}
+		ups = append(ups, tier.Upload{Key: c.key, Body: bytes.NewReader(c.data), Size: int64(len(c.data)), SHA256: c.sha256})
+	}
+	if len(ups) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	defer cancel()
+	var first error
+	for _, err := range b.Put(ctx, ups) {
+		if err == nil {
+			b.c.recordsForwarded.Add(1)
+		} else if first == nil {
+			first = err
+		}
+	}
+	return first
+}
