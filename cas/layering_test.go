@@ -43,7 +43,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"backend/s3":       {mod, mod + "/tier"},
 		// Packs in any object store's bucket, over the store's own
 		// backend and Bucket: no store's client.
-		"backend/packed": {mod, mod + "/tier"},
+		"backend/packed": {mod, mod + "/tier", mod + "/internal/offheap"},
 		// Test support: the suite every packed.Bucket passes.
 		"backend/packed/packedtest": {mod, mod + "/backend/packed"},
 		"storagetest":               {mod, mod + "/internal/testblob"},
@@ -62,11 +62,12 @@ func TestImportsRunOneWay(t *testing.T) {
 
 		// The disk store's rooms: none imports the store.
 		"disk/vfs":         {},
+		"internal/offheap": {},
 		"disk/groupcommit": {},
 		"disk/pace":        {},
 		"disk/unnamed":     {mod},
 		"disk/ages":        {},
-		"disk/packindex":   {mod + "/disk/packfile", mod + "/disk/vfs"},
+		"disk/packindex":   {mod + "/disk/packfile", mod + "/disk/vfs", mod + "/internal/offheap"},
 		"disk/integrity":   {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/vfs"},
 		"disk/files":       {mod, mod + "/zstdseek", mod + "/disk/vfs", mod + "/disk/integrity", mod + "/disk/zstdfile"},
 		"disk/packs":       {mod, mod + "/zstdseek", mod + "/disk/vfs", mod + "/disk/packfile", mod + "/disk/integrity", mod + "/disk/zstdfile"},

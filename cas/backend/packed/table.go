@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"sync"
+
+	"github.com/membuf/membuf/cas/internal/offheap"
 )
 
 // table is every entry this node knows the bucket's indexes name: where
@@ -188,8 +190,8 @@ func (t *table) markDead(hash *[32]byte, ac bool, at location) {
 func (s *tableShard) grow(t *table) {
 	old := s.slots
 	n := max(64, len(old)/slotBytes*5/4)
-	s.slots = allocRecords(n * slotBytes)
-	defer freeRecords(old)
+	s.slots = offheap.Bytes(n*slotBytes, mapAbove)
+	defer offheap.Release(old, mapAbove)
 	for i := 0; i < len(old); i += slotBytes {
 		if slot := old[i : i+slotBytes]; slot[38]&slotUsed != 0 {
 			s.insert(t, slot)
@@ -237,11 +239,11 @@ func (s *tableShard) forget(t *table, drop func(location) bool) int {
 		return 0
 	}
 	old := s.slots
-	defer freeRecords(old)
+	defer offheap.Release(old, mapAbove)
 	s.used -= n
 	s.slots = nil
 	if s.used > 0 {
-		s.slots = allocRecords(max(64, s.used*10/7+1) * slotBytes)
+		s.slots = offheap.Bytes(max(64, s.used*10/7+1)*slotBytes, mapAbove)
 	}
 	for i := 0; i < len(old); i += slotBytes {
 		if slot := old[i : i+slotBytes]; slot[38]&slotUsed != 0 && !gone(slot) {
@@ -257,7 +259,7 @@ func (t *table) release() {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		freeRecords(s.slots)
+		offheap.Release(s.slots, mapAbove)
 		s.slots, s.used = nil, 0
 		s.mu.Unlock()
 	}

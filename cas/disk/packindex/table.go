@@ -3,6 +3,8 @@ package packindex
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/membuf/membuf/cas/internal/offheap"
 )
 
 // Table is the index of packed entries: for each (kind, hash), the
@@ -64,7 +66,7 @@ type Record struct {
 }
 
 type shard struct {
-	slots []byte // len is a multiple of RecordLen; from allocRecords
+	slots []byte // len is a multiple of RecordLen; from offheap.Bytes
 	n     int    // records held
 }
 
@@ -177,7 +179,7 @@ func (sh *shard) insert(r *Record) {
 // grow moves sh's records into a table of n slots.
 func (sh *shard) grow(n int) {
 	old := sh.slots
-	sh.slots = allocRecords(n * RecordLen)
+	sh.slots = offheap.Bytes(n*RecordLen, mapAbove)
 	sh.n = 0
 	for i := 0; i+RecordLen <= len(old); i += RecordLen {
 		if old[i+32] != 0 {
@@ -185,7 +187,7 @@ func (sh *shard) grow(n int) {
 			sh.insert(&r)
 		}
 	}
-	freeRecords(old)
+	offheap.Release(old, mapAbove)
 }
 
 // Delete removes the record of (ac, hash), if any, and reports whether
@@ -297,7 +299,7 @@ func (t *Table) Memory() int64 {
 // Free releases the table's memory; the table is empty after.
 func (t *Table) Free() {
 	for i := range t.shards {
-		freeRecords(t.shards[i].slots)
+		offheap.Release(t.shards[i].slots, mapAbove)
 		t.shards[i] = shard{}
 	}
 	t.n = 0
