@@ -124,7 +124,7 @@ type Backend struct {
 	c struct {
 		refreshes, indexesRead, badIndexes, packsWritten, indexesWritten                 atomic.Int64
 		packsDeleted, orphansDeleted, indexesDeleted, recordsForwarded, recordsForgotten atomic.Int64
-		packsReadAhead, recordsReadAhead, readAheadFailures                              atomic.Int64
+		packsReadAhead, recordsReadAhead, readAheadFailures, readsHeld                   atomic.Int64
 	}
 }
 
@@ -256,6 +256,9 @@ type Stats struct {
 	// the sink took (stored, or held already), and read-aheads or records
 	// that failed (a request, or a record the sink refused: damaged).
 	PacksReadAhead, RecordsReadAhead, ReadAheadFailures int64
+	// ReadsHeld counts the Gets served from the bytes of a pack being
+	// read ahead, while its records go to the sink: no request.
+	ReadsHeld int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -278,6 +281,7 @@ func (b *Backend) Stats() Stats {
 	st.PacksReadAhead = b.c.packsReadAhead.Load()
 	st.RecordsReadAhead = b.c.recordsReadAhead.Load()
 	st.ReadAheadFailures = b.c.readAheadFailures.Load()
+	st.ReadsHeld = b.c.readsHeld.Load()
 	return st
 }
 
@@ -362,7 +366,11 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 		}
 		return obj, err
 	}
-	obj, err := b.getPacked(ctx, k, loc, pack.id.name(), off)
+	obj, held := b.heldRecord(k, loc, off)
+	var err error
+	if !held {
+		obj, err = b.getPacked(ctx, k, loc, pack.id.name(), off)
+	}
 	if errors.Is(err, cas.ErrNotFound) {
 		b.table.markDead(&h, k.AC, loc)
 		b.log.Warn("packed: a record's pack is gone or short; a miss", "entry", k.String(), "pack", pack.id.name())

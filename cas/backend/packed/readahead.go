@@ -1,6 +1,7 @@
 package packed
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -18,7 +19,11 @@ import (
 // are, in the background (two GETs at once, after the record's own ranged
 // GET, which is served as before), and hands each record the table still
 // places there to the sink: the tier keeps it on its disk, checked, so
-// that the reads of its neighbours are local. Nothing is kept per record
+// that the reads of its neighbours are local. Meanwhile (the sink stores
+// records one at a time), a Get of a record of the pack is served from
+// the pack's bytes, without a request: a build reads its outputs at once,
+// and without that most of them would still cost a GET each while the
+// disk takes the pack. Nothing is kept per record
 // (the index says what is in the pack); the packs read ahead lately are
 // remembered by number, a bounded set, so a pack is read ahead once however
 // many of its records are read. At most readAheads run at once, each
@@ -47,6 +52,10 @@ type readAhead struct {
 	sink      ReadAheadSink
 	running   int
 	cur, prev map[uint32]struct{} // packs read ahead lately, by number
+	// held: the bytes of the packs read ahead whose records the sink is
+	// still taking, by number: a Get of one of their records is served
+	// from them, without a request.
+	held map[uint32][]byte
 }
 
 // SetReadAhead names the sink of the records read ahead (the backend is
@@ -124,6 +133,8 @@ func (b *Backend) readPackAhead(ctx context.Context, n uint32, pack packInfo, si
 		return fmt.Errorf("%w: it names pack %s of %d bytes, not %s of %d", errBadIndex, ix.pack, ix.packSize, packed, pack.size)
 	}
 	b.c.packsReadAhead.Add(1)
+	b.hold(n, data)
+	defer b.hold(n, nil)
 	for _, r := range ix.records {
 		if r.flags&flagObject != 0 {
 			continue
@@ -151,4 +162,41 @@ func (b *Backend) readPackAhead(ctx context.Context, n uint32, pack packInfo, si
 		b.c.recordsReadAhead.Add(1)
 	}
 	return nil
+}
+
+// hold makes data pack n's bytes that Gets are served from; nil forgets
+// them.
+func (b *Backend) hold(n uint32, data []byte) {
+	a := &b.ahead
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if data == nil {
+		delete(a.held, n)
+		return
+	}
+	if a.held == nil {
+		a.held = make(map[uint32][]byte)
+	}
+	a.held[n] = data
+}
+
+// heldRecord returns k's record at loc from off, read from its pack's bytes
+// if a read-ahead holds them.
+func (b *Backend) heldRecord(k tier.Key, loc location, off int64) (tier.Object, bool) {
+	b.ahead.mu.Lock()
+	data, ok := b.ahead.held[loc.pack]
+	b.ahead.mu.Unlock()
+	start, end := int64(loc.offset), int64(loc.offset)+loc.size
+	if k.AC {
+		end += acHeader
+	}
+	if !ok || end > int64(len(data)) || off < 0 || off > loc.size {
+		return tier.Object{}, false
+	}
+	sum := k.Hash
+	if k.AC {
+		sum, start = hex.EncodeToString(data[start:start+acHeader]), start+acHeader
+	}
+	b.c.readsHeld.Add(1)
+	return tier.Object{Body: io.NopCloser(bytes.NewReader(data[start+off : end])), Size: loc.size, SHA256: sum}, true
 }

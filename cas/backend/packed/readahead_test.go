@@ -212,3 +212,46 @@ func TestReadAheadOncePerPack(t *testing.T) {
 		t.Fatalf("%d records handed over, %d packs read ahead; want 21 and 1", len(kept), b.Stats().PacksReadAhead)
 	}
 }
+
+// While a read-ahead's records go to the sink, a Get of one of them is
+// served from the pack's bytes, without a request: a blob, and an action
+// result with its stored sum.
+func TestReadAheadServesFromThePackMeanwhile(t *testing.T) {
+	m := newMemBucket()
+	ds, ak, result, _ := packOfNeighbours(t, m, 20)
+	b := newManual(t, m, Config{ReadAheadBytes: 16 << 20})
+	if err := b.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.SetReadAhead(func(ctx context.Context, _ tier.Key, _ []byte, _ string) error {
+		once.Do(func() { close(entered) })
+		select {
+		case <-release:
+		case <-ctx.Done(): // Close, if the test failed first
+		}
+		return nil
+	})
+	if _, _, err := readAll(b, tier.BlobKey(ds[0])); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	before := len(m.readNames())
+	got, obj, err := readAll(b, tier.BlobKey(ds[7]))
+	if err != nil || cas.DigestOf(got) != ds[7] || obj.SHA256 != ds[7].Hash {
+		t.Fatalf("blob 7 meanwhile: %v", err)
+	}
+	got, obj, err = readAll(b, ak)
+	if err != nil || string(got) != string(result) || obj.SHA256 != sumHex(result) {
+		t.Fatalf("the action result meanwhile: %v", err)
+	}
+	if reads := m.readNames()[before:]; len(reads) != 0 {
+		t.Fatalf("reads meanwhile sent %q; want nothing", reads)
+	}
+	close(release)
+	readAheadsDone(t, b)
+	if st := b.Stats(); st.ReadsHeld != 2 {
+		t.Fatalf("ReadsHeld %d; want 2", st.ReadsHeld)
+	}
+}
