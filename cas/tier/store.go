@@ -621,8 +621,8 @@ func (t *Store) PutActionResult(ctx context.Context, d cas.Digest, data []byte) 
 // (the backend has the entry) and replaces no action result the disk
 // holds (the disk's may be newer). It is done with data when it returns.
 func (t *Store) Prefetched(ctx context.Context, k Key, data []byte, sum string) error {
-	if m := t.cfg.LocalMaxSize; m > 0 && int64(len(data)) > m {
-		return nil
+	if m := t.cfg.LocalMaxSize; t.ctx.Err() != nil || m > 0 && int64(len(data)) > m {
+		return nil // closed (the disk may be next), or more than the disk keeps
 	}
 	d := cas.Digest{Hash: k.Hash, Size: int64(len(data))}
 	if k.AC {

@@ -231,7 +231,9 @@ func TierConfig(c tier.Config) tier.Config {
 // table (a Stat or Get after it finds nothing packed). It closes neither
 // Objects nor Bucket.
 func (b *Backend) Close() error {
+	b.ahead.mu.Lock() // no read-ahead starts after the Wait below
 	b.stop()
+	b.ahead.mu.Unlock()
 	b.loops.Wait()
 	b.table.release()
 	return nil

@@ -133,6 +133,7 @@ func (b *Backend) readPackAhead(ctx context.Context, n uint32, pack packInfo, si
 		return fmt.Errorf("%w: it names pack %s of %d bytes, not %s of %d", errBadIndex, ix.pack, ix.packSize, packed, pack.size)
 	}
 	b.c.packsReadAhead.Add(1)
+	failed, first := 0, error(nil)
 	b.hold(n, data)
 	defer b.hold(n, nil)
 	for _, r := range ix.records {
@@ -156,10 +157,16 @@ func (b *Backend) readPackAhead(ctx context.Context, n uint32, pack packInfo, si
 				return nil
 			}
 			b.c.readAheadFailures.Add(1)
-			b.log.Warn("packed: a record read ahead was not kept", "entry", k.String(), "pack", packed, "err", err)
+			if failed++; failed == 1 {
+				first = fmt.Errorf("%s: %w", k, err)
+			}
 			continue
 		}
 		b.c.recordsReadAhead.Add(1)
+	}
+	if failed > 0 {
+		// One line a pack, not a record: a failing disk would log 65,536.
+		b.log.Warn("packed: records read ahead were not kept (damaged, or the disk failed); they are read one at a time", "pack", packed, "records", failed, "first", first)
 	}
 	return nil
 }

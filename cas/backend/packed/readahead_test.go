@@ -255,3 +255,30 @@ func TestReadAheadServesFromThePackMeanwhile(t *testing.T) {
 		t.Fatalf("ReadsHeld %d; want 2", st.ReadsHeld)
 	}
 }
+
+// An action result the disk holds is not replaced by the pack's (the
+// disk's may be newer), and nothing read ahead is queued for upload.
+func TestReadAheadKeepsTheDisksActionResult(t *testing.T) {
+	m := newMemBucket()
+	ds, ak, _, _ := packOfNeighbours(t, m, 4)
+	b, s, local := coldNode(t, m, 16<<20)
+	ctx := context.Background()
+	newer := []byte("a newer result")
+	if err := local.PutActionResult(ctx, ak.Digest(), newer); err != nil {
+		t.Fatal(err)
+	}
+	writes := m.writeCount()
+	if _, err := cas.ReadAll(ctx, s, ds[0]); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, "the pack's records read ahead", func() bool { return b.Stats().RecordsReadAhead == 5 })
+	if got, err := local.GetActionResult(ctx, ak.Digest()); err != nil || string(got) != string(newer) {
+		t.Fatalf("the disk's action result is %q (%v); want %q", got, err, newer)
+	}
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := m.writeCount() - writes; w != 0 || m.objects.Puts() != 0 {
+		t.Fatalf("read-ahead wrote %d objects and %d entries to the bucket; want none", w, m.objects.Puts())
+	}
+}
