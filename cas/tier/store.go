@@ -612,3 +612,36 @@ func (t *Store) PutActionResult(ctx context.Context, d cas.Digest, data []byte) 
 	data = bytes.Clone(data) // the upload keeps it; the caller may reuse its buffer
 	return t.commit(ctx, ActionKey(d), data, func() error { return t.local.PutActionResult(ctx, d, data) }, nil)
 }
+
+// Prefetched keeps entry k, which the backend read ahead beside an entry
+// read (cas/backend/packed's read-ahead), on disk if the disk does not
+// hold it: a blob checked against its digest, an action result against
+// sum, the SHA-256 it was stored with; bytes that do not match are
+// counted corrupt and not kept (cas.ErrMismatch). It queues no upload
+// (the backend has the entry) and replaces no action result the disk
+// holds (the disk's may be newer). It is done with data when it returns.
+func (t *Store) Prefetched(ctx context.Context, k Key, data []byte, sum string) error {
+	if m := t.cfg.LocalMaxSize; t.ctx.Err() != nil || m > 0 && int64(len(data)) > m {
+		return nil // closed (the disk may be next), or more than the disk keeps
+	}
+	d := cas.Digest{Hash: k.Hash, Size: int64(len(data))}
+	if k.AC {
+		d = k.Digest() // the action's digest: the disk keys its result by the hash
+		if _, err := t.local.GetActionResult(ctx, d); !errors.Is(err, cas.ErrNotFound) {
+			return err
+		}
+		if s := sha256.Sum256(data); hex.EncodeToString(s[:]) != sum {
+			t.c.corrupt.Add(1)
+			return fmt.Errorf("%w: action result %s read ahead does not match its checksum", cas.ErrMismatch, d)
+		}
+		return t.local.PutActionResult(ctx, d, data)
+	}
+	if missing, err := t.local.FindMissing(ctx, []cas.Digest{d}); err != nil || len(missing) == 0 {
+		return err
+	}
+	err := cas.Put(ctx, t.local, d, data, cas.Uncompressed)
+	if errors.Is(err, cas.ErrMismatch) {
+		t.c.corrupt.Add(1)
+	}
+	return err
+}

@@ -73,6 +73,12 @@ type Config struct {
 	// EvictEvery is how often Evict runs with a Retention; 0 means an
 	// eighth of it, between a second and a minute.
 	EvictEvery time.Duration
+	// ReadAheadBytes turns read-ahead on (readahead.go): a Get of a
+	// packed record whose pack is at most this size, and which this node
+	// has not read ahead lately, reads the whole pack and its index in
+	// the background and hands its other records to the sink SetReadAhead
+	// names (the tier's local store). 0 turns it off.
+	ReadAheadBytes int64
 	// Logger receives the backend's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -109,12 +115,16 @@ type Backend struct {
 	forwardBytes int64                     // their bytes
 	forwardKick  chan struct{}             // a quarter of maxForwardBytes waits
 
+	ahead readAhead
+
+	ctx   context.Context // done at Close
 	stop  context.CancelFunc
-	loops sync.WaitGroup // the listing, the janitor and the copies' uploads
+	loops sync.WaitGroup // the listing, the janitor, the copies' uploads, the read-aheads
 
 	c struct {
 		refreshes, indexesRead, badIndexes, packsWritten, indexesWritten                 atomic.Int64
 		packsDeleted, orphansDeleted, indexesDeleted, recordsForwarded, recordsForgotten atomic.Int64
+		packsReadAhead, recordsReadAhead, readAheadFailures, readsHeld                   atomic.Int64
 	}
 }
 
@@ -156,7 +166,7 @@ func newBackend(cfg Config, listing bool) (*Backend, error) {
 	switch {
 	case cfg.PackEntryBytes < 0 || cfg.MaxPackBytes < cfg.PackEntryBytes+acHeader || cfg.MaxPackBytes > maxPackOffset:
 		return nil, fmt.Errorf("packed: PackEntryBytes %d and MaxPackBytes %d: want 0 < entry < pack <= 4 GiB", cfg.PackEntryBytes, cfg.MaxPackBytes)
-	case cfg.RefreshEvery < 0 || cfg.MissingTTL < 0 || cfg.Concurrency < 0 || cfg.Retention < 0 || cfg.EvictEvery < 0:
+	case cfg.RefreshEvery < 0 || cfg.MissingTTL < 0 || cfg.Concurrency < 0 || cfg.Retention < 0 || cfg.EvictEvery < 0 || cfg.ReadAheadBytes < 0:
 		return nil, fmt.Errorf("packed: a negative Config field: %+v", cfg)
 	case cfg.Retention > 0 && cfg.Retention < 4*cfg.RefreshEvery:
 		return nil, fmt.Errorf("packed: Retention %v is less than 4 RefreshEvery (%v): a record read would not be copied forward in time", cfg.Retention, cfg.RefreshEvery)
@@ -182,7 +192,7 @@ func newBackend(cfg Config, listing bool) (*Backend, error) {
 		forwardKick: make(chan struct{}, 1),
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	b.stop = stop
+	b.ctx, b.stop = ctx, stop
 	if !listing {
 		return b, nil
 	}
@@ -221,7 +231,9 @@ func TierConfig(c tier.Config) tier.Config {
 // table (a Stat or Get after it finds nothing packed). It closes neither
 // Objects nor Bucket.
 func (b *Backend) Close() error {
+	b.ahead.mu.Lock() // no read-ahead starts after the Wait below
 	b.stop()
+	b.ahead.mu.Unlock()
 	b.loops.Wait()
 	b.table.release()
 	return nil
@@ -242,6 +254,13 @@ type Stats struct {
 	PacksDeleted, OrphansDeleted, IndexesDeleted int64
 	RecordsForwarded                             int64 // records read, copied forward into a new pack
 	RecordsForgotten                             int64 // records the table dropped: their pack was past Retention, or found gone
+	// Read-ahead (Config.ReadAheadBytes): packs read whole, their records
+	// the sink took (stored, or held already), and read-aheads or records
+	// that failed (a request, or a record the sink refused: damaged).
+	PacksReadAhead, RecordsReadAhead, ReadAheadFailures int64
+	// ReadsHeld counts the Gets served from the bytes of a pack being
+	// read ahead, while its records go to the sink: no request.
+	ReadsHeld int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -261,6 +280,10 @@ func (b *Backend) Stats() Stats {
 	st.IndexesDeleted = b.c.indexesDeleted.Load()
 	st.RecordsForwarded = b.c.recordsForwarded.Load()
 	st.RecordsForgotten = b.c.recordsForgotten.Load()
+	st.PacksReadAhead = b.c.packsReadAhead.Load()
+	st.RecordsReadAhead = b.c.recordsReadAhead.Load()
+	st.ReadAheadFailures = b.c.readAheadFailures.Load()
+	st.ReadsHeld = b.c.readsHeld.Load()
 	return st
 }
 
@@ -345,16 +368,24 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 		}
 		return obj, err
 	}
-	obj, err := b.getPacked(ctx, k, loc, pack.id.name(), off)
+	obj, held := b.heldRecord(k, loc, off)
+	var err error
+	if !held {
+		obj, err = b.getPacked(ctx, k, loc, pack.id.name(), off)
+	}
 	if errors.Is(err, cas.ErrNotFound) {
 		b.table.markDead(&h, k.AC, loc)
 		b.log.Warn("packed: a record's pack is gone or short; a miss", "entry", k.String(), "pack", pack.id.name())
 		return b.objects.Get(ctx, k, off)
 	}
-	if err == nil && off == 0 && b.forwardDue(pack, now) {
+	if err != nil {
+		return obj, err
+	}
+	b.readAheadOf(loc.pack, pack)
+	if off == 0 && b.forwardDue(pack, now) {
 		obj = b.forwarding(k, loc, obj)
 	}
-	return obj, err
+	return obj, nil
 }
 
 // lookup returns where k's record is and its pack, if the table knows
@@ -412,10 +443,15 @@ type packID struct {
 }
 
 // packInfo is a pack the table's records name: its name, and the time
-// (Unix nanoseconds) its index's name carries, from which its age counts.
+// (Unix nanoseconds) its index's name carries, from which its age counts;
+// for read-ahead (readahead.go), its size and the random part of its
+// index's name (size 0: the index's name is not one a node writes, and the
+// pack is not read ahead).
 type packInfo struct {
 	id      packID
 	indexed int64
+	index   uint64
+	size    int64
 }
 
 func (p packID) name() string { return fmt.Sprintf("%s%020d-%016x", dataPrefix, p.nanos, p.random) }
@@ -455,7 +491,26 @@ func newPackID() packID {
 func indexName(now time.Time) string {
 	var r [8]byte
 	rand.Read(r[:])
-	return fmt.Sprintf("%s%020d-%x", indexPrefix, now.UnixNano(), r)
+	return indexNameOf(now.UnixNano(), binary.BigEndian.Uint64(r[:]))
+}
+
+// indexNameOf is the name indexName gives at nanos with random r.
+func indexNameOf(nanos int64, r uint64) string {
+	return fmt.Sprintf("%s%020d-%016x", indexPrefix, nanos, r)
+}
+
+// parseIndexName parses an index's name as indexName writes it.
+func parseIndexName(name string) (nanos int64, r uint64, ok bool) {
+	t, ok := indexTime(name)
+	if !ok || len(name) != len(indexPrefix)+20+1+16 {
+		return 0, 0, false
+	}
+	var raw [8]byte
+	if _, err := hex.Decode(raw[:], []byte(name[len(name)-16:])); err != nil {
+		return 0, 0, false
+	}
+	nanos, r = t.UnixNano(), binary.BigEndian.Uint64(raw[:])
+	return nanos, r, indexNameOf(nanos, r) == name
 }
 
 // indexTime returns the time an index's name carries.
@@ -498,10 +553,10 @@ func (b *Backend) pack(n uint32) packInfo {
 	return b.packs[n]
 }
 
-// apply puts the records of an index named at indexed in the table; its
-// packed records not at all if its pack is past Retention (a node that
-// starts may list indexes the janitor has not deleted yet).
-func (b *Backend) apply(ix *index, indexed time.Time) error {
+// apply puts the records of index object name, named at indexed, in the
+// table; its packed records not at all if its pack is past Retention (a
+// node that starts may list indexes the janitor has not deleted yet).
+func (b *Backend) apply(ix *index, name string, indexed time.Time) error {
 	var pack uint32
 	live := true
 	if ix.pack != "" {
@@ -510,6 +565,9 @@ func (b *Backend) apply(ix *index, indexed time.Time) error {
 			return fmt.Errorf("%w: its pack's name %q is not one a node writes", errBadIndex, ix.pack)
 		}
 		info := packInfo{id: id, indexed: indexed.UnixNano()}
+		if nanos, r, ok := parseIndexName(name); ok && nanos == info.indexed {
+			info.index, info.size = r, ix.packSize
+		}
 		if live = !b.expired(info, time.Now()); live {
 			var err error
 			if pack, err = b.registerPack(info); err != nil {

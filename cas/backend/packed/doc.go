@@ -25,7 +25,11 @@
 // coordination, and a record read from a pack older than half of it is
 // copied forward into a new pack first (evict.go, forward.go): the
 // bucket holds about a Retention of writes, and what is read at least
-// once per half Retention stays. docs/packs.md has the design.
+// once per half Retention stays. With Config.ReadAheadBytes, a read of
+// one record of a pack reads the whole pack in the background and hands
+// its other records to a sink (SetReadAhead: the tier's disk), so that a
+// cold node's reads of its neighbours are local (readahead.go).
+// docs/packs.md has the design.
 //
 // It imports cas and cas/tier only, and no object store's client.
 package packed

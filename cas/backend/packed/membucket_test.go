@@ -27,6 +27,7 @@ type memBucket struct {
 	writes   int      // WriteObject calls
 	deletes  []string // DeleteObject calls' names, in order
 	lists    int
+	reads    []string                              // ReadRange calls' names, in order
 	corrupt  func(name string, data []byte) []byte // if not nil, applied to what is written
 	failRead func(name string) error               // if not nil and it returns an error, ReadRange fails with it
 
@@ -60,6 +61,7 @@ func (m *memBucket) ReadRange(ctx context.Context, name string, off, n int64) (i
 	if err := m.check(ctx, name); err != nil {
 		return nil, err
 	}
+	m.reads = append(m.reads, name)
 	if m.failRead != nil {
 		if err := m.failRead(name); err != nil {
 			return nil, err
@@ -161,4 +163,11 @@ func (m *memBucket) get(name string) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.named[name]
+}
+
+// readNames returns the names ReadRange was called with, in order.
+func (m *memBucket) readNames() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.reads)
 }

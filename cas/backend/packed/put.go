@@ -178,5 +178,5 @@ func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
 	b.seenMu.Lock()
 	b.seen[name] = now
 	b.seenMu.Unlock()
-	return b.apply(&p.ix, now)
+	return b.apply(&p.ix, name, now)
 }

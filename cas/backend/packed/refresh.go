@@ -151,7 +151,7 @@ func (b *Backend) readIndexes(ctx context.Context, names []string) []error {
 			if !ok {
 				t = time.Now() // not a node's name: its age counts from now
 			}
-			errs[i] = b.apply(read[i], t)
+			errs[i] = b.apply(read[i], name, t)
 		}
 	}
 	return errs

@@ -19,6 +19,7 @@ type packedCollector struct {
 
 	records, tableBytes, known, listings, indexesRead *prometheus.Desc
 	written, deleted, forwarded, forgotten            *prometheus.Desc
+	readAhead, readAheadRecords, readAheadFailures    *prometheus.Desc
 }
 
 func newPackedCollector(packs PackedStats) *packedCollector {
@@ -36,11 +37,15 @@ func newPackedCollector(packs PackedStats) *packedCollector {
 		deleted:     d("objects_deleted_total", "Objects this node's janitor deleted past the retention, by kind: pack, orphan (a pack no index named), index.", "kind"),
 		forwarded:   d("records_forwarded_total", "Records read from a pack older than half the retention, copied forward into a new pack."),
 		forgotten:   d("records_forgotten_total", "Records the table dropped: their pack was past the retention, or found gone."),
+
+		readAhead:         d("read_ahead_total", "Packs read whole when one of their records was read (read-ahead), their records going to the local disk."),
+		readAheadRecords:  d("read_ahead_records_total", "Records of packs read ahead that the local disk took (kept, or held already)."),
+		readAheadFailures: d("read_ahead_failures_total", "Read-aheads that failed (a request), and records read ahead that were not kept (damaged, or the disk failed)."),
 	}
 }
 
 func (c *packedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.records, c.tableBytes, c.known, c.listings, c.indexesRead, c.written, c.deleted, c.forwarded, c.forgotten} {
+	for _, d := range []*prometheus.Desc{c.records, c.tableBytes, c.known, c.listings, c.indexesRead, c.written, c.deleted, c.forwarded, c.forgotten, c.readAhead, c.readAheadRecords, c.readAheadFailures} {
 		ch <- d
 	}
 }
@@ -66,4 +71,7 @@ func (c *packedCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.deleted, st.IndexesDeleted, "index")
 	counter(c.forwarded, st.RecordsForwarded)
 	counter(c.forgotten, st.RecordsForgotten)
+	counter(c.readAhead, st.PacksReadAhead)
+	counter(c.readAheadRecords, st.RecordsReadAhead)
+	counter(c.readAheadFailures, st.ReadAheadFailures)
 }

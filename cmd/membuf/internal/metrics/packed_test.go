@@ -19,6 +19,7 @@ func TestPackedCollector(t *testing.T) {
 	reg.MustRegister(newPackedCollector(fixedPackStats{
 		Records: 10, TableBytes: 960, Packs: 3, Refreshes: 4, IndexesRead: 5, BadIndexes: 1, PacksWritten: 6, IndexesWritten: 7,
 		PacksDeleted: 8, OrphansDeleted: 2, IndexesDeleted: 9, RecordsForwarded: 11, RecordsForgotten: 12,
+		PacksReadAhead: 13, RecordsReadAhead: 14, ReadAheadFailures: 15,
 	}))
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -40,6 +41,7 @@ func TestPackedCollector(t *testing.T) {
 		"membuf_packs_objects_written_total{pack}": 6, "membuf_packs_objects_written_total{index}": 7,
 		"membuf_packs_objects_deleted_total{pack}": 6, "membuf_packs_objects_deleted_total{orphan}": 2, "membuf_packs_objects_deleted_total{index}": 9,
 		"membuf_packs_records_forwarded_total": 11, "membuf_packs_records_forgotten_total": 12,
+		"membuf_packs_read_ahead_total": 13, "membuf_packs_read_ahead_records_total": 14, "membuf_packs_read_ahead_failures_total": 15,
 	}
 	if len(got) != len(want) {
 		t.Errorf("%d series, want %d: %v", len(got), len(want), got)

@@ -91,6 +91,7 @@ func (s *Server) openStores(ctx context.Context) error {
 			closeBackend()
 			return fmt.Errorf("--upstream: %w", err)
 		}
+		readAheadInto(backend, t)
 		s.tier, s.closeBackend = t, closeBackend
 		s.packs = packsOf(backend)
 		served = t

@@ -213,7 +213,7 @@ func withPacks(u Upstream, store objectStore, log *slog.Logger) (tier.Backend, f
 	if !u.packs {
 		return store, store.Close, nil
 	}
-	p, err := packed.New(packed.Config{Objects: store, Bucket: store, IndexedOnly: u.packsOnly, Retention: u.retention, Logger: log})
+	p, err := packed.New(packed.Config{Objects: store, Bucket: store, IndexedOnly: u.packsOnly, Retention: u.retention, ReadAheadBytes: readAheadBytes, Logger: log})
 	if err != nil {
 		store.Close()
 		return nil, nil, err
@@ -222,6 +222,20 @@ func withPacks(u Upstream, store objectStore, log *slog.Logger) (tier.Backend, f
 		p.Close()
 		return store.Close()
 	}, nil
+}
+
+// readAheadBytes is the largest pack a node reads whole when it reads one
+// of its records (packed.Config.ReadAheadBytes): a cold node's next reads
+// of its neighbours are local. The tier's batches, and so most packs, are
+// at most 16 MiB (packed.TierConfig).
+const readAheadBytes = 16 << 20
+
+// readAheadInto makes t's disk the sink of b's read-ahead, if b is a
+// packed backend (withPacks made it before t).
+func readAheadInto(b tier.Backend, t *tier.Store) {
+	if p, ok := b.(*packed.Backend); ok {
+		p.SetReadAhead(t.Prefetched)
+	}
 }
 
 // packsOf is b's packs' statistics, for /metrics, if b is a packed
