@@ -80,7 +80,11 @@ func (l *connPerClient) Accept() (net.Conn, error) {
 		switch v := c.(type) {
 		case *tcpConnInSlot: // it holds a slot of --max-connections too
 			slot := v.release
-			served = &tcpConnInSlot{TCPConn: v.TCPConn, release: func() { slot(); release() }}
+			// This address's count first, then the slot: the slot wakes
+			// the Accept waiting for it, whose next connection, from this
+			// address, must not find the count not yet taken down (it
+			// was closed as one too many).
+			served = &tcpConnInSlot{TCPConn: v.TCPConn, release: func() { release(); slot() }}
 		case *net.TCPConn:
 			served = &tcpConnInSlot{TCPConn: v, release: release}
 		default:

@@ -77,3 +77,67 @@ func TestConnPerClientRefusesPastItsLimitAndGivesSlotsBack(t *testing.T) {
 		t.Fatalf("after every connection closed: %d global slots, %v per address", n, l.open)
 	}
 }
+
+// TestAConnectionClosedAtTheSharedLimitLeavesRoomForTheNext: an address
+// at both limits at once (--max-connections 1, and its own share 1)
+// closes its connection while its next one waits for the slot: the next
+// is served, never closed as one too many. The close once gave the slot
+// back before the address's count, and an Accept woken by the slot could
+// find the count still full (TestServeConnectionLimits failed so, now
+// and then).
+func TestAConnectionClosedAtTheSharedLimitLeavesRoomForTheNext(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limitConnectionsPerClient(limitConnections(inner, 1), 1, slog.New(slog.DiscardHandler))
+	defer l.Close()
+	accepted := make(chan net.Conn)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	prev := <-func() chan net.Conn {
+		client, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		return accepted
+	}()
+	for i := range 300 {
+		client, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev.Close() // wakes the Accept waiting for the slot
+		var next net.Conn
+		select {
+		case next = <-accepted:
+		case <-time.After(10 * time.Second):
+			// The listener closed it as one too many, and waits for another.
+			t.Fatalf("round %d: the connection after one closed was not accepted", i)
+		}
+		if next == nil {
+			t.Fatalf("round %d: the listener closed", i)
+		}
+		// Served, not closed by the listener: a write from the server
+		// reaches the client.
+		if _, err := next.Write([]byte{1}); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		client.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := client.Read(make([]byte, 1)); err != nil {
+			t.Fatalf("round %d: the connection after one closed was not served: %v", i, err)
+		}
+		client.Close()
+		prev = next
+	}
+	prev.Close()
+}
