@@ -37,11 +37,19 @@ func TestBytesAndObjectsPerOp(t *testing.T) {
 
 func TestSamplerDoesNotAllocateDuringRun(t *testing.T) {
 	run := StartWith(Options{SampleInterval: 100 * time.Microsecond})
-	await.True(t, "the sampler to take 100 samples", func() bool { return run.samples.Load() >= 100 })
+	// A wait that allocates nothing itself (await's polls allocate, and
+	// a slow machine polls more: 51 objects under the race detector once).
+	deadline := time.Now().Add(30 * time.Second)
+	for run.samples.Load() < 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sampler took %d samples in 30 s, want 100", run.samples.Load())
+		}
+		runtime.Gosched()
+	}
 	res := run.Stop(1)
-	// Nothing in the run allocates except the runtime's timers, the
-	// sampler and the wait; a sampler that allocated per sample would show
-	// 100 objects or more.
+	// Nothing in the run allocates except the runtime's timers and the
+	// sampler; a sampler that allocated per sample would show 100 objects
+	// or more.
 	if res.AllocatedObjects > 50 {
 		t.Errorf("idle run with a sampler allocated %d objects (%d bytes)", res.AllocatedObjects, res.AllocatedBytes)
 	}
