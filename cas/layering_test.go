@@ -43,26 +43,27 @@ func TestImportsRunOneWay(t *testing.T) {
 		"backend/s3":       {mod, mod + "/tier"},
 		// Packs in any object store's bucket, over the store's own
 		// backend and Bucket: no store's client.
-		"backend/packed": {mod, mod + "/tier", mod + "/internal/offheap"},
+		"backend/packed": {mod, mod + "/tier", mod + "/internal/offheap", mod + "/internal/fanout"},
 		// Test support: the suite every packed.Bucket passes.
 		"backend/packed/packedtest": {mod, mod + "/backend/packed"},
 		"storagetest":               {mod, mod + "/internal/testblob"},
 
 		// The shared tier's backends on upstream caches, and what they
 		// share: never a store or a protocol.
-		"backend/grpcupstream":      {mod, mod + "/tier", mod + "/actionresult", mod + "/backend/internal/upstream"},
-		"backend/httpupstream":      {mod, mod + "/tier", mod + "/backend/internal/upstream"},
+		"backend/grpcupstream":      {mod, mod + "/tier", mod + "/actionresult", mod + "/backend/internal/upstream", mod + "/internal/fanout"},
+		"backend/httpupstream":      {mod, mod + "/tier", mod + "/backend/internal/upstream", mod + "/internal/fanout"},
 		"backend/internal/upstream": {},
 		// The object stores' backends (modules of their own, for their
 		// SDKs) and what they share.
-		"backend/gcs":                   {mod, mod + "/tier", mod + "/backend/internal/objstore"},
-		"backend/azure":                 {mod, mod + "/tier", mod + "/backend/internal/objstore"},
+		"backend/gcs":                   {mod, mod + "/tier", mod + "/backend/internal/objstore", mod + "/internal/fanout"},
+		"backend/azure":                 {mod, mod + "/tier", mod + "/backend/internal/objstore", mod + "/internal/fanout"},
 		"backend/internal/objstore":     {mod, mod + "/tier"},
 		"backend/internal/upstreamtest": {mod, mod + "/access", mod + "/access/accesstest", mod + "/tier"},
 
 		// The disk store's rooms: none imports the store.
 		"disk/vfs":         {},
 		"internal/offheap": {},
+		"internal/fanout":  {},
 		"disk/groupcommit": {},
 		"disk/pace":        {},
 		"disk/unnamed":     {mod},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/internal/objstore"
+	"github.com/membuf/membuf/cas/internal/fanout"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -194,7 +195,7 @@ func metadataSum(md map[string]string) string {
 // time, each a single request that GCS makes visible only whole.
 func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	errs := make([]error, len(uploads))
-	objstore.Each(len(uploads), b.limit, func(i int) { errs[i] = b.put(ctx, uploads[i]) })
+	fanout.Each(len(uploads), b.limit, func(i int) { errs[i] = b.put(ctx, uploads[i]) })
 	return errs
 }
 
@@ -235,7 +236,7 @@ func (b *Backend) put(ctx context.Context, u tier.Upload) error {
 // answered too.
 func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 	errs := make([]error, len(ks))
-	objstore.Each(len(ks), b.limit, func(i int) {
+	fanout.Each(len(ks), b.limit, func(i int) {
 		sizes[i] = -1
 		c, cancel := context.WithTimeout(ctx, b.timeout)
 		defer cancel()

@@ -17,6 +17,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/internal/upstream"
+	"github.com/membuf/membuf/cas/internal/fanout"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/grpcmem"
 )
@@ -75,8 +76,8 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	if len(batch) > 0 {
 		jobs = append(jobs, b.batchJob(ctx, uploads, batch, errs))
 	}
-	upstream.Each(len(jobs), b.concurrency, func(j int) { jobs[j]() })
-	upstream.Each(len(actionJobs), b.concurrency, func(j int) { actionJobs[j]() })
+	fanout.Each(len(jobs), b.concurrency, func(j int) { jobs[j]() })
+	fanout.Each(len(actionJobs), b.concurrency, func(j int) { actionJobs[j]() })
 	return errs
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/internal/upstream"
+	"github.com/membuf/membuf/cas/internal/fanout"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -32,7 +33,7 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 		}
 	}
 	errs := make([]error, (len(blobs)+maxFindMissing-1)/maxFindMissing+len(actions))
-	upstream.Each(len(errs), b.concurrency, func(j int) {
+	fanout.Each(len(errs), b.concurrency, func(j int) {
 		if j >= len(errs)-len(actions) {
 			i := actions[j-(len(errs)-len(actions))]
 			obj, err := b.getActionResult(ctx, ks[i], 0)

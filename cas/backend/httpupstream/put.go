@@ -9,6 +9,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/internal/upstream"
+	"github.com/membuf/membuf/cas/internal/fanout"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -18,7 +19,7 @@ import (
 // it (a cache keeps an entry only when its whole body came).
 func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	errs := make([]error, len(uploads))
-	upstream.Each(len(uploads), b.concurrency, func(i int) { errs[i] = b.put(ctx, uploads[i]) })
+	fanout.Each(len(uploads), b.concurrency, func(i int) { errs[i] = b.put(ctx, uploads[i]) })
 	return errs
 }
 
@@ -103,7 +104,7 @@ func (r *uploadBody) Close() error { return nil }
 // anything else an error (and -1).
 func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 	errs := make([]error, len(ks))
-	upstream.Each(len(ks), b.concurrency, func(i int) { sizes[i], errs[i] = b.head(ctx, ks[i]) })
+	fanout.Each(len(ks), b.concurrency, func(i int) { sizes[i], errs[i] = b.head(ctx, ks[i]) })
 	return errors.Join(errs...)
 }
 

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/membuf/membuf/cas/internal/fanout"
 )
 
 // Eviction in the bucket, with a Retention. A pack's age counts from the
@@ -148,16 +149,7 @@ func nameTime(prefix, name string) (time.Time, bool) {
 // first error.
 func (b *Backend) each(ctx context.Context, names []string, del func(context.Context, string) error) error {
 	errs := make([]error, len(names))
-	sem := make(chan struct{}, b.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = del(ctx, name)
-		})
-	}
-	wg.Wait()
+	fanout.Each(len(names), b.cfg.Concurrency, func(i int) { errs[i] = del(ctx, names[i]) })
 	for _, err := range errs {
 		if err != nil {
 			return err // one: an outage fails them all alike

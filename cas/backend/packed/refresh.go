@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/internal/fanout"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -135,16 +136,7 @@ func (b *Backend) Refresh(ctx context.Context) error {
 func (b *Backend) readIndexes(ctx context.Context, names []string) []error {
 	read := make([]*index, len(names))
 	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, b.cfg.Concurrency)
-	for i, name := range names {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			read[i], errs[i] = b.readIndex(ctx, name)
-		})
-	}
-	wg.Wait()
+	fanout.Each(len(names), b.cfg.Concurrency, func(i int) { read[i], errs[i] = b.readIndex(ctx, names[i]) })
 	for i, name := range names {
 		if errs[i] == nil {
 			t, ok := indexTime(name)

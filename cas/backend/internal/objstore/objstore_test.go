@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/iotest"
 
@@ -57,31 +56,6 @@ func TestExactBody(t *testing.T) {
 	}
 	if got, err := read(bytes.NewReader(nil), 0); err != nil || len(got) != 0 {
 		t.Errorf("an empty body: %q, %v", got, err)
-	}
-}
-
-func TestEach(t *testing.T) {
-	const n, limit = 50, 4
-	var running, most atomic.Int32
-	done := make([]bool, n)
-	objstore.Each(n, limit, func(i int) {
-		r := running.Add(1)
-		for {
-			m := most.Load()
-			if r <= m || most.CompareAndSwap(m, r) {
-				break
-			}
-		}
-		done[i] = true
-		running.Add(-1)
-	})
-	for i, d := range done {
-		if !d {
-			t.Fatalf("Each did not call f(%d)", i)
-		}
-	}
-	if most.Load() > limit {
-		t.Fatalf("Each ran %d at once, over its limit of %d", most.Load(), limit)
 	}
 }
 

@@ -2,6 +2,6 @@
 // httpupstream) share: the common part of their --upstream URLs (Target:
 // scheme, address, path, the TLS and basic-auth parameters) and what it
 // makes (a tls.Config, an Authorization header), the stall timer that
-// bounds a request's wait for an answer or for progress (Stall), and a
-// bounded fan-out (Each). It imports nothing of the cache.
+// bounds a request's wait for an answer or for progress (Stall). It
+// imports nothing of the cache.
 package upstream
