@@ -179,8 +179,9 @@ func (b *byteStreamService) writePlain(stream bspb.ByteStream_WriteServer, in *u
 // unless its content is known to be bad or it is done with.
 func (b *byteStreamService) receiveUpload(ctx context.Context, in *upload.Receiver, u *upload.Upload, req *grpcmem.WriteRequest, d cas.Digest) (committed int64, keep bool, err error) {
 	name := req.ResourceName
-	checks := cas.QuickCheck(ctx)     // marked once, not at every message
-	if b.storedMeanwhile(checks, d) { // by another stream, while this one waited for the upload
+	// The check at every message, its context and its list made once.
+	checks, one := cas.QuickCheck(ctx), []cas.Digest{d}
+	if b.storedMeanwhile(checks, one) { // by another stream, while this one waited for the upload
 		return d.Size, false, nil
 	}
 	skip, err := resumeAt(req.WriteOffset, u.W.Written(), name)
@@ -206,7 +207,7 @@ func (b *byteStreamService) receiveUpload(ctx context.Context, in *upload.Receiv
 		if req.FinishWrite {
 			return b.commitUpload(ctx, in, u, name, d, next)
 		}
-		if b.storedMeanwhile(checks, d) { // by another upload
+		if b.storedMeanwhile(checks, one) { // by another upload
 			return d.Size, false, nil
 		}
 		req, err = in.Recv()
@@ -234,12 +235,14 @@ func resumeAt(offset, committed int64, name string) (skip int64, err error) {
 	return 0, status.Errorf(codes.InvalidArgument, "write_offset %d on the first request of upload %s: the committed size is %d (resume from it or start at 0)", offset, cas.Clip(name), committed)
 }
 
-// storedMeanwhile reports whether blob d is stored, an upload of it
-// having completed while this one was under way (a failure to tell is
-// not: the upload goes on).
-func (b *byteStreamService) storedMeanwhile(ctx context.Context, d cas.Digest) bool {
-	ok, _ := cas.Contains(ctx, b.s.store, d)
-	return ok
+// storedMeanwhile reports whether the blob of one (a list of its digest)
+// is stored, an upload of it having completed while this one was under
+// way (a failure to tell is not: the upload goes on). ctx is marked by
+// cas.QuickCheck. It is cas.Contains with what that makes at every call
+// made once by the caller, for a check at every message of an upload.
+func (b *byteStreamService) storedMeanwhile(ctx context.Context, one []cas.Digest) bool {
+	missing, err := b.s.store.FindMissing(ctx, one)
+	return err == nil && len(missing) == 0
 }
 
 // commitUpload ends upload u after its request with finish_write at

@@ -275,7 +275,7 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 			continue
 		}
 		exists, ok := t.exists.Get(d)
-		if ok {
+		if ok && !cas.IsQuickCheck(ctx) { // a write's own check is no lookup
 			t.c.existsCacheHits.Add(1)
 		} else {
 			ask = append(ask, d)
@@ -375,22 +375,6 @@ func (t *Store) resolve(ctx context.Context, hash string) (cas.Digest, error) {
 	return d, nil
 }
 
-// held reports whether blob d is on disk or, by the existence cache's
-// recent answer, in the backend, so that a write of it has nothing to
-// upload; it asks the backend nothing. In write-through mode a blob whose
-// upload is pending does not count.
-func (t *Store) held(ctx context.Context, d cas.Digest) (bool, error) {
-	ok, err := cas.Contains(ctx, t.local, d)
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		return !t.cfg.WriteThrough || !t.uploads.pending(BlobKey(d)), nil
-	}
-	exists, fresh := t.exists.Get(d)
-	return fresh && exists, nil
-}
-
 // NewWriter starts writing blob d to the disk tier (which may keep it
 // compressed, as arrived allows; the backend gets it plain); its Commit
 // journals, commits and queues the upload. An unnamed blob's (d.Hash
@@ -428,8 +412,8 @@ func (w *unnamedWriter) Commit(ctx context.Context) error {
 	if d.Hash == "" {
 		return w.BlobWriter.Commit(ctx) // refuses it, as it should
 	}
-	if ok, _ := w.t.held(ctx, d); ok {
-		return w.BlobWriter.Commit(ctx) // held already: nothing to upload, as for Put
+	if ok, _ := cas.Contains(ctx, w.t, d); ok {
+		return w.BlobWriter.Commit(ctx) // held already: nothing to upload, as in PutBatch
 	}
 	return w.t.commit(ctx, BlobKey(d), nil, func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
 }
@@ -481,9 +465,19 @@ func (t *Store) awaitUpload(ctx context.Context, k Key, p *pendingUpload, versio
 func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error {
 	errs := make([]error, len(ds))
 	journalled := make([]bool, len(ds)) // not held already: its upload is queued once stored
+	// Held already (on disk, or in the backend by the existence cache's
+	// recent answer; in write-through mode, not while its upload is
+	// pending): nothing to upload. One quick check for the batch.
+	var notHeld map[cas.Digest]bool
+	if missing, err := t.FindMissing(cas.QuickCheck(ctx), ds); err == nil {
+		notHeld = make(map[cas.Digest]bool, len(missing))
+		for _, d := range missing {
+			notHeld[d] = true
+		}
+	}
 	var keys []Key
 	for i, d := range ds {
-		if ok, _ := t.held(ctx, d); !ok {
+		if notHeld == nil || notHeld[d] {
 			journalled[i] = true
 			keys = append(keys, BlobKey(d))
 			t.uploads.beginCommit(keys[len(keys)-1])
