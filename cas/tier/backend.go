@@ -70,7 +70,10 @@ type Object struct {
 // Upload is an entry for Backend.Put.
 type Upload struct {
 	Key Key
-	// Body yields the entry's Size bytes.
+	// Body yields the entry's Size bytes, and only bytes that match
+	// SHA256: the tier reads them from a store that checks every read (a
+	// blob that rotted on the disk fails its read, and is not uploaded), so
+	// a backend need not hash them again.
 	Body io.Reader
 	Size int64
 	// SHA256 is the SHA-256 of the bytes, in lowercase hex (a blob's is

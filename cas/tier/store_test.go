@@ -16,6 +16,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/disk/disktest"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/storagetest"
 	"github.com/membuf/membuf/cas/tier"
@@ -25,6 +26,7 @@ import (
 
 // node is a disk store and the tier over it, on a shared backend.
 type node struct {
+	dir   string
 	disk  *disk.Store
 	store *tier.Store
 }
@@ -51,7 +53,7 @@ func startNode(t *testing.T, b tier.Backend, cfg tier.Config) *node {
 		s.Close()
 		d.Close()
 	})
-	return &node{disk: d, store: s}
+	return &node{dir: dir, disk: d, store: s}
 }
 
 func cmpOr(a, b time.Duration) time.Duration {
@@ -172,6 +174,33 @@ func TestAnOutageQueuesUploadsUntilTheBackendReturns(t *testing.T) {
 		if sizes[i] != d.Size {
 			t.Fatalf("blob %d is not in the backend after the outage (size %d)", i, sizes[i])
 		}
+	}
+}
+
+// A blob that rots on the local disk between its write and its upload
+// is not uploaded: the read that feeds the upload checks what it reads
+// (tier.Upload's promise, on which a backend that packs blobs relies), the
+// entry is dropped as lost, and the backend never holds wrong bytes.
+func TestABlobRottenBeforeItsUploadIsNotUploaded(t *testing.T) {
+	b := backendtest.NewMemory()
+	n := startNode(t, b, tier.Config{})
+	b.SetDown(true)
+	data := testblob.Random(2<<20, 21) // above the disk's pack limit: a file of its own
+	d := put(t, n.store, data)
+	disktest.FlipByte(t, disktest.BlobPath(n.dir, d), 1<<20, true)
+	b.SetDown(false)
+	drain(t, n.store)
+	obj, err := b.Get(context.Background(), tier.BlobKey(d), 0)
+	if errors.Is(err, cas.ErrNotFound) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Body.Close()
+	got, err := io.ReadAll(obj.Body)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the backend holds the rotten blob: %d bytes (%v), not the %d written", len(got), err, len(data))
 	}
 }
 

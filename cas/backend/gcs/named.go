@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"strings"
@@ -54,13 +55,17 @@ func (b *Backend) ReadRange(ctx context.Context, name string, off, n int64) (io.
 	return r, nil
 }
 
-// WriteObject stores data as object name in one request.
-func (b *Backend) WriteObject(ctx context.Context, name string, data []byte, sum string) error {
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// WriteObject stores data as object name in one request, with a CRC-32C
+// the service checks.
+func (b *Backend) WriteObject(ctx context.Context, name string, data []byte) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := b.bucket.Object(b.loc.Prefix + name).NewWriter(ctx)
 	w.ChunkSize = chunkSize(int64(len(data)))
 	w.ContentType = "application/octet-stream"
+	w.CRC32C, w.SendCRC32C = crc32.Checksum(data, castagnoli), true
 	if _, err := io.Copy(w, bytes.NewReader(data)); err != nil {
 		return b.failNamed(ctx, "write", name, err)
 	}

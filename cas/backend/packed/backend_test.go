@@ -379,20 +379,26 @@ func TestDamagedIndexIsSkipped(t *testing.T) {
 	}
 }
 
-// An upload whose bytes do not match its SHA-256 is left out of its pack
-// and fails alone.
-func TestMismatchedUploadFailsAlone(t *testing.T) {
+// An upload whose body ends short is left out of its pack and fails
+// alone; the pack around it holds the others whole.
+func TestShortUploadFailsAlone(t *testing.T) {
 	m := newMemBucket()
 	b := newPacked(t, m, Config{})
-	good, lie := blobOf(500, 11), blobOf(500, 12)
-	up := blobUpload(lie)
-	up.Body = bytes.NewReader(blobOf(500, 13))
-	errs := b.Put(context.Background(), []tier.Upload{blobUpload(good), up})
-	if errs[0] != nil || !errors.Is(errs[1], cas.ErrMismatch) {
-		t.Fatalf("Put of a good upload and a mismatched one: %v", errs)
+	before, short, after := blobOf(500, 11), blobOf(500, 12), blobOf(700, 13)
+	up := blobUpload(short)
+	up.Body = bytes.NewReader(short[:300])
+	errs := b.Put(context.Background(), []tier.Upload{blobUpload(before), up, blobUpload(after)})
+	if errs[0] != nil || errs[1] == nil || errs[2] != nil {
+		t.Fatalf("Put of a good upload, a short one and a good one: %v", errs)
 	}
 	if got := stat(t, b, up.Key); got[0] != -1 {
-		t.Fatalf("the mismatched upload: Stat %d, want -1", got[0])
+		t.Fatalf("the short upload: Stat %d, want -1", got[0])
+	}
+	for _, want := range [][]byte{before, after} {
+		got, _, err := readAll(b, blobUpload(want).Key)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("a blob packed beside the short one: %d bytes, %v", len(got), err)
+		}
 	}
 }
 

@@ -18,10 +18,12 @@ type Bucket interface {
 	// that is absent, or shorter than off+n, is cas.ErrNotFound. ctx
 	// bounds the whole read, body included; the caller closes the body.
 	ReadRange(ctx context.Context, name string, off, n int64) (io.ReadCloser, error)
-	// WriteObject stores data as object name, whose SHA-256 in lowercase
-	// hex is sum (a store that can check it does). Names written here are
-	// never written twice.
-	WriteObject(ctx context.Context, name string, data []byte, sum string) error
+	// WriteObject stores data as object name, checking the bytes arrive
+	// intact where the store can (a CRC-32C it checks: a pack's records
+	// and an index carry SHA-256s that every reader checks, so the write
+	// needs no SHA-256 of its own). Names written here are never written
+	// twice. WriteObject does not keep data once it has returned.
+	WriteObject(ctx context.Context, name string, data []byte) error
 	// ListAfter returns up to limit names under prefix that sort after
 	// after (byte order), in that order; fewer than limit means there
 	// are no more.

@@ -204,9 +204,9 @@ func TestIndexedOnlyObjectFailsWithItsIndex(t *testing.T) {
 // failingIndexes fails every write of an index.
 type failingIndexes struct{ *memBucket }
 
-func (f *failingIndexes) WriteObject(ctx context.Context, name string, data []byte, sum string) error {
+func (f *failingIndexes) WriteObject(ctx context.Context, name string, data []byte) error {
 	if strings.HasPrefix(name, indexPrefix) {
 		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "index writes fail", Where: name}
 	}
-	return f.memBucket.WriteObject(ctx, name, data, sum)
+	return f.memBucket.WriteObject(ctx, name, data)
 }

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"strconv"
@@ -24,6 +25,12 @@ import (
 // layout: what cas/backend/packed needs of a store (its Bucket
 // interface) to keep packs and their indexes here. Names are relative to
 // the prefix.
+
+// unsignedPayload is the payload hash SigV4 takes for a body it does not
+// sign.
+const unsignedPayload = "UNSIGNED-PAYLOAD"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // failNamed is fail for a named object.
 func (b *Bucket) failNamed(ctx context.Context, op, name string, err error) error {
@@ -64,22 +71,21 @@ func (b *Bucket) ReadRange(ctx context.Context, name string, off, n int64) (io.R
 	return out.Body, nil
 }
 
-// WriteObject stores data as object name, one PUT whose SHA-256 checksum
-// the store checks.
-func (b *Bucket) WriteObject(ctx context.Context, name string, data []byte, sum string) error {
-	raw, err := hex.DecodeString(sum)
-	if err != nil || len(raw) != 32 {
-		return fmt.Errorf("s3: bad SHA-256 %q for %s", sum, name)
-	}
-	_, err = b.api.PutObject(ctx, &awss3.PutObjectInput{
+// WriteObject stores data as object name, one PUT whose CRC-32C the store
+// checks. The payload is not signed: signing it would cost a SHA-256 of
+// the whole pack (the largest CPU cost of an upload, measured), and the
+// records in it are checked against their own SHA-256s by every read.
+func (b *Bucket) WriteObject(ctx context.Context, name string, data []byte) error {
+	crc := binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, castagnoli))
+	_, err := b.api.PutObject(ctx, &awss3.PutObjectInput{
 		Bucket:         &b.name,
 		Key:            aws.String(b.prefix + name),
 		Body:           bytes.NewReader(data),
 		ContentLength:  aws.Int64(int64(len(data))),
-		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(raw)),
+		ChecksumCRC32C: aws.String(base64.StdEncoding.EncodeToString(crc)),
 	}, func(o *awss3.Options) {
 		o.RetryMaxAttempts = 1 // the tier retries
-		o.APIOptions = append(o.APIOptions, presetPayloadHash(sum))
+		o.APIOptions = append(o.APIOptions, presetPayloadHash(unsignedPayload))
 	})
 	if err != nil {
 		return b.failNamed(ctx, "PUT", name, err)
