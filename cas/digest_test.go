@@ -1,6 +1,8 @@
 package cas_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -23,6 +25,38 @@ func TestParseDigestString(t *testing.T) {
 	} {
 		if _, err := cas.ParseDigestString(s); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseDigestString(%q): %v; want an error saying %q", s, err, want)
+		}
+	}
+}
+
+// ParseHash takes exactly 64 lowercase hex digits: what encoding/hex
+// decodes, and nothing else.
+func TestParseHash(t *testing.T) {
+	want := sha256.Sum256([]byte("a blob"))
+	good := hex.EncodeToString(want[:])
+	if got, ok := cas.ParseHash(good); !ok || got != want {
+		t.Fatalf("cas.ParseHash(%q) = %x, %v", good, got, ok)
+	}
+	for _, bad := range []string{
+		"", good[:63], good + "0", strings.ToUpper(good),
+		good[:10] + "g" + good[11:], good[:63] + "/", good[:63] + ":", good[:63] + "`", good[:32] + "\xff" + good[33:],
+	} {
+		if _, ok := cas.ParseHash(bad); ok {
+			t.Errorf("cas.ParseHash(%q) accepted it", bad)
+		}
+	}
+}
+
+func BenchmarkParseHash(b *testing.B) {
+	hashes := make([]string, 1024)
+	for i := range hashes {
+		s := sha256.Sum256([]byte{byte(i), byte(i >> 8)})
+		hashes[i] = hex.EncodeToString(s[:])
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, ok := cas.ParseHash(hashes[i%len(hashes)]); !ok {
+			b.Fatal("not parsed")
 		}
 	}
 }

@@ -2,10 +2,11 @@ package disk
 
 import (
 	"fmt"
-	"github.com/membuf/membuf/cas/disk/index"
 	"log/slog"
 	"sync"
 
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/index"
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/disk/vfs"
@@ -142,7 +143,7 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 	// a hex key per record.
 	files := make(map[packindex.Key]*entry, x.TotalsLocked().Entries)
 	x.EachFileLocked(func(e *entry) {
-		h, _ := packindex.ParseHash(e.Key.Hash)
+		h, _ := cas.ParseHash(e.Key.Hash)
 		files[packindex.Key{Hash: h, AC: e.Key.Kind == kindAC}] = e
 	})
 	var recs []packindex.Record

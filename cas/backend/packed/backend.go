@@ -299,16 +299,7 @@ func (b *Backend) Probe(ctx context.Context) error {
 
 // hashOf returns k's hash as bytes, if it is a SHA-256 in lowercase hex:
 // only those are packed and indexed.
-func hashOf(k tier.Key) ([32]byte, bool) {
-	var h [32]byte
-	if len(k.Hash) != 64 {
-		return h, false
-	}
-	if _, err := hex.Decode(h[:], []byte(k.Hash)); err != nil || hex.EncodeToString(h[:]) != k.Hash {
-		return h, false
-	}
-	return h, true
-}
+func hashOf(k tier.Key) ([32]byte, bool) { return cas.ParseHash(k.Hash) }
 
 // Stat answers from the table; a key it does not know is asked of the
 // per-object layout (a HEAD each, remembered for MissingTTL when absent),
@@ -586,16 +577,6 @@ func (b *Backend) apply(ix *index, name string, indexed time.Time) error {
 		b.table.put(&r.hash, r.flags&flagAC != 0, loc)
 	}
 	return nil
-}
-
-// sumOf checks a SHA-256 in lowercase hex.
-func sumOf(s string) ([32]byte, bool) {
-	var sum [32]byte
-	if len(s) != 64 {
-		return sum, false
-	}
-	_, err := hex.Decode(sum[:], []byte(s))
-	return sum, err == nil
 }
 
 // String names the backend for logs.

@@ -114,7 +114,7 @@ func (b *Backend) buildPacks(uploads []tier.Upload, packable []int, errs []error
 	var sizes []int64
 	for _, i := range packable {
 		u := uploads[i]
-		if _, ok := sumOf(u.SHA256); !ok {
+		if _, ok := cas.ParseHash(u.SHA256); !ok {
 			errs[i] = fmt.Errorf("packed: bad SHA-256 %q for %s", u.SHA256, u.Key)
 			continue
 		}
@@ -138,7 +138,7 @@ func (b *Backend) buildPacks(uploads []tier.Upload, packable []int, errs []error
 			u := uploads[i]
 			start := int64(len(p.data))
 			if u.Key.AC {
-				want, _ := sumOf(u.SHA256)
+				want, _ := cas.ParseHash(u.SHA256)
 				p.data = append(p.data, want[:]...)
 			}
 			at := len(p.data)

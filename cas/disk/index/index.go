@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/ages"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packindex"
@@ -147,7 +148,7 @@ func (x *Index) GetLocked(k Key) (Entry, bool) {
 // table, with its segment. A record whose segment was evicted is dropped
 // from the table here (eviction leaves them to the sweep).
 func (x *Index) PackedLocked(k Key) (Entry, bool) {
-	h, ok := packindex.ParseHash(k.Hash)
+	h, ok := cas.ParseHash(k.Hash)
 	if !ok {
 		return Entry{}, false
 	}
@@ -250,7 +251,7 @@ func (x *Index) InsertLocked(e *Entry) {
 // PutRecordLocked puts packed entry e in the table; its counts are the
 // caller's.
 func (x *Index) PutRecordLocked(e *Entry) {
-	h, _ := packindex.ParseHash(e.Key.Hash) // a record is only ever made for a valid hash
+	h, _ := cas.ParseHash(e.Key.Hash) // a record is only ever made for a valid hash
 	x.clock.Mark(x.tick, time.Now())
 	x.packed.Put(&packindex.Record{Hash: h, AC: e.Key.Kind == AC, Verified: e.Verified, Seq: uint32(e.Seg.Seq), Off: uint32(e.Off), Size: uint32(e.Size), CRC: e.CRC})
 	x.changed = true
@@ -259,7 +260,7 @@ func (x *Index) PutRecordLocked(e *Entry) {
 
 // SetVerifiedLocked records that packed CAS blob k matched its name.
 func (x *Index) SetVerifiedLocked(k Key) {
-	h, _ := packindex.ParseHash(k.Hash)
+	h, _ := cas.ParseHash(k.Hash)
 	x.packed.SetVerified(&h, k.Kind == AC)
 }
 
@@ -297,7 +298,7 @@ func (x *Index) RemoveLocked(e *Entry) {
 func (x *Index) DropLocked(e *Entry) {
 	x.generation.Add(1)
 	if e.Seg != nil {
-		h, _ := packindex.ParseHash(e.Key.Hash)
+		h, _ := cas.ParseHash(e.Key.Hash)
 		x.packed.Delete(&h, e.Key.Kind == AC)
 		x.changed = true
 		x.totals.add(e, -1)

@@ -304,32 +304,3 @@ func (t *Table) Free() {
 	}
 	t.n = 0
 }
-
-// ParseHash decodes a key's hash, 64 lowercase hex digits, as the table
-// keys it (without the allocation a []byte conversion would make); false
-// if it is not one.
-func ParseHash(hash string) ([32]byte, bool) {
-	var h [32]byte
-	if len(hash) != 64 {
-		return h, false
-	}
-	for i := range h {
-		hi, ok1 := hexDigit(hash[2*i])
-		lo, ok2 := hexDigit(hash[2*i+1])
-		if !ok1 || !ok2 {
-			return h, false
-		}
-		h[i] = hi<<4 | lo
-	}
-	return h, true
-}
-
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
-}
