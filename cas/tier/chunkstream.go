@@ -35,6 +35,31 @@ var errStopped = errors.New("upload body closed")
 
 func newChunkStream(ctx context.Context, b cas.BlobReader, pool membuf.BufferPool, chunkSize int, onRead func()) *chunkStream {
 	s := &chunkStream{onRead: onRead}
+	if b.Size() <= int64(chunkSize) {
+		// One chunk: read when first asked for, with no coroutine
+		// between (iter.Pull starts one per body, a goroutine's cost
+		// for each 4 KiB blob of a batch).
+		done := false
+		s.next = func() (membuf.Buffer, bool) {
+			if done {
+				return membuf.Buffer{}, false
+			}
+			done = true
+			var got membuf.Buffer
+			err := b.ReadChunks(ctx, 0, b.Size(), pool, chunkSize, func(c membuf.Buffer) error {
+				got = c
+				return nil
+			})
+			if err != nil {
+				got.Free()
+				s.err = err
+				return membuf.Buffer{}, false
+			}
+			return got, !got.IsZero()
+		}
+		s.stop = func() {}
+		return s
+	}
 	seq := func(yield func(membuf.Buffer) bool) {
 		err := b.ReadChunks(ctx, 0, b.Size(), pool, chunkSize, func(c membuf.Buffer) error {
 			if !yield(c) {

@@ -182,25 +182,30 @@ func TestAnOutageQueuesUploadsUntilTheBackendReturns(t *testing.T) {
 // (tier.Upload's promise, on which a backend that packs blobs relies), the
 // entry is dropped as lost, and the backend never holds wrong bytes.
 func TestABlobRottenBeforeItsUploadIsNotUploaded(t *testing.T) {
-	b := backendtest.NewMemory()
-	n := startNode(t, b, tier.Config{})
-	b.SetDown(true)
-	data := testblob.Random(2<<20, 21) // above the disk's pack limit: a file of its own
-	d := put(t, n.store, data)
-	disktest.FlipByte(t, disktest.BlobPath(n.dir, d), 1<<20, true)
-	b.SetDown(false)
-	drain(t, n.store)
-	obj, err := b.Get(context.Background(), tier.BlobKey(d), 0)
-	if errors.Is(err, cas.ErrNotFound) {
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obj.Body.Close()
-	got, err := io.ReadAll(obj.Body)
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("the backend holds the rotten blob: %d bytes (%v), not the %d written", len(got), err, len(data))
+	// Read in chunks, and in one (a body of one chunk is read another way).
+	for _, chunk := range []int{64 << 10, 4 << 20} {
+		t.Run(fmt.Sprintf("chunk=%d", chunk), func(t *testing.T) {
+			b := backendtest.NewMemory()
+			n := startNode(t, b, tier.Config{ChunkSize: chunk})
+			b.SetDown(true)
+			data := testblob.Random(2<<20, 21) // above the disk's pack limit: a file of its own
+			d := put(t, n.store, data)
+			disktest.FlipByte(t, disktest.BlobPath(n.dir, d), 1<<20, true)
+			b.SetDown(false)
+			drain(t, n.store)
+			obj, err := b.Get(context.Background(), tier.BlobKey(d), 0)
+			if errors.Is(err, cas.ErrNotFound) {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer obj.Body.Close()
+			got, err := io.ReadAll(obj.Body)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("the backend holds the rotten blob: %d bytes (%v), not the %d written", len(got), err, len(data))
+			}
+		})
 	}
 }
 
