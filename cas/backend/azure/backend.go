@@ -247,23 +247,31 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 }
 
 func (b *Backend) put(ctx context.Context, u tier.Upload) error {
-	// A block one byte larger than an upload that fits makes the SDK send
-	// it in one request, and buffer no more than it.
-	bs := min(u.Size+1, blockSize)
-	body := &uploadBody{r: objstore.ExactBody(u.Body, u.Size)}
-	_, err := b.blob(u.Key).UploadStream(ctx, body, &blockblob.UploadStreamOptions{
-		BlockSize:   bs,
-		Concurrency: 1,
-		Metadata:    map[string]*string{objstore.SHA256Metadata: &u.SHA256},
-		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: new("application/octet-stream")},
-	})
-	if body.err != nil {
-		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("uploading %s to the shared tier failed", u.Key), Where: b.where(u.Key), Cause: body.err}
+	bodyErr, err := write(ctx, b.blob(u.Key), u.Body, u.Size, map[string]*string{objstore.SHA256Metadata: &u.SHA256})
+	if bodyErr != nil {
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("uploading %s to the shared tier failed", u.Key), Where: b.where(u.Key), Cause: bodyErr}
 	}
 	if err != nil {
 		return b.fail(ctx, "write", u.Key, err)
 	}
 	return nil
+}
+
+// write stores size bytes from body as blob c. It returns the body's
+// error if the body failed or had the wrong length (nothing is stored),
+// or the service's.
+func write(ctx context.Context, c *blockblob.Client, r io.Reader, size int64, meta map[string]*string) (bodyErr, err error) {
+	// A block one byte larger than an upload that fits makes the SDK send
+	// it in one request, and buffer no more than it.
+	bs := min(size+1, blockSize)
+	body := &uploadBody{r: objstore.ExactBody(r, size)}
+	_, err = c.UploadStream(ctx, body, &blockblob.UploadStreamOptions{
+		BlockSize:   bs,
+		Concurrency: 1,
+		Metadata:    meta,
+		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: new("application/octet-stream")},
+	})
+	return body.err, err
 }
 
 // uploadBody is an upload's body, remembering its error: the SDK's own

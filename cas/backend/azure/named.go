@@ -74,6 +74,21 @@ func (b *Backend) WriteObject(ctx context.Context, name string, data []byte) err
 	return nil
 }
 
+// WriteStream stores size bytes from body as blob name, in blocks; a body
+// that fails or has the wrong length stores nothing (the blob exists once
+// its block list is committed, after the body's end). Every read of the
+// pack's record checks its SHA-256, sum.
+func (b *Backend) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
+	bodyErr, err := write(ctx, b.container.NewBlockBlobClient(b.loc.Prefix+name), body, size, nil)
+	if bodyErr != nil {
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "uploading a pack to the shared tier failed", Where: b.whereNamed(name), Cause: bodyErr}
+	}
+	if err != nil {
+		return b.failNamed(ctx, "write", name, err)
+	}
+	return nil
+}
+
 // ListAfter lists up to limit names under prefix after after: the
 // service lists in byte order from StartFrom (which includes it; a
 // service that ignores it lists from the start, and the names up to

@@ -200,9 +200,23 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 }
 
 func (b *Backend) put(ctx context.Context, u tier.Upload) error {
+	bodyErr, err := b.write(ctx, b.object(u.Key), u.Body, u.Size, map[string]string{objstore.SHA256Metadata: u.SHA256})
+	if bodyErr != nil {
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("uploading %s to the shared tier failed", u.Key), Where: "gs://" + b.loc.Bucket + "/" + objstore.ObjectName(b.loc.Prefix, u.Key), Cause: objstore.Redact(bodyErr)}
+	}
+	if err != nil {
+		return b.fail(ctx, "write", u.Key, err)
+	}
+	return nil
+}
+
+// write stores size bytes from body as obj. It returns the body's error
+// if the body failed or had the wrong length (nothing is stored), or the
+// service's.
+func (b *Backend) write(ctx context.Context, obj *storage.ObjectHandle, body io.Reader, size int64, meta map[string]string) (bodyErr, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
-	w := b.object(u.Key).NewWriter(ctx)
+	w := obj.NewWriter(ctx)
 	// The client buffers a chunk before it sends anything: an upload
 	// that fits one chunk goes in one request once its body has ended
 	// well, and a larger one in a resumable session whose object exists
@@ -211,24 +225,20 @@ func (b *Backend) put(ctx context.Context, u tier.Upload) error {
 	// nothing, whatever the server does with a request cut short (an
 	// upload streamed in one request, ChunkSize 0, was seen stored
 	// truncated by fake-gcs-server after its context was canceled).
-	w.ChunkSize = chunkSize(u.Size)
+	w.ChunkSize = chunkSize(size)
 	// Set so that the client does not buffer the body's start to sniff
 	// a content type.
 	w.ContentType = "application/octet-stream"
-	w.Metadata = map[string]string{objstore.SHA256Metadata: u.SHA256}
-	_, err := io.Copy(w, objstore.ExactBody(u.Body, u.Size))
-	if err != nil {
+	w.Metadata = meta
+	if _, err := io.Copy(w, objstore.ExactBody(body, size)); err != nil {
 		// The body failed or had the wrong length: abandon the upload by
 		// canceling its context, and never Close the writer: Close ends
 		// the request's body cleanly, and would race the cancellation to
 		// store the bytes sent so far.
 		cancel(err)
-		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("uploading %s to the shared tier failed", u.Key), Where: "gs://" + b.loc.Bucket + "/" + objstore.ObjectName(b.loc.Prefix, u.Key), Cause: objstore.Redact(err)}
+		return err, nil
 	}
-	if err := w.Close(); err != nil {
-		return b.fail(ctx, "write", u.Key, err)
-	}
-	return nil
+	return nil, w.Close()
 }
 
 // Stat implements tier.Backend: a metadata request per key, Concurrency

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/backend/internal/objstore"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -70,6 +71,21 @@ func (b *Backend) WriteObject(ctx context.Context, name string, data []byte) err
 		return b.failNamed(ctx, "write", name, err)
 	}
 	if err := w.Close(); err != nil {
+		return b.failNamed(ctx, "write", name, err)
+	}
+	return nil
+}
+
+// WriteStream stores size bytes from body as object name; a body that
+// fails or has the wrong length stores nothing. The service checks no
+// checksum of a stream (the client sends one only if given it first):
+// every read of the pack's record checks its SHA-256.
+func (b *Backend) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
+	bodyErr, err := b.write(ctx, b.bucket.Object(b.loc.Prefix+name), body, size, nil)
+	if bodyErr != nil {
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "uploading a pack to the shared tier failed", Where: b.whereNamed(name), Cause: objstore.Redact(bodyErr)}
+	}
+	if err != nil {
 		return b.failNamed(ctx, "write", name, err)
 	}
 	return nil

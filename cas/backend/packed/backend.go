@@ -114,6 +114,9 @@ type Backend struct {
 	forwards     map[forwardID]forwardCopy // copies of records read, waiting to go up
 	forwardBytes int64                     // their bytes
 	forwardKick  chan struct{}             // a quarter of maxForwardBytes waits
+	// soloForwarding is set while a solo pack's record is copied
+	// forward (solo.go): one at a time.
+	soloForwarding atomic.Bool
 
 	ahead readAhead
 
@@ -372,9 +375,9 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 	if err != nil {
 		return obj, err
 	}
-	b.readAheadOf(loc.pack, pack)
+	b.readAheadOf(loc.pack, pack, loc)
 	if off == 0 && b.forwardDue(pack, now) {
-		obj = b.forwarding(k, loc, obj)
+		obj = b.forwarding(k, loc, pack.id.name(), obj)
 	}
 	return obj, nil
 }

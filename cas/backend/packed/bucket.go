@@ -24,6 +24,12 @@ type Bucket interface {
 	// needs no SHA-256 of its own). Names written here are never written
 	// twice. WriteObject does not keep data once it has returned.
 	WriteObject(ctx context.Context, name string, data []byte) error
+	// WriteStream stores size bytes from body as object name, a pack of
+	// one large record, without holding them: a body that fails or has
+	// the wrong length stores nothing. sum is their SHA-256 in lowercase
+	// hex (a store that can check it as they arrive does). Names written
+	// here are never written twice.
+	WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error
 	// ListAfter returns up to limit names under prefix that sort after
 	// after (byte order), in that order; fewer than limit means there
 	// are no more.

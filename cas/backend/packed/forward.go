@@ -48,10 +48,16 @@ type forwardID struct {
 // forwarding returns obj, read from its start, with a body that queues a
 // copy of its bytes once it has yielded them all (a read that stops
 // short copies nothing). obj.SHA256 is what they are checked against: a
-// blob's hash, an action result's stored sum.
-func (b *Backend) forwarding(k tier.Key, from location, obj tier.Object) tier.Object {
-	if obj.Size > b.cfg.PackEntryBytes || b.forwardQueued(k) {
-		return obj // larger than this node packs (another's Config): not held in memory
+// blob's hash, an action result's stored sum. A record larger than
+// PackEntryBytes is not held: it is copied from its pack, in the
+// background (forwardSolo).
+func (b *Backend) forwarding(k tier.Key, from location, pack string, obj tier.Object) tier.Object {
+	if obj.Size > b.cfg.PackEntryBytes {
+		b.forwardSolo(k, from, pack)
+		return obj
+	}
+	if b.forwardQueued(k) {
+		return obj
 	}
 	if obj.Size == 0 {
 		b.queueForward(k, from, nil, obj.SHA256)

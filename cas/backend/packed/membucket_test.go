@@ -94,6 +94,17 @@ func (m *memBucket) WriteObject(ctx context.Context, name string, data []byte) e
 	return nil
 }
 
+func (m *memBucket) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
+	data, err := io.ReadAll(io.LimitReader(body, size+1))
+	if err != nil {
+		return fmt.Errorf("%w: the body of %s: %v", cas.ErrUnavailable, name, err)
+	}
+	if int64(len(data)) != size {
+		return fmt.Errorf("%w: the body of %s has %d bytes, not %d", cas.ErrUnavailable, name, len(data), size)
+	}
+	return m.WriteObject(ctx, name, data)
+}
+
 func (m *memBucket) ListAfter(ctx context.Context, prefix, after string, limit int) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/internal/fanout"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -19,15 +20,24 @@ import (
 // short is left out of its pack and fails alone.
 func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	errs := make([]error, len(uploads))
-	var packable, objects []int
+	var packable, solos, objects []int
 	for i, u := range uploads {
-		if _, ok := hashOf(u.Key); ok && u.Size >= 0 && u.Size <= b.cfg.PackEntryBytes {
+		_, ok := hashOf(u.Key)
+		switch {
+		case ok && u.Size >= 0 && u.Size <= b.cfg.PackEntryBytes:
 			packable = append(packable, i)
-		} else {
+		case ok && b.solo(u):
+			solos = append(solos, i)
+		default:
 			objects = append(objects, i)
 		}
 	}
 	var wg sync.WaitGroup
+	if len(solos) > 0 {
+		wg.Go(func() {
+			fanout.Each(len(solos), b.cfg.Concurrency, func(j int) { errs[solos[j]] = b.putSolo(ctx, uploads[solos[j]]) })
+		})
+	}
 	var stored []indexRecord // the objects stored, for an index
 	var storedAt []int       // their uploads
 	if len(objects) > 0 {
@@ -165,19 +175,34 @@ func (b *Backend) buildPacks(uploads []tier.Upload, packable []int, errs []error
 // and puts its records in the table. Once the pack is written its buffer
 // goes back to packBuffers (the bucket keeps no reference to it).
 func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
+	if len(p.members) == 0 { // only objects' records (or all empty blobs)
+		return b.writeIndexed(ctx, &p.ix, 0, nil)
+	}
+	return b.writeIndexed(ctx, &p.ix, int64(len(p.data)), func(ctx context.Context, name string) error {
+		if err := b.bucket.WriteObject(ctx, name, p.data); err != nil {
+			return err
+		}
+		packBuffers.Put(&p.data)
+		p.data = nil
+		return nil
+	})
+}
+
+// writeIndexed writes a pack of packSize bytes under a new name with
+// write (if not nil: ix may name objects' records alone), then ix, naming
+// it, as an index; then it puts ix's records in the table.
+func (b *Backend) writeIndexed(ctx context.Context, ix *index, packSize int64, write func(ctx context.Context, name string) error) error {
 	var packNamed time.Time
-	if len(p.members) > 0 { // records in a pack (all empty blobs make an empty one)
+	if write != nil {
 		id := newPackID()
 		packNamed = time.Unix(0, id.nanos)
-		p.ix.pack, p.ix.packSize = id.name(), int64(len(p.data))
-		if err := b.bucket.WriteObject(ctx, p.ix.pack, p.data); err != nil {
+		ix.pack, ix.packSize = id.name(), packSize
+		if err := write(ctx, ix.pack); err != nil {
 			return err
 		}
 		b.c.packsWritten.Add(1)
-		packBuffers.Put(&p.data)
-		p.data = nil
 	}
-	data := p.ix.encode()
+	data := ix.encode()
 	// Named at the last moment, and its write bounded, so that another
 	// node's listing (which looks ListWindow behind the newest name it
 	// saw) cannot pass it before it exists.
@@ -189,7 +214,7 @@ func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
 		// than Retention, IndexTimeout and maxPackWrite: an index named
 		// later than maxPackWrite after its pack could name one it had
 		// deleted as an orphan. The pack is one; the tier tries again.
-		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "writing a pack to the shared tier took too long", Where: p.ix.pack,
+		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "writing a pack to the shared tier took too long", Where: ix.pack,
 			Cause: fmt.Errorf("%v from its name to its index's, more than %v", now.Sub(packNamed), maxPackWrite)}
 	}
 	name := indexName(now)
@@ -200,5 +225,5 @@ func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
 	b.seenMu.Lock()
 	b.seen[name] = now
 	b.seenMu.Unlock()
-	return b.apply(&p.ix, name, now)
+	return b.apply(ix, name, now)
 }

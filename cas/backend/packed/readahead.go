@@ -68,10 +68,11 @@ func (b *Backend) SetReadAhead(sink ReadAheadSink) {
 }
 
 // readAheadOf starts reading pack n ahead, if read-ahead is on, n is
-// small enough, not read ahead lately, and a read-ahead is free.
-func (b *Backend) readAheadOf(n uint32, pack packInfo) {
-	if pack.size <= 0 || pack.size > b.cfg.ReadAheadBytes {
-		return
+// small enough, holds more than the record read, has not been read ahead
+// lately, and a read-ahead is free.
+func (b *Backend) readAheadOf(n uint32, pack packInfo, read location) {
+	if pack.size <= 0 || pack.size > b.cfg.ReadAheadBytes || pack.size <= read.size+acHeader {
+		return // a pack with nothing beside the record read (a solo pack) has nothing to read ahead
 	}
 	a := &b.ahead
 	a.mu.Lock()

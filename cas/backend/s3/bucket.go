@@ -211,28 +211,41 @@ func (b *Bucket) Put(ctx context.Context, uploads []tier.Upload) []error {
 }
 
 func (b *Bucket) putObject(ctx context.Context, u tier.Upload) error {
-	raw, err := hex.DecodeString(u.SHA256)
-	if err != nil || len(raw) != 32 {
-		return fmt.Errorf("s3: bad SHA-256 %q for %s", u.SHA256, u.Key)
-	}
-	in := &awss3.PutObjectInput{
-		Bucket:         &b.name,
-		Key:            aws.String(b.key(u.Key)),
-		Body:           u.Body,
-		ContentLength:  aws.Int64(u.Size),
-		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(raw)),
-	}
+	var meta map[string]string
 	if u.Key.AC {
-		in.Metadata = map[string]string{sha256Metadata: u.SHA256}
+		meta = map[string]string{sha256Metadata: u.SHA256}
 	}
-	_, err = b.api.PutObject(ctx, in, func(o *awss3.Options) {
-		o.RetryMaxAttempts = 1
-		o.APIOptions = append(o.APIOptions, presetPayloadHash(u.SHA256))
-	})
-	if err != nil {
+	if err := b.putChecked(ctx, b.key(u.Key), u.Body, u.Size, u.SHA256, meta); err != nil {
+		if errors.Is(err, errBadSum) {
+			return fmt.Errorf("s3: bad SHA-256 %q for %s", u.SHA256, u.Key)
+		}
 		return b.fail(ctx, "PUT", u.Key, err)
 	}
 	return nil
+}
+
+var errBadSum = errors.New("not a SHA-256 in hex")
+
+// putChecked stores size bytes from body as key in one PUT, with their
+// SHA-256, sum, as the checksum the store checks and as the signature's
+// payload hash; it returns the SDK's error as it is.
+func (b *Bucket) putChecked(ctx context.Context, key string, body io.Reader, size int64, sum string, meta map[string]string) error {
+	raw, err := hex.DecodeString(sum)
+	if err != nil || len(raw) != 32 {
+		return errBadSum
+	}
+	_, err = b.api.PutObject(ctx, &awss3.PutObjectInput{
+		Bucket:         &b.name,
+		Key:            aws.String(key),
+		Body:           body,
+		ContentLength:  aws.Int64(size),
+		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(raw)),
+		Metadata:       meta,
+	}, func(o *awss3.Options) {
+		o.RetryMaxAttempts = 1 // the tier retries
+		o.APIOptions = append(o.APIOptions, presetPayloadHash(sum))
+	})
+	return err
 }
 
 // presetPayloadHash gives the signer the payload's SHA-256, which the

@@ -93,6 +93,19 @@ func (b *Bucket) WriteObject(ctx context.Context, name string, data []byte) erro
 	return nil
 }
 
+// WriteStream stores size bytes from body as object name, in one PUT that
+// the store checks against their SHA-256, sum (as an object of the
+// per-object layout is).
+func (b *Bucket) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
+	if err := b.putChecked(ctx, b.prefix+name, body, size, sum, nil); err != nil {
+		if errors.Is(err, errBadSum) {
+			return fmt.Errorf("s3: bad SHA-256 %q for %s", sum, name)
+		}
+		return b.failNamed(ctx, "PUT", name, err)
+	}
+	return nil
+}
+
 // ListAfter lists up to limit names under prefix after after, a
 // ListObjectsV2 per 1,000 (S3 lists in byte order).
 func (b *Bucket) ListAfter(ctx context.Context, prefix, after string, limit int) ([]string, error) {

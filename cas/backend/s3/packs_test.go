@@ -26,7 +26,8 @@ import (
 var _ packed.Bucket = (*Bucket)(nil)
 
 // countingBucket counts the writes to a bucket, packs and indexes
-// (WriteObject) and objects of their own (Put), and the listings.
+// (WriteObject and WriteStream) and objects of their own (Put), and the
+// listings.
 type countingBucket struct {
 	*Bucket
 	writes, puts, lists atomic.Int64
@@ -35,6 +36,11 @@ type countingBucket struct {
 func (c *countingBucket) WriteObject(ctx context.Context, name string, data []byte) error {
 	c.writes.Add(1)
 	return c.Bucket.WriteObject(ctx, name, data)
+}
+
+func (c *countingBucket) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
+	c.writes.Add(1)
+	return c.Bucket.WriteStream(ctx, name, body, size, sum)
 }
 
 func (c *countingBucket) Put(ctx context.Context, uploads []tier.Upload) []error {
@@ -104,6 +110,18 @@ func TestPackedConformance(t *testing.T) {
 	var n atomic.Int64
 	backendtest.Run(t, func(t *testing.T) tier.Backend {
 		p, _ := newPackedMinIO(t, m, fmt.Sprint("packed", n.Add(1)))
+		return p
+	}, backendtest.Options{KeepsChecksums: true, ResolvesHashes: true, Outage: outage(m)})
+}
+
+// The backend suite with packs and a Retention on MinIO: its large
+// entries are solo packs, streamed.
+func TestPackedConformanceWithRetention(t *testing.T) {
+	m := miniotest.Start(t)
+	isolateAWS(t, miniotest.AccessKey, miniotest.SecretKey)
+	var n atomic.Int64
+	backendtest.Run(t, func(t *testing.T) tier.Backend {
+		p, _ := newPackedMinIOConfig(t, m, fmt.Sprint("retained", n.Add(1)), packed.Config{Retention: time.Hour, PackEntryBytes: 64 << 10, MaxPackBytes: 1 << 20})
 		return p
 	}, backendtest.Options{KeepsChecksums: true, ResolvesHashes: true, Outage: outage(m)})
 }

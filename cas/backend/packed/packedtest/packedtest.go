@@ -5,12 +5,15 @@ package packedtest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/membuf/membuf/cas"
@@ -111,6 +114,37 @@ func RunBucket(t *testing.T, newBucket func(t *testing.T) packed.Bucket) {
 		got, err = b.ListAfter(ctx(t), "packs/index/", "", 1001)
 		if err != nil || !slices.Equal(got, want[:1001]) {
 			t.Fatalf("ListAfter with a limit of 1,001: %d, %v", len(got), err)
+		}
+	})
+	t.Run("Stream", func(t *testing.T) {
+		b := newBucket(t)
+		// Larger than a GCS chunk or an Azure block would be at their
+		// smallest, so that a stream is sent in parts where a store does.
+		data := make([]byte, 3<<20+17)
+		for i := range data {
+			data[i] = byte(i * 13)
+		}
+		sum := sha256.Sum256(data)
+		if err := b.WriteStream(ctx(t), "packs/data/s", bytes.NewReader(data), int64(len(data)), hex.EncodeToString(sum[:])); err != nil {
+			t.Fatalf("WriteStream: %v", err)
+		}
+		if got := read(t, b, "packs/data/s", 0, -1); !bytes.Equal(got, data) {
+			t.Fatalf("a streamed object read back %d bytes, equal %v", len(got), bytes.Equal(got, data))
+		}
+		// A body that fails, or ends short, stores nothing.
+		for name, body := range map[string]io.Reader{
+			"packs/data/failed": io.MultiReader(bytes.NewReader(data[:2<<20]), iotest.ErrReader(errors.New("the disk failed"))),
+			"packs/data/short":  bytes.NewReader(data[:2<<20]),
+		} {
+			if err := b.WriteStream(ctx(t), name, body, int64(len(data)), hex.EncodeToString(sum[:])); err == nil {
+				t.Fatalf("WriteStream of %s succeeded", name)
+			}
+			if body, err := b.ReadRange(ctx(t), name, 0, -1); !errors.Is(err, cas.ErrNotFound) {
+				if err == nil {
+					body.Close()
+				}
+				t.Fatalf("ReadRange of %s after its WriteStream failed: %v, want cas.ErrNotFound", name, err)
+			}
 		}
 	})
 	t.Run("Delete", func(t *testing.T) {
