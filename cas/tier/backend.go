@@ -52,6 +52,16 @@ type Backend interface {
 	Probe(ctx context.Context) error
 }
 
+// Toucher is a Backend that wants to know which entries the tier served,
+// or counted present, from its local store: one whose entries age (packs
+// with a retention) refreshes the old ones, so that an entry every node
+// serves from its own disk does not leave the shared tier while it is in
+// use. Touch returns at once (its work, if any, runs in the background)
+// and costs a lookup: the tier calls it at every local hit.
+type Toucher interface {
+	Touch(k Key)
+}
+
 // Object is an entry being read from a Backend.
 type Object struct {
 	// Body yields the entry's bytes from the offset asked for.
@@ -72,8 +82,9 @@ type Upload struct {
 	Key Key
 	// Body yields the entry's Size bytes, and only bytes that match
 	// SHA256: the tier reads them from a store that checks every read (a
-	// blob that rotted on the disk fails its read, and is not uploaded), so
-	// a backend need not hash them again.
+	// blob that rotted on the disk fails its read, and is not uploaded;
+	// with disk.WithoutReadChecks, the filesystem checks its own), so a
+	// backend need not hash them again.
 	Body io.Reader
 	Size int64
 	// SHA256 is the SHA-256 of the bytes, in lowercase hex (a blob's is

@@ -93,6 +93,7 @@ type Store struct {
 	journal *journal
 	uploads *uploader
 	exists  *existence.Cache
+	touch   Toucher // cfg.Backend, if it is one
 
 	probe startProbe // the start's probe: down until the backend answers (startprobe.go)
 
@@ -151,6 +152,7 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 		fills:  make(map[cas.Digest]*fill),
 	}
 	t.backend = metered{b: cfg.Backend, c: &t.c}
+	t.touch, _ = cfg.Backend.(Toucher)
 	// Whether the backend answers, before anything starts: a
 	// configuration that cannot work (no such bucket, refused
 	// credentials) is an error; a backend that does not answer is served
@@ -228,6 +230,9 @@ func (t *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 	r, err := t.local.Open(ctx, d)
 	if err == nil {
 		t.countLookup(ctx, TierLocal, 1)
+		if t.touch != nil {
+			t.touch.Touch(BlobKey(d))
+		}
 		return r, nil
 	}
 	if !errors.Is(err, cas.ErrNotFound) {
@@ -265,6 +270,7 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 	}
 	count := func(tier Tier, n int) { t.countLookup(ctx, tier, n) }
 	count(TierLocal, len(ds)-len(local))
+	t.touchPresent(ds, local)
 	if len(local) == 0 {
 		return nil, nil
 	}
@@ -527,6 +533,22 @@ func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffer
 	return errs
 }
 
+// touchPresent touches the digests of ds not in missing (the local
+// store's misses, in ds's order): the tier's "marks the others recently
+// used".
+func (t *Store) touchPresent(ds, missing []cas.Digest) {
+	if t.touch == nil {
+		return
+	}
+	for _, d := range ds {
+		if len(missing) > 0 && missing[0] == d {
+			missing = missing[1:]
+			continue
+		}
+		t.touch.Touch(BlobKey(d))
+	}
+}
+
 // GetActionResult returns the action result for d from disk, or else from
 // the backend (checked against the SHA-256 it was stored with, then kept on
 // disk).
@@ -534,6 +556,9 @@ func (t *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, erro
 	data, err := t.local.GetActionResult(ctx, d)
 	if err == nil {
 		t.c.lookups[TierLocal].Add(1)
+		if t.touch != nil {
+			t.touch.Touch(ActionKey(d))
+		}
 		return data, nil
 	}
 	if !errors.Is(err, cas.ErrNotFound) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -206,6 +207,62 @@ func TestABlobRottenBeforeItsUploadIsNotUploaded(t *testing.T) {
 				t.Fatalf("the backend holds the rotten blob: %d bytes (%v), not the %d written", len(got), err, len(data))
 			}
 		})
+	}
+}
+
+// touchingBackend is a memory backend that records what the tier touches.
+type touchingBackend struct {
+	*backendtest.Memory
+	mu      sync.Mutex
+	touched []tier.Key
+}
+
+func (b *touchingBackend) Touch(k tier.Key) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.touched = append(b.touched, k)
+}
+
+func (b *touchingBackend) take() []tier.Key {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	got := b.touched
+	b.touched = nil
+	return got
+}
+
+// A backend that is a tier.Toucher hears of every local hit (an Open, a
+// FindMissing's present digests, an action result) and of nothing else.
+func TestTheTierTouchesWhatItServesLocally(t *testing.T) {
+	b := &touchingBackend{Memory: backendtest.NewMemory()}
+	n := startNode(t, b, tier.Config{})
+	ctx := context.Background()
+	held := put(t, n.store, testblob.Random(1000, 31))
+	absent := cas.DigestOf([]byte("never written"))
+	action := cas.DigestOf([]byte("an action"))
+	if err := n.store.PutActionResult(ctx, action, []byte("its result")); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, n.store)
+	b.take()
+
+	r, err := n.store.Open(ctx, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if _, err := n.store.FindMissing(ctx, []cas.Digest{absent, held, absent}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.store.GetActionResult(ctx, action); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.store.GetActionResult(ctx, absent); !errors.Is(err, cas.ErrNotFound) {
+		t.Fatalf("GetActionResult of an absent action: %v", err)
+	}
+	want := []tier.Key{tier.BlobKey(held), tier.BlobKey(held), tier.ActionKey(action)}
+	if got := b.take(); !slices.Equal(got, want) {
+		t.Fatalf("touched %v; want %v", got, want)
 	}
 }
 

@@ -114,6 +114,7 @@ type Backend struct {
 	forwards     map[forwardID]forwardCopy // copies of records read, waiting to go up
 	forwardBytes int64                     // their bytes
 	forwardKick  chan struct{}             // a quarter of maxForwardBytes waits
+	touching     map[forwardID]struct{}    // records Touch is reading
 	// soloForwarding is set while a solo pack's record is copied
 	// forward (solo.go): one at a time.
 	soloForwarding atomic.Bool
@@ -131,7 +132,10 @@ type Backend struct {
 	}
 }
 
-var _ tier.Backend = (*Backend)(nil)
+var (
+	_ tier.Backend = (*Backend)(nil)
+	_ tier.Toucher = (*Backend)(nil)
+)
 
 // Object names under the bucket's prefix.
 const (
@@ -192,6 +196,7 @@ func newBackend(cfg Config, listing bool) (*Backend, error) {
 		seen:    make(map[string]time.Time),
 
 		forwards:    make(map[forwardID]forwardCopy),
+		touching:    make(map[forwardID]struct{}),
 		forwardKick: make(chan struct{}, 1),
 	}
 	ctx, stop := context.WithCancel(context.Background())

@@ -187,3 +187,61 @@ func (b *Backend) flushForwards(ctx context.Context) error {
 	}
 	return first
 }
+
+// maxTouchReads bounds the reads of records that Touch starts at once.
+const maxTouchReads = 4
+
+// Touch refreshes k, which the tier served (or counted present) from its
+// local store, so that an entry every node serves from its own disk stays
+// in the bucket while it is used: with a Retention, if k's record is in a
+// pack past half of it, Touch reads it from the bucket in the background
+// and copies it forward, as a Get from its start would. A record being
+// read for that, or queued, is not read again; with maxTouchReads under
+// way, a touch does nothing (a later one does). It implements
+// tier.Toucher.
+func (b *Backend) Touch(k tier.Key) {
+	if b.cfg.Retention <= 0 {
+		return
+	}
+	h, ok := hashOf(k)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	loc, pack, ok := b.lookup(&h, k.AC, now)
+	if !ok || loc.object || !b.forwardDue(pack, now) {
+		return
+	}
+	if loc.size > b.cfg.PackEntryBytes {
+		b.forwardSolo(k, loc, pack.id.name())
+		return
+	}
+	id := forwardID{k.AC, k.Hash}
+	b.forwardMu.Lock()
+	_, queued := b.forwards[id]
+	_, reading := b.touching[id]
+	start := !queued && !reading && len(b.touching) < maxTouchReads
+	if start {
+		b.touching[id] = struct{}{}
+	}
+	b.forwardMu.Unlock()
+	if !start {
+		return
+	}
+	b.loops.Go(func() {
+		defer func() {
+			b.forwardMu.Lock()
+			delete(b.touching, id)
+			b.forwardMu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(b.ctx, forwardTimeout)
+		defer cancel()
+		obj, err := b.getPacked(ctx, k, loc, pack.id.name(), 0)
+		if err != nil {
+			return // a gone pack: its next Get finds the miss
+		}
+		obj = b.forwarding(k, loc, pack.id.name(), obj)
+		defer obj.Body.Close()
+		io.Copy(io.Discard, obj.Body)
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -110,4 +111,46 @@ func TestLargeBlobsWithoutRetentionAreObjects(t *testing.T) {
 		t.Fatalf("%d objects and %d packs; want the blob as an object", m.objects.Puts(), len(m.withPrefix(dataPrefix)))
 	}
 	readsBack(t, a, blobUpload(large).Key, large)
+}
+
+// Touch (the tier's local hits) copies forward a record whose pack is past
+// half the Retention, packed or solo, as a read of the bucket would; a
+// touch of a young record, or of one being copied, reads nothing.
+func TestTouchCopiesOldRecordsForward(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemBucket()
+		a := newManual(t, m, soloConfig)
+		small, large := blobOf(500, 76), blobOf(5000, 77)
+		result := []byte("an action result served from a node's disk")
+		action := tier.ActionKey(cas.DigestOf([]byte("an action served locally")))
+		putAll(t, a, blobUpload(small), blobUpload(large), uploadOf(action, result))
+		time.Sleep(20 * time.Minute)
+		reads := len(m.readNames())
+		a.Touch(blobUpload(small).Key)
+		a.Touch(blobUpload(large).Key)
+		synctest.Wait()
+		if got := len(m.readNames()); got != reads {
+			t.Fatalf("touches at 20 minutes of an hour's Retention read %d objects; want none", got-reads)
+		}
+		time.Sleep(20 * time.Minute)
+		reads = len(m.readNames())
+		for range 3 {
+			a.Touch(blobUpload(small).Key)
+			a.Touch(action)
+			a.Touch(blobUpload(large).Key)
+		}
+		synctest.Wait()
+		if got := len(m.readNames()) - reads; got != 3 {
+			t.Fatalf("three touches each of three old records read %d ranges; want one each", got)
+		}
+		flush(t, a)
+		if st := a.Stats(); st.RecordsForwarded != 3 {
+			t.Fatalf("touches at 40 minutes: %d records copied forward; want the 3", st.RecordsForwarded)
+		}
+		time.Sleep(30 * time.Minute)
+		evict(t, a)
+		readsBack(t, a, blobUpload(small).Key, small)
+		readsBack(t, a, blobUpload(large).Key, large)
+		readsBack(t, a, action, result)
+	})
 }
