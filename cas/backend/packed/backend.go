@@ -311,15 +311,17 @@ func hashOf(k tier.Key) ([32]byte, bool) { return cas.ParseHash(k.Hash) }
 
 // Stat answers from the table; a key it does not know is asked of the
 // per-object layout (a HEAD each, remembered for MissingTTL when absent),
-// unless IndexedOnly.
+// unless IndexedOnly. A key found is a use: an old record is refreshed,
+// as Touch refreshes it.
 func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 	var ask []int
 	now := time.Now()
 	for i, k := range ks {
 		sizes[i] = -1
 		if h, ok := hashOf(k); ok {
-			if loc, _, ok := b.lookup(&h, k.AC, now); ok {
+			if loc, pack, ok := b.lookup(&h, k.AC, now); ok {
 				sizes[i] = loc.size
+				b.refresh(k, loc, pack, now)
 				continue
 			}
 		}

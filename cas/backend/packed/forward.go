@@ -208,8 +208,14 @@ func (b *Backend) Touch(k tier.Key) {
 		return
 	}
 	now := time.Now()
-	loc, pack, ok := b.lookup(&h, k.AC, now)
-	if !ok || loc.object || !b.forwardDue(pack, now) {
+	if loc, pack, ok := b.lookup(&h, k.AC, now); ok {
+		b.refresh(k, loc, pack, now)
+	}
+}
+
+// refresh is Touch of k, found in the table at loc in pack.
+func (b *Backend) refresh(k tier.Key, loc location, pack packInfo, now time.Time) {
+	if loc.object || !b.forwardDue(pack, now) {
 		return
 	}
 	if loc.size > b.cfg.PackEntryBytes {

@@ -113,17 +113,17 @@ func TestLargeBlobsWithoutRetentionAreObjects(t *testing.T) {
 	readsBack(t, a, blobUpload(large).Key, large)
 }
 
-// Touch (the tier's local hits) copies forward a record whose pack is past
-// half the Retention, packed or solo, as a read of the bucket would; a
-// touch of a young record, or of one being copied, reads nothing.
+// Touch (the tier's local hits) and Stat copy forward a record whose pack
+// is past half the Retention, packed or solo, as a read of the bucket
+// would; a touch of a young record, or of one being copied, reads nothing.
 func TestTouchCopiesOldRecordsForward(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemBucket()
 		a := newManual(t, m, soloConfig)
-		small, large := blobOf(500, 76), blobOf(5000, 77)
+		small, large, asked := blobOf(500, 76), blobOf(5000, 77), blobOf(600, 78)
 		result := []byte("an action result served from a node's disk")
 		action := tier.ActionKey(cas.DigestOf([]byte("an action served locally")))
-		putAll(t, a, blobUpload(small), blobUpload(large), uploadOf(action, result))
+		putAll(t, a, blobUpload(small), blobUpload(large), uploadOf(action, result), blobUpload(asked))
 		time.Sleep(20 * time.Minute)
 		reads := len(m.readNames())
 		a.Touch(blobUpload(small).Key)
@@ -138,19 +138,21 @@ func TestTouchCopiesOldRecordsForward(t *testing.T) {
 			a.Touch(blobUpload(small).Key)
 			a.Touch(action)
 			a.Touch(blobUpload(large).Key)
+			stat(t, a, blobUpload(asked).Key)
 		}
 		synctest.Wait()
-		if got := len(m.readNames()) - reads; got != 3 {
-			t.Fatalf("three touches each of three old records read %d ranges; want one each", got)
+		if got := len(m.readNames()) - reads; got != 4 {
+			t.Fatalf("three touches or Stats each of four old records read %d ranges; want one each", got)
 		}
 		flush(t, a)
-		if st := a.Stats(); st.RecordsForwarded != 3 {
-			t.Fatalf("touches at 40 minutes: %d records copied forward; want the 3", st.RecordsForwarded)
+		if st := a.Stats(); st.RecordsForwarded != 4 {
+			t.Fatalf("touches at 40 minutes: %d records copied forward; want the 4", st.RecordsForwarded)
 		}
 		time.Sleep(30 * time.Minute)
 		evict(t, a)
 		readsBack(t, a, blobUpload(small).Key, small)
 		readsBack(t, a, blobUpload(large).Key, large)
 		readsBack(t, a, action, result)
+		readsBack(t, a, blobUpload(asked).Key, asked)
 	})
 }
