@@ -476,6 +476,11 @@ func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	fs.Var(listFlag[string]{&addrs, func(s string) (string, error) { return s, checkLoopback(s) }, func(s string) string { return s }},
 		"addr", "comma-separated `host:port` list of running REAPI servers to measure beside --config's (loopback only)")
 	fs.Var(intList(&pids), "server-pid", "comma-separated process `ids`, one per --addr (0 for none): those servers' CPU time and peak RSS from /proc")
+	var rebuildAddrs []string
+	fs.Var(listFlag[string]{&rebuildAddrs, func(s string) (string, error) { return s, checkLoopback(s) }, func(s string) string { return s }},
+		"rebuild-addr", "comma-separated `host:port` list, one per --addr: the server each one's download phase (the rebuild)\ngoes to instead, a node sharing its shared tier (a cold node: its disk lacks the round's outputs)")
+	fs.Var(intList(&o.RebuildPIDs), "rebuild-pid", "comma-separated process `ids`, one per --rebuild-addr, as --server-pid")
+	fs.DurationVar(&o.RebuildAfter, "rebuild-after", 0, "with --rebuild-addr, how long to wait before each rebuild, for the uploads to reach the shared tier")
 	fs.Var(choiceList(&configs, measure.ConfigServe, "none"), "config", "`servers` to start: serve (membuf serve, on a store under --dir) or none")
 	fs.StringVar(&o.Instance, "instance", "", "REAPI instance `name` of every request")
 	fs.StringVar(&o.Dir, "dir", "", "`directory` for the started servers' stores (default a temporary one, removed after)")
@@ -511,11 +516,18 @@ func buildFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 		if len(pids) > len(addrs) {
 			return nil, usageError("--server-pid gives %d process ids for %d --addr servers", len(pids), len(addrs))
 		}
-		for _, p := range pids {
+		if len(rebuildAddrs) > len(addrs) || len(o.RebuildPIDs) > len(rebuildAddrs) {
+			return nil, usageError("--rebuild-addr gives %d servers and --rebuild-pid %d process ids for %d --addr servers", len(rebuildAddrs), len(o.RebuildPIDs), len(addrs))
+		}
+		if o.RebuildAfter < 0 || o.RebuildAfter > 0 && len(rebuildAddrs) == 0 {
+			return nil, usageError("--rebuild-after is a wait before a rebuild on a --rebuild-addr server: give one, and a duration of 0 or more")
+		}
+		for _, p := range append(slices.Clone(pids), o.RebuildPIDs...) {
 			if p < 0 {
-				return nil, usageError("--server-pid %d is not a process id", p)
+				return nil, usageError("--server-pid or --rebuild-pid %d is not a process id", p)
 			}
 		}
+		o.RebuildAddrs = rebuildAddrs
 		if o.Actions < 1 || o.Actions > build.MaxActions {
 			return nil, usageError("--actions must be between 1 and %d", build.MaxActions)
 		}

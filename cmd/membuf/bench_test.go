@@ -98,6 +98,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"bench", "build", "--config", "none"}, "needs at least one --addr"},
 		{[]string{"bench", "build", "--addr", "127.0.0.1:1", "--server-pid", "1,2"}, "2 process ids for 1 --addr"},
 		{[]string{"bench", "build", "--addr", "10.0.0.1:8980"}, "only loopback"},
+		{[]string{"bench", "build", "--config", "none", "--addr", "127.0.0.1:1", "--rebuild-addr", "127.0.0.1:2,127.0.0.1:3"}, "2 servers and --rebuild-pid 0 process ids for 1 --addr"},
+		{[]string{"bench", "build", "--rebuild-after", "1s"}, "--rebuild-after is a wait before a rebuild"},
 		{[]string{"bench", "build", "--batch-max", "0"}, "--batch-max must be positive"},
 	} {
 		code, _, errOut := runCLI(t, ctx, tc.args...)
@@ -251,6 +253,37 @@ func TestProgressLineFitsTheTerminal(t *testing.T) {
 		if utf8.RuneCountInString(seg) >= 50 || strings.Contains(seg, "\n") {
 			t.Errorf("a redraw on a 50-column terminal: %q", seg)
 		}
+	}
+}
+
+// bench build's rebuild on another node: with --rebuild-addr the download
+// phase goes to a second server, which finds the outputs the first wrote
+// through the central cache they share; a second server that shares
+// nothing with the first fails the rebuild, so the phase went there.
+func TestBenchBuildRebuildsOnAnotherNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	central := startServe(t)
+	up := "grpc://" + central.grpcAddr
+	writer := startServe(t, "--upstream", up, "--upstream-write-through")
+	cold := startServe(t, "--upstream", up)
+	alone := startServe(t)
+	const actions = 40
+	jsonFile := filepath.Join(t.TempDir(), "build.json")
+	code, out, errOut := runCLI(t, ctx, "bench", "build", "--config", "none", "--actions", strconv.Itoa(actions), "--rounds", "2",
+		"--concurrency", "4", "--addr", writer.grpcAddr, "--rebuild-addr", cold.grpcAddr, "--json", jsonFile)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, res := range readReportFile(t, jsonFile).Results {
+		if res.Ops != 2*actions {
+			t.Errorf("%s: %d actions, want %d", res.Mode, res.Ops, 2*actions)
+		}
+	}
+	code, _, errOut = runCLI(t, ctx, "bench", "build", "--config", "none", "--actions", strconv.Itoa(actions), "--rounds", "1",
+		"--concurrency", "4", "--addr", writer.grpcAddr, "--rebuild-addr", alone.grpcAddr)
+	if code == 0 || !strings.Contains(errOut, "download phase") {
+		t.Fatalf("a rebuild on a server that shares nothing with the writer: exit %d, stderr:\n%s", code, errOut)
 	}
 }
 

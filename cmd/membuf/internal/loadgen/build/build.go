@@ -107,6 +107,15 @@ type BuildOptions struct {
 	ChunkSize int
 	// StoreSize bounds the stores of the started servers; 0 means 8 GiB.
 	StoreSize int64
+	// RebuildAddrs, one per Addrs entry ("" for none), is where that
+	// server's download phase goes instead: another node on the same
+	// shared tier (a cold node, whose disk lacks the round's outputs),
+	// after RebuildAfter, for the writer's uploads to reach the tier and
+	// the reader to learn of them. RebuildPIDs are those servers' process
+	// ids, as ServerPIDs.
+	RebuildAddrs []string
+	RebuildPIDs  []int
+	RebuildAfter time.Duration
 	// Command and ServeFlags start measure.ConfigServe (measure.StartServe).
 	Command    func(args ...string) *exec.Cmd
 	ServeFlags []string
@@ -172,6 +181,17 @@ func Build(ctx context.Context, o BuildOptions) (*report.Report, error) {
 		if i < len(o.ServerPIDs) && o.ServerPIDs[i] != 0 {
 			t.probe = measure.NewProbe(o.ServerPIDs[i], "")
 		}
+		if i < len(o.RebuildAddrs) && o.RebuildAddrs[i] != "" {
+			r, err := newBuildTarget(ctx, o.RebuildAddrs[i], o.RebuildAddrs[i], clientPool, o.Instance, chunk, batchMax, o.Bounds.Concurrency)
+			if err != nil {
+				return nil, err
+			}
+			defer r.close()
+			if i < len(o.RebuildPIDs) && o.RebuildPIDs[i] != 0 {
+				r.probe = measure.NewProbe(o.RebuildPIDs[i], "")
+			}
+			t.rebuild = r
+		}
 		targets = append(targets, t)
 	}
 
@@ -182,7 +202,7 @@ func Build(ctx context.Context, o BuildOptions) (*report.Report, error) {
 		for i, c := range cases {
 			r := &results[i*len(targets)+j]
 			r.Case, r.Config = c, t.name
-			if t.probe != nil {
+			if t.phaseTarget(c.Mode).probe != nil {
 				r.Server = &report.ServerUse{}
 			}
 		}
@@ -207,7 +227,15 @@ func Build(ctx context.Context, o BuildOptions) (*report.Report, error) {
 					o.Progress(measure.Event{Starting: true, Done: done, Total: total, Round: round + 1, Rounds: o.Bounds.Rounds,
 						Case: c, Config: t.name, OpsPerSec: res.OpsPerSec, Elapsed: time.Since(start)})
 				}
-				if err := t.runPhase(ctx, b, c.Mode, o.Bounds.Concurrency, res); err != nil {
+				pt := t.phaseTarget(c.Mode)
+				if pt != t {
+					select {
+					case <-time.After(o.RebuildAfter):
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}
+				if err := pt.runPhase(ctx, b, c.Mode, o.Bounds.Concurrency, res); err != nil {
 					return nil, fmt.Errorf("round %d, %s phase, %s: %w", round+1, c.Mode, t.name, err)
 				}
 				res.Rounds++
@@ -369,6 +397,15 @@ type buildTarget struct {
 	instance string
 	batchMax int64
 	probe    *measure.Probe
+	rebuild  *buildTarget // where the download phase goes, if not here
+}
+
+// phaseTarget is the server phase runs on.
+func (t *buildTarget) phaseTarget(phase string) *buildTarget {
+	if phase == PhaseDownload && t.rebuild != nil {
+		return t.rebuild
+	}
+	return t
 }
 
 // MaxActions is the most actions one round builds.
