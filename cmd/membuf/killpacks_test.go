@@ -95,22 +95,7 @@ func TestPacksAcknowledgedBeforeAKillReachTheBucket(t *testing.T) {
 	})
 	bs := bspb.NewByteStreamClient(oconn)
 	for d, want := range blobs {
-		r, err := bs.Read(ctx, &bspb.ReadRequest{ResourceName: "blobs/" + d.Hash + "/" + fmt.Sprint(d.Size)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []byte
-		for {
-			msg, err := r.Recv()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("reading %s from the node with an empty disk: %v", d, err)
-			}
-			got = append(got, msg.Data...)
-		}
-		if !bytes.Equal(got, want) {
+		if got := readBlob(t, ctx, bs, "blobs/"+d.Hash+"/"+fmt.Sprint(d.Size)); !bytes.Equal(got, want) {
 			t.Fatalf("%s read from the bucket: %d bytes, not the %d written", d, len(got), len(want))
 		}
 	}
