@@ -61,9 +61,9 @@ func (b *Backend) ReadRange(ctx context.Context, name string, off, n int64) (io.
 }
 
 // WriteObject stores data as blob name, one Put Blob. It sends no
-// checksum of its own: the service's is an MD5 or a CRC-64 the SDK
-// computes in Go at a fraction of a CRC-32C's speed, and what a pack holds
-// is checked against its SHA-256s by every read.
+// checksum: the service takes an MD5 or a CRC-64, which the SDK computes
+// in Go from tables (CRC-32C has a CPU instruction; they have none here),
+// and what a pack holds is checked against its SHA-256s by every read.
 func (b *Backend) WriteObject(ctx context.Context, name string, data []byte) error {
 	_, err := b.container.NewBlockBlobClient(b.loc.Prefix+name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
 		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: new("application/octet-stream")},
