@@ -501,3 +501,36 @@ func TestVisibleOnAnotherNodeWithinFiveSeconds(t *testing.T) {
 	}
 	t.Logf("node B found A's blob %v after A acknowledged it", time.Since(acked).Round(time.Millisecond))
 }
+
+// Puts at once, each reusing the buffer of a pack written before it
+// (packBuffers), store every blob whole: no buffer is handed to two packs.
+func TestConcurrentPutsKeepTheirBytes(t *testing.T) {
+	m := newMemBucket()
+	b := newManual(t, m, Config{})
+	var wg sync.WaitGroup
+	blobs := make([][][]byte, 8)
+	for g := range blobs {
+		wg.Go(func() {
+			for i := range 20 {
+				var ups []tier.Upload
+				for j := range 5 {
+					data := blobOf(1000+j*300, uint64(g<<16|i<<8|j))
+					blobs[g] = append(blobs[g], data)
+					ups = append(ups, blobUpload(data))
+				}
+				for _, err := range b.Put(context.Background(), ups) {
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, bs := range blobs {
+		for _, data := range bs {
+			readsBack(t, b, blobUpload(data).Key, data)
+		}
+	}
+}

@@ -182,7 +182,8 @@ func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
 		if err := b.bucket.WriteObject(ctx, name, p.data); err != nil {
 			return err
 		}
-		packBuffers.Put(&p.data)
+		buf := p.data[:0] // the pool's own pointer: p.data is let go of below
+		packBuffers.Put(&buf)
 		p.data = nil
 		return nil
 	})
