@@ -204,10 +204,25 @@ func newBackend(cfg Config, listing bool) (*Backend, error) {
 	if !listing {
 		return b, nil
 	}
-	b.loops.Go(func() { b.refreshLoop(ctx) })
+	// Listed at once, then every RefreshEvery.
+	b.loops.Go(func() {
+		b.repeat(ctx, b.cfg.RefreshEvery, nil, true, b.Refresh,
+			"packed: listing the shared tier's pack indexes failed; other nodes' packs are not seen until it succeeds",
+			"packed: listing the shared tier's pack indexes succeeds again")
+	})
 	if cfg.Retention > 0 {
-		b.loops.Go(func() { b.evictLoop(ctx) })
-		b.loops.Go(func() { b.forwardLoop(ctx) })
+		b.loops.Go(func() {
+			b.repeat(ctx, b.cfg.EvictEvery, nil, false, b.Evict,
+				"packed: deleting the shared tier's old packs failed; the bucket keeps them until it succeeds",
+				"packed: deleting the shared tier's old packs succeeds again")
+		})
+		// Copies go up every RefreshEvery, or when a quarter of
+		// maxForwardBytes waits.
+		b.loops.Go(func() {
+			b.repeat(ctx, b.cfg.RefreshEvery, b.forwardKick, false, b.flushForwards,
+				"packed: copying read records forward into new packs failed; they are copied at their next read",
+				"packed: copying read records forward succeeds again")
+		})
 	}
 	return b, nil
 }

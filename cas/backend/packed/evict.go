@@ -41,31 +41,6 @@ func (b *Backend) forwardDue(pack packInfo, now time.Time) bool {
 	return b.cfg.Retention > 0 && now.UnixNano()-pack.indexed >= int64(b.cfg.Retention/2)
 }
 
-// evictLoop runs Evict every EvictEvery until ctx is done, logging when
-// it starts failing and when it succeeds again.
-func (b *Backend) evictLoop(ctx context.Context) {
-	tick := time.NewTicker(b.cfg.EvictEvery)
-	defer tick.Stop()
-	failing := false
-	for {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-		err := b.Evict(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil && !failing:
-			b.log.Warn("packed: deleting the shared tier's old packs failed; the bucket keeps them until it succeeds", "err", err)
-		case err == nil && failing:
-			b.log.Info("packed: deleting the shared tier's old packs succeeds again")
-		}
-		failing = err != nil
-	}
-}
-
 // Evict does the janitor's work once, with a Retention (without, it does
 // nothing): it forgets the table's records of packs past it, then deletes
 // each index past it (reading it first for its pack's name) and then its

@@ -129,33 +129,6 @@ func (b *Backend) queueForward(k tier.Key, from location, data []byte, sum strin
 	}
 }
 
-// forwardLoop uploads the queued copies every RefreshEvery, or when a
-// quarter of maxForwardBytes waits, until ctx is done, logging when it
-// starts failing and when it succeeds again.
-func (b *Backend) forwardLoop(ctx context.Context) {
-	tick := time.NewTicker(b.cfg.RefreshEvery)
-	defer tick.Stop()
-	failing := false
-	for {
-		select {
-		case <-tick.C:
-		case <-b.forwardKick:
-		case <-ctx.Done():
-			return
-		}
-		err := b.flushForwards(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil && !failing:
-			b.log.Warn("packed: copying read records forward into new packs failed; they are copied at their next read", "err", err)
-		case err == nil && failing:
-			b.log.Info("packed: copying read records forward succeeds again")
-		}
-		failing = err != nil
-	}
-}
-
 // flushForwards uploads the queued copies whose records are still where
 // they were read (a pack and its index, as a Put) and returns the first
 // error; copies that fail are dropped (a later read queues them again).

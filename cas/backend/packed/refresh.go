@@ -13,33 +13,6 @@ import (
 	"github.com/membuf/membuf/cas/tier"
 )
 
-// refreshLoop lists the indexes at once and then every RefreshEvery,
-// until ctx is done. A listing that fails is logged when listings start
-// failing and when they succeed again, not each time: an outage would
-// log a line a second.
-func (b *Backend) refreshLoop(ctx context.Context) {
-	tick := time.NewTicker(b.cfg.RefreshEvery)
-	defer tick.Stop()
-	failing := false
-	for {
-		err := b.Refresh(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil && !failing:
-			b.log.Warn("packed: listing the shared tier's pack indexes failed; other nodes' packs are not seen until it succeeds", "err", err)
-		case err == nil && failing:
-			b.log.Info("packed: listing the shared tier's pack indexes succeeds again")
-		}
-		failing = err != nil
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
 // Refresh lists the index objects written since the last listing (from
 // ListWindow before the newest name it saw; at the first, all of them),
 // reads those not read yet and puts their records in the table, in name
