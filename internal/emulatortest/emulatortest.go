@@ -159,6 +159,16 @@ func (p *Process) Restart(t testing.TB) {
 	}
 }
 
+// Outage stops the process (down) or starts it again (not down): a
+// backendtest.Options.Outage for a backend on this emulator.
+func (p *Process) Outage(t *testing.T, down bool) {
+	if down {
+		p.Stop()
+	} else {
+		p.Restart(t)
+	}
+}
+
 // Log returns what the process has written so far, over every launch.
 func (p *Process) Log() string { return p.log.String() }
 

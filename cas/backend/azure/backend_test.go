@@ -44,13 +44,7 @@ func TestConformance(t *testing.T) {
 	}, backendtest.Options{
 		KeepsChecksums: true,
 		ResolvesHashes: true,
-		Outage: func(t *testing.T, down bool) {
-			if down {
-				a.Stop()
-			} else {
-				a.Restart(t)
-			}
-		},
+		Outage:         a.Outage,
 	})
 }
 
@@ -140,12 +134,6 @@ func TestBehindTheTier(t *testing.T) {
 	backendtest.RunTier(t, func(t *testing.T) tier.Backend {
 		return newBackend(t, "azblob://"+devAccount+"/membuf-test/tiered?endpoint="+a.Endpoint)
 	}, backendtest.Options{
-		Outage: func(t *testing.T, down bool) {
-			if down {
-				a.Stop()
-			} else {
-				a.Restart(t)
-			}
-		},
+		Outage: a.Outage,
 	})
 }

@@ -50,13 +50,7 @@ func TestPackedConformance(t *testing.T) {
 	}, backendtest.Options{
 		KeepsChecksums: true,
 		ResolvesHashes: true,
-		Outage: func(t *testing.T, down bool) {
-			if down {
-				f.Stop()
-			} else {
-				f.Restart(t)
-			}
-		},
+		Outage:         f.Outage,
 	})
 }
 
@@ -67,12 +61,6 @@ func TestPackedBehindTheTier(t *testing.T) {
 	backendtest.RunTier(t, func(t *testing.T) tier.Backend {
 		return newPacked(t, "azblob://"+devAccount+"/membuf-test/packed-tier?endpoint="+f.Endpoint)
 	}, backendtest.Options{
-		Outage: func(t *testing.T, down bool) {
-			if down {
-				f.Stop()
-			} else {
-				f.Restart(t)
-			}
-		},
+		Outage: f.Outage,
 	})
 }

@@ -38,13 +38,7 @@ func TestConformance(t *testing.T) {
 	}, backendtest.Options{
 		KeepsChecksums: true,
 		ResolvesHashes: true,
-		Outage: func(t *testing.T, down bool) {
-			if down {
-				f.Stop()
-			} else {
-				f.Restart(t)
-			}
-		},
+		Outage:         f.Outage,
 	})
 }
 
@@ -140,12 +134,6 @@ func TestBehindTheTier(t *testing.T) {
 	backendtest.RunTier(t, func(t *testing.T) tier.Backend {
 		return newBackend(t, "gs://membuf-test/tiered?endpoint="+f.Endpoint)
 	}, backendtest.Options{
-		Outage: func(t *testing.T, down bool) {
-			if down {
-				f.Stop()
-			} else {
-				f.Restart(t)
-			}
-		},
+		Outage: f.Outage,
 	})
 }

@@ -48,13 +48,7 @@ func TestPackedConformance(t *testing.T) {
 	}, backendtest.Options{
 		KeepsChecksums: true,
 		ResolvesHashes: true,
-		Outage: func(t *testing.T, down bool) {
-			if down {
-				f.Stop()
-			} else {
-				f.Restart(t)
-			}
-		},
+		Outage:         f.Outage,
 	})
 }
 
@@ -64,12 +58,6 @@ func TestPackedBehindTheTier(t *testing.T) {
 	backendtest.RunTier(t, func(t *testing.T) tier.Backend {
 		return newPacked(t, "gs://membuf-test/packed-tier?endpoint="+f.Endpoint)
 	}, backendtest.Options{
-		Outage: func(t *testing.T, down bool) {
-			if down {
-				f.Stop()
-			} else {
-				f.Restart(t)
-			}
-		},
+		Outage: f.Outage,
 	})
 }

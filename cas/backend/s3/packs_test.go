@@ -82,16 +82,6 @@ func newPackedMinIOConfig(t testing.TB, m *miniotest.Server, prefix string, cfg 
 	return p, c
 }
 
-func outage(m *miniotest.Server) func(t *testing.T, down bool) {
-	return func(t *testing.T, down bool) {
-		if down {
-			m.Stop()
-		} else {
-			m.Restart(t)
-		}
-	}
-}
-
 // The bucket's named objects keep packed.Bucket's contract on MinIO.
 func TestNamedObjects(t *testing.T) {
 	m := miniotest.Start(t)
@@ -111,7 +101,7 @@ func TestPackedConformance(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) tier.Backend {
 		p, _ := newPackedMinIO(t, m, fmt.Sprint("packed", n.Add(1)))
 		return p
-	}, backendtest.Options{KeepsChecksums: true, ResolvesHashes: true, Outage: outage(m)})
+	}, backendtest.Options{KeepsChecksums: true, ResolvesHashes: true, Outage: m.Outage})
 }
 
 // The backend suite with packs and a Retention on MinIO: its large
@@ -123,7 +113,7 @@ func TestPackedConformanceWithRetention(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) tier.Backend {
 		p, _ := newPackedMinIOConfig(t, m, fmt.Sprint("retained", n.Add(1)), packed.Config{Retention: time.Hour, PackEntryBytes: 64 << 10, MaxPackBytes: 1 << 20})
 		return p
-	}, backendtest.Options{KeepsChecksums: true, ResolvesHashes: true, Outage: outage(m)})
+	}, backendtest.Options{KeepsChecksums: true, ResolvesHashes: true, Outage: m.Outage})
 }
 
 // Two nodes with packs on one MinIO, behind the tier, with an outage.
@@ -133,7 +123,7 @@ func TestPackedBehindTheTier(t *testing.T) {
 	backendtest.RunTier(t, func(t *testing.T) tier.Backend {
 		p, _ := newPackedMinIO(t, m, "tiered")
 		return p
-	}, backendtest.Options{Outage: outage(m)})
+	}, backendtest.Options{Outage: m.Outage})
 }
 
 // startPackedTier is a tier store on a fresh disk over p, set for packs
