@@ -39,7 +39,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"tier":           {mod, mod + "/tier/existence"},
 		"tier/existence": {mod},
 		// Test support: a backend behind a real tier on a real disk.
-		"tier/backendtest": {mod, mod + "/tier", mod + "/disk"},
+		"tier/backendtest": {mod, mod + "/tier", mod + "/disk", mod + "/internal/testblob"},
 		"backend/s3":       {mod, mod + "/tier"},
 		// Packs in any object store's bucket, over the store's own
 		// backend and Bucket: no store's client.

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/tier/backendtest"
 	"github.com/membuf/membuf/internal/await"
@@ -70,15 +70,6 @@ func TestBehindTheTier(t *testing.T) {
 	})
 }
 
-func blobOf(size int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 40))
-	data := make([]byte, size)
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
-	return data
-}
-
 func sumHex(data []byte) string {
 	s := sha256.Sum256(data)
 	return hex.EncodeToString(s[:])
@@ -130,11 +121,11 @@ func TestPutPacksSmallEntries(t *testing.T) {
 	var ups []tier.Upload
 	var datas [][]byte
 	for i := range 100 {
-		data := blobOf(100+i*50, uint64(i))
+		data := testblob.Random(100+i*50, uint64(i))
 		datas = append(datas, data)
 		ups = append(ups, blobUpload(data))
 	}
-	large := blobOf(100<<10, 1000)
+	large := testblob.Random(100<<10, 1000)
 	result := []byte("an action result's bytes")
 	action := tier.ActionKey(cas.DigestOf([]byte("an action")))
 	ups = append(ups, blobUpload(large), uploadOf(action, result))
@@ -183,7 +174,7 @@ func TestStatAsksNothingOfKnownEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	data := blobOf(4000, 1)
+	data := testblob.Random(4000, 1)
 	putAll(t, b, blobUpload(data))
 	k := tier.BlobKey(cas.DigestOf(data))
 	absent := tier.BlobKey(cas.DigestOf([]byte("absent")))
@@ -205,13 +196,13 @@ func TestIndexedOnlyAsksNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	old := blobOf(300, 20) // an object of the old layout: not found
+	old := testblob.Random(300, 20) // an object of the old layout: not found
 	if err := m.objects.Put(context.Background(), []tier.Upload{blobUpload(old)})[0]; err != nil {
 		t.Fatal(err)
 	}
 	var ks []tier.Key
 	for i := range 1000 {
-		ks = append(ks, blobUpload(blobOf(64, uint64(i+30))).Key)
+		ks = append(ks, blobUpload(testblob.Random(64, uint64(i+30))).Key)
 	}
 	ks = append(ks, blobUpload(old).Key)
 	for i, size := range stat(t, b, ks...) {
@@ -250,7 +241,7 @@ func (c *countingObjects) stats() int {
 // without them) is still found and read.
 func TestReadsThePerObjectLayout(t *testing.T) {
 	m := newMemBucket()
-	data := blobOf(5000, 2)
+	data := testblob.Random(5000, 2)
 	up := blobUpload(data)
 	if err := m.objects.Put(context.Background(), []tier.Upload{up})[0]; err != nil {
 		t.Fatal(err)
@@ -271,7 +262,7 @@ func TestAnotherNodesPackIsSeenWithinARefresh(t *testing.T) {
 		a := newPacked(t, m, Config{RefreshEvery: time.Second})
 		b := newPacked(t, m, Config{RefreshEvery: time.Second})
 		synctest.Wait() // both have listed once
-		data := blobOf(3000, 3)
+		data := testblob.Random(3000, 3)
 		k := tier.BlobKey(cas.DigestOf(data))
 		if got := stat(t, b, k); got[0] != -1 {
 			t.Fatalf("before A's Put, B's Stat: %d", got[0])
@@ -291,7 +282,7 @@ func TestALateIndexWithinTheWindowIsRead(t *testing.T) {
 	m := newMemBucket()
 	a := newManual(t, m, Config{})
 	b := newManual(t, m, Config{})
-	first, late := blobOf(1000, 4), blobOf(1000, 5)
+	first, late := testblob.Random(1000, 4), testblob.Random(1000, 5)
 	putAll(t, a, blobUpload(first), blobUpload(late))
 	indexes := m.withPrefix(indexPrefix)
 	// Rename the index 10s into the past, after B saw a newer one.
@@ -300,7 +291,7 @@ func TestALateIndexWithinTheWindowIsRead(t *testing.T) {
 	if err := b.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	putAll(t, a, blobUpload(blobOf(10, 6)))
+	putAll(t, a, blobUpload(testblob.Random(10, 6)))
 	if err := b.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +309,7 @@ func TestALateIndexWithinTheWindowIsRead(t *testing.T) {
 func TestGonePackIsAMiss(t *testing.T) {
 	m := newMemBucket()
 	b := newPacked(t, m, Config{})
-	data := blobOf(2000, 7)
+	data := testblob.Random(2000, 7)
 	up := blobUpload(data)
 	putAll(t, b, up)
 	for _, p := range m.withPrefix(dataPrefix) {
@@ -344,7 +335,7 @@ func TestDamagedPack(t *testing.T) {
 	b := newPacked(t, m, Config{})
 	result := []byte("an action result")
 	action := tier.ActionKey(cas.DigestOf([]byte("an action")))
-	tail := blobOf(3000, 8)
+	tail := testblob.Random(3000, 8)
 	putAll(t, b, uploadOf(action, result), blobUpload(tail))
 	pack := m.withPrefix(dataPrefix)[0]
 	data := bytes.Clone(m.get(pack))
@@ -364,7 +355,7 @@ func TestDamagedPack(t *testing.T) {
 func TestDamagedIndexIsSkipped(t *testing.T) {
 	m := newMemBucket()
 	a := newManual(t, m, Config{})
-	bad, good := blobOf(100, 9), blobOf(100, 10)
+	bad, good := testblob.Random(100, 9), testblob.Random(100, 10)
 	putAll(t, a, blobUpload(bad))
 	name := m.withPrefix(indexPrefix)[0]
 	m.set(name, m.get(name)[:20])
@@ -384,7 +375,7 @@ func TestDamagedIndexIsSkipped(t *testing.T) {
 func TestShortUploadFailsAlone(t *testing.T) {
 	m := newMemBucket()
 	b := newPacked(t, m, Config{})
-	before, short, after := blobOf(500, 11), blobOf(500, 12), blobOf(700, 13)
+	before, short, after := testblob.Random(500, 11), testblob.Random(500, 12), testblob.Random(700, 13)
 	up := blobUpload(short)
 	up.Body = bytes.NewReader(short[:300])
 	errs := b.Put(context.Background(), []tier.Upload{blobUpload(before), up, blobUpload(after)})
@@ -430,7 +421,7 @@ func writeBlobs(t *testing.T, s *tier.Store, n, size int, seed uint64) []cas.Dig
 	ds := make([]cas.Digest, n)
 	data := make([]net.Buffers, n)
 	for i := range n {
-		b := blobOf(size, seed+uint64(i))
+		b := testblob.Random(size, seed+uint64(i))
 		ds[i], data[i] = cas.DigestOf(b), net.Buffers{b}
 	}
 	start := time.Now()
@@ -483,7 +474,7 @@ func TestVisibleOnAnotherNodeWithinFiveSeconds(t *testing.T) {
 	m := newMemBucket()
 	a := startTier(t, newPacked(t, m, Config{RefreshEvery: time.Second}))
 	b := startTier(t, newPacked(t, m, Config{RefreshEvery: time.Second}))
-	data := blobOf(4<<10, 200)
+	data := testblob.Random(4<<10, 200)
 	d := cas.DigestOf(data)
 	ctx := context.Background()
 	if missing, _ := b.FindMissing(ctx, []cas.Digest{d}); len(missing) != 1 {
@@ -514,7 +505,7 @@ func TestConcurrentPutsKeepTheirBytes(t *testing.T) {
 			for i := range 20 {
 				var ups []tier.Upload
 				for j := range 5 {
-					data := blobOf(1000+j*300, uint64(g<<16|i<<8|j))
+					data := testblob.Random(1000+j*300, uint64(g<<16|i<<8|j))
 					blobs[g] = append(blobs[g], data)
 					ups = append(ups, blobUpload(data))
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/storagetest"
 	"github.com/membuf/membuf/cas/tier"
 )
@@ -47,7 +48,7 @@ func TestStorageConformance(t *testing.T) {
 // readable by a third, whichever record it keeps.
 func TestTwoNodesWriteTheSameBlob(t *testing.T) {
 	m := newMemBucket()
-	data := blobOf(6000, 300)
+	data := testblob.Random(6000, 300)
 	up := blobUpload(data)
 	var wg sync.WaitGroup
 	for range 2 {
@@ -108,7 +109,7 @@ func TestAnIndexThatFailedIsReadLater(t *testing.T) {
 	m := newMemBucket()
 	a := newManual(t, m, Config{})
 	b := newManual(t, m, Config{ListWindow: time.Second, IndexTimeout: time.Millisecond})
-	first := blobOf(100, 400)
+	first := testblob.Random(100, 400)
 	putAll(t, a, blobUpload(first))
 	failing := m.withPrefix(indexPrefix)[0]
 	// Another index, named a minute later: far past the window.
@@ -158,7 +159,7 @@ func TestAcknowledgedBeforeAStopReachesTheBucket(t *testing.T) {
 		}
 	}
 	s, stop := open(time.Hour) // nothing goes up before the stop
-	data := blobOf(4000, 500)
+	data := testblob.Random(4000, 500)
 	d := cas.DigestOf(data)
 	if err := cas.Put(context.Background(), s, d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
@@ -193,7 +194,7 @@ func TestIndexedOnlyObjectFailsWithItsIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer b.Close()
-		large := blobUpload(blobOf(5000, 600))
+		large := blobUpload(testblob.Random(5000, 600))
 		err = b.Put(context.Background(), []tier.Upload{large})[0]
 		if (err != nil) != only {
 			t.Fatalf("IndexedOnly %v: the object's Put whose index failed: %v", only, err)

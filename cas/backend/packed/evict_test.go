@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -54,7 +55,7 @@ func TestEvictDeletesWhatIsPastRetention(t *testing.T) {
 		m := newMemBucket()
 		cfg := Config{Retention: time.Hour}
 		a := newManual(t, m, cfg)
-		old, young := blobOf(3000, 50), blobOf(3000, 51)
+		old, young := testblob.Random(3000, 50), testblob.Random(3000, 51)
 		oldKey, youngKey := blobUpload(old).Key, blobUpload(young).Key
 		putAll(t, a, blobUpload(old))
 		oldPack, oldIndex := m.withPrefix(dataPrefix)[0], m.withPrefix(indexPrefix)[0]
@@ -102,7 +103,7 @@ func TestReadRecordIsCopiedForward(t *testing.T) {
 		m := newMemBucket()
 		cfg := Config{Retention: time.Hour}
 		a := newManual(t, m, cfg)
-		hot, cold := blobOf(5000, 52), blobOf(5000, 53)
+		hot, cold := testblob.Random(5000, 52), testblob.Random(5000, 53)
 		result := []byte("an action result read often")
 		action := tier.ActionKey(cas.DigestOf([]byte("an action read often")))
 		putAll(t, a, blobUpload(hot), blobUpload(cold), uploadOf(action, result))
@@ -149,14 +150,14 @@ func TestHotSetOutlivesManyRetentions(t *testing.T) {
 		var hot [][]byte
 		var ups []tier.Upload
 		for i := range 5 {
-			hot = append(hot, blobOf(2000, uint64(300+i)))
+			hot = append(hot, testblob.Random(2000, uint64(300+i)))
 			ups = append(ups, blobUpload(hot[i]))
 		}
 		putAll(t, nodes[0], ups...)
 		var colds []tier.Key
 		most := 0
 		for step := range 60 {
-			cold := blobOf(1000, uint64(400+step))
+			cold := testblob.Random(1000, uint64(400+step))
 			colds = append(colds, blobUpload(cold).Key)
 			putAll(t, nodes[step%2], blobUpload(cold))
 			if step%2 == 0 {
@@ -195,7 +196,7 @@ func TestTwoJanitorsAtOnce(t *testing.T) {
 		cfg := Config{Retention: time.Hour, Concurrency: 3}
 		a, b := newManual(t, m, cfg), newManual(t, m, cfg)
 		for i := range 40 {
-			putAll(t, a, blobUpload(blobOf(100, uint64(500+i))))
+			putAll(t, a, blobUpload(testblob.Random(100, uint64(500+i))))
 		}
 		indexOf := make(map[string]string) // pack -> its index
 		for _, name := range m.withPrefix(indexPrefix) {
@@ -246,7 +247,7 @@ func TestOrphanPackIsDeleted(t *testing.T) {
 		a := newManual(t, m, Config{Retention: time.Hour})
 		orphan := newPackID().name()
 		m.set(orphan, []byte("records no index names"))
-		putAll(t, a, blobUpload(blobOf(100, 600)))
+		putAll(t, a, blobUpload(testblob.Random(100, 600)))
 		time.Sleep(time.Hour + time.Minute)
 		evict(t, a)
 		if packs := m.withPrefix(dataPrefix); !slices.Equal(packs, []string{orphan}) {
@@ -275,7 +276,7 @@ func TestSlowPackWriteIsNotIndexed(t *testing.T) {
 			}
 		}
 		a := newManual(t, m, Config{Retention: time.Hour})
-		errs := a.Put(context.Background(), []tier.Upload{blobUpload(blobOf(100, 601))})
+		errs := a.Put(context.Background(), []tier.Upload{blobUpload(testblob.Random(100, 601))})
 		if !errors.Is(errs[0], cas.ErrUnavailable) || len(m.withPrefix(indexPrefix)) != 0 {
 			t.Fatalf("a pack written in %v: %v, indexes %q; want cas.ErrUnavailable and none", maxPackWrite+time.Second, errs[0], m.withPrefix(indexPrefix))
 		}
@@ -287,7 +288,7 @@ func TestSlowPackWriteIsNotIndexed(t *testing.T) {
 func TestGoneIndexIsNotBad(t *testing.T) {
 	m := newMemBucket()
 	a := newManual(t, m, Config{})
-	putAll(t, a, blobUpload(blobOf(100, 602)))
+	putAll(t, a, blobUpload(testblob.Random(100, 602)))
 	m.failRead = func(name string) error {
 		if strings.HasPrefix(name, indexPrefix) {
 			return fmt.Errorf("%w: %s", cas.ErrNotFound, name)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/internal/await"
 )
@@ -23,13 +24,13 @@ func packOfNeighbours(t *testing.T, m *memBucket, n int) ([]cas.Digest, tier.Key
 	var ups []tier.Upload
 	ds := make([]cas.Digest, n)
 	for i := range ds {
-		data := blobOf(4<<10, 300+uint64(i))
+		data := testblob.Random(4<<10, 300+uint64(i))
 		ds[i] = cas.DigestOf(data)
 		ups = append(ups, blobUpload(data))
 	}
 	action := sha256.Sum256([]byte("an action"))
 	ak := tier.Key{AC: true, Hash: hex.EncodeToString(action[:]), Size: 140}
-	result := blobOf(300, 399)
+	result := testblob.Random(300, 399)
 	ups = append(ups, uploadOf(ak, result))
 	putAll(t, a, ups...)
 	packs := m.withPrefix(dataPrefix)

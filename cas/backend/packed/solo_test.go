@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -25,7 +26,7 @@ func TestLargeBlobsAreSoloPacksEvictedAndCopiedForward(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemBucket()
 		a := newManual(t, m, soloConfig)
-		hot, cold, small := blobOf(5000, 70), blobOf(6000, 71), blobOf(500, 72)
+		hot, cold, small := testblob.Random(5000, 70), testblob.Random(6000, 71), testblob.Random(500, 72)
 		hotKey, coldKey, smallKey := blobUpload(hot).Key, blobUpload(cold).Key, blobUpload(small).Key
 		putAll(t, a, blobUpload(hot), blobUpload(cold), blobUpload(small))
 		if packs, indexes := m.withPrefix(dataPrefix), m.withPrefix(indexPrefix); len(packs) != 3 || len(indexes) != 3 || m.objects.Puts() != 0 {
@@ -74,8 +75,8 @@ func TestSoloPackFailuresStoreNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemBucket()
 		a := newManual(t, m, soloConfig)
-		short := blobUpload(blobOf(5000, 73))
-		short.Body = bytes.NewReader(blobOf(5000, 73)[:4000])
+		short := blobUpload(testblob.Random(5000, 73))
+		short.Body = bytes.NewReader(testblob.Random(5000, 73)[:4000])
 		if err := a.Put(context.Background(), []tier.Upload{short})[0]; err == nil {
 			t.Fatal("a Put whose large body ends short succeeded")
 		}
@@ -83,7 +84,7 @@ func TestSoloPackFailuresStoreNothing(t *testing.T) {
 			t.Fatalf("a failed solo Put left %d objects", n)
 		}
 
-		damaged := blobOf(5000, 74)
+		damaged := testblob.Random(5000, 74)
 		putAll(t, a, blobUpload(damaged))
 		pack := m.withPrefix(dataPrefix)[0]
 		bad := bytes.Clone(m.get(pack))
@@ -105,7 +106,7 @@ func TestSoloPackFailuresStoreNothing(t *testing.T) {
 func TestLargeBlobsWithoutRetentionAreObjects(t *testing.T) {
 	m := newMemBucket()
 	a := newManual(t, m, Config{PackEntryBytes: 1000, MaxPackBytes: 10_000})
-	large := blobOf(5000, 75)
+	large := testblob.Random(5000, 75)
 	putAll(t, a, blobUpload(large))
 	if m.objects.Puts() != 1 || len(m.withPrefix(dataPrefix)) != 0 {
 		t.Fatalf("%d objects and %d packs; want the blob as an object", m.objects.Puts(), len(m.withPrefix(dataPrefix)))
@@ -120,7 +121,7 @@ func TestTouchCopiesOldRecordsForward(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemBucket()
 		a := newManual(t, m, soloConfig)
-		small, large, asked := blobOf(500, 76), blobOf(5000, 77), blobOf(600, 78)
+		small, large, asked := testblob.Random(500, 76), testblob.Random(5000, 77), testblob.Random(600, 78)
 		result := []byte("an action result served from a node's disk")
 		action := tier.ActionKey(cas.DigestOf([]byte("an action served locally")))
 		putAll(t, a, blobUpload(small), blobUpload(large), uploadOf(action, result), blobUpload(asked))

@@ -17,7 +17,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -51,7 +51,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 	})
 	t.Run("Absent", func(t *testing.T) {
 		b := newBackend(t)
-		d := digestOf(blob(100, 1))
+		d := digestOf(testblob.Random(100, 1))
 		_, err := b.Get(ctx(t), tier.BlobKey(d), 0)
 		if !errors.Is(err, cas.ErrNotFound) {
 			t.Fatalf("Get of an absent blob: %v, want an error wrapping cas.ErrNotFound", err)
@@ -71,7 +71,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 	t.Run("BlobRoundTrip", func(t *testing.T) {
 		b := newBackend(t)
 		for _, size := range []int{1, 4 << 10, 3<<20 + 17} {
-			data := blob(size, uint64(size))
+			data := testblob.Random(size, uint64(size))
 			d := digestOf(data)
 			put(t, b, tier.BlobKey(d), data)
 			got, obj := get(t, b, tier.BlobKey(d), 0)
@@ -94,7 +94,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 	})
 	t.Run("PutTwice", func(t *testing.T) {
 		b := newBackend(t)
-		data := blob(1000, 2)
+		data := testblob.Random(1000, 2)
 		d := digestOf(data)
 		put(t, b, tier.BlobKey(d), data)
 		put(t, b, tier.BlobKey(d), data)
@@ -132,7 +132,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 		var ks []tier.Key
 		var want []int64
 		for i := range 60 {
-			data := blob(100+i, uint64(1000+i))
+			data := testblob.Random(100+i, uint64(1000+i))
 			k := tier.BlobKey(digestOf(data))
 			ks = append(ks, k)
 			if i%3 == 0 {
@@ -167,7 +167,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 	})
 	t.Run("ShortBodyStoresNothing", func(t *testing.T) {
 		b := newBackend(t)
-		data := blob(64<<10, 3)
+		data := testblob.Random(64<<10, 3)
 		d := digestOf(data)
 		body := io.MultiReader(bytes.NewReader(data[:1000]), failingReader{})
 		if err := b.Put(ctx(t), []tier.Upload{{Key: tier.BlobKey(d), Body: body, Size: d.Size, SHA256: d.Hash}})[0]; err == nil {
@@ -189,11 +189,11 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 		var uploads []tier.Upload
 		var datas [][]byte
 		for i := range 20 {
-			data := blob(200+i*37, uint64(2000+i))
+			data := testblob.Random(200+i*37, uint64(2000+i))
 			datas = append(datas, data)
 			uploads = append(uploads, upload(data))
 		}
-		bad := blob(300, 3000)
+		bad := testblob.Random(300, 3000)
 		uploads[7] = tier.Upload{Key: tier.BlobKey(digestOf(bad)), Body: io.MultiReader(bytes.NewReader(bad[:10]), failingReader{}), Size: int64(len(bad)), SHA256: sum(bad)}
 		result := actionResult("an action result in a batch")
 		action := tier.ActionKey(digestOf([]byte("a batched action")))
@@ -227,7 +227,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 		b := newBackend(t)
 		c, cancel := context.WithCancel(ctx(t))
 		cancel()
-		d := digestOf(blob(10, 4))
+		d := digestOf(testblob.Random(10, 4))
 		if _, err := b.Get(c, tier.BlobKey(d), 0); err == nil {
 			t.Fatal("Get with a canceled context succeeded")
 		} else if errors.Is(err, cas.ErrNotFound) {
@@ -237,7 +237,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 	if opts.Outage != nil {
 		t.Run("Outage", func(t *testing.T) {
 			b := newBackend(t)
-			data := blob(5000, 5)
+			data := testblob.Random(5000, 5)
 			d := digestOf(data)
 			put(t, b, tier.BlobKey(d), data)
 			opts.Outage(t, true)
@@ -246,7 +246,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options)
 			if _, err := b.Get(c, tier.BlobKey(d), 0); !errors.Is(err, cas.ErrUnavailable) {
 				t.Errorf("Get while the backend is down: %v, want cas.ErrUnavailable", err)
 			}
-			other := blob(5000, 6)
+			other := testblob.Random(5000, 6)
 			if err := b.Put(c, []tier.Upload{upload(other)})[0]; !errors.Is(err, cas.ErrUnavailable) {
 				t.Errorf("Put while the backend is down: %v, want cas.ErrUnavailable", err)
 			}
@@ -301,16 +301,6 @@ func get(t *testing.T, b tier.Backend, k tier.Key, off int64) ([]byte, tier.Obje
 		t.Fatalf("reading %s from %d: %v", k, off, err)
 	}
 	return data, obj
-}
-
-// blob returns size bytes of seed's own pseudo-random content.
-func blob(size int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 0x6d656d627566))
-	data := make([]byte, size)
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
-	return data
 }
 
 func sum(data []byte) string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/internal/await"
 )
@@ -30,7 +31,7 @@ import (
 func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Options) {
 	ctx := ctx(t)
 	a, b := startNode(t, newBackend(t)), startNode(t, newBackend(t))
-	blobs := [][]byte{blob(1, 1), blob(4<<10, 2), blob(100<<10, 3), blob(3<<20+5, 4)}
+	blobs := [][]byte{testblob.Random(1, 1), testblob.Random(4<<10, 2), testblob.Random(100<<10, 3), testblob.Random(3<<20+5, 4)}
 	var ds []cas.Digest
 	var batch []net.Buffers
 	for _, data := range blobs {
@@ -75,7 +76,7 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 	}
 
 	opts.Outage(t, true)
-	later := [][]byte{blob(2000, 5), blob(70<<10, 6)}
+	later := [][]byte{testblob.Random(2000, 5), testblob.Random(70<<10, 6)}
 	var lds []cas.Digest
 	for _, data := range later {
 		d := digestOf(data)
