@@ -186,15 +186,18 @@ func TestABlobRottenBeforeItsUploadIsNotUploaded(t *testing.T) {
 	// Read in chunks, and in one (a body of one chunk is read another way).
 	for _, chunk := range []int{64 << 10, 4 << 20} {
 		t.Run(fmt.Sprintf("chunk=%d", chunk), func(t *testing.T) {
-			b := backendtest.NewMemory()
+			// Puts wait at the gate before they read a body: the
+			// uploader reads nothing while the test damages the file
+			// (with the backend down instead, a retry's read could
+			// find the rot and remove the file mid-flip).
+			b := &heldPuts{Memory: backendtest.NewMemory(), gate: make(chan struct{})}
 			n := startNode(t, b, tier.Config{ChunkSize: chunk})
-			b.SetDown(true)
 			data := testblob.Random(2<<20, 21) // above the disk's pack limit: a file of its own
 			d := put(t, n.store, data)
 			disktest.FlipByte(t, disktest.BlobPath(n.dir, d), 1<<20, true)
-			b.SetDown(false)
+			close(b.gate)
 			drain(t, n.store)
-			obj, err := b.Get(context.Background(), tier.BlobKey(d), 0)
+			obj, err := b.Memory.Get(context.Background(), tier.BlobKey(d), 0)
 			if errors.Is(err, cas.ErrNotFound) {
 				return
 			}
@@ -207,6 +210,26 @@ func TestABlobRottenBeforeItsUploadIsNotUploaded(t *testing.T) {
 				t.Fatalf("the backend holds the rotten blob: %d bytes (%v), not the %d written", len(got), err, len(data))
 			}
 		})
+	}
+}
+
+// heldPuts is a memory backend whose Puts wait for gate to close before
+// they read anything.
+type heldPuts struct {
+	*backendtest.Memory
+	gate chan struct{}
+}
+
+func (h *heldPuts) Put(ctx context.Context, uploads []tier.Upload) []error {
+	select {
+	case <-h.gate:
+		return h.Memory.Put(ctx, uploads)
+	case <-ctx.Done():
+		errs := make([]error, len(uploads))
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+		return errs
 	}
 }
 
