@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/tier/backendtest"
@@ -396,21 +395,7 @@ func TestShortUploadFailsAlone(t *testing.T) {
 // startTier is a tier store on a fresh disk over backend, set for packs.
 func startTier(t *testing.T, backend tier.Backend) *tier.Store {
 	t.Helper()
-	dir := t.TempDir()
-	local, err := disk.OpenStore(dir, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := tier.Open(context.Background(), local, TierConfig(tier.Config{Backend: backend, Dir: dir}))
-	if err != nil {
-		local.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.Close()
-		local.Close()
-	})
-	return s
+	return backendtest.OpenTier(t, TierConfig(tier.Config{Backend: backend}))
 }
 
 // writeBlobs writes n fresh blobs of size bytes through s as a client's

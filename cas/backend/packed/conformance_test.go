@@ -14,6 +14,7 @@ import (
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/cas/storagetest"
 	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cas/tier/backendtest"
 )
 
 // The tier keeps the cas.Storage contract over packs, write-back and
@@ -22,23 +23,9 @@ func TestStorageConformance(t *testing.T) {
 	for _, wt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write-through=%v", wt), func(t *testing.T) {
 			storagetest.Run(t, func(t *testing.T) cas.Storage {
-				dir := t.TempDir()
-				local, err := disk.OpenStore(dir, 0, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cfg := TierConfig(tier.Config{Backend: newPacked(t, newMemBucket(), Config{}), Dir: dir, WriteThrough: wt})
+				cfg := TierConfig(tier.Config{Backend: newPacked(t, newMemBucket(), Config{}), WriteThrough: wt})
 				cfg.BatchLinger = 10 * time.Millisecond // the suite's writes wait for nothing else
-				s, err := tier.Open(context.Background(), local, cfg)
-				if err != nil {
-					local.Close()
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					s.Close()
-					local.Close()
-				})
-				return s
+				return backendtest.OpenTier(t, cfg)
 			})
 		})
 	}

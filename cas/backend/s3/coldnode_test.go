@@ -14,8 +14,8 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/packed"
-	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cas/tier/backendtest"
 	"github.com/membuf/membuf/internal/miniotest"
 )
 
@@ -86,24 +86,11 @@ func coldWorkload(actions int) ([]coldAction, []cas.Digest, []net.Buffers) {
 // close, first) when the test ends.
 func openColdTier(t *testing.T, backend tier.Backend, cfg tier.Config, close func()) *tier.Store {
 	t.Helper()
-	dir := t.TempDir()
-	local, err := disk.OpenStore(dir, 0, nil)
-	if err != nil {
-		t.Fatal(err)
+	cfg.Backend, cfg.RequestTimeout = backend, cfgTimeout
+	s := backendtest.OpenTier(t, cfg)
+	if close != nil {
+		t.Cleanup(close) // before the store closes
 	}
-	cfg.Backend, cfg.Dir, cfg.RequestTimeout = backend, dir, cfgTimeout
-	s, err := tier.Open(context.Background(), local, cfg)
-	if err != nil {
-		local.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if close != nil {
-			close()
-		}
-		s.Close()
-		local.Close()
-	})
 	return s
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/packed"
 	"github.com/membuf/membuf/cas/backend/packed/packedtest"
-	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/tier/backendtest"
 	"github.com/membuf/membuf/internal/await"
@@ -130,21 +129,7 @@ func TestPackedBehindTheTier(t *testing.T) {
 // as the server sets it.
 func startPackedTier(t *testing.T, p tier.Backend) *tier.Store {
 	t.Helper()
-	dir := t.TempDir()
-	local, err := disk.OpenStore(dir, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := tier.Open(context.Background(), local, packed.TierConfig(tier.Config{Backend: p, Dir: dir, RequestTimeout: cfgTimeout}))
-	if err != nil {
-		local.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.Close()
-		local.Close()
-	})
-	return s
+	return backendtest.OpenTier(t, packed.TierConfig(tier.Config{Backend: p, RequestTimeout: cfgTimeout}))
 }
 
 // Issue 40's request target: 1,000 fresh 4 KiB blobs written through the

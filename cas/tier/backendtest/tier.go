@@ -121,30 +121,43 @@ func awaitPresent(t *testing.T, s *tier.Store, ds []cas.Digest) {
 	}
 }
 
-// startNode is a disk store in a temporary directory and the tier over it
-// on backend; both closed when the test ends.
-func startNode(t *testing.T, backend tier.Backend) *tier.Store {
+// OpenTier opens a tier store with cfg on a fresh disk store in cfg.Dir
+// (a temporary directory of t's if empty), and closes both when the test
+// ends. A cleanup the caller registers after it (a Drain) runs first.
+func OpenTier(t testing.TB, cfg tier.Config) *tier.Store {
 	t.Helper()
-	dir := t.TempDir()
-	local, err := disk.OpenStore(dir, 0, nil)
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	local, err := disk.OpenStore(cfg.Dir, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := tier.Open(context.Background(), local, tier.Config{
-		Backend: backend, Dir: dir, RetryBackoff: 10 * time.Millisecond, RequestTimeout: 10 * time.Second,
-		// Another node's uploads are seen at once.
-		MissingTTL: -1,
-	})
+	s, err := tier.Open(context.Background(), local, cfg)
 	if err != nil {
 		local.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		s.Close()
+		local.Close()
+	})
+	return s
+}
+
+// startNode is a node of RunTier: a tier store on a fresh disk, drained
+// when the test ends.
+func startNode(t *testing.T, backend tier.Backend) *tier.Store {
+	t.Helper()
+	s := OpenTier(t, tier.Config{
+		Backend: backend, RetryBackoff: 10 * time.Millisecond, RequestTimeout: 10 * time.Second,
+		// Another node's uploads are seen at once.
+		MissingTTL: -1,
+	})
+	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		s.Drain(c)
-		s.Close()
-		local.Close()
 	})
 	return s
 }
