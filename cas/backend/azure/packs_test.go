@@ -19,12 +19,7 @@ var _ packed.Bucket = (*azure.Backend)(nil)
 func newPacked(t *testing.T, rawURL string) *packed.Backend {
 	t.Helper()
 	b := newBackend(t, rawURL)
-	p, err := packed.New(packed.Config{Objects: b, Bucket: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return packedtest.New(t, packed.Config{Objects: b, Bucket: b})
 }
 
 // The named objects keep packed.Bucket's contract.

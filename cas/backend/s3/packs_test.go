@@ -73,12 +73,7 @@ func newPackedMinIOConfig(t testing.TB, m *miniotest.Server, prefix string, cfg 
 	}
 	c := &countingBucket{Bucket: b}
 	cfg.Objects, cfg.Bucket = c, c
-	p, err := packed.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p, c
+	return packedtest.New(t, cfg), c
 }
 
 // The bucket's named objects keep packed.Bucket's contract on MinIO.

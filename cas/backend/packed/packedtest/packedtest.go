@@ -164,6 +164,17 @@ func RunBucket(t *testing.T, newBucket func(t *testing.T) packed.Bucket) {
 	})
 }
 
+// New is packed.New(cfg), closed when the test ends.
+func New(t testing.TB, cfg packed.Config) *packed.Backend {
+	t.Helper()
+	p, err := packed.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
