@@ -27,7 +27,16 @@ type Digest struct {
 }
 
 // String formats d as hash/size, the form used in resource names.
-func (d Digest) String() string { return fmt.Sprintf("%s/%d", d.Hash, d.Size) }
+func (d Digest) String() string {
+	return string(d.AppendText(make([]byte, 0, len(d.Hash)+1+20)))
+}
+
+// AppendText appends d as String formats it to b, for a caller that builds
+// a longer string around it with one allocation.
+func (d Digest) AppendText(b []byte) []byte {
+	b = append(append(b, d.Hash...), '/')
+	return strconv.AppendInt(b, d.Size, 10)
+}
 
 // ParseDigestString reads a digest as String writes it, hash/size, and
 // checks it as ParseDigest does.

@@ -29,6 +29,22 @@ func TestParseDigestString(t *testing.T) {
 	}
 }
 
+// String is hash/size in decimal, the resource names' form, and
+// AppendText appends the same to what it is given.
+func TestDigestString(t *testing.T) {
+	d := cas.Digest{Hash: cas.EmptyHash, Size: 1234567890123}
+	want := "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855/1234567890123"
+	if got := d.String(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if got := string(d.AppendText([]byte("blobs/"))); got != "blobs/"+want {
+		t.Errorf("AppendText = %q, want %q", got, "blobs/"+want)
+	}
+	if got := (cas.Digest{Hash: "ab", Size: 0}).String(); got != "ab/0" {
+		t.Errorf("String() of size 0 = %q, want %q", got, "ab/0")
+	}
+}
+
 // ParseHash takes exactly 64 lowercase hex digits: what encoding/hex
 // decodes, and nothing else.
 func TestParseHash(t *testing.T) {

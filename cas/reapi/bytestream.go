@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -110,7 +111,7 @@ func (b *byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	// The receiver takes the stream's requests under the upload budget (its
 	// client's share) and the stall timer, through grpcmem's codec where
 	// the server has it.
-	in := b.s.receivers.New(stream, zeroCopy(stream), access.Client(id, peerAddr(stream.Context())))
+	in := b.s.receivers.New(stream, zeroCopy(stream), peerClient(stream.Context(), id))
 	defer in.Release()
 	req, rn, err := b.firstWriteRequest(in)
 	if err != nil {
@@ -266,7 +267,9 @@ func (b *byteStreamService) commitUpload(ctx context.Context, in *upload.Receive
 		}
 		return 0, false, err
 	}
-	b.s.log.Debug("blob stored", "digest", d.String())
+	if b.s.log.Enabled(ctx, slog.LevelDebug) { // d.String() is an allocation every upload would pay
+		b.s.log.Debug("blob stored", "digest", d.String())
+	}
 	return d.Size, false, nil
 }
 
