@@ -41,6 +41,12 @@ type Writer struct {
 	// and checked against d: makes it durable and indexed (the owner's
 	// group commit) and releases the slot.
 	commit func(sl *Slot, d cas.Digest, crc uint32) error
+	// Room for the sum, the first write's header and its vector, which
+	// escape (through hash.Hash and the system call): three allocations
+	// a blob as locals.
+	digest [sha256.Size]byte
+	hdr    [packfile.HeaderLen]byte
+	iov    [4][]byte
 }
 
 // NewWriter returns the writer of blob d. The caller takes its slot
@@ -119,16 +125,14 @@ func (w *Writer) writeFirst(bufs [][]byte, total int64) (int64, error) {
 	state, crc, whole := uint8(packfile.Reserved), uint32(0), total == w.d.Size
 	if whole {
 		w.sum(bufs, int(total))
-		var sum [sha256.Size]byte
-		if integrity.CheckSum(w.d, total, w.h.Sum(sum[:0])) == nil {
+		if integrity.CheckSum(w.d, total, w.h.Sum(w.digest[:0])) == nil {
 			state, crc = packfile.Committed, w.crc
 		}
 	}
-	var hdr [packfile.HeaderLen]byte
-	w.sl.header(hdr[:], w.d.Hash, state, crc)
-	iov := make([][]byte, 0, 1+len(bufs))
-	iov = append(append(iov, hdr[:]), bufs...)
+	w.sl.header(w.hdr[:], w.d.Hash, state, crc)
+	iov := append(append(w.iov[:0], w.hdr[:]), bufs...)
 	n, err := vfs.WriteBuffersAt(w.sl.Seg.f, iov, w.sl.Off-packfile.HeaderLen)
+	clear(w.iov[:]) // not to keep the caller's buffers reachable
 	written := max(n-packfile.HeaderLen, 0)
 	var headerErr error
 	if n < packfile.HeaderLen {
@@ -161,8 +165,7 @@ func (w *Writer) Commit(context.Context) error {
 		w.Abort()
 		return w.broken
 	}
-	var sum [sha256.Size]byte
-	if err := integrity.CheckSum(w.d, w.n, w.h.Sum(sum[:0])); err != nil {
+	if err := integrity.CheckSum(w.d, w.n, w.h.Sum(w.digest[:0])); err != nil {
 		w.Abort()
 		return err
 	}
