@@ -97,33 +97,23 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 func (g *groupCommit) close() { g.q.Close() }
 
 func (g *groupCommit) commitBatch(batch []*pendingCommit) {
-	// Data first: nothing is renamed before its content is durable.
-	var eg errgroup.Group
-	eg.SetLimit(syncParallelism)
-	segs := make(map[*packs.Segment]*error) // each segment's records: one fdatasync for them all
-	ends := make(map[*packs.Segment]int64)  // where the last of them ends: the slots before it need headers
-	// Segments holding a copy forward, synced now whatever --pack-sync
-	// says: the copy replaces a record durable long ago, whose segment
-	// may be evicted (its file removed or reused) before the syncer's
-	// next pass, and a crash then would lose more than the last interval.
-	var copies map[*packs.Segment]bool
+	// Data first: nothing is renamed before its content is durable. Under
+	// small uploads a batch is mostly one record, so what is not needed
+	// is not made: no goroutine, map or batch of the index for it.
+	var eg *errgroup.Group
+	run := func(f func() error) {
+		if eg == nil {
+			eg = new(errgroup.Group)
+			eg.SetLimit(syncParallelism)
+		}
+		eg.Go(f)
+	}
+	segs, files := segmentsOf(batch)
 	for _, c := range batch {
 		if c.seg != nil {
-			if c.err == nil && segs[c.seg] == nil {
-				segs[c.seg] = new(error)
-			}
-			if c.err == nil {
-				ends[c.seg] = max(ends[c.seg], c.e.Off+c.e.Size)
-			}
-			if c.err == nil && c.ifCurrent != nil {
-				if copies == nil {
-					copies = make(map[*packs.Segment]bool)
-				}
-				copies[c.seg] = true
-			}
 			continue
 		}
-		eg.Go(func() error {
+		run(func() error {
 			if err := c.f.Datasync(); err != nil {
 				c.err = fmt.Errorf("disk: fsync: %w", err)
 			}
@@ -141,36 +131,44 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	// except those holding a copy forward; the records are acknowledged
 	// once every slot before them has a header (HeadSlots), which a sync
 	// sees to itself.
-	for seg, errp := range segs {
-		if g.packs.set.SyncsInBackground() && !copies[seg] {
-			eg.Go(func() error {
-				if err := g.packs.set.HeadSlots(seg, ends[seg]); err != nil {
-					*errp = err
-				}
+	for i := range segs {
+		s := &segs[i]
+		if g.packs.set.SyncsInBackground() && !s.copy {
+			if len(segs) == 1 && files == 0 { // nothing to run beside it
+				s.err = g.packs.set.HeadSlots(s.seg, s.end)
+				continue
+			}
+			run(func() error {
+				s.err = g.packs.set.HeadSlots(s.seg, s.end)
 				return nil
 			})
 			continue
 		}
-		eg.Go(func() error {
-			if err := seg.SyncThrough(ends[seg]); err != nil {
-				*errp = fmt.Errorf("disk: fsync of a pack segment: %w", err)
+		run(func() error {
+			if err := s.seg.SyncThrough(s.end); err != nil {
+				s.err = fmt.Errorf("disk: fsync of a pack segment: %w", err)
 			}
 			return nil
 		})
 	}
-	eg.Wait()
+	if eg != nil {
+		eg.Wait()
+	}
 	stage("synced")
 
 	// Renames and index updates under one hold of the lock, so that an
 	// eviction (which removes files under the same lock) can never delete a
 	// file that this batch has just put in place.
-	b := &commitBatch{Durable: make(chan struct{})}
-	dirs := make(map[string]bool)
+	var b *commitBatch // files only: a record is durable once indexed
+	var dirs map[string]bool
+	if files > 0 {
+		b, dirs = &commitBatch{Durable: make(chan struct{})}, make(map[string]bool)
+	}
 	g.mu.Lock()
 	g.counts.batches++
 	for _, c := range batch {
 		if c.seg != nil {
-			g.indexRecordLocked(c, segs[c.seg])
+			g.indexRecordLocked(c, segs.errOf(c.seg))
 			continue
 		}
 		if c.err != nil {
@@ -194,27 +192,34 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	}
 	g.mu.Unlock()
 	stage("renamed")
+	if files > 0 {
+		g.syncRenamed(batch, b, dirs, run, eg)
+	}
+	stage("durable")
+}
 
-	// Then the renames: each directory once.
+// syncRenamed ends the commit of a batch's files, renamed into dirs and
+// indexed as pending in b: it fsyncs each directory once, settles the
+// entries, and fails those whose directory's fsync failed.
+func (g *groupCommit) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs map[string]bool, run func(func() error), eg *errgroup.Group) {
 	var dirErrs sync.Map
 	for dir := range dirs {
-		eg.Go(func() error {
+		run(func() error {
 			if err := g.fs.SyncDir(dir); err != nil {
 				dirErrs.Store(dir, err)
 			}
 			return nil
 		})
 	}
-	eg.Wait()
+	eg.Wait() // run made eg for the batch's files
 	g.mu.Lock()
 	for _, c := range batch {
-		if c.err == nil {
+		if c.seg == nil && c.err == nil {
 			g.idx.SettledLocked(c.e.Key, b)
 		}
 	}
 	g.mu.Unlock()
 	close(b.Durable)
-	stage("durable")
 	for _, c := range batch {
 		if c.seg != nil {
 			continue
@@ -224,6 +229,64 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(g.files.path(c.e.Key)), err.(error))
 		}
 	}
+}
+
+// segmentCommit is what a batch commits in one pack segment: where its
+// last record ends (the slots before it need headers), whether it holds
+// a copy forward, and how its sync or heading ended.
+type segmentCommit struct {
+	seg  *packs.Segment
+	end  int64
+	copy bool
+	err  error
+}
+
+// batchSegments are the segments of a batch's records, in the order
+// first seen: a batch spans one or a few (a new one starts when the active
+// fills), so a slice beats a map.
+type batchSegments []segmentCommit
+
+// segmentsOf returns the segments of batch's records that have not
+// failed, and how many files the batch holds.
+func segmentsOf(batch []*pendingCommit) (segs batchSegments, files int) {
+	for _, c := range batch {
+		switch {
+		case c.seg == nil:
+			files++
+		case c.err != nil:
+		default:
+			// Segments holding a copy forward are synced now whatever
+			// --pack-sync says: the copy replaces a record durable long
+			// ago, whose segment may be evicted (its file removed or
+			// reused) before the syncer's next pass, and a crash then
+			// would lose more than the last interval.
+			end, copy := c.e.Off+c.e.Size, c.ifCurrent != nil
+			if s := segs.find(c.seg); s != nil {
+				s.end, s.copy = max(s.end, end), s.copy || copy
+			} else {
+				segs = append(segs, segmentCommit{seg: c.seg, end: end, copy: copy})
+			}
+		}
+	}
+	return segs, files
+}
+
+func (segs batchSegments) find(seg *packs.Segment) *segmentCommit {
+	for i := range segs {
+		if segs[i].seg == seg {
+			return &segs[i]
+		}
+	}
+	return nil
+}
+
+// errOf is where the sync of seg's records ends up: nil for a segment
+// none of whose records got that far.
+func (segs batchSegments) errOf(seg *packs.Segment) *error {
+	if s := segs.find(seg); s != nil {
+		return &s.err
+	}
+	return nil
 }
 
 func stage(name string) {
