@@ -37,6 +37,11 @@ type groupCommit struct {
 	packs  *packedBlobs
 	ckpt   *checkpoints // taken every so many records committed
 	counts commitCounts // guarded by mu
+	// closing is set, under closeMu's write lock, when the store closes;
+	// a commit made by its writer (commitNow) holds the read lock
+	// throughout, so that close waits for it.
+	closeMu sync.RWMutex
+	closing bool
 }
 
 // commitCounts are the group commit's counters (Stats).
@@ -79,6 +84,9 @@ func (g *groupCommit) start() { g.q = groupcommit.New(g.commitBatch) }
 // are; each one's outcome is in its err. The caller has closed nothing:
 // commit closes every file, and removes those that fail.
 func (g *groupCommit) commit(cs ...*pendingCommit) {
+	if len(cs) == 1 && g.commitNow(cs[0]) {
+		return
+	}
 	if !g.q.Commit(cs...) {
 		for _, c := range cs {
 			if c.seg != nil {
@@ -92,9 +100,41 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 	}
 }
 
-// close lets the batches queued run, then stops the committer; later
-// commits fail with ErrClosed.
-func (g *groupCommit) close() { g.q.Close() }
+// commitNow commits c on the caller's goroutine, and reports whether it
+// did: a CAS blob's record, when the segments' syncer makes records
+// durable (--pack-sync). Its commit is to head the slots before it and
+// index it, which costs less than handing it to the committer and
+// back: two goroutine switches a record, since under small uploads a
+// batch is about one record. Action results keep to the queue, whose
+// order is the order their updates are indexed in.
+func (g *groupCommit) commitNow(c *pendingCommit) bool {
+	if c.seg == nil || c.err != nil || c.ifCurrent != nil || c.e.Key.Kind != kindCAS || !g.packs.set.SyncsInBackground() {
+		return false
+	}
+	g.closeMu.RLock()
+	defer g.closeMu.RUnlock()
+	if g.closing {
+		return false // the queue refuses it
+	}
+	err := g.packs.set.HeadSlots(c.seg, c.e.Off+c.e.Size)
+	stage("synced")
+	g.mu.Lock()
+	g.counts.batches++
+	g.indexRecordLocked(c, &err)
+	g.mu.Unlock()
+	stage("renamed")
+	stage("durable")
+	return true
+}
+
+// close waits for the commits under way, lets the batches queued run,
+// then stops the committer; later commits fail with ErrClosed.
+func (g *groupCommit) close() {
+	g.closeMu.Lock()
+	g.closing = true
+	g.closeMu.Unlock()
+	g.q.Close()
+}
 
 func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	// Data first: nothing is renamed before its content is durable. Under

@@ -339,3 +339,68 @@ func TestCommitAfterCloseFailsWithErrClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitsRacingCloseEndCleanly: with --pack-sync a packed upload
+// commits on its writer's goroutine, not the committer's; a Close among
+// such commits leaves each either acknowledged, its blob there and
+// intact when the store opens again, or failed.
+func TestCommitsRacingCloseEndCleanly(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, 0, nil, WithPackSync(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		acked   []cas.Digest
+		started sync.WaitGroup
+		wg      sync.WaitGroup
+	)
+	started.Add(8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				data := testblob.Random(4<<10, uint64(g<<20|i))
+				d := cas.DigestOf(data)
+				w, err := s.NewWriter(context.Background(), d, cas.Uncompressed)
+				if err == nil {
+					if _, err = w.Write(data); err == nil {
+						err = w.Commit(context.Background())
+					} else {
+						w.Abort()
+					}
+				}
+				if i == 20 {
+					started.Done() // enough acknowledged to race Close with
+				}
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				acked = append(acked, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	started.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	s, err = OpenStore(dir, 0, nil, WithPackSync(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, d := range acked {
+		got, err := cas.ReadAll(context.Background(), s, d)
+		if err != nil || cas.DigestOf(got) != d {
+			t.Errorf("blob %s was acknowledged before Close but does not read back after: %v", d, err)
+		}
+	}
+	if len(acked) < 8*20 {
+		t.Fatalf("%d uploads acknowledged, want at least %d before Close", len(acked), 8*20)
+	}
+}
