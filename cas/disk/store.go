@@ -161,8 +161,9 @@ func (s *Store) buildRooms() {
 	cfg := packs.Config{
 		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
 		SegmentSize: segSize, MaxRecord: packMax,
-		Tick: x.NextTickLocked,
-		Zstd: s.zp,
+		StreamLanes: streamLanes,
+		Tick:        x.NextTickLocked,
+		Zstd:        s.zp,
 	}
 	if packMax > 0 {
 		cfg.SyncEvery = s.syncEvery

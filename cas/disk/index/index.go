@@ -268,14 +268,18 @@ func (x *Index) SetVerifiedLocked(k Key) {
 // sweep's test.
 func (x *Index) isLiveSeqLocked(seq uint32) bool { return x.segments.LiveLocked(seq) != nil }
 
-// TakeSlotLocked takes a slot for a record of k of size bytes in the
+// TakeSlotLocked takes a slot for a record of k of size bytes in an
 // active segment into sl (packs.Set.TakeSlotLocked; with fill, for a
-// record whose data is at hand, TakeSlotToFillLocked) and counts the bytes
-// it takes in the store's total.
+// record whose data is at hand, TakeSlotToFillLocked; a streamed CAS
+// blob's, TakeStreamSlotLocked) and counts the bytes it takes in the
+// store's total.
 func (x *Index) TakeSlotLocked(sl *packs.Slot, k Key, size int64, fill bool) error {
 	take := x.segments.TakeSlotLocked
-	if fill {
+	switch {
+	case fill:
 		take = x.segments.TakeSlotToFillLocked
+	case k.Kind == CAS:
+		take = x.segments.TakeStreamSlotLocked
 	}
 	err := take(sl, uint8(k.Kind), k.Hash, size)
 	if err == nil {

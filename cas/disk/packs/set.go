@@ -33,6 +33,12 @@ type Config struct {
 	// SegmentSize is the bytes of slots a segment takes before it is
 	// sealed; MaxRecord the largest record's data (what a scan accepts).
 	SegmentSize, MaxRecord int64
+	// StreamLanes is how many active segments take the slots of streamed
+	// writers (TakeStreamSlotLocked), in turn: concurrent writes that
+	// extend one file queue on its lock in the kernel (see
+	// BenchmarkConcurrentRecordWrites). 0 or 1: the one active segment
+	// takes every slot.
+	StreamLanes int
 	// SyncEvery: 0, the owner syncs a segment before it acknowledges a
 	// record (Segment.Sync); else the set's syncer syncs the segments
 	// written (MarkWrittenLocked) every SyncEvery.
@@ -56,7 +62,12 @@ type Config struct {
 type Set struct {
 	cfg      Config
 	segments []*Segment // oldest first
-	active   *Segment   // takes the slots; nil until the first
+	// active are the segments taking slots, one a lane, each nil until its
+	// first: lane 0's takes every slot of TakeSlotLocked (action results,
+	// batches, copies), so that of a key the later record is the newer;
+	// streamed CAS writers take turns at all of them.
+	active   []*Segment
+	nextLane int // the lane of the next streamed writer's slot
 	nextSeq  uint64
 	spare    []spareFile    // evicted segments' files, to be reused
 	closing  bool           // Close has begun: no segment starts being made durable
@@ -95,7 +106,7 @@ func NewSet(cfg Config) *Set {
 	if cfg.FS == nil {
 		cfg.FS = vfs.Default
 	}
-	s := &Set{cfg: cfg, headed: sync.NewCond(cfg.Mu)}
+	s := &Set{cfg: cfg, headed: sync.NewCond(cfg.Mu), active: make([]*Segment, max(cfg.StreamLanes, 1))}
 	if cfg.SyncEvery > 0 {
 		s.unsynced = make(map[*Segment]bool)
 		s.syncWake = make(chan struct{}, 1)
@@ -149,12 +160,12 @@ func (s *Set) ClosingLocked() bool { return s.closing }
 // Scanned returns how many segments the start read record by record.
 func (s *Set) Scanned() int { return s.scanned }
 
-// newSegmentLocked makes a new active segment, in a spare file if there
+// newSegmentLocked makes a new active segment for lane, in a spare file if there
 // is one (its blocks are allocated already: writing over them changes no
 // metadata, so an fdatasync of them costs no journal commit). Its directory
 // entry is made durable at once: a record committed into it must survive a
 // crash.
-func (s *Set) newSegmentLocked() (*Segment, error) {
+func (s *Set) newSegmentLocked(lane int) (*Segment, error) {
 	seq := s.nextSeq
 	if seq > math.MaxUint32 {
 		// The index keeps a record's segment in 32 bits: at a segment a
@@ -187,7 +198,7 @@ func (s *Set) newSegmentLocked() (*Segment, error) {
 	s.nextSeq++
 	seg := &Segment{Seq: seq, f: f, name: name, Created: s.cfg.Tick(), set: s}
 	s.segments = append(s.segments, seg)
-	s.active = seg
+	s.active[lane] = seg
 	return seg, nil
 }
 
@@ -195,8 +206,8 @@ func (s *Set) newSegmentLocked() (*Segment, error) {
 // one.
 func (s *Set) sealLocked(seg *Segment) {
 	seg.Sealed = true
-	if s.active == seg {
-		s.active = nil
+	if i := slices.Index(s.active, seg); i >= 0 {
+		s.active[i] = nil
 	}
 	s.finishIfDoneLocked(seg)
 }
@@ -300,14 +311,16 @@ func (s *Set) ReleaseLocked(seg *Segment) {
 	}
 }
 
-// Close makes the active segment durable if no writer holds a slot in it
-// (else the next start checks it), stops the syncer after its last pass,
+// Close makes the active segments durable if no writer holds a slot in
+// them (else the next start checks them), stops the syncer after its last pass,
 // waits for the segments being made durable, and closes the segments'
 // files (a reader still holding one closes it when done).
 func (s *Set) Close() {
 	s.cfg.Mu.Lock()
-	if seg := s.active; seg != nil && seg.open == 0 {
-		s.sealLocked(seg)
+	for _, seg := range s.active {
+		if seg != nil && seg.open == 0 {
+			s.sealLocked(seg)
+		}
 	}
 	s.closing = true // no segment starts being finished from here on
 	if s.syncDone != nil {

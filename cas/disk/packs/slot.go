@@ -65,14 +65,29 @@ func (sl *Slot) header(b []byte, hash string, state uint8, crc uint32) {
 // slot takes packfile.RecordLen(size) bytes. The caller ends it with
 // ReleaseSlotLocked, committed or not.
 func (s *Set) TakeSlotLocked(sl *Slot, kind uint8, hash string, size int64) error {
+	return s.takeSlotLocked(0, sl, kind, hash, size)
+}
+
+// TakeStreamSlotLocked is TakeSlotLocked for a streamed writer of a CAS
+// blob: in the active segment of the next lane (Config.StreamLanes), so
+// that concurrent writers write different files. Their records may land
+// in any order across segments, which only blobs, whose records of one
+// key hold the same bytes, can afford.
+func (s *Set) TakeStreamSlotLocked(sl *Slot, kind uint8, hash string, size int64) error {
+	lane := s.nextLane
+	s.nextLane = (lane + 1) % len(s.active)
+	return s.takeSlotLocked(lane, sl, kind, hash, size)
+}
+
+func (s *Set) takeSlotLocked(lane int, sl *Slot, kind uint8, hash string, size int64) error {
 	n := packfile.RecordLen(size)
-	seg := s.active
+	seg := s.active[lane]
 	if seg == nil || seg.Size+n > s.cfg.SegmentSize && seg.Size > 0 {
 		if seg != nil {
 			s.sealLocked(seg)
 		}
 		var err error
-		if seg, err = s.newSegmentLocked(); err != nil {
+		if seg, err = s.newSegmentLocked(lane); err != nil {
 			return err
 		}
 	}
