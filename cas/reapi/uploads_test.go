@@ -286,7 +286,9 @@ func TestAbandonedUploadsSoak(t *testing.T) {
 	if kept != DefaultMaxKeptUploads {
 		t.Errorf("%d uploads kept idle; want the cap, %d", kept, DefaultMaxKeptUploads)
 	}
-	if idleFDs > 4 {
+	// Slack for the store's own: its active pack segments (one for each
+	// of its four lanes) and the runtime's.
+	if idleFDs > 8 {
 		t.Errorf("%d idle uploads hold %d descriptors; want none", kept, idleFDs)
 	}
 	// Streams and their files: at most one temporary file per upload
