@@ -90,6 +90,9 @@ type packedBlobs struct {
 	// refreshes: packed entries to copy forward out of old segments; nil
 	// once closed (or without packs). Guarded by mu.
 	refreshes chan refresh
+	// refreshed is closed when the copying forward has stopped: close
+	// waits for it, so that no copy writes a segment file it closes.
+	refreshed chan struct{}
 }
 
 // packConfig fixes the segment size from the store's maximum size, and
@@ -109,8 +112,11 @@ func packConfig(maxSize, packMax int64) (segSize, max int64) {
 // start starts the copying forward, if anything is packed.
 func (p *packedBlobs) start() {
 	if p.max > 0 {
-		p.refreshes = make(chan refresh, refreshQueue)
-		go p.refreshLoop(p.refreshes)
+		p.refreshes, p.refreshed = make(chan refresh, refreshQueue), make(chan struct{})
+		go func(q <-chan refresh) {
+			defer close(p.refreshed)
+			p.refreshLoop(q)
+		}(p.refreshes)
 	}
 }
 
@@ -264,7 +270,8 @@ func (p *packedBlobs) retire(e entry) {
 	}
 }
 
-// close stops the copying forward and closes the segments
+// close stops the copying forward, waits for a copy under way (the store
+// is closed: it fails or is refused), and closes the segments
 // (packs.Set.Close: the active one and those written since the last sync
 // made durable).
 func (p *packedBlobs) close() {
@@ -274,6 +281,9 @@ func (p *packedBlobs) close() {
 		p.refreshes = nil
 	}
 	p.mu.Unlock()
+	if p.refreshed != nil {
+		<-p.refreshed
+	}
 	p.set.Close()
 }
 
