@@ -229,6 +229,7 @@ type Control struct {
 // identify returns who a request with credentials c comes from, or what is
 // wrong with c.
 func (a *Control) identify(c Credentials) (Identity, error) {
+	c = c.read()
 	auth, tlsState := c.authorization, c.tls
 	if a.Users != nil && len(auth) > 0 {
 		if len(auth) > 1 {
