@@ -28,7 +28,8 @@ type Digest struct {
 
 // String formats d as hash/size, the form used in resource names.
 func (d Digest) String() string {
-	return string(d.AppendText(make([]byte, 0, len(d.Hash)+1+20)))
+	var b [HashLen + 1 + 20]byte // a valid digest's text fits: one allocation, the string
+	return string(d.AppendText(b[:0]))
 }
 
 // AppendText appends d as String formats it to b, for a caller that builds

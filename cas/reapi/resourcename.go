@@ -177,7 +177,7 @@ func (rn *resourceName) parseBlob(name string, segs []string) ([]string, error) 
 // digest. Metadata is left out, since servers may ignore it.
 // (Compressed uploads are not kept for resumption.)
 func (rn resourceName) uploadKey() string {
-	b := make([]byte, 0, len(rn.Instance)+len("/uploads/")+len(rn.UUID)+len("/blobs/")+len(rn.Digest.Hash)+21)
-	b = append(append(append(append(b, rn.Instance...), "/uploads/"...), rn.UUID...), "/blobs/"...)
+	var buf [256]byte // most keys fit: one allocation, the string
+	b := append(append(append(append(buf[:0], rn.Instance...), "/uploads/"...), rn.UUID...), "/blobs/"...)
 	return string(rn.Digest.AppendText(b))
 }
