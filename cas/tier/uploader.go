@@ -393,12 +393,18 @@ func (u *uploader) failures() (int64, bool) {
 
 // finish ends an attempt at p's version: err nil (the backend has it),
 // errLost (it is gone from disk: nothing more to do), or a failure to
-// retry.
-func (u *uploader) finish(p *pendingUpload, version uint64, err error) (firstFailure bool, recoveredAfter int) {
+// retry. It counts the attempt and reports a change of state (report
+// runs under u.mu, so only for what is rare) before p settles: Drain and
+// a writer waiting for p return once it has settled, and what they find
+// in TierStats and the log must already include it (a drained store
+// read one upload short, and the recovery line missing, in CI).
+func (u *uploader) finish(p *pendingUpload, version uint64, err error, report func(firstFailure bool, recoveredAfter int)) (failures int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	p.running = false
 	p.attempt, p.lastErr = version, err
+	var firstFailure bool
+	var recoveredAfter int
 	switch {
 	case err == nil || errors.Is(err, errLost):
 		p.uploaded = max(p.uploaded, version)
@@ -419,10 +425,11 @@ func (u *uploader) finish(p *pendingUpload, version uint64, err error) (firstFai
 		p.failures++
 		p.notBefore = u.now().Add(u.retryDelay(p.failures))
 	}
+	report(firstFailure, recoveredAfter)
 	u.settleLocked(p)
 	close(u.changed)
 	u.changed = make(chan struct{})
-	return firstFailure, recoveredAfter
+	return p.failures
 }
 
 // wait waits until the backend has version of p, or an attempt at it
@@ -506,32 +513,34 @@ func (u *uploader) work(ctx context.Context) {
 // debug. A line per entry flooded the log with thousands a second while
 // writes went on during an outage.
 func (u *uploader) ended(ctx context.Context, e taken, err error) {
-	firstFailure, recoveredAfter := u.finish(e.p, e.version, err)
-	switch {
-	case err == nil:
-		u.t.c.uploaded.Add(1)
-		if recoveredAfter > 0 {
-			u.t.log.Info("tier: uploads to the shared tier succeed again", "tier", u.t.cfg.Name, "failed_attempts", recoveredAfter)
+	lost := errors.Is(err, errLost)
+	var logged bool
+	failures := u.finish(e.p, e.version, err, func(firstFailure bool, recoveredAfter int) {
+		switch {
+		case err == nil:
+			u.t.c.uploaded.Add(1)
+			if recoveredAfter > 0 {
+				u.t.log.Info("tier: uploads to the shared tier succeed again", "tier", u.t.cfg.Name, "failed_attempts", recoveredAfter)
+			}
+		case lost:
+			u.t.c.uploadsLost.Add(1)
+			u.t.log.Error("tier: a pending upload is no longer on disk; the backend will not get it", "entry", e.p.key.String())
+		default:
+			u.t.c.uploadRetries.Add(1)
+			if logged = firstFailure; logged {
+				u.t.log.Log(ctx, slog.LevelWarn, failedLine, "entry", e.p.key.String(), "failures", e.p.failures, "err", err)
+			}
 		}
-	case errors.Is(err, errLost):
-		u.t.c.uploadsLost.Add(1)
-		u.t.log.Error("tier: a pending upload is no longer on disk; the backend will not get it", "entry", e.p.key.String())
-	default:
-		u.t.c.uploadRetries.Add(1)
-		level := slog.LevelDebug
-		if firstFailure {
-			level = slog.LevelWarn
-		}
-		u.t.log.Log(ctx, level, "tier: upload failed; will retry (further failures until one succeeds are logged at debug)", "entry", e.p.key.String(), "failures", u.failuresOf(e.p), "err", err)
+	})
+	if err != nil && !lost && !logged {
+		// Outside u.mu: during an outage with debug on, one per attempt.
+		u.t.log.Log(ctx, slog.LevelDebug, failedLine, "entry", e.p.key.String(), "failures", failures, "err", err)
 	}
 }
 
-// failuresOf returns p's failures in a row.
-func (u *uploader) failuresOf(p *pendingUpload) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return p.failures
-}
+// failedLine says an upload failed: at warn for the first failure after a
+// success, at debug for the rest.
+const failedLine = "tier: upload failed; will retry (further failures until one succeeds are logged at debug)"
 
 // maxRetryBackoff caps the wait between failed upload attempts.
 const maxRetryBackoff = time.Minute
