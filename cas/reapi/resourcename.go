@@ -58,11 +58,12 @@ var compressors = map[string]bool{"zstd": true, "deflate": true, "brotli": true}
 
 // parseReadName parses a ByteStream Read resource name.
 func parseReadName(name string) (resourceName, error) {
-	segs, i, err := splitAtKeyword(name)
+	var buf [nameSegments]string
+	segs, i, err := splitAtKeyword(name, buf[:0])
 	if err != nil {
 		return resourceName{}, err
 	}
-	rn := resourceName{Instance: strings.Join(segs[:i], "/")}
+	rn := resourceName{Instance: name[:joinedLen(segs[:i])]}
 	if segs[i] != "blobs" && segs[i] != "compressed-blobs" {
 		return resourceName{}, fmt.Errorf("resource name %q: a read name is {instance}/blobs/{hash}/{size}, found %q where blobs was expected", cas.Clip(name), segs[i])
 	}
@@ -79,11 +80,12 @@ func parseReadName(name string) (resourceName, error) {
 // parseWriteName parses a ByteStream Write (or QueryWriteStatus) resource
 // name.
 func parseWriteName(name string) (resourceName, error) {
-	segs, i, err := splitAtKeyword(name)
+	var buf [nameSegments]string
+	segs, i, err := splitAtKeyword(name, buf[:0])
 	if err != nil {
 		return resourceName{}, err
 	}
-	rn := resourceName{Instance: strings.Join(segs[:i], "/")}
+	rn := resourceName{Instance: name[:joinedLen(segs[:i])]}
 	if segs[i] != "uploads" {
 		return resourceName{}, fmt.Errorf("resource name %q: a write name is {instance}/uploads/{uuid}/blobs/{hash}/{size}, found %q where uploads was expected", cas.Clip(name), segs[i])
 	}
@@ -102,7 +104,7 @@ func parseWriteName(name string) (resourceName, error) {
 		return resourceName{}, err
 	}
 	// Optional metadata: servers may ignore it, and this one does.
-	rn.Metadata = strings.Join(rest, "/")
+	rn.Metadata = name[len(name)-joinedLen(rest):]
 	return rn.checkCompressor(name)
 }
 
@@ -114,13 +116,24 @@ func (rn resourceName) checkCompressor(name string) (resourceName, error) {
 	return rn, nil
 }
 
-// splitAtKeyword splits name into segments and returns the index of the first
-// keyword segment. Instance segments must be non-empty.
-func splitAtKeyword(name string) ([]string, int, error) {
+// nameSegments is room for the segments of a resource name with an
+// instance of a few segments, on the parser's stack: strings.Split made a
+// slice on the heap for every upload and read. A longer name grows it
+// there.
+const nameSegments = 16
+
+// splitAtKeyword appends the segments of name to segs and returns them,
+// with the index of the first keyword segment. Instance segments must be
+// non-empty.
+func splitAtKeyword(name string, segs []string) ([]string, int, error) {
 	if name == "" {
 		return nil, 0, fmt.Errorf("resource name is empty")
 	}
-	segs := strings.Split(name, "/")
+	for rest, more := name, true; more; {
+		var seg string
+		seg, rest, more = strings.Cut(rest, "/")
+		segs = append(segs, seg)
+	}
 	for i, s := range segs {
 		if reservedSegments[s] {
 			return segs, i, nil
@@ -130,6 +143,17 @@ func splitAtKeyword(name string) ([]string, int, error) {
 		}
 	}
 	return nil, 0, fmt.Errorf("resource name %q has no blobs/ or uploads/ segment", cas.Clip(name))
+}
+
+// joinedLen is the length of segs joined by slashes: the segments of a
+// name, at its start or its end, stand in it as they were split, so the
+// name holds them joined (strings.Join would copy them).
+func joinedLen(segs []string) int {
+	n := len(segs) - 1
+	for _, s := range segs {
+		n += len(s)
+	}
+	return max(n, 0)
 }
 
 // parseBlob parses segs, which start at blobs or compressed-blobs, into

@@ -2,10 +2,12 @@ package reapi
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/internal/testenv"
 )
 
 const testHash = "a665a45920422f9d417e4867efdc4fb8a04a1f3fff1fa07e998e86f7f7a27ae3" // sha256("123")
@@ -165,10 +167,27 @@ func FuzzParseReadName(f *testing.F) {
 		if rn.Compressor != "" && rn.Compressor != supportedCompressor {
 			t.Fatalf("accepted compressor %q", rn.Compressor)
 		}
+		if want, _ := splitByJoin(name, 0); rn.Instance != want {
+			t.Fatalf("instance %q, want %q", rn.Instance, want)
+		}
 		checkRoundTrip(t, rn, parseReadName, func(rn resourceName) string {
 			return joinInstance(rn.Instance, blobPart(rn))
 		})
 	})
+}
+
+// splitByJoin is what strings.Split and strings.Join make of a name the
+// parser accepted: its instance, and the segments after the size (skip is
+// how many segments stand between the keyword and blobs/: 2 for
+// uploads/{uuid}/). The parser slices the name instead of joining.
+func splitByJoin(name string, skip int) (instance, after string) {
+	segs := strings.Split(name, "/")
+	i := slices.IndexFunc(segs, func(s string) bool { return reservedSegments[s] })
+	j := i + skip + 1 // past blobs/ or compressed-blobs/
+	if segs[i+skip] == "compressed-blobs" {
+		j++
+	}
+	return strings.Join(segs[:i], "/"), strings.Join(segs[j+2:], "/")
 }
 
 func FuzzParseWriteName(f *testing.F) {
@@ -183,6 +202,9 @@ func FuzzParseWriteName(f *testing.F) {
 		if rn.Compressor != "" && rn.Compressor != supportedCompressor {
 			t.Fatalf("accepted compressor %q", rn.Compressor)
 		}
+		if inst, meta := splitByJoin(name, 2); rn.Instance != inst || rn.Metadata != meta {
+			t.Fatalf("instance %q and metadata %q, want %q and %q", rn.Instance, rn.Metadata, inst, meta)
+		}
 		if rn.UUID == "" || strings.Contains(rn.UUID, "/") {
 			t.Fatalf("parsed uuid %q", rn.UUID)
 		}
@@ -194,4 +216,28 @@ func FuzzParseWriteName(f *testing.F) {
 			return s
 		})
 	})
+}
+
+// TestParseNamesAllocateNothing: a ByteStream upload's and read's resource
+// names, with no instance (Bazel's default) and with one of a few
+// segments, metadata included, parse with no allocation: every upload and
+// read parses one (strings.Split and Join made 3 and 5 allocations here;
+// one a name for Bazel's, which have neither instance nor metadata).
+func TestParseNamesAllocateNothing(t *testing.T) {
+	testenv.SkipUnlessAllocationsCount(t)
+	hash := strings.Repeat("ab", 32)
+	for _, inst := range []string{"", "projects/p/instances/default/"} {
+		write := inst + "uploads/3f2c1d9e-8b7a-4c6d-9e0f-1a2b3c4d5e6f/blobs/" + hash + "/4096/meta/data"
+		read := inst + "compressed-blobs/zstd/" + hash + "/4096"
+		if n := testing.AllocsPerRun(100, func() {
+			if _, err := parseWriteName(write); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parseReadName(read); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("parsing %s and %s: %v allocations, want 0", write, read, n)
+		}
+	}
 }
