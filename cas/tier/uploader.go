@@ -393,26 +393,31 @@ func (u *uploader) failures() (int64, bool) {
 
 // finish ends an attempt at p's version: err nil (the backend has it),
 // errLost (it is gone from disk: nothing more to do), or a failure to
-// retry. It counts the attempt and reports a change of state (report
-// runs under u.mu, so only for what is rare) before p settles: Drain and
-// a writer waiting for p return once it has settled, and what they find
-// in TierStats and the log must already include it (a drained store
-// read one upload short, and the recovery line missing, in CI).
-func (u *uploader) finish(p *pendingUpload, version uint64, err error, report func(firstFailure bool, recoveredAfter int)) (failures int) {
+// retry. It counts the attempt, and logs a change of state (rare, so
+// under u.mu), before p settles: Drain and a writer waiting for p return
+// once it has settled, and TierStats and the log must already show it then
+// (a drained store read one upload short, and the recovery line missing,
+// in CI). It returns p's failures in a row if this attempt failed without
+// a line: the caller's to log at debug, outside the lock.
+func (u *uploader) finish(ctx context.Context, p *pendingUpload, version uint64, err error) (quietFailures int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	p.running = false
 	p.attempt, p.lastErr = version, err
-	var firstFailure bool
-	var recoveredAfter int
-	switch {
-	case err == nil || errors.Is(err, errLost):
+	switch lost := errors.Is(err, errLost); {
+	case err == nil || lost:
 		p.uploaded = max(p.uploaded, version)
 		p.failures, p.notBefore = 0, time.Time{}
-		if err == nil && u.failing > 0 {
+		if lost {
+			u.t.c.uploadsLost.Add(1)
+			u.t.log.Error("tier: a pending upload is no longer on disk; the backend will not get it", "entry", p.key.String())
+			break
+		}
+		u.t.c.uploaded.Add(1)
+		if u.failing > 0 {
 			// The backend answers again: whatever waits out a backoff
 			// is due now.
-			recoveredAfter = u.failing
+			u.t.log.Info("tier: uploads to the shared tier succeed again", "tier", u.t.cfg.Name, "failed_attempts", u.failing)
 			u.failing = 0
 			for _, q := range u.queue {
 				q.failures, q.notBefore = 0, time.Time{}
@@ -420,16 +425,20 @@ func (u *uploader) finish(p *pendingUpload, version uint64, err error, report fu
 			u.signalLocked()
 		}
 	default:
+		u.t.c.uploadRetries.Add(1)
 		u.failing++
-		firstFailure = u.failing == 1
 		p.failures++
 		p.notBefore = u.now().Add(u.retryDelay(p.failures))
+		if u.failing == 1 {
+			u.t.log.Log(ctx, slog.LevelWarn, failedLine, "entry", p.key.String(), "failures", p.failures, "err", err)
+		} else {
+			quietFailures = p.failures
+		}
 	}
-	report(firstFailure, recoveredAfter)
 	u.settleLocked(p)
 	close(u.changed)
 	u.changed = make(chan struct{})
-	return p.failures
+	return quietFailures
 }
 
 // wait waits until the backend has version of p, or an attempt at it
@@ -513,27 +522,7 @@ func (u *uploader) work(ctx context.Context) {
 // debug. A line per entry flooded the log with thousands a second while
 // writes went on during an outage.
 func (u *uploader) ended(ctx context.Context, e taken, err error) {
-	lost := errors.Is(err, errLost)
-	var logged bool
-	failures := u.finish(e.p, e.version, err, func(firstFailure bool, recoveredAfter int) {
-		switch {
-		case err == nil:
-			u.t.c.uploaded.Add(1)
-			if recoveredAfter > 0 {
-				u.t.log.Info("tier: uploads to the shared tier succeed again", "tier", u.t.cfg.Name, "failed_attempts", recoveredAfter)
-			}
-		case lost:
-			u.t.c.uploadsLost.Add(1)
-			u.t.log.Error("tier: a pending upload is no longer on disk; the backend will not get it", "entry", e.p.key.String())
-		default:
-			u.t.c.uploadRetries.Add(1)
-			if logged = firstFailure; logged {
-				u.t.log.Log(ctx, slog.LevelWarn, failedLine, "entry", e.p.key.String(), "failures", e.p.failures, "err", err)
-			}
-		}
-	})
-	if err != nil && !lost && !logged {
-		// Outside u.mu: during an outage with debug on, one per attempt.
+	if failures := u.finish(ctx, e.p, e.version, err); failures > 0 {
 		u.t.log.Log(ctx, slog.LevelDebug, failedLine, "entry", e.p.key.String(), "failures", failures, "err", err)
 	}
 }

@@ -17,7 +17,7 @@ const maxIovecs = 1024
 func writeBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
 	total := 0
 	var err error
-	held := withFd(f, func(fd int) {
+	if held := withFd(f, func(fd int) {
 		for len(bufs) > 0 {
 			batch := bufs[:min(len(bufs), maxIovecs)]
 			var n int
@@ -49,8 +49,7 @@ func writeBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
 				bufs = bufs[1:]
 			}
 		}
-	})
-	if held != nil {
+	}); held != nil {
 		err = held
 	}
 	if err != nil {
@@ -58,29 +57,3 @@ func writeBuffersAt(f *os.File, bufs [][]byte, off int64) (int, error) {
 	}
 	return total, nil
 }
-
-// withFd runs fn with f's descriptor, which stays open until fn returns: a
-// Close meanwhile closes it after that, and once f is closed fn does not
-// run (os.ErrClosed). The number f.Fd returns holds nothing: a write
-// through it that raced Close could land in whatever file the kernel gave
-// the number to next (a segment the store opened as it closed another).
-func withFd(f *os.File, fn func(fd int)) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	if rc.Control(func(fd uintptr) {
-		if fdHeld != nil {
-			fdHeld()
-		}
-		fn(int(fd))
-	}) != nil {
-		// Control fails only on a file that is closed or closing.
-		return os.ErrClosed
-	}
-	return nil
-}
-
-// fdHeld, if set (by a test), runs where withFd holds the descriptor,
-// before its system call.
-var fdHeld func()
