@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Writes that hold their file's descriptor (7fe320a) against the commit
+# Writes that hold their file's descriptor (the checkout this script is in,
+# from 7fe320a on) against the commit
 # before (12af2e7): packs' 64-writer record benchmark and the store's
 # streamed 4 KiB writes, the two builds alternating, into the current
-# directory. Run from the repository root; needs benchstat
+# directory (run it from anywhere outside the repository); needs benchstat
 # (go install golang.org/x/perf/cmd/benchstat@latest).
 set -euo pipefail
 out=$PWD
-repo=$(git rev-parse --show-toplevel)
+repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 old=$(mktemp -d)
 trap 'git -C "$repo" worktree remove --force "$old"' EXIT
 git -C "$repo" worktree add -q --force "$old" 12af2e7
