@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Writes that hold their file's descriptor (the checkout this script is in,
-# from 7fe320a on) against the commit
-# before (12af2e7): packs' 64-writer record benchmark and the store's
-# streamed 4 KiB writes, the two builds alternating, into the current
-# directory (run it from anywhere outside the repository); needs benchstat
+# Writes that hold their file's descriptor (the checkout this script is
+# in, from 7fe320a on) against the commit before (12af2e7): packs'
+# 64-writer record benchmark and the store's streamed 4 KiB writes, the
+# two builds alternating, into the current directory (run it from anywhere
+# outside the repository); needs benchstat
 # (go install golang.org/x/perf/cmd/benchstat@latest).
 set -euo pipefail
 out=$PWD
