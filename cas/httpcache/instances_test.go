@@ -45,6 +45,32 @@ func TestInstanceIsolationOverHTTP(t *testing.T) {
 	c.want(200, "PUT", "/open/ac/"+action.Hash, ar)
 }
 
+// A client of one instance, the empty one included, that names another
+// instance's key as its action reaches an entry of its own: it neither
+// reads nor replaces the other instance's result, though anyone can
+// compute that key.
+func TestInstanceKeysAreNotReachableThroughAnotherInstanceOverHTTP(t *testing.T) {
+	all := access.Anyone()
+	c := newCache(t, httpcache.Options{InstanceIsolation: true, Access: &access.Control{
+		Policy: access.Policy{ReadCAS: all, WriteCAS: all, ReadAC: all, WriteAC: all},
+	}})
+	out := []byte("team-a's output")
+	od := cas.DigestOf(out)
+	c.want(200, "PUT", "/cas/"+od.Hash, out)
+	action := cas.DigestOf([]byte("team-a's action"))
+	c.want(200, "PUT", "/team-a/ac/"+action.Hash, marshal(t, &repb.ActionResult{ExitCode: 4, OutputFiles: []*repb.OutputFile{{Path: "o", Digest: od.Proto()}}}))
+	key := actionresult.InstanceKey("team-a", action).Hash
+	planted := marshal(t, &repb.ActionResult{ExitCode: 66, OutputFiles: []*repb.OutputFile{{Path: "o", Digest: od.Proto()}}})
+	for _, through := range []string{"", "/team-b", "/team-a"} {
+		c.want(404, "GET", through+"/ac/"+key, nil)
+		c.want(200, "PUT", through+"/ac/"+key, planted)
+	}
+	got := &repb.ActionResult{}
+	if err := proto.Unmarshal(c.want(200, "GET", "/team-a/ac/"+action.Hash, nil), got); err != nil || got.ExitCode != 4 {
+		t.Fatalf("team-a's result after others wrote its key: %v, %v; want exit code 4", got, err)
+	}
+}
+
 // A GET of a result whose output directory's Tree names a missing file
 // is a 404 saying it is incomplete.
 func TestIncompleteTreeIsAMissOverHTTP(t *testing.T) {

@@ -71,6 +71,32 @@ func TestInstanceIsolationSeparatesActionResults(t *testing.T) {
 	}
 }
 
+// A client of one instance, the empty one included, that names another
+// instance's key as its action digest reaches an entry of its own: it
+// neither reads nor replaces the other instance's result, though anyone
+// can compute that key.
+func TestInstanceKeysAreNotReachableThroughAnotherInstance(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 0, Options{InstanceIsolation: true})
+	out := e.put([]byte("team-a's stdout"))
+	ad := cas.DigestOf([]byte("team-a's action"))
+	if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{InstanceName: "team-a", ActionDigest: ad.Proto(), ActionResult: &repb.ActionResult{ExitCode: 7, StdoutDigest: out.Proto()}}); err != nil {
+		t.Fatal(err)
+	}
+	key := actionresult.InstanceKey("team-a", ad).Proto()
+	for _, through := range []string{"", "team-b", "team-a"} {
+		_, err := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: through, ActionDigest: key})
+		wantCode(t, err, codes.NotFound, "")
+		if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{InstanceName: through, ActionDigest: key, ActionResult: &repb.ActionResult{ExitCode: 66, StdoutDigest: out.Proto()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: "team-a", ActionDigest: ad.Proto()})
+	if err != nil || res.ExitCode != 7 {
+		t.Fatalf("team-a's result after others wrote its key: %v, %v; want exit code 7", res, err)
+	}
+}
+
 // The access file's rules for an instance decide its GetActionResult and
 // UpdateActionResult, and what GetCapabilities advertises for it.
 func TestInstanceRulesOverGRPC(t *testing.T) {
