@@ -18,6 +18,7 @@ import (
 	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/zstdseek"
+	"github.com/membuf/membuf/internal/lograte"
 )
 
 // ErrLocked: another process has the store's directory open (OpenStore).
@@ -97,6 +98,11 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	} else {
+		// A warning or error of one kind at most once a second: a full
+		// disk fails every write alike, and rot found by a scrub or by
+		// reads can find thousands of blobs bad at once.
+		logger = slog.New(lograte.New(logger.Handler(), slog.LevelWarn))
 	}
 	s := &Store{
 		dir:        dir,
@@ -147,7 +153,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	s.committer.start()
 	s.packedBlobs.start()
 	logger.Info("cas store opened", "dir", dir, "entries", totals.Entries, "bytes", totals.Bytes, "max_bytes", maxSize,
-		"pack_segments", segments, "segments_scanned", scanned, "index_checkpoint", fromCheckpoint)
+		"pack_segments", segments, "segments_scanned", scanned, "empty_segments_removed", s.segments.EmptyRemoved(), "index_checkpoint", fromCheckpoint)
 	return s, nil
 }
 

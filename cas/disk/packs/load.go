@@ -64,6 +64,18 @@ func (s *Set) Load(trusted map[uint64]int64) ([]Scanned, error) {
 			f.Close()
 			return nil, fmt.Errorf("disk: scanning pack segment %s: %w", de.Name(), err)
 		}
+		if len(found) == 0 {
+			// No committed record: what a write that found the disk full
+			// left, or a segment whose every writer gave up. Kept, it would
+			// hold a descriptor for nothing.
+			s.segments = s.segments[:len(s.segments)-1]
+			f.Close()
+			if err := s.cfg.FS.Remove(name); err != nil {
+				return nil, fmt.Errorf("disk: removing pack segment %s, which holds no record: %w", de.Name(), err)
+			}
+			s.emptyRemoved++
+			continue
+		}
 		seg.Size = size
 		for _, r := range found {
 			all = append(all, Scanned{r, seg})
@@ -76,6 +88,10 @@ func (s *Set) Load(trusted map[uint64]int64) ([]Scanned, error) {
 	slices.SortStableFunc(all, func(a, b Scanned) int { return cmp.Compare(a.Seg.Seq, b.Seg.Seq) })
 	return all, nil
 }
+
+// EmptyRemoved returns how many segments Load removed for holding no
+// committed record.
+func (s *Set) EmptyRemoved() int { return s.emptyRemoved }
 
 // Rescan scans the segments Load took on trust (FromCheckpoint), whose
 // checkpoint turned out not to check out, clearing their mark, and adds

@@ -2,6 +2,7 @@ package packs
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/membuf/membuf/cas/disk/packfile"
@@ -53,6 +54,14 @@ type Segment struct {
 	// oldest first (see Slot); headerErr, once one could not be.
 	unheaded  []*Slot
 	headerErr error
+	// headed: some slot's header was written (Set.Headed), so the file may
+	// hold a record; one that never had any is dropped, not kept, when its
+	// last writer gives up (a full disk: see Set.finishIfDoneLocked). An
+	// atomic, set outside the lock by the writer whose header it was.
+	headed atomic.Bool
+	// discarded: dropped holding no record; its file is removed, never
+	// kept as a spare (it has no blocks to reuse).
+	discarded bool
 }
 
 // ReadAt reads the segment's file at off; the caller holds the segment.

@@ -73,10 +73,12 @@ type Set struct {
 	closing  bool           // Close has begun: no segment starts being made durable
 	finish   sync.WaitGroup // segments being made durable in the background
 	scanned  int            // segments read record by record at start
-	unsynced map[*Segment]bool
-	syncWake chan struct{} // the syncer's: records to sync, or Close
-	syncDone chan struct{} // closed when the syncer has made its last pass
-	passMu   sync.Mutex    // held through a pass of the syncer (syncPass)
+	// emptyRemoved is how many segments Load removed holding no record.
+	emptyRemoved int
+	unsynced     map[*Segment]bool
+	syncWake     chan struct{} // the syncer's: records to sync, or Close
+	syncDone     chan struct{} // closed when the syncer has made its last pass
+	passMu       sync.Mutex    // held through a pass of the syncer (syncPass)
 	// headed is signalled (on Config.Mu) when a slot's header is written
 	// and a sync or a writer waits for one (waiters: how many); see Slot.
 	headed  *sync.Cond
@@ -225,6 +227,13 @@ func (s *Set) finishIfDoneLocked(seg *Segment) {
 	if !seg.Sealed || seg.open > 0 || seg.durable || seg.Evicted || s.closing {
 		return
 	}
+	if seg.headerErr != nil && !seg.headed.Load() {
+		// No header could be written (a full disk): it holds no record, and
+		// kept it would hold a descriptor and an empty file for each write
+		// that found the disk full.
+		s.discardLocked(seg)
+		return
+	}
 	seg.durable = true // by the time anyone else looks, or the next start will see .open and check it
 	seg.readers++      // the file is this goroutine's until it is done
 	s.finish.Go(func() {
@@ -246,6 +255,17 @@ func (s *Set) finishIfDoneLocked(seg *Segment) {
 		s.ReleaseLocked(seg)
 		s.cfg.Mu.Unlock()
 	})
+}
+
+// discardLocked drops seg, which holds no record, from the set and removes
+// its file once no one holds it.
+func (s *Set) discardLocked(seg *Segment) {
+	seg.discarded = true
+	seg.Evicted = true
+	delete(s.unsynced, seg)
+	s.segments = slices.DeleteFunc(s.segments, func(x *Segment) bool { return x == seg })
+	seg.readers++
+	s.ReleaseLocked(seg)
 }
 
 // OldestEvictableLocked returns the oldest segment eviction may drop:
@@ -299,7 +319,7 @@ func (s *Set) ReleaseLocked(seg *Segment) {
 		return
 	}
 	free := s.path(seg.Seq, freeSuffix)
-	if len(s.spare) < maxSpareFiles && !s.closing {
+	if len(s.spare) < maxSpareFiles && !s.closing && !seg.discarded {
 		if err := s.cfg.FS.Rename(seg.name, free); err == nil {
 			s.spare = append(s.spare, spareFile{seg.f, free})
 			return

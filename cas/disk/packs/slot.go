@@ -131,6 +131,9 @@ func (s *Set) Headed(sl *Slot, err error) {
 		return
 	}
 	sl.state.Store(slotHeaded)
+	if !sl.Seg.headed.Load() { // a load, not a store, each record: the line stays shared
+		sl.Seg.headed.Store(true)
+	}
 	// A sync counts itself a waiter before it last looks at the states,
 	// so either it sees this slot headed or this sees it waiting.
 	if s.waiters.Load() > 0 {
