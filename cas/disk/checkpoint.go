@@ -147,6 +147,18 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 		files[packindex.Key{Hash: h, AC: e.Key.Kind == kindAC}] = e
 	})
 	var recs []packindex.Record
+	// What the checkpoint names in segments no longer on disk (removed or
+	// renamed while the store was stopped): dropped, and said once.
+	var gone struct {
+		records  int
+		segments map[uint32]bool
+	}
+	defer func() {
+		if gone.records > 0 {
+			c.log.Warn("the index checkpoint names records of pack segments that are gone: their entries are dropped",
+				"entries", gone.records, "segments", len(gone.segments))
+		}
+	}()
 	// The size of each segment's file, once one of its records was found
 	// there as the checkpoint says (Segment.CheckCommitted).
 	fileSizes := make(map[*packs.Segment]int64)
@@ -160,7 +172,14 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 		for _, r := range recs {
 			seg := c.set.LiveLocked(r.Seq)
 			if seg == nil || !seg.FromCheckpoint {
-				continue // its segment is gone since
+				if seg == nil { // its segment is gone since: said below
+					if gone.segments == nil {
+						gone.segments = make(map[uint32]bool)
+					}
+					gone.records++
+					gone.segments[r.Seq] = true
+				}
+				continue
 			}
 			kind := kindCAS
 			if r.AC {

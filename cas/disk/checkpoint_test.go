@@ -1,11 +1,15 @@
 package disk
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/membuf/membuf/cas"
@@ -294,4 +298,39 @@ func TestCheckpointsWriteStaleLoad(t *testing.T) {
 		t.Fatalf("loaded %v, covering %d segments; want loaded, covering %d", r.checkpointLoaded, r.checkpoints.segments, covered)
 	}
 	checkAll(t, r, ds, datas)
+}
+
+// A start that finds segments the checkpoint names gone (removed or
+// renamed while the store was stopped) drops their entries and says how
+// many, once.
+func TestRestartSaysWhatTheCheckpointNamesInGoneSegments(t *testing.T) {
+	dir, ds, _ := closedStore(t)
+	packs, err := filepath.Glob(filepath.Join(dir, packDirName, "*.pack"))
+	if err != nil || len(packs) < 2 {
+		t.Fatalf("%d finished segments, %v; want several", len(packs), err)
+	}
+	for _, name := range packs[:2] {
+		if err := os.Rename(name, name+".moved"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer // the store logs from this goroutine while it opens
+	s, err := OpenStore(dir, checkpointStoreSize, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dropped := len(ds) - int(s.Stats().Blobs)
+	if dropped <= 0 {
+		t.Fatalf("%d entries of %d after two segments went; want fewer", s.Stats().Blobs, len(ds))
+	}
+	var lines []string
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "pack segments that are gone") {
+			lines = append(lines, line)
+		}
+	}
+	if want := fmt.Sprintf("entries=%d segments=2", dropped); len(lines) != 1 || !strings.Contains(lines[0], want) {
+		t.Errorf("log lines about the gone segments: %q; want one saying %s", lines, want)
+	}
 }
