@@ -35,10 +35,12 @@ func (f *fullFS) wrap(file vfs.File, err error) (vfs.File, error) {
 	return &fullFile{File: file, fs: f}, nil
 }
 
-func (f *fullFS) Open(name string) (vfs.File, error)         { return f.wrap(f.FS.Open(name)) }
-func (f *fullFS) OpenReadWrite(name string) (vfs.File, error) { return f.wrap(f.FS.OpenReadWrite(name)) }
-func (f *fullFS) OpenAppend(name string) (vfs.File, error)    { return f.wrap(f.FS.OpenAppend(name)) }
-func (f *fullFS) Create(name string) (vfs.File, error)        { return f.wrap(f.FS.Create(name)) }
+func (f *fullFS) Open(name string) (vfs.File, error) { return f.wrap(f.FS.Open(name)) }
+func (f *fullFS) OpenReadWrite(name string) (vfs.File, error) {
+	return f.wrap(f.FS.OpenReadWrite(name))
+}
+func (f *fullFS) OpenAppend(name string) (vfs.File, error) { return f.wrap(f.FS.OpenAppend(name)) }
+func (f *fullFS) Create(name string) (vfs.File, error)     { return f.wrap(f.FS.Create(name)) }
 func (f *fullFS) CreateTemp(dir, pattern string) (vfs.File, error) {
 	return f.wrap(f.FS.CreateTemp(dir, pattern))
 }
