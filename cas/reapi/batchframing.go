@@ -15,27 +15,50 @@ import (
 // 5,580,000 on the wire, 33,000 missing digests 2 MB of request and more
 // of NOT_FOUNDs. So:
 //
-//   - BatchReadBlobs counts against the limit, for each digest, its data
-//     and what its answer takes on the wire besides (readAnswerFraming:
-//     the digest echoed, the data's tag and length, a status), which is
-//     what a client counts that cuts its batches by the encoded answer
-//     (the REAPI Go SDK), so that the advertised limit is true of the
-//     answer;
-//   - BatchUpdateBlobs counts its answers' framing (updateAnswerFraming)
-//     against the limit too, apart from its data: a request of millions
-//     of empty entries fits the receive limit, and its answer would not;
+//   - BatchUpdateBlobs counts its blobs' data against the limit, and its
+//     answers' framing (updateAnswerFraming) against the limit too, apart
+//     from the data: a request of millions of empty entries fits the
+//     receive limit, and its answer would not;
+//   - BatchReadBlobs counts its blobs' sizes against the limit, as
+//     REAPI says ("the combined total size of blobs"), so that whatever
+//     one batch may upload one batch may read back, and what each answer
+//     takes on the wire besides (readAnswerFraming: the digest echoed,
+//     the data's tag and length, a status) apart, against
+//     readFramingLimit;
+//   - the server's send limit (MaxAnswerSize) has room for the data, the
+//     framing and the budget below;
 //   - the status messages of either answer share BatchMessageBudget
 //     (messageBudget); past it a status carries its code alone, which is
 //     what a client acts on.
 //
-// An answer is then at most max_batch_total_size_bytes plus
-// BatchMessageBudget, and the compressor field and zstd's framing of
-// blobs sent as stored frames (a few bytes each, under 1%).
+// An answer is then at most MaxAnswerSize.
 
 // BatchMessageBudget bounds the bytes of status messages (and details) in
 // one batch's answer: the gRPC server's send limit must exceed
 // MaxBatchBytes by at least this much.
 const BatchMessageBudget = 256 << 10
+
+// readFramingLimit is how many bytes of framing a BatchReadBlobs answer
+// may take for a server of max_batch_total_size_bytes maxBatch: more
+// than a batch update's answer may (maxBatch) by what reading a digest
+// takes more than updating it (at most 8 bytes: the data's tag and
+// length, a longer entry length; a digest's update answer takes at
+// least 76), so that every set of blobs a batch update accepts a batch
+// read accepts too.
+func readFramingLimit(maxBatch int64) int64 { return maxBatch + maxBatch/8 }
+
+// MaxAnswerSize is the gRPC send limit a server whose Options.MaxBatchBytes
+// is maxBatchBytes (0: DefaultMaxBatchBytes) needs so that it can answer
+// every batch it accepts: a read's data (maxBatchBytes) and framing
+// (readFramingLimit), BatchMessageBudget, and the compressor field of
+// each blob sent as its stored zstd frames (2 bytes; a blob's framing is
+// at least 76).
+func MaxAnswerSize(maxBatchBytes int64) int {
+	if maxBatchBytes <= 0 {
+		maxBatchBytes = DefaultMaxBatchBytes
+	}
+	return int(maxBatchBytes + readFramingLimit(maxBatchBytes) + maxBatchBytes/32 + BatchMessageBudget)
+}
 
 // codeOnlyStatusLen is the most a status with a code and no message takes
 // as a field of an answer: tag, length, the code's tag and value (a code

@@ -15,14 +15,15 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// sendLimitEnv is newEnv with the gRPC limits membuf serve sets
-// (server.MaxMessageSize: the larger of the batch limit and 4 MiB, plus
-// 1 MiB) and a client that receives whatever the server sends.
+// sendLimitEnv is newEnv with the gRPC limits membuf serve sets (a
+// receive limit of server.MaxMessageSize: the larger of the batch limit
+// and 4 MiB, plus 1 MiB; a send limit of MaxAnswerSize) and a client that
+// receives whatever the server sends.
 func sendLimitEnv(t *testing.T) *testEnv {
 	t.Helper()
 	const limit = 4<<20 + 1<<20
 	e := &testEnv{t: t, dir: t.TempDir()}
-	e.grpcOpts = append(serverOptionsForTests(t, e.opts), grpc.MaxSendMsgSize(limit), grpc.MaxRecvMsgSize(limit))
+	e.grpcOpts = append(serverOptionsForTests(t, e.opts), grpc.MaxSendMsgSize(MaxAnswerSize(0)), grpc.MaxRecvMsgSize(limit))
 	e.start()
 	t.Cleanup(e.stop)
 	return e
@@ -169,6 +170,46 @@ func TestBatchAnswersOfManyBadEntries(t *testing.T) {
 		for i, r := range resp.Responses {
 			if codes.Code(r.Status.GetCode()) != codes.InvalidArgument {
 				t.Fatalf("entry %d: %v, want INVALID_ARGUMENT", i, r.Status)
+			}
+		}
+	}
+}
+
+// What one batch may upload, one batch may read back: blobs whose sizes
+// add up to exactly max_batch_total_size_bytes, three large ones or
+// thousands of 1 KiB, are accepted by BatchUpdateBlobs and answered whole
+// by BatchReadBlobs, as REAPI bounds "the combined total size of blobs".
+func TestBatchReadAnswersWhatABatchUpdateAccepts(t *testing.T) {
+	e := sendLimitEnv(t)
+	ctx := context.Background()
+	caps, err := e.caps.GetCapabilities(ctx, &repb.GetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := int(caps.CacheCapabilities.MaxBatchTotalSizeBytes)
+	third := limit / 3
+	sets := map[string][][]byte{
+		"three blobs": {
+			bytes.Repeat([]byte{1}, third), bytes.Repeat([]byte{2}, third), bytes.Repeat([]byte{3}, limit-2*third),
+		},
+		"blobs of 1 KiB": smallBlobs(limit/1024, 1024),
+	}
+	for name, blobs := range sets {
+		ds := storeBatches(t, e, blobs)
+		var total int
+		for _, b := range blobs {
+			total += len(b)
+		}
+		if total != limit {
+			t.Fatalf("%s: %d bytes, want exactly the limit %d", name, total, limit)
+		}
+		resp, err := e.cas.BatchReadBlobs(ctx, &repb.BatchReadBlobsRequest{Digests: ds}, bigCall)
+		if err != nil {
+			t.Fatalf("%s, %d bytes in all (the advertised limit): %v", name, total, err)
+		}
+		for i, r := range resp.Responses {
+			if r.Status.GetCode() != 0 || !bytes.Equal(r.Data, blobs[i]) {
+				t.Fatalf("%s: blob %d: %v, %d bytes", name, i, r.Status, len(r.Data))
 			}
 		}
 	}

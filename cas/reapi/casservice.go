@@ -251,8 +251,9 @@ func (c *casService) updateStatus(d cas.Digest, err error) *statuspb.Status {
 }
 
 // BatchReadBlobs returns each blob with its own status. A request whose
-// digests add up to more than max_batch_total_size_bytes, each with its
-// answer's framing (batchframing.go), is INVALID_ARGUMENT as a whole. Blobs come back uncompressed (identity is
+// digests' sizes add up to more than max_batch_total_size_bytes, or whose
+// answer's framing would be more than readFramingLimit (batchframing.go),
+// is INVALID_ARGUMENT as a whole. Blobs come back uncompressed (identity is
 // always acceptable).
 func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobsRequest) (*repb.BatchReadBlobsResponse, error) {
 	zstdOK, err := c.checkBatchRead(ctx, req)
@@ -305,14 +306,21 @@ func (c *casService) checkBatchRead(ctx context.Context, req *repb.BatchReadBlob
 	if err := rpcstatus.DigestFunction(req.DigestFunction); err != nil {
 		return false, err
 	}
-	// Each digest counts its size and its answer's framing
-	// (batchframing.go): the answer must fit the send limit.
-	var total int64
+	// The blobs' sizes count against the advertised limit, as a batch
+	// update's do, so that whatever one batch may upload one batch may
+	// read back; their answers' framing counts apart (batchframing.go),
+	// against readFramingLimit, and the send limit (MaxAnswerSize) has
+	// room for both.
+	var total, framing int64
 	for _, p := range req.Digests {
-		total += max(p.GetSizeBytes(), 0) + readAnswerFraming(p)
-		if total > c.s.opts.MaxBatchBytes {
-			return false, status.Errorf(codes.InvalidArgument, "batch of %d digests asks for more than max_batch_total_size_bytes %d, counting about %d bytes of framing per blob answered; split it or use ByteStream Read", len(req.Digests), c.s.opts.MaxBatchBytes, readAnswerFraming(p))
-		}
+		total += max(p.GetSizeBytes(), 0)
+		framing += readAnswerFraming(p)
+	}
+	if max := c.s.opts.MaxBatchBytes; total > max {
+		return false, status.Errorf(codes.InvalidArgument, "batch of %d digests asks for %d bytes of blobs, over max_batch_total_size_bytes %d; split it or use ByteStream Read", len(req.Digests), total, max)
+	}
+	if max := readFramingLimit(c.s.opts.MaxBatchBytes); framing > max {
+		return false, status.Errorf(codes.InvalidArgument, "batch of %d digests would be answered with %d bytes of framing, over the %d this server allows; split it", len(req.Digests), framing, max)
 	}
 	return slices.Contains(req.AcceptableCompressors, repb.Compressor_ZSTD), nil
 }

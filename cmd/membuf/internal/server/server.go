@@ -291,7 +291,7 @@ func (s *Server) newServices() error {
 // TLS.
 func (s *Server) newGRPCServer() {
 	s.requests = &metrics.GRPCRequests{}
-	opts := append(reapi.ServerOptions(s.pool), grpc.MaxRecvMsgSize(s.msgSize), grpc.MaxSendMsgSize(s.msgSize))
+	opts := append(reapi.ServerOptions(s.pool), grpc.MaxRecvMsgSize(s.msgSize), grpc.MaxSendMsgSize(max(s.msgSize, reapi.MaxAnswerSize(s.cfg.Limits.MaxBatchSize))))
 	opts = append(opts, s.requests.ServerOptions()...)
 	s.latency = metrics.NewLatency()
 	opts = append(opts, s.latency.GRPCServerOptions()...)
