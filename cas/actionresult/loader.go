@@ -26,8 +26,9 @@ type LoaderOptions struct {
 	// every output directory's Tree is read and its files looked up on
 	// every hit.
 	Generation func() uint64
-	// Trees remembers the Trees found complete; nil with a Generation: a
-	// TreeMemory of DefaultRememberedTrees.
+	// Trees remembers the Trees found complete (with a Generation) and
+	// those found lacking a file; nil: a TreeMemory of
+	// DefaultRememberedTrees of the Loader's own.
 	Trees *TreeMemory
 	// MaxTreeBytes bounds an output directory's Tree message read to
 	// check it; a larger one makes its result a miss, logged (Unservable).
@@ -66,7 +67,7 @@ func NewLoader(store cas.Storage, opts LoaderOptions) *Loader {
 	if l.maxTree <= 0 {
 		l.maxTree = DefaultMaxTreeBytes
 	}
-	if l.generation != nil && l.trees == nil {
+	if l.trees == nil {
 		l.trees = NewTreeMemory(0)
 	}
 	return l
@@ -78,9 +79,7 @@ func (l *Loader) Stats() LoaderStats {
 		Served: l.served.Load(), Incomplete: l.incomplete.Load(),
 		TreesRead: l.treesRead.Load(), TreesRemembered: l.treesRemembered.Load(),
 	}
-	if l.trees != nil {
-		s.TreesKnown = l.trees.Len()
-	}
+	s.TreesKnown = l.trees.Len()
 	return s
 }
 
@@ -146,51 +145,95 @@ func (l *Loader) isIncomplete(err *Incomplete) error {
 
 // checkTrees looks up every file of the Trees of ar's output directories
 // not known complete at gen, each Tree read once, all the files in one
-// FindMissing, and remembers those Trees complete if they are.
+// FindMissing, and remembers those Trees complete if they are. A Tree
+// found incomplete before is not read again while the file it lacked is
+// still missing: one lookup of that file answers for it.
 func (l *Loader) checkTrees(ctx context.Context, action cas.Digest, ar *repb.ActionResult, gen uint64) error {
-	var read []cas.Digest  // Trees read, to remember
-	var files []cas.Digest // their files, in order
-	var owners []string    // the output directory of each file
+	var toRead []treeRef
+	seen := make(map[cas.Digest]bool, len(ar.OutputDirectories)) // a Tree shared by several directories is read once
+	var lacked []cas.Digest                                      // the files remembered missing, one per Tree, in toRead's order
+	var lacking []treeRef
 	for _, dir := range ar.OutputDirectories {
 		td, _ := cas.ParseDigest(dir.TreeDigest) // checked by Load
+		if seen[td] {
+			continue
+		}
+		seen[td] = true
 		if l.generation != nil && l.trees.Complete(td, gen) {
 			l.treesRemembered.Add(1)
 			continue
 		}
-		if slices.Contains(read, td) {
+		ref := treeRef{path: dir.Path, tree: td}
+		if m, ok := l.trees.Lacks(td); ok {
+			lacked, lacking = append(lacked, m), append(lacking, ref)
 			continue
 		}
-		tree, err := l.readTree(ctx, action, dir.Path, td)
+		toRead = append(toRead, ref)
+	}
+	if len(lacked) > 0 {
+		missing, err := l.store.FindMissing(cas.ServerCheck(ctx), lacked)
+		if err != nil {
+			return fmt.Errorf("action result for %s: checking its output directories' files: %w", action, err)
+		}
+		if len(missing) > 0 {
+			ref := lacking[slices.Index(lacked, missing[0])]
+			return l.isIncomplete(&Incomplete{Action: action, Output: fmt.Sprintf("file in output directory %q", cas.Clip(ref.path)), Missing: missing[0]})
+		}
+		// Every file they lacked is stored now: read them again.
+		toRead = append(toRead, lacking...)
+	}
+	if len(toRead) == 0 {
+		return nil
+	}
+	var files []cas.Digest // the Trees' files, in order
+	var owners []int       // the index in toRead of each file's Tree
+	for i, ref := range toRead {
+		tree, err := l.readTree(ctx, action, ref.path, ref.tree)
 		if err != nil {
 			return err
 		}
-		read = append(read, td)
 		n := len(files)
 		if files, err = treeFiles(tree, files); err != nil {
-			return &Unservable{Action: action, Reason: fmt.Sprintf("output directory %q has a bad Tree", cas.Clip(dir.Path)), Cause: err}
+			return &Unservable{Action: action, Reason: fmt.Sprintf("output directory %q has a bad Tree", cas.Clip(ref.path)), Cause: err}
 		}
 		for range len(files) - n {
-			owners = append(owners, dir.Path)
+			owners = append(owners, i)
 		}
 	}
-	if len(read) == 0 {
-		return nil
-	}
-	l.treesRead.Add(int64(len(read)))
+	l.treesRead.Add(int64(len(toRead)))
 	missing, err := l.store.FindMissing(cas.ServerCheck(ctx), files)
 	if err != nil {
 		return fmt.Errorf("action result for %s: checking its output directories' files: %w", action, err)
 	}
 	if len(missing) > 0 {
-		owner := owners[slices.Index(files, missing[0])]
-		return l.isIncomplete(&Incomplete{Action: action, Output: fmt.Sprintf("file in output directory %q", cas.Clip(owner)), Missing: missing[0]})
+		// FindMissing answers in the order asked: one pass pairs each
+		// missing file with its Tree.
+		var first treeRef
+		for i, j := 0, 0; i < len(files) && j < len(missing); i++ {
+			if files[i] != missing[j] {
+				continue
+			}
+			ref := toRead[owners[i]]
+			if j == 0 {
+				first = ref
+			}
+			l.trees.RememberLacking(ref.tree, missing[j])
+			j++
+		}
+		return l.isIncomplete(&Incomplete{Action: action, Output: fmt.Sprintf("file in output directory %q", cas.Clip(first.path)), Missing: missing[0]})
 	}
 	if l.generation != nil {
-		for _, td := range read {
-			l.trees.Remember(td, gen)
+		for _, ref := range toRead {
+			l.trees.Remember(ref.tree, gen)
 		}
 	}
 	return nil
+}
+
+// treeRef is an output directory's Tree, and the directory's path.
+type treeRef struct {
+	path string
+	tree cas.Digest
 }
 
 // readTree reads and parses the Tree td of output directory path.

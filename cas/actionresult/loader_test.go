@@ -3,6 +3,7 @@ package actionresult_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -175,5 +176,69 @@ func TestTreeMemoryIsBoundedAndKeyedByGeneration(t *testing.T) {
 	mem.Remember(ds[9], 8) // a tree checked again replaces its record
 	if !mem.Complete(ds[9], 8) || mem.Complete(ds[9], 7) || mem.Len() > 4 {
 		t.Fatal("a tree checked again at a new generation is not known at it alone")
+	}
+}
+
+// A Tree found lacking a file is not read again while that file is still
+// missing: a repeated request for its result costs a lookup of the file,
+// with or without a generation. Once the file is stored, the Tree is read
+// again and the result served.
+func TestLoaderRemembersWhatAnIncompleteTreeLacks(t *testing.T) {
+	ctx := context.Background()
+	for _, withGeneration := range []bool{true, false} {
+		m := newMemStore()
+		a := m.put([]byte("file a"))
+		bData := []byte("file b, not stored yet")
+		b := cas.DigestOf(bData)
+		tree := putTree(t, m, []*repb.FileNode{fileNode("a", a), fileNode("b", b)}, nil)
+		action := putResult(t, m, "action", &repb.ActionResult{OutputDirectories: []*repb.OutputDirectory{{Path: "out", TreeDigest: tree.Proto()}}})
+		var opts actionresult.LoaderOptions
+		if withGeneration {
+			opts.Generation = m.generation
+		}
+		l := actionresult.NewLoader(m, opts)
+		load := func(wantReads int, wantMissing cas.Digest) {
+			t.Helper()
+			r0, _ := m.calls()
+			_, _, err := l.Load(ctx, action)
+			r1, _ := m.calls()
+			inc, _ := errors.AsType[*actionresult.Incomplete](err)
+			switch {
+			case wantMissing != (cas.Digest{}) && (inc == nil || inc.Missing != wantMissing || !strings.Contains(err.Error(), `output directory "out"`)):
+				t.Errorf("generation %v: %v; want an Incomplete miss naming output directory \"out\" and %s", withGeneration, err, wantMissing)
+			case wantMissing == (cas.Digest{}) && err != nil:
+				t.Errorf("generation %v: %v; want a hit", withGeneration, err)
+			}
+			if r1-r0 != wantReads {
+				t.Errorf("generation %v: the request read %d blobs; want %d", withGeneration, r1-r0, wantReads)
+			}
+		}
+		load(1, b) // read, found lacking b
+		load(0, b) // b still missing: not read again
+		load(0, b)
+		m.put(bData)
+		load(1, cas.Digest{}) // b stored: read again, complete
+	}
+}
+
+// BenchmarkLoadManyTrees is one result naming 20,000 distinct Trees of one
+// file each (a 1.6 MB result), every Tree read and checked on each
+// request, as after an eviction: the check is linear in the Trees read.
+func BenchmarkLoadManyTrees(b *testing.B) {
+	ctx := context.Background()
+	m := newMemStore()
+	ar := &repb.ActionResult{}
+	for i := range 20_000 {
+		f := m.put(fmt.Appendf(nil, "file %d", i))
+		tree := putTree(b, m, []*repb.FileNode{fileNode("f", f)}, nil)
+		ar.OutputDirectories = append(ar.OutputDirectories, &repb.OutputDirectory{Path: fmt.Sprintf("out/%d", i), TreeDigest: tree.Proto()})
+	}
+	action := putResult(b, m, "action", ar)
+	l := actionresult.NewLoader(m, actionresult.LoaderOptions{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := l.Load(ctx, action); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
