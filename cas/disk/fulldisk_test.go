@@ -5,15 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/disktest"
 	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
@@ -206,4 +209,59 @@ func TestAFullDiskLeavesNothingBehind(t *testing.T) {
 			t.Fatalf("after a start, reading back %d bytes: %d bytes, %v", len(data), len(got), err)
 		}
 	}
+}
+
+// Rot found in many blobs at once is logged a line of a kind a second,
+// not a line a blob: the store's warnings and errors are rate-limited.
+func TestCorruptBlobsAreLoggedAtABoundedRate(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, 0, nil, WithPacks(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ds []cas.Digest
+	for i := range 40 {
+		data := testblob.Random(8<<10, uint64(i))
+		d := cas.DigestOf(data)
+		if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		disktest.FlipByte(t, disktest.BlobPath(dir, d), 100, true)
+	}
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	s, err = OpenStore(dir, 0, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)), WithPacks(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, d := range ds {
+		if _, err := cas.ReadAll(ctx, s, d); !errors.Is(err, cas.ErrNotFound) {
+			t.Fatalf("reading a rotten blob: %v; want not found", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "level=ERROR"); n == 0 || n > 2 {
+		t.Errorf("%d rotten blobs read in well under a second logged %d error lines; want 1 or 2:\n%s", len(ds), n, logs.String())
+	}
+}
+
+// lockedWriter is w written under mu: a store logs from several goroutines.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
