@@ -94,6 +94,11 @@ func (t *Store) runFill(f *fill) {
 	t.fillMu.Unlock()
 	if err != nil {
 		t.c.fillsFailed.Add(1)
+		if errors.Is(err, cas.ErrNotFound) {
+			// Gone from the backend: FindMissing and the action results'
+			// checks must not go on calling it present.
+			t.exists.Absent(f.d)
+		}
 		t.log.Warn("tier: fill from the backend failed", "digest", f.d.String(), "err", err)
 	} else {
 		t.c.fills.Add(1)

@@ -64,6 +64,11 @@ type Config struct {
 	// seconds. A negative MissingTTL remembers no "no": another node's
 	// upload is seen at once, at the cost of a HEAD per local miss.
 	ExistsTTL, MissingTTL time.Duration
+	// CheckTTL is how long a "yes" is trusted for the server's own check
+	// that an action result's outputs are stored (cas.ServerCheck): an
+	// older one is asked again, so a hit whose outputs the backend lost
+	// is served for at most this long; 0 means 10 seconds.
+	CheckTTL time.Duration
 	// BatchEntries, BatchBytes and BatchLinger bound the batches of small
 	// entries (256 KiB or less) handed to the backend's Put at once: at
 	// most BatchEntries entries and BatchBytes bytes, an entry waiting up
@@ -122,7 +127,7 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 		return nil, errors.New("tier: Config.Dir (the local store's directory, for the upload journal) is empty")
 	}
 	if cfg.ChunkSize < 0 || cfg.UploadWorkers < 0 || cfg.UploadBytes < 0 ||
-		cfg.RequestTimeout < 0 || cfg.ExistsTTL < 0 || cfg.RetryBackoff < 0 ||
+		cfg.RequestTimeout < 0 || cfg.ExistsTTL < 0 || cfg.CheckTTL < 0 || cfg.RetryBackoff < 0 ||
 		cfg.BatchEntries < 0 || cfg.BatchBytes < 0 || cfg.BatchLinger < 0 {
 		return nil, fmt.Errorf("tier: a negative Config field: %+v", cfg)
 	}
@@ -133,6 +138,7 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 	setDefault(&cfg.RequestTimeout, 30*time.Second)
 	setDefault(&cfg.ExistsTTL, 5*time.Minute)
 	setDefault(&cfg.MissingTTL, 10*time.Second)
+	setDefault(&cfg.CheckTTL, 10*time.Second)
 	setDefault(&cfg.RetryBackoff, time.Second)
 	setDefault(&cfg.BatchEntries, batchEntries)
 	setDefault(&cfg.BatchBytes, batchBytes)
@@ -281,6 +287,10 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 			continue
 		}
 		exists, ok := t.exists.Get(d)
+		if cas.IsServerCheck(ctx) && !cas.IsQuickCheck(ctx) {
+			// An action result's outputs: a stale yes would serve it.
+			exists, ok = t.exists.Recent(d, t.cfg.CheckTTL)
+		}
 		if ok && !cas.IsQuickCheck(ctx) { // a write's own check is no lookup
 			t.c.existsCacheHits.Add(1)
 		} else {
@@ -320,8 +330,9 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 				t.exists.Set(d, false)
 				t.log.Debug("tier: the entry under a digest's hash has another size; missing", "digest", d.String(), "size", size)
 			case statErr == nil:
-				// Absent (an answer that failed is not remembered).
-				t.exists.Set(d, false)
+				// Absent (an answer that failed is not remembered); a
+				// yes remembered from before is forgotten.
+				t.exists.Absent(d)
 			}
 		}
 		for i, d := range ask {
