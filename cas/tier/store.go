@@ -41,9 +41,9 @@ type Config struct {
 	// Dir is the disk store's directory: the upload journal lives there,
 	// with the entries it lists.
 	Dir string
-	// Pool provides the chunks of uploads and of fills no client streams
-	// (batch reads); nil allocates them. A streaming read's chunks come
-	// from the pool its caller passes to ReadChunks.
+	// Pool provides the chunks of uploads and fills; nil allocates them.
+	// A read's chunks come from the pool its caller passes to
+	// ReadChunks.
 	Pool membuf.BufferPool
 	// ChunkSize is the chunk size of those; 0 means cas.DefaultChunkSize.
 	ChunkSize int
