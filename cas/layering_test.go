@@ -36,8 +36,9 @@ func TestImportsRunOneWay(t *testing.T) {
 		// The tier machinery knows no backend and no local store but
 		// through their interfaces; a backend knows the tier's contract
 		// and nothing else of the cache.
-		"tier":           {mod, mod + "/tier/existence"},
+		"tier":           {mod, mod + "/tier/existence", mod + "/tier/acbudget"},
 		"tier/existence": {mod},
+		"tier/acbudget":  {},
 		// Test support: a backend behind a real tier on a real disk.
 		"tier/backendtest": {mod, mod + "/tier", mod + "/disk", mod + "/internal/testblob"},
 		"backend/s3":       {mod, mod + "/tier"},

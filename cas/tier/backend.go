@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier/acbudget"
 )
 
 // Backend is the shared store behind a tier: an object store bucket (S3,
@@ -51,6 +52,20 @@ type Backend interface {
 	// another error when the backend does not answer (it may come back).
 	Probe(ctx context.Context) error
 }
+
+// ActionResultLimit is the most bytes of an action result a Backend's
+// Get under ctx may hold in memory before it returns (what the tier's read
+// holds of its budget for it): one that must receive the entry whole to
+// return it (a gRPC message, an answer of unknown length) receives at
+// most this many bytes, failing with an error wrapping ErrOverLimit past
+// them; one that streams returns the Object with its Size, which the tier
+// checks. Without the tier's limit, acbudget.DefaultCap (4 MiB).
+func ActionResultLimit(ctx context.Context) int64 { return acbudget.Limit(ctx) }
+
+// ErrOverLimit is wrapped by a Backend's Get of an action result larger
+// than ActionResultLimit that it cannot stream: the tier reads it again
+// with more budget, up to its cap.
+var ErrOverLimit = acbudget.ErrOverLimit
 
 // Toucher is a Backend that wants to know which entries the tier served,
 // or counted present, from its local store: one whose entries age (packs

@@ -5,9 +5,9 @@
 //
 // The machinery is the same for every backend and lives here: reads are
 // served locally when the blob is there, and a miss is filled from the
-// backend (one fill per blob however many readers wait for it, streamed to
-// the first reader as it arrives, committed locally only once its SHA-256
-// matches); writes commit locally first, are recorded in a durable
+// backend (one fill per blob however many readers wait for it, committed
+// locally only once its SHA-256 matches, and read from there: no reader
+// gets a byte before the check); writes commit locally first, are recorded in a durable
 // journal, and are uploaded by a bounded background queue with backoff (or
 // before the write returns, in write-through mode); FindMissing asks the
 // backend only about the local misses, all at once, through a short-lived

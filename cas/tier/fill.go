@@ -17,83 +17,46 @@ import (
 // if size and SHA-256 match). It runs on a goroutine of its own under the
 // Store's context, not a client's: a client that goes away neither
 // corrupts nor abandons it. Concurrent readers of one missing blob share
-// one fill (Store.fills): the first, the leader, also receives the chunks
-// as they arrive, by reference; the others wait for the commit and read
-// from disk.
+// one fill (Store.fills), and all read from disk once it has committed: no
+// byte reaches a client before the whole blob is checked, since a client
+// that got bytes of a blob that then failed its check could resume its
+// read at their end and stitch the right rest onto them.
 type fill struct {
 	d         cas.Digest
 	pool      membuf.BufferPool
 	chunkSize int
 
-	// The leader's range and stream; chunks is nil when there is no leader.
-	// Set before the fill starts, never changed.
-	off, end int64
-	chunks   chan fillChunk // closed by the fill when it sends no more
-	gone     chan struct{}  // closed by the leader when it stops reading
-
-	// Only the fill's goroutine uses detached: it stopped sending (and
-	// closed chunks) because the leader was too slow.
-	detached bool
-
 	done chan struct{} // closed when the fill has ended
 	err  error         // why it failed; set before done closes
 }
 
-// fillChunk is part of the blob at off, holding one reference.
-type fillChunk struct {
-	off int64
-	buf membuf.Buffer
-}
-
-// leaderBuffer is how many chunks a fill queues for a leader that is slower
-// than the backend before it waits for it; leaderPatience, how long it then
-// waits before it stops sending, so that one slow client does not stall
-// the fill (the leader then reads the rest from disk once it is there).
-const (
-	leaderBuffer   = 16
-	leaderPatience = 2 * time.Second
-)
-
-// joinFill returns the fill of d, starting one if none is running. leader
-// says whether the caller started it, and so receives its chunks of
-// [off, end) on f.chunks; stream says whether the caller wants that
-// (ReadAll does not).
-func (t *Store) joinFill(d cas.Digest, stream bool, off, end int64, pool membuf.BufferPool, chunkSize int) (f *fill, leader bool) {
+// joinFill returns the fill of d, starting one if none is running.
+func (t *Store) joinFill(d cas.Digest) *fill {
 	t.fillMu.Lock()
 	defer t.fillMu.Unlock()
 	if f := t.fills[d]; f != nil {
-		return f, false
+		return f
 	}
-	f = &fill{d: d, pool: pool, chunkSize: chunkSize, done: make(chan struct{})}
-	if stream {
-		f.off, f.end = off, end
-		f.chunks = make(chan fillChunk, leaderBuffer)
-		f.gone = make(chan struct{})
-	}
+	f := &fill{d: d, pool: t.cfg.Pool, chunkSize: t.cfg.ChunkSize, done: make(chan struct{})}
 	t.fills[d] = f
 	t.wg.Add(1)
 	go t.runFill(f)
-	return f, true
+	return f
 }
 
 func (t *Store) runFill(f *fill) {
 	defer t.wg.Done()
 	err := t.fillOnce(f)
-	if f.chunks != nil && !f.detached {
-		close(f.chunks)
-	}
-	if f.chunks != nil {
-		select {
-		case <-f.gone:
-			drainChunks(f.chunks)
-		default: // the leader drains what is left
-		}
-	}
 	t.fillMu.Lock()
 	delete(t.fills, f.d)
 	t.fillMu.Unlock()
 	if err != nil {
 		t.c.fillsFailed.Add(1)
+		if errors.Is(err, cas.ErrNotFound) {
+			// Gone from the backend: FindMissing and the action results'
+			// checks must not go on calling it present.
+			t.exists.Absent(f.d)
+		}
 		t.log.Warn("tier: fill from the backend failed", "digest", f.d.String(), "err", err)
 	} else {
 		t.c.fills.Add(1)
@@ -143,12 +106,10 @@ func (t *Store) fillOnce(f *fill) error {
 			return &RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("reading %s from the shared tier stopped at byte %d", f.d, off+int64(m)), Where: t.cfg.Name, Cause: err}
 		}
 		stall.Reset(t.cfg.RequestTimeout)
-		if _, err := w.Write(chunk.Bytes()); err != nil {
-			chunk.Free()
+		_, err = w.Write(chunk.Bytes())
+		chunk.Free()
+		if err != nil {
 			return err
-		}
-		if !f.send(off, chunk, stall, t.cfg.RequestTimeout) {
-			chunk.Free()
 		}
 		off += int64(n)
 	}
@@ -161,62 +122,6 @@ func (t *Store) fillOnce(f *fill) error {
 		return err
 	}
 	return nil
-}
-
-// send gives the leader the part of chunk (at off) in its range, and
-// reports whether it took chunk's reference. It waits for a slow leader
-// at most leaderPatience, with the stall watchdog paused, then stops
-// sending for good (detached): the leader finishes from disk.
-func (f *fill) send(off int64, chunk membuf.Buffer, stall *time.Timer, stallTimeout time.Duration) bool {
-	if f.chunks == nil || f.detached {
-		return false
-	}
-	lo, hi := max(off, f.off), min(off+int64(chunk.Len()), f.end)
-	if lo >= hi {
-		return false
-	}
-	c := fillChunk{off: lo, buf: chunk}
-	if lo != off || hi != off+int64(chunk.Len()) {
-		c.buf = chunk.Slice(int(lo-off), int(hi-off))
-		chunk.Free()
-	}
-	select {
-	case f.chunks <- c:
-		return true
-	case <-f.gone:
-		c.buf.Free()
-		return true
-	default:
-	}
-	stall.Stop()
-	defer stall.Reset(stallTimeout)
-	wait := time.NewTimer(leaderPatience)
-	defer wait.Stop()
-	select {
-	case f.chunks <- c:
-	case <-f.gone:
-		c.buf.Free()
-	case <-wait.C:
-		c.buf.Free()
-		f.detached = true
-		close(f.chunks)
-	}
-	return true
-}
-
-// drainChunks frees whatever is queued on ch, without blocking.
-func drainChunks(ch chan fillChunk) {
-	for {
-		select {
-		case c, ok := <-ch:
-			if !ok {
-				return
-			}
-			c.buf.Free()
-		default:
-			return
-		}
-	}
 }
 
 // fillReader is a blob the disk tier lacked when it was opened: reading it
@@ -235,14 +140,9 @@ func (r *fillReader) Stored() cas.Encoding { return cas.Uncompressed }
 // compressed from there: compressed reads are the disk tier's business.
 func (r *fillReader) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	t := r.t
-	if ok, _ := cas.Contains(ctx, t.local, r.d); !ok {
-		f, _ := t.joinFill(r.d, false, 0, 0, t.cfg.Pool, t.cfg.ChunkSize)
-		if err := waitFill(ctx, f); err != nil {
-			t.countFillLookup(err)
-			return err
-		}
+	if err := r.fill(ctx); err != nil {
+		return err
 	}
-	t.c.lookups[TierShared].Add(1)
 	b, err := t.local.Open(ctx, r.d)
 	if err != nil {
 		return err
@@ -251,83 +151,30 @@ func (r *fillReader) ReadZstd(ctx context.Context, off int64, pool membuf.Buffer
 	return b.ReadZstd(ctx, off, pool, chunkSize, fn)
 }
 
-func (r *fillReader) Close() error { return nil }
-
-// ReadChunks fills the blob from the backend and hands [off, end) to fn. As
-// the fill's leader it streams the chunks as they arrive but holds the
-// last one back until the whole object has been verified and committed, so
-// a read of a corrupt object never completes: it ends with NOT_FOUND. A
-// reader that joins a running fill waits for it and reads from disk.
-func (r *fillReader) ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+// fill fills the blob from the backend to the disk tier, unless it is
+// there already (filled since Open looked), and counts the lookup.
+func (r *fillReader) fill(ctx context.Context) error {
 	t := r.t
-	if ok, _ := cas.Contains(ctx, t.local, r.d); ok {
-		// Filled since Open looked.
-		t.c.lookups[TierShared].Add(1)
-		return t.readDisk(ctx, r.d, off, end, pool, chunkSize, fn)
-	}
-	f, leader := t.joinFill(r.d, true, off, end, pool, chunkSize)
-	if !leader {
-		if err := waitFill(ctx, f); err != nil {
+	if ok, _ := cas.Contains(ctx, t.local, r.d); !ok {
+		if err := waitFill(ctx, t.joinFill(r.d)); err != nil {
 			t.countFillLookup(err)
 			return err
 		}
-		t.c.lookups[TierShared].Add(1)
-		return t.readDisk(ctx, r.d, off, end, pool, chunkSize, fn)
 	}
-	err := r.lead(ctx, f, off, end, pool, chunkSize, fn)
-	t.countFillLookup(err)
-	return err
+	t.c.lookups[TierShared].Add(1)
+	return nil
 }
 
-// lead receives the leader's chunks; see ReadChunks.
-func (r *fillReader) lead(ctx context.Context, f *fill, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	defer func() {
-		close(f.gone)
-		drainChunks(f.chunks)
-	}()
-	var held membuf.Buffer // the last chunk received, not yet passed on
-	next := off            // where the bytes not yet received start
-	defer func() {
-		if !held.IsZero() {
-			held.Free()
-		}
-	}()
-	for {
-		var c fillChunk
-		var ok bool
-		select {
-		case c, ok = <-f.chunks:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if !ok {
-			break
-		}
-		if !held.IsZero() {
-			h := held
-			held = membuf.Buffer{}
-			if err := fn(h); err != nil {
-				c.buf.Free()
-				return err
-			}
-		}
-		held, next = c.buf, c.off+int64(c.buf.Len())
-	}
-	if err := waitFill(ctx, f); err != nil {
+func (r *fillReader) Close() error { return nil }
+
+// ReadChunks fills the blob from the backend to the disk tier, then hands
+// [off, end) to fn from there: a read of a corrupt object sends nothing
+// and ends with NOT_FOUND.
+func (r *fillReader) ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	if err := r.fill(ctx); err != nil {
 		return err
 	}
-	if !held.IsZero() {
-		h := held
-		held = membuf.Buffer{}
-		if err := fn(h); err != nil {
-			return err
-		}
-	}
-	if next < end {
-		// Detached for being slow: the rest is on disk now.
-		return r.t.readDisk(ctx, r.d, next, end, pool, chunkSize, fn)
-	}
-	return nil
+	return r.t.readDisk(ctx, r.d, off, end, pool, chunkSize, fn)
 }
 
 // waitFill waits for f to end and returns its error.

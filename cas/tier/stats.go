@@ -88,6 +88,10 @@ type Stats struct {
 	// UploadQueueLength and UploadQueueBytes are the uploads waiting or
 	// running now, and their bytes.
 	UploadQueueLength, UploadQueueBytes int64
+	// ActionResultBytes is the budget the action results being read from
+	// the backend hold now (Config.ActionResultBytes bounds it);
+	// ActionResultBytesPeak, the most they held at once.
+	ActionResultBytes, ActionResultBytesPeak int64
 	// PutCalls counts the backend's Puts: requests, each carrying one
 	// upload or a batch of small ones (Uploaded/PutCalls is the batch
 	// size).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier/acbudget"
 	"github.com/membuf/membuf/cas/tier/existence"
 	"github.com/membuf/membuf/internal/lograte"
 )
@@ -40,9 +41,9 @@ type Config struct {
 	// Dir is the disk store's directory: the upload journal lives there,
 	// with the entries it lists.
 	Dir string
-	// Pool provides the chunks of uploads and of fills no client streams
-	// (batch reads); nil allocates them. A streaming read's chunks come
-	// from the pool its caller passes to ReadChunks.
+	// Pool provides the chunks of uploads and fills; nil allocates them.
+	// A read's chunks come from the pool its caller passes to
+	// ReadChunks.
 	Pool membuf.BufferPool
 	// ChunkSize is the chunk size of those; 0 means cas.DefaultChunkSize.
 	ChunkSize int
@@ -64,6 +65,16 @@ type Config struct {
 	// seconds. A negative MissingTTL remembers no "no": another node's
 	// upload is seen at once, at the cost of a HEAD per local miss.
 	ExistsTTL, MissingTTL time.Duration
+	// CheckTTL is how long a "yes" is trusted for the server's own check
+	// that an action result's outputs are stored (cas.ServerCheck): an
+	// older one is asked again, so a hit whose outputs the backend lost
+	// is served for at most this long; 0 means 10 seconds.
+	CheckTTL time.Duration
+	// ActionResultBytes bounds the memory of the action results being
+	// read from the backend at once (acbudget: each is capped at 4 MiB,
+	// and most take 64 KiB); a read past it waits for budget, up to
+	// RequestTimeout, then fails with cas.ErrUnavailable. 0 means 64 MiB.
+	ActionResultBytes int64
 	// BatchEntries, BatchBytes and BatchLinger bound the batches of small
 	// entries (256 KiB or less) handed to the backend's Put at once: at
 	// most BatchEntries entries and BatchBytes bytes, an entry waiting up
@@ -93,7 +104,8 @@ type Store struct {
 	journal *journal
 	uploads *uploader
 	exists  *existence.Cache
-	touch   Toucher // cfg.Backend, if it is one
+	results *acbudget.Budget // the action results being read from the backend
+	touch   Toucher          // cfg.Backend, if it is one
 
 	probe startProbe // the start's probe: down until the backend answers (startprobe.go)
 
@@ -121,8 +133,8 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("tier: Config.Dir (the local store's directory, for the upload journal) is empty")
 	}
-	if cfg.ChunkSize < 0 || cfg.UploadWorkers < 0 || cfg.UploadBytes < 0 ||
-		cfg.RequestTimeout < 0 || cfg.ExistsTTL < 0 || cfg.RetryBackoff < 0 ||
+	if cfg.ChunkSize < 0 || cfg.UploadWorkers < 0 || cfg.UploadBytes < 0 || cfg.ActionResultBytes < 0 ||
+		cfg.RequestTimeout < 0 || cfg.ExistsTTL < 0 || cfg.CheckTTL < 0 || cfg.RetryBackoff < 0 ||
 		cfg.BatchEntries < 0 || cfg.BatchBytes < 0 || cfg.BatchLinger < 0 {
 		return nil, fmt.Errorf("tier: a negative Config field: %+v", cfg)
 	}
@@ -133,6 +145,8 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 	setDefault(&cfg.RequestTimeout, 30*time.Second)
 	setDefault(&cfg.ExistsTTL, 5*time.Minute)
 	setDefault(&cfg.MissingTTL, 10*time.Second)
+	setDefault(&cfg.CheckTTL, 10*time.Second)
+	setDefault(&cfg.ActionResultBytes, 64<<20)
 	setDefault(&cfg.RetryBackoff, time.Second)
 	setDefault(&cfg.BatchEntries, batchEntries)
 	setDefault(&cfg.BatchBytes, batchBytes)
@@ -151,6 +165,11 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 		exists: existence.New(cfg.ExistsTTL, cfg.MissingTTL),
 		fills:  make(map[cas.Digest]*fill),
 	}
+	resultCap := int64(acbudget.DefaultCap)
+	if cfg.LocalMaxSize > 0 {
+		resultCap = min(resultCap, cfg.LocalMaxSize)
+	}
+	t.results = acbudget.New(cfg.ActionResultBytes, resultCap)
 	t.backend = metered{b: cfg.Backend, c: &t.c}
 	t.touch, _ = cfg.Backend.(Toucher)
 	// Whether the backend answers, before anything starts: a
@@ -218,6 +237,7 @@ func (t *Store) Close() error {
 func (t *Store) TierStats() Stats {
 	st := t.c.snapshot()
 	st.UploadQueueLength, st.UploadQueueBytes = t.uploads.length()
+	st.ActionResultBytes, st.ActionResultBytesPeak = t.results.Held(), t.results.Peak()
 	st.FailedInARow, st.BackendDown = t.uploads.failures()
 	st.BackendDown = st.BackendDown || t.probeDown(&st)
 	return st
@@ -281,6 +301,10 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 			continue
 		}
 		exists, ok := t.exists.Get(d)
+		if cas.IsServerCheck(ctx) && !cas.IsQuickCheck(ctx) {
+			// An action result's outputs: a stale yes would serve it.
+			exists, ok = t.exists.Recent(d, t.cfg.CheckTTL)
+		}
 		if ok && !cas.IsQuickCheck(ctx) { // a write's own check is no lookup
 			t.c.existsCacheHits.Add(1)
 		} else {
@@ -320,8 +344,9 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 				t.exists.Set(d, false)
 				t.log.Debug("tier: the entry under a digest's hash has another size; missing", "digest", d.String(), "size", size)
 			case statErr == nil:
-				// Absent (an answer that failed is not remembered).
-				t.exists.Set(d, false)
+				// Absent (an answer that failed is not remembered); a
+				// yes remembered from before is forgotten.
+				t.exists.Absent(d)
 			}
 		}
 		for i, d := range ask {
@@ -578,34 +603,30 @@ func (t *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, erro
 	return data, nil
 }
 
-// maxActionResultBytes bounds what is read as an action result.
-const maxActionResultBytes = 64 << 20
-
 func (t *Store) getActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
 	k := ActionKey(d)
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.RequestTimeout)
 	defer cancel()
-	obj, err := t.backend.Get(ctx, k, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer obj.Body.Close()
-	limit := int64(maxActionResultBytes)
-	if max := t.cfg.LocalMaxSize; max > 0 {
-		limit = min(limit, max)
-	}
-	if obj.Size < 0 || obj.Size > limit {
-		t.c.corrupt.Add(1)
-		return nil, fmt.Errorf("%w: %s in the shared tier is %d bytes, more than an action result this server keeps", cas.ErrNotFound, k, obj.Size)
-	}
-	data := make([]byte, obj.Size)
-	n, err := io.ReadFull(obj.Body, data)
+	var sha string
+	data, n, err := t.results.Read(ctx, func(ctx context.Context) (io.ReadCloser, int64, error) {
+		obj, err := t.backend.Get(ctx, k, 0)
+		sha = obj.SHA256
+		return obj.Body, obj.Size, err
+	})
 	t.c.bytesDown.Add(uint64(n))
-	if err != nil {
-		return nil, &RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("reading %s from the shared tier stopped at byte %d", k, n), Where: t.cfg.Name, Cause: err}
+	switch {
+	case errors.Is(err, acbudget.ErrTooLarge):
+		t.c.corrupt.Add(1)
+		return nil, fmt.Errorf("%w: %s in the shared tier is more than the %d bytes of an action result this server reads", cas.ErrNotFound, k, t.results.Cap())
+	case errors.Is(err, acbudget.ErrBusy):
+		return nil, fmt.Errorf("%w: reading %s from the shared tier: %v", cas.ErrUnavailable, k, err)
+	case err != nil && (errors.Is(err, cas.ErrNotFound) || errors.Is(err, cas.ErrUnavailable)):
+		return nil, err // the backend's
+	case err != nil:
+		return nil, &RequestError{Kind: cas.ErrUnavailable, Public: "reading " + k.String() + " from the shared tier failed", Where: t.cfg.Name, Cause: err}
 	}
 	sum := sha256.Sum256(data)
-	switch obj.SHA256 {
+	switch sha {
 	case Unchecked:
 		// The backend keeps no checksum; it checks what it stores (an
 		// upstream cache), and the action result is parsed before it

@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/membuf/membuf"
@@ -361,52 +363,83 @@ type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
-// A read that misses locally streams the blob to its reader as it arrives
-// from the backend: the first bytes reach the reader while the backend
-// still holds back the rest, and the read completes only once the whole
-// blob has arrived and been checked.
-func TestAMissStreamsBeforeTheLastByteArrives(t *testing.T) {
+// A read that misses locally sends its reader nothing before the whole
+// blob has arrived from the backend and been checked (a reader given
+// bytes of a blob that then failed its check could resume at their end,
+// and stitch the right rest onto them), then all of it.
+func TestAMissSendsNothingBeforeTheBlobIsChecked(t *testing.T) {
+	synctest.Test(t, aMissSendsNothingBeforeTheBlobIsChecked)
+}
+
+func aMissSendsNothingBeforeTheBlobIsChecked(t *testing.T) {
 	mem := backendtest.NewMemory()
 	a := startNode(t, mem, tier.Config{})
-	data := testblob.Random(16<<20, 3)
+	data := testblob.Random(4<<20, 3)
 	d := put(t, a.store, data)
 	drain(t, a.store)
 
 	gate := make(chan struct{})
 	edge := startNode(t, gatedBackend{mem, gate}, tier.Config{})
+	opened := func() { // a failed test's fill ends before the tier closes
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}
+	t.Cleanup(opened)
 	r, err := edge.store.Open(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	firstChunk := make(chan struct{})
+	var sent atomic.Int64
 	var got []byte
 	done := make(chan error, 1)
 	go func() {
 		done <- r.ReadChunks(context.Background(), 0, d.Size, nil, 64<<10, func(c membuf.Buffer) error {
-			if len(got) == 0 {
-				close(firstChunk)
-			}
+			sent.Add(int64(c.Len()))
 			got = append(got, c.Bytes()...)
 			c.Free()
 			return nil
 		})
 	}()
-	select {
-	case <-firstChunk:
-	case err := <-done:
-		t.Fatalf("the read ended (%v) before the backend sent the rest", err)
-	case <-time.After(time.Minute):
-		t.Fatal("no byte reached the reader while the backend held back the rest of the blob")
+	synctest.Wait() // the fill waits at the gate, the read for it
+	if down := edge.store.TierStats().BytesDown; down != 1<<20 {
+		t.Fatalf("the fill received %d bytes before the gate, want 1 MiB", down)
 	}
-	select {
-	case err := <-done:
-		t.Fatalf("the read completed (%v) before the last byte arrived", err)
-	default:
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("the reader got %d bytes while the backend held back the rest of the blob", n)
 	}
-	close(gate)
+	opened()
 	if err := <-done; err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the read: %d bytes, %v", len(got), err)
+	}
+}
+
+// A read of an entry whose bytes rotted in the backend sends nothing.
+func TestARottenEntrySendsNothing(t *testing.T) {
+	b := backendtest.NewMemory()
+	a, other := startNode(t, b, tier.Config{}), startNode(t, b, tier.Config{})
+	data := testblob.Random(1<<20, 4)
+	d := put(t, a.store, data)
+	drain(t, a.store)
+	bad := bytes.Clone(data)
+	bad[len(bad)-1] ^= 1
+	b.Corrupt(tier.BlobKey(d), bad)
+	r, err := other.store.Open(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var sent int
+	err = r.ReadChunks(context.Background(), 0, d.Size, nil, 64<<10, func(c membuf.Buffer) error {
+		sent += c.Len()
+		c.Free()
+		return nil
+	})
+	if !errors.Is(err, cas.ErrNotFound) || sent != 0 {
+		t.Fatalf("a read of a rotten entry: %d bytes sent, %v; want none, cas.ErrNotFound", sent, err)
 	}
 }
 

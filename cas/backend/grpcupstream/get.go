@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -127,17 +130,27 @@ func (r *blobBody) Close() error {
 }
 
 // getActionResult reads k's action result, marshalled as the membuf
-// server marshals one (deterministically).
+// server marshals one (deterministically). gRPC receives the answer
+// whole: it takes at most tier.ActionResultLimit bytes, and a larger
+// answer is tier.ErrOverLimit.
 func (b *Backend) getActionResult(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
 	ctx, stall := upstream.NewStall(ctx, b.timeout)
 	defer stall.Stop()
-	ar, err := b.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: b.loc.Instance, ActionDigest: &repb.Digest{Hash: k.Hash}})
+	limit := tier.ActionResultLimit(ctx)
+	ar, err := b.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: b.loc.Instance, ActionDigest: &repb.Digest{Hash: k.Hash}}, grpc.MaxCallRecvMsgSize(int(limit)))
+	if status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "larger than max") {
+		// gRPC's own refusal of the answer, before it received it.
+		return tier.Object{}, fmt.Errorf("%w: %v", tier.ErrOverLimit, err)
+	}
 	if err != nil {
 		return tier.Object{}, b.fail(ctx, "GetActionResult", k, err)
 	}
 	data, err := actionresult.Marshal(ar)
-	if err != nil || len(data) > upstream.MaxActionResultSize {
-		return tier.Object{}, &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the upstream cache's %s does not serialize within %d bytes", k, upstream.MaxActionResultSize), Where: b.name, Cause: err}
+	if err == nil && int64(len(data)) > limit {
+		return tier.Object{}, fmt.Errorf("%w: %s is %d bytes marshalled", tier.ErrOverLimit, k, len(data))
+	}
+	if err != nil {
+		return tier.Object{}, &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the upstream cache's %s does not serialize", k), Where: b.name, Cause: err}
 	}
 	if off < 0 || off > int64(len(data)) {
 		return tier.Object{}, fmt.Errorf("grpcupstream: Get of %s from %d: outside its %d bytes", k, off, len(data))

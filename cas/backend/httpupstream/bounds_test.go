@@ -2,14 +2,21 @@ package httpupstream_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/httpupstream"
 	"github.com/membuf/membuf/cas/backend/internal/upstreamtest"
 	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cas/tier/backendtest"
 )
 
 func backendWith(t *testing.T, addr string, timeout time.Duration, concurrency int) *httpupstream.Backend {
@@ -109,5 +116,63 @@ func TestConcurrency(t *testing.T) {
 	defer mu.Unlock()
 	if most != limit || released != len(ks)/limit {
 		t.Fatalf("Stat of %d keys with Concurrency %d: at most %d HEADs in flight, %d rounds; want %d and %d", len(ks), limit, most, released, limit, len(ks)/limit)
+	}
+}
+
+// TestHugeActionResultsAreMissesWithinTheBudget: an upstream answering
+// /ac/ with a 60 MiB body, or an endless chunked one. 32 concurrent
+// GetActionResult misses through a tier are misses (NOT_FOUND), each read
+// stops at the tier's cap (4 MiB) or before it starts (a Content-Length
+// over the cap), so the upstream gets to send each at most the cap and
+// what the sockets buffer, and the bytes the reads hold together stay
+// within the tier's ActionResultBytes.
+func TestHugeActionResultsAreMissesWithinTheBudget(t *testing.T) {
+	const readers, budget = 32, 16 << 20
+	for _, endless := range []bool{false, true} {
+		var sent atomic.Int64
+		addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.Method != http.MethodGet:
+				return // the probe's HEADs and PUT: 200
+			case !strings.Contains(r.URL.Path, "/ac/"):
+				http.NotFound(w, r)
+				return
+			}
+			if !endless {
+				w.Header().Set("Content-Length", strconv.Itoa(60<<20))
+			}
+			chunk := make([]byte, 64<<10)
+			for i := 0; endless || i < 60<<20/len(chunk); i++ {
+				n, err := w.Write(chunk)
+				sent.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}))
+		s := backendtest.OpenTier(t, tier.Config{Backend: backendWith(t, addr, 10*time.Second, 0), ActionResultBytes: budget})
+		var wg sync.WaitGroup
+		errs := make([]error, readers)
+		for i := range readers {
+			wg.Go(func() {
+				_, errs[i] = s.GetActionResult(t.Context(), digestOf(fmt.Appendf(nil, "action %d", i)))
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if !errors.Is(err, cas.ErrNotFound) {
+				t.Fatalf("endless %v: GetActionResult %d of a 60 MiB or endless answer: %v; want cas.ErrNotFound", endless, i, err)
+			}
+		}
+		// Each read (two, for an endless answer) may leave the sockets'
+		// buffers full behind it: a few MiB on loopback, far from the 60
+		// MiB a whole read takes.
+		if got, most := sent.Load(), int64(readers*32<<20); got > most {
+			t.Errorf("endless %v: the upstream sent %d MiB to %d readers, over %d MiB: reads went past the cap", endless, got>>20, readers, most>>20)
+		}
+		st := s.TierStats()
+		if st.ActionResultBytesPeak > budget || st.ActionResultBytesPeak <= 0 || st.ActionResultBytes != 0 {
+			t.Errorf("endless %v: action result reads held %d bytes at most (budget %d), %d at the end; want within the budget, and none left", endless, st.ActionResultBytesPeak, budget, st.ActionResultBytes)
+		}
 	}
 }

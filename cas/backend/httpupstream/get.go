@@ -1,6 +1,7 @@
 package httpupstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,9 @@ import (
 // a 416 to a Range at the entry's end is its end. The size is the
 // entry's Content-Length (or Content-Range's total); an entry whose size
 // the answer does not say is k's size, for a blob, or read whole, for an
-// action result (at most 64 MiB).
+// action result (at most tier.ActionResultLimit bytes; more is
+// tier.ErrOverLimit). An action result of known size streams: the tier
+// checks its size before it reads it.
 func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
 	if off < 0 {
 		return tier.Object{}, fmt.Errorf("httpupstream: Get of %s from %d", k, off)
@@ -73,17 +76,22 @@ func (b *Backend) get(ctx context.Context, stall *upstream.Stall, k tier.Key, of
 	if size < 0 && !k.AC {
 		size = k.Size
 	}
-	if size < 0 || k.AC && size > upstream.MaxActionResultSize {
-		// An action result of unknown length: read it whole, bounded.
-		data, err := io.ReadAll(io.LimitReader(body, upstream.MaxActionResultSize+1))
+	if size < 0 {
+		// An action result of unknown length: read it whole, to the
+		// read's limit and never past it (an endless body ends there).
+		limit := tier.ActionResultLimit(ctx)
+		data := make([]byte, limit+1)
+		n, err := io.ReadFull(body, data)
 		body.Close()
-		if err != nil {
+		switch {
+		case err != nil && err != io.ErrUnexpectedEOF && err != io.EOF:
 			return tier.Object{}, err
+		case int64(n) > limit:
+			return tier.Object{}, fmt.Errorf("%w: the answer for %s goes on past %d bytes", tier.ErrOverLimit, k, limit)
+		case int64(n) < skip:
+			return tier.Object{}, b.fail(ctx, "GET", k, nil, fmt.Errorf("the entry has %d bytes, short of the offset %d", n, off))
 		}
-		if len(data) > upstream.MaxActionResultSize || int64(len(data)) < skip {
-			return tier.Object{}, b.fail(ctx, "GET", k, nil, fmt.Errorf("the entry has %d bytes, over %d or short of the offset %d", len(data), upstream.MaxActionResultSize, off))
-		}
-		return tier.Object{Body: io.NopCloser(strings.NewReader(string(data[skip:]))), Size: int64(len(data)), SHA256: tier.Unchecked}, nil
+		return tier.Object{Body: io.NopCloser(bytes.NewReader(data[skip:n])), Size: int64(n), SHA256: tier.Unchecked}, nil
 	}
 	if off > size {
 		body.Close()

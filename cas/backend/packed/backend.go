@@ -104,6 +104,9 @@ type Backend struct {
 	// before: the greatest listed, or the first whose read failed for
 	// now (so that it is listed, and read, again). refreshMu.
 	resume string
+	// ignored is the last listing's names that are no index a node's
+	// clock named (Refresh: maxIndexSkew), each logged once. refreshMu.
+	ignored map[string]bool
 
 	seenMu sync.Mutex
 	seen   map[string]time.Time // index names read or written, within the window

@@ -32,6 +32,7 @@ func (b *Backend) Refresh(ctx context.Context) error {
 	var todo []string
 	newest := b.resume
 	now := time.Now()
+	ignored := make(map[string]bool) // this listing's names that no node's clock could have made
 	for {
 		names, err := b.bucket.ListAfter(ctx, indexPrefix, after, listPage)
 		if err != nil {
@@ -39,10 +40,16 @@ func (b *Backend) Refresh(ctx context.Context) error {
 		}
 		b.seenMu.Lock()
 		for _, name := range names {
+			t, ok := indexTime(name)
+			if !ok || t.After(now.Add(maxIndexSkew)) {
+				ignored[name] = true
+				continue
+			}
+			newest = max(newest, name)
 			if _, ok := b.seen[name]; ok {
 				continue
 			}
-			if t, ok := indexTime(name); ok && b.expired(packInfo{indexed: t.UnixNano()}, now) {
+			if b.expired(packInfo{indexed: t.UnixNano()}, now) {
 				// Its pack is past Retention, deleted soon if not yet:
 				// not worth a GET (a node's start would read a whole
 				// backlog the janitor has not reached).
@@ -54,7 +61,6 @@ func (b *Backend) Refresh(ctx context.Context) error {
 		b.seenMu.Unlock()
 		if len(names) > 0 {
 			after = names[len(names)-1]
-			newest = max(newest, after)
 		}
 		if len(names) < listPage {
 			break
@@ -84,24 +90,45 @@ func (b *Backend) Refresh(ctx context.Context) error {
 				b.c.badIndexes.Add(1)
 				b.log.Warn("packed: an index object in the shared tier is unreadable; its records are not known here", "index", name, "err", err)
 			}
-			t, ok := indexTime(name)
-			if !ok {
-				t = time.Unix(1<<40, 0) // not a node's name: kept for good, so as not to read it again
-			}
+			t, _ := indexTime(name) // listed names parse
 			b.seenMu.Lock()
 			b.seen[name] = t
 			b.seenMu.Unlock()
 		}
 	}
-	b.resume = newest
+	b.ignore(ignored)
+	// Never from ahead of this node's clock: a name a node with a clock
+	// ahead of it wrote would make the next listings start past the
+	// names of the nodes whose clocks are right.
+	b.resume = min(newest, indexNameOf(now.UnixNano(), 0))
 	if firstFailed != "" {
-		b.resume = min(newest, firstFailed)
+		b.resume = min(b.resume, firstFailed)
 	}
 	b.forgetOld()
 	if failed == nil {
 		b.c.refreshes.Add(1)
 	}
 	return failed
+}
+
+// maxIndexSkew is how far ahead of this node's clock an index's name may
+// be dated and still be read: nodes' clocks differ by seconds, an index
+// write takes IndexTimeout at most. A name dated later (a clock far
+// ahead, or an object that is no index of a node's) is left unread, and
+// logged once, until this node's clock comes within maxIndexSkew of it.
+const maxIndexSkew = 10 * time.Minute
+
+// ignore logs the names of listed, the index names of the last listing
+// that no node's clock made (dated more than maxIndexSkew ahead, or not
+// of indexName's form), that were not logged before, and keeps listed as
+// the names logged: a name no longer listed is forgotten. refreshMu.
+func (b *Backend) ignore(listed map[string]bool) {
+	for name := range listed {
+		if !b.ignored[name] {
+			b.log.Warn("packed: an object under the pack indexes' prefix is not an index a node's clock named now; not read", "index", name, "max_skew", maxIndexSkew)
+		}
+	}
+	b.ignored = listed
 }
 
 // readIndexes reads and applies the indexes names, Concurrency at a time,
@@ -112,10 +139,7 @@ func (b *Backend) readIndexes(ctx context.Context, names []string) []error {
 	fanout.Each(len(names), b.cfg.Concurrency, func(i int) { read[i], errs[i] = b.readIndex(ctx, names[i]) })
 	for i, name := range names {
 		if errs[i] == nil {
-			t, ok := indexTime(name)
-			if !ok {
-				t = time.Now() // not a node's name: its age counts from now
-			}
+			t, _ := indexTime(name) // listed names parse
 			errs[i] = b.apply(read[i], name, t)
 		}
 	}

@@ -70,6 +70,17 @@ func (m *Memory) Corrupt(k tier.Key, data []byte) bool {
 	return ok
 }
 
+// Delete removes entry k, as an eviction or a restarted upstream would;
+// it reports whether k was there.
+func (m *Memory) Delete(k tier.Key) bool {
+	k = m.norm(k)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.entries[k]
+	delete(m.entries, k)
+	return ok
+}
+
 // norm keys blobs by hash alone, as an object store names them.
 func (m *Memory) norm(k tier.Key) tier.Key {
 	if k.AC {

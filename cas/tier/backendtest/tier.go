@@ -63,8 +63,13 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 			t.Fatalf("node B's read of blob %d (%d bytes): %d bytes, %v", i, d.Size, len(got), err)
 		}
 	}
-	got, err := b.GetActionResult(ctx, action)
-	if err != nil {
+	// The action result may be in an index of its own, written after
+	// the blobs', which B may list a moment after theirs.
+	var got []byte
+	if !await.Within(20*time.Second, func() bool {
+		got, err = b.GetActionResult(ctx, action)
+		return err == nil
+	}) {
 		t.Fatalf("node B's GetActionResult of A's: %v", err)
 	}
 	var ar repb.ActionResult

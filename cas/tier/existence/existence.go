@@ -80,6 +80,32 @@ func (c *Cache) Get(d cas.Digest) (exists, ok bool) {
 	return v.exists, true
 }
 
+// Recent is Get with a yes trusted only if the backend said it within
+// maxAge (and positiveTTL): for a check whose wrong yes would be served
+// (are an action result's outputs there?), where a wrong yes for
+// FindMissing only costs a client an upload it skipped.
+func (c *Cache) Recent(d cas.Digest, maxAge time.Duration) (exists, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.cur[d]
+	if !ok {
+		v, ok = c.prev[d]
+	}
+	if !ok {
+		return false, false
+	}
+	ttl := c.negativeTTL
+	if v.exists {
+		ttl = min(c.positiveTTL, maxAge)
+	} else if v.bad {
+		ttl = c.positiveTTL
+	}
+	if c.now().Sub(v.at) > ttl {
+		return false, false
+	}
+	return v.exists, true
+}
+
 // IsBad reports whether this node found d's object bad recently (markBad)
 // and has not uploaded it since.
 func (c *Cache) IsBad(d cas.Digest) bool {
@@ -110,6 +136,28 @@ func (c *Cache) Set(d cas.Digest, exists bool) {
 		}
 	}
 	c.put(d, entry{exists: exists, at: c.now()})
+}
+
+// Absent records that the backend has just said it lacks d (a read found
+// it gone): a yes remembered is dropped at once, whatever its age, and the
+// no is kept as Set keeps one (not at all with a negative negativeTTL). A
+// bad mark stays: it is absent already, and outlives a no.
+func (c *Cache) Absent(d cas.Digest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.cur[d]
+	if !ok {
+		v, ok = c.prev[d]
+	}
+	if ok && v.bad && c.now().Sub(v.at) <= c.positiveTTL {
+		return
+	}
+	if c.negativeTTL < 0 {
+		delete(c.cur, d)
+		delete(c.prev, d)
+		return
+	}
+	c.put(d, entry{at: c.now()})
 }
 
 // MarkBad records that d's object in the backend is bad: absent until this

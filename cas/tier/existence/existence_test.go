@@ -82,3 +82,45 @@ func TestItHoldsAtMostTwoGenerations(t *testing.T) {
 		t.Fatal("the first answer survived three generations' worth of others")
 	}
 }
+
+// Absent drops a yes at once, whatever its age, keeping the no as Set
+// would (not at all with a negative negativeTTL), and leaves a bad mark.
+func TestAbsentDropsAYes(t *testing.T) {
+	for _, negativeTTL := range []time.Duration{10 * time.Second, -1} {
+		c := &clock{t: time.Unix(1e9, 0)}
+		e := existence.NewAt(time.Minute, negativeTTL, c.now)
+		d, bad := cas.DigestOf([]byte("gone")), cas.DigestOf([]byte("bad"))
+		e.Set(d, true)
+		e.Absent(d)
+		if exists, ok := e.Get(d); exists || ok != (negativeTTL > 0) {
+			t.Fatalf("negativeTTL %v: Get after Absent = %v, %v; want a no, remembered only with a positive TTL", negativeTTL, exists, ok)
+		}
+		e.MarkBad(bad)
+		e.Absent(bad)
+		if !e.IsBad(bad) {
+			t.Fatalf("negativeTTL %v: Absent dropped a bad mark", negativeTTL)
+		}
+	}
+}
+
+// Recent trusts a yes only within its maxAge, and a no for its own TTL.
+func TestRecentTrustsAYesOnlyWithinItsAge(t *testing.T) {
+	c := &clock{t: time.Unix(1e9, 0)}
+	e := existence.NewAt(time.Minute, 30*time.Second, c.now)
+	yes, no := cas.DigestOf([]byte("yes")), cas.DigestOf([]byte("no"))
+	e.Set(yes, true)
+	e.Set(no, false)
+	c.t = c.t.Add(11 * time.Second)
+	if _, ok := e.Recent(yes, 10*time.Second); ok {
+		t.Fatal("Recent trusted an 11 s old yes with a 10 s age")
+	}
+	if exists, ok := e.Get(yes); !exists || !ok {
+		t.Fatal("Get forgot an 11 s old yes that lives a minute")
+	}
+	if exists, ok := e.Recent(no, 10*time.Second); exists || !ok {
+		t.Fatalf("Recent of an 11 s old no that lives 30 s: %v, %v", exists, ok)
+	}
+	if exists, ok := e.Recent(yes, time.Hour); !exists || !ok {
+		t.Fatalf("Recent of a yes within its age: %v, %v", exists, ok)
+	}
+}
