@@ -18,7 +18,7 @@ type tierCollector struct {
 
 	requests, latency, bytes, lookups, corrupt, cacheHits *prometheus.Desc
 	fills, queueLength, queueBytes, uploads, lost         *prometheus.Desc
-	putCalls                                              *prometheus.Desc
+	putCalls, acBytes, acBytesPeak                        *prometheus.Desc
 }
 
 func newTierCollector(tiered TierStats) *tierCollector {
@@ -38,13 +38,15 @@ func newTierCollector(tiered TierStats) *tierCollector {
 		queueBytes:  d("upload_queue_bytes", "Bytes of the entries not yet in the shared tier."),
 		uploads:     d("uploads_total", "Upload attempts, by outcome: ok, or retry (failed, to be tried again).", "outcome"),
 		putCalls:    d("put_calls_total", "Put requests to the backend, each carrying one upload or a batch of small ones (uploads_total{outcome=\"ok\"} over this is the batch size)."),
+		acBytes:     d("action_result_bytes", "Bytes of the budget held by action results being read from the shared tier now: the budget bounds them whatever the backend answers."),
+		acBytesPeak: d("action_result_bytes_peak", "The most bytes action results being read from the shared tier held at once since the start."),
 		lost:        d("uploads_lost_total", "Pending uploads whose local copy was gone (evicted while the shared tier was unreachable) before they were sent."),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.latency, c.bytes, c.lookups, c.corrupt, c.cacheHits,
-		c.fills, c.queueLength, c.queueBytes, c.uploads, c.lost, c.putCalls} {
+		c.fills, c.queueLength, c.queueBytes, c.uploads, c.lost, c.putCalls, c.acBytes, c.acBytesPeak} {
 		ch <- d
 	}
 }
@@ -84,4 +86,6 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.uploads, st.UploadRetries, "retry")
 	counter(c.lost, st.UploadsLost)
 	counter(c.putCalls, st.PutCalls)
+	gauge(c.acBytes, st.ActionResultBytes)
+	gauge(c.acBytesPeak, st.ActionResultBytesPeak)
 }
