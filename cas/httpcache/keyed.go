@@ -164,6 +164,8 @@ func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 // content (an entry whose content was evicted is gone: it may be written
 // again), nil if not.
 func (h *Handler) checkAbsent(ctx context.Context, kp keyedPath) error {
+	// The server's own lookup: not a client's hit or miss.
+	ctx = cas.ServerCheck(ctx)
 	rec, err := h.lookupKeyed(ctx, kp)
 	if errors.Is(err, cas.ErrNotFound) {
 		return nil
@@ -171,7 +173,7 @@ func (h *Handler) checkAbsent(ctx context.Context, kp keyedPath) error {
 	if err != nil {
 		return err
 	}
-	missing, err := h.store.FindMissing(cas.ServerCheck(ctx), []cas.Digest{rec.content})
+	missing, err := h.store.FindMissing(ctx, []cas.Digest{rec.content})
 	if err != nil {
 		return err
 	}
