@@ -235,7 +235,7 @@ func (a *Control) identify(c Credentials) (Identity, error) {
 		if len(auth) > 1 {
 			return Identity{}, errors.New("more than one authorization header")
 		}
-		user, pass, err := parseBasicAuth(auth[0])
+		user, pass, err := parseAuthorization(auth[0])
 		if err != nil {
 			return Identity{}, err
 		}
@@ -251,19 +251,26 @@ func (a *Control) identify(c Credentials) (Identity, error) {
 	return Identity{}, nil
 }
 
-// parseBasicAuth splits "Basic base64(user:password)".
-func parseBasicAuth(v string) (user, pass string, err error) {
+// parseAuthorization splits "Basic base64(user:password)", or "Bearer
+// user:password": the bearer token of a client that sends only one
+// (Turborepo's TURBO_TOKEN, Nx's access token) is a user's name and
+// password as the htpasswd file has them, joined by a colon, unencoded.
+func parseAuthorization(v string) (user, pass string, err error) {
 	scheme, cred, _ := strings.Cut(strings.TrimSpace(v), " ")
-	if !strings.EqualFold(scheme, "basic") {
-		return "", "", fmt.Errorf("authorization scheme %q is not supported: this server takes Basic", cas.Clip(scheme))
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
-	if err != nil {
-		return "", "", fmt.Errorf("authorization: Basic credentials are not base64")
+	var raw []byte
+	switch {
+	case strings.EqualFold(scheme, "basic"):
+		if raw, err = base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err != nil {
+			return "", "", fmt.Errorf("authorization: Basic credentials are not base64")
+		}
+	case strings.EqualFold(scheme, "bearer"):
+		raw = []byte(strings.TrimSpace(cred))
+	default:
+		return "", "", fmt.Errorf("authorization scheme %q is not supported: this server takes Basic, or Bearer user:password", cas.Clip(scheme))
 	}
 	user, pass, ok := strings.Cut(string(raw), ":")
 	if !ok {
-		return "", "", fmt.Errorf("authorization: Basic credentials are not user:password")
+		return "", "", fmt.Errorf("authorization: %s credentials are not user:password", scheme)
 	}
 	return user, pass, nil
 }

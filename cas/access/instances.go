@@ -22,10 +22,17 @@ import (
 // line does not set, and an instance no line names, follow the Policy.
 // Blank lines and lines starting with # are ignored.
 //
+// A name starting with a slash, /NAMESPACE, names a keyed namespace of
+// the HTTP cache instead (/gradle, /turbo, /nx, /maven: entries a client
+// names by a key of its own), read and written as the action cache is, so
+// with the same two operations; these rules hold whether or not action
+// results are kept by instance (AuthorizeNamespace).
+//
 //	# instance   rules
 //	team-a       read-ac=anyone write-ac=alice,bob
 //	ci/release   write-ac=release-bot
 //	""           write-ac=nobody
+//	/nx          read-ac=ci,pr write-ac=ci
 type InstanceRules struct {
 	path string // the file's, for Reload; "" for rules read from elsewhere
 	// The rules in force, replaced whole by Reload: per instance, a rule
@@ -172,6 +179,21 @@ func (ir *InstanceRules) rule(instance string, op Operation) (Rule, bool) {
 	return *rules[op], true
 }
 
+// Instances returns how many instances the file names, keyed namespaces
+// (/NAMESPACE) left out: the rules that mean something only when action
+// results are kept by instance.
+func (ir *InstanceRules) Instances() int {
+	n := 0
+	if ir != nil {
+		for name := range *ir.byInstance.Load() {
+			if !strings.HasPrefix(name, "/") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // NeedsIdentity reports whether any of the file's rules admits only
 // authenticated callers.
 func (ir *InstanceRules) NeedsIdentity() bool {
@@ -215,7 +237,18 @@ func (a *Control) AuthorizeInstance(c Credentials, instance string, op Operation
 	if rule.allows(id) {
 		return id, nil
 	}
-	return id, a.refuse(id, fmt.Sprintf("%s on instance %q", op, instance))
+	what := fmt.Sprintf("%s on instance %q", op, instance)
+	if ns, ok := strings.CutPrefix(instance, "/"); ok {
+		what = fmt.Sprintf("%s on namespace %q", op, ns)
+	}
+	return id, a.refuse(id, what)
+}
+
+// AuthorizeNamespace is Authorize for op (ReadAC or WriteAC) on a keyed
+// namespace of the HTTP cache: the access file's rule for /namespace, or
+// the Policy's.
+func (a *Control) AuthorizeNamespace(c Credentials, namespace string, op Operation) (Identity, *Denial) {
+	return a.AuthorizeInstance(c, "/"+namespace, op)
 }
 
 // AllowsInstance is Allows for op on instance's action cache: the access

@@ -161,6 +161,14 @@ func (h *Handler) receiveBody(w http.ResponseWriter, r *http.Request, bw cas.Blo
 		}
 		done += want
 	}
+	// Where the framing does not bound the body by its Content-Length
+	// (HTTP/2's frames, a caller of ServeHTTP), a byte past it means the
+	// client's length is wrong: nothing is stored. net/http's HTTP/1.1
+	// body is at its end here, and answers at once.
+	var past [1]byte
+	if k, _ := r.Body.Read(past[:]); k > 0 {
+		return fmt.Errorf("%w: the body is longer than its Content-Length of %d bytes", cas.ErrMismatch, n)
+	}
 	clearStallDeadline(rc)
 	return nil
 }

@@ -12,6 +12,14 @@
 // the store naming a CAS blob, so its reads are checked reads and equal
 // content is kept once (keyedpath.go, keyed.go, webdav.go).
 //
+// Two tools' own protocols are keyed entries too, in namespaces of their
+// own that the generic keyed path refuses: Turborepo's /v8/artifacts...
+// (turbo.go: its signature tag kept with the entry) and Nx's
+// /v1/cache/{hash} (nx.go). Their entries are written once: a PUT of a
+// stored entry is 409 and changes nothing. Maven's build cache extension
+// needs nothing of its own: its remote cache is a keyed namespace
+// (/maven/). A bearer token is user:password (access.Control).
+//
 // It sits beside reapi over the same Storage, with the same rules:
 //   - access: the same access.Control, its credentials from the
 //     Authorization header (Basic) or the client certificate; a refused
@@ -31,9 +39,9 @@
 //   - memory: reads go out in pooled chunks, and PUT bodies are taken
 //     under the upload budget that bounds ByteStream writes.
 //
-// Status codes: 200 (206 for a Range; 201 for MKCOL, 207 for PROPFIND), 400 for a bad name or content that
+// Status codes: 200 (206 for a Range; 201 for MKCOL, 202 for Turborepo's PUT, 207 for PROPFIND), 400 for a bad name or content that
 // does not match it, 401 and 403, 404 for a miss, 405 for another method,
-// 408 for a PUT whose body stalled, 411 for a PUT without a length, 413 for one larger than the store, 416
+// 408 for a PUT whose body stalled, 409 for a PUT of a write-once entry stored already, 411 for a PUT without a length, 413 for one larger than the store, 416
 // for a range outside the blob, 503 when a tier is unavailable, 507 when
 // the store is full of uploads in progress.
 package httpcache

@@ -90,6 +90,8 @@ type Handler struct {
 	// started is when the handler was made: the modification time a
 	// PROPFIND reports of a keyed namespace's collections.
 	started time.Time
+	// entryLocks serialize write-once entries' writes (keyed.go).
+	entryLocks entryLocks
 }
 
 // New returns a Handler over store.
@@ -123,6 +125,14 @@ func New(store cas.Storage, opts Options) (*Handler, error) {
 
 // ServeHTTP answers one request of the cache protocol.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case isTurboPath(r.URL.Path):
+		h.serveTurbo(w, r)
+		return
+	case isNxPath(r.URL.Path):
+		h.serveNx(w, r)
+		return
+	}
 	k, hash, err := parsePath(r.URL.Path)
 	if errors.Is(err, errNotCachePath) {
 		var kp keyedPath

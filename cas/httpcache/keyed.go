@@ -2,12 +2,16 @@ package httpcache
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/access"
 )
 
 // keyedMethods are the methods a keyed path answers (the 405's Allow).
@@ -44,7 +48,7 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 		h.answer(w, opOther, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not served here: %s", r.Method, keyedMethods))
 		return
 	}
-	r, ok := h.authorize(w, r, op)
+	r, ok := h.authorizeNamespace(w, r, op, kp.namespace)
 	if !ok {
 		return
 	}
@@ -89,37 +93,119 @@ func (h *Handler) lookupKeyed(ctx context.Context, kp keyedPath) (keyedRecord, e
 	return rec, nil
 }
 
-// putKeyed answers PUT of a keyed entry: the body is stored as a CAS blob,
-// received as a /cas/ PUT's is (pooled chunks under the upload budget,
-// with the stall timeout) and hashed as it is written, then the entry's
-// record, naming it, replaces any earlier one. The content goes first: a
-// record never names content that was not stored.
+// authorizeNamespace is authorize for op on a keyed namespace: the access
+// file's rule for it, if it names one (access.Control.AuthorizeNamespace).
+func (h *Handler) authorizeNamespace(w http.ResponseWriter, r *http.Request, op operation, namespace string) (*http.Request, bool) {
+	id, denied := h.opts.Access.AuthorizeNamespace(access.HTTPCredentials(r), namespace, op.access())
+	return h.admit(w, r, op, id, denied)
+}
+
+// putKeyed answers PUT of a keyed entry: storeKeyed, an entry replacing
+// any earlier one (sccache rewrites its .sccache_check at every start).
 func (h *Handler) putKeyed(w http.ResponseWriter, r *http.Request, kp keyedPath) {
 	if kp.collection {
 		w.Header().Set("Allow", "PROPFIND, MKCOL, OPTIONS")
 		h.answer(w, opPutKeyed, http.StatusMethodNotAllowed, kp.String()+": a collection; PUT an entry under it")
 		return
 	}
-	n := r.ContentLength
-	if n < 0 {
-		h.answer(w, opPutKeyed, http.StatusLengthRequired, "a PUT of a keyed entry needs a Content-Length")
-		return
-	}
-	if max := h.opts.MaxBlobSize; max > 0 && n > max {
-		h.answer(w, opPutKeyed, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s is %d bytes; this store holds entries of at most %d", kp, n, max))
-		return
-	}
-	content, err := h.receiveKeyed(r, w, n)
-	if err != nil {
-		h.fail(w, r, opPutKeyed, kp.String(), err)
-		return
-	}
-	rec := keyedRecord{content: content, modified: time.Now(), namespace: kp.namespace, key: kp.key}
-	if err := h.store.PutActionResult(r.Context(), kp.recordDigest(), rec.marshal()); err != nil {
-		h.fail(w, r, opPutKeyed, kp.String(), err)
+	if err := h.storeKeyed(w, r, kp, "", false); err != nil {
+		h.failKeyed(w, r, opPutKeyed, kp.String(), err)
 		return
 	}
 	h.answer(w, opPutKeyed, http.StatusOK, "stored")
+}
+
+var (
+	// errEntryExists: an entry written once is stored already (409).
+	errEntryExists = errors.New("stored already, and an entry of this namespace is never overwritten")
+	// errLengthRequired: a PUT without a Content-Length (411).
+	errLengthRequired = errors.New("a PUT of a keyed entry needs a Content-Length")
+)
+
+// storeKeyed stores the body of PUT r, of its Content-Length, as kp's
+// entry, with attrs (keyedRecord.attrs): the body is stored as a CAS blob,
+// received as a /cas/ PUT's is (pooled chunks under the upload budget,
+// with the stall timeout) and hashed as it is written, then the entry's
+// record, naming it. The content goes first: a record never names content
+// that was not stored. With writeOnce, an entry stored already (its
+// record and its content) is errEntryExists, checked before the body is
+// read and again, under the entry's lock, before the record is written:
+// the first writer's bytes stay. It answers nothing (failKeyed answers
+// its error).
+func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPath, attrs string, writeOnce bool) error {
+	n := r.ContentLength
+	if n < 0 {
+		return errLengthRequired
+	}
+	if max := h.opts.MaxBlobSize; max > 0 && n > max {
+		return fmt.Errorf("%w: %d bytes; this store holds entries of at most %d", cas.ErrTooLarge, n, max)
+	}
+	if writeOnce {
+		if err := h.checkAbsent(r.Context(), kp); err != nil {
+			return err
+		}
+	}
+	content, err := h.receiveKeyed(r, w, n)
+	if err != nil {
+		return err
+	}
+	rec := keyedRecord{content: content, modified: time.Now(), namespace: kp.namespace, key: kp.key, attrs: attrs}
+	if writeOnce {
+		unlock := h.entryLocks.lock(kp)
+		defer unlock()
+		if err := h.checkAbsent(r.Context(), kp); err != nil {
+			return err
+		}
+	}
+	return h.store.PutActionResult(r.Context(), kp.recordDigest(), rec.marshal())
+}
+
+// checkAbsent returns errEntryExists if kp's entry is stored and so is its
+// content (an entry whose content was evicted is gone: it may be written
+// again), nil if not.
+func (h *Handler) checkAbsent(ctx context.Context, kp keyedPath) error {
+	// The server's own lookup: not a client's hit or miss.
+	ctx = cas.ServerCheck(ctx)
+	rec, err := h.lookupKeyed(ctx, kp)
+	if errors.Is(err, cas.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	missing, err := h.store.FindMissing(ctx, []cas.Digest{rec.content})
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return nil
+	}
+	return errEntryExists
+}
+
+// failKeyed answers storeKeyed's error: 409 and 411 for its own, the
+// store's status for the rest (fail).
+func (h *Handler) failKeyed(w http.ResponseWriter, r *http.Request, op operation, what string, err error) {
+	switch {
+	case errors.Is(err, errEntryExists):
+		h.answer(w, op, http.StatusConflict, what+": "+err.Error())
+	case errors.Is(err, errLengthRequired):
+		h.answer(w, op, http.StatusLengthRequired, err.Error())
+	default:
+		h.fail(w, r, op, what, err)
+	}
+}
+
+// entryLocks serialize the check and the write of write-once entries
+// (storeKeyed), a lock per stripe of their record digests: two PUTs of one
+// entry cannot both find it absent and both write it.
+type entryLocks [64]sync.Mutex
+
+func (l *entryLocks) lock(kp keyedPath) (unlock func()) {
+	b, _ := hex.DecodeString(kp.recordDigest().Hash[:2])
+	m := &l[int(b[0])%len(l)]
+	m.Lock()
+	return m.Unlock
 }
 
 // receiveKeyed stores a PUT's body of n bytes as a CAS blob and returns

@@ -63,6 +63,11 @@ func parseKeyedPath(p string) (keyedPath, error) {
 	if len(segs) == 0 || segs[0] == "cas" || segs[0] == "ac" {
 		return keyedPath{}, errNotCachePath
 	}
+	if ep, ok := toolNamespaces[segs[0]]; ok {
+		// Their entries are written once, through their own protocol's
+		// checks: a generic PUT must not overwrite one.
+		return keyedPath{}, fmt.Errorf("namespace %q is %s's, served at %s", segs[0], ep.tool, ep.path)
+	}
 	kp := keyedPath{
 		namespace:  segs[0],
 		key:        strings.Join(segs[1:], "/"),
@@ -103,6 +108,13 @@ func checkNamespace(ns string) error {
 	return nil
 }
 
+// toolNamespaces are the namespaces kept for a tool's own protocol
+// (turbo.go, nx.go): the keyed path /{namespace}/... refuses them.
+var toolNamespaces = map[string]struct{ tool, path string }{
+	turboNamespace: {"Turborepo", turboPrefix},
+	nxNamespace:    {"Nx", nxPrefix},
+}
+
 // recordDigest is where the entry's record is kept: an action digest no
 // action hashes to, since its input is not a serialized Action.
 func (p keyedPath) recordDigest() cas.Digest {
@@ -111,21 +123,33 @@ func (p keyedPath) recordDigest() cas.Digest {
 }
 
 // keyedRecord is what the store keeps for an entry: its content's digest,
-// when it was stored, and its own name (checked on every read, so that a
-// record is never taken for another's).
+// when it was stored, its own name (checked on every read, so that a
+// record is never taken for another's), and what a tool keeps beside the
+// content (Turborepo's tag and duration).
 type keyedRecord struct {
 	content   cas.Digest
 	modified  time.Time
 	namespace string
 	key       string
+	// attrs are the tool's, as a URL query (url.Values.Encode: one line);
+	// "" for none.
+	attrs string
 }
 
-// recordMagic starts every record: the format and its version.
-const recordMagic = "membuf-keyed 1\n"
+// recordMagic starts every record: the format and its version; a record
+// with attrs is version 2 (recordMagicAttrs), one line longer.
+const (
+	recordMagic      = "membuf-keyed 1\n"
+	recordMagicAttrs = "membuf-keyed 2\n"
+)
 
 // marshal writes r as text: the magic line, then
-// "{hash} {size} {unix nanoseconds}\n{namespace}\n{key}\n".
+// "{hash} {size} {unix nanoseconds}\n{namespace}\n{key}\n", then for
+// version 2 "{attrs}\n".
 func (r keyedRecord) marshal() []byte {
+	if r.attrs != "" {
+		return fmt.Appendf(nil, "%s%s %d %d\n%s\n%s\n%s\n", recordMagicAttrs, r.content.Hash, r.content.Size, r.modified.UnixNano(), r.namespace, r.key, r.attrs)
+	}
 	return fmt.Appendf(nil, "%s%s %d %d\n%s\n%s\n", recordMagic, r.content.Hash, r.content.Size, r.modified.UnixNano(), r.namespace, r.key)
 }
 
@@ -135,12 +159,23 @@ var errBadRecord = errors.New("not a keyed entry's record")
 // is errBadRecord.
 func parseKeyedRecord(b []byte) (keyedRecord, error) {
 	rest, ok := strings.CutPrefix(string(b), recordMagic)
+	withAttrs := false
+	if !ok {
+		rest, ok = strings.CutPrefix(string(b), recordMagicAttrs)
+		withAttrs = true
+	}
 	// Cut, not Split: a record is read on every GET.
 	first, rest, ok1 := strings.Cut(rest, "\n")
 	namespace, rest, ok2 := strings.Cut(rest, "\n")
 	key, rest, ok3 := strings.Cut(rest, "\n")
 	hash, numbers, ok4 := strings.Cut(first, " ")
 	sizeText, nanosText, ok5 := strings.Cut(numbers, " ")
+	var attrs string
+	if withAttrs {
+		var ok6 bool
+		attrs, rest, ok6 = strings.Cut(rest, "\n")
+		ok5 = ok5 && ok6 && attrs != ""
+	}
 	if !(ok && ok1 && ok2 && ok3 && ok4 && ok5) || rest != "" || cas.CheckHash(hash) != nil {
 		return keyedRecord{}, errBadRecord
 	}
@@ -149,7 +184,7 @@ func parseKeyedRecord(b []byte) (keyedRecord, error) {
 	if err1 != nil || err2 != nil || checkNamespace(namespace) != nil {
 		return keyedRecord{}, errBadRecord
 	}
-	return keyedRecord{content: cas.Digest{Hash: hash, Size: size}, modified: time.Unix(0, nanos), namespace: namespace, key: key}, nil
+	return keyedRecord{content: cas.Digest{Hash: hash, Size: size}, modified: time.Unix(0, nanos), namespace: namespace, key: key, attrs: attrs}, nil
 }
 
 // parseDecimal reads a non-negative decimal with no leading zero (so that

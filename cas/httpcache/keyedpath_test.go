@@ -14,7 +14,7 @@ import (
 // with single slashes it parses to itself; and its record names it.
 func FuzzParseKeyedPath(f *testing.F) {
 	for _, p := range []string{"/sccache//.sccache_check", "/sccache//f/f/0/ff07bf2485083e509772fc8c9f1732e5ceeb3cc06200759b783d64d9ab787287",
-		"/sccache//f/f/0/", "/gradle/9b4c0f5d2a8e4c1b9f3e7a6d5c4b3a29", "/gradle", "/", "/cas", "/ac/x", "/ns/a/../b", "/-x/y", "/ns/a\x00b", "//ns///k//"} {
+		"/sccache//f/f/0/", "/gradle/9b4c0f5d2a8e4c1b9f3e7a6d5c4b3a29", "/gradle", "/", "/cas", "/ac/x", "/ns/a/../b", "/-x/y", "/ns/a\x00b", "//ns///k//", "/nx/1", "/turbo/slug=a/abc", "/maven/v1.1/g/a/c/buildinfo.xml"} {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
@@ -22,7 +22,7 @@ func FuzzParseKeyedPath(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if checkNamespace(kp.namespace) != nil || kp.namespace == "cas" || kp.namespace == "ac" {
+		if checkNamespace(kp.namespace) != nil || kp.namespace == "cas" || kp.namespace == "ac" || kp.namespace == nxNamespace || kp.namespace == turboNamespace {
 			t.Fatalf("parseKeyedPath(%q) accepted namespace %q", p, kp.namespace)
 		}
 		if kp.key == "" && !kp.collection {
@@ -60,6 +60,8 @@ func FuzzParseKeyedRecord(f *testing.F) {
 	f.Add([]byte(recordMagic + cas.EmptyHash + " 012 1\nsccache\nk\n"))
 	f.Add([]byte(recordMagic + cas.EmptyHash + " 1 1\nsccache\nk\nextra\n"))
 	f.Add([]byte("membuf-keyed 2\n"))
+	f.Add([]byte(recordMagicAttrs + cas.EmptyHash + " 4 1\nturbo\nslug=a/0153db43bf237595\nduration=545&tag=zJ5p\n"))
+	f.Add([]byte(recordMagicAttrs + cas.EmptyHash + " 4 1\nturbo\nk\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec, err := parseKeyedRecord(b)
 		if err != nil {

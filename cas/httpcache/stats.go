@@ -54,11 +54,13 @@ type counters struct {
 	bytesIn, bytesOut                 atomic.Int64
 	aborted                           atomic.Int64
 	unauthenticated, permissionDenied atomic.Int64
+	// artifactEvents counts the cache events Turborepo reports.
+	artifactEvents atomic.Int64
 }
 
 // statusCodes are the codes the handler answers, in the order byStatus
 // counts them.
-var statusCodes = [...]int{200, 201, 206, 207, 400, 401, 403, 404, 405, 408, 411, 413, 416, statusClientGone, 500, 503, 507}
+var statusCodes = [...]int{200, 201, 202, 206, 207, 400, 401, 403, 404, 405, 408, 409, 411, 413, 416, statusClientGone, 500, 503, 507}
 
 func (c *counters) count(op operation, code int) {
 	for i, sc := range statusCodes {
@@ -85,6 +87,9 @@ type Stats struct {
 	// Unauthenticated and PermissionDenied count the requests the access
 	// control refused (401 and 403).
 	Unauthenticated, PermissionDenied int64
+	// ArtifactEvents counts the cache hit and miss events Turborepo
+	// clients reported (POST /v8/artifacts/events).
+	ArtifactEvents int64
 }
 
 // RequestCount is how many requests did Operation and were answered Code.
@@ -103,6 +108,7 @@ func (h *Handler) Stats() Stats {
 		Aborted:          c.aborted.Load(),
 		Unauthenticated:  c.unauthenticated.Load(),
 		PermissionDenied: c.permissionDenied.Load(),
+		ArtifactEvents:   c.artifactEvents.Load(),
 	}
 	for op := range numOperations {
 		for i, code := range statusCodes {

@@ -35,13 +35,15 @@ func (a *accessFlags) register(fs *flag.FlagSet) {
 	}
 	fs.BoolVar(&a.anonymousReads, "anonymous-reads", false, "reads for everyone, writes for authenticated clients: --read-cas anyone --read-ac anyone")
 	fs.BoolVar(&a.readOnly, "read-only", false, "no one writes: --write-cas nobody --write-ac nobody")
-	fs.StringVar(&a.accessFile, "access-file", "", "`file` of per-instance action cache rules, with --instance-isolation: a line per instance,\n\"NAME read-ac=WHO write-ac=WHO\" (either or both; WHO as for --read-ac), which replace --read-ac\nand --write-ac for that instance")
+	fs.StringVar(&a.accessFile, "access-file", "", "`file` of per-instance action cache rules, with --instance-isolation: a line per instance,\n\"NAME read-ac=WHO write-ac=WHO\" (either or both; WHO as for --read-ac), which replace --read-ac\nand --write-ac for that instance; a NAME /NAMESPACE names a keyed namespace of the HTTP cache\n(/nx, /turbo, /maven, /gradle), without --instance-isolation")
 }
 
 // resolve validates the flags, loads what they name, and returns the
 // access control for cas (nil: everyone may do everything, as without any
 // of these flags) and the TLS material (nil: plaintext).
-func (a *accessFlags) resolve() (*access.Control, *server.TLSMaterial, error) {
+// instanceIsolation is --instance-isolation's: without it, an access file
+// may name keyed namespaces only.
+func (a *accessFlags) resolve(instanceIsolation bool) (*access.Control, *server.TLSMaterial, error) {
 	switch {
 	case (a.tls.Cert == "") != (a.tls.Key == ""):
 		return nil, nil, usageError("--tls-cert and --tls-key go together")
@@ -105,6 +107,9 @@ func (a *accessFlags) resolve() (*access.Control, *server.TLSMaterial, error) {
 		ir, err := access.LoadInstanceRules(a.accessFile)
 		if err != nil {
 			return nil, nil, usageError("--access-file: %v", err)
+		}
+		if ir.Instances() > 0 && !instanceIsolation {
+			return nil, nil, usageError("--access-file %s names instances' rules, which mean nothing while every instance shares one action cache: add --instance-isolation (or name only keyed namespaces, /NAMESPACE)", a.accessFile)
 		}
 		if ir.NeedsIdentity() && !canAuthenticate {
 			return nil, nil, usageError("--access-file %s names authenticated clients, but without --htpasswd or --tls-client-ca no one can authenticate", a.accessFile)

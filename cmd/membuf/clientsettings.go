@@ -14,7 +14,7 @@ type clientSetting struct {
 
 // clientSettings returns, for the addresses sv serves, the setting each
 // client the README covers needs (Bazel over gRPC, and with --http-cache
-// Bazel over HTTP, ccache, sccache and Gradle), so that the start-up log
+// Bazel over HTTP, ccache, sccache, Gradle, turbo, Nx and Maven), so that the start-up log
 // answers "how do I use it" with the real address. tls: the listeners
 // speak TLS; rawAC: --http-ac-raw, which ccache needs.
 func clientSettings(sv server.Serving, tls, rawAC bool) []clientSetting {
@@ -39,7 +39,7 @@ func clientSettings(sv server.Serving, tls, rawAC bool) []clientSetting {
 		out = append(out, clientSetting{"bazel-http", "--remote_cache=" + base})
 	}
 	if base == "" {
-		return out // ccache, sccache and Gradle reach no Unix socket
+		return out // the others reach no Unix socket
 	}
 	ccache := "CCACHE_REMOTE_STORAGE=\"" + base + "/|layout=bazel\""
 	if !rawAC {
@@ -49,6 +49,9 @@ func clientSettings(sv server.Serving, tls, rawAC bool) []clientSetting {
 		clientSetting{"ccache", ccache},
 		clientSetting{"sccache", "SCCACHE_WEBDAV_ENDPOINT=" + base + "/sccache/"},
 		clientSetting{"gradle", "buildCache { remote(HttpBuildCache) { url = '" + base + "/gradle/'; push = true } } (settings.gradle; run with --build-cache)"},
+		clientSetting{"turbo", "TURBO_API=" + base + " TURBO_TEAM=my-team TURBO_TOKEN=user:password (docs/monorepo.md)"},
+		clientSetting{"nx", "NX_SELF_HOSTED_REMOTE_CACHE_SERVER=" + base + " NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN=user:password (Nx 20.8 or later)"},
+		clientSetting{"maven", "mvn -Dmaven.build.cache.remote.url=" + base + "/maven -Dmaven.build.cache.remote.save.enabled=true (the build cache extension, Maven 3.9)"},
 	)
 }
 
@@ -68,6 +71,6 @@ func dialableAddr(addr string) string {
 // logClientSettings logs a line per client: how to point it at sv.
 func logClientSettings(log *slog.Logger, sv server.Serving, tls, rawAC bool) {
 	for _, c := range clientSettings(sv, tls, rawAC) {
-		log.Info("client setting (README: Using it from Bazel, over HTTP, from sccache / Gradle)", "client", c.client, "setting", c.setting)
+		log.Info("client setting (README: Using it from Bazel, over HTTP, from sccache / Gradle, from monorepo tools)", "client", c.client, "setting", c.setting)
 	}
 }

@@ -33,7 +33,7 @@ func TestServeLogsRefusedActionCachePut(t *testing.T) {
 // The start-up log names, with the addresses really served, how to point
 // each client at the server: Bazel over gRPC, and with --http-cache Bazel
 // over HTTP, ccache (saying it needs --http-ac-raw when it is off),
-// sccache and Gradle; a listener on every interface is given as localhost.
+// sccache, Gradle, turbo, Nx and Maven; a listener on every interface is given as localhost.
 func TestServeLogsClientSettings(t *testing.T) {
 	s := startServe(t, "--http-cache", ":0")
 	_, port, _ := strings.Cut(s.httpCacheAddr, "]:")
@@ -44,6 +44,9 @@ func TestServeLogsClientSettings(t *testing.T) {
 		`client=ccache setting="CCACHE_REMOTE_STORAGE=\"http://localhost:` + port + `/|layout=bazel\" (and restart serve with --http-ac-raw`,
 		`client=sccache setting="SCCACHE_WEBDAV_ENDPOINT=http://localhost:` + port + `/sccache/"`,
 		`client=gradle setting="buildCache { remote(HttpBuildCache) { url = 'http://localhost:` + port + `/gradle/'`,
+		`client=turbo setting="TURBO_API=http://localhost:` + port + ` TURBO_TEAM=`,
+		`client=nx setting="NX_SELF_HOSTED_REMOTE_CACHE_SERVER=http://localhost:` + port + ` `,
+		`client=maven setting="mvn -Dmaven.build.cache.remote.url=http://localhost:` + port + `/maven `,
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the start-up log does not say %s:\n%s", want, log)
