@@ -16,8 +16,8 @@ import (
 type Options struct {
 	// Dir is the local directory (OpenDir).
 	Dir string
-	// MaxSize bounds Dir in bytes, trimmed at Close (Dir.Trim); 0 means
-	// no bound.
+	// MaxSize bounds Dir in bytes, trimmed at Close (Dir.Trim) at most
+	// every five minutes; 0 means no bound.
 	MaxSize int64
 	// Remote is the shared cache; nil: the local directory alone.
 	Remote Remote
@@ -46,6 +46,10 @@ const (
 	DefaultUploadQueue = 1024
 	DefaultUploadWait  = 10 * time.Second
 )
+
+// trimEvery is how often, at most, a Close trims the directory: between
+// trims it may grow past MaxSize by what go commands write meanwhile.
+const trimEvery = 5 * time.Minute
 
 // Cache answers go's gets and puts from a Dir and a Remote.
 type Cache struct {
@@ -259,7 +263,7 @@ func (c *Cache) Close() error {
 		c.log.Warn("gocache: outputs not uploaded", "count", n, "uploaded", c.stats.Uploaded.Load())
 	}
 	var errs []error
-	if c.opts.MaxSize > 0 {
+	if c.opts.MaxSize > 0 && c.dir.trimDue(trimEvery) {
 		if _, err := c.dir.Trim(c.opts.MaxSize); err != nil {
 			errs = append(errs, err)
 		}

@@ -203,6 +203,21 @@ func (d *Dir) writeFile(path string, write func(w io.Writer) error) error {
 	return os.Rename(f.Name(), path)
 }
 
+// trimDue reports whether the last trim of the directory, by any
+// program, is older than every (a walk of a large directory costs more
+// than a go command should pay each time), and if so marks it done now.
+func (d *Dir) trimDue(every time.Duration) bool {
+	stamp := filepath.Join(d.root, "trimmed")
+	if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < every {
+		return false
+	}
+	now := time.Now()
+	if err := os.Chtimes(stamp, now, now); os.IsNotExist(err) {
+		os.WriteFile(stamp, nil, 0o644)
+	}
+	return true
+}
+
 // TrimResult says what a Trim did.
 type TrimResult struct {
 	Exclusive      bool  // it held the directory alone

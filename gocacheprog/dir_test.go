@@ -153,3 +153,43 @@ func TestDirSharedByConcurrentPrograms(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// dirSize is the bytes of the files under root's a/ and o/.
+func dirSize(t *testing.T, root string) int64 {
+	t.Helper()
+	var n int64
+	for _, sub := range []string{"a", "o"} {
+		filepath.WalkDir(filepath.Join(root, sub), func(p string, de os.DirEntry, err error) error {
+			if err == nil && !de.IsDir() {
+				fi, _ := de.Info()
+				n += fi.Size()
+			}
+			return nil
+		})
+	}
+	return n
+}
+
+// A Cache's Close trims the directory to MaxSize, at most every five
+// minutes whichever program closes.
+func TestCloseTrims(t *testing.T) {
+	root := t.TempDir()
+	fill := func(prefix string) {
+		c := openCache(t, gocacheprog.Options{Dir: root, MaxSize: 5000})
+		for i := range 10 {
+			putBytes(t, c, fmt.Sprint(prefix, i), bytes.Repeat([]byte(prefix), 1000))
+			putBytes(t, c, fmt.Sprint(prefix, i), bytes.Repeat([]byte{byte(i)}, 1000))
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill("a")
+	if n := dirSize(t, root); n > 5000 {
+		t.Fatalf("after Close the directory holds %d bytes, over MaxSize 5000", n)
+	}
+	fill("b")
+	if n := dirSize(t, root); n <= 5000 {
+		t.Fatalf("a second Close within five minutes trimmed the directory again (%d bytes)", n)
+	}
+}
