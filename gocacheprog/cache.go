@@ -143,11 +143,15 @@ func (c *Cache) Get(ctx context.Context, actionID ID) (Entry, bool) {
 		return Entry{}, false
 	}
 	e, err := c.getRemote(ctx, actionID)
+	var local localError
 	switch {
 	case err == nil:
 		c.stats.RemoteHits.Add(1)
 		return e, true
 	case errors.Is(err, ErrMiss):
+	case errors.As(err, &local):
+		// The directory failed (a full disk), not the remote.
+		c.log.Warn("gocache: the local directory failed", "dir", c.opts.Dir, "err", local.err)
 	case errors.Is(err, ErrMismatch):
 		c.stats.Mismatches.Add(1)
 		c.remoteFailed("get "+actionID.String(), err)
@@ -174,11 +178,23 @@ func (c *Cache) getRemote(ctx context.Context, actionID ID) (Entry, error) {
 	}
 	defer body.Close()
 	r := &stallReader{r: body, stall: stall, d: c.opts.GetTimeout}
-	return c.dir.Put(actionID, outputID, size, func(w io.Writer) (int64, error) {
+	var readErr error
+	e, err := c.dir.Put(actionID, outputID, size, func(w io.Writer) (int64, error) {
 		// One byte past size: a longer body is caught, not cut to fit.
-		return io.Copy(w, io.LimitReader(r, size+1))
+		n, err := io.Copy(w, io.LimitReader(r, size+1))
+		readErr = r.err
+		return n, err
 	})
+	if err != nil && readErr == nil && !errors.Is(err, ErrMismatch) {
+		return Entry{}, localError{err}
+	}
+	return e, err
 }
+
+// localError is the directory's failure during a remote get.
+type localError struct{ err error }
+
+func (e localError) Error() string { return e.err.Error() }
 
 // stallReader gives each read d more before the stall timer cancels the
 // get.
@@ -186,12 +202,16 @@ type stallReader struct {
 	r     io.Reader
 	stall *time.Timer
 	d     time.Duration
+	err   error // the remote's, other than io.EOF
 }
 
 func (s *stallReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if n > 0 {
 		s.stall.Reset(s.d)
+	}
+	if err != nil && err != io.EOF {
+		s.err = err
 	}
 	return n, err
 }

@@ -362,3 +362,32 @@ func TestPutChecksOutputID(t *testing.T) {
 		t.Fatal("a get found the refused put")
 	}
 }
+
+// A local directory that fails is a miss that does not blame the remote:
+// once the directory works again, the remote is asked.
+func TestLocalFailureKeepsTheRemote(t *testing.T) {
+	fake, srv := newFakeGocached(t)
+	body := []byte("shared")
+	fake.entries[hex.EncodeToString(actionID("shared"))] = fakeEntry{hex.EncodeToString(outputID(body)), body}
+	dir := t.TempDir()
+	c := openCache(t, gocacheprog.Options{Dir: dir, Remote: httpRemote(t, srv.URL)})
+	defer c.Close()
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Remove(tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tmp, nil, 0o644); err != nil { // no directory to write into
+		t.Fatal(err)
+	}
+	if _, ok := c.Get(context.Background(), id(actionID("shared"))); ok {
+		t.Fatal("a hit with no directory to keep it in")
+	}
+	os.Remove(tmp)
+	os.Mkdir(tmp, 0o755)
+	if e, ok := c.Get(context.Background(), id(actionID("shared"))); !ok || !bytes.Equal(readDiskPath(t, e), body) {
+		t.Fatalf("after the directory's failure the remote was left alone: %+v, %v", e, ok)
+	}
+	if n := c.Stats().RemoteErrors.Load(); n != 0 {
+		t.Errorf("the directory's failure counted as %d remote errors", n)
+	}
+}

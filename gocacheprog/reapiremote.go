@@ -135,6 +135,11 @@ type readStream struct {
 func (s *readStream) Read(p []byte) (int, error) {
 	for len(s.buf) == 0 {
 		res, err := s.stream.Recv()
+		if status.Code(err) == codes.NotFound {
+			// A cache whose action results may outlive their blobs
+			// (not membuf's): a miss, not a failing remote.
+			return 0, fmt.Errorf("%w: %v", ErrMiss, err)
+		}
 		if err != nil {
 			return 0, err // io.EOF at the end
 		}
