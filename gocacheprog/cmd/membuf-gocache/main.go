@@ -53,11 +53,17 @@ func run(args []string) error {
 		queue    = fs.Int("upload-queue", gocacheprog.DefaultUploadQueue, "outputs waiting for upload at most; more are not uploaded")
 		verbose  = fs.Bool("v", false, "log each go command's counts at its end")
 	)
+	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := os.LookupEnv(envName(f.Name)); ok {
-			fs.Set(f.Name, v)
+		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
 		}
 	})
+	if envErr != nil {
+		return envErr
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
