@@ -217,12 +217,17 @@ type goMachine struct {
 	env []string
 }
 
+// newGoMachine is a machine running prog (membuf-gocache and its flags;
+// an empty local directory of its own unless they name one).
 func newGoMachine(t *testing.T, prog string, extraEnv ...string) goMachine {
 	t.Helper()
 	base := t.TempDir()
+	if !strings.Contains(prog, " -dir ") {
+		prog += " -dir " + filepath.Join(base, "membuf-gocache")
+	}
 	env := append(os.Environ(),
 		"GOCACHE="+filepath.Join(base, "gocache"), // go keeps little here with GOCACHEPROG, but it must be empty
-		"GOCACHEPROG="+prog+" -dir "+filepath.Join(base, "membuf-gocache"),
+		"GOCACHEPROG="+prog,
 		"GOPATH="+filepath.Join(base, "gopath"),
 		"GOFLAGS=", "GOWORK=off", "GOPROXY=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0", "GOENV=off",
 	)
@@ -378,5 +383,29 @@ func TestGoBuildSurvivesBadRemotes(t *testing.T) {
 				t.Errorf("the build took %v with the remote %s, %v without: more than 1.2x and one get timeout", took, tc.name, baseline)
 			}
 		})
+	}
+}
+
+// TestGoCommandsShareTheLocalDirectory: two go commands at once (a build
+// and a vet) on one local directory both succeed, and a third, with an
+// empty GOCACHE, finds every package there.
+func TestGoCommandsShareTheLocalDirectory(t *testing.T) {
+	prog := gocacheBinary(t) + " -dir " + filepath.Join(t.TempDir(), "shared") + " -max-size 1GiB"
+	module := writeSmallGoModule(t)
+	var wg sync.WaitGroup
+	for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
+		m := newGoMachine(t, prog)
+		wg.Go(func() {
+			cmd := exec.Command("go", args...)
+			cmd.Dir, cmd.Env = module, m.env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("go %s beside another go command: %v\n%s", strings.Join(args, " "), err, lastLines(string(out), 20))
+			}
+		})
+	}
+	wg.Wait()
+	out, _ := newGoMachine(t, prog).run(t, module, "build", "-x", "./...")
+	if compiles := compileLine.FindAllString(out, -1); len(compiles) > 0 {
+		t.Errorf("a third go command compiled %d packages the shared directory holds:\n%s", len(compiles), lastLines(out, 20))
 	}
 }
