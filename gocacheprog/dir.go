@@ -220,10 +220,10 @@ func (d *Dir) trimDue(every time.Duration) bool {
 
 // TrimResult says what a Trim did.
 type TrimResult struct {
-	Exclusive      bool  // it held the directory alone
-	Before, After  int64 // bytes in the directory
-	Removed        int   // files removed
-	RemovedUnknown int   // leftovers under tmp/ removed
+	Exclusive     bool  // it held the directory alone
+	Before, After int64 // bytes in the directory
+	Removed       int   // files removed
+	RemovedTemp   int   // leftovers under tmp/ removed (a program that died mid-write)
 }
 
 // Trim brings the directory under max bytes if it is over: it removes
@@ -254,7 +254,7 @@ func (d *Dir) Trim(max int64) (TrimResult, error) {
 			}
 			if sub == "tmp" {
 				if now.Sub(fi.ModTime()) > UnusedFor && os.Remove(p) == nil {
-					res.RemovedUnknown++
+					res.RemovedTemp++
 				}
 				return nil
 			}

@@ -149,9 +149,11 @@ func (rr *RequestReader) skipSpace() error {
 }
 
 // Body copies the body the last request announced to w, decoded as it
-// streams (never held whole), and returns how many bytes it wrote. A body
+// streams (never held whole), and returns how many bytes it read. A body
 // that is not a JSON string of standard base64 of exactly the announced
-// size is an error, after which the reader is unusable.
+// size is an error wrapping errBadRequest, after which the reader is
+// unusable. w's error does not stop it: the body is read to its end, so
+// that the next request can be read, and w's error returned.
 func (rr *RequestReader) Body(w io.Writer) (int64, error) {
 	want := rr.pending
 	rr.pending = 0
