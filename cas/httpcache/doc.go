@@ -10,7 +10,10 @@
 // build cache (GET, PUT) keep under a key they choose rather than the
 // content's hash. An entry is a small record in the action cache's side of
 // the store naming a CAS blob, so its reads are checked reads and equal
-// content is kept once (keyedpath.go, keyed.go, webdav.go).
+// content is kept once (keyedpath.go, keyed.go, webdav.go). Two such
+// paths are gocached's, go's build cache (GET /action/{actionID}, PUT
+// /{actionID}/{outputID}): an action result naming the output as a CAS
+// blob, as a REAPI client of go's keeps it (gocached.go).
 //
 // Two tools' own protocols are keyed entries too, in namespaces of their
 // own that the generic keyed path refuses: Turborepo's /v8/artifacts...
@@ -39,7 +42,7 @@
 //   - memory: reads go out in pooled chunks, and PUT bodies are taken
 //     under the upload budget that bounds ByteStream writes.
 //
-// Status codes: 200 (206 for a Range; 201 for MKCOL, 202 for Turborepo's PUT, 207 for PROPFIND), 400 for a bad name or content that
+// Status codes: 200 (206 for a Range; 201 for MKCOL, 202 for Turborepo's PUT, 204 for a gocached PUT, 207 for PROPFIND), 400 for a bad name or content that
 // does not match it, 401 and 403, 404 for a miss, 405 for another method,
 // 408 for a PUT whose body stalled, 409 for a PUT of a write-once entry stored already, 411 for a PUT without a length, 413 for one larger than the store, 416
 // for a range outside the blob, 503 when a tier is unavailable, 507 when

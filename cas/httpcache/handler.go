@@ -134,6 +134,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k, hash, err := parsePath(r.URL.Path)
+	if gp, ok := parseGoCachePath(r.URL.Path); ok && errors.Is(err, errNotCachePath) {
+		h.serveGoCache(w, r, gp)
+		return
+	}
 	if errors.Is(err, errNotCachePath) {
 		var kp keyedPath
 		if kp, err = parseKeyedPath(r.URL.Path); err == nil {
@@ -209,7 +213,7 @@ func (h *Handler) authorizeInstance(w http.ResponseWriter, r *http.Request, op o
 // go on (denied is nil), returning it with its client for a PUT.
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, op operation, id access.Identity, denied *access.Denial) (*http.Request, bool) {
 	if denied == nil {
-		if op == opPut || op == opPutAC || op == opPutKeyed {
+		if op == opPut || op == opPutAC || op == opPutKeyed || op == opPutGo {
 			r = r.WithContext(access.WithClient(r.Context(), access.Client(id, r.RemoteAddr)))
 		}
 		return r, true

@@ -21,11 +21,14 @@ const (
 	opPutKeyed
 	opPropfindKeyed // WebDAV's PROPFIND of a keyed path (webdav.go)
 	opMkcolKeyed    // WebDAV's MKCOL
-	opOther         // a path or a method the cache does not serve
+	opGetGo         // GET of gocached's /action/{actionID} (gocached.go)
+	opHeadGo
+	opPutGo // PUT of gocached's /{actionID}/{outputID}
+	opOther // a path or a method the cache does not serve
 	numOperations
 )
 
-var operationNames = [numOperations]string{"get-cas", "head-cas", "put-cas", "get-ac", "head-ac", "put-ac", "get-keyed", "head-keyed", "put-keyed", "propfind-keyed", "mkcol-keyed", "other"}
+var operationNames = [numOperations]string{"get-cas", "head-cas", "put-cas", "get-ac", "head-ac", "put-ac", "get-keyed", "head-keyed", "put-keyed", "propfind-keyed", "mkcol-keyed", "get-go", "head-go", "put-go", "other"}
 
 func (op operation) String() string { return operationNames[op] }
 
@@ -36,7 +39,7 @@ func (op operation) access() access.Operation {
 		return access.ReadCAS
 	case opPut:
 		return access.WriteCAS
-	case opGetAC, opHeadAC, opGetKeyed, opHeadKeyed, opPropfindKeyed:
+	case opGetAC, opHeadAC, opGetKeyed, opHeadKeyed, opPropfindKeyed, opGetGo, opHeadGo:
 		return access.ReadAC // a keyed entry is read and written as the action cache is
 	}
 	return access.WriteAC
@@ -60,7 +63,7 @@ type counters struct {
 
 // statusCodes are the codes the handler answers, in the order byStatus
 // counts them.
-var statusCodes = [...]int{200, 201, 202, 206, 207, 400, 401, 403, 404, 405, 408, 409, 411, 413, 416, statusClientGone, 500, 503, 507}
+var statusCodes = [...]int{200, 201, 202, 204, 206, 207, 400, 401, 403, 404, 405, 408, 409, 411, 413, 416, statusClientGone, 500, 503, 507}
 
 func (c *counters) count(op operation, code int) {
 	for i, sc := range statusCodes {
