@@ -115,8 +115,9 @@ func (l *Latency) Admin(next http.Handler) http.Handler {
 
 // CacheOperation names the HTTP cache operation r asks for, as the HTTP
 // cache counts it in membuf_requests_total: the method (get, head, put,
-// propfind, mkcol) and the part of the cache (cas, ac; keyed for any
-// other path), or "other" for a method the cache does not serve.
+// propfind, mkcol) and the part of the cache (cas, ac, go for gocached's
+// paths; keyed for any other path), or "other" for a method the cache
+// does not serve.
 func CacheOperation(r *http.Request) string {
 	var method string
 	switch r.Method {
@@ -135,16 +136,35 @@ func CacheOperation(r *http.Request) string {
 	}
 	part := "keyed"
 	// /cas/{sha256} and /ac/{sha256}, possibly under an instance prefix:
-	// the segment before the last names the part.
-	if dir, _, ok := cutLast(strings.TrimSuffix(r.URL.Path, "/"), '/'); ok {
-		if _, seg, _ := cutLast(dir, '/'); seg == "cas" || seg == "ac" {
+	// the segment before the last names the part. gocached's paths are
+	// /action/{actionID} and /{actionID}/{outputID}, two 64-digit hex
+	// names.
+	if dir, last, ok := cutLast(strings.TrimSuffix(r.URL.Path, "/"), '/'); ok {
+		switch _, seg, _ := cutLast(dir, '/'); {
+		case seg == "cas" || seg == "ac":
 			part = seg
+		case dir == "/action", dir == "/"+seg && isHex64(seg) && isHex64(last):
+			part = "go"
 		}
 	}
 	if part != "keyed" && method != "get" && method != "head" && method != "put" {
 		return "other"
 	}
 	return method + "-" + part
+}
+
+// isHex64 reports whether s is 64 lowercase hex digits: a SHA-256 as go
+// names its actions and outputs.
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // cutLast splits s around its last sep.

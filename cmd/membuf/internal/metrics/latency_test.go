@@ -135,3 +135,25 @@ func TestLatencyHTTP(t *testing.T) {
 		}
 	}
 }
+
+// The HTTP cache's operations are named as the cache counts them in
+// membuf_requests_total, gocached's paths as go's.
+func TestCacheOperation(t *testing.T) {
+	h := strings.Repeat("ab", 32)
+	for _, c := range []struct{ method, path, want string }{
+		{"GET", "/cas/" + h, "get-cas"},
+		{"PUT", "/team-a/ac/" + h, "put-ac"},
+		{"GET", "/sccache/some/key", "get-keyed"},
+		{"PROPFIND", "/gradle/", "propfind-keyed"},
+		{"GET", "/action/" + h, "get-go"},
+		{"HEAD", "/action/" + h, "head-go"},
+		{"PUT", "/" + h + "/" + strings.Repeat("cd", 32), "put-go"},
+		{"PUT", "/ns/" + h + "/" + h, "put-keyed"},
+		{"DELETE", "/cas/" + h, "other"},
+	} {
+		r := httptest.NewRequest(c.method, c.path, nil)
+		if got := CacheOperation(r); got != c.want {
+			t.Errorf("%s %s: %q; want %q", c.method, c.path, got, c.want)
+		}
+	}
+}
