@@ -14,7 +14,8 @@ type clientSetting struct {
 
 // clientSettings returns, for the addresses sv serves, the setting each
 // client the README covers needs (Bazel over gRPC, and with --http-cache
-// Bazel over HTTP, ccache, sccache, Gradle, turbo, Nx and Maven), so that the start-up log
+// Bazel over HTTP, ccache, sccache, Gradle, turbo, Nx and Maven; go's build cache
+// through membuf-gocache), so that the start-up log
 // answers "how do I use it" with the real address. tls: the listeners
 // speak TLS; rawAC: --http-ac-raw, which ccache needs.
 func clientSettings(sv server.Serving, tls, rawAC bool) []clientSetting {
@@ -26,7 +27,8 @@ func clientSettings(sv server.Serving, tls, rawAC bool) []clientSetting {
 	if path, ok := server.SocketPath(sv.GRPC); ok {
 		out = append(out, clientSetting{"bazel", "--remote_proxy=unix:" + path + " --remote_cache=" + grpcScheme + "://localhost"})
 	} else {
-		out = append(out, clientSetting{"bazel", "--remote_cache=" + grpcScheme + "://" + dialableAddr(sv.GRPC)})
+		out = append(out, clientSetting{"bazel", "--remote_cache=" + grpcScheme + "://" + dialableAddr(sv.GRPC)},
+			clientSetting{"go", "GOCACHEPROG=\"membuf-gocache -remote " + grpcScheme + "://" + dialableAddr(sv.GRPC) + "\" (docs/gocache.md)"})
 	}
 	if sv.HTTPCache == "" {
 		return out

@@ -40,6 +40,7 @@ func TestServeLogsClientSettings(t *testing.T) {
 	log := s.log()
 	for _, want := range []string{
 		`client=bazel setting="--remote_cache=grpc://` + s.grpcAddr + `"`,
+		`client=go setting="GOCACHEPROG=\"membuf-gocache -remote grpc://` + s.grpcAddr + `\"`,
 		`client=bazel-http setting="--remote_cache=http://localhost:` + port + `"`,
 		`client=ccache setting="CCACHE_REMOTE_STORAGE=\"http://localhost:` + port + `/|layout=bazel\" (and restart serve with --http-ac-raw`,
 		`client=sccache setting="SCCACHE_WEBDAV_ENDPOINT=http://localhost:` + port + `/sccache/"`,
