@@ -129,7 +129,7 @@ func rebuild(t *testing.T, s *tier.Store, as []coldAction, jobs int) {
 	wg.Wait()
 }
 
-// Issue 40's cold-node target: with 20 ms added to every bucket request,
+// A cold node: with 20 ms added to every bucket request,
 // a node with an empty disk serves the warm rebuild of a Bazel-like
 // workload (200 actions, each a result and 4 outputs of 1 to 64 KiB, 8
 // jobs) in at most half the wall time of the per-object layout, with

@@ -127,7 +127,7 @@ func startPackedTier(t *testing.T, p tier.Backend) *tier.Store {
 	return backendtest.OpenTier(t, packed.TierConfig(tier.Config{Backend: p, RequestTimeout: cfgTimeout}))
 }
 
-// Issue 40's request target: 1,000 fresh 4 KiB blobs written through the
+// Requests with packs: 1,000 fresh 4 KiB blobs written through the
 // tier with packs in a burst cost MinIO at most 5 PUTs (an object per
 // blob: 1,000).
 func TestPackedPutsPerThousandBlobs(t *testing.T) {
@@ -186,7 +186,7 @@ func TestPackedPutsPerThousandBlobs(t *testing.T) {
 	}
 }
 
-// Issue 40's visibility target: a blob acknowledged on node A is present
+// Visibility across nodes: a blob acknowledged on node A is present
 // to FindMissing on node B within 5 s, though B asked about it before (a
 // "no" the tier would otherwise remember for 10 s), over one MinIO.
 func TestPackedVisibleOnAnotherNode(t *testing.T) {

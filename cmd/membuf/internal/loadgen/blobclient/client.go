@@ -39,7 +39,7 @@ type Client struct {
 }
 
 // MaxChunkSize is the most data a ByteStream message carries here: under
-// grpc-go's default 4 MiB receive limit, with room to spare.
+// grpc-go's default 4 MiB receive limit, with space to spare.
 const MaxChunkSize = 2 << 20
 
 var (

@@ -51,7 +51,7 @@ const (
 const BazelMixLabel = "bazel mix: 70% 1-16 KiB, 25% 16 KiB-1 MiB, 5% 1-8 MiB"
 
 // BazelMixSizes returns n output sizes drawn with seed from the mix a
-// 1,500-genrule Bazel build produced (issue 20's workspace, and
+// 1,500-genrule Bazel build produced (the workspace of
 // docs/bench/bazelmix/workspace.py): 70% of outputs 1-16 KiB, 25% 16 KiB
 // to 1 MiB, 5% 1-8 MiB, log-uniform within each band.
 func BazelMixSizes(n int, seed uint64) []int64 {
@@ -435,7 +435,7 @@ func newBuildTarget(ctx context.Context, name, addr string, pool mem.BufferPool,
 		return nil, fmt.Errorf("%s: GetCapabilities: %w", name, err)
 	}
 	if m := caps.GetCacheCapabilities().GetMaxBatchTotalSizeBytes(); m > 0 {
-		// Room for the request's other fields: digest, status, framing.
+		// Space for the request's other fields: digest, status, framing.
 		t.batchMax = min(t.batchMax, m-4<<10)
 	}
 	return t, nil

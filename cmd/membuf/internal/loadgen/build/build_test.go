@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The mix's bands hold the shares of issue 20's real build, and a seed
+// The mix's bands hold the shares of a real Bazel build's outputs, and a seed
 // gives the same sizes again.
 func TestBazelMixSizes(t *testing.T) {
 	const n = 20000

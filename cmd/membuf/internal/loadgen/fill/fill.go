@@ -76,7 +76,7 @@ type Options struct {
 	// removed after the run unless Keep.
 	Dir  string
 	Keep bool
-	// StoreSize bounds the started server's store; 0 means room for
+	// StoreSize bounds the started server's store; 0 means space for
 	// twice the blobs and 1 GiB more, so that nothing is evicted (an
 	// evicted blob would be reported missing).
 	StoreSize int64

@@ -157,7 +157,7 @@ const (
 
 // palette holds colours that stay apart for most forms of colour blindness
 // (Okabe and Ito).
-var palette = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"}
+var palette = []string{"rgb(0,114,178)", "rgb(213,94,0)", "rgb(0,158,115)", "rgb(204,121,167)", "rgb(230,159,0)", "rgb(86,180,233)"}
 
 // WriteSVG draws the chart as a standalone SVG document, with one column on
 // the X axis per payload size measured, in increasing order.
@@ -168,7 +168,7 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", svgWidth, svgHeight)
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", plotLeft, esc(c.Title))
 	if c.Subtitle != "" {
-		fmt.Fprintf(&b, `<text x="%d" y="38" font-size="11" fill="#555">%s</text>`+"\n", plotLeft, esc(c.Subtitle))
+		fmt.Fprintf(&b, `<text x="%d" y="38" font-size="11" fill="rgb(85,85,85)">%s</text>`+"\n", plotLeft, esc(c.Subtitle))
 	}
 
 	// X: one evenly spaced column per payload size, in increasing order:
