@@ -25,7 +25,7 @@ const (
 // help text the command itself carries.
 func flagsTable(fs *flag.FlagSet) string {
 	var b strings.Builder
-	b.WriteString("\n| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n")
+	b.WriteString("\n| flag | default | meaning |\n| --- | --- | --- |\n")
 	spaces := regexp.MustCompile(`\s*\n\s*`)
 	fs.VisitAll(func(f *flag.Flag) {
 		_, usage := flag.UnquoteUsage(f)
@@ -35,8 +35,7 @@ func flagsTable(fs *flag.FlagSet) string {
 		if f.DefValue != "" {
 			def = "`" + f.DefValue + "`"
 		}
-		env := "MEMBUF_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", f.Name, env, def, usage)
+		fmt.Fprintf(&b, "| `--%s` | %s | %s |\n", f.Name, def, usage)
 	})
 	return b.String()
 }

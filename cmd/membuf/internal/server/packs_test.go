@@ -74,7 +74,7 @@ func TestServersSharePacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bucket, err := s3.NewBucket(ctx, loc, 4, 10*time.Second)
+	bucket, err := s3.New(ctx, s3.Config{Location: loc, Concurrency: 4, RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
