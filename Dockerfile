@@ -18,7 +18,7 @@ RUN mkdir -p /out/data
 
 FROM scratch
 COPY --from=build /out/membuf /membuf
-# Root CAs, for an S3 endpoint over HTTPS (--s3).
+# Root CAs, for a bucket or an upstream cache over HTTPS (--upstream).
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532

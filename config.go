@@ -86,7 +86,7 @@ type Config struct {
 	// buffers are live heap the collector cannot free, so a budget close
 	// to the limit would make it collect without end. The budget is split
 	// evenly among the store's shards, so a shard can be full while
-	// another has room; Put then tries the other shards. Retained bytes
+	// another has space; Put then tries the other shards. Retained bytes
 	// never exceed Budget, also under concurrent Put. The front, which
 	// serves most Gets, holds buffers beyond the budget the way a
 	// sync.Pool does, until garbage collections empty it (see [Pool]).
@@ -94,8 +94,9 @@ type Config struct {
 	// RetainOversize keeps buffers above MaxSize too, under the same budget:
 	// each shard keeps at most 4 of them, and Get above MaxSize takes the
 	// smallest kept buffer that is large enough. Off by default because
-	// sizes above the largest class are usually rare and large (grpc-go
-	// issue 8500: an unbounded oversize pool hoarded memory until OOM).
+	// sizes above the largest class are usually rare and large (in grpc-go,
+	// https://github.com/grpc/grpc-go/issues/8500: an unbounded oversize
+	// pool hoarded memory until OOM).
 	RetainOversize bool
 	// IdleTimeout is how often the pool's store releases buffers that
 	// nobody used: at every tick, each free list drops the buffers that

@@ -325,8 +325,8 @@ func (p *Pool) take(idx, length int) *[]byte {
 	return nil
 }
 
-// store keeps b in list idx of the first shard with room, with its Put
-// stack st in debug mode, and reports whether one had room.
+// store keeps b in list idx of the first shard with space, with its Put
+// stack st in debug mode, and reports whether one had space.
 func (p *Pool) store(idx int, b *[]byte, st *stack) bool {
 	w := p.walk()
 	for s := w.next(); s != nil; s = w.next() {

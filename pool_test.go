@@ -631,7 +631,7 @@ func TestConcurrentEverything(t *testing.T) {
 	}
 }
 
-// The default budget must leave the collector room under a memory limit:
+// The default budget must leave the collector space under a memory limit:
 // retained buffers are live heap it cannot free.
 func TestDefaultBudgetFollowsMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(40 << 20)

@@ -55,7 +55,7 @@ func (s *shard) take(idx, length int) *[]byte {
 	return b
 }
 
-// put keeps b in list idx if the shard's budget has room (and, for the
+// put keeps b in list idx if the shard's budget has space (and, for the
 // oversize list, a slot is free), and reports whether it did.
 func (s *shard) put(idx int, b *[]byte) bool {
 	fl := &s.lists[idx]

@@ -24,13 +24,13 @@ func TestImportsRunOneWay(t *testing.T) {
 		"disk/packfile": {},
 		"disk/zstdfile": {mod, mod + "/zstdseek", mod + "/disk/vfs"},
 		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek", mod + "/reapi/asset", mod + "/reapi/chunking", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
-		// The services reapi registers from rooms of their own, and the
+		// The services reapi registers from packages of their own, and the
 		// pieces they share with it: never reapi itself.
 		"reapi/asset":              {mod, mod + "/access", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
 		"reapi/chunking":           {mod, mod + "/access", mod + "/fastcdc", mod + "/reapi/internal/rpcstatus"},
 		"reapi/internal/rpcstatus": {mod, mod + "/reapi/internal/upload"},
 		"reapi/internal/upload":    {mod, mod + "/zstdseek"},
-		// The tests' harness of reapi's rooms: a Server on a disk store.
+		// The tests' harness of reapi's packages: a Server on a disk store.
 		"reapi/internal/reapitest": {mod, mod + "/disk", mod + "/reapi"},
 		"httpcache":                {mod, mod + "/access", mod + "/actionresult"},
 		// The tier machinery knows no backend and no local store but
@@ -61,7 +61,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"backend/internal/objstore":     {mod, mod + "/tier"},
 		"backend/internal/upstreamtest": {mod, mod + "/access", mod + "/access/accesstest", mod + "/tier"},
 
-		// The disk store's rooms: none imports the store.
+		// The disk store's subpackages: none imports the store.
 		"disk/vfs":         {},
 		"internal/offheap": {},
 		"internal/fanout":  {},

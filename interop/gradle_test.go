@@ -32,7 +32,7 @@ func gradleBinary(t *testing.T) string {
 const gradleSources = 3
 
 // writeGradleProject writes a Java project whose settings point Gradle's
-// HTTP build cache at url, as README's "Using it from sccache / Gradle"
+// HTTP build cache at url, as README's "ccache, sccache, Gradle: the HTTP cache"
 // has it, with credentials if user is not empty; the local build cache is
 // off, so that a hit can only come from membuf.
 func writeGradleProject(t *testing.T, url, user, password string) string {

@@ -88,7 +88,7 @@ func TestBazelHTTPRemoteCache(t *testing.T) {
 	})
 }
 
-// javaTrustStore writes a PKCS#12 trust store holding the CA in caFile,
+// javaTrustStore writes a PKCS 12 trust store holding the CA in caFile,
 // with keytool (the JDK's; Bazel's package depends on one), password
 // "interop".
 func javaTrustStore(t *testing.T, caFile string) string {

@@ -225,7 +225,7 @@ func (s *sccacheRun) build(cc, cargo, csrc, rsrc, target string) map[string][]by
 }
 
 // TestSccache: sccache 0.16.0 with SCCACHE_WEBDAV_ENDPOINT=http://ADDR/sccache/,
-// as README's "Using it from sccache / Gradle" has it, compiles C files
+// as README's "ccache, sccache, Gradle: the HTTP cache" has it, compiles C files
 // and a Rust workspace, storing every result; then, with its local
 // directory and the build's outputs emptied and its server restarted,
 // every compilation is a hit from membuf, with the same bytes. Then the

@@ -40,7 +40,7 @@ func (failingDisk) PutBatch(_ context.Context, ds []cas.Digest, _ []net.Buffers,
 func (failingDisk) PutActionResult(context.Context, cas.Digest, []byte) error { return errIO }
 
 // TestFailingDiskLogsAtABoundedRate: PUTs failing on a disk that fails
-// (issue 44: a line per blob) write at most a line a second of each kind.
+// (a line per blob, unbounded) write at most a line a second of each kind.
 func TestFailingDiskLogsAtABoundedRate(t *testing.T) {
 	store, err := disk.OpenStore(t.TempDir(), 0, nil)
 	if err != nil {

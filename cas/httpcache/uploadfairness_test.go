@@ -18,7 +18,7 @@ import (
 	"github.com/membuf/membuf/internal/await"
 )
 
-// TestStalledPutsOfOneClientDoNotStarveAnother is issue 44's fourth
+// TestStalledPutsOfOneClientDoNotStarveAnother is the stalled-upload
 // attack over HTTP: PUTs that send a byte of their body and stop each
 // hold a chunk of the upload budget they share with ByteStream; 1,100 of
 // them, from one address, held all of a 64 MiB budget. What one client's

@@ -78,7 +78,7 @@ func fieldLen(n int) int64 {
 // its code-only status is 2 bytes more than OK's, and it has no data
 // field, at least 2 bytes, which this counts even for an empty blob. Only
 // the compressor (2 bytes, for a blob sent as its stored zstd frames)
-// comes out of the send limit's headroom.
+// comes out of the send limit's margin.
 func readAnswerFraming(p *repb.Digest) int64 {
 	size := max(p.GetSizeBytes(), 0)
 	inner := fieldLen(proto.Size(p)) + fieldLen(int(size)) - size + fieldLen(0)

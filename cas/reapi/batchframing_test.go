@@ -75,7 +75,7 @@ func answerEntrySize(d *repb.Digest) int {
 	return proto.Size(one)
 }
 
-// TestBatchReadAnswersFitTheSendLimit is issue 44's second attack:
+// TestBatchReadAnswersFitTheSendLimit guards against an attack:
 // 20,000 stored blobs of 200 bytes (4,000,000 bytes, under the advertised
 // limit) were answered RESOURCE_EXHAUSTED by the server's own send limit,
 // their framing uncounted; so were 33,000 missing digests. A batch the

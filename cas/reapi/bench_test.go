@@ -74,7 +74,7 @@ func BenchmarkRead(b *testing.B) {
 // ByteStream upload of it (1 MiB messages, as the REAPI SDK sends), and a
 // FetchBlob with its sha256 checksum.sri that downloads it from a loopback
 // origin. Client, origin and server share the process, so MB/s compares
-// what a client gets on one machine (issue 24: fetch >= 0.8x upload).
+// what a client gets on one machine.
 // TMPDIR picks the store's filesystem:
 //
 //	TMPDIR=/dev/shm go test -run XXX -bench BenchmarkFetchBlob -benchmem -benchtime 30x -count 8 ./cas/reapi | tee fetch.txt

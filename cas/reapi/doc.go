@@ -12,7 +12,7 @@
 // memory (an in-flight byte budget, stream windows, a stall timeout) and
 // may be resumed.
 //
-// The services are in rooms a reader finds by name:
+// The services are in packages a reader finds by name:
 //
 //	reapi                  Server, Options, Register; CAS (casservice.go, inplacebatches.go, treewalk.go),
 //	                       action cache, capabilities, ByteStream (bytestream.go, zstdupload.go, resourcename.go),
@@ -27,7 +27,7 @@
 // (authorize.go, over access.Control.Authorize) and rpcstatus, and never
 // import reapi. It owns the protocols' rules (resource names, offsets,
 // batch limits, error codes; docs/cas.md) and imports cas, access,
-// actionresult, zstdseek and its rooms, never a Storage implementation:
+// actionresult, zstdseek and its own packages, never a Storage implementation:
 // the disk store and the S3 tier are given to NewServer. The HTTP cache
 // protocol (package httpcache) sits beside it, over the same Storage.
 package reapi

@@ -35,8 +35,8 @@ func (fullDisk) NewWriter(context.Context, cas.Digest, cas.Encoding) (cas.BlobWr
 	return nil, errNoSpace
 }
 
-// TestFullDiskLogsAtABoundedRate is issue 44's last attack: on a full disk
-// every blob failed with an ERROR line of its own (41,795 in ten seconds).
+// TestFullDiskLogsAtABoundedRate is an attack through the disk: on a full
+// disk every blob failed with an ERROR line of its own (41,795 in ten seconds).
 // Thousands of blobs failing, through BatchUpdateBlobs and ByteStream
 // Write, now write at most a line a second of each kind.
 func TestFullDiskLogsAtABoundedRate(t *testing.T) {

@@ -116,7 +116,7 @@ func (rn resourceName) checkCompressor(name string) (resourceName, error) {
 	return rn, nil
 }
 
-// nameSegments is room for the segments of a resource name with an
+// nameSegments is space for the segments of a resource name with an
 // instance of a few segments, on the parser's stack: strings.Split made a
 // slice on the heap for every upload and read. A longer name grows it
 // there.

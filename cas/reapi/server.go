@@ -63,7 +63,7 @@ type Options struct {
 	// MaxBatchBytes is the max_batch_total_size_bytes advertised in the
 	// capabilities and enforced on BatchUpdateBlobs and BatchReadBlobs;
 	// 0 means DefaultMaxBatchBytes. The gRPC server's receive limit must
-	// leave room for it, and its send limit for it plus
+	// leave space for it, and its send limit for it plus
 	// BatchMessageBudget (a batch's answer counts its framing against
 	// it: batchframing.go).
 	MaxBatchBytes int64

@@ -206,7 +206,7 @@ func TestUploadBudgetBoundsMemoryOfManyWriters(t *testing.T) {
 	}
 	// Every writer blocked in the store holds a message of budget.
 	if most := gated.most.Load(); most > limit/chunk {
-		t.Errorf("%d handlers held a message at once; the budget has room for %d", most, limit/chunk)
+		t.Errorf("%d handlers held a message at once; the budget has space for %d", most, limit/chunk)
 	}
 	// What gRPC and the handlers hold is bounded by the budget and the
 	// windows (a few bytes of framing per message aside). Without the
@@ -239,7 +239,7 @@ func TestStalledUploaderDoesNotStopOthers(t *testing.T) {
 	const chunk = 64 << 10
 	store := openTestStore(t, t.TempDir(), 0)
 	pool := &outstandingPool{}
-	// Room for the stalled stream's reservation, a first receive and a
+	// Space for the stalled stream's reservation, a first receive and a
 	// later one.
 	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: upload.FirstMessageGuess + 2*StreamWindow}, pool)
 

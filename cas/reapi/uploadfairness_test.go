@@ -14,11 +14,12 @@ import (
 	"github.com/membuf/membuf/internal/await"
 )
 
-// stalledStreams is issue 44's count: 2,041 streams that sent a byte and
+// stalledStreams is past the count at which, before the per-client
+// share, 2,041 streams that sent a byte and
 // stopped held the whole 256 MiB budget; 2,300 is past it.
 const stalledStreams = 2300
 
-// TestStalledUploadsOfOneClientDoNotStarveAnother is issue 44's fourth
+// TestStalledUploadsOfOneClientDoNotStarveAnother is the stalled-upload
 // attack: one client opens 2,300 ByteStream uploads that each send one
 // byte (or nothing) and stop; another client's 200 KiB upload must
 // succeed within a second, not wait for the stall timeout (a minute).

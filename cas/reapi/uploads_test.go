@@ -175,7 +175,7 @@ func TestPartialUploadsCountTowardsMaxSize(t *testing.T) {
 		t.Fatalf("after a 500KiB partial upload beside a 600KiB blob, store of 1MiB: %+v", st)
 	}
 	if ok, _ := cas.Contains(context.Background(), e.store, old); ok {
-		t.Error("the stored blob was not evicted to make room for the upload")
+		t.Error("the stored blob was not evicted to make space for the upload")
 	}
 	other := testblob.Pattern(900<<10, 3)
 	err := e.abandon(writeName("other", cas.DigestOf(other)), other, 600<<10, false)

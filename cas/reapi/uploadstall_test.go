@@ -28,7 +28,7 @@ func TestStalledUploadStreamsEndAndGiveBackTheirBudget(t *testing.T) {
 	const chunk = 64 << 10
 	store := openTestStore(t, t.TempDir(), 0)
 	pool := &outstandingPool{}
-	// Room for exactly two first receives, each from a client of its own.
+	// Space for exactly two first receives, each from a client of its own.
 	srv, clients := budgetEnv(t, store, Options{Pool: pool, MaxInflightUpload: 2 * upload.FirstMessageGuess, UploadStallTimeout: stallTimeoutForTests}, pool)
 
 	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)

@@ -95,10 +95,10 @@ func TestSeekTableRejects(t *testing.T) {
 			binary.LittleEndian.PutUint32(f[entry:], binary.LittleEndian.Uint32(f[entry:])+1)
 			return f
 		}, size},
-		"sizes miss the blob":     {func(f []byte) []byte { return f }, size + 1},
-		"too short":               {func(f []byte) []byte { return f[len(f)-seekTableFixed+1:] }, size},
-		"no table":                {func(f []byte) []byte { return f[:tableAt] }, size},
-		"checksums flag, no room": {func(f []byte) []byte { f[footer+4] = seekChecksumFlag; return f }, size},
+		"sizes miss the blob":      {func(f []byte) []byte { return f }, size + 1},
+		"too short":                {func(f []byte) []byte { return f[len(f)-seekTableFixed+1:] }, size},
+		"no table":                 {func(f []byte) []byte { return f[:tableAt] }, size},
+		"checksums flag, no space": {func(f []byte) []byte { f[footer+4] = seekChecksumFlag; return f }, size},
 	}
 	for name, c := range cases {
 		f := c.edit(bytes.Clone(good))

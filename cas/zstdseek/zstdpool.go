@@ -40,7 +40,7 @@ const (
 	// encoders use by default up to level 19 (and klauspost's by default).
 	MaxUploadWindow = 8 << 20
 	// zstdBlockMax is zstd's largest block, which a stream decoder keeps
-	// room for beside its window.
+	// space for beside its window.
 	zstdBlockMax = 128 << 10
 )
 
@@ -77,14 +77,14 @@ func (k coderKind) String() string {
 // byte budget. A request that finds the budget spent waits, first come first
 // served, until a coder is given back or its context ends; it does not fail
 // for want of memory. Idle coders are kept for reuse (their memory stays
-// counted) and dropped, oldest first, when a request needs the room.
+// counted) and dropped, oldest first, when a request needs the space.
 //
 // Coders come in two classes. Frame coders (an encoder or decoder of one
 // frame at a time) are lent for one frame and never wait on anything while
 // lent, so a wait for one is short. Stream decoders (a compressed upload's)
 // are held for as long as the client takes to send its stream. Stream
 // decoders may together hold at most the budget less a reserve, and the
-// classes queue apart, so that frame coders always find room in a while:
+// classes queue apart, so that frame coders always find space in a while:
 // an upload that holds a stream decoder and needs an encoder for its frames
 // can never wait on another such upload.
 //
@@ -149,7 +149,7 @@ type PoolStats struct {
 	// Created counts coders made, by kind (a lease that found no idle
 	// coder to reuse).
 	Created   map[string]uint64
-	Dropped   uint64 // idle coders let go to make room for another
+	Dropped   uint64 // idle coders let go to make space for another
 	LongBytes int64  // the part of LentBytes held by stream decoders
 	Waiting   int    // requests waiting for memory now
 	Waits     uint64 // requests that had to wait for memory
@@ -382,7 +382,7 @@ func (p *Pool) ready(c *coder) (*coder, error) {
 }
 
 // tryLocked grants a coder of kind for need bytes if it can at once: an
-// idle one of that kind that holds enough, or room for a new one (dropping
+// idle one of that kind that holds enough, or space for a new one (dropping
 // idle coders to make it). It returns nil if the request must wait.
 func (p *Pool) tryLocked(kind coderKind, need int64) *coder {
 	best := -1
@@ -391,14 +391,14 @@ func (p *Pool) tryLocked(kind coderKind, need int64) *coder {
 			best = i
 		}
 	}
-	if best >= 0 && p.roomLocked(kind, p.idle[best].charge) {
+	if best >= 0 && p.fitsLocked(kind, p.idle[best].charge) {
 		c := p.idle[best]
 		p.idle = append(p.idle[:best], p.idle[best+1:]...)
 		p.idleBytes -= c.charge
 		p.lendLocked(c)
 		return c
 	}
-	if !p.roomLocked(kind, need) {
+	if !p.fitsLocked(kind, need) {
 		return nil
 	}
 	for len(p.idle) > 0 && p.lentBytes+p.idleBytes+need > p.budget {
@@ -415,14 +415,14 @@ func (p *Pool) tryLocked(kind coderKind, need int64) *coder {
 	return c
 }
 
-// roomLocked reports whether n more bytes may be lent to a coder of kind:
+// fitsLocked reports whether n more bytes may be lent to a coder of kind:
 // within the budget, and for a stream decoder within the budget less the
 // reserve. A request whose class has nothing lent may always go (beyond
 // the budget if need be): otherwise a stream decoder larger than the budget
 // would wait forever, and frame coders, which the holders of stream
 // decoders wait on, could be shut out by them. (Idle coders do not count:
-// they are dropped to make room.)
-func (p *Pool) roomLocked(kind coderKind, n int64) bool {
+// they are dropped to make space.)
+func (p *Pool) fitsLocked(kind coderKind, n int64) bool {
 	if kind.class() == 1 {
 		return p.lentLong == 0 || p.lentLong+n <= p.budget-p.reserve && p.lentBytes+n <= p.budget
 	}

@@ -270,10 +270,10 @@ func TestZstdPoolFrameCodersAlwaysProgress(t *testing.T) {
 	}
 }
 
-// TestZstdPoolDropsIdleCodersForRoom: idle coders stay for reuse but give
+// TestZstdPoolDropsIdleCodersForSpace: idle coders stay for reuse but give
 // way to a request that needs their memory, and the total never exceeds
 // the budget.
-func TestZstdPoolDropsIdleCodersForRoom(t *testing.T) {
+func TestZstdPoolDropsIdleCodersForSpace(t *testing.T) {
 	p := newTestZstdPool(t, encoderCharge+frameDecoderCharge)
 	ctx := context.Background()
 	data := testblob.Text(10000, 9)

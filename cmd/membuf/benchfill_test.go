@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/fill"
+	"github.com/membuf/membuf/bench/fill"
 )
 
 // bench fill against the server it starts (this test binary as membuf
@@ -177,4 +177,14 @@ func TestBenchFillBadFlags(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want exit 2 mentioning %q", args, code, errOut, tc.err)
 		}
 	}
+}
+
+// selfCommand runs this test binary as membuf (TestMain, with
+// MEMBUF_TEST_RUN_MAIN set), as bench's workloads run the membuf binary.
+func selfCommand(args ...string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exec.Command(exe, args...)
 }

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/membuf/membuf"
-	"github.com/membuf/membuf/cmd/membuf/internal/loadgen/blobs"
+	"github.com/membuf/membuf/bench/blobs"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )

@@ -21,8 +21,8 @@ import (
 	"github.com/membuf/membuf/internal/await"
 )
 
-// idleConnections is issue 44's count: 4,096 idle connections from one
-// address took every slot of the default --max-connections.
+// idleConnections: before the per-client limit, 4,096 idle connections
+// from one address took every slot of the default --max-connections.
 const idleConnections = 4096
 
 // openIdle opens n TCP connections to addr from 127.0.0.1 that send
@@ -52,7 +52,7 @@ func fromAddress(ip net.IP) func(ctx context.Context, network, addr string) (net
 	return d.DialContext
 }
 
-// TestOneAddressCannotTakeEveryConnection is issue 44's fifth attack:
+// TestOneAddressCannotTakeEveryConnection is the idle-connection attack:
 // 4,096 silent connections from one address held every connection slot,
 // of gRPC's listener and of the HTTP cache's, and every other client
 // waited in the backlog. With the default limits another address is
@@ -93,7 +93,7 @@ func TestOneAddressCannotTakeEveryConnection(t *testing.T) {
 // TestOneIdentityCannotTakeEveryConnection: an authenticated client is
 // held to --max-connections-per-client connections whatever addresses it
 // connects from; past it its RPC is RESOURCE_EXHAUSTED naming the limit,
-// and a connection it closes makes room again. Anonymous clients and other
+// and a connection it closes makes space again. Anonymous clients and other
 // identities are not held up by it.
 func TestOneIdentityCannotTakeEveryConnection(t *testing.T) {
 	htpasswd := filepath.Join(t.TempDir(), "htpasswd")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/membuf/membuf/bench"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )
@@ -45,9 +46,9 @@ func TestHelpListsEveryCommandAndWorkload(t *testing.T) {
 			t.Errorf("membuf -h does not list %s:\n%s", c.name, out)
 		}
 	}
-	for _, w := range workloads {
-		if !strings.Contains(out, "bench "+w.name) {
-			t.Errorf("membuf -h does not name bench %s:\n%s", w.name, out)
+	for _, w := range bench.Workloads() {
+		if !strings.Contains(out, "bench "+w) {
+			t.Errorf("membuf -h does not name bench %s:\n%s", w, out)
 		}
 	}
 }
@@ -60,9 +61,9 @@ func TestREADMENamesEveryCommandAndWorkload(t *testing.T) {
 			t.Errorf("README.md never says `membuf %s`", c.name)
 		}
 	}
-	for _, w := range workloads {
-		if !strings.Contains(text, "bench "+w.name) {
-			t.Errorf("README.md never says `bench %s`", w.name)
+	for _, w := range bench.Workloads() {
+		if !strings.Contains(text, "bench "+w) {
+			t.Errorf("README.md never says `bench %s`", w)
 		}
 	}
 }

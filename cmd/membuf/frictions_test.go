@@ -109,13 +109,13 @@ func TestServeUnansweringBucket(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	s := startServe(t, "--s3", "s3://membuf-test/p?endpoint=http://"+blackhole.Addr().String()+"&region=us-east-1", "--s3-timeout", "1m")
+	s := startServe(t, "--upstream", "s3://membuf-test/p?endpoint=http://"+blackhole.Addr().String()+"&region=us-east-1", "--upstream-timeout", "1m")
 	log := s.log()
 	if !strings.Contains(log, "the shared tier does not answer") {
 		t.Errorf("the log does not say the bucket does not answer:\n%s", log)
 	}
 	// The store opened, then serving began: the wait between is the
-	// tier's start (before: the probe's 5 s, or --s3-timeout if shorter).
+	// tier's start (before: the probe's 5 s, or --upstream-timeout if shorter).
 	opened, serving := logTime(t, log, "cas store opened"), logTime(t, log, "msg=serving")
 	if wait := serving.Sub(opened); wait > 3*time.Second {
 		t.Errorf("serving began %v after the store opened; want the bucket's silence to delay it at most about a second", wait)

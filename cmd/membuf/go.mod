@@ -7,6 +7,7 @@ require (
 	github.com/bazelbuild/remote-apis v0.0.0-20260908115904-76ddd98e1f92
 	github.com/klauspost/compress v1.20.3
 	github.com/membuf/membuf v0.0.0-00010101000000-000000000000
+	github.com/membuf/membuf/bench v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/cas v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/cas/backend/azure v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/cas/backend/gcs v0.0.0-00010101000000-000000000000
@@ -16,7 +17,6 @@ require (
 	github.com/prometheus/client_model v0.6.2
 	golang.org/x/crypto v0.58.0
 	golang.org/x/net v0.61.0
-	golang.org/x/sys v0.49.0
 	google.golang.org/genproto/googleapis/bytestream v0.0.0-20261005182115-fad411399dd8
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -99,6 +99,7 @@ require (
 	golang.org/x/exp v0.0.0-20260813180055-c1d0aacb2297 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/api v0.305.0 // indirect
@@ -112,6 +113,7 @@ require (
 // placeholder versions above are never fetched while these replaces hold.
 replace (
 	github.com/membuf/membuf => ../..
+	github.com/membuf/membuf/bench => ../../bench
 	github.com/membuf/membuf/cas => ../../cas
 	github.com/membuf/membuf/cas/backend/azure => ../../cas/backend/azure
 	github.com/membuf/membuf/cas/backend/gcs => ../../cas/backend/gcs

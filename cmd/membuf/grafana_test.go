@@ -114,9 +114,10 @@ func TestMetricNames(t *testing.T) {
 }
 
 // Every metric the dashboard queries is one a running membuf serve exports
-// (with --http-cache and --s3, so that every family exists: the bucket's
-// endpoint answers nothing, which serve serves around), so that the
-// dashboard cannot drift from the metrics.
+// (with --http-cache and --upstream, so that every family exists: the
+// bucket's endpoint answers nothing, which serve serves around), so that
+// the dashboard cannot drift from the metrics; and docs/metrics.md has a
+// row for every membuf_ metric it exports.
 func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 	tmp := t.TempDir()
 	for k, v := range map[string]string{
@@ -125,14 +126,16 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	s := startServe(t, "--http-cache", "127.0.0.1:0", "--s3", "s3://membuf-test/p?endpoint=http://127.0.0.1:1&region=us-east-1", "--s3-timeout", "1s")
+	s := startServe(t, "--http-cache", "127.0.0.1:0", "--upstream", "s3://membuf-test/p?endpoint=http://127.0.0.1:1&region=us-east-1", "--upstream-timeout", "1s")
 	// A request of each protocol: membuf_requests_total has a series per
 	// method and code answered, none before.
 	if _, err := repb.NewCapabilitiesClient(dial(t, s.grpcAddr)).GetCapabilities(context.Background(), &repb.GetCapabilitiesRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	httpDo(t, http.MethodGet, "http://"+s.httpCacheAddr+"/cas/"+strings.Repeat("0", 64), nil)
-	exported := exportedNames(httpGet(t, "http://"+s.httpAddr+"/metrics"))
+	exposition := httpGet(t, "http://"+s.httpAddr+"/metrics")
+	exported := exportedNames(exposition)
+	checkMetricsDoc(t, exposition)
 	queried := map[string]bool{}
 	for _, expr := range dashboardQueries(t) {
 		names := metricNames(expr)
@@ -146,12 +149,31 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	// What the issue asks the dashboard to show, each by a metric.
+	// What an operator needs the dashboard to show, each by a metric.
 	for _, want := range []string{"membuf_requests_total", "membuf_store_hits_total", "membuf_request_duration_seconds_bucket",
 		"membuf_http_cache_body_bytes_total", "membuf_store_bytes", "membuf_store_max_bytes", "membuf_store_evictions_total",
 		"membuf_tier_upload_queue_length", "membuf_tier_uploads_total", "go_cpu_classes_gc_total_cpu_seconds_total", "process_resident_memory_bytes"} {
 		if !queried[want] {
 			t.Errorf("the dashboard does not query %s", want)
+		}
+	}
+}
+
+// checkMetricsDoc fails the test for each membuf_ metric family of
+// exposition that docs/metrics.md does not name in a table row.
+func checkMetricsDoc(t *testing.T, exposition string) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(exposition, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 || f[0] != "#" || f[1] != "TYPE" || !strings.HasPrefix(f[2], "membuf_") {
+			continue
+		}
+		if !regexp.MustCompile("(?m)^\\| [^|]*`" + regexp.QuoteMeta(f[2]) + "[`{]").Match(doc) {
+			t.Errorf("docs/metrics.md has no row for %s, which membuf serve exports", f[2])
 		}
 	}
 }

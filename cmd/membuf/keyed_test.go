@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// membuf serve --http-cache serves keyed entries as README's "Using it
-// from sccache / Gradle" says, counts them in /metrics by operation, and
+// membuf serve --http-cache serves keyed entries as README's "ccache,
+// sccache, Gradle: the HTTP cache" says, counts them in /metrics by operation, and
 // /status says how their reads went.
 func TestServeKeyedEntries(t *testing.T) {
 	s := startServe(t, "--http-cache", "127.0.0.1:0")

@@ -68,7 +68,7 @@ func TestKubernetesConfigMaps(t *testing.T) {
 	for file, toml := range configs {
 		t.Run(filepath.Base(filepath.Dir(file))+"/"+filepath.Base(file), func(t *testing.T) {
 			path := writeConfig(t, toml)
-			s := startServe(t, "--config", path, "--http-cache", "127.0.0.1:0", "--s3", "", "--dir", filepath.Join(t.TempDir(), "data"))
+			s := startServe(t, "--config", path, "--http-cache", "127.0.0.1:0", "--upstream", "", "--dir", filepath.Join(t.TempDir(), "data"))
 			code, _, errOut := s.stop()
 			if code != 0 {
 				t.Fatalf("serve with %s's membuf.toml exited %d:\n%s", file, code, errOut)

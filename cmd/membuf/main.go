@@ -21,7 +21,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
+
+	"github.com/membuf/membuf/internal/cli"
 )
 
 // A command is one subcommand of membuf.
@@ -57,15 +58,6 @@ func lookup(name string) *command {
 		}
 	}
 	return nil
-}
-
-// errUsage marks an error caused by how membuf was invoked; it exits 2, like
-// the flag package's own errors.
-var errUsage = errors.New("usage error")
-
-// usageError wraps a message so that run reports it as a usage error.
-func usageError(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
 }
 
 func main() {
@@ -114,84 +106,6 @@ func run(ctx context.Context, args []string, std *stdio) int {
 	return 0
 }
 
-// errUsageReported is a usage error whose message has been printed
-// already (by parseFlags).
-var errUsageReported = fmt.Errorf("%w (reported)", errUsage)
-
-// parseFlags parses args into fs. Asked for usage (-h, -help, --help), it
-// prints it on stdout, like every other form of help, and reports help; a
-// bad flag prints one line naming the flag and what is wrong with it, and
-// where the usage is, on stderr (not the whole usage: serve's is over a
-// hundred lines, and the mistake scrolls away above it), and returns
-// errUsageReported. Afterwards fs writes to stderr.
-func parseFlags(fs *flag.FlagSet, args []string, std *stdio) (help bool, err error) {
-	fs.SetOutput(io.Discard) // the flag package's message and usage: replaced below
-	err = fs.Parse(args)
-	fs.SetOutput(std.err)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fs.SetOutput(std.out)
-		fs.Usage()
-		fs.SetOutput(std.err)
-		return true, nil
-	case err != nil:
-		fmt.Fprintf(std.err, "%s: %s\nRun '%s -h' for usage.\n", fs.Name(), explainFlagError(fs, err), fs.Name())
-		return false, errUsageReported
-	}
-	return false, nil
-}
-
-// explainFlagError returns the flag package's message for err, with what
-// it leaves out: the flag probably meant, for one that does not exist, and
-// what a value should look like, for one it calls a "parse error".
-func explainFlagError(fs *flag.FlagSet, err error) string {
-	msg := err.Error()
-	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		var names []string
-		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-		if n, ok := nearest(strings.TrimLeft(name, "-"), names); ok {
-			msg += " (did you mean -" + n + "?)"
-		}
-		return msg
-	}
-	if head, ok := strings.CutSuffix(msg, ": parse error"); ok {
-		// "invalid boolean value "x" for -name" or "invalid value "x" for flag -name"
-		if i := strings.LastIndex(head, " -"); i >= 0 {
-			if f := fs.Lookup(head[i+2:]); f != nil {
-				return head + ": " + wantOf(f)
-			}
-		}
-	}
-	return msg
-}
-
-// valueError is err, the error of f's Set, saying what f wants where the
-// flag package says only "parse error".
-func valueError(f *flag.Flag, err error) error {
-	if err.Error() == "parse error" {
-		return errors.New(wantOf(f))
-	}
-	return err
-}
-
-// wantOf says what a value of f looks like, for a flag of the standard
-// library's kinds.
-func wantOf(f *flag.Flag) string {
-	if g, ok := f.Value.(flag.Getter); ok {
-		switch g.Get().(type) {
-		case bool:
-			return "want true or false"
-		case time.Duration:
-			return "want a duration such as 300ms, 30s or 5m"
-		case int, int64, uint, uint64:
-			return "want a whole number"
-		case float64:
-			return "want a number"
-		}
-	}
-	return "parse error"
-}
-
 func help(args []string, std *stdio) int {
 	if len(args) == 0 {
 		printUsage(std.out)
@@ -229,14 +143,25 @@ func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "\nRun 'membuf help <command>' or 'membuf <command> -h' for a command's flags.\n")
 }
 
-// newFlagSet returns a flag set whose usage names the command, says what it
-// does and lists its flags.
-func newFlagSet(name, synopsis, description string) *flag.FlagSet {
-	fs := flag.NewFlagSet("membuf "+name, flag.ContinueOnError)
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "Usage: membuf %s %s\n\n%s\n\nFlags:\n", name, synopsis, description)
-		fs.PrintDefaults()
-	}
-	return fs
+// The CLI's conventions, shared with `membuf bench` (internal/cli).
+var (
+	errUsage         = cli.ErrUsage
+	errUsageReported = cli.ErrUsageReported
+	usageError       = cli.UsageError
+	newFlagSet       = cli.NewFlagSet
+	formatSize       = cli.FormatSize
+	nearest          = cli.Nearest
+	valueError       = cli.ValueError
+	writeFileAtomic  = cli.WriteFileAtomic
+)
+
+// sizeFlag is a flag.Value holding a byte count (cli.ParseSize's syntax).
+type sizeFlag struct{ n *int64 }
+
+func (f sizeFlag) String() string     { return cli.Size{P: f.n}.String() }
+func (f sizeFlag) Set(s string) error { return cli.Size{P: f.n}.Set(s) }
+
+// parseFlags parses args into fs: cli.Parse, on std.
+func parseFlags(fs *flag.FlagSet, args []string, std *stdio) (help bool, err error) {
+	return cli.Parse(fs, args, std.out, std.err)
 }

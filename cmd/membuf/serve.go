@@ -132,14 +132,16 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.DurationVar(&cfg.Limits.UploadTTL, "upload-ttl", cfg.Limits.UploadTTL, "how long an interrupted ByteStream upload is kept, idle, for its client to resume it")
 	fs.DurationVar(&cfg.Limits.UploadStall, "upload-stall-timeout", cfg.Limits.UploadStall, "how long the server waits for an upload's next message before it ends the stream\n(DEADLINE_EXCEEDED; the upload is kept for resumption), so that stalled streams do not hold\nthe upload budget; with --http-cache, also how long a PUT's body may stall (408)")
 	fs.StringVar(&cfg.Upstream.URL, "upstream", "", "`URL` of the shared tier behind the disk, shared by every node that names it; one of:\n  "+strings.Join(server.UpstreamSchemes, "\n  "))
-	fs.StringVar(&cfg.s3URL, "s3", "", "`URL` of an S3-compatible bucket: the same as --upstream s3://...")
+	fs.StringVar(&cfg.s3URL, "s3", "", "deprecated: --upstream s3://`URL` is the same")
 	fs.BoolVar(&cfg.Upstream.WriteThrough, "upstream-write-through", false, "with --upstream, a write returns only once the shared tier has the blob (UNAVAILABLE if it cannot)")
 	fs.DurationVar(&cfg.Upstream.Timeout, "upstream-timeout", 30*time.Second, "with --upstream, how long to wait for the shared tier to answer a request, or for a transfer to make progress")
 	fs.DurationVar(&cfg.Upstream.MissingTTL, "upstream-missing-ttl", 10*time.Second, "with --upstream, how long FindMissingBlobs remembers that the shared tier lacks a blob (0: not at all,\nso that another node's uploads are seen at once, at a request per local miss)")
-	// The names these flags had when S3 was the only shared tier.
-	fs.BoolVar(&cfg.Upstream.WriteThrough, "s3-write-through", false, "the same as --upstream-write-through")
-	fs.DurationVar(&cfg.Upstream.Timeout, "s3-timeout", 30*time.Second, "the same as --upstream-timeout")
-	fs.DurationVar(&cfg.Upstream.MissingTTL, "s3-missing-ttl", 10*time.Second, "the same as --upstream-missing-ttl")
+	// The names these flags had when S3 was the only shared tier, kept so
+	// that existing configurations still start; serve warns once of each
+	// one set (deprecatedFlags).
+	fs.BoolVar(&cfg.Upstream.WriteThrough, "s3-write-through", false, "deprecated: --upstream-write-through is the same")
+	fs.DurationVar(&cfg.Upstream.Timeout, "s3-timeout", 30*time.Second, "deprecated: --upstream-timeout is the same")
+	fs.DurationVar(&cfg.Upstream.MissingTTL, "s3-missing-ttl", 10*time.Second, "deprecated: --upstream-missing-ttl is the same")
 	fs.DurationVar(&cfg.Stop.Timeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
 	fs.DurationVar(&cfg.Store.MinAge, "min-age", cfg.Store.MinAge, "warn (at most once an hour) when the store evicts entries last used less than this long ago:\nBazel assumes outputs it was told of live 3h (its lease), and builds without the bytes fail\nif they do not; the fix is a larger --max-size. 0: never warn")
 	fs.BoolVar(&cfg.AC.InstanceIsolation, "instance-isolation", false, "keep action results by instance name (gRPC's instance_name, the HTTP cache's /{instance}/ac/)\nand action digest, so that instances never see each other's; the CAS stays shared.\nThe empty instance too has keys of its own: results stored without the flag are misses with it")
@@ -373,29 +375,6 @@ func serve(ctx context.Context, cfg *serveConfig, std *stdio) error {
 		return err
 	}
 	return srv.Run(ctx)
-}
-
-// writeFileAtomic writes data to a temporary file beside name and renames it
-// into place, so that a reader polling for name never sees it half written.
-func writeFileAtomic(name string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), name); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
 }
 
 // levelFlag is a flag.Value for a slog level given by name.

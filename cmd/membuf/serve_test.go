@@ -638,7 +638,7 @@ func TestServeS3UnreachableAtStart(t *testing.T) {
 	}
 	closed := lis.Addr().String()
 	lis.Close()
-	s := startServe(t, "--s3", "s3://membuf-test/ci?endpoint=http://"+closed, "--s3-timeout", "2s", "--shutdown-timeout", "1s")
+	s := startServe(t, "--upstream", "s3://membuf-test/ci?endpoint=http://"+closed, "--upstream-timeout", "2s", "--shutdown-timeout", "1s")
 	conn := dial(t, s.grpcAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -64,7 +64,7 @@ func BenchmarkServeRead(b *testing.B) {
 	plain := start()
 	writer, reader := plain, plain
 	if !older {
-		writer = start("--s3", url, "--s3-write-through")
+		writer = start("--upstream", url, "--upstream-write-through")
 		reader = start("--s3", url)
 	}
 	ctx := context.Background()

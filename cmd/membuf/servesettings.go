@@ -10,6 +10,7 @@ import (
 
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
+	"github.com/membuf/membuf/internal/cli"
 )
 
 // settingsLog returns the attributes of serve's start-up log line: every
@@ -78,6 +79,11 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 // warnAboutSettings logs a warning for each setting that is legal but
 // probably not what the operator wants.
 func warnAboutSettings(c *serveConfig, log *slog.Logger) {
+	for _, d := range deprecatedFlags {
+		if from, ok := c.from[d.name]; ok {
+			log.Warn("--"+d.name+" is deprecated: use --"+d.use+", which means the same", "flag", d.name, "set_by", from)
+		}
+	}
 	if l := debug.SetMemoryLimit(-1); l < math.MaxInt64 && c.Limits.PoolBudget > l/2 {
 		log.Warn("--pool-budget is more than half of GOMEMLIMIT: the buffers the pool keeps are live heap, so the GC runs often and may not hold the limit",
 			"pool_budget", formatSize(c.Limits.PoolBudget), "gomemlimit", formatSize(l))
@@ -115,5 +121,15 @@ func localAddr(addr string) bool {
 		return true
 	}
 	host, _, err := net.SplitHostPort(addr)
-	return err == nil && isLoopback(host)
+	return err == nil && cli.IsLoopback(host)
+}
+
+// deprecatedFlags are the names the --upstream flags had when S3 was the
+// only shared tier: each still works, and start-up warns once of each one
+// set, naming the flag to use instead.
+var deprecatedFlags = []struct{ name, use string }{
+	{"s3", "upstream"},
+	{"s3-write-through", "upstream-write-through"},
+	{"s3-timeout", "upstream-timeout"},
+	{"s3-missing-ttl", "upstream-missing-ttl"},
 }

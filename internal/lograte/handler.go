@@ -1,7 +1,7 @@
 // Package lograte bounds how fast one kind of log line is written: a
 // full disk, or a client sending the same bad request in a loop, fails
 // every blob the same way, and a line per blob (41,795 in ten seconds, in
-// issue 44's run) buries everything else and fills the journal. Imports
+// one attack) buries everything else and fills the journal. Imports
 // the standard library only.
 package lograte
 
@@ -22,7 +22,7 @@ const DroppedKey = "dropped"
 // maxKinds bounds the kinds remembered: messages are the code's constant
 // strings, a few hundred at most, but one built from its arguments would
 // make a kind per line. Past it, kinds whose interval is over are
-// forgotten, and a new kind that still finds no room is passed unlimited.
+// forgotten, and a new kind that still finds no space is passed unlimited.
 const maxKinds = 1024
 
 // Handler passes each record at or above its level to the next handler,

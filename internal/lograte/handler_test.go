@@ -87,7 +87,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 
 // TestManyKindsStayBounded: messages built from their arguments (a kind
 // per line) each pass at least once, and once their interval is over the
-// limit holds again for a constant message: the kinds forgotten made room.
+// limit holds again for a constant message: the kinds forgotten made space.
 func TestManyKindsStayBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var n countingHandler

@@ -66,7 +66,7 @@ var _ tier.Backend = (*Backend)(nil)
 
 // defaultMaxBatch is the batch bound before Probe learns the upstream's,
 // and above any it advertises: a batch under grpc-go's default 4 MiB
-// receive limit, with room for its framing (reapi.DefaultMaxBatchBytes).
+// receive limit, with space for its framing (reapi.DefaultMaxBatchBytes).
 const defaultMaxBatch = 4<<20 - 64<<10
 
 // maxReceive bounds one message received: an action result, or a

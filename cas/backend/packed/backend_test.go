@@ -427,8 +427,8 @@ func writeBlobs(t *testing.T, s *tier.Store, n, size int, seed uint64) []cas.Dig
 }
 
 // Through the tier, 1,000 fresh 4 KiB blobs written in a burst (as a
-// build's outputs go up) cost at most 5 writes to the bucket (issue 40's
-// target; an object per blob was 1,000), and another node finds them all
+// build's outputs go up) cost at most 5 writes to the bucket (an object
+// per blob would be 1,000), and another node finds them all
 // present. A batch goes up when 1,024 entries are due or its first has
 // waited a second: blobs written over n seconds cost about 2n writes.
 func TestThousandBlobsInFewWrites(t *testing.T) {
@@ -454,7 +454,7 @@ func TestThousandBlobsInFewWrites(t *testing.T) {
 
 // The tier's "no" is not remembered with packs: a blob node A stored is
 // found by node B, which asked about it before, within 5 s of A's write
-// (issue 40's target) — here within a refresh of A's upload.
+// — here within a refresh of A's upload.
 func TestVisibleOnAnotherNodeWithinFiveSeconds(t *testing.T) {
 	m := newMemBucket()
 	a := startTier(t, newPacked(t, m, Config{RefreshEvery: time.Second}))

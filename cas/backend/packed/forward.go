@@ -103,7 +103,7 @@ func (b *Backend) forwardQueued(k tier.Key) bool {
 
 // queueForward queues a copy of record k, data, if it matches sum (a
 // damaged record is not copied: its read is a miss already) and the
-// queue has room.
+// queue has space.
 func (b *Backend) queueForward(k tier.Key, from location, data []byte, sum string) {
 	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
 		return

@@ -199,7 +199,7 @@ func (s *tableShard) grow(t *table) {
 	}
 }
 
-// insert copies a used slot from elsewhere into s, whose slots have room
+// insert copies a used slot from elsewhere into s, whose slots have space
 // and do not hold its key. The caller holds s.mu.
 func (s *tableShard) insert(t *table, slot []byte) {
 	hash := (*[32]byte)(slot[:32])

@@ -62,7 +62,7 @@ func TestTableAgreesWithAMap(t *testing.T) {
 }
 
 // The table's memory per record at a million records: at most 80 bytes
-// of slots and of resident set growth, next to nothing on the Go heap (issue 40's target, at 10M;
+// of slots and of resident set growth, next to nothing on the Go heap (the bound holds at 10M too;
 // each shard stays 64-80% full whatever the count, so the figure does not
 // grow with it). MEMBUF_PACKED_TABLE_RECORDS sets another count, for a
 // measurement by hand (10,000,000 takes about a gigabyte); the resident

@@ -21,13 +21,13 @@ import (
 //	go test ./cas/backend/s3 -run '^$' -bench FindMissing10k -benchmem -count 6 -benchtime 5x
 func BenchmarkFindMissing10k(b *testing.B) {
 	loc := minioLocation(b, "bench-find")
-	bk, err := NewBucket(context.Background(), loc, 4, cfgTimeout)
+	bk, err := New(context.Background(), Config{Location: loc, Concurrency: 4, RequestTimeout: cfgTimeout})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
 	dir := b.TempDir()
-	seed := startNode(b, dir, loc, Config{})
+	seed := startNode(b, dir, loc, tierOptions{})
 	var ds []*repb.Digest
 	for i := range 10000 {
 		data := []byte(fmt.Sprintf("find-missing blob %d", i))
@@ -63,7 +63,7 @@ func BenchmarkFindMissing10k(b *testing.B) {
 		var total uint64
 		for b.Loop() {
 			b.StopTimer()
-			n := startNode(b, dir, loc, Config{}) // nothing remembered
+			n := startNode(b, dir, loc, tierOptions{}) // nothing remembered
 			b.StartTimer()
 			check(b, n)
 			b.StopTimer()
@@ -74,7 +74,7 @@ func BenchmarkFindMissing10k(b *testing.B) {
 		b.ReportMetric(float64(total)/float64(b.N), "s3-requests/op")
 	})
 	b.Run("warm", func(b *testing.B) {
-		n := startNode(b, dir, loc, Config{})
+		n := startNode(b, dir, loc, tierOptions{})
 		check(b, n)
 		before := heads(n)
 		for b.Loop() {
@@ -92,11 +92,11 @@ func BenchmarkFindMissing10k(b *testing.B) {
 //	go test ./cas/backend/s3 -run '^$' -bench TieredReadChunks -benchmem -count 6 -benchtime 20x
 func BenchmarkTieredReadChunks(b *testing.B) {
 	loc := minioLocation(b, "bench-chunks")
-	bk, err := NewBucket(context.Background(), loc, 4, cfgTimeout)
+	bk, err := New(context.Background(), Config{Location: loc, Concurrency: 4, RequestTimeout: cfgTimeout})
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := startNode(b, "", loc, Config{})
+	n := startNode(b, "", loc, tierOptions{})
 	ctx := context.Background()
 	readAll := func(b *testing.B, d cas.Digest) {
 		r, err := n.store.Open(ctx, d)

@@ -28,28 +28,41 @@ import (
 	"github.com/membuf/membuf/cas/tier"
 )
 
-// Bucket is a tier.Backend over one bucket and a key prefix, through the
+// Backend is a tier.Backend over one bucket and a key prefix, through the
 // AWS SDK. Objects are named {prefix}cas/{hash} (a blob's raw bytes, so
 // the object's SHA-256 checksum is the digest's hash) and {prefix}ac/{hash}
 // (a serialized ActionResult, its SHA-256 in the object's metadata).
 // Failures wrap cas.ErrNotFound (the object does not exist) or
 // cas.ErrUnavailable (anything else: the bucket could not be reached,
 // refused, or failed), as *tier.RequestError.
-type Bucket struct {
+type Backend struct {
 	api         *awss3.Client
 	name        string
 	prefix      string
 	concurrency int
 }
 
-var _ tier.Backend = (*Bucket)(nil)
+var _ tier.Backend = (*Backend)(nil)
 
-// NewBucket makes the SDK client for loc. Credentials, and the region when
-// loc has none, come from the standard AWS environment variables and shared
-// configuration files, as config.LoadDefaultConfig finds them; nothing is
-// sent over the network here. concurrency is how many requests one Stat
-// or Put has in flight at once (and the connections kept to reuse).
-func NewBucket(ctx context.Context, loc Location, concurrency int, requestTimeout time.Duration) (*Bucket, error) {
+// Config is what New needs.
+type Config struct {
+	// Location is the bucket and prefix (ParseURL reads it from an
+	// s3:// URL).
+	Location Location
+	// RequestTimeout bounds connecting and waiting for a response's
+	// headers; 0 means 30s.
+	RequestTimeout time.Duration
+	// Concurrency is how many requests one Stat or Put has in flight at
+	// once (and the connections kept to reuse); 0 means 32.
+	Concurrency int
+}
+
+// New makes the SDK client for cfg.Location. Credentials, and the region
+// when the location has none, come from the standard AWS environment
+// variables and shared configuration files, as config.LoadDefaultConfig
+// finds them; nothing is sent over the network here.
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	loc, concurrency, requestTimeout := cfg.Location, cmp.Or(cfg.Concurrency, 32), cmp.Or(cfg.RequestTimeout, 30*time.Second)
 	concurrency = max(concurrency, 1)
 	httpClient := awshttp.NewBuildableClient().
 		WithDialerOptions(func(d *net.Dialer) { d.Timeout = requestTimeout }).
@@ -73,27 +86,27 @@ func NewBucket(ctx context.Context, loc Location, concurrency int, requestTimeou
 	if loc.Profile != "" {
 		opts = append(opts, config.WithSharedConfigProfile(loc.Profile))
 	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("s3: AWS configuration: %w", err)
 	}
-	if cfg.Region == "" {
+	if awsCfg.Region == "" {
 		if loc.Endpoint == "" {
 			return nil, errors.New("s3: no region: add region=... to the s3 URL, or set AWS_REGION")
 		}
-		cfg.Region = "us-east-1" // what S3-compatible stores expect when they do not care
+		awsCfg.Region = "us-east-1" // what S3-compatible stores expect when they do not care
 	}
-	api := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
+	api := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
 		if loc.Endpoint != "" {
 			o.BaseEndpoint = aws.String(loc.Endpoint)
 		}
 		o.UsePathStyle = loc.PathStyle
 	})
-	return &Bucket{api: api, name: loc.Bucket, prefix: loc.Prefix, concurrency: concurrency}, nil
+	return &Backend{api: api, name: loc.Bucket, prefix: loc.Prefix, concurrency: concurrency}, nil
 }
 
 // key returns the object key of k.
-func (b *Bucket) key(k tier.Key) string {
+func (b *Backend) key(k tier.Key) string {
 	if k.AC {
 		return b.prefix + "ac/" + k.Hash
 	}
@@ -104,7 +117,7 @@ func (b *Bucket) key(k tier.Key) string {
 // cas.ErrUnavailable. What the error says names neither the bucket, nor
 // the key, nor the endpoint: it reaches clients. Logged, it says all of
 // them (tier.RequestError.LogValue).
-func (b *Bucket) fail(ctx context.Context, op string, k tier.Key, err error) error {
+func (b *Backend) fail(ctx context.Context, op string, k tier.Key, err error) error {
 	var re interface{ HTTPStatusCode() int }
 	// A bucket that is gone is the tier failing, not the object missing.
 	if api, ok := errors.AsType[smithy.APIError](err); ok && api.ErrorCode() == "NoSuchBucket" {
@@ -122,7 +135,7 @@ func (b *Bucket) fail(ctx context.Context, op string, k tier.Key, err error) err
 }
 
 // Stat sends a HEAD per key, concurrency at a time.
-func (b *Bucket) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
+func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 	var g errgroup.Group
 	g.SetLimit(b.concurrency)
 	var mu sync.Mutex
@@ -148,7 +161,7 @@ func (b *Bucket) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 }
 
 // Get reads k's object from off: a ranged GET when off > 0.
-func (b *Bucket) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
+func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
 	in := &awss3.GetObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))}
 	if off > 0 {
 		in.Range = aws.String("bytes=" + strconv.FormatInt(off, 10) + "-")
@@ -179,7 +192,7 @@ func (b *Bucket) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, e
 
 // sum is the SHA-256 k's object was stored with: an action result's from
 // its metadata, a blob's its name.
-func (b *Bucket) sum(k tier.Key, metadata map[string]string) string {
+func (b *Backend) sum(k tier.Key, metadata map[string]string) string {
 	if k.AC {
 		return metadata[sha256Metadata]
 	}
@@ -196,7 +209,7 @@ const sha256Metadata = "sha256"
 // the store refuses an upload whose bytes differ, and as the signature's
 // payload hash, so the SDK does not read the body a second time to
 // compute it. Action results also carry it as metadata.
-func (b *Bucket) Put(ctx context.Context, uploads []tier.Upload) []error {
+func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	errs := make([]error, len(uploads))
 	var g errgroup.Group
 	g.SetLimit(b.concurrency)
@@ -210,7 +223,7 @@ func (b *Bucket) Put(ctx context.Context, uploads []tier.Upload) []error {
 	return errs
 }
 
-func (b *Bucket) putObject(ctx context.Context, u tier.Upload) error {
+func (b *Backend) putObject(ctx context.Context, u tier.Upload) error {
 	var meta map[string]string
 	if u.Key.AC {
 		meta = map[string]string{sha256Metadata: u.SHA256}
@@ -229,7 +242,7 @@ var errBadSum = errors.New("not a SHA-256 in hex")
 // putChecked stores size bytes from body as key in one PUT, with their
 // SHA-256, sum, as the checksum the store checks and as the signature's
 // payload hash; it returns the SDK's error as it is.
-func (b *Bucket) putChecked(ctx context.Context, key string, body io.Reader, size int64, sum string, meta map[string]string) error {
+func (b *Backend) putChecked(ctx context.Context, key string, body io.Reader, size int64, sum string, meta map[string]string) error {
 	raw, err := hex.DecodeString(sum)
 	if err != nil || len(raw) != 32 {
 		return errBadSum
@@ -268,7 +281,7 @@ func presetPayloadHash(sum string) func(*middleware.Stack) error {
 // otherwise (unreachable, timed out, a 5xx, a refusal that may be a
 // missing permission: AccessDenied is what S3 answers a GET of a missing
 // key without s3:ListBucket).
-func (b *Bucket) Probe(ctx context.Context) error {
+func (b *Backend) Probe(ctx context.Context) error {
 	key := b.prefix + "cas/" + strings.Repeat("0", 64)
 	out, err := b.api.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.name, Key: &key})
 	if err == nil {
@@ -291,7 +304,7 @@ func (b *Bucket) Probe(ctx context.Context) error {
 }
 
 // Close releases nothing: the SDK's client holds idle connections only.
-func (b *Bucket) Close() error { return nil }
+func (b *Backend) Close() error { return nil }
 
 // String names the bucket for logs.
-func (b *Bucket) String() string { return "s3://" + b.name + "/" + b.prefix }
+func (b *Backend) String() string { return "s3://" + b.name + "/" + b.prefix }

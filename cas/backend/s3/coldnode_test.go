@@ -22,7 +22,7 @@ import (
 // delayedBucket adds delay to every request to a bucket, as a distant
 // object store would, and counts them.
 type delayedBucket struct {
-	*Bucket
+	*Backend
 	delay    time.Duration
 	requests atomic.Int64
 }
@@ -34,22 +34,22 @@ func (d *delayedBucket) wait() {
 
 func (d *delayedBucket) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
 	d.wait()
-	return d.Bucket.Get(ctx, k, off)
+	return d.Backend.Get(ctx, k, off)
 }
 
 func (d *delayedBucket) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
 	d.wait()
-	return d.Bucket.Stat(ctx, ks, sizes)
+	return d.Backend.Stat(ctx, ks, sizes)
 }
 
 func (d *delayedBucket) ReadRange(ctx context.Context, name string, off, n int64) (io.ReadCloser, error) {
 	d.wait()
-	return d.Bucket.ReadRange(ctx, name, off, n)
+	return d.Backend.ReadRange(ctx, name, off, n)
 }
 
 func (d *delayedBucket) ListAfter(ctx context.Context, prefix, after string, limit int) ([]string, error) {
 	d.wait()
-	return d.Bucket.ListAfter(ctx, prefix, after, limit)
+	return d.Backend.ListAfter(ctx, prefix, after, limit)
 }
 
 // coldAction is an action of the cold-node workload: its key, its result
@@ -129,7 +129,7 @@ func rebuild(t *testing.T, s *tier.Store, as []coldAction, jobs int) {
 	wg.Wait()
 }
 
-// Issue 40's cold-node target: with 20 ms added to every bucket request,
+// A cold node: with 20 ms added to every bucket request,
 // a node with an empty disk serves the warm rebuild of a Bazel-like
 // workload (200 actions, each a result and 4 outputs of 1 to 64 KiB, 8
 // jobs) in at most half the wall time of the per-object layout, with
@@ -151,12 +151,12 @@ func TestColdNodeReadAhead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := NewBucket(context.Background(), loc, 32, cfgTimeout)
+		b, err := New(context.Background(), Config{Location: loc, Concurrency: 32, RequestTimeout: cfgTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Close() })
-		return &delayedBucket{Bucket: b}
+		return &delayedBucket{Backend: b}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/klauspost/compress/zstd"
@@ -63,13 +65,13 @@ type node struct {
 
 // startNode starts a node on dir (a new one if empty) with cfg, whose
 // Location and Dir it fills in if unset. It is stopped when the test ends.
-func startNode(t testing.TB, dir string, loc Location, cfg Config) *node {
+func startNode(t testing.TB, dir string, loc Location, cfg tierOptions) *node {
 	t.Helper()
 	return startNodeWith(t, dir, loc, cfg)
 }
 
 // startNodeWith is startNode with options for its disk store.
-func startNodeWith(t testing.TB, dir string, loc Location, cfg Config, opts ...disk.StoreOption) *node {
+func startNodeWith(t testing.TB, dir string, loc Location, cfg tierOptions, opts ...disk.StoreOption) *node {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -91,7 +93,7 @@ func startNodeWith(t testing.TB, dir string, loc Location, cfg Config, opts ...d
 	if cfg.Pool == nil {
 		cfg.Pool = n.pool
 	}
-	n.store, err = Open(context.Background(), n.disk, cfg)
+	n.store, err = openTier(context.Background(), n.disk, cfg)
 	if err != nil {
 		n.disk.Close()
 		t.Fatal(err)
@@ -268,4 +270,26 @@ func (n *node) tmpFiles() []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// tierOptions configures a node's tier in these tests: the bucket, and the
+// tier machinery's settings (openTier sets their Backend and Name).
+type tierOptions struct {
+	Location Location
+	// LookupConcurrency is how many HEADs one FindMissing sends at once,
+	// and how many objects of one batch upload at once; 0 means 32.
+	LookupConcurrency int
+	tier.Config
+}
+
+// openTier returns the tier of local in front of cfg.Location's bucket, as
+// membuf serve --upstream s3://... makes it.
+func openTier(ctx context.Context, local tier.Local, cfg tierOptions) (*tier.Store, error) {
+	b, err := New(ctx, Config{Location: cfg.Location, Concurrency: max(cmp.Or(cfg.LookupConcurrency, 32), cfg.UploadWorkers), RequestTimeout: cmp.Or(cfg.RequestTimeout, 30*time.Second)})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Config.Backend = b
+	cfg.Config.Name = "s3"
+	return tier.Open(ctx, local, cfg.Config)
 }

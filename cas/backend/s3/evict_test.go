@@ -16,7 +16,7 @@ import (
 	"github.com/membuf/membuf/internal/miniotest"
 )
 
-// Issue 40's eviction target, on MinIO: two nodes with a Retention of 3 s
+// Eviction in the bucket, on MinIO: two nodes with a Retention of 3 s
 // write fresh 4 KiB blobs for five Retentions (about a MiB a second)
 // while re-reading a hot set of 20 every half second. The hot set stays
 // readable throughout; the bucket's packs stay within the bound, what a

@@ -35,7 +35,7 @@ func minioLocation(t testing.TB, prefix string) Location {
 // refused, and nothing is stored.
 func TestMinIORefusesACorruptUpload(t *testing.T) {
 	loc := minioLocation(t, "checksum")
-	b, err := NewBucket(context.Background(), loc, 4, cfgTimeout)
+	b, err := New(context.Background(), Config{Location: loc, Concurrency: 4, RequestTimeout: cfgTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +70,10 @@ const cfgTimeout = 30 * time.Second
 
 // minioBucket starts a real MinIO and returns its bucket's Location and a
 // client of it, for a test to put objects behind a node's back.
-func minioBucket(t *testing.T, prefix string) (Location, *Bucket) {
+func minioBucket(t *testing.T, prefix string) (Location, *Backend) {
 	t.Helper()
 	loc := minioLocation(t, prefix)
-	b, err := NewBucket(context.Background(), loc, 4, cfgTimeout)
+	b, err := New(context.Background(), Config{Location: loc, Concurrency: 4, RequestTimeout: cfgTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

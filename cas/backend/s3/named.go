@@ -33,7 +33,7 @@ const unsignedPayload = "UNSIGNED-PAYLOAD"
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // failNamed is fail for a named object.
-func (b *Bucket) failNamed(ctx context.Context, op, name string, err error) error {
+func (b *Backend) failNamed(ctx context.Context, op, name string, err error) error {
 	where := "s3://" + b.name + "/" + b.prefix + name
 	if api, ok := errors.AsType[smithy.APIError](err); ok && api.ErrorCode() == "NoSuchBucket" {
 		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier's bucket is gone (a %s)", op), Where: where, Cause: err}
@@ -50,7 +50,7 @@ func (b *Bucket) failNamed(ctx context.Context, op, name string, err error) erro
 
 // ReadRange reads n bytes of object name from off (n < 0: to its end),
 // one GET with a Range. An object shorter than off+n is cas.ErrNotFound.
-func (b *Bucket) ReadRange(ctx context.Context, name string, off, n int64) (io.ReadCloser, error) {
+func (b *Backend) ReadRange(ctx context.Context, name string, off, n int64) (io.ReadCloser, error) {
 	in := &awss3.GetObjectInput{Bucket: &b.name, Key: aws.String(b.prefix + name)}
 	switch {
 	case n > 0:
@@ -75,7 +75,7 @@ func (b *Bucket) ReadRange(ctx context.Context, name string, off, n int64) (io.R
 // checks. The payload is not signed: signing it would cost a SHA-256 of
 // the whole pack (the largest CPU cost of an upload, measured), and the
 // records in it are checked against their own SHA-256s by every read.
-func (b *Bucket) WriteObject(ctx context.Context, name string, data []byte) error {
+func (b *Backend) WriteObject(ctx context.Context, name string, data []byte) error {
 	crc := binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, castagnoli))
 	_, err := b.api.PutObject(ctx, &awss3.PutObjectInput{
 		Bucket:         &b.name,
@@ -96,7 +96,7 @@ func (b *Bucket) WriteObject(ctx context.Context, name string, data []byte) erro
 // WriteStream stores size bytes from body as object name, in one PUT that
 // the store checks against their SHA-256, sum (as an object of the
 // per-object layout is).
-func (b *Bucket) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
+func (b *Backend) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
 	if err := b.putChecked(ctx, b.prefix+name, body, size, sum, nil); err != nil {
 		if errors.Is(err, errBadSum) {
 			return fmt.Errorf("s3: bad SHA-256 %q for %s", sum, name)
@@ -108,7 +108,7 @@ func (b *Bucket) WriteStream(ctx context.Context, name string, body io.Reader, s
 
 // ListAfter lists up to limit names under prefix after after, a
 // ListObjectsV2 per 1,000 (S3 lists in byte order).
-func (b *Bucket) ListAfter(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+func (b *Backend) ListAfter(ctx context.Context, prefix, after string, limit int) ([]string, error) {
 	in := &awss3.ListObjectsV2Input{Bucket: &b.name, Prefix: aws.String(b.prefix + prefix)}
 	if after != "" {
 		in.StartAfter = aws.String(b.prefix + after)
@@ -135,7 +135,7 @@ func (b *Bucket) ListAfter(ctx context.Context, prefix, after string, limit int)
 
 // DeleteObject deletes object name; S3 answers the same for an absent
 // one.
-func (b *Bucket) DeleteObject(ctx context.Context, name string) error {
+func (b *Backend) DeleteObject(ctx context.Context, name string) error {
 	_, err := b.api.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.name, Key: aws.String(b.prefix + name)})
 	if err != nil {
 		if err := b.failNamed(ctx, "DELETE", name, err); errors.Is(err, cas.ErrNotFound) {

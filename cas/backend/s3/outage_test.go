@@ -18,7 +18,7 @@ import (
 
 // outageConfig has backoffs far longer than any wait in these tests: a
 // queue that drained only as backoffs ran out would never drain in them.
-var outageConfig = Config{Config: tier.Config{RetryBackoff: 10 * time.Minute, RequestTimeout: 2 * time.Second}}
+var outageConfig = tierOptions{Config: tier.Config{RetryBackoff: 10 * time.Minute, RequestTimeout: 2 * time.Second}}
 
 // queueBlobs writes n new blobs through node nd and returns their digests.
 func queueBlobs(t *testing.T, nd *node, n int, seed byte) []cas.Digest {

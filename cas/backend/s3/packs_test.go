@@ -22,34 +22,34 @@ import (
 )
 
 // The bucket keeps packs: it is a packed.Bucket.
-var _ packed.Bucket = (*Bucket)(nil)
+var _ packed.Bucket = (*Backend)(nil)
 
 // countingBucket counts the writes to a bucket, packs and indexes
 // (WriteObject and WriteStream) and objects of their own (Put), and the
 // listings.
 type countingBucket struct {
-	*Bucket
+	*Backend
 	writes, puts, lists atomic.Int64
 }
 
 func (c *countingBucket) WriteObject(ctx context.Context, name string, data []byte) error {
 	c.writes.Add(1)
-	return c.Bucket.WriteObject(ctx, name, data)
+	return c.Backend.WriteObject(ctx, name, data)
 }
 
 func (c *countingBucket) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
 	c.writes.Add(1)
-	return c.Bucket.WriteStream(ctx, name, body, size, sum)
+	return c.Backend.WriteStream(ctx, name, body, size, sum)
 }
 
 func (c *countingBucket) Put(ctx context.Context, uploads []tier.Upload) []error {
 	c.puts.Add(int64(len(uploads)))
-	return c.Bucket.Put(ctx, uploads)
+	return c.Backend.Put(ctx, uploads)
 }
 
 func (c *countingBucket) ListAfter(ctx context.Context, prefix, after string, limit int) ([]string, error) {
 	c.lists.Add(1)
-	return c.Bucket.ListAfter(ctx, prefix, after, limit)
+	return c.Backend.ListAfter(ctx, prefix, after, limit)
 }
 
 // newPackedMinIO is a packed backend on MinIO's bucket under prefix,
@@ -67,11 +67,11 @@ func newPackedMinIOConfig(t testing.TB, m *miniotest.Server, prefix string, cfg 
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBucket(context.Background(), loc, 16, cfgTimeout)
+	b, err := New(context.Background(), Config{Location: loc, Concurrency: 16, RequestTimeout: cfgTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &countingBucket{Bucket: b}
+	c := &countingBucket{Backend: b}
 	cfg.Objects, cfg.Bucket = c, c
 	return packedtest.New(t, cfg), c
 }
@@ -83,7 +83,7 @@ func TestNamedObjects(t *testing.T) {
 	var n atomic.Int64
 	packedtest.RunBucket(t, func(t *testing.T) packed.Bucket {
 		_, c := newPackedMinIO(t, m, fmt.Sprint("named", n.Add(1)))
-		return c.Bucket
+		return c.Backend
 	})
 }
 
@@ -127,7 +127,7 @@ func startPackedTier(t *testing.T, p tier.Backend) *tier.Store {
 	return backendtest.OpenTier(t, packed.TierConfig(tier.Config{Backend: p, RequestTimeout: cfgTimeout}))
 }
 
-// Issue 40's request target: 1,000 fresh 4 KiB blobs written through the
+// Requests with packs: 1,000 fresh 4 KiB blobs written through the
 // tier with packs in a burst cost MinIO at most 5 PUTs (an object per
 // blob: 1,000).
 func TestPackedPutsPerThousandBlobs(t *testing.T) {
@@ -186,7 +186,7 @@ func TestPackedPutsPerThousandBlobs(t *testing.T) {
 	}
 }
 
-// Issue 40's visibility target: a blob acknowledged on node A is present
+// Visibility across nodes: a blob acknowledged on node A is present
 // to FindMissing on node B within 5 s, though B asked about it before (a
 // "no" the tier would otherwise remember for 10 s), over one MinIO.
 func TestPackedVisibleOnAnotherNode(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"github.com/membuf/membuf/cas/tier"
 )
 
-// openTier opens a Store over a fresh disk store on loc, and returns the
-// error Open gives.
-func openTier(t *testing.T, loc Location) error {
+// openFreshTier opens a Store over a fresh disk store on loc, and returns
+// the error openTier gives.
+func openFreshTier(t *testing.T, loc Location) error {
 	t.Helper()
 	dir := t.TempDir()
 	d, err := disk.OpenStore(dir, 0, nil)
@@ -22,7 +22,7 @@ func openTier(t *testing.T, loc Location) error {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	s, err := Open(context.Background(), d, Config{Location: loc, Config: tier.Config{Dir: dir}})
+	s, err := openTier(context.Background(), d, tierOptions{Location: loc, Config: tier.Config{Dir: dir}})
 	if err == nil {
 		s.Close()
 	}
@@ -46,8 +46,8 @@ func TestOpenRefusesABucketThatDoesNotExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantMisconfigured(t, openTier(t, loc), `bucket "no-such-bucket" does not exist`)
-	if err := openTier(t, s3.location("")); err != nil {
+	wantMisconfigured(t, openFreshTier(t, loc), `bucket "no-such-bucket" does not exist`)
+	if err := openFreshTier(t, s3.location("")); err != nil {
 		t.Fatalf("Open of the bucket that exists: %v", err)
 	}
 }
@@ -61,15 +61,15 @@ func TestMinIOOpenRefusesAWrongConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantMisconfigured(t, openTier(t, loc), "credentials are refused")
+	wantMisconfigured(t, openFreshTier(t, loc), "credentials are refused")
 
 	isolateAWS(t, miniotest.AccessKey, miniotest.SecretKey)
 	missing, err := ParseURL(strings.Replace(m.URL("startup"), "s3://"+miniotest.Bucket+"/", "s3://absent/", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantMisconfigured(t, openTier(t, missing), `bucket "absent" does not exist`)
-	if err := openTier(t, loc); err != nil {
+	wantMisconfigured(t, openFreshTier(t, missing), `bucket "absent" does not exist`)
+	if err := openFreshTier(t, loc); err != nil {
 		t.Fatalf("Open with the right configuration: %v", err)
 	}
 }

@@ -24,7 +24,7 @@ import (
 )
 
 // fastRetries makes failed uploads retry quickly in tests.
-var fastRetries = Config{Config: tier.Config{RetryBackoff: 5 * time.Millisecond, RequestTimeout: 5 * time.Second}}
+var fastRetries = tierOptions{Config: tier.Config{RetryBackoff: 5 * time.Millisecond, RequestTimeout: 5 * time.Second}}
 
 func TestWriteUploadsAndOtherNodeReadsFromBucket(t *testing.T) {
 	isolateAWS(t, "key", "secret")

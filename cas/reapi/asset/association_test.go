@@ -39,7 +39,7 @@ func canonical(uri string, qs []*rapb.Qualifier) string {
 	return fmt.Sprintf("%q %v", uri, pairs)
 }
 
-// TestAssociationKeyOfAQualifierHoldingNUL is issue 44's attack on Remote
+// TestAssociationKeyOfAQualifierHoldingNUL is an attack on Remote
 // Asset: a push whose bazel.canonical_id value holds a NUL and
 // "resource_type=x" named the association a fetch with those two
 // qualifiers looks up.

@@ -13,11 +13,11 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// TestRefusedSpliceEvictsNothing is issue 44's third attack, scaled down:
+// TestRefusedSpliceEvictsNothing is an attack, scaled down:
 // a store of 32 MiB holding 21 blobs of 1 MiB, one of them named 30
 // times under a wrong blob hash. The splice is refused, and every blob
 // stored before it is still there: the content was checked before the
-// store made room for it.
+// store made space for it.
 func TestRefusedSpliceEvictsNothing(t *testing.T) {
 	const maxSize = 32 << 20
 	e := reapitest.NewEnv(t, maxSize, reapi.Options{})

@@ -1,6 +1,6 @@
 #!/bin/bash
-# A real Bazel build with issue 20's mix against fresh servers, side by side:
-# membuf serve (defaults) and bb-storage (../writepath/peers/bbconfig.sh with BB_AC=1: a local
+# A real Bazel build with the Bazel size mix against fresh servers, side by side:
+# membuf serve (defaults) and bb-storage (../bbconfig.sh with BB_AC=1: a local
 # CAS and action cache).
 # Per round and server: start it fresh, `bazel clean`, a cold build (every
 # action runs and uploads), `bazel clean`, a warm rebuild (every action a
@@ -30,7 +30,7 @@ run_server() { # name round
   case $s in
     membuf) setsid $M serve --dir $ROOT/$s/store --listen 127.0.0.1:19700 --http '' > $OUT/$s-r$r.log 2>&1 & pid=$!; P=19700;;
     alt) setsid $ALT serve --dir $ROOT/$s/store --listen 127.0.0.1:19702 --http '' > $OUT/$s-r$r.log 2>&1 & pid=$!; P=19702;;
-    bb) BB_AC=1 BB_GIB=${BB_GIB:-4} $HERE/../writepath/peers/bbconfig.sh $ROOT/$s 19710 19711; setsid $BB $ROOT/$s/bb.json > $OUT/$s-r$r.log 2>&1 & pid=$!; P=19710;;
+    bb) BB_AC=1 BB_GIB=${BB_GIB:-4} $HERE/../bbconfig.sh $ROOT/$s 19710 19711; setsid $BB $ROOT/$s/bb.json > $OUT/$s-r$r.log 2>&1 & pid=$!; P=19710;;
   esac
   wait_port $P || return
   (cd $WS && $BZ clean >/dev/null 2>&1)

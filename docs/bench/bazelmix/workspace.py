@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a Bazel workspace of genrules with issue 20's size mix into DIR:
+"""Writes a Bazel workspace of genrules with the Bazel size mix into DIR:
 70% of outputs 1-16 KiB, 25% 16 KiB-1 MiB, 5% 1-8 MiB (log-uniform within
 each band), a quarter of the rules consuming another rule's output. No
 external repositories. Outputs come from /dev/urandom: a cold build makes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 40's cold-node target: node A writes a Bazel-like build through a
+# A cold node: node A writes a Bazel-like build through a
 # shared tier in MinIO (membuf bench build's upload phase); node B, with an
 # empty disk and 20 ms added to every request it sends the bucket (a
 # delaying proxy), serves the rebuild (the download phase, --rebuild-addr).

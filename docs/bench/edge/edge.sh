@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 39's edge targets: `membuf serve --upstream grpc://CENTRAL` (the
+# An edge in front of a central cache: `membuf serve --upstream grpc://CENTRAL` (the
 # edge) against the same server without an upstream (plain), interleaved,
 # every store on tmpfs and removed after its run.
 #

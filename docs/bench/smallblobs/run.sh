@@ -1,8 +1,8 @@
 #!/bin/bash
-# Small-blob ByteStream writes side by side (issue 20): membuf serve as it ships (blobs
+# Small-blob ByteStream writes side by side: membuf serve as it ships (blobs
 # up to --pack-max packed into segments), membuf serve with --pack-max 0 (a file per
 # blob, as before), bb-storage (a local CAS on file-backed block devices, the config of
-# ../writepath/peers/bbconfig.sh) and `membuf ceiling` (received and hashed, never
+# ../bbconfig.sh) and `membuf ceiling` (received and hashed, never
 # stored). Fresh random blobs, interleaved rounds after a warm-up round, one filesystem.
 # docs/benchmarks.md, "Small blobs".
 #
@@ -20,7 +20,7 @@ set -u
 ROOT=$1; OUT=$2; ROUNDS=${3:-3}; SIZES=${4:-4KiB,64KiB}; STREAMS=${5:-64}
 mkdir -p $OUT
 M=${NOW:-membuf}; BB=${BB:-/tmp/bb-storage-bin}
-PEERS=$(dirname "$0")/../writepath/peers
+PEERS=$(dirname "$0")/..
 wait_http() { for _ in $(seq 150); do curl -sf "http://127.0.0.1:$1/metrics" >/dev/null && return 0; sleep 0.1; done; echo "no metrics on $1"; return 1; }
 declare -A PID PORT=([packs]=19500 [files]=19510 [bb]=19520 [ceiling]=19530)
 start_all() {

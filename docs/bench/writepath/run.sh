@@ -4,7 +4,7 @@
 #   NOW=/path/to/membuf BEFORE=/path/to/membuf-b0e1639 OUT=dir ./run.sh
 #
 # NOW is `go build ./cmd/membuf` of this checkout; BEFORE the same built from
-# b0e1639, the tree the write-path issue was filed against. Run as root on an
+# b0e1639, before uploads had a memory budget. Run as root on an
 # otherwise idle machine: it mounts a journaled ext4 image on a loop device
 # (/mnt/j), and writes under /dev/shm and /var/tmp.
 set -u

@@ -70,8 +70,8 @@ func physicalMemory() int64 {
 // Each client (access.Client: an authenticated name, or an address) holds
 // at most ClientShare of it, waiting in a queue of its own past that: so
 // one client's uploads, stalled or slow, can hold at most that much, and
-// every other client finds the rest (issue 44: 2,041 stalled streams of
-// one client held the whole budget, and everyone's uploads waited a
+// every other client finds the rest (without it, 2,041 stalled streams
+// of one client held the whole budget, and everyone's uploads waited a
 // minute).
 type Budget struct {
 	limit int64

@@ -57,7 +57,7 @@ type Stats struct {
 
 // New returns a Logger at level (not Off) that writes to out, each line
 // made by the slog handler newHandler returns for a writer (the server's
-// format: text or JSON), finding identities with control, with room for
+// format: text or JSON), finding identities with control, with space for
 // buffer lines (0: DefaultBuffer). Close it.
 func New(out io.Writer, newHandler func(io.Writer) slog.Handler, level Level, control *access.Control, buffer int) *Logger {
 	if buffer <= 0 {

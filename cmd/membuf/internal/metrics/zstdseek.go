@@ -29,7 +29,7 @@ func newZstdCollector(zp *zstdseek.Pool) *zstdCollector {
 		longBytes:   d("stream_decoder_bytes", "The part of the lent bytes held by compressed uploads' stream decoders (for the whole upload)."),
 		leases:      d("leases_total", "Coders lent, by kind: encoder and frame_decoder for one frame, stream_decoder for one compressed upload.", "coder"),
 		created:     d("created_total", "Coders made because no idle one could be reused, by kind.", "coder"),
-		dropped:     d("dropped_total", "Idle coders let go to make room for another."),
+		dropped:     d("dropped_total", "Idle coders let go to make space for another."),
 		waiting:     d("waiting_requests", "Requests waiting now for zstd memory."),
 		waits:       d("waits_total", "Requests that had to wait for zstd memory."),
 		waitSeconds: d("wait_seconds_total", "Time requests spent waiting for zstd memory; over waits_total, the mean wait."),

@@ -141,7 +141,7 @@ type Serving struct {
 }
 
 // MaxMessageSize is the largest gRPC message a server with batches of up
-// to maxBatchSize bytes sends or receives: a whole batch plus room for its
+// to maxBatchSize bytes sends or receives: a whole batch plus space for its
 // digests and framing, and never less than what ByteStream clients send
 // per Write message (the SDK sends 1 MiB chunks, and gRPC's default limit
 // is 4 MiB).

@@ -12,7 +12,7 @@ import (
 // one client address at once: a connection past it is closed as soon as
 // it is accepted, and the next Accept goes on. Without it one address's
 // idle connections (4,096 gRPC connections, 4,200 silent sockets, 4,096
-// HTTP keep-alives, in issue 44's run) took every slot of
+// HTTP keep-alives, in one attack) took every slot of
 // --max-connections and locked every other client out; now one address
 // takes at most its share and the rest stay free for the others.
 //

@@ -78,14 +78,14 @@ func TestConnPerClientRefusesPastItsLimitAndGivesSlotsBack(t *testing.T) {
 	}
 }
 
-// TestAConnectionClosedAtTheSharedLimitLeavesRoomForTheNext: an address
+// TestAConnectionClosedAtTheSharedLimitLeavesASlotForTheNext: an address
 // at both limits at once (--max-connections 1, and its own share 1)
 // closes its connection while its next one waits for the slot: the next
 // is served, never closed as one too many. The close once gave the slot
 // back before the address's count, and an Accept woken by the slot could
 // find the count still full (TestServeConnectionLimits failed so, now
 // and then).
-func TestAConnectionClosedAtTheSharedLimitLeavesRoomForTheNext(t *testing.T) {
+func TestAConnectionClosedAtTheSharedLimitLeavesASlotForTheNext(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 
 // Two servers with --upstream s3://...&packs=true&retention=1h on one
 // MinIO: a blob written to the first is found by the second's
-// FindMissingBlobs within 5 s (issue 40's target), from the second's
+// FindMissingBlobs within 5 s, from the second's
 // table of packs; the first's /metrics counts its pack.
 func TestServersSharePacks(t *testing.T) {
 	m := miniotest.Start(t)
@@ -74,7 +74,7 @@ func TestServersSharePacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bucket, err := s3.NewBucket(ctx, loc, 4, 10*time.Second)
+	bucket, err := s3.New(ctx, s3.Config{Location: loc, Concurrency: 4, RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

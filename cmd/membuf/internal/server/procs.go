@@ -14,7 +14,7 @@ import (
 // A real Bazel build keeps the server about a quarter busy with thousands
 // of small RPCs a second; run with GOMAXPROCS=1, the server used 0.76x to
 // 0.78x the CPU for the same build, in no more wall time (docs/benchmarks.md,
-// "One P while the load is light"). Under load one P would halve what a
+// "A real Bazel build against bb-storage"). Under load one P would halve what a
 // 2-core server can hash, so serve runs on one P only while the process
 // uses less than lowerUse of a core, and returns to the runtime's default
 // as soon as a window on one P uses more than raiseUse of one.

@@ -70,12 +70,12 @@ func (s *Server) openStores(ctx context.Context) error {
 	s.store = store
 	served := cas.Storage(store)
 	if u := s.cfg.Upstream; u.URL != "" {
-		backend, closeBackend, err := newBackend(ctx, u.Parsed, u.Timeout, 32, s.log)
+		backend, err := newBackend(ctx, u.Parsed, u.Timeout, 32, s.log)
 		if err != nil {
 			return fmt.Errorf("--upstream: %w", err)
 		}
 		t, err := tier.Open(ctx, store, tierConfig(u.Parsed, tier.Config{
-			Backend:        backend,
+			Backend:        backend.Backend,
 			Name:           u.Parsed.Scheme,
 			Dir:            dir,
 			LocalMaxSize:   c.MaxSize,
@@ -88,12 +88,12 @@ func (s *Server) openStores(ctx context.Context) error {
 			Logger:         s.log,
 		}))
 		if err != nil {
-			closeBackend()
+			backend.close()
 			return fmt.Errorf("--upstream: %w", err)
 		}
-		readAheadInto(backend, t)
-		s.tier, s.closeBackend = t, closeBackend
-		s.packs = packsOf(backend)
+		backend.readAheadInto(t)
+		s.tier, s.closeBackend = t, backend.close
+		s.packs = backend.packStats()
 		served = t
 	}
 	s.maxBlobSize = maxBlobSize(c.MaxSize, s.cfg.Limits.MaxBlobSize)

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,9 +25,10 @@ import (
 
 // Upstream is a parsed --upstream URL: which backend, and its location.
 type Upstream struct {
-	Scheme   string // "s3", "gs", "azblob", "grpc", "http" (grpcs and https are grpc's and http's)
-	location any    // the backend package's parsed Location
-	shown    string // the URL for logs and /status (no secrets)
+	Scheme   string // the kind's name: "s3", "gs", "azblob", "grpc", "http" (grpcs and https are grpc's and http's)
+	kind     *backendKind
+	location location // the backend package's parsed Location
+	shown    string   // the URL for logs and /status (no secrets)
 	// packs: an object store's small entries go many to an object
 	// (cas/backend/packed), from the URL's packs=true; packsOnly, from
 	// packs=only: what no pack index names is absent to FindMissing,
@@ -36,16 +39,101 @@ type Upstream struct {
 	retention time.Duration
 }
 
+// A backendKind is one kind of shared tier, by the schemes of its URL:
+// the one table the server chooses a backend from. Each backend package
+// has the same shape: ParseURL, a Config naming the Location, New.
+type backendKind struct {
+	schemes []string // the URL's schemes, the first the kind's name
+	help    string   // its line in --upstream's help
+	// objectStore: the URL may add packs= (cas/backend/packed over it).
+	objectStore bool
+	// parse reads a URL of the kind into its package's Location.
+	parse func(raw string) (location, error)
+	// open makes the backend at loc; it sends nothing over the network.
+	open func(ctx context.Context, loc location, o backendOptions) (opened, error)
+}
+
+// opened is a backend New made: the tier's backend, what releases it,
+// and for an object store its named objects, which packs are kept in.
+type opened struct {
+	backend tier.Backend
+	named   packed.Bucket // nil: not an object store
+	closer  io.Closer
+}
+
+// location is a backend package's parsed Location: String shows it with
+// no secrets.
+type location interface{ String() string }
+
+// backendOptions are what every backend's Config takes besides its
+// Location.
+type backendOptions struct {
+	timeout     time.Duration
+	concurrency int
+	log         *slog.Logger
+}
+
+// backendKinds are the backends --upstream chooses from, by scheme.
+var backendKinds = []backendKind{
+	{
+		schemes: []string{"s3"}, objectStore: true,
+		help:  "s3://BUCKET[/PREFIX] (an S3-compatible bucket; " + s3.URLParameters + "; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)",
+		parse: func(raw string) (location, error) { return s3.ParseURL(raw) },
+		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
+			b, err := s3.New(ctx, s3.Config{Location: loc.(s3.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency})
+			return opened{b, b, b}, err
+		},
+	},
+	{
+		schemes: []string{"gs"}, objectStore: true,
+		help:  "gs://BUCKET[/PREFIX] (a Google Cloud Storage bucket; " + gcs.URLParameters + "; credentials: Application Default Credentials)",
+		parse: func(raw string) (location, error) { return gcs.ParseURL(raw) },
+		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
+			b, err := gcs.New(ctx, gcs.Config{Location: loc.(gcs.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log})
+			return opened{b, b, b}, err
+		},
+	},
+	{
+		schemes: []string{"azblob"}, objectStore: true,
+		help:  "azblob://ACCOUNT/CONTAINER[/PREFIX] (an Azure Blob Storage container; " + azure.URLParameters + "; credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, else azidentity's default chain)",
+		parse: func(raw string) (location, error) { return azure.ParseURL(raw) },
+		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
+			b, err := azure.New(ctx, azure.Config{Location: loc.(azure.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log})
+			return opened{b, b, b}, err
+		},
+	},
+	{
+		schemes: []string{"grpc", "grpcs"},
+		help:    "grpc://HOST:PORT[/INSTANCE], grpcs://... (an upstream REAPI cache: another membuf, bb-storage, bazel-remote; " + grpcupstream.URLParameters + ")",
+		parse:   func(raw string) (location, error) { return grpcupstream.ParseURL(raw) },
+		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
+			b, err := grpcupstream.New(ctx, grpcupstream.Config{Location: loc.(grpcupstream.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log})
+			return opened{b, nil, b}, err
+		},
+	},
+	{
+		schemes: []string{"http", "https"},
+		help:    "http://HOST:PORT[/PREFIX], https://... (an upstream HTTP cache of /cas/ and /ac/: another membuf's --http-cache, bazel-remote, nginx WebDAV; " + httpupstream.URLParameters + ")",
+		parse:   func(raw string) (location, error) { return httpupstream.ParseURL(raw) },
+		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
+			b, err := httpupstream.New(ctx, httpupstream.Config{Location: loc.(httpupstream.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log})
+			return opened{b, nil, b}, err
+		},
+	},
+}
+
+// packsHelp is --upstream's help for what an object store's URL adds.
+const packsHelp = "an object store's URL takes packs=true too: small entries go to the bucket many to an object, a request per thousands of blobs; packs=only: and FindMissing asks the bucket nothing, for a bucket only nodes with packs write; with either, retention=DURATION (72h; at least 1m): packs older than that are deleted from the bucket by every node, and an entry read within half of it is copied forward first (docs/packs.md; experimental)"
+
 // UpstreamSchemes lists the schemes --upstream accepts, with the
 // parameters each takes, for the flag's help text.
-var UpstreamSchemes = []string{
-	"s3://BUCKET[/PREFIX] (an S3-compatible bucket; " + s3.URLParameters + "; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)",
-	"gs://BUCKET[/PREFIX] (a Google Cloud Storage bucket; " + gcs.URLParameters + "; credentials: Application Default Credentials)",
-	"azblob://ACCOUNT/CONTAINER[/PREFIX] (an Azure Blob Storage container; " + azure.URLParameters + "; credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, else azidentity's default chain)",
-	"grpc://HOST:PORT[/INSTANCE], grpcs://... (an upstream REAPI cache: another membuf, bb-storage, bazel-remote; " + grpcupstream.URLParameters + ")",
-	"http://HOST:PORT[/PREFIX], https://... (an upstream HTTP cache of /cas/ and /ac/: another membuf's --http-cache, bazel-remote, nginx WebDAV; " + httpupstream.URLParameters + ")",
-	"an object store's URL takes packs=true too: small entries go to the bucket many to an object, a request per thousands of blobs; packs=only: and FindMissing asks the bucket nothing, for a bucket only nodes with packs write; with either, retention=DURATION (72h; at least 1m): packs older than that are deleted from the bucket by every node, and an entry read within half of it is copied forward first (docs/packs.md; experimental)",
-}
+var UpstreamSchemes = func() []string {
+	var lines []string
+	for _, k := range backendKinds {
+		lines = append(lines, k.help)
+	}
+	return append(lines, packsHelp)
+}()
 
 // ParseUpstream parses an --upstream URL, by its scheme; an object
 // store's may say packs=true, and with it retention=.
@@ -61,9 +149,7 @@ func ParseUpstream(raw string) (Upstream, error) {
 	if err != nil || packs == "" {
 		return u, err
 	}
-	switch u.Scheme {
-	case "s3", "gs", "azblob":
-	default:
+	if !u.kind.objectStore {
 		return Upstream{}, fmt.Errorf("%q: packs=true is for an object store's bucket (s3://, gs://, azblob://), not %s://", clip(raw), u.Scheme)
 	}
 	u.packs, u.packsOnly, u.retention = true, packs == "only", retention
@@ -133,37 +219,16 @@ func parseUpstream(raw string) (Upstream, error) {
 	if !ok {
 		return Upstream{}, fmt.Errorf("%q is not a URL: want one of %s", clip(raw), schemeList())
 	}
-	switch strings.ToLower(scheme) {
-	case "s3":
-		loc, err := s3.ParseURL(raw)
+	for i := range backendKinds {
+		k := &backendKinds[i]
+		if !slices.Contains(k.schemes, strings.ToLower(scheme)) {
+			continue
+		}
+		loc, err := k.parse(raw)
 		if err != nil {
 			return Upstream{}, err
 		}
-		return Upstream{Scheme: "s3", location: loc, shown: loc.String()}, nil
-	case "gs":
-		loc, err := gcs.ParseURL(raw)
-		if err != nil {
-			return Upstream{}, err
-		}
-		return Upstream{Scheme: "gs", location: loc, shown: loc.String()}, nil
-	case "azblob":
-		loc, err := azure.ParseURL(raw)
-		if err != nil {
-			return Upstream{}, err
-		}
-		return Upstream{Scheme: "azblob", location: loc, shown: loc.String()}, nil
-	case "grpc", "grpcs":
-		loc, err := grpcupstream.ParseURL(raw)
-		if err != nil {
-			return Upstream{}, err
-		}
-		return Upstream{Scheme: "grpc", location: loc, shown: loc.String()}, nil
-	case "http", "https":
-		loc, err := httpupstream.ParseURL(raw)
-		if err != nil {
-			return Upstream{}, err
-		}
-		return Upstream{Scheme: "http", location: loc, shown: loc.String()}, nil
+		return Upstream{Scheme: k.schemes[0], kind: k, location: loc, shown: loc.String()}, nil
 	}
 	return Upstream{}, fmt.Errorf("%q: unknown scheme %q: want one of %s", clip(raw), scheme, schemeList())
 }
@@ -173,9 +238,8 @@ func (u Upstream) String() string { return u.shown }
 
 func schemeList() string {
 	var s []string
-	for _, line := range UpstreamSchemes {
-		scheme, _, ok := strings.Cut(line, "://")
-		if ok {
+	for _, k := range backendKinds {
+		for _, scheme := range k.schemes {
 			s = append(s, scheme+"://")
 		}
 	}
@@ -199,29 +263,13 @@ func tierConfig(u Upstream, c tier.Config) tier.Config {
 	return c
 }
 
-// objectStore is an object store's backend: its per-object layout, and
-// its named objects for packs.
-type objectStore interface {
+// sharedBackend is the backend --upstream names, ready for the tier: the
+// backend itself, or with packs=true the packed backend over it (packs),
+// whose read-ahead and statistics the server wires.
+type sharedBackend struct {
 	tier.Backend
-	packed.Bucket
-	Close() error
-}
-
-// withPacks is store itself, or with u's packs=true the packed backend
-// over it.
-func withPacks(u Upstream, store objectStore, log *slog.Logger) (tier.Backend, func() error, error) {
-	if !u.packs {
-		return store, store.Close, nil
-	}
-	p, err := packed.New(packed.Config{Objects: store, Bucket: store, IndexedOnly: u.packsOnly, Retention: u.retention, ReadAheadBytes: readAheadBytes, Logger: log})
-	if err != nil {
-		store.Close()
-		return nil, nil, err
-	}
-	return p, func() error {
-		p.Close()
-		return store.Close()
-	}, nil
+	packs *packed.Backend // nil without packs=true
+	close func() error
 }
 
 // readAheadBytes is the largest pack a node reads whole when it reads one
@@ -230,59 +278,42 @@ func withPacks(u Upstream, store objectStore, log *slog.Logger) (tier.Backend, f
 // at most 16 MiB (packed.TierConfig).
 const readAheadBytes = 16 << 20
 
-// readAheadInto makes t's disk the sink of b's read-ahead, if b is a
-// packed backend (withPacks made it before t).
-func readAheadInto(b tier.Backend, t *tier.Store) {
-	if p, ok := b.(*packed.Backend); ok {
-		p.SetReadAhead(t.Prefetched)
+// readAheadInto makes t's disk the sink of b's read-ahead, if b has packs.
+func (b sharedBackend) readAheadInto(t *tier.Store) {
+	if b.packs != nil {
+		b.packs.SetReadAhead(t.Prefetched)
 	}
 }
 
-// packsOf is b's packs' statistics, for /metrics, if b is a packed
-// backend (withPacks made it); else nil.
-func packsOf(b tier.Backend) metrics.PackedStats {
-	if p, ok := b.(*packed.Backend); ok {
-		return p
+// packStats is b's packs' statistics, for /metrics; nil without packs.
+func (b sharedBackend) packStats() metrics.PackedStats {
+	if b.packs == nil {
+		return nil
 	}
-	return nil
+	return b.packs
 }
 
 // newBackend makes the backend u names; it sends nothing over the network
 // (tier.Open probes it), but for packs' listing, which starts here.
 // concurrency bounds each backend's requests in flight; close releases
 // what it holds.
-func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int, log *slog.Logger) (b tier.Backend, close func() error, err error) {
-	switch loc := u.location.(type) {
-	case s3.Location:
-		bucket, err := s3.NewBucket(ctx, loc, concurrency, timeout)
-		if err != nil {
-			return nil, nil, err
-		}
-		return withPacks(u, bucket, log)
-	case gcs.Location:
-		b, err := gcs.New(ctx, gcs.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		return withPacks(u, b, log)
-	case azure.Location:
-		b, err := azure.New(ctx, azure.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		return withPacks(u, b, log)
-	case grpcupstream.Location:
-		b, err := grpcupstream.New(ctx, grpcupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		return b, b.Close, nil
-	case httpupstream.Location:
-		b, err := httpupstream.New(ctx, httpupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		return b, b.Close, nil
+func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int, log *slog.Logger) (sharedBackend, error) {
+	o, err := u.kind.open(ctx, u.location, backendOptions{timeout: timeout, concurrency: concurrency, log: log})
+	if err != nil {
+		return sharedBackend{}, err
 	}
-	return nil, nil, fmt.Errorf("no backend for %s", u.Scheme)
+	if !u.packs {
+		return sharedBackend{Backend: o.backend, close: o.closer.Close}, nil
+	}
+	// ParseUpstream takes packs= only for an object store, which has
+	// named objects.
+	p, err := packed.New(packed.Config{Objects: o.backend, Bucket: o.named, IndexedOnly: u.packsOnly, Retention: u.retention, ReadAheadBytes: readAheadBytes, Logger: log})
+	if err != nil {
+		o.closer.Close()
+		return sharedBackend{}, err
+	}
+	return sharedBackend{Backend: p, packs: p, close: func() error {
+		p.Close()
+		return o.closer.Close()
+	}}, nil
 }

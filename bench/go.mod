@@ -1,0 +1,33 @@
+module github.com/membuf/membuf/bench
+
+go 1.26.0
+
+require (
+	github.com/bazelbuild/remote-apis v0.0.0-20260908115904-76ddd98e1f92
+	github.com/klauspost/compress v1.20.3
+	github.com/membuf/membuf v0.0.0-00010101000000-000000000000
+	github.com/membuf/membuf/cas v0.0.0-00010101000000-000000000000
+	github.com/membuf/membuf/grpcmem v0.0.0-00010101000000-000000000000
+	golang.org/x/sys v0.48.0
+	google.golang.org/genproto/googleapis/bytestream v0.0.0-20261005182115-fad411399dd8
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	cloud.google.com/go/longrunning v0.8.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+)
+
+// The repository's other modules are built from this checkout: the
+// placeholder versions above are never fetched while these replaces hold.
+replace (
+	github.com/membuf/membuf => ..
+	github.com/membuf/membuf/cas => ../cas
+	github.com/membuf/membuf/grpcmem => ../grpcmem
+)

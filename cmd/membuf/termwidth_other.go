@@ -1,8 +1,0 @@
-//go:build !unix
-
-package main
-
-import "os"
-
-// terminalWidth cannot tell a terminal's width here.
-func terminalWidth(*os.File) int { return 0 }
