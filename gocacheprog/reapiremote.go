@@ -25,8 +25,9 @@ const OutputPath = "go-output"
 const writeChunk = 256 << 10
 
 // REAPIRemote is a Remote on any REAPI cache: go's action ID is an action
-// digest (its hash, size 0), whose action result has one output file,
-// OutputPath, the output: a CAS blob, whose hash is go's output ID.
+// digest (its hash, size actionIDSize), whose action result has one
+// output file, OutputPath, the output: a CAS blob, whose hash is go's
+// output ID.
 type REAPIRemote struct {
 	conn     *grpc.ClientConn
 	instance string
@@ -40,7 +41,15 @@ func NewREAPIRemote(conn *grpc.ClientConn, instance string) *REAPIRemote {
 	return &REAPIRemote{conn: conn, instance: instance, ac: repb.NewActionCacheClient(conn), bs: bspb.NewByteStreamClient(conn)}
 }
 
-func actionDigest(actionID ID) *repb.Digest { return &repb.Digest{Hash: actionID.String()} }
+// actionIDSize is the size of the action digest a go action ID names: its
+// own 32 bytes. There is no Action message to measure, and a size of 0
+// with a hash other than the empty blob's is refused by caches that check
+// digests (bazel-remote: "Invalid zero-length SHA256 hash").
+const actionIDSize = 32
+
+func actionDigest(actionID ID) *repb.Digest {
+	return &repb.Digest{Hash: actionID.String(), SizeBytes: actionIDSize}
+}
 
 // Get implements Remote.
 func (r *REAPIRemote) Get(ctx context.Context, actionID ID) (ID, int64, io.ReadCloser, error) {

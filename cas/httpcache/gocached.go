@@ -21,8 +21,9 @@ import (
 //	  204
 //
 // An entry is kept as membuf-gocache's grpc:// remote keeps it, so that
-// both reach the same entries: the action result of the action digest
-// {actionID, 0} (instance "") names one output file, goOutputPath, the
+// both reach the same entries: the action result of the action named by
+// actionID (instance ""; the store keys action results by hash, so the
+// size membuf-gocache gives it does not matter here) names one output file, goOutputPath, the
 // output, a CAS blob named by its hash, the output ID. A GET serves one
 // only if the Loader would serve the action result (its output is in the
 // CAS); a PUT stores the output only if it hashes to the output ID, then
