@@ -111,16 +111,17 @@ func (c *checkpoints) open() (*packindex.CheckpointFile, error) {
 // loadRecords indexes the records of checkpoint ck and reports whether it
 // did; if ck does not check out, it empties the table and returns records
 // with those of the segments it would have covered, scanned, in segment
-// order.
-func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.Scanned) ([]packs.Scanned, bool, error) {
-	err := c.load(ck)
+// order. Either way it returns the file entries its records replaced,
+// dropped from the index: their files are the caller's to remove.
+func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.Scanned) (_ []packs.Scanned, replaced []entry, _ bool, _ error) {
+	replaced, err := c.load(ck)
 	if err == nil {
 		for _, seg := range c.set.SegmentsLocked() {
 			if seg.FromCheckpoint {
 				c.segments++
 			}
 		}
-		return records, true, nil
+		return records, replaced, true, nil
 	}
 	c.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
 	c.idx.Table().Free()
@@ -128,14 +129,15 @@ func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.
 		c.idx.UncountSegmentLocked(seg)
 	}
 	records, err = c.set.Rescan(records)
-	return records, false, err
+	return records, replaced, false, err
 }
 
 // load reads the checkpoint's records and indexes those of the segments
 // the store loaded from it (FromCheckpoint), counting them. A block that
 // does not check out stops it with an error: the caller then empties the
-// table and scans those segments instead.
-func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
+// table and scans those segments instead. It returns the file entries
+// its records replaced, dropped from the index, error or not.
+func (c *checkpoints) load(ck *packindex.CheckpointFile) (replaced []entry, err error) {
 	defer ck.Close()
 	x := c.idx
 	// A record replaces a file of its key (written since, as at a scan):
@@ -166,7 +168,7 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 		var i int
 		var err error
 		if i, recs, err = ck.NextShard(recs[:0]); err != nil {
-			return err
+			return replaced, err
 		}
 		x.Table().Reserve(i, len(recs))
 		for _, r := range recs {
@@ -193,24 +195,25 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 				// since (issue 44) is refused, and the start scans.
 				var err error
 				if fileSize, err = seg.CheckCommitted(uint8(kind), r.Hash, int64(r.Size), r.CRC, int64(r.Off), c.packMax); err != nil {
-					return fmt.Errorf("index checkpoint: %w", err)
+					return replaced, fmt.Errorf("index checkpoint: %w", err)
 				}
 				fileSizes[seg] = fileSize
 			}
 			if end := int64(r.Off) + int64(r.Size); end > fileSize {
-				return fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
+				return replaced, fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
 			}
 			if e, ok := files[packindex.Key{Hash: r.Hash, AC: r.AC}]; ok {
-				x.RemoveLocked(e)
+				replaced = append(replaced, *e)
+				x.DropLocked(e)
 			}
 			if !x.Table().Put(&r) {
-				return fmt.Errorf("index checkpoint, shard %d: a key twice", i)
+				return replaced, fmt.Errorf("index checkpoint, shard %d: a key twice", i)
 			}
 			size := int64(r.Size)
 			x.CountLocked(&entry{Key: entryKey{Kind: kind}, Size: size, Stored: size, Seg: seg}, 1)
 		}
 	}
-	return nil
+	return replaced, nil
 }
 
 // finishedSegmentsLocked returns the segments a checkpoint taken now

@@ -111,6 +111,7 @@ type checks struct {
 	mu      *sync.Mutex
 	log     *slog.Logger
 	idx     *index.Index
+	files   *blobFiles   // removes a file found bad
 	packs   *packedBlobs // reads a record to hash it, retires one found bad
 	zp      *zstdseek.Pool
 	buffers membuf.BufferPool
@@ -209,7 +210,8 @@ func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened 
 	case err == nil && el.Gen == opened.Gen:
 		el.Checked, el.Sums = fi.ModTime().UnixNano(), sums
 	case errors.Is(err, errCorrupt) && c.isFileLocked(el) && el.Gen == opened.Gen:
-		c.idx.RemoveLocked(el)
+		c.idx.DropLocked(el)
+		c.files.remove(el)
 		c.corrupt++
 		c.log.Error("blob failed its integrity check: removed", "hash", k.Hash, "size", opened.Size, "file_size", fi.Size(), "compressed", opened.Zstd, "content_hash", sum, "err", err)
 	}
@@ -300,6 +302,9 @@ func (c *checks) readFailed(opened entry, detail string) error {
 	c.mu.Lock()
 	removed := c.idx.DropCurrentLocked(opened)
 	if removed {
+		if opened.Seg == nil {
+			c.files.remove(&opened)
+		}
 		c.corrupt++
 	}
 	c.mu.Unlock()

@@ -31,10 +31,10 @@ type groupCommit struct {
 	q      *groupcommit.Queue[*pendingCommit]
 	mu     *sync.Mutex // the store's
 	fs     vfs.FS
+	dir    string // the store's: where committed files go
 	log    *slog.Logger
 	idx    *index.Index
-	files  *blobFiles
-	packs  *packedBlobs
+	set    *packs.Set   // the records' segments
 	ckpt   *checkpoints // taken every so many records committed
 	counts commitCounts // guarded by mu
 	// closing is set, under closeMu's write lock, when the store closes;
@@ -91,9 +91,11 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 		for _, c := range cs {
 			if c.seg != nil {
 				// A record has no file of its own: its slot goes back.
-				g.packs.releaseSlot(c.seg)
+				g.mu.Lock()
+				g.set.ReleaseSlotLocked(c.seg)
+				g.mu.Unlock()
 			} else {
-				g.files.discardTemp(c.f)
+				discardTemp(g.fs, c.f)
 			}
 			c.err = cas.ErrClosed
 		}
@@ -108,7 +110,7 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 // batch is about one record. Action results keep to the queue, whose
 // order is the order their updates are indexed in.
 func (g *groupCommit) commitNow(c *pendingCommit) bool {
-	if c.seg == nil || c.err != nil || c.ifCurrent != nil || c.e.Key.Kind != kindCAS || !g.packs.set.SyncsInBackground() {
+	if c.seg == nil || c.err != nil || c.ifCurrent != nil || c.e.Key.Kind != kindCAS || !g.set.SyncsInBackground() {
 		return false
 	}
 	g.closeMu.RLock()
@@ -116,7 +118,7 @@ func (g *groupCommit) commitNow(c *pendingCommit) bool {
 	if g.closing {
 		return false // the queue refuses it
 	}
-	err := g.packs.set.HeadSlots(c.seg, c.e.Off+c.e.Size)
+	err := g.set.HeadSlots(c.seg, c.e.Off+c.e.Size)
 	stage("synced")
 	g.mu.Lock()
 	g.counts.batches++
@@ -173,13 +175,13 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	// sees to itself.
 	for i := range segs {
 		s := &segs[i]
-		if g.packs.set.SyncsInBackground() && !s.copy {
+		if g.set.SyncsInBackground() && !s.copy {
 			if len(segs) == 1 && files == 0 { // nothing to run beside it
-				s.err = g.packs.set.HeadSlots(s.seg, s.end)
+				s.err = g.set.HeadSlots(s.seg, s.end)
 				continue
 			}
 			run(func() error {
-				s.err = g.packs.set.HeadSlots(s.seg, s.end)
+				s.err = g.set.HeadSlots(s.seg, s.end)
 				return nil
 			})
 			continue
@@ -220,14 +222,14 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			c.err = cas.ErrClosed
 			continue
 		}
-		final := g.files.filePath(c.e)
+		final := entryPath(g.dir, c.e)
 		if err := g.fs.Rename(c.f.Name(), final); err != nil {
 			g.fs.Remove(c.f.Name())
 			c.err = fmt.Errorf("disk: %w", err)
 			continue
 		}
 		dirs[filepath.Dir(final)] = true
-		g.idx.CommitLocked(c.e, b)
+		g.removeFilesLocked(g.idx.CommitLocked(c.e, b))
 		g.counts.commits++
 	}
 	g.mu.Unlock()
@@ -264,9 +266,10 @@ func (g *groupCommit) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs m
 		if c.seg != nil {
 			continue
 		}
-		if err, failed := dirErrs.Load(filepath.Dir(g.files.path(c.e.Key))); failed && c.err == nil {
+		dir := filepath.Dir(entryPath(g.dir, c.e))
+		if err, failed := dirErrs.Load(dir); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
-			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(g.files.path(c.e.Key)), err.(error))
+			c.err = fmt.Errorf("disk: fsync of %s: %w", dir, err.(error))
 		}
 	}
 }
@@ -341,7 +344,7 @@ func stage(name string) {
 // entry it copies was replaced meanwhile. Either way its writer's slot is
 // released.
 func (g *groupCommit) indexRecordLocked(c *pendingCommit, syncErr *error) {
-	defer g.packs.set.ReleaseSlotLocked(c.seg)
+	defer g.set.ReleaseSlotLocked(c.seg)
 	switch {
 	case c.err != nil:
 		return
@@ -361,8 +364,17 @@ func (g *groupCommit) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		}
 		return
 	}
-	g.idx.CommitLocked(c.e, nil)
+	g.removeFilesLocked(g.idx.CommitLocked(c.e, nil))
 	g.ckpt.maybeStartLocked()
-	g.packs.set.MarkWrittenLocked(c.seg)
+	g.set.MarkWrittenLocked(c.seg)
 	g.counts.commits++
+}
+
+// removeFilesLocked removes the files of the entries a commit returned as
+// no longer any entry's (the other form's, those evicted), before the
+// lock goes: no later commit of their keys can have put a file in place.
+func (g *groupCommit) removeFilesLocked(removed []entry) {
+	for i := range removed {
+		removeFile(g.fs, g.log, g.dir, &removed[i])
+	}
 }

@@ -1,9 +1,6 @@
 package disk
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"github.com/membuf/membuf/cas/disk/index"
 	"log/slog"
 	"net"
@@ -79,12 +76,10 @@ func WithPackSync(interval time.Duration) StoreOption {
 // where is the index's, whether a record matches its name the checks'.
 // It shares the store's lock, as its segments (packs.Set) do.
 type packedBlobs struct {
-	mu     *sync.Mutex
-	log    *slog.Logger
-	set    *packs.Set
-	idx    *index.Index
-	checks *checks
-	commit *groupCommit
+	mu  *sync.Mutex
+	log *slog.Logger
+	set *packs.Set
+	idx *index.Index
 	// max is the largest entry packed; 0: none is.
 	max int64
 	// refreshes: packed entries to copy forward out of old segments; nil
@@ -109,15 +104,15 @@ func packConfig(maxSize, packMax int64) (segSize, max int64) {
 	return segSize, min(packMax, segSize/4, MaxPackMax)
 }
 
-// start starts the copying forward, if anything is packed.
-func (p *packedBlobs) start() {
-	if p.max > 0 {
-		p.refreshes, p.refreshed = make(chan refresh, refreshQueue), make(chan struct{})
-		go func(q <-chan refresh) {
-			defer close(p.refreshed)
-			p.refreshLoop(q)
-		}(p.refreshes)
+// start opens the queue of entries to copy forward, if anything is
+// packed, and returns it (nil if not): the store's goroutine that copies
+// them closes refreshed when the queue is closed and drained.
+func (p *packedBlobs) start() <-chan refresh {
+	if p.max == 0 {
+		return nil
 	}
+	p.refreshes, p.refreshed = make(chan refresh, refreshQueue), make(chan struct{})
+	return p.refreshes
 }
 
 // packable reports whether an entry of size bytes is packed.
@@ -138,41 +133,9 @@ func (p *packedBlobs) open(e entry, fail func(string) error) (*packs.Blob, error
 	return p.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, fail), nil
 }
 
-// newWriter takes a slot for blob d: a packs.Writer streams its record.
-func (p *packedBlobs) newWriter(d cas.Digest) (*packs.Writer, error) {
-	w := p.set.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
-		c := newRecordCommit(sl.Seg, sl.Off, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, crc)
-		p.commit.commit(c)
-		return c.err
-	})
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.idx.ClosedLocked() {
-		return nil, cas.ErrClosed
-	}
-	if err := p.idx.TakeSlotLocked(w.Slot(), entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false); err != nil {
-		return nil, err
-	}
-	p.idx.EvictLocked(nil)
-	return w, nil
-}
-
-// write writes data, complete and checked, as a committed record of k
-// into a new slot, and returns it ready for the group commit.
-func (p *packedBlobs) write(k entryKey, data net.Buffers) (*pendingCommit, error) {
-	var cs [1]*pendingCommit // on the stack: Put's path allocates no slices
-	var errs [1]error
-	p.writeAll([]entryKey{k}, []net.Buffers{data}, cs[:], errs[:])
-	return cs[0], errs[0]
-}
-
-// writeAll writes each data[i], complete and checked, as a committed
-// record of ks[i], and sets cs[i] to it ready for the group commit, or
-// errs[i] to why not. Their slots are taken in one hold of the lock, so
-// that they are consecutive, and written with one pwritev
-// (packs.Set.WriteFills): a batch's records cost one system call, not two
-// each, and none under the lock.
-func (p *packedBlobs) writeAll(ks []entryKey, data []net.Buffers, cs []*pendingCommit, errs []error) {
+// fills returns the fills of records of ks[i], data[i] complete and
+// checked, and sets cs[i] to each one's commit, its slot to be taken.
+func (p *packedBlobs) fills(ks []entryKey, data []net.Buffers, cs []*pendingCommit) []packs.Fill {
 	fills := make([]packs.Fill, 0, len(ks))
 	for i, k := range ks {
 		var size int64
@@ -184,7 +147,13 @@ func (p *packedBlobs) writeAll(ks []entryKey, data []net.Buffers, cs []*pendingC
 		cs[i] = &pendingCommit{e: &entry{Key: k, Size: size, Stored: size, Verified: k.Kind == kindCAS, CRC: crc}}
 		fills = append(fills, packs.Fill{Slot: &cs[i].slot, Data: data[i], CRC: crc})
 	}
-	p.mu.Lock()
+	return fills
+}
+
+// takeSlotsLocked takes the slots of fills (of ks, for cs, as fills
+// made them), consecutive in one hold of the lock, and returns those
+// taken; errs[i] says why cs[i] took none, and cs[i] is then nil.
+func (p *packedBlobs) takeSlotsLocked(ks []entryKey, fills []packs.Fill, cs []*pendingCommit, errs []error) []packs.Fill {
 	taken := fills[:0]
 	for i, f := range fills {
 		err := cas.ErrClosed
@@ -198,10 +167,13 @@ func (p *packedBlobs) writeAll(ks []entryKey, data []net.Buffers, cs []*pendingC
 		cs[i].seg, cs[i].e.Seg, cs[i].e.Off = f.Slot.Seg, f.Slot.Seg, f.Slot.Off
 		taken = append(taken, f)
 	}
-	if len(taken) > 0 {
-		p.idx.EvictLocked(nil)
-	}
-	p.mu.Unlock()
+	return taken
+}
+
+// writeFills writes the records of taken with one pwritev
+// (packs.Set.WriteFills), not under the lock; a record that fails sets
+// its errs[i], leaves cs[i] nil and gives its slot back.
+func (p *packedBlobs) writeFills(taken []packs.Fill, cs []*pendingCommit, errs []error) {
 	p.set.WriteFills(taken)
 	for _, f := range taken {
 		if f.Err == nil {
@@ -313,47 +285,4 @@ func (p *packedBlobs) refreshIfOldLocked(e entry) {
 	case p.refreshes <- refresh{e}:
 	default:
 	}
-}
-
-func (p *packedBlobs) refreshLoop(q <-chan refresh) {
-	for r := range q {
-		if err := p.copyForward(r); err != nil && !errors.Is(err, cas.ErrClosed) {
-			p.log.Warn("copying a packed entry out of an old segment", "err", err)
-		}
-	}
-}
-
-// copyForward copies the packed entry of r into the active segment,
-// unless it was replaced, removed or evicted meanwhile. A CAS blob is
-// checked against its name on the way: rot is not copied.
-func (p *packedBlobs) copyForward(r refresh) error {
-	p.mu.Lock()
-	old := r.e
-	if !p.idx.IsCurrentLocked(old) {
-		p.mu.Unlock()
-		return nil
-	}
-	p.mu.Unlock()
-	// write is done with data when it returns: a pooled buffer does.
-	bp := integrity.Buffers.Get()
-	defer integrity.Buffers.Put(bp)
-	data := (*bp)[:old.Size]
-	if err := p.read(old, data); errors.Is(err, errReplaced) {
-		return nil // evicted meanwhile: nothing to copy
-	} else if err != nil {
-		return err
-	}
-	if old.Key.Kind == kindCAS {
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != old.Key.Hash {
-			// The next read re-hashes it (unless verified) and removes it.
-			return nil
-		}
-	}
-	c, err := p.write(old.Key, net.Buffers{data})
-	if err != nil {
-		return err
-	}
-	c.ifCurrent = &old
-	p.commit.commit(c)
-	return c.err
 }

@@ -29,7 +29,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 	first := testblob.Random(1000, 1)
 	commitRecord := func(data []byte) {
 		t.Helper()
-		c, err := p.write(k, net.Buffers{data})
+		c, err := s.writeRecord(k, net.Buffers{data})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 		}
 	}
 	commitRecord(first)
-	old, ok := s.idx.Lookup(k, 0)
+	old, ok := s.lookup(k, 0)
 	if !ok || old.Seg == nil || old.Size != int64(len(first)) {
 		t.Fatalf("record of %d bytes: found %v, %+v; want a packed entry", len(first), ok, old)
 	}

@@ -46,7 +46,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 	// lookup is done again.
 	for attempt := 0; ; attempt++ {
 		var ok bool
-		e, ok = s.idx.LookupPending(k, size)
+		e, ok = s.lookup(k, size)
 		if !ok {
 			return nil, cas.ErrNotFound
 		}

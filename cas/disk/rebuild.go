@@ -28,7 +28,8 @@ func (s *Store) rebuild() error {
 			// removal of the other form. Both were checked; keep the
 			// newer.
 			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", el.Key.Hash)
-			x.RemoveLocked(el)
+			s.blobFiles.remove(el)
+			x.DropLocked(el)
 		}
 		x.InsertLocked(e)
 	}
@@ -54,7 +55,10 @@ func (s *Store) rebuild() error {
 	}
 	x.OrderLocked(all, modTimes, s.segments.SegmentsLocked())
 	if ck != nil {
-		if records, s.checkpointLoaded, err = s.checkpoints.loadRecords(ck, records); err != nil {
+		var replaced []entry
+		records, replaced, s.checkpointLoaded, err = s.checkpoints.loadRecords(ck, records)
+		s.blobFiles.removeAll(replaced)
+		if err != nil {
 			return err
 		}
 	}
@@ -68,7 +72,8 @@ func (s *Store) rebuild() error {
 		}
 		k := entryKey{Kind: entryKind(r.Kind), Hash: r.HashHex()}
 		if el, ok := x.FileLocked(k); ok {
-			x.RemoveLocked(el)
+			s.blobFiles.remove(el)
+			x.DropLocked(el)
 		} else if old, ok := x.PackedLocked(k); ok {
 			if old.Seg.Seq > r.Seg.Seq {
 				continue // from the checkpoint, of a later segment

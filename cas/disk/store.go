@@ -144,22 +144,24 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		return nil, err
 	}
 	s.mu.Lock()
-	s.idx.EvictLocked(nil)
+	s.evictLocked()
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
 	totals := s.idx.TotalsLocked()
 	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
 	s.mu.Unlock()
 	s.committer.start()
-	s.packedBlobs.start()
+	if q := s.packedBlobs.start(); q != nil {
+		go s.copyForwardLoop(q, s.packedBlobs.refreshed)
+	}
 	logger.Info("cas store opened", "dir", dir, "entries", totals.Entries, "bytes", totals.Bytes, "max_bytes", maxSize,
 		"pack_segments", segments, "segments_scanned", scanned, "empty_segments_removed", s.segments.EmptyRemoved(), "index_checkpoint", fromCheckpoint)
 	return s, nil
 }
 
-// buildRooms makes the store's rooms from its options, each pointing at
-// the others it calls. The pack segments count their uses on the index's
-// clock of recency.
+// buildRooms makes the store's rooms from its options, each built after
+// those it calls, none pointing back. The pack segments count their uses
+// on the index's clock of recency.
 func (s *Store) buildRooms() {
 	segSize, packMax := packConfig(s.maxSize, s.packMax)
 	s.packMax = packMax
@@ -179,11 +181,10 @@ func (s *Store) buildRooms() {
 	tmpDir := filepath.Join(s.dir, "tmp")
 	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, idx: x, policy: s.policy, zp: s.zp, buffers: s.buffers}
 	pb := &packedBlobs{mu: &s.mu, log: s.log, set: set, idx: x, max: packMax}
-	ch := &checks{mu: &s.mu, log: s.log, idx: x, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
+	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := &checkpoints{mu: &s.mu, fs: s.fs, path: filepath.Join(s.dir, checkpointName), tmpDir: tmpDir, log: s.log, idx: x, set: set, packMax: packMax}
-	gc := &groupCommit{mu: &s.mu, fs: s.fs, log: s.log, idx: x, files: fb, packs: pb, ckpt: ck}
-	x.Attach(set, index.Places{RemoveFile: fb.remove, FilePath: fb.filePath, UsedLocked: pb.refreshIfOldLocked})
-	fb.commit, pb.commit, pb.checks = gc, gc, ch
+	gc := &groupCommit{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, set: set, ckpt: ck}
+	x.Attach(set)
 	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.committer, s.checkpoints = x, fb, pb, ch, gc, ck
 	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}
 	s.segments, s.packed = set, x.Table()
@@ -279,8 +280,27 @@ func (s *Store) contains(d cas.Digest) bool {
 	if d.IsEmpty() {
 		return true
 	}
-	_, ok := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	e, ok := s.lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	if e.Pending != nil {
+		// Nobody is told of an entry a crash could still take away.
+		<-e.Pending.Durable
+	}
 	return ok
+}
+
+// lookup finds k in the index and marks it used (index.Index.LookupLocked:
+// size -1 matches any), queueing a packed entry in an old segment to be
+// copied forward. It does not wait for the entry's commit to be durable:
+// a read need not (its content is durable, and a reader that outlives a
+// crash is no more); a caller that tells a client the entry exists does.
+func (s *Store) lookup(k entryKey, size int64) (entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.idx.LookupLocked(k, size)
+	if ok && e.Seg != nil {
+		s.packedBlobs.refreshIfOldLocked(e)
+	}
+	return e, ok
 }
 
 // FindMissing returns the digests in ds that are not stored, marking the

@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/packs"
+	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // NewWriter starts writing blob d, a *files.Writer (or, for a blob the
@@ -20,11 +23,53 @@ func (s *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encodin
 		return nil, fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
 	}
 	if s.packedBlobs.packable(d.Size) {
-		w, err := s.packedBlobs.newWriter(d)
+		w, err := s.newRecordWriter(d)
 		if err != nil {
 			return nil, err // not a nil *packs.Writer in a non-nil interface
 		}
 		return w, nil
 	}
-	return s.blobFiles.newWriter(d, arrived)
+	return s.blobFiles.newWriter(d, arrived, files.Hooks{Reserve: s.reserve, Unreserve: s.idx.Unreserve, Commit: s.commitUpload})
 }
+
+// newRecordWriter takes a slot for blob d, evicting to make room for it:
+// a packs.Writer streams its record, committed by commitStreamedRecord.
+func (s *Store) newRecordWriter(d cas.Digest) (*packs.Writer, error) {
+	w := s.packedBlobs.set.NewWriter(d, s.commitStreamedRecord)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idx.ClosedLocked() {
+		return nil, cas.ErrClosed
+	}
+	if err := s.idx.TakeSlotLocked(w.Slot(), entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false); err != nil {
+		return nil, err
+	}
+	s.evictLocked()
+	return w, nil
+}
+
+// commitStreamedRecord commits the record of blob d a packs.Writer
+// finished in slot sl, its data's CRC-32C crc.
+func (s *Store) commitStreamedRecord(sl *packs.Slot, d cas.Digest, crc uint32) error {
+	return s.commit(newRecordCommit(sl.Seg, sl.Off, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, crc))
+}
+
+// commitUpload commits the temporary file f of a files.Writer, its
+// content written and checked as c, reserved bytes of it counted.
+func (s *Store) commitUpload(f vfs.File, c files.Written, reserved int64) error {
+	return s.commit(s.blobFiles.prepare(f, uploaded(c), reserved))
+}
+
+// reserve counts n more bytes of an upload towards the maximum size
+// (index.Index.ReserveLocked), removing the files it evicts.
+func (s *Store) reserve(n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	removed, err := s.idx.ReserveLocked(n)
+	s.blobFiles.removeAll(removed)
+	return err
+}
+
+// evictLocked evicts down to the maximum size, removing the files of the
+// entries evicted; mu held.
+func (s *Store) evictLocked() { s.blobFiles.removeAll(s.idx.EvictLocked(nil, nil)) }

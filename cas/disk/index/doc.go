@@ -4,8 +4,9 @@
 // accounting (entries, bytes, uploads in progress), and eviction under
 // the maximum size, least recently used first, a file or a whole segment.
 //
-// It knows nothing of a blob's bytes: removing a file and copying a hot
-// record forward are its owner's (Places). It shares its owner's lock,
+// It knows nothing of a blob's bytes: its commits and evictions return
+// the file entries they dropped, whose files its owner removes, and
+// copying a hot record forward is its owner's too. It shares its owner's lock,
 // as package packs does, so that a slot, an eviction and an index update
 // are one step under it. Of the cache it imports cas, ages, packfile,
 // packindex (the table of packed entries, off the Go heap) and packs;

@@ -15,21 +15,19 @@ import (
 // older of the least recently used file and the oldest evictable segment,
 // until the entries and the uploads in progress fit the maximum size.
 
-// Reserve counts n more bytes of uploads in progress towards the maximum
-// size, evicting stored entries to make room. If the uploads in progress
+// ReserveLocked counts n more bytes of uploads in progress towards the
+// maximum size, evicting stored entries to make room (the file entries
+// evicted are returned, as by EvictLocked). If the uploads in progress
 // alone would take more than the maximum size it fails with ErrFull.
-func (x *Index) Reserve(n int64) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+func (x *Index) ReserveLocked(n int64) ([]Entry, error) {
 	if x.closed {
-		return cas.ErrClosed
+		return nil, cas.ErrClosed
 	}
 	if x.maxSize > 0 && x.totals.Partial+n > x.maxSize {
-		return fmt.Errorf("%w (%d of %d bytes)", cas.ErrFull, x.totals.Partial, x.maxSize)
+		return nil, fmt.Errorf("%w (%d of %d bytes)", cas.ErrFull, x.totals.Partial, x.maxSize)
 	}
 	x.totals.Partial += n
-	x.EvictLocked(nil)
-	return nil
+	return x.EvictLocked(nil, nil), nil
 }
 
 // Unreserve gives back n bytes reserved.
@@ -46,10 +44,12 @@ func (x *Index) Unreserve(n int64) {
 // uploads in progress fit the maximum Size: of the least recently used
 // file and the oldest pack segment (sealed, no writer in it), the older
 // goes, the segment whole. keep, if not nil, is never evicted (the entry
-// just written).
-func (x *Index) EvictLocked(keep *Entry) {
+// just written). It returns removed with the file entries evicted
+// appended: their files are the caller's to remove before it lets the
+// lock go (a segment's file is its set's).
+func (x *Index) EvictLocked(keep *Entry, removed []Entry) []Entry {
 	if x.maxSize <= 0 {
-		return
+		return removed
 	}
 	for x.totals.Bytes+x.totals.Partial > x.maxSize {
 		el := x.lru.Back()
@@ -62,14 +62,16 @@ func (x *Index) EvictLocked(keep *Entry) {
 			continue
 		}
 		if el == nil {
-			return
+			return removed
 		}
 		e := el.Value.(*Entry)
 		x.observeEvictionLocked(e.used, 1)
-		x.RemoveLocked(e)
+		removed = append(removed, *e)
+		x.DropLocked(e)
 		x.totals.Evictions++
 		x.log.Debug("evicted", "kind", e.Key.Kind.Dir(), "hash", e.Key.Hash, "size", e.Size)
 	}
+	return removed
 }
 
 // evictSegmentLocked drops Seg: its entries leave the index (its records

@@ -21,13 +21,12 @@ import (
 //
 // It shares the store's lock (the Mutex given to New): a method whose
 // name ends in Locked needs it held, the others take it. Entries leave it
-// only through it (RemoveLocked, DropLocked, eviction), so that the
+// only through it (DropLocked, DropCurrentLocked, eviction), so that the
 // accounting and the eviction generation always see them go.
 type Index struct {
 	mu      *sync.Mutex
 	log     *slog.Logger
 	maxSize int64 // bytes of entries and uploads in progress; 0: no limit
-	places  Places
 
 	files     map[Key]*Entry        // the entries kept as files
 	lru       *list.List            // files only, front: most recently used
@@ -54,19 +53,6 @@ type Index struct {
 	closed bool
 }
 
-// Places is what the index asks of the location side: the files it
-// removes, and the records it sees used.
-type Places struct {
-	// RemoveFile unlinks file entry e's file; one already gone is no error.
-	RemoveFile func(e *Entry)
-	// FilePath is where file entry e is kept, plain or compressed.
-	FilePath func(e *Entry) string
-	// UsedLocked is told of a packed entry looked up (a copy), mu held:
-	// it may queue it to be copied out of an old segment. It must not
-	// block.
-	UsedLocked func(e Entry)
-}
-
 // sweepPerPut is how many slots of the table each put of a record sweeps
 // (packindex.Table.Sweep): a full pass over a table of S slots every S/8
 // puts, so the records of evicted segments never make up more than about
@@ -75,7 +61,7 @@ const sweepPerPut = 8
 
 // New returns an empty index of at most maxSize bytes (0: no limit),
 // sharing the lock mu; log (nil: none) is told of evictions. Its segments
-// and places are set by Attach before it is used.
+// are set by Attach before it is used.
 func New(mu *sync.Mutex, maxSize int64, log *slog.Logger) *Index {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -85,32 +71,16 @@ func New(mu *sync.Mutex, maxSize int64, log *slog.Logger) *Index {
 	return x
 }
 
-// Attach gives the index the segments its packed entries are in and the
-// location side's hooks.
-func (x *Index) Attach(segments *packs.Set, places Places) {
-	x.segments, x.places = segments, places
-}
+// Attach gives the index the segments its packed entries are in.
+func (x *Index) Attach(segments *packs.Set) { x.segments = segments }
 
-// Lookup finds k and marks it most recently used. For CAS blobs, a
-// digest whose size differs from the stored file's is a different blob
-// and so a miss; size -1 matches any (a blob named by its hash alone). It
-// reports an entry just committed once its rename is durable, so that no
-// client is told of an entry a crash could still take away.
-func (x *Index) Lookup(k Key, size int64) (Entry, bool) {
-	e, ok := x.LookupPending(k, size)
-	if e.Pending != nil {
-		<-e.Pending.Durable
-	}
-	return e, ok
-}
-
-// LookupPending is Lookup without the wait: it returns a copy of the
-// entry, whose pending is the batch whose commit of it is not yet
-// durable, if any. A read need not wait: the entry's content is durable,
-// and a reader that outlives a crash is no more.
-func (x *Index) LookupPending(k Key, size int64) (Entry, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+// LookupLocked finds k and marks it most recently used, and returns a
+// copy of its entry, whose Pending is the batch whose commit of it is not
+// yet durable, if any: a caller that tells a client of the entry waits
+// for it first. For CAS blobs, a digest whose size differs from the
+// stored file's is a different blob and so a miss; size -1 matches any (a
+// blob named by its hash alone).
+func (x *Index) LookupLocked(k Key, size int64) (Entry, bool) {
 	e, ok := x.GetLocked(k)
 	if !ok || k.Kind != AC && e.Size != size && size >= 0 {
 		return Entry{}, false
@@ -121,8 +91,6 @@ func (x *Index) LookupPending(k Key, size int64) (Entry, bool) {
 		x.lru.MoveToFront(el.el)
 		el.used = x.tick
 		e.used = x.tick
-	} else {
-		x.places.UsedLocked(e)
 	}
 	return e, true
 }
@@ -190,28 +158,32 @@ func (x *Index) FileSumsLocked(e Entry, size int64) []uint32 {
 // CommitLocked indexes e, just renamed into place by batch b (or
 // a packed record, durable already: b is nil), as the most recently used,
 // and evicts down to the maximum size. An entry kept in another form
-// (plain or compressed file, or a record) is replaced, and a file of it
-// removed.
-func (x *Index) CommitLocked(e *Entry, b *Batch) {
+// (plain or compressed file, or a record) is replaced. It returns the
+// file entries whose files are no longer any entry's (the other form's,
+// and those evicted): the caller removes them before it lets the lock
+// go, so that no later commit of a key can put a file where one is about
+// to be removed.
+func (x *Index) CommitLocked(e *Entry, b *Batch) (removed []Entry) {
 	if e.Seg != nil {
 		if old, ok := x.files[e.Key]; ok {
-			x.RemoveLocked(old)
+			removed = append(removed, *old)
+			x.DropLocked(old)
 		} else if old, ok := x.PackedLocked(e.Key); ok {
 			x.totals.add(&old, -1)
 		}
 		x.PutRecordLocked(e)
 		x.totals.add(e, 1)
-		x.EvictLocked(nil)
-		return
+		return x.EvictLocked(nil, removed)
 	}
 	if old, ok := x.PackedLocked(e.Key); ok {
 		x.DropLocked(&old)
 	}
 	if old, ok := x.files[e.Key]; ok {
 		// The entry keeps its identity (checks in progress hold it) and
-		// takes the new form, plain or compressed.
-		if x.places.FilePath(old) != x.places.FilePath(e) {
-			x.places.RemoveFile(old)
+		// takes the new form, plain or compressed; the other form's file,
+		// named by its size when compressed, goes.
+		if old.Zstd != e.Zstd || e.Zstd && old.Size != e.Size {
+			removed = append(removed, *old)
 		}
 		x.totals.add(old, -1)
 		old.Size, old.Stored, old.Zstd = e.Size, e.Stored, e.Zstd
@@ -227,7 +199,7 @@ func (x *Index) CommitLocked(e *Entry, b *Batch) {
 		e.Pending = b
 		x.InsertLocked(e)
 	}
-	x.EvictLocked(x.files[e.Key])
+	return x.EvictLocked(x.files[e.Key], removed)
 }
 
 // SettledLocked ends batch b's hold on file entry k: lookups stop waiting
@@ -288,15 +260,6 @@ func (x *Index) TakeSlotLocked(sl *packs.Slot, k Key, size int64, fill bool) err
 	return err
 }
 
-// RemoveLocked unlinks entry e's file, if it has one, and drops it from
-// the index.
-func (x *Index) RemoveLocked(e *Entry) {
-	if e.Seg == nil {
-		x.places.RemoveFile(e)
-	}
-	x.DropLocked(e)
-}
-
 // DropLocked drops entry e from the index, leaving its bytes where they
 // are: a packed entry's stay in its segment until the segment goes.
 func (x *Index) DropLocked(e *Entry) {
@@ -317,16 +280,17 @@ func (x *Index) DropLocked(e *Entry) {
 }
 
 // DropCurrentLocked drops the entry of which opened is a copy, if it is
-// still its key's entry (a file: removed with its file), and reports
-// whether it did: what a failed check removes.
+// still its key's entry, and reports whether it did: what a failed check
+// removes. A file entry's file is the caller's to remove, a record's to
+// retire.
 func (x *Index) DropCurrentLocked(opened Entry) bool {
 	if !x.IsCurrentLocked(opened) {
 		return false
 	}
-	cur, _ := x.GetLocked(opened.Key)
-	if cur.Seg == nil {
-		x.RemoveLocked(x.files[opened.Key])
+	if opened.Seg == nil {
+		x.DropLocked(x.files[opened.Key])
 	} else {
+		cur, _ := x.PackedLocked(opened.Key)
 		x.DropLocked(&cur)
 	}
 	return true
