@@ -192,7 +192,7 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) (replaced []entry, err 
 				// One header per segment, and every record within the
 				// file: a checkpoint of another store, or of an earlier
 				// life of these files, or one of a segment cut short
-				// since (issue 44) is refused, and the start scans.
+				// since is refused, and the start scans.
 				var err error
 				if fileSize, err = seg.CheckCommitted(uint8(kind), r.Hash, int64(r.Size), r.CRC, int64(r.Off), c.packMax); err != nil {
 					return replaced, fmt.Errorf("index checkpoint: %w", err)

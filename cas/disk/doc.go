@@ -15,7 +15,7 @@
 //
 // The Store coordinates; it holds no logic of its own beyond the order
 // of a read or a write (Store.open: index, location, checks, reader). Its
-// rooms, each a small type with its own test:
+// parts, each a small type with its own test:
 //
 //   - the key-location map (package index: index.Index): which entries
 //     exist and where each is, a file or a pack record, their recency,
@@ -27,7 +27,7 @@
 //   - the checks (checks.go): whether content may be served (hashed once
 //     per process, the verdict of a read whose CRC fails), and what a
 //     verdict of corrupt removes;
-//   - the group commit (groupcommit.go), the index checkpoint
+//   - the group commit (committer.go), the index checkpoint
 //     (checkpoint.go: checkpoints) and the scrubber's walk (scrub.go).
 //
 // The subpackages, none of which imports this one: index, files (a blob

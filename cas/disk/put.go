@@ -31,7 +31,7 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 // writeRecords writes each data[i], complete and checked, as a committed
 // record of ks[i], and sets cs[i] to it ready for the group commit, or
 // errs[i] to why not. Their slots are taken in one hold of the lock, so
-// that they are consecutive, and evictions make room for them there; the
+// that they are consecutive, and evictions make space for them there; the
 // records are written with one pwritev (packs.Set.WriteFills): a batch's
 // records cost one system call, not two each, and none under the lock.
 func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCommit, errs []error) {

@@ -27,7 +27,7 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 }
 
-// open opens entry k, going through the rooms in order: the index says
+// open opens entry k, going down through the store's parts in order: the index says
 // where it is (a file or a record), the location side opens it, the checks
 // say whether it may be served (a blob not yet verified in this process is
 // re-hashed first: what open returns has matched its name), and the

@@ -46,7 +46,7 @@ type Store struct {
 	log     *slog.Logger
 	lock    vfs.DirLock
 
-	// Options (StoreOption), read by OpenStore as it builds the rooms.
+	// Options (StoreOption), read by OpenStore as it builds its parts.
 	fs           vfs.FS // vfs.Default, or WithFS's
 	noReadChecks bool   // WithoutReadChecks
 	policy       CompressPolicy
@@ -58,11 +58,11 @@ type Store struct {
 	syncByHand bool
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 
-	// mu is the one lock of the store's rooms, which share it: the index,
+	// mu is the store's one lock, which its parts share: the index,
 	// the pack segments, the checks, the group commit, the checkpoints.
 	mu sync.Mutex
 
-	// The rooms a read or a write goes through, in that order: the index
+	// The parts a read or a write goes through, in that order: the index
 	// (which entries exist, where, their recency, the accounting and
 	// eviction), the location-blob sides (files of their own, records in
 	// pack segments), the checks (may this content be served?), and the
@@ -71,7 +71,7 @@ type Store struct {
 	blobFiles   *blobFiles
 	packedBlobs *packedBlobs
 	checks      *checks
-	committer   *groupCommit
+	committer   *committer
 	checkpoints *checkpoints
 	scrubber    *scrubber
 
@@ -120,7 +120,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 			return nil, err
 		}
 	}
-	s.buildRooms()
+	s.buildParts()
 	if err := files.MakeDir(s.fs, dir); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
@@ -159,10 +159,10 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	return s, nil
 }
 
-// buildRooms makes the store's rooms from its options, each built after
+// buildParts makes the store's parts from its options, each built after
 // those it calls, none pointing back. The pack segments count their uses
 // on the index's clock of recency.
-func (s *Store) buildRooms() {
+func (s *Store) buildParts() {
 	segSize, packMax := packConfig(s.maxSize, s.packMax)
 	s.packMax = packMax
 	x := index.New(&s.mu, s.maxSize, s.log)
@@ -183,7 +183,7 @@ func (s *Store) buildRooms() {
 	pb := &packedBlobs{mu: &s.mu, log: s.log, set: set, idx: x, max: packMax}
 	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := &checkpoints{mu: &s.mu, fs: s.fs, path: filepath.Join(s.dir, checkpointName), tmpDir: tmpDir, log: s.log, idx: x, set: set, packMax: packMax}
-	gc := &groupCommit{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, set: set, ckpt: ck}
+	gc := &committer{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, set: set, ckpt: ck}
 	x.Attach(set)
 	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.committer, s.checkpoints = x, fb, pb, ch, gc, ck
 	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}

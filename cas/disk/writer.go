@@ -3,10 +3,12 @@ package disk
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/packs"
+	"github.com/membuf/membuf/cas/disk/unnamed"
 	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
@@ -32,7 +34,7 @@ func (s *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encodin
 	return s.blobFiles.newWriter(d, arrived, files.Hooks{Reserve: s.reserve, Unreserve: s.idx.Unreserve, Commit: s.commitUpload})
 }
 
-// newRecordWriter takes a slot for blob d, evicting to make room for it:
+// newRecordWriter takes a slot for blob d, evicting to make space for it:
 // a packs.Writer streams its record, committed by commitStreamedRecord.
 func (s *Store) newRecordWriter(d cas.Digest) (*packs.Writer, error) {
 	w := s.packedBlobs.set.NewWriter(d, s.commitStreamedRecord)
@@ -73,3 +75,23 @@ func (s *Store) reserve(n int64) error {
 // evictLocked evicts down to the maximum size, removing the files of the
 // entries evicted; mu held.
 func (s *Store) evictLocked() { s.blobFiles.removeAll(s.idx.EvictLocked(nil, nil)) }
+
+// placeholderHash names an unnamed blob until its Commit knows its hash:
+// the reserved header of its pack record carries it, which a scan steps
+// over like any reserved record.
+var placeholderHash = strings.Repeat("0", 64)
+
+// newUnnamedWriter starts writing a blob of size bytes whose hash is
+// learned as it is written (NewWriter with an empty Hash): a writer of
+// NewWriter's, named at Commit by what it hashed on the way, so that the
+// content is hashed once.
+func (s *Store) newUnnamedWriter(ctx context.Context, size int64, arrived cas.Encoding) (cas.BlobWriter, error) {
+	if size < 1 {
+		return nil, fmt.Errorf("disk: an unnamed blob of %d bytes: the empty blob is always present, and is not written", size)
+	}
+	bw, err := s.NewWriter(ctx, cas.Digest{Hash: placeholderHash, Size: size}, arrived)
+	if err != nil {
+		return nil, err
+	}
+	return unnamed.Wrap(bw, size)
+}

@@ -16,7 +16,7 @@ import (
 // until the entries and the uploads in progress fit the maximum size.
 
 // ReserveLocked counts n more bytes of uploads in progress towards the
-// maximum size, evicting stored entries to make room (the file entries
+// maximum size, evicting stored entries to make space (the file entries
 // evicted are returned, as by EvictLocked). If the uploads in progress
 // alone would take more than the maximum size it fails with ErrFull.
 func (x *Index) ReserveLocked(n int64) ([]Entry, error) {

@@ -49,7 +49,7 @@ type Index struct {
 	// changed: a record put or dropped, or a segment evicted, since the
 	// last index checkpoint.
 	changed bool
-	// closed: the store is closed; no upload reserves room any more.
+	// closed: the store is closed; no upload reserves space any more.
 	closed bool
 }
 
@@ -317,7 +317,7 @@ func (x *Index) EachFileLocked(fn func(e *Entry)) {
 	}
 }
 
-// CloseLocked marks the store closed: uploads reserve no more room.
+// CloseLocked marks the store closed: uploads reserve no more space.
 func (x *Index) CloseLocked() { x.closed = true }
 
 // ClosedLocked reports whether the store was closed.

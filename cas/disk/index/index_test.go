@@ -160,7 +160,7 @@ func TestIndexReserveCountsTowardsTheMaximum(t *testing.T) {
 		t.Fatal(err)
 	}
 	if x.has('a', 50) {
-		t.Error("a kept while an upload's reservation needs its room")
+		t.Error("a kept while an upload's reservation needs its space")
 	}
 	if err := x.reserve(50); !errors.Is(err, cas.ErrFull) {
 		t.Errorf("reserving past the maximum: %v; want ErrFull", err)

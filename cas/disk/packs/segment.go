@@ -10,7 +10,7 @@ import (
 )
 
 // Segment is one pack file (package packfile). Records are appended to the
-// active segment only; when it has no room for a record it is sealed and a
+// active segment only; when it has no space left for a record it is sealed and a
 // new one made active. A sealed segment becomes durable as a whole (fsynced
 // and renamed from .open to .pack) once the last writer with a slot in it
 // has finished; eviction drops the oldest sealed segment whole.

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// groupCommit makes committed files and packed records durable and
+// committer makes committed files and packed records durable and
 // visible in batches (package groupcommit): the files whose commits
 // arrive while a batch is being made durable form the next batch.
 //
@@ -27,7 +27,7 @@ import (
 // renames touched, once, in parallel; then wake every committer. A crash at
 // any point leaves each file either in tmp/ (removed at the next start) or
 // complete under its name: nothing is renamed before its data is durable.
-type groupCommit struct {
+type committer struct {
 	q      *groupcommit.Queue[*pendingCommit]
 	mu     *sync.Mutex // the store's
 	fs     vfs.FS
@@ -78,12 +78,12 @@ const syncParallelism = 16
 var commitStage func(stage string)
 
 // start starts the committer's queue; until then nothing commits.
-func (g *groupCommit) start() { g.q = groupcommit.New(g.commitBatch) }
+func (g *committer) start() { g.q = groupcommit.New(g.commitBatch) }
 
 // commit makes each file of cs durable as its entry and waits until they
 // are; each one's outcome is in its err. The caller has closed nothing:
 // commit closes every file, and removes those that fail.
-func (g *groupCommit) commit(cs ...*pendingCommit) {
+func (g *committer) commit(cs ...*pendingCommit) {
 	if len(cs) == 1 && g.commitNow(cs[0]) {
 		return
 	}
@@ -109,7 +109,7 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 // back: two goroutine switches a record, since under small uploads a
 // batch is about one record. Action results keep to the queue, whose
 // order is the order their updates are indexed in.
-func (g *groupCommit) commitNow(c *pendingCommit) bool {
+func (g *committer) commitNow(c *pendingCommit) bool {
 	if c.seg == nil || c.err != nil || c.ifCurrent != nil || c.e.Key.Kind != kindCAS || !g.set.SyncsInBackground() {
 		return false
 	}
@@ -131,14 +131,14 @@ func (g *groupCommit) commitNow(c *pendingCommit) bool {
 
 // close waits for the commits under way, lets the batches queued run,
 // then stops the committer; later commits fail with ErrClosed.
-func (g *groupCommit) close() {
+func (g *committer) close() {
 	g.closeMu.Lock()
 	g.closing = true
 	g.closeMu.Unlock()
 	g.q.Close()
 }
 
-func (g *groupCommit) commitBatch(batch []*pendingCommit) {
+func (g *committer) commitBatch(batch []*pendingCommit) {
 	// Data first: nothing is renamed before its content is durable. Under
 	// small uploads a batch is mostly one record, so what is not needed
 	// is not made: no goroutine, map or batch of the index for it.
@@ -243,7 +243,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 // syncRenamed ends the commit of a batch's files, renamed into dirs and
 // indexed as pending in b: it fsyncs each directory once, settles the
 // entries, and fails those whose directory's fsync failed.
-func (g *groupCommit) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs map[string]bool, run func(func() error), eg *errgroup.Group) {
+func (g *committer) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs map[string]bool, run func(func() error), eg *errgroup.Group) {
 	var dirErrs sync.Map
 	for dir := range dirs {
 		run(func() error {
@@ -343,7 +343,7 @@ func stage(name string) {
 // directory to sync) unless something failed or, for a copy forward, the
 // entry it copies was replaced meanwhile. Either way its writer's slot is
 // released.
-func (g *groupCommit) indexRecordLocked(c *pendingCommit, syncErr *error) {
+func (g *committer) indexRecordLocked(c *pendingCommit, syncErr *error) {
 	defer g.set.ReleaseSlotLocked(c.seg)
 	switch {
 	case c.err != nil:
@@ -373,7 +373,7 @@ func (g *groupCommit) indexRecordLocked(c *pendingCommit, syncErr *error) {
 // removeFilesLocked removes the files of the entries a commit returned as
 // no longer any entry's (the other form's, those evicted), before the
 // lock goes: no later commit of their keys can have put a file in place.
-func (g *groupCommit) removeFilesLocked(removed []entry) {
+func (g *committer) removeFilesLocked(removed []entry) {
 	for i := range removed {
 		removeFile(g.fs, g.log, g.dir, &removed[i])
 	}
