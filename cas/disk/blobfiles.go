@@ -2,10 +2,10 @@ package disk
 
 import (
 	"errors"
-	"github.com/membuf/membuf/cas/disk/index"
 	"io/fs"
 	"log/slog"
 	"net"
+	"sync/atomic"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -26,7 +26,8 @@ type blobFiles struct {
 	tmpDir string
 	fs     vfs.FS
 	log    *slog.Logger
-	idx    *index.Index // its closed flag
+	// closed: the store is closed, and makes no more files (close).
+	closed atomic.Bool
 
 	// How blobs are compressed (WithCompression).
 	policy  CompressPolicy
@@ -75,11 +76,15 @@ func (b *blobFiles) removeAll(removed []entry) {
 // createTemp creates an upload's file in tmp/; cas.ErrClosed once the
 // store is closed.
 func (b *blobFiles) createTemp() (vfs.File, error) {
-	if b.idx.IsClosed() {
+	if b.closed.Load() {
 		return nil, cas.ErrClosed
 	}
 	return b.fs.CreateTemp(b.tmpDir, "upload-*")
 }
+
+// close makes later uploads fail with cas.ErrClosed before they make a
+// file (a commit under way is refused by the group commit).
+func (b *blobFiles) close() { b.closed.Store(true) }
 
 // discardTemp closes and removes a temporary file.
 func (b *blobFiles) discardTemp(f vfs.File) { discardTemp(b.fs, f) }

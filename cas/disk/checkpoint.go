@@ -87,7 +87,7 @@ func (c *checkpoints) write() error {
 	c.mu.Lock()
 	segs := c.finishedSegmentsLocked()
 	// What changes from here on is the next checkpoint's.
-	c.idx.SetChangedLocked(false)
+	c.idx.SetChanged(false)
 	c.segments = len(segs)
 	c.mu.Unlock()
 	err := packindex.SaveCheckpoint(c.fs, c.path, c.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
@@ -97,7 +97,7 @@ func (c *checkpoints) write() error {
 	})
 	if err != nil {
 		c.mu.Lock()
-		c.idx.SetChangedLocked(true) // the file on disk is the older one still
+		c.idx.SetChanged(true) // the file on disk is the older one still
 		c.mu.Unlock()
 	}
 	return err
@@ -126,7 +126,7 @@ func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.
 	c.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
 	c.idx.Table().Free()
 	for _, seg := range c.set.SegmentsLocked() {
-		c.idx.UncountSegmentLocked(seg)
+		c.idx.UncountSegment(seg)
 	}
 	records, err = c.set.Rescan(records)
 	return records, replaced, false, err
@@ -143,8 +143,8 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) (replaced []entry, err 
 	// A record replaces a file of its key (written since, as at a scan):
 	// the files' keys as the table has them, to look up without making
 	// a hex key per record.
-	files := make(map[packindex.Key]*entry, x.TotalsLocked().Entries)
-	x.EachFileLocked(func(e *entry) {
+	files := make(map[packindex.Key]*entry, x.Totals().Entries)
+	x.EachFile(func(e *entry) {
 		h, _ := cas.ParseHash(e.Key.Hash)
 		files[packindex.Key{Hash: h, AC: e.Key.Kind == kindAC}] = e
 	})
@@ -204,13 +204,13 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) (replaced []entry, err 
 			}
 			if e, ok := files[packindex.Key{Hash: r.Hash, AC: r.AC}]; ok {
 				replaced = append(replaced, *e)
-				x.DropLocked(e)
+				x.Drop(e)
 			}
 			if !x.Table().Put(&r) {
 				return replaced, fmt.Errorf("index checkpoint, shard %d: a key twice", i)
 			}
 			size := int64(r.Size)
-			x.CountLocked(&entry{Key: entryKey{Kind: kind}, Size: size, Stored: size, Seg: seg}, 1)
+			x.Count(&entry{Key: entryKey{Kind: kind}, Size: size, Stored: size, Seg: seg}, 1)
 		}
 	}
 	return replaced, nil
@@ -234,5 +234,5 @@ func (c *checkpoints) finishedSegmentsLocked() []packindex.Segment {
 // served reads closes without rewriting it (at ten million records, half
 // a gigabyte).
 func (c *checkpoints) staleLocked() bool {
-	return c.idx.ChangedLocked() || len(c.finishedSegmentsLocked()) != c.segments
+	return c.idx.Changed() || len(c.finishedSegmentsLocked()) != c.segments
 }

@@ -164,7 +164,9 @@ func (g *committer) commitBatch(batch []*pendingCommit) {
 			}
 			if c.err != nil {
 				g.fs.Remove(c.f.Name())
+				g.mu.Lock()
 				g.idx.Unreserve(c.reserved)
+				g.mu.Unlock()
 			}
 			return nil
 		})
@@ -216,8 +218,8 @@ func (g *committer) commitBatch(batch []*pendingCommit) {
 		if c.err != nil {
 			continue
 		}
-		g.idx.UnreserveLocked(c.reserved)
-		if g.idx.ClosedLocked() {
+		g.idx.Unreserve(c.reserved)
+		if g.idx.Closed() {
 			g.fs.Remove(c.f.Name())
 			c.err = cas.ErrClosed
 			continue
@@ -229,7 +231,7 @@ func (g *committer) commitBatch(batch []*pendingCommit) {
 			continue
 		}
 		dirs[filepath.Dir(final)] = true
-		g.removeFilesLocked(g.idx.CommitLocked(c.e, b))
+		g.removeFilesLocked(g.idx.Commit(c.e, b))
 		g.counts.commits++
 	}
 	g.mu.Unlock()
@@ -257,7 +259,7 @@ func (g *committer) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs map
 	g.mu.Lock()
 	for _, c := range batch {
 		if c.seg == nil && c.err == nil {
-			g.idx.SettledLocked(c.e.Key, b)
+			g.idx.Settled(c.e.Key, b)
 		}
 	}
 	g.mu.Unlock()
@@ -351,10 +353,10 @@ func (g *committer) indexRecordLocked(c *pendingCommit, syncErr *error) {
 	case syncErr != nil && *syncErr != nil:
 		c.err = *syncErr
 		return
-	case g.idx.ClosedLocked():
+	case g.idx.Closed():
 		c.err = cas.ErrClosed
 		return
-	case c.ifCurrent != nil && !g.idx.IsCurrentLocked(*c.ifCurrent):
+	case c.ifCurrent != nil && !g.idx.IsCurrent(*c.ifCurrent):
 		// Replaced since it was queued: the copy is garbage, and its
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
@@ -364,7 +366,7 @@ func (g *committer) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		}
 		return
 	}
-	g.removeFilesLocked(g.idx.CommitLocked(c.e, nil))
+	g.removeFilesLocked(g.idx.Commit(c.e, nil))
 	g.ckpt.maybeStartLocked()
 	g.set.MarkWrittenLocked(c.seg)
 	g.counts.commits++

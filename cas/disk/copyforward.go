@@ -28,7 +28,7 @@ func (s *Store) copyForwardLoop(q <-chan refresh, done chan<- struct{}) {
 func (s *Store) copyForward(r refresh) error {
 	s.mu.Lock()
 	old := r.e
-	if !s.idx.IsCurrentLocked(old) {
+	if !s.idx.IsCurrent(old) {
 		s.mu.Unlock()
 		return nil
 	}

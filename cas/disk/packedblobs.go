@@ -127,7 +127,7 @@ func (p *packedBlobs) packable(size int64) bool {
 func (p *packedBlobs) open(e entry, fail func(string) error) (*packs.Blob, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.idx.IsCurrentLocked(e) {
+	if !p.idx.IsCurrent(e) {
 		return nil, errReplaced
 	}
 	return p.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, fail), nil
@@ -157,8 +157,8 @@ func (p *packedBlobs) takeSlotsLocked(ks []entryKey, fills []packs.Fill, cs []*p
 	taken := fills[:0]
 	for i, f := range fills {
 		err := cas.ErrClosed
-		if !p.idx.ClosedLocked() {
-			err = p.idx.TakeSlotLocked(f.Slot, ks[i], cs[i].e.Size, true)
+		if !p.idx.Closed() {
+			err = p.idx.TakeSlot(f.Slot, ks[i], cs[i].e.Size, true)
 		}
 		if err != nil {
 			errs[i], cs[i] = err, nil

@@ -34,7 +34,7 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 // reader checks every block or record it reads against the sums the check
 // took.
 func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReader, error) {
-	if s.idx.IsClosed() {
+	if s.closed() {
 		return nil, cas.ErrClosed
 	}
 	var e entry

@@ -147,7 +147,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	s.evictLocked()
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
-	totals := s.idx.TotalsLocked()
+	totals := s.idx.Totals()
 	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
 	s.mu.Unlock()
 	s.committer.start()
@@ -165,12 +165,12 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 func (s *Store) buildParts() {
 	segSize, packMax := packConfig(s.maxSize, s.packMax)
 	s.packMax = packMax
-	x := index.New(&s.mu, s.maxSize, s.log)
+	x := index.New(s.maxSize, s.log)
 	cfg := packs.Config{
 		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
 		SegmentSize: segSize, MaxRecord: packMax,
 		StreamLanes: streamLanes,
-		Tick:        x.NextTickLocked,
+		Tick:        x.NextTick,
 		Zstd:        s.zp,
 	}
 	if packMax > 0 {
@@ -179,7 +179,7 @@ func (s *Store) buildParts() {
 	}
 	set := packs.NewSet(cfg)
 	tmpDir := filepath.Join(s.dir, "tmp")
-	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, idx: x, policy: s.policy, zp: s.zp, buffers: s.buffers}
+	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, policy: s.policy, zp: s.zp, buffers: s.buffers}
 	pb := &packedBlobs{mu: &s.mu, log: s.log, set: set, idx: x, max: packMax}
 	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := &checkpoints{mu: &s.mu, fs: s.fs, path: filepath.Join(s.dir, checkpointName), tmpDir: tmpDir, log: s.log, idx: x, set: set, packMax: packMax}
@@ -206,12 +206,13 @@ const packDirName = "packs"
 // then the directory's lock is released.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if s.idx.ClosedLocked() {
+	if s.idx.Closed() {
 		s.mu.Unlock()
 		return nil
 	}
-	s.idx.CloseLocked()
+	s.idx.Close()
 	s.mu.Unlock()
+	s.blobFiles.close()
 	s.committer.close() // commits still queued fail with cas.ErrClosed
 	s.packedBlobs.close()
 	s.checkpoints.writing.Wait()
@@ -238,7 +239,7 @@ func (s *Store) writeCheckpoint() error { return s.checkpoints.write() }
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.idx.TotalsLocked()
+	t := s.idx.Totals()
 	return Stats{
 		Blobs:             t.Entries - t.ACEntries,
 		ActionResults:     t.ACEntries,
@@ -267,12 +268,14 @@ func (s *Store) EvictionGeneration() uint64 { return s.idx.Generation() }
 // were, by the time they were last used (a packed entry: its segment's
 // last write), and the youngest evicted in the last hour.
 func (s *Store) EvictionAges() ages.Evictions {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.idx.EvictionAges(time.Now())
 }
 
 // entryLocked returns a copy of entry k without touching its recency
-// (index.Index.GetLocked); mu held. The machine-crash test looks there.
-func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.GetLocked(k) }
+// (index.Index.Get); mu held. The machine-crash test looks there.
+func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.Get(k) }
 
 // contains reports whether blob d is stored (the empty blob always is),
 // waiting for a commit of it to be durable, and marks it used.
@@ -288,7 +291,14 @@ func (s *Store) contains(d cas.Digest) bool {
 	return ok
 }
 
-// lookup finds k in the index and marks it used (index.Index.LookupLocked:
+// closed reports whether the store was closed.
+func (s *Store) closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idx.Closed()
+}
+
+// lookup finds k in the index and marks it used (index.Index.Lookup:
 // size -1 matches any), queueing a packed entry in an old segment to be
 // copied forward. It does not wait for the entry's commit to be durable:
 // a read need not (its content is durable, and a reader that outlives a
@@ -296,7 +306,7 @@ func (s *Store) contains(d cas.Digest) bool {
 func (s *Store) lookup(k entryKey, size int64) (entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.idx.LookupLocked(k, size)
+	e, ok := s.idx.Lookup(k, size)
 	if ok && e.Seg != nil {
 		s.packedBlobs.refreshIfOldLocked(e)
 	}

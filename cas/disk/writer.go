@@ -31,7 +31,7 @@ func (s *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encodin
 		}
 		return w, nil
 	}
-	return s.blobFiles.newWriter(d, arrived, files.Hooks{Reserve: s.reserve, Unreserve: s.idx.Unreserve, Commit: s.commitUpload})
+	return s.blobFiles.newWriter(d, arrived, files.Hooks{Reserve: s.reserve, Unreserve: s.unreserve, Commit: s.commitUpload})
 }
 
 // newRecordWriter takes a slot for blob d, evicting to make space for it:
@@ -40,10 +40,10 @@ func (s *Store) newRecordWriter(d cas.Digest) (*packs.Writer, error) {
 	w := s.packedBlobs.set.NewWriter(d, s.commitStreamedRecord)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.idx.ClosedLocked() {
+	if s.idx.Closed() {
 		return nil, cas.ErrClosed
 	}
-	if err := s.idx.TakeSlotLocked(w.Slot(), entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false); err != nil {
+	if err := s.idx.TakeSlot(w.Slot(), entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false); err != nil {
 		return nil, err
 	}
 	s.evictLocked()
@@ -63,18 +63,28 @@ func (s *Store) commitUpload(f vfs.File, c files.Written, reserved int64) error 
 }
 
 // reserve counts n more bytes of an upload towards the maximum size
-// (index.Index.ReserveLocked), removing the files it evicts.
+// (index.Index.Reserve), removing the files it evicts.
 func (s *Store) reserve(n int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	removed, err := s.idx.ReserveLocked(n)
+	removed, err := s.idx.Reserve(n)
 	s.blobFiles.removeAll(removed)
 	return err
 }
 
+// unreserve gives back n bytes an upload reserved.
+func (s *Store) unreserve(n int64) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.idx.Unreserve(n)
+	s.mu.Unlock()
+}
+
 // evictLocked evicts down to the maximum size, removing the files of the
 // entries evicted; mu held.
-func (s *Store) evictLocked() { s.blobFiles.removeAll(s.idx.EvictLocked(nil, nil)) }
+func (s *Store) evictLocked() { s.blobFiles.removeAll(s.idx.Evict(nil, nil)) }
 
 // placeholderHash names an unnamed blob until its Commit knows its hash:
 // the reserved header of its pack record carries it, which a scan steps

@@ -24,8 +24,8 @@ type testIndex struct {
 func newTestIndex(t *testing.T, maxSize int64) *testIndex {
 	t.Helper()
 	mu := new(sync.Mutex)
-	x := &testIndex{Index: New(mu, maxSize, nil), mu: mu}
-	set := packs.NewSet(packs.Config{FS: vfs.NewStrictMem(), Dir: "packs", Mu: mu, SegmentSize: 1 << 20, MaxRecord: 1 << 10, Tick: x.NextTickLocked})
+	x := &testIndex{Index: New(maxSize, nil), mu: mu}
+	set := packs.NewSet(packs.Config{FS: vfs.NewStrictMem(), Dir: "packs", Mu: mu, SegmentSize: 1 << 20, MaxRecord: 1 << 10, Tick: x.NextTick})
 	x.Attach(set)
 	return x
 }
@@ -37,19 +37,19 @@ func (x *testIndex) remove(removed []Entry) {
 	}
 }
 
-// lookup is a store's lookup: LookupLocked under the lock.
+// lookup is a store's lookup: Lookup under the lock.
 func (x *testIndex) lookup(k Key, size int64) (Entry, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.LookupLocked(k, size)
+	return x.Lookup(k, size)
 }
 
-// reserve is a store's reservation: ReserveLocked under the lock, and the
+// reserve is a store's reservation: Reserve under the lock, and the
 // files it evicts removed.
 func (x *testIndex) reserve(n int64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	removed, err := x.ReserveLocked(n)
+	removed, err := x.Reserve(n)
 	x.remove(removed)
 	return err
 }
@@ -61,7 +61,7 @@ func hashOf(c byte) string { return strings.Repeat(string(c), 64) }
 func (x *testIndex) commit(c byte, size int64, zstd bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.remove(x.CommitLocked(&Entry{Key: Key{CAS, hashOf(c)}, Size: size, Stored: size, Zstd: zstd}, nil))
+	x.remove(x.Commit(&Entry{Key: Key{CAS, hashOf(c)}, Size: size, Stored: size, Zstd: zstd}, nil))
 }
 
 func (x *testIndex) has(c byte, size int64) bool {
@@ -72,7 +72,7 @@ func (x *testIndex) has(c byte, size int64) bool {
 func (x *testIndex) totals() Totals {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.TotalsLocked()
+	return x.Totals()
 }
 
 func TestIndexEvictsTheLeastRecentlyUsed(t *testing.T) {
@@ -122,15 +122,15 @@ func TestIndexRecommitKeepsTheEntryAndRemovesTheOtherForm(t *testing.T) {
 	x := newTestIndex(t, 0)
 	x.commit('a', 100, false)
 	x.mu.Lock()
-	before, _ := x.FileLocked(Key{CAS, hashOf('a')})
+	before, _ := x.File(Key{CAS, hashOf('a')})
 	gen := before.Gen
 	x.mu.Unlock()
 	opened, _ := x.lookup(Key{CAS, hashOf('a')}, 100)
 
 	x.commit('a', 100, true) // written again, compressed
 	x.mu.Lock()
-	after, _ := x.FileLocked(Key{CAS, hashOf('a')})
-	current := x.IsCurrentLocked(opened)
+	after, _ := x.File(Key{CAS, hashOf('a')})
+	current := x.IsCurrent(opened)
 	x.mu.Unlock()
 	if after != before || after.Gen != gen+1 || !after.Zstd {
 		t.Errorf("after a commit in the other form: same entry %v, gen %d (was %d), zstd %v; want the same entry, the next gen, compressed", after == before, after.Gen, gen, after.Zstd)
@@ -146,7 +146,7 @@ func TestIndexRecommitKeepsTheEntryAndRemovesTheOtherForm(t *testing.T) {
 	}
 	// A verdict on the copy taken before removes nothing.
 	x.mu.Lock()
-	dropped := x.DropCurrentLocked(opened)
+	dropped := x.DropCurrent(opened)
 	x.mu.Unlock()
 	if dropped || !x.has('a', 100) {
 		t.Errorf("a stale copy dropped the entry (%v)", dropped)
@@ -165,12 +165,14 @@ func TestIndexReserveCountsTowardsTheMaximum(t *testing.T) {
 	if err := x.reserve(50); !errors.Is(err, cas.ErrFull) {
 		t.Errorf("reserving past the maximum: %v; want ErrFull", err)
 	}
+	x.mu.Lock()
 	x.Unreserve(60)
+	x.mu.Unlock()
 	if tot := x.totals(); tot.Partial != 0 {
 		t.Errorf("partial %d after unreserving; want 0", tot.Partial)
 	}
 	x.mu.Lock()
-	x.CloseLocked()
+	x.Close()
 	x.mu.Unlock()
 	if err := x.reserve(1); !errors.Is(err, cas.ErrClosed) {
 		t.Errorf("reserving after close: %v; want ErrClosed", err)
