@@ -160,17 +160,16 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 }
 
 // buildParts makes the store's parts from its options, each built after
-// those it calls, none pointing back. The pack segments count their uses
-// on the index's clock of recency.
+// those it calls, none pointing back: the pack segments first, then the
+// index of the entries in them (which stamps a new segment with its clock
+// of recency as it takes the segment's first slot), then the parts above.
 func (s *Store) buildParts() {
 	segSize, packMax := packConfig(s.maxSize, s.packMax)
 	s.packMax = packMax
-	x := index.New(s.maxSize, s.log)
 	cfg := packs.Config{
 		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
 		SegmentSize: segSize, MaxRecord: packMax,
 		StreamLanes: streamLanes,
-		Tick:        x.NextTick,
 		Zstd:        s.zp,
 	}
 	if packMax > 0 {
@@ -178,13 +177,13 @@ func (s *Store) buildParts() {
 		cfg.SyncByHand = s.syncByHand
 	}
 	set := packs.NewSet(cfg)
+	x := index.New(set, s.maxSize, s.log)
 	tmpDir := filepath.Join(s.dir, "tmp")
 	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, policy: s.policy, zp: s.zp, buffers: s.buffers}
 	pb := &packedBlobs{mu: &s.mu, log: s.log, set: set, idx: x, max: packMax}
 	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := &checkpoints{mu: &s.mu, fs: s.fs, path: filepath.Join(s.dir, checkpointName), tmpDir: tmpDir, log: s.log, idx: x, set: set, packMax: packMax}
 	gc := &committer{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, set: set, ckpt: ck}
-	x.Attach(set)
 	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.committer, s.checkpoints = x, fb, pb, ch, gc, ck
 	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}
 	s.segments, s.packed = set, x.Table()

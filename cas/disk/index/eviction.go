@@ -88,9 +88,9 @@ func (x *Index) observeEviction(used uint64, n int64) {
 	}
 }
 
-// NextTick advances the clock of recency and returns it: a
+// nextTick advances the clock of recency and returns it: a
 // segment made counts as a use.
-func (x *Index) NextTick() uint64 {
+func (x *Index) nextTick() uint64 {
 	x.tick++
 	return x.tick
 }

@@ -58,20 +58,17 @@ type Index struct {
 // a fifth of the table.
 const sweepPerPut = 8
 
-// New returns an empty index of at most maxSize bytes (0: no limit); log
-// (nil: none) is told of evictions. Its segments are set by Attach before
-// it is used.
-func New(maxSize int64, log *slog.Logger) *Index {
+// New returns an empty index of at most maxSize bytes (0: no limit),
+// whose packed entries are in segments; log (nil: none) is told of
+// evictions.
+func New(segments *packs.Set, maxSize int64, log *slog.Logger) *Index {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	x := &Index{log: log, maxSize: maxSize, files: make(map[Key]*Entry), lru: list.New()}
+	x := &Index{segments: segments, log: log, maxSize: maxSize, files: make(map[Key]*Entry), lru: list.New()}
 	x.isLiveSeq = x.segmentLive
 	return x
 }
-
-// Attach gives the index the segments its packed entries are in.
-func (x *Index) Attach(segments *packs.Set) { x.segments = segments }
 
 // Lookup finds k and marks it most recently used, and returns a
 // copy of its entry, whose Pending is the batch whose commit of it is not
@@ -245,10 +242,15 @@ func (x *Index) TakeSlot(sl *packs.Slot, k Key, size int64, fill bool) error {
 		take = x.segments.TakeStreamSlotLocked
 	}
 	err := take(sl, uint8(k.Kind), k.Hash, size)
-	if err == nil {
-		x.totals.Bytes += packfile.RecordLen(size)
+	if err != nil {
+		return err
 	}
-	return err
+	x.totals.Bytes += packfile.RecordLen(size)
+	if sl.Seg.Created == 0 {
+		// A segment just made: a use, on the clock of recency.
+		sl.Seg.Created = x.nextTick()
+	}
+	return nil
 }
 
 // Drop drops entry e from the index, leaving its bytes where they

@@ -24,10 +24,8 @@ type testIndex struct {
 func newTestIndex(t *testing.T, maxSize int64) *testIndex {
 	t.Helper()
 	mu := new(sync.Mutex)
-	x := &testIndex{Index: New(maxSize, nil), mu: mu}
-	set := packs.NewSet(packs.Config{FS: vfs.NewStrictMem(), Dir: "packs", Mu: mu, SegmentSize: 1 << 20, MaxRecord: 1 << 10, Tick: x.NextTick})
-	x.Attach(set)
-	return x
+	set := packs.NewSet(packs.Config{FS: vfs.NewStrictMem(), Dir: "packs", Mu: mu, SegmentSize: 1 << 20, MaxRecord: 1 << 10})
+	return &testIndex{Index: New(set, maxSize, nil), mu: mu}
 }
 
 // remove records the files of removed as removed, in order.

@@ -25,7 +25,7 @@ type Segment struct {
 
 	Size    int64  // bytes taken by slots: where the next one starts
 	Sealed  bool   // takes no more slots
-	Created uint64 // the owner's clock (Config.Tick) when it was made: its age against the owner's other entries
+	Created uint64 // the owner's clock when it was made, set by the owner as it takes the first slot (0 until then): its age against the owner's other entries
 	// Finished: fsynced whole and named .pack, so that a start may take
 	// its records on trust (from an index checkpoint).
 	Finished bool
