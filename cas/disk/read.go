@@ -53,7 +53,10 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 		var err error
 		if e.Seg != nil {
 			var b *packs.Blob
-			if k.Kind == kindCAS {
+			if k.Kind == kindCAS && !e.Verified {
+				// Not yet found matching its name in this process (a
+				// lookup's copy says so: one verified since is skipped
+				// by the check, which looks again).
 				err = s.checks.record(ctx, e, false, nil)
 			}
 			if err == nil {
