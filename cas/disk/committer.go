@@ -64,7 +64,7 @@ type pendingCommit struct {
 	reserved int64
 	err      error
 	// slot is the record's slot when the store writes it whole
-	// (packedBlobs.writeAll); a streamed record's is its writer's.
+	// (Store.writeRecords); a streamed record's is its writer's.
 	slot packs.Slot
 }
 

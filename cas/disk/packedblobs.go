@@ -1,13 +1,10 @@
 package disk
 
 import (
-	"github.com/membuf/membuf/cas/disk/index"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
-	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packs"
@@ -70,20 +67,20 @@ func WithPackSync(interval time.Duration) StoreOption {
 
 // packedBlobs is the location-blob side of the entries packed as records
 // into pack segments (package packs): which entries are packed, writing
-// records (one at a time, a batch's with one pwritev, or streamed by a
-// packs.Writer), opening and reading a record, retiring one found bad,
-// and copying hot records forward out of old segments. What is stored and
-// where is the index's, whether a record matches its name the checks'.
-// It shares the store's lock, as its segments (packs.Set) do.
+// records (a batch's with one pwritev, in slots the store took),
+// opening and reading a record, retiring one found bad, and the queue of
+// hot records to copy forward out of old segments (the store copies
+// them). What is stored and where is the index's, whether a record
+// matches its name the checks'.
+// It holds no lock: its methods named Locked are called by the store
+// holding its own (the one its segments, packs.Set, share).
 type packedBlobs struct {
-	mu  *sync.Mutex
 	log *slog.Logger
 	set *packs.Set
-	idx *index.Index
 	// max is the largest entry packed; 0: none is.
 	max int64
 	// refreshes: packed entries to copy forward out of old segments; nil
-	// once closed (or without packs). Guarded by mu.
+	// once closed (or without packs). Guarded by the store's lock.
 	refreshes chan refresh
 	// refreshed is closed when the copying forward has stopped: close
 	// waits for it, so that no copy writes a segment file it closes.
@@ -120,17 +117,11 @@ func (p *packedBlobs) packable(size int64) bool {
 	return p.max > 0 && size <= p.max
 }
 
-// open opens the packed entry of which e is a copy (its content checked
-// already, if a CAS blob: checks.record); fail, if not nil, is what a
-// read whose record fails its CRC calls. It returns errReplaced if the
-// entry was replaced or evicted meanwhile.
-func (p *packedBlobs) open(e entry, fail func(string) error) (*packs.Blob, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.idx.IsCurrent(e) {
-		return nil, errReplaced
-	}
-	return p.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, fail), nil
+// openLocked opens the packed entry of which e is a copy, still its
+// key's entry (the store looked); fail, if not nil, is what a read whose
+// record fails its CRC calls.
+func (p *packedBlobs) openLocked(e entry, fail func(string) error) *packs.Blob {
+	return p.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, fail)
 }
 
 // fills returns the fills of records of ks[i], data[i] complete and
@@ -150,30 +141,11 @@ func (p *packedBlobs) fills(ks []entryKey, data []net.Buffers, cs []*pendingComm
 	return fills
 }
 
-// takeSlotsLocked takes the slots of fills (of ks, for cs, as fills
-// made them), consecutive in one hold of the lock, and returns those
-// taken; errs[i] says why cs[i] took none, and cs[i] is then nil.
-func (p *packedBlobs) takeSlotsLocked(ks []entryKey, fills []packs.Fill, cs []*pendingCommit, errs []error) []packs.Fill {
-	taken := fills[:0]
-	for i, f := range fills {
-		err := cas.ErrClosed
-		if !p.idx.Closed() {
-			err = p.idx.TakeSlot(f.Slot, ks[i], cs[i].e.Size, true)
-		}
-		if err != nil {
-			errs[i], cs[i] = err, nil
-			continue
-		}
-		cs[i].seg, cs[i].e.Seg, cs[i].e.Off = f.Slot.Seg, f.Slot.Seg, f.Slot.Off
-		taken = append(taken, f)
-	}
-	return taken
-}
-
 // writeFills writes the records of taken with one pwritev
 // (packs.Set.WriteFills), not under the lock; a record that fails sets
-// its errs[i], leaves cs[i] nil and gives its slot back.
-func (p *packedBlobs) writeFills(taken []packs.Fill, cs []*pendingCommit, errs []error) {
+// its errs[i] and leaves cs[i] nil. It returns the segments of the slots
+// of those that failed, which the store gives back.
+func (p *packedBlobs) writeFills(taken []packs.Fill, cs []*pendingCommit, errs []error) (failed []*packs.Segment) {
 	p.set.WriteFills(taken)
 	for _, f := range taken {
 		if f.Err == nil {
@@ -184,16 +156,9 @@ func (p *packedBlobs) writeFills(taken []packs.Fill, cs []*pendingCommit, errs [
 				errs[i], cs[i] = f.Err, nil
 			}
 		}
-		p.releaseSlot(f.Slot.Seg)
+		failed = append(failed, f.Slot.Seg)
 	}
-}
-
-// releaseSlot gives back a slot of seg whose record will not be
-// committed.
-func (p *packedBlobs) releaseSlot(seg *packs.Segment) {
-	p.mu.Lock()
-	p.set.ReleaseSlotLocked(seg)
-	p.mu.Unlock()
+	return failed
 }
 
 // newRecordCommit returns the commit of the record of k at off in seg,
@@ -242,17 +207,20 @@ func (p *packedBlobs) retire(e entry) {
 	}
 }
 
-// close stops the copying forward, waits for a copy under way (the store
-// is closed: it fails or is refused), and closes the segments
-// (packs.Set.Close: the active one and those written since the last sync
-// made durable).
-func (p *packedBlobs) close() {
-	p.mu.Lock()
+// stopRefreshesLocked closes the queue of entries to copy forward: none
+// is queued from now on.
+func (p *packedBlobs) stopRefreshesLocked() {
 	if p.refreshes != nil {
 		close(p.refreshes)
 		p.refreshes = nil
 	}
-	p.mu.Unlock()
+}
+
+// close, once the queue is stopped (stopRefreshesLocked), waits for a
+// copy under way (the store is closed: it fails or is refused), and
+// closes the segments (packs.Set.Close: the active one and those written
+// since the last sync made durable).
+func (p *packedBlobs) close() {
 	if p.refreshed != nil {
 		<-p.refreshed
 	}

@@ -36,13 +36,32 @@ func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error
 // records cost one system call, not two each, and none under the lock.
 func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCommit, errs []error) {
 	fills := s.packedBlobs.fills(ks, data, cs)
+	taken := fills[:0]
 	s.mu.Lock()
-	taken := s.packedBlobs.takeSlotsLocked(ks, fills, cs, errs)
+	for i, f := range fills {
+		err := cas.ErrClosed
+		if !s.idx.Closed() {
+			err = s.idx.TakeSlot(f.Slot, ks[i], cs[i].e.Size, true)
+		}
+		if err != nil {
+			errs[i], cs[i] = err, nil
+			continue
+		}
+		cs[i].seg, cs[i].e.Seg, cs[i].e.Off = f.Slot.Seg, f.Slot.Seg, f.Slot.Off
+		taken = append(taken, f)
+	}
 	if len(taken) > 0 {
 		s.evictLocked()
 	}
 	s.mu.Unlock()
-	s.packedBlobs.writeFills(taken, cs, errs)
+	if failed := s.packedBlobs.writeFills(taken, cs, errs); failed != nil {
+		s.mu.Lock()
+		for _, seg := range failed {
+			// A record that will not be committed: its slot goes back.
+			s.packedBlobs.set.ReleaseSlotLocked(seg)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // commit makes c durable and visible through the group commit, and

@@ -60,7 +60,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 				err = s.checks.record(ctx, e, false, nil)
 			}
 			if err == nil {
-				b, err = s.packedBlobs.open(e, s.checks.onReadFailure(e))
+				b, err = s.openRecord(e)
 			}
 			switch {
 			case err == nil:
@@ -151,4 +151,18 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 		return nil, fmt.Errorf("disk: reading %s: %w", k.Hash, err)
 	}
 	return buf, nil
+}
+
+// openRecord opens the packed entry of which e is a copy (its content
+// checked already, if a CAS blob: checks.record), its reads checked
+// against its CRC. It returns errReplaced if the entry was replaced or
+// evicted meanwhile.
+func (s *Store) openRecord(e entry) (*packs.Blob, error) {
+	fail := s.checks.onReadFailure(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.idx.IsCurrent(e) {
+		return nil, errReplaced
+	}
+	return s.packedBlobs.openLocked(e, fail), nil
 }

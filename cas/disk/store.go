@@ -180,7 +180,7 @@ func (s *Store) buildParts() {
 	x := index.New(set, s.maxSize, s.log)
 	tmpDir := filepath.Join(s.dir, "tmp")
 	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, policy: s.policy, zp: s.zp, buffers: s.buffers}
-	pb := &packedBlobs{mu: &s.mu, log: s.log, set: set, idx: x, max: packMax}
+	pb := &packedBlobs{log: s.log, set: set, max: packMax}
 	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := &checkpoints{mu: &s.mu, fs: s.fs, path: filepath.Join(s.dir, checkpointName), tmpDir: tmpDir, log: s.log, idx: x, set: set, packMax: packMax}
 	gc := &committer{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, set: set, ckpt: ck}
@@ -213,6 +213,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.blobFiles.close()
 	s.committer.close() // commits still queued fail with cas.ErrClosed
+	s.mu.Lock()
+	s.packedBlobs.stopRefreshesLocked()
+	s.mu.Unlock()
 	s.packedBlobs.close()
 	s.checkpoints.writing.Wait()
 	s.mu.Lock()
