@@ -2,10 +2,10 @@ package disk
 
 import (
 	"errors"
-	"github.com/membuf/membuf/cas/disk/index"
 	"io/fs"
 	"log/slog"
 	"net"
+	"sync/atomic"
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
@@ -26,8 +26,8 @@ type blobFiles struct {
 	tmpDir string
 	fs     vfs.FS
 	log    *slog.Logger
-	idx    *index.Index // its closed flag; reserve and unreserve for uploads
-	commit *groupCommit
+	// closed: the store is closed, and makes no more files (close).
+	closed atomic.Bool
 
 	// How blobs are compressed (WithCompression).
 	policy  CompressPolicy
@@ -39,36 +39,60 @@ type blobFiles struct {
 func (b *blobFiles) path(k entryKey) string { return files.Path(b.dir, k.Kind.Dir(), k.Hash) }
 
 // filePath is where e is kept, plain or compressed.
-func (b *blobFiles) filePath(e *entry) string {
+func (b *blobFiles) filePath(e *entry) string { return entryPath(b.dir, e) }
+
+// entryPath is where file entry e is kept under the store's directory
+// dir, plain or compressed.
+func entryPath(dir string, e *entry) string {
 	if e.Zstd {
-		return files.ZstdPath(b.dir, e.Key.Kind.Dir(), e.Key.Hash, e.Size)
+		return files.ZstdPath(dir, e.Key.Kind.Dir(), e.Key.Hash, e.Size)
 	}
-	return b.path(e.Key)
+	return files.Path(dir, e.Key.Kind.Dir(), e.Key.Hash)
 }
 
 // open opens the file of e (a copy of its index entry).
 func (b *blobFiles) open(e *entry) (vfs.File, error) { return b.fs.Open(b.filePath(e)) }
 
 // remove unlinks e's file; a file already gone is no error.
-func (b *blobFiles) remove(e *entry) {
-	if err := b.fs.Remove(b.filePath(e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		b.log.Error("removing", "hash", e.Key.Hash, "err", err)
+func (b *blobFiles) remove(e *entry) { removeFile(b.fs, b.log, b.dir, e) }
+
+// removeFile unlinks the file of entry e under the store's directory
+// dir; a file already gone is no error.
+func removeFile(fsys vfs.FS, log *slog.Logger, dir string, e *entry) {
+	if err := fsys.Remove(entryPath(dir, e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Error("removing", "hash", e.Key.Hash, "err", err)
+	}
+}
+
+// removeAll unlinks the files of removed, entries the index returned as
+// no longer its own. The store's lock is held: a commit of one of their
+// keys, under the same lock, cannot have put a new file in place yet.
+func (b *blobFiles) removeAll(removed []entry) {
+	for i := range removed {
+		b.remove(&removed[i])
 	}
 }
 
 // createTemp creates an upload's file in tmp/; cas.ErrClosed once the
 // store is closed.
 func (b *blobFiles) createTemp() (vfs.File, error) {
-	if b.idx.IsClosed() {
+	if b.closed.Load() {
 		return nil, cas.ErrClosed
 	}
 	return b.fs.CreateTemp(b.tmpDir, "upload-*")
 }
 
+// close makes later uploads fail with cas.ErrClosed before they make a
+// file (a commit under way is refused by the group commit).
+func (b *blobFiles) close() { b.closed.Store(true) }
+
 // discardTemp closes and removes a temporary file.
-func (b *blobFiles) discardTemp(f vfs.File) {
+func (b *blobFiles) discardTemp(f vfs.File) { discardTemp(b.fs, f) }
+
+// discardTemp closes f, a temporary file of fsys, and removes it.
+func discardTemp(fsys vfs.FS, f vfs.File) {
 	f.Close()
-	b.fs.Remove(f.Name())
+	fsys.Remove(f.Name())
 }
 
 // compressor returns the frame compressor for a blob that arrived as
@@ -98,53 +122,41 @@ func (b *blobFiles) write(d cas.Digest, data net.Buffers, arrived cas.Encoding) 
 	return b.prepare(f, e, 0), nil
 }
 
-// put writes data to a temporary file and commits it as k: an action
-// result kept as a file.
-func (b *blobFiles) put(k entryKey, data []byte) error {
-	f, err := b.createTemp()
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		b.discardTemp(f)
-		return err
-	}
-	n := int64(len(data))
-	return b.commitTemp(f, &entry{Key: k, Size: n, Stored: n, Sums: integrity.SumsOf(net.Buffers{data})}, 0)
-}
-
-// newWriter starts an upload of blob d into a file (files.Writer), its
-// bytes reserved towards the maximum size as they arrive.
-func (b *blobFiles) newWriter(d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
+// put writes data to a temporary file and returns it ready to commit as
+// k: an action result kept as a file.
+func (b *blobFiles) put(k entryKey, data []byte) (*pendingCommit, error) {
 	f, err := b.createTemp()
 	if err != nil {
 		return nil, err
 	}
-	return files.NewWriter(b.fs, d, f, b.compressor(arrived), files.Hooks{
-		Reserve:   b.idx.Reserve,
-		Unreserve: b.idx.Unreserve,
-		Commit: func(f vfs.File, c files.Written, reserved int64) error {
-			e := &entry{Key: entryKey{Kind: kindCAS, Hash: c.Digest.Hash}, Size: c.Digest.Size, Stored: c.Stored, Zstd: c.Zstd, Sums: c.Sums}
-			return b.commitTemp(f, e, reserved)
-		},
-	}), nil
+	if _, err := f.Write(data); err != nil {
+		b.discardTemp(f)
+		return nil, err
+	}
+	n := int64(len(data))
+	return b.prepare(f, &entry{Key: k, Size: n, Stored: n, Sums: integrity.SumsOf(net.Buffers{data})}, 0), nil
 }
 
-// commitTemp makes the temporary file f, whose content is complete and
-// checked, the entry e, durably: through the group commit (groupcommit.go),
-// which fsyncs f, renames it into place, indexes the entry, evicts down to
-// the maximum size and fsyncs the directory, for every file committed at
-// about the same time at once. reserved is what a Writer reserved for f's
-// bytes: it becomes the entry's size in the same locked step, or is
-// released on error. On error f is removed.
-func (b *blobFiles) commitTemp(f vfs.File, e *entry, reserved int64) error {
-	c := b.prepare(f, e, reserved)
-	b.commit.commit(c)
-	return c.err
+// newWriter starts an upload of blob d into a file (files.Writer), whose
+// hooks are the store's: reserving its bytes towards the maximum size as
+// they arrive, and committing it.
+func (b *blobFiles) newWriter(d cas.Digest, arrived cas.Encoding, hooks files.Hooks) (cas.BlobWriter, error) {
+	f, err := b.createTemp()
+	if err != nil {
+		return nil, err
+	}
+	return files.NewWriter(b.fs, d, f, b.compressor(arrived), hooks), nil
+}
+
+// uploaded returns the entry of an upload written and checked as c.
+func uploaded(c files.Written) *entry {
+	return &entry{Key: entryKey{Kind: kindCAS, Hash: c.Digest.Hash}, Size: c.Digest.Size, Stored: c.Stored, Zstd: c.Zstd, Sums: c.Sums}
 }
 
 // prepare readies f for the group commit as entry e (its key, sizes and
-// form), which the commit takes over.
+// form), which the commit takes over. reserved is what a Writer reserved
+// for f's bytes: it becomes the entry's size in the commit's locked step,
+// or is released on error.
 func (b *blobFiles) prepare(f vfs.File, e *entry, reserved int64) *pendingCommit {
 	// The content was checked on its way in: as of this modification time
 	// it is verified (checks.go). Without it, the first read re-hashes.

@@ -36,7 +36,9 @@ func TestBlobFilesPlaceWriteAndRemove(t *testing.T) {
 	if c.err != nil {
 		t.Fatal(c.err)
 	}
+	s.mu.Lock()
 	e, ok := s.idx.Get(entryKey{Kind: kindCAS, Hash: d.Hash})
+	s.mu.Unlock()
 	if !ok {
 		t.Fatal("committed blob not in the index")
 	}

@@ -87,7 +87,7 @@ func (c *checkpoints) write() error {
 	c.mu.Lock()
 	segs := c.finishedSegmentsLocked()
 	// What changes from here on is the next checkpoint's.
-	c.idx.SetChangedLocked(false)
+	c.idx.SetChanged(false)
 	c.segments = len(segs)
 	c.mu.Unlock()
 	err := packindex.SaveCheckpoint(c.fs, c.path, c.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
@@ -97,7 +97,7 @@ func (c *checkpoints) write() error {
 	})
 	if err != nil {
 		c.mu.Lock()
-		c.idx.SetChangedLocked(true) // the file on disk is the older one still
+		c.idx.SetChanged(true) // the file on disk is the older one still
 		c.mu.Unlock()
 	}
 	return err
@@ -111,38 +111,40 @@ func (c *checkpoints) open() (*packindex.CheckpointFile, error) {
 // loadRecords indexes the records of checkpoint ck and reports whether it
 // did; if ck does not check out, it empties the table and returns records
 // with those of the segments it would have covered, scanned, in segment
-// order.
-func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.Scanned) ([]packs.Scanned, bool, error) {
-	err := c.load(ck)
+// order. Either way it returns the file entries its records replaced,
+// dropped from the index: their files are the caller's to remove.
+func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.Scanned) (_ []packs.Scanned, replaced []entry, _ bool, _ error) {
+	replaced, err := c.load(ck)
 	if err == nil {
 		for _, seg := range c.set.SegmentsLocked() {
 			if seg.FromCheckpoint {
 				c.segments++
 			}
 		}
-		return records, true, nil
+		return records, replaced, true, nil
 	}
 	c.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
 	c.idx.Table().Free()
 	for _, seg := range c.set.SegmentsLocked() {
-		c.idx.UncountSegmentLocked(seg)
+		c.idx.UncountSegment(seg)
 	}
 	records, err = c.set.Rescan(records)
-	return records, false, err
+	return records, replaced, false, err
 }
 
 // load reads the checkpoint's records and indexes those of the segments
 // the store loaded from it (FromCheckpoint), counting them. A block that
 // does not check out stops it with an error: the caller then empties the
-// table and scans those segments instead.
-func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
+// table and scans those segments instead. It returns the file entries
+// its records replaced, dropped from the index, error or not.
+func (c *checkpoints) load(ck *packindex.CheckpointFile) (replaced []entry, err error) {
 	defer ck.Close()
 	x := c.idx
 	// A record replaces a file of its key (written since, as at a scan):
 	// the files' keys as the table has them, to look up without making
 	// a hex key per record.
-	files := make(map[packindex.Key]*entry, x.TotalsLocked().Entries)
-	x.EachFileLocked(func(e *entry) {
+	files := make(map[packindex.Key]*entry, x.Totals().Entries)
+	x.EachFile(func(e *entry) {
 		h, _ := cas.ParseHash(e.Key.Hash)
 		files[packindex.Key{Hash: h, AC: e.Key.Kind == kindAC}] = e
 	})
@@ -166,7 +168,7 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 		var i int
 		var err error
 		if i, recs, err = ck.NextShard(recs[:0]); err != nil {
-			return err
+			return replaced, err
 		}
 		x.Table().Reserve(i, len(recs))
 		for _, r := range recs {
@@ -190,27 +192,28 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) error {
 				// One header per segment, and every record within the
 				// file: a checkpoint of another store, or of an earlier
 				// life of these files, or one of a segment cut short
-				// since (issue 44) is refused, and the start scans.
+				// since is refused, and the start scans.
 				var err error
 				if fileSize, err = seg.CheckCommitted(uint8(kind), r.Hash, int64(r.Size), r.CRC, int64(r.Off), c.packMax); err != nil {
-					return fmt.Errorf("index checkpoint: %w", err)
+					return replaced, fmt.Errorf("index checkpoint: %w", err)
 				}
 				fileSizes[seg] = fileSize
 			}
 			if end := int64(r.Off) + int64(r.Size); end > fileSize {
-				return fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
+				return replaced, fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
 			}
 			if e, ok := files[packindex.Key{Hash: r.Hash, AC: r.AC}]; ok {
-				x.RemoveLocked(e)
+				replaced = append(replaced, *e)
+				x.Drop(e)
 			}
 			if !x.Table().Put(&r) {
-				return fmt.Errorf("index checkpoint, shard %d: a key twice", i)
+				return replaced, fmt.Errorf("index checkpoint, shard %d: a key twice", i)
 			}
 			size := int64(r.Size)
-			x.CountLocked(&entry{Key: entryKey{Kind: kind}, Size: size, Stored: size, Seg: seg}, 1)
+			x.Count(&entry{Key: entryKey{Kind: kind}, Size: size, Stored: size, Seg: seg}, 1)
 		}
 	}
-	return nil
+	return replaced, nil
 }
 
 // finishedSegmentsLocked returns the segments a checkpoint taken now
@@ -231,5 +234,5 @@ func (c *checkpoints) finishedSegmentsLocked() []packindex.Segment {
 // served reads closes without rewriting it (at ten million records, half
 // a gigabyte).
 func (c *checkpoints) staleLocked() bool {
-	return c.idx.ChangedLocked() || len(c.finishedSegmentsLocked()) != c.segments
+	return c.idx.Changed() || len(c.finishedSegmentsLocked()) != c.segments
 }

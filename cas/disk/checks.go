@@ -111,6 +111,7 @@ type checks struct {
 	mu      *sync.Mutex
 	log     *slog.Logger
 	idx     *index.Index
+	files   *blobFiles   // removes a file found bad
 	packs   *packedBlobs // reads a record to hash it, retires one found bad
 	zp      *zstdseek.Pool
 	buffers membuf.BufferPool
@@ -140,9 +141,9 @@ func (c *checks) file(ctx context.Context, opened entry, f vfs.File, force bool,
 	k := opened.Key
 	for {
 		c.mu.Lock()
-		e, ok := c.idx.FileLocked(k)
+		e, ok := c.idx.File(k)
 		if !ok {
-			_, packed := c.idx.PackedLocked(k)
+			_, packed := c.idx.Packed(k)
 			c.mu.Unlock()
 			if packed {
 				return nil, errReplaced // written again since, as a record
@@ -209,7 +210,8 @@ func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened 
 	case err == nil && el.Gen == opened.Gen:
 		el.Checked, el.Sums = fi.ModTime().UnixNano(), sums
 	case errors.Is(err, errCorrupt) && c.isFileLocked(el) && el.Gen == opened.Gen:
-		c.idx.RemoveLocked(el)
+		c.idx.Drop(el)
+		c.files.remove(el)
 		c.corrupt++
 		c.log.Error("blob failed its integrity check: removed", "hash", k.Hash, "size", opened.Size, "file_size", fi.Size(), "compressed", opened.Zstd, "content_hash", sum, "err", err)
 	}
@@ -229,7 +231,7 @@ func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened 
 func (c *checks) actionResultSums(e entry, fi os.FileInfo) []uint32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.idx.FileSumsLocked(e, fi.Size())
+	return c.idx.FileSums(e, fi.Size())
 }
 
 // record makes sure the content of the packed CAS blob opened (a copy of
@@ -238,7 +240,7 @@ func (c *checks) actionResultSums(e entry, fi os.FileInfo) []uint32 {
 // blob that does not match is removed, and its record retired.
 func (c *checks) record(ctx context.Context, opened entry, force bool, pace func(int) error) error {
 	c.mu.Lock()
-	el, ok := c.idx.PackedLocked(opened.Key)
+	el, ok := c.idx.Packed(opened.Key)
 	if !ok || el.Seg != opened.Seg || el.Off != opened.Off {
 		c.mu.Unlock()
 		return errReplaced
@@ -274,20 +276,20 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 	sum := sha256.Sum256(buf)
 	c.mu.Lock()
 	c.verified += opened.Size
-	el, ok = c.idx.PackedLocked(opened.Key)
+	el, ok = c.idx.Packed(opened.Key)
 	if !ok || el.Seg != opened.Seg || el.Off != opened.Off {
 		c.mu.Unlock()
 		return errReplaced
 	}
 	if hex.EncodeToString(sum[:]) != opened.Key.Hash {
-		c.idx.DropLocked(&el)
+		c.idx.Drop(&el)
 		c.corrupt++
 		c.mu.Unlock()
 		c.log.Error("packed blob failed its integrity check: removed", "hash", opened.Key.Hash, "size", opened.Size, "segment", opened.Seg.Seq, "content_hash", hex.EncodeToString(sum[:]))
 		c.packs.retire(opened)
 		return errCorrupt
 	}
-	c.idx.SetVerifiedLocked(opened.Key)
+	c.idx.SetVerified(opened.Key)
 	c.mu.Unlock()
 	return nil
 }
@@ -298,8 +300,11 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 // errCorrupt for the read to fail with.
 func (c *checks) readFailed(opened entry, detail string) error {
 	c.mu.Lock()
-	removed := c.idx.DropCurrentLocked(opened)
+	removed := c.idx.DropCurrent(opened)
 	if removed {
+		if opened.Seg == nil {
+			c.files.remove(&opened)
+		}
 		c.corrupt++
 	}
 	c.mu.Unlock()
@@ -324,6 +329,6 @@ func (c *checks) onReadFailure(opened entry) func(detail string) error {
 
 // isFileLocked reports whether el is still its key's file entry.
 func (c *checks) isFileLocked(el *entry) bool {
-	cur, ok := c.idx.FileLocked(el.Key)
+	cur, ok := c.idx.File(el.Key)
 	return ok && cur == el
 }

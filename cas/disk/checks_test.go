@@ -23,7 +23,7 @@ func TestChecksVerdictsOnAFile(t *testing.T) {
 	if err := cas.Put(ctx, s, d, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
-	e, _ := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	e, _ := s.lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 
 	check := func(force bool) ([]uint32, error) {
 		f, err := s.blobFiles.open(&e)

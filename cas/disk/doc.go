@@ -14,20 +14,24 @@
 // in the seekable zstd format of package zstdseek.
 //
 // The Store coordinates; it holds no logic of its own beyond the order
-// of a read or a write (Store.open: index, location, checks, reader). Its
-// rooms, each a small type with its own test:
+// of a read or a write (Store.open: index, location, checks, reader),
+// under its lock, taking each next step down from what a part returned
+// (the files an index commit or eviction dropped, the commits a location
+// side prepared). Its parts, each a small type with its own test, none
+// pointing back at the one that made it:
 //
 //   - the key-location map (package index: index.Index): which entries
 //     exist and where each is, a file or a pack record, their recency,
 //     the store's accounting and eviction under the maximum size;
 //   - the location-blob sides: blobFiles (blobfiles.go: an entry's file,
 //     plain or compressed, written through tmp/) and packedBlobs
-//     (packedblobs.go: records in pack segments, written, read, retired
-//     and copied forward);
+//     (packedblobs.go: records in pack segments, written, read, retired,
+//     and those to copy forward queued; the store copies them,
+//     copyforward.go);
 //   - the checks (checks.go): whether content may be served (hashed once
 //     per process, the verdict of a read whose CRC fails), and what a
 //     verdict of corrupt removes;
-//   - the group commit (groupcommit.go), the index checkpoint
+//   - the group commit (committer.go), the index checkpoint
 //     (checkpoint.go: checkpoints) and the scrubber's walk (scrub.go).
 //
 // The subpackages, none of which imports this one: index, files (a blob

@@ -1,16 +1,10 @@
 package disk
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
-	"github.com/membuf/membuf/cas/disk/index"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
-	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packs"
@@ -73,22 +67,20 @@ func WithPackSync(interval time.Duration) StoreOption {
 
 // packedBlobs is the location-blob side of the entries packed as records
 // into pack segments (package packs): which entries are packed, writing
-// records (one at a time, a batch's with one pwritev, or streamed by a
-// packs.Writer), opening and reading a record, retiring one found bad,
-// and copying hot records forward out of old segments. What is stored and
-// where is the index's, whether a record matches its name the checks'.
-// It shares the store's lock, as its segments (packs.Set) do.
+// records (a batch's with one pwritev, in slots the store took),
+// opening and reading a record, retiring one found bad, and the queue of
+// hot records to copy forward out of old segments (the store copies
+// them). What is stored and where is the index's, whether a record
+// matches its name the checks'.
+// It holds no lock: its methods named Locked are called by the store
+// holding its own (the one its segments, packs.Set, share).
 type packedBlobs struct {
-	mu     *sync.Mutex
-	log    *slog.Logger
-	set    *packs.Set
-	idx    *index.Index
-	checks *checks
-	commit *groupCommit
+	log *slog.Logger
+	set *packs.Set
 	// max is the largest entry packed; 0: none is.
 	max int64
 	// refreshes: packed entries to copy forward out of old segments; nil
-	// once closed (or without packs). Guarded by mu.
+	// once closed (or without packs). Guarded by the store's lock.
 	refreshes chan refresh
 	// refreshed is closed when the copying forward has stopped: close
 	// waits for it, so that no copy writes a segment file it closes.
@@ -109,15 +101,15 @@ func packConfig(maxSize, packMax int64) (segSize, max int64) {
 	return segSize, min(packMax, segSize/4, MaxPackMax)
 }
 
-// start starts the copying forward, if anything is packed.
-func (p *packedBlobs) start() {
-	if p.max > 0 {
-		p.refreshes, p.refreshed = make(chan refresh, refreshQueue), make(chan struct{})
-		go func(q <-chan refresh) {
-			defer close(p.refreshed)
-			p.refreshLoop(q)
-		}(p.refreshes)
+// start opens the queue of entries to copy forward, if anything is
+// packed, and returns it (nil if not): the store's goroutine that copies
+// them closes refreshed when the queue is closed and drained.
+func (p *packedBlobs) start() <-chan refresh {
+	if p.max == 0 {
+		return nil
 	}
+	p.refreshes, p.refreshed = make(chan refresh, refreshQueue), make(chan struct{})
+	return p.refreshes
 }
 
 // packable reports whether an entry of size bytes is packed.
@@ -125,54 +117,16 @@ func (p *packedBlobs) packable(size int64) bool {
 	return p.max > 0 && size <= p.max
 }
 
-// open opens the packed entry of which e is a copy (its content checked
-// already, if a CAS blob: checks.record); fail, if not nil, is what a
-// read whose record fails its CRC calls. It returns errReplaced if the
-// entry was replaced or evicted meanwhile.
-func (p *packedBlobs) open(e entry, fail func(string) error) (*packs.Blob, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.idx.IsCurrentLocked(e) {
-		return nil, errReplaced
-	}
-	return p.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, fail), nil
+// openLocked opens the packed entry of which e is a copy, still its
+// key's entry (the store looked); fail, if not nil, is what a read whose
+// record fails its CRC calls.
+func (p *packedBlobs) openLocked(e entry, fail func(string) error) *packs.Blob {
+	return p.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, fail)
 }
 
-// newWriter takes a slot for blob d: a packs.Writer streams its record.
-func (p *packedBlobs) newWriter(d cas.Digest) (*packs.Writer, error) {
-	w := p.set.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
-		c := newRecordCommit(sl.Seg, sl.Off, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, crc)
-		p.commit.commit(c)
-		return c.err
-	})
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.idx.ClosedLocked() {
-		return nil, cas.ErrClosed
-	}
-	if err := p.idx.TakeSlotLocked(w.Slot(), entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false); err != nil {
-		return nil, err
-	}
-	p.idx.EvictLocked(nil)
-	return w, nil
-}
-
-// write writes data, complete and checked, as a committed record of k
-// into a new slot, and returns it ready for the group commit.
-func (p *packedBlobs) write(k entryKey, data net.Buffers) (*pendingCommit, error) {
-	var cs [1]*pendingCommit // on the stack: Put's path allocates no slices
-	var errs [1]error
-	p.writeAll([]entryKey{k}, []net.Buffers{data}, cs[:], errs[:])
-	return cs[0], errs[0]
-}
-
-// writeAll writes each data[i], complete and checked, as a committed
-// record of ks[i], and sets cs[i] to it ready for the group commit, or
-// errs[i] to why not. Their slots are taken in one hold of the lock, so
-// that they are consecutive, and written with one pwritev
-// (packs.Set.WriteFills): a batch's records cost one system call, not two
-// each, and none under the lock.
-func (p *packedBlobs) writeAll(ks []entryKey, data []net.Buffers, cs []*pendingCommit, errs []error) {
+// fills returns the fills of records of ks[i], data[i] complete and
+// checked, and sets cs[i] to each one's commit, its slot to be taken.
+func (p *packedBlobs) fills(ks []entryKey, data []net.Buffers, cs []*pendingCommit) []packs.Fill {
 	fills := make([]packs.Fill, 0, len(ks))
 	for i, k := range ks {
 		var size int64
@@ -184,24 +138,14 @@ func (p *packedBlobs) writeAll(ks []entryKey, data []net.Buffers, cs []*pendingC
 		cs[i] = &pendingCommit{e: &entry{Key: k, Size: size, Stored: size, Verified: k.Kind == kindCAS, CRC: crc}}
 		fills = append(fills, packs.Fill{Slot: &cs[i].slot, Data: data[i], CRC: crc})
 	}
-	p.mu.Lock()
-	taken := fills[:0]
-	for i, f := range fills {
-		err := cas.ErrClosed
-		if !p.idx.ClosedLocked() {
-			err = p.idx.TakeSlotLocked(f.Slot, ks[i], cs[i].e.Size, true)
-		}
-		if err != nil {
-			errs[i], cs[i] = err, nil
-			continue
-		}
-		cs[i].seg, cs[i].e.Seg, cs[i].e.Off = f.Slot.Seg, f.Slot.Seg, f.Slot.Off
-		taken = append(taken, f)
-	}
-	if len(taken) > 0 {
-		p.idx.EvictLocked(nil)
-	}
-	p.mu.Unlock()
+	return fills
+}
+
+// writeFills writes the records of taken with one pwritev
+// (packs.Set.WriteFills), not under the lock; a record that fails sets
+// its errs[i] and leaves cs[i] nil. It returns the segments of the slots
+// of those that failed, which the store gives back.
+func (p *packedBlobs) writeFills(taken []packs.Fill, cs []*pendingCommit, errs []error) (failed []*packs.Segment) {
 	p.set.WriteFills(taken)
 	for _, f := range taken {
 		if f.Err == nil {
@@ -212,16 +156,9 @@ func (p *packedBlobs) writeAll(ks []entryKey, data []net.Buffers, cs []*pendingC
 				errs[i], cs[i] = f.Err, nil
 			}
 		}
-		p.releaseSlot(f.Slot.Seg)
+		failed = append(failed, f.Slot.Seg)
 	}
-}
-
-// releaseSlot gives back a slot of seg whose record will not be
-// committed.
-func (p *packedBlobs) releaseSlot(seg *packs.Segment) {
-	p.mu.Lock()
-	p.set.ReleaseSlotLocked(seg)
-	p.mu.Unlock()
+	return failed
 }
 
 // newRecordCommit returns the commit of the record of k at off in seg,
@@ -270,17 +207,20 @@ func (p *packedBlobs) retire(e entry) {
 	}
 }
 
-// close stops the copying forward, waits for a copy under way (the store
-// is closed: it fails or is refused), and closes the segments
-// (packs.Set.Close: the active one and those written since the last sync
-// made durable).
-func (p *packedBlobs) close() {
-	p.mu.Lock()
+// stopRefreshesLocked closes the queue of entries to copy forward: none
+// is queued from now on.
+func (p *packedBlobs) stopRefreshesLocked() {
 	if p.refreshes != nil {
 		close(p.refreshes)
 		p.refreshes = nil
 	}
-	p.mu.Unlock()
+}
+
+// close, once the queue is stopped (stopRefreshesLocked), waits for a
+// copy under way (the store is closed: it fails or is refused), and
+// closes the segments (packs.Set.Close: the active one and those written
+// since the last sync made durable).
+func (p *packedBlobs) close() {
 	if p.refreshed != nil {
 		<-p.refreshed
 	}
@@ -313,47 +253,4 @@ func (p *packedBlobs) refreshIfOldLocked(e entry) {
 	case p.refreshes <- refresh{e}:
 	default:
 	}
-}
-
-func (p *packedBlobs) refreshLoop(q <-chan refresh) {
-	for r := range q {
-		if err := p.copyForward(r); err != nil && !errors.Is(err, cas.ErrClosed) {
-			p.log.Warn("copying a packed entry out of an old segment", "err", err)
-		}
-	}
-}
-
-// copyForward copies the packed entry of r into the active segment,
-// unless it was replaced, removed or evicted meanwhile. A CAS blob is
-// checked against its name on the way: rot is not copied.
-func (p *packedBlobs) copyForward(r refresh) error {
-	p.mu.Lock()
-	old := r.e
-	if !p.idx.IsCurrentLocked(old) {
-		p.mu.Unlock()
-		return nil
-	}
-	p.mu.Unlock()
-	// write is done with data when it returns: a pooled buffer does.
-	bp := integrity.Buffers.Get()
-	defer integrity.Buffers.Put(bp)
-	data := (*bp)[:old.Size]
-	if err := p.read(old, data); errors.Is(err, errReplaced) {
-		return nil // evicted meanwhile: nothing to copy
-	} else if err != nil {
-		return err
-	}
-	if old.Key.Kind == kindCAS {
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != old.Key.Hash {
-			// The next read re-hashes it (unless verified) and removes it.
-			return nil
-		}
-	}
-	c, err := p.write(old.Key, net.Buffers{data})
-	if err != nil {
-		return err
-	}
-	c.ifCurrent = &old
-	p.commit.commit(c)
-	return c.err
 }

@@ -29,7 +29,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 	first := testblob.Random(1000, 1)
 	commitRecord := func(data []byte) {
 		t.Helper()
-		c, err := p.write(k, net.Buffers{data})
+		c, err := s.writeRecord(k, net.Buffers{data})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 		}
 	}
 	commitRecord(first)
-	old, ok := s.idx.Lookup(k, 0)
+	old, ok := s.lookup(k, 0)
 	if !ok || old.Seg == nil || old.Size != int64(len(first)) {
 		t.Fatalf("record of %d bytes: found %v, %+v; want a packed entry", len(first), ok, old)
 	}
@@ -47,7 +47,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 	if err := p.read(old, buf); err != nil || !bytes.Equal(buf, first) {
 		t.Fatalf("read: %v, same %v; want the record's data", err, bytes.Equal(buf, first))
 	}
-	b, err := p.open(old, nil)
+	b, err := s.openRecord(old)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 	b.Close()
 
 	commitRecord(testblob.Random(500, 2)) // the action result written again
-	if _, err := p.open(old, nil); !errors.Is(err, errReplaced) {
+	if _, err := s.openRecord(old); !errors.Is(err, errReplaced) {
 		t.Errorf("open of a replaced record: %v; want errReplaced", err)
 	}
 	if r, err := s.GetActionResult(context.Background(), cas.Digest{Hash: k.Hash}); err != nil || len(r) != 500 {

@@ -14,9 +14,61 @@ import (
 // ready to commit.
 func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) (*pendingCommit, error) {
 	if s.packedBlobs.packable(d.Size) {
-		return s.packedBlobs.write(entryKey{Kind: kindCAS, Hash: d.Hash}, data)
+		return s.writeRecord(entryKey{Kind: kindCAS, Hash: d.Hash}, data)
 	}
 	return s.blobFiles.write(d, data, arrived)
+}
+
+// writeRecord writes data, complete and checked, as a committed record
+// of k into a new slot, and returns it ready for the group commit.
+func (s *Store) writeRecord(k entryKey, data net.Buffers) (*pendingCommit, error) {
+	var cs [1]*pendingCommit // on the stack: Put's path allocates no slices
+	var errs [1]error
+	s.writeRecords([]entryKey{k}, []net.Buffers{data}, cs[:], errs[:])
+	return cs[0], errs[0]
+}
+
+// writeRecords writes each data[i], complete and checked, as a committed
+// record of ks[i], and sets cs[i] to it ready for the group commit, or
+// errs[i] to why not. Their slots are taken in one hold of the lock, so
+// that they are consecutive, and evictions make space for them there; the
+// records are written with one pwritev (packs.Set.WriteFills): a batch's
+// records cost one system call, not two each, and none under the lock.
+func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCommit, errs []error) {
+	fills := s.packedBlobs.fills(ks, data, cs)
+	taken := fills[:0]
+	s.mu.Lock()
+	for i, f := range fills {
+		err := cas.ErrClosed
+		if !s.idx.Closed() {
+			err = s.idx.TakeSlot(f.Slot, ks[i], cs[i].e.Size, true)
+		}
+		if err != nil {
+			errs[i], cs[i] = err, nil
+			continue
+		}
+		cs[i].seg, cs[i].e.Seg, cs[i].e.Off = f.Slot.Seg, f.Slot.Seg, f.Slot.Off
+		taken = append(taken, f)
+	}
+	if len(taken) > 0 {
+		s.evictLocked()
+	}
+	s.mu.Unlock()
+	if failed := s.packedBlobs.writeFills(taken, cs, errs); failed != nil {
+		s.mu.Lock()
+		for _, seg := range failed {
+			// A record that will not be committed: its slot goes back.
+			s.packedBlobs.set.ReleaseSlotLocked(seg)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// commit makes c durable and visible through the group commit, and
+// returns how it ended.
+func (s *Store) commit(c *pendingCommit) error {
+	s.committer.commit(c)
+	return c.err
 }
 
 // PutBatch stores each data[i], the bytes of blob ds[i] in pieces (written
@@ -69,7 +121,7 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 			ks[j], pieces[j] = entryKey{Kind: kindCAS, Hash: ds[i].Hash}, data[i]
 		}
 		cs, werrs := make([]*pendingCommit, len(packed)), make([]error, len(packed))
-		s.packedBlobs.writeAll(ks, pieces, cs, werrs)
+		s.writeRecords(ks, pieces, cs, werrs)
 		for j, i := range packed {
 			if werrs[j] != nil {
 				errs[i] = werrs[j]
@@ -101,13 +153,15 @@ func (s *Store) PutActionResult(_ context.Context, d cas.Digest, data []byte) er
 		return fmt.Errorf("action result of %d bytes: %w", len(data), cas.ErrTooLarge)
 	}
 	k := entryKey{Kind: kindAC, Hash: d.Hash}
+	var c *pendingCommit
+	var err error
 	if s.packedBlobs.packable(int64(len(data))) {
-		c, err := s.packedBlobs.write(k, net.Buffers{data})
-		if err != nil {
-			return err
-		}
-		s.committer.commit(c)
-		return c.err
+		c, err = s.writeRecord(k, net.Buffers{data})
+	} else {
+		c, err = s.blobFiles.put(k, data)
 	}
-	return s.blobFiles.put(k, data)
+	if err != nil {
+		return err
+	}
+	return s.commit(c)
 }

@@ -27,14 +27,14 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 }
 
-// open opens entry k, going through the rooms in order: the index says
+// open opens entry k, going down through the store's parts in order: the index says
 // where it is (a file or a record), the location side opens it, the checks
 // say whether it may be served (a blob not yet verified in this process is
 // re-hashed first: what open returns has matched its name), and the
 // reader checks every block or record it reads against the sums the check
 // took.
 func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReader, error) {
-	if s.idx.IsClosed() {
+	if s.closed() {
 		return nil, cas.ErrClosed
 	}
 	var e entry
@@ -46,18 +46,21 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 	// lookup is done again.
 	for attempt := 0; ; attempt++ {
 		var ok bool
-		e, ok = s.idx.LookupPending(k, size)
+		e, ok = s.lookup(k, size)
 		if !ok {
 			return nil, cas.ErrNotFound
 		}
 		var err error
 		if e.Seg != nil {
 			var b *packs.Blob
-			if k.Kind == kindCAS {
+			if k.Kind == kindCAS && !e.Verified {
+				// Not yet found matching its name in this process (a
+				// lookup's copy says so: one verified since is skipped
+				// by the check, which looks again).
 				err = s.checks.record(ctx, e, false, nil)
 			}
 			if err == nil {
-				b, err = s.packedBlobs.open(e, s.checks.onReadFailure(e))
+				b, err = s.openRecord(e)
 			}
 			switch {
 			case err == nil:
@@ -148,4 +151,18 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 		return nil, fmt.Errorf("disk: reading %s: %w", k.Hash, err)
 	}
 	return buf, nil
+}
+
+// openRecord opens the packed entry of which e is a copy (its content
+// checked already, if a CAS blob: checks.record), its reads checked
+// against its CRC. It returns errReplaced if the entry was replaced or
+// evicted meanwhile.
+func (s *Store) openRecord(e entry) (*packs.Blob, error) {
+	fail := s.checks.onReadFailure(e)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.idx.IsCurrent(e) {
+		return nil, errReplaced
+	}
+	return s.packedBlobs.openLocked(e, fail), nil
 }

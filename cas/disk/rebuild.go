@@ -23,14 +23,15 @@ func (s *Store) rebuild() error {
 		}
 		e := &entry{Key: entryKey{Kind: kind, Hash: f.Hash}, Size: f.Size, Stored: f.Stored, Zstd: f.Zstd}
 		all[i] = e
-		if el, ok := x.FileLocked(e.Key); ok {
+		if el, ok := x.File(e.Key); ok {
 			// Kept both ways: a crash between a commit's rename and its
 			// removal of the other form. Both were checked; keep the
 			// newer.
 			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", el.Key.Hash)
-			x.RemoveLocked(el)
+			s.blobFiles.remove(el)
+			x.Drop(el)
 		}
-		x.InsertLocked(e)
+		x.Insert(e)
 	}
 	ck, err := s.checkpoints.open()
 	if err != nil {
@@ -52,9 +53,12 @@ func (s *Store) rebuild() error {
 	for i, f := range found {
 		modTimes[i] = f.ModTime
 	}
-	x.OrderLocked(all, modTimes, s.segments.SegmentsLocked())
+	x.Order(all, modTimes, s.segments.SegmentsLocked())
 	if ck != nil {
-		if records, s.checkpointLoaded, err = s.checkpoints.loadRecords(ck, records); err != nil {
+		var replaced []entry
+		records, replaced, s.checkpointLoaded, err = s.checkpoints.loadRecords(ck, records)
+		s.blobFiles.removeAll(replaced)
+		if err != nil {
 			return err
 		}
 	}
@@ -67,17 +71,18 @@ func (s *Store) rebuild() error {
 			continue
 		}
 		k := entryKey{Kind: entryKind(r.Kind), Hash: r.HashHex()}
-		if el, ok := x.FileLocked(k); ok {
-			x.RemoveLocked(el)
-		} else if old, ok := x.PackedLocked(k); ok {
+		if el, ok := x.File(k); ok {
+			s.blobFiles.remove(el)
+			x.Drop(el)
+		} else if old, ok := x.Packed(k); ok {
 			if old.Seg.Seq > r.Seg.Seq {
 				continue // from the checkpoint, of a later segment
 			}
-			x.CountLocked(&old, -1)
+			x.Count(&old, -1)
 		}
 		e := &entry{Key: k, Size: r.Size, Stored: r.Size, Seg: r.Seg, Off: r.Off, CRC: r.DataCRC}
-		x.PutRecordLocked(e)
-		x.CountLocked(e, 1)
+		x.PutRecord(e)
+		x.Count(e, 1)
 	}
 	return nil
 }

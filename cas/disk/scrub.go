@@ -74,7 +74,7 @@ func (sc *scrubber) run(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 	for {
 		passStart := clock.Now()
 		for shard := range 256 {
-			if ctx.Err() != nil || sc.idx.IsClosed() {
+			if ctx.Err() != nil || sc.closed() {
 				return
 			}
 			sc.shard(ctx, fmt.Sprintf("%02x", shard), p)
@@ -117,7 +117,7 @@ func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
 			continue // a stray name
 		}
 		k := entryKey{Kind: kindCAS, Hash: hash}
-		e, ok := sc.idx.Get(k)
+		e, ok := sc.get(k)
 		if !ok || filepath.Base(sc.files.filePath(&e)) != de.Name() {
 			continue // not an entry's file (evicted or replaced since the listing)
 		}
@@ -163,7 +163,7 @@ func (sc *scrubber) segments(ctx context.Context, p *pace.Pacer) {
 				continue
 			}
 			k := entryKey{Kind: kindCAS, Hash: r.HashHex()}
-			e, ok := sc.idx.Get(k)
+			e, ok := sc.get(k)
 			if !ok || e.Seg != seg || e.Off != r.Off {
 				continue // replaced, removed or evicted since
 			}
@@ -176,4 +176,18 @@ func (sc *scrubber) segments(ctx context.Context, p *pace.Pacer) {
 			}
 		}
 	}
+}
+
+// closed reports whether the store was closed.
+func (sc *scrubber) closed() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.idx.Closed()
+}
+
+// get returns a copy of entry k without touching its recency.
+func (sc *scrubber) get(k entryKey) (entry, bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.idx.Get(k)
 }

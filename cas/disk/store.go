@@ -46,7 +46,7 @@ type Store struct {
 	log     *slog.Logger
 	lock    vfs.DirLock
 
-	// Options (StoreOption), read by OpenStore as it builds the rooms.
+	// Options (StoreOption), read by OpenStore as it builds its parts.
 	fs           vfs.FS // vfs.Default, or WithFS's
 	noReadChecks bool   // WithoutReadChecks
 	policy       CompressPolicy
@@ -58,11 +58,11 @@ type Store struct {
 	syncByHand bool
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 
-	// mu is the one lock of the store's rooms, which share it: the index,
+	// mu is the store's one lock, which its parts share: the index,
 	// the pack segments, the checks, the group commit, the checkpoints.
 	mu sync.Mutex
 
-	// The rooms a read or a write goes through, in that order: the index
+	// The parts a read or a write goes through, in that order: the index
 	// (which entries exist, where, their recency, the accounting and
 	// eviction), the location-blob sides (files of their own, records in
 	// pack segments), the checks (may this content be served?), and the
@@ -71,7 +71,7 @@ type Store struct {
 	blobFiles   *blobFiles
 	packedBlobs *packedBlobs
 	checks      *checks
-	committer   *groupCommit
+	committer   *committer
 	checkpoints *checkpoints
 	scrubber    *scrubber
 
@@ -120,7 +120,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 			return nil, err
 		}
 	}
-	s.buildRooms()
+	s.buildParts()
 	if err := files.MakeDir(s.fs, dir); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
@@ -144,31 +144,32 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 		return nil, err
 	}
 	s.mu.Lock()
-	s.idx.EvictLocked(nil)
+	s.evictLocked()
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
-	totals := s.idx.TotalsLocked()
+	totals := s.idx.Totals()
 	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
 	s.mu.Unlock()
 	s.committer.start()
-	s.packedBlobs.start()
+	if q := s.packedBlobs.start(); q != nil {
+		go s.copyForwardLoop(q, s.packedBlobs.refreshed)
+	}
 	logger.Info("cas store opened", "dir", dir, "entries", totals.Entries, "bytes", totals.Bytes, "max_bytes", maxSize,
 		"pack_segments", segments, "segments_scanned", scanned, "empty_segments_removed", s.segments.EmptyRemoved(), "index_checkpoint", fromCheckpoint)
 	return s, nil
 }
 
-// buildRooms makes the store's rooms from its options, each pointing at
-// the others it calls. The pack segments count their uses on the index's
-// clock of recency.
-func (s *Store) buildRooms() {
+// buildParts makes the store's parts from its options, each built after
+// those it calls, none pointing back: the pack segments first, then the
+// index of the entries in them (which stamps a new segment with its clock
+// of recency as it takes the segment's first slot), then the parts above.
+func (s *Store) buildParts() {
 	segSize, packMax := packConfig(s.maxSize, s.packMax)
 	s.packMax = packMax
-	x := index.New(&s.mu, s.maxSize, s.log)
 	cfg := packs.Config{
 		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
 		SegmentSize: segSize, MaxRecord: packMax,
 		StreamLanes: streamLanes,
-		Tick:        x.NextTickLocked,
 		Zstd:        s.zp,
 	}
 	if packMax > 0 {
@@ -176,14 +177,13 @@ func (s *Store) buildRooms() {
 		cfg.SyncByHand = s.syncByHand
 	}
 	set := packs.NewSet(cfg)
+	x := index.New(set, s.maxSize, s.log)
 	tmpDir := filepath.Join(s.dir, "tmp")
-	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, idx: x, policy: s.policy, zp: s.zp, buffers: s.buffers}
-	pb := &packedBlobs{mu: &s.mu, log: s.log, set: set, idx: x, max: packMax}
-	ch := &checks{mu: &s.mu, log: s.log, idx: x, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
+	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, policy: s.policy, zp: s.zp, buffers: s.buffers}
+	pb := &packedBlobs{log: s.log, set: set, max: packMax}
+	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := &checkpoints{mu: &s.mu, fs: s.fs, path: filepath.Join(s.dir, checkpointName), tmpDir: tmpDir, log: s.log, idx: x, set: set, packMax: packMax}
-	gc := &groupCommit{mu: &s.mu, fs: s.fs, log: s.log, idx: x, files: fb, packs: pb, ckpt: ck}
-	x.Attach(set, index.Places{RemoveFile: fb.remove, FilePath: fb.filePath, UsedLocked: pb.refreshIfOldLocked})
-	fb.commit, pb.commit, pb.checks = gc, gc, ch
+	gc := &committer{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, set: set, ckpt: ck}
 	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.committer, s.checkpoints = x, fb, pb, ch, gc, ck
 	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}
 	s.segments, s.packed = set, x.Table()
@@ -205,13 +205,17 @@ const packDirName = "packs"
 // then the directory's lock is released.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if s.idx.ClosedLocked() {
+	if s.idx.Closed() {
 		s.mu.Unlock()
 		return nil
 	}
-	s.idx.CloseLocked()
+	s.idx.Close()
 	s.mu.Unlock()
+	s.blobFiles.close()
 	s.committer.close() // commits still queued fail with cas.ErrClosed
+	s.mu.Lock()
+	s.packedBlobs.stopRefreshesLocked()
+	s.mu.Unlock()
 	s.packedBlobs.close()
 	s.checkpoints.writing.Wait()
 	s.mu.Lock()
@@ -237,7 +241,7 @@ func (s *Store) writeCheckpoint() error { return s.checkpoints.write() }
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.idx.TotalsLocked()
+	t := s.idx.Totals()
 	return Stats{
 		Blobs:             t.Entries - t.ACEntries,
 		ActionResults:     t.ACEntries,
@@ -266,12 +270,14 @@ func (s *Store) EvictionGeneration() uint64 { return s.idx.Generation() }
 // were, by the time they were last used (a packed entry: its segment's
 // last write), and the youngest evicted in the last hour.
 func (s *Store) EvictionAges() ages.Evictions {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.idx.EvictionAges(time.Now())
 }
 
 // entryLocked returns a copy of entry k without touching its recency
-// (index.Index.GetLocked); mu held. The machine-crash test looks there.
-func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.GetLocked(k) }
+// (index.Index.Get); mu held. The machine-crash test looks there.
+func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.Get(k) }
 
 // contains reports whether blob d is stored (the empty blob always is),
 // waiting for a commit of it to be durable, and marks it used.
@@ -279,8 +285,34 @@ func (s *Store) contains(d cas.Digest) bool {
 	if d.IsEmpty() {
 		return true
 	}
-	_, ok := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	e, ok := s.lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	if e.Pending != nil {
+		// Nobody is told of an entry a crash could still take away.
+		<-e.Pending.Durable
+	}
 	return ok
+}
+
+// closed reports whether the store was closed.
+func (s *Store) closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idx.Closed()
+}
+
+// lookup finds k in the index and marks it used (index.Index.Lookup:
+// size -1 matches any), queueing a packed entry in an old segment to be
+// copied forward. It does not wait for the entry's commit to be durable:
+// a read need not (its content is durable, and a reader that outlives a
+// crash is no more); a caller that tells a client the entry exists does.
+func (s *Store) lookup(k entryKey, size int64) (entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.idx.Lookup(k, size)
+	if ok && e.Seg != nil {
+		s.packedBlobs.refreshIfOldLocked(e)
+	}
+	return e, ok
 }
 
 // FindMissing returns the digests in ds that are not stored, marking the

@@ -107,8 +107,8 @@ func checkLostOrWhole(t *testing.T, s *Store, ds []cas.Digest, datas [][]byte) i
 	return len(lost)
 }
 
-// TestTruncatedSegmentTheCheckpointNames is issue 44's first attack: a
-// graceful stop writes the checkpoint, the first segment is cut to half,
+// TestTruncatedSegmentTheCheckpointNames cuts short a segment the
+// checkpoint covers: a graceful stop writes the checkpoint, the first segment is cut to half,
 // the store starts again. The checkpoint no longer matches the files, so
 // it is refused whole and every segment scanned: the blobs whose records
 // were cut read not found (never an internal error), and uploading them

@@ -334,7 +334,7 @@ func TestStoreDamagedCompressedBlob(t *testing.T) {
 	// The scrubber's check (forced) finds rot nobody has read.
 	d = writeBlob(t, s, data, cas.Uncompressed, 1<<20)
 	damage(d, flip, true)
-	e, _ := s.idx.Lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	e, _ := s.lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 	f, err := vfs.Default.Open(path(d))
 	if err != nil {
 		t.Fatal(err)

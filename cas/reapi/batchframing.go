@@ -25,7 +25,7 @@ import (
 //     takes on the wire besides (readAnswerFraming: the digest echoed,
 //     the data's tag and length, a status) apart, against
 //     readFramingLimit;
-//   - the server's send limit (MaxAnswerSize) has room for the data, the
+//   - the server's send limit (MaxAnswerSize) holds the data, the
 //     framing and the budget below;
 //   - the status messages of either answer share BatchMessageBudget
 //     (messageBudget); past it a status carries its code alone, which is

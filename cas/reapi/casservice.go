@@ -309,8 +309,8 @@ func (c *casService) checkBatchRead(ctx context.Context, req *repb.BatchReadBlob
 	// The blobs' sizes count against the advertised limit, as a batch
 	// update's do, so that whatever one batch may upload one batch may
 	// read back; their answers' framing counts apart (batchframing.go),
-	// against readFramingLimit, and the send limit (MaxAnswerSize) has
-	// room for both.
+	// against readFramingLimit, and the send limit (MaxAnswerSize) holds
+	// both.
 	var total, framing int64
 	for _, p := range req.Digests {
 		total += max(p.GetSizeBytes(), 0)

@@ -44,7 +44,7 @@ type Writer struct {
 // Hooks is what a Writer needs of the store it writes for.
 type Hooks struct {
 	// Reserve counts n more bytes of uploads in progress towards the
-	// store's maximum size (evicting to make room), or fails (cas.ErrFull,
+	// store's maximum size (evicting to make space), or fails (cas.ErrFull,
 	// cas.ErrClosed); Unreserve gives n back.
 	Reserve   func(n int64) error
 	Unreserve func(n int64)
@@ -102,7 +102,7 @@ func (w *Writer) file() (vfs.File, error) {
 }
 
 // Write appends p. Writing past the digest's size fails with ErrMismatch
-// and writes nothing; so does one the store has no room for (ErrFull).
+// and writes nothing; so does one the store has no space for (ErrFull).
 func (w *Writer) Write(p []byte) (int, error) {
 	f, err := w.prepare(int64(len(p)))
 	if err != nil {
@@ -152,7 +152,7 @@ func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	return int64(n), err
 }
 
-// prepare checks that n more bytes may be written, reserves room for them
+// prepare checks that n more bytes may be written, reserves space for them
 // and returns the file to write them to.
 func (w *Writer) prepare(n int64) (vfs.File, error) {
 	if w.end {

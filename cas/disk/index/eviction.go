@@ -15,41 +15,31 @@ import (
 // older of the least recently used file and the oldest evictable segment,
 // until the entries and the uploads in progress fit the maximum size.
 
-// Reserve counts n more bytes of uploads in progress towards the maximum
-// size, evicting stored entries to make room. If the uploads in progress
+// Reserve counts n more bytes of uploads in progress towards the
+// maximum size, evicting stored entries to make space (the file entries
+// evicted are returned, as by Evict). If the uploads in progress
 // alone would take more than the maximum size it fails with ErrFull.
-func (x *Index) Reserve(n int64) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+func (x *Index) Reserve(n int64) ([]Entry, error) {
 	if x.closed {
-		return cas.ErrClosed
+		return nil, cas.ErrClosed
 	}
 	if x.maxSize > 0 && x.totals.Partial+n > x.maxSize {
-		return fmt.Errorf("%w (%d of %d bytes)", cas.ErrFull, x.totals.Partial, x.maxSize)
+		return nil, fmt.Errorf("%w (%d of %d bytes)", cas.ErrFull, x.totals.Partial, x.maxSize)
 	}
 	x.totals.Partial += n
-	x.EvictLocked(nil)
-	return nil
+	return x.Evict(nil, nil), nil
 }
 
-// Unreserve gives back n bytes reserved.
-func (x *Index) Unreserve(n int64) {
-	if n == 0 {
-		return
-	}
-	x.mu.Lock()
-	x.totals.Partial -= n
-	x.mu.Unlock()
-}
-
-// EvictLocked removes the least recently used entries until they and the
+// Evict removes the least recently used entries until they and the
 // uploads in progress fit the maximum Size: of the least recently used
 // file and the oldest pack segment (sealed, no writer in it), the older
 // goes, the segment whole. keep, if not nil, is never evicted (the entry
-// just written).
-func (x *Index) EvictLocked(keep *Entry) {
+// just written). It returns removed with the file entries evicted
+// appended: their files are the caller's to remove before it lets the
+// lock go (a segment's file is its set's).
+func (x *Index) Evict(keep *Entry, removed []Entry) []Entry {
 	if x.maxSize <= 0 {
-		return
+		return removed
 	}
 	for x.totals.Bytes+x.totals.Partial > x.maxSize {
 		el := x.lru.Back()
@@ -58,26 +48,28 @@ func (x *Index) EvictLocked(keep *Entry) {
 		}
 		seg := x.segments.OldestEvictableLocked()
 		if seg != nil && (el == nil || seg.Created < el.Value.(*Entry).used) {
-			x.evictSegmentLocked(seg)
+			x.evictSegment(seg)
 			continue
 		}
 		if el == nil {
-			return
+			return removed
 		}
 		e := el.Value.(*Entry)
-		x.observeEvictionLocked(e.used, 1)
-		x.RemoveLocked(e)
+		x.observeEviction(e.used, 1)
+		removed = append(removed, *e)
+		x.Drop(e)
 		x.totals.Evictions++
 		x.log.Debug("evicted", "kind", e.Key.Kind.Dir(), "hash", e.Key.Hash, "size", e.Size)
 	}
+	return removed
 }
 
-// evictSegmentLocked drops Seg: its entries leave the index (its records
+// evictSegment drops Seg: its entries leave the index (its records
 // leave the table by the sweep), its bytes the store's total, its file the
 // disk (readers still holding it keep reading until they close).
-func (x *Index) evictSegmentLocked(seg *packs.Segment) {
+func (x *Index) evictSegment(seg *packs.Segment) {
 	x.generation.Add(1)
-	x.observeEvictionLocked(seg.Created, seg.Entries)
+	x.observeEviction(seg.Created, seg.Entries)
 	x.totals.Evictions += seg.Entries
 	x.totals.dropSegment(seg)
 	x.totals.Bytes -= seg.Size
@@ -85,10 +77,10 @@ func (x *Index) evictSegmentLocked(seg *packs.Segment) {
 	x.segments.EvictLocked(seg)
 }
 
-// observeEvictionLocked records n entries evicted, last used at tick used:
+// observeEviction records n entries evicted, last used at tick used:
 // their age by the store's clock, marked now so that recent ticks are
 // placed against the present.
-func (x *Index) observeEvictionLocked(used uint64, n int64) {
+func (x *Index) observeEviction(used uint64, n int64) {
 	now := time.Now()
 	x.clock.Mark(x.tick, now)
 	if at, ok := x.clock.Time(used); ok {
@@ -96,9 +88,9 @@ func (x *Index) observeEvictionLocked(used uint64, n int64) {
 	}
 }
 
-// NextTickLocked advances the clock of recency and returns it: a
+// nextTick advances the clock of recency and returns it: a
 // segment made counts as a use.
-func (x *Index) NextTickLocked() uint64 {
+func (x *Index) nextTick() uint64 {
 	x.tick++
 	return x.tick
 }
@@ -111,22 +103,20 @@ func (x *Index) Generation() uint64 { return x.generation.Load() }
 // EvictionAges returns how old the entries evicted so far were, by the
 // time they were last used (a packed entry: its segment's last write).
 func (x *Index) EvictionAges(now time.Time) ages.Evictions {
-	x.mu.Lock()
-	defer x.mu.Unlock()
 	return x.evicted.Snapshot(now)
 }
 
-// OrderLocked sets the recency of what a start found, on one clock:
+// Order sets the recency of what a start found, on one clock:
 // files (modTimes[i] the modification time of files[i], oldest first)
 // and segments (oldest first), those older than the oldest segment first,
 // so that eviction takes the older of the two kinds. It counts the
 // segments' bytes.
-func (x *Index) OrderLocked(files []*Entry, modTimes []time.Time, segs []*packs.Segment) {
+func (x *Index) Order(files []*Entry, modTimes []time.Time, segs []*packs.Segment) {
 	for _, seg := range segs {
 		x.totals.Bytes += seg.Size
 	}
 	x.tick = 0
-	x.clock = ages.Clock{} // InsertLocked marked the ticks at the time of reading
+	x.clock = ages.Clock{} // Insert marked the ticks at the time of reading
 	si := 0
 	for i, e := range files {
 		for si < len(segs) && segs[si].ModTime().Before(modTimes[i]) {

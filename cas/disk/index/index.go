@@ -3,7 +3,6 @@ package index
 import (
 	"container/list"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,22 +18,21 @@ import (
 // recency, the store's accounting, and eviction under the maximum size.
 // It answers "is k stored, and where?"; it never reads a blob's bytes.
 //
-// It shares the store's lock (the Mutex given to New): a method whose
-// name ends in Locked needs it held, the others take it. Entries leave it
-// only through it (RemoveLocked, DropLocked, eviction), so that the
-// accounting and the eviction generation always see them go.
+// It is not safe for concurrent use: its owner, the store, holds its one
+// lock around every call but Generation's (and so the segments', which
+// share that lock, are consistent with it). Entries leave it only through
+// it (Drop, DropCurrent, eviction), so that the accounting and the
+// eviction generation always see them go.
 type Index struct {
-	mu      *sync.Mutex
 	log     *slog.Logger
 	maxSize int64 // bytes of entries and uploads in progress; 0: no limit
-	places  Places
 
 	files     map[Key]*Entry        // the entries kept as files
 	lru       *list.List            // files only, front: most recently used
 	packed    packindex.Table       // the packed entries, off the Go heap
 	sweep     packindex.SweepCursor // where the table's sweep goes on
-	isLiveSeq func(seq uint32) bool // isLiveSeqLocked as a method value, made once
-	segments  *packs.Set            // the packed entries' segments; shares mu
+	isLiveSeq func(seq uint32) bool // segmentLive as a method value, made once
+	segments  *packs.Set            // the packed entries' segments
 
 	// tick counts uses and segments: the store's clock of recency. clock
 	// maps tick to wall time, evicted records the ages of evicted
@@ -43,28 +41,15 @@ type Index struct {
 	clock   ages.Clock
 	evicted ages.Recorder
 	// generation counts the times entries left the index (eviction,
-	// removal). Atomic, so that a reader need not take mu.
+	// removal). Atomic, so that a reader need not take the store's lock.
 	generation atomic.Uint64
 
 	totals Totals
 	// changed: a record put or dropped, or a segment evicted, since the
 	// last index checkpoint.
 	changed bool
-	// closed: the store is closed; no upload reserves room any more.
+	// closed: the store is closed; no upload reserves space any more.
 	closed bool
-}
-
-// Places is what the index asks of the location side: the files it
-// removes, and the records it sees used.
-type Places struct {
-	// RemoveFile unlinks file entry e's file; one already gone is no error.
-	RemoveFile func(e *Entry)
-	// FilePath is where file entry e is kept, plain or compressed.
-	FilePath func(e *Entry) string
-	// UsedLocked is told of a packed entry looked up (a copy), mu held:
-	// it may queue it to be copied out of an old segment. It must not
-	// block.
-	UsedLocked func(e Entry)
 }
 
 // sweepPerPut is how many slots of the table each put of a record sweeps
@@ -74,44 +59,25 @@ type Places struct {
 const sweepPerPut = 8
 
 // New returns an empty index of at most maxSize bytes (0: no limit),
-// sharing the lock mu; log (nil: none) is told of evictions. Its segments
-// and places are set by Attach before it is used.
-func New(mu *sync.Mutex, maxSize int64, log *slog.Logger) *Index {
+// whose packed entries are in segments; log (nil: none) is told of
+// evictions.
+func New(segments *packs.Set, maxSize int64, log *slog.Logger) *Index {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	x := &Index{mu: mu, log: log, maxSize: maxSize, files: make(map[Key]*Entry), lru: list.New()}
-	x.isLiveSeq = x.isLiveSeqLocked
+	x := &Index{segments: segments, log: log, maxSize: maxSize, files: make(map[Key]*Entry), lru: list.New()}
+	x.isLiveSeq = x.segmentLive
 	return x
 }
 
-// Attach gives the index the segments its packed entries are in and the
-// location side's hooks.
-func (x *Index) Attach(segments *packs.Set, places Places) {
-	x.segments, x.places = segments, places
-}
-
-// Lookup finds k and marks it most recently used. For CAS blobs, a
-// digest whose size differs from the stored file's is a different blob
-// and so a miss; size -1 matches any (a blob named by its hash alone). It
-// reports an entry just committed once its rename is durable, so that no
-// client is told of an entry a crash could still take away.
+// Lookup finds k and marks it most recently used, and returns a
+// copy of its entry, whose Pending is the batch whose commit of it is not
+// yet durable, if any: a caller that tells a client of the entry waits
+// for it first. For CAS blobs, a digest whose size differs from the
+// stored file's is a different blob and so a miss; size -1 matches any (a
+// blob named by its hash alone).
 func (x *Index) Lookup(k Key, size int64) (Entry, bool) {
-	e, ok := x.LookupPending(k, size)
-	if e.Pending != nil {
-		<-e.Pending.Durable
-	}
-	return e, ok
-}
-
-// LookupPending is Lookup without the wait: it returns a copy of the
-// entry, whose pending is the batch whose commit of it is not yet
-// durable, if any. A read need not wait: the entry's content is durable,
-// and a reader that outlives a crash is no more.
-func (x *Index) LookupPending(k Key, size int64) (Entry, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	e, ok := x.GetLocked(k)
+	e, ok := x.Get(k)
 	if !ok || k.Kind != AC && e.Size != size && size >= 0 {
 		return Entry{}, false
 	}
@@ -121,33 +87,23 @@ func (x *Index) LookupPending(k Key, size int64) (Entry, bool) {
 		x.lru.MoveToFront(el.el)
 		el.used = x.tick
 		e.used = x.tick
-	} else {
-		x.places.UsedLocked(e)
 	}
 	return e, true
 }
 
-// Get returns a copy of entry k without touching its recency: the
-// scrubber's look at it.
-func (x *Index) Get(k Key) (Entry, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.GetLocked(k)
-}
-
-// GetLocked returns a copy of entry k, a file's or a packed record's,
+// Get returns a copy of entry k, a file's or a packed record's,
 // without touching its recency.
-func (x *Index) GetLocked(k Key) (Entry, bool) {
+func (x *Index) Get(k Key) (Entry, bool) {
 	if el, ok := x.files[k]; ok {
 		return *el, true
 	}
-	return x.PackedLocked(k)
+	return x.Packed(k)
 }
 
-// PackedLocked returns the packed entry of k, if any: its record in the
+// Packed returns the packed entry of k, if any: its record in the
 // table, with its segment. A record whose segment was evicted is dropped
 // from the table here (eviction leaves them to the sweep).
-func (x *Index) PackedLocked(k Key) (Entry, bool) {
+func (x *Index) Packed(k Key) (Entry, bool) {
 	h, ok := cas.ParseHash(k.Hash)
 	if !ok {
 		return Entry{}, false
@@ -165,53 +121,57 @@ func (x *Index) PackedLocked(k Key) (Entry, bool) {
 	return Entry{Key: k, Size: size, Stored: size, Seg: seg, Off: int64(r.Off), CRC: r.CRC, Verified: r.Verified}, true
 }
 
-// IsCurrentLocked reports whether opened, a copy of an entry taken
+// IsCurrent reports whether opened, a copy of an entry taken
 // earlier, is still its key's entry: the same file at the same
 // generation, or the same record.
-func (x *Index) IsCurrentLocked(opened Entry) bool {
+func (x *Index) IsCurrent(opened Entry) bool {
 	if opened.Seg == nil {
 		el, ok := x.files[opened.Key]
 		return ok && el.Gen == opened.Gen
 	}
-	cur, ok := x.PackedLocked(opened.Key)
+	cur, ok := x.Packed(opened.Key)
 	return ok && cur.Seg == opened.Seg && cur.Off == opened.Off
 }
 
-// FileSumsLocked returns the block sums of the file entry of which e is a
+// FileSums returns the block sums of the file entry of which e is a
 // copy, if it is still that file (same generation) and the file open has
 // its stored size; nil otherwise.
-func (x *Index) FileSumsLocked(e Entry, size int64) []uint32 {
+func (x *Index) FileSums(e Entry, size int64) []uint32 {
 	if cur, ok := x.files[e.Key]; ok && cur.Gen == e.Gen && cur.Stored == size {
 		return cur.Sums
 	}
 	return nil
 }
 
-// CommitLocked indexes e, just renamed into place by batch b (or
+// Commit indexes e, just renamed into place by batch b (or
 // a packed record, durable already: b is nil), as the most recently used,
 // and evicts down to the maximum size. An entry kept in another form
-// (plain or compressed file, or a record) is replaced, and a file of it
-// removed.
-func (x *Index) CommitLocked(e *Entry, b *Batch) {
+// (plain or compressed file, or a record) is replaced. It returns the
+// file entries whose files are no longer any entry's (the other form's,
+// and those evicted): the caller removes them before it lets the lock
+// go, so that no later commit of a key can put a file where one is about
+// to be removed.
+func (x *Index) Commit(e *Entry, b *Batch) (removed []Entry) {
 	if e.Seg != nil {
 		if old, ok := x.files[e.Key]; ok {
-			x.RemoveLocked(old)
-		} else if old, ok := x.PackedLocked(e.Key); ok {
+			removed = append(removed, *old)
+			x.Drop(old)
+		} else if old, ok := x.Packed(e.Key); ok {
 			x.totals.add(&old, -1)
 		}
-		x.PutRecordLocked(e)
+		x.PutRecord(e)
 		x.totals.add(e, 1)
-		x.EvictLocked(nil)
-		return
+		return x.Evict(nil, removed)
 	}
-	if old, ok := x.PackedLocked(e.Key); ok {
-		x.DropLocked(&old)
+	if old, ok := x.Packed(e.Key); ok {
+		x.Drop(&old)
 	}
 	if old, ok := x.files[e.Key]; ok {
 		// The entry keeps its identity (checks in progress hold it) and
-		// takes the new form, plain or compressed.
-		if x.places.FilePath(old) != x.places.FilePath(e) {
-			x.places.RemoveFile(old)
+		// takes the new form, plain or compressed; the other form's file,
+		// named by its size when compressed, goes.
+		if old.Zstd != e.Zstd || e.Zstd && old.Size != e.Size {
+			removed = append(removed, *old)
 		}
 		x.totals.add(old, -1)
 		old.Size, old.Stored, old.Zstd = e.Size, e.Stored, e.Zstd
@@ -225,21 +185,21 @@ func (x *Index) CommitLocked(e *Entry, b *Batch) {
 		old.used = x.tick
 	} else {
 		e.Pending = b
-		x.InsertLocked(e)
+		x.Insert(e)
 	}
-	x.EvictLocked(x.files[e.Key])
+	return x.Evict(x.files[e.Key], removed)
 }
 
-// SettledLocked ends batch b's hold on file entry k: lookups stop waiting
+// Settled ends batch b's hold on file entry k: lookups stop waiting
 // for it once the batch's renames are durable.
-func (x *Index) SettledLocked(k Key, b *Batch) {
+func (x *Index) Settled(k Key, b *Batch) {
 	if e, ok := x.files[k]; ok && e.Pending == b {
 		e.Pending = nil
 	}
 }
 
-// InsertLocked adds a new file entry as the most recently used.
-func (x *Index) InsertLocked(e *Entry) {
+// Insert adds a new file entry as the most recently used.
+func (x *Index) Insert(e *Entry) {
 	x.tick++
 	x.clock.Mark(x.tick, time.Now())
 	e.used = x.tick
@@ -248,9 +208,9 @@ func (x *Index) InsertLocked(e *Entry) {
 	x.totals.add(e, 1)
 }
 
-// PutRecordLocked puts packed entry e in the table; its counts are the
+// PutRecord puts packed entry e in the table; its counts are the
 // caller's.
-func (x *Index) PutRecordLocked(e *Entry) {
+func (x *Index) PutRecord(e *Entry) {
 	h, _ := cas.ParseHash(e.Key.Hash) // a record is only ever made for a valid hash
 	x.clock.Mark(x.tick, time.Now())
 	x.packed.Put(&packindex.Record{Hash: h, AC: e.Key.Kind == AC, Verified: e.Verified, Seq: uint32(e.Seg.Seq), Off: uint32(e.Off), Size: uint32(e.Size), CRC: e.CRC})
@@ -258,22 +218,22 @@ func (x *Index) PutRecordLocked(e *Entry) {
 	x.packed.Sweep(&x.sweep, sweepPerPut, x.isLiveSeq)
 }
 
-// SetVerifiedLocked records that packed CAS blob k matched its name.
-func (x *Index) SetVerifiedLocked(k Key) {
+// SetVerified records that packed CAS blob k matched its name.
+func (x *Index) SetVerified(k Key) {
 	h, _ := cas.ParseHash(k.Hash)
 	x.packed.SetVerified(&h, k.Kind == AC)
 }
 
-// isLiveSeqLocked reports whether segment seq is in the store: the
+// segmentLive reports whether segment seq is in the store: the
 // sweep's test.
-func (x *Index) isLiveSeqLocked(seq uint32) bool { return x.segments.LiveLocked(seq) != nil }
+func (x *Index) segmentLive(seq uint32) bool { return x.segments.LiveLocked(seq) != nil }
 
-// TakeSlotLocked takes a slot for a record of k of size bytes in an
+// TakeSlot takes a slot for a record of k of size bytes in an
 // active segment into sl (packs.Set.TakeSlotLocked; with fill, for a
 // record whose data is at hand, TakeSlotToFillLocked; a streamed CAS
 // blob's, TakeStreamSlotLocked) and counts the bytes it takes in the
 // store's total.
-func (x *Index) TakeSlotLocked(sl *packs.Slot, k Key, size int64, fill bool) error {
+func (x *Index) TakeSlot(sl *packs.Slot, k Key, size int64, fill bool) error {
 	take := x.segments.TakeSlotLocked
 	switch {
 	case fill:
@@ -282,24 +242,20 @@ func (x *Index) TakeSlotLocked(sl *packs.Slot, k Key, size int64, fill bool) err
 		take = x.segments.TakeStreamSlotLocked
 	}
 	err := take(sl, uint8(k.Kind), k.Hash, size)
-	if err == nil {
-		x.totals.Bytes += packfile.RecordLen(size)
+	if err != nil {
+		return err
 	}
-	return err
+	x.totals.Bytes += packfile.RecordLen(size)
+	if sl.Seg.Created == 0 {
+		// A segment just made: a use, on the clock of recency.
+		sl.Seg.Created = x.nextTick()
+	}
+	return nil
 }
 
-// RemoveLocked unlinks entry e's file, if it has one, and drops it from
-// the index.
-func (x *Index) RemoveLocked(e *Entry) {
-	if e.Seg == nil {
-		x.places.RemoveFile(e)
-	}
-	x.DropLocked(e)
-}
-
-// DropLocked drops entry e from the index, leaving its bytes where they
+// Drop drops entry e from the index, leaving its bytes where they
 // are: a packed entry's stay in its segment until the segment goes.
-func (x *Index) DropLocked(e *Entry) {
+func (x *Index) Drop(e *Entry) {
 	x.generation.Add(1)
 	if e.Seg != nil {
 		h, _ := cas.ParseHash(e.Key.Hash)
@@ -316,58 +272,52 @@ func (x *Index) DropLocked(e *Entry) {
 	x.totals.add(e, -1)
 }
 
-// DropCurrentLocked drops the entry of which opened is a copy, if it is
-// still its key's entry (a file: removed with its file), and reports
-// whether it did: what a failed check removes.
-func (x *Index) DropCurrentLocked(opened Entry) bool {
-	if !x.IsCurrentLocked(opened) {
+// DropCurrent drops the entry of which opened is a copy, if it is
+// still its key's entry, and reports whether it did: what a failed check
+// removes. A file entry's file is the caller's to remove, a record's to
+// retire.
+func (x *Index) DropCurrent(opened Entry) bool {
+	if !x.IsCurrent(opened) {
 		return false
 	}
-	cur, _ := x.GetLocked(opened.Key)
-	if cur.Seg == nil {
-		x.RemoveLocked(x.files[opened.Key])
+	if opened.Seg == nil {
+		x.Drop(x.files[opened.Key])
 	} else {
-		x.DropLocked(&cur)
+		cur, _ := x.Packed(opened.Key)
+		x.Drop(&cur)
 	}
 	return true
 }
 
-// IsClosed reports whether the store was closed.
-func (x *Index) IsClosed() bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.closed
-}
-
-// FileLocked returns file entry k itself, if k is kept as a file: the
+// File returns file entry k itself, if k is kept as a file: the
 // checks record their verdicts on it.
-func (x *Index) FileLocked(k Key) (*Entry, bool) {
+func (x *Index) File(k Key) (*Entry, bool) {
 	e, ok := x.files[k]
 	return e, ok
 }
 
-// EachFileLocked calls fn with every file entry.
-func (x *Index) EachFileLocked(fn func(e *Entry)) {
+// EachFile calls fn with every file entry.
+func (x *Index) EachFile(fn func(e *Entry)) {
 	for _, e := range x.files {
 		fn(e)
 	}
 }
 
-// CloseLocked marks the store closed: uploads reserve no more room.
-func (x *Index) CloseLocked() { x.closed = true }
+// Close marks the store closed: uploads reserve no more space.
+func (x *Index) Close() { x.closed = true }
 
-// ClosedLocked reports whether the store was closed.
-func (x *Index) ClosedLocked() bool { return x.closed }
+// Closed reports whether the store was closed.
+func (x *Index) Closed() bool { return x.closed }
 
 // Table is the table of packed entries, for the index checkpoint to
-// write and load (mu held while it is used).
+// write and load.
 func (x *Index) Table() *packindex.Table { return &x.packed }
 
-// ChangedLocked reports whether a record was put or dropped, or a segment
-// evicted, since SetChangedLocked(false): what the last index checkpoint
+// Changed reports whether a record was put or dropped, or a segment
+// evicted, since SetChanged(false): what the last index checkpoint
 // says is stale.
-func (x *Index) ChangedLocked() bool { return x.changed }
+func (x *Index) Changed() bool { return x.changed }
 
-// SetChangedLocked sets what ChangedLocked reports: false as a checkpoint
+// SetChanged sets what Changed reports: false as a checkpoint
 // is taken, true again if writing it failed.
-func (x *Index) SetChangedLocked(changed bool) { x.changed = changed }
+func (x *Index) SetChanged(changed bool) { x.changed = changed }

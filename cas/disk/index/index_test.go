@@ -12,9 +12,9 @@ import (
 	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
-// testIndex is an index of at most maxSize bytes whose location side
-// records the files it is told to remove. Its segments are an empty set:
-// every entry here is a file.
+// testIndex is an index of at most maxSize bytes that records the files
+// its commits and reservations return for removal. Its segments are an
+// empty set: every entry here is a file.
 type testIndex struct {
 	*Index
 	mu      *sync.Mutex
@@ -24,19 +24,32 @@ type testIndex struct {
 func newTestIndex(t *testing.T, maxSize int64) *testIndex {
 	t.Helper()
 	mu := new(sync.Mutex)
-	x := &testIndex{Index: New(mu, maxSize, nil), mu: mu}
-	set := packs.NewSet(packs.Config{FS: vfs.NewStrictMem(), Dir: "packs", Mu: mu, SegmentSize: 1 << 20, MaxRecord: 1 << 10, Tick: x.NextTickLocked})
-	x.Attach(set, Places{
-		RemoveFile: func(e *Entry) { x.removed = append(x.removed, e.Key.Hash) },
-		FilePath: func(e *Entry) string {
-			if e.Zstd {
-				return e.Key.Hash + ".zst"
-			}
-			return e.Key.Hash
-		},
-		UsedLocked: func(Entry) {},
-	})
-	return x
+	set := packs.NewSet(packs.Config{FS: vfs.NewStrictMem(), Dir: "packs", Mu: mu, SegmentSize: 1 << 20, MaxRecord: 1 << 10})
+	return &testIndex{Index: New(set, maxSize, nil), mu: mu}
+}
+
+// remove records the files of removed as removed, in order.
+func (x *testIndex) remove(removed []Entry) {
+	for _, e := range removed {
+		x.removed = append(x.removed, e.Key.Hash)
+	}
+}
+
+// lookup is a store's lookup: Lookup under the lock.
+func (x *testIndex) lookup(k Key, size int64) (Entry, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.Lookup(k, size)
+}
+
+// reserve is a store's reservation: Reserve under the lock, and the
+// files it evicts removed.
+func (x *testIndex) reserve(n int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	removed, err := x.Reserve(n)
+	x.remove(removed)
+	return err
 }
 
 func hashOf(c byte) string { return strings.Repeat(string(c), 64) }
@@ -46,18 +59,18 @@ func hashOf(c byte) string { return strings.Repeat(string(c), 64) }
 func (x *testIndex) commit(c byte, size int64, zstd bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.CommitLocked(&Entry{Key: Key{CAS, hashOf(c)}, Size: size, Stored: size, Zstd: zstd}, nil)
+	x.remove(x.Commit(&Entry{Key: Key{CAS, hashOf(c)}, Size: size, Stored: size, Zstd: zstd}, nil))
 }
 
 func (x *testIndex) has(c byte, size int64) bool {
-	_, ok := x.Lookup(Key{CAS, hashOf(c)}, size)
+	_, ok := x.lookup(Key{CAS, hashOf(c)}, size)
 	return ok
 }
 
 func (x *testIndex) totals() Totals {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.TotalsLocked()
+	return x.Totals()
 }
 
 func TestIndexEvictsTheLeastRecentlyUsed(t *testing.T) {
@@ -98,7 +111,7 @@ func TestIndexLookupOfAnotherSizeIsAMiss(t *testing.T) {
 	if !x.has('a', 10) {
 		t.Error("the stored size not found")
 	}
-	if e, ok := x.Lookup(Key{CAS, hashOf('a')}, -1); !ok || e.Size != 10 {
+	if e, ok := x.lookup(Key{CAS, hashOf('a')}, -1); !ok || e.Size != 10 {
 		t.Errorf("a lookup by hash alone (size -1): %v, size %d; want found, 10", ok, e.Size)
 	}
 }
@@ -107,15 +120,15 @@ func TestIndexRecommitKeepsTheEntryAndRemovesTheOtherForm(t *testing.T) {
 	x := newTestIndex(t, 0)
 	x.commit('a', 100, false)
 	x.mu.Lock()
-	before, _ := x.FileLocked(Key{CAS, hashOf('a')})
+	before, _ := x.File(Key{CAS, hashOf('a')})
 	gen := before.Gen
 	x.mu.Unlock()
-	opened, _ := x.Lookup(Key{CAS, hashOf('a')}, 100)
+	opened, _ := x.lookup(Key{CAS, hashOf('a')}, 100)
 
 	x.commit('a', 100, true) // written again, compressed
 	x.mu.Lock()
-	after, _ := x.FileLocked(Key{CAS, hashOf('a')})
-	current := x.IsCurrentLocked(opened)
+	after, _ := x.File(Key{CAS, hashOf('a')})
+	current := x.IsCurrent(opened)
 	x.mu.Unlock()
 	if after != before || after.Gen != gen+1 || !after.Zstd {
 		t.Errorf("after a commit in the other form: same entry %v, gen %d (was %d), zstd %v; want the same entry, the next gen, compressed", after == before, after.Gen, gen, after.Zstd)
@@ -131,7 +144,7 @@ func TestIndexRecommitKeepsTheEntryAndRemovesTheOtherForm(t *testing.T) {
 	}
 	// A verdict on the copy taken before removes nothing.
 	x.mu.Lock()
-	dropped := x.DropCurrentLocked(opened)
+	dropped := x.DropCurrent(opened)
 	x.mu.Unlock()
 	if dropped || !x.has('a', 100) {
 		t.Errorf("a stale copy dropped the entry (%v)", dropped)
@@ -141,23 +154,25 @@ func TestIndexRecommitKeepsTheEntryAndRemovesTheOtherForm(t *testing.T) {
 func TestIndexReserveCountsTowardsTheMaximum(t *testing.T) {
 	x := newTestIndex(t, 100)
 	x.commit('a', 50, false)
-	if err := x.Reserve(60); err != nil {
+	if err := x.reserve(60); err != nil {
 		t.Fatal(err)
 	}
 	if x.has('a', 50) {
-		t.Error("a kept while an upload's reservation needs its room")
+		t.Error("a kept while an upload's reservation needs its space")
 	}
-	if err := x.Reserve(50); !errors.Is(err, cas.ErrFull) {
+	if err := x.reserve(50); !errors.Is(err, cas.ErrFull) {
 		t.Errorf("reserving past the maximum: %v; want ErrFull", err)
 	}
+	x.mu.Lock()
 	x.Unreserve(60)
+	x.mu.Unlock()
 	if tot := x.totals(); tot.Partial != 0 {
 		t.Errorf("partial %d after unreserving; want 0", tot.Partial)
 	}
 	x.mu.Lock()
-	x.CloseLocked()
+	x.Close()
 	x.mu.Unlock()
-	if err := x.Reserve(1); !errors.Is(err, cas.ErrClosed) {
+	if err := x.reserve(1); !errors.Is(err, cas.ErrClosed) {
 		t.Errorf("reserving after close: %v; want ErrClosed", err)
 	}
 }

@@ -46,18 +46,18 @@ func (t *Totals) dropSegment(seg *packs.Segment) {
 	seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
 }
 
-// CountLocked adds e to the index's totals (sign 1) or takes it out (-1):
+// Count adds e to the index's totals (sign 1) or takes it out (-1):
 // an entry indexed or dropped by its owner (a start's load) rather than
 // through the index.
-func (x *Index) CountLocked(e *Entry, sign int64) { x.totals.add(e, sign) }
+func (x *Index) Count(e *Entry, sign int64) { x.totals.add(e, sign) }
 
-// UncountSegmentLocked takes seg's entries out of the totals (not its
+// UncountSegment takes seg's entries out of the totals (not its
 // bytes): a start that drops the records it loaded.
-func (x *Index) UncountSegmentLocked(seg *packs.Segment) { x.totals.dropSegment(seg) }
+func (x *Index) UncountSegment(seg *packs.Segment) { x.totals.dropSegment(seg) }
 
-// UnreserveLocked gives back n bytes reserved: an upload committed (its
+// Unreserve gives back n bytes reserved: an upload committed (its
 // entry counts its bytes now) or failed.
-func (x *Index) UnreserveLocked(n int64) { x.totals.Partial -= n }
+func (x *Index) Unreserve(n int64) { x.totals.Partial -= n }
 
-// TotalsLocked returns the index's counts.
-func (x *Index) TotalsLocked() Totals { return x.totals }
+// Totals returns the index's counts.
+func (x *Index) Totals() Totals { return x.totals }

@@ -277,7 +277,7 @@ func (t *Table) ShardRecords(i int, dst []Record) []Record {
 	return dst
 }
 
-// Reserve makes room for n more records in shard i without growing again
+// Reserve makes space for n more records in shard i without growing again
 // (loading a checkpoint, which knows each shard's count).
 func (t *Table) Reserve(i, n int) {
 	sh := &t.shards[i]

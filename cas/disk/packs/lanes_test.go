@@ -17,11 +17,9 @@ import (
 // and segments of segSize.
 func newLanesSet(t testing.TB, dir string, lanes int, segSize int64) (*packs.Set, *sync.Mutex) {
 	mu := new(sync.Mutex)
-	var tick uint64
 	s := packs.NewSet(packs.Config{
 		Dir: dir, Log: slog.New(slog.DiscardHandler), Mu: mu,
 		SegmentSize: segSize, MaxRecord: 64 << 10, StreamLanes: lanes,
-		Tick: func() uint64 { tick++; return tick },
 	})
 	return s, mu
 }

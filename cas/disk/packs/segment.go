@@ -10,7 +10,7 @@ import (
 )
 
 // Segment is one pack file (package packfile). Records are appended to the
-// active segment only; when it has no room for a record it is sealed and a
+// active segment only; when it has no space left for a record it is sealed and a
 // new one made active. A sealed segment becomes durable as a whole (fsynced
 // and renamed from .open to .pack) once the last writer with a slot in it
 // has finished; eviction drops the oldest sealed segment whole.
@@ -25,7 +25,7 @@ type Segment struct {
 
 	Size    int64  // bytes taken by slots: where the next one starts
 	Sealed  bool   // takes no more slots
-	Created uint64 // the owner's clock (Config.Tick) when it was made: its age against the owner's other entries
+	Created uint64 // the owner's clock when it was made, set by the owner as it takes the first slot (0 until then): its age against the owner's other entries
 	// Finished: fsynced whole and named .pack, so that a start may take
 	// its records on trust (from an index checkpoint).
 	Finished bool

@@ -47,9 +47,6 @@ type Config struct {
 	// by SyncPass, and at Close (a test's, to know which records a pass
 	// covered).
 	SyncByHand bool
-	// Tick advances the owner's clock of recency and returns it; called
-	// holding Mu when a segment is made (Segment.Created).
-	Tick func() uint64
 	// Zstd compresses a Blob read compressed (Blob.ReadZstd).
 	Zstd *zstdseek.Pool
 }
@@ -198,7 +195,7 @@ func (s *Set) newSegmentLocked(lane int) (*Segment, error) {
 		return nil, fmt.Errorf("disk: making a pack segment: %w", err)
 	}
 	s.nextSeq++
-	seg := &Segment{Seq: seq, f: f, name: name, Created: s.cfg.Tick(), set: s}
+	seg := &Segment{Seq: seq, f: f, name: name, set: s}
 	s.segments = append(s.segments, seg)
 	s.active[lane] = seg
 	return seg, nil

@@ -23,11 +23,9 @@ import (
 func newSet(t *testing.T, dir string) (*packs.Set, *sync.Mutex) {
 	t.Helper()
 	mu := new(sync.Mutex)
-	var tick uint64
 	s := packs.NewSet(packs.Config{
 		Dir: dir, Log: slog.New(slog.DiscardHandler), Mu: mu,
 		SegmentSize: 4 << 10, MaxRecord: 1 << 10,
-		Tick: func() uint64 { tick++; return tick },
 	})
 	return s, mu
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
-// A Slot is a record's room in a segment, taken under the store's lock
+// A Slot is a record's place in a segment, taken under the store's lock
 // (TakeSlotLocked, TakeSlotToFillLocked) without a system call: the slot
 // is reserved in memory, and its header is written outside the lock,
 // by whoever gets there first:
@@ -58,9 +58,9 @@ func (sl *Slot) header(b []byte, hash string, state uint8, crc uint32) {
 	sl.Seg.encodeHeader(b, sl.kind, hash, state, sl.size, crc)
 }
 
-// TakeSlotLocked takes room for a record of kind and hash (hex) of size
+// TakeSlotLocked takes space for a record of kind and hash (hex) of size
 // bytes into sl: in the active segment, making a new one if it has none
-// or no room. It writes nothing (see Slot): the slot's writer writes the
+// or no space left. It writes nothing (see Slot): the slot's writer writes the
 // header with its first write, or a sync writes a reserved one first. The
 // slot takes packfile.RecordLen(size) bytes. The caller ends it with
 // ReleaseSlotLocked, committed or not.

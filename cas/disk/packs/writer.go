@@ -41,7 +41,7 @@ type Writer struct {
 	// and checked against d: makes it durable and indexed (the owner's
 	// group commit) and releases the slot.
 	commit func(sl *Slot, d cas.Digest, crc uint32) error
-	// Room for the sum, the first write's header and its vector, which
+	// Space for the sum, the first write's header and its vector, which
 	// escape (through hash.Hash and the system call): three allocations
 	// a blob as locals.
 	digest [sha256.Size]byte

@@ -205,7 +205,7 @@ func compressFrame(ctx context.Context, zp *zstdseek.Pool, plain []byte, pool me
 }
 
 // onTheFlyFrame is the uncompressed size of the frames CompressChunks
-// makes for reads of chunkSize bytes: one frame per read chunk, with room
+// makes for reads of chunkSize bytes: one frame per read chunk, with space
 // for zstd's framing so that an incompressible frame still fits the chunk.
 // Small frames keep what a read holds small (a frame waiting for an
 // encoder, or for the client), which is what bounds memory when hundreds of

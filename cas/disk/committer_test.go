@@ -39,7 +39,7 @@ const (
 
 // crashCheckpointStoreSize is the checkpoint child's store size: 16 MiB
 // segments (a 16th), so that several are finished before its checkpoint,
-// and room for all it writes before it is killed.
+// and space for all it writes before it is killed.
 const crashCheckpointStoreSize = 256 << 20
 
 // crashStoreOptions are the options of the crash test's store: packed

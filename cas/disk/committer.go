@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// groupCommit makes committed files and packed records durable and
+// committer makes committed files and packed records durable and
 // visible in batches (package groupcommit): the files whose commits
 // arrive while a batch is being made durable form the next batch.
 //
@@ -27,14 +27,14 @@ import (
 // renames touched, once, in parallel; then wake every committer. A crash at
 // any point leaves each file either in tmp/ (removed at the next start) or
 // complete under its name: nothing is renamed before its data is durable.
-type groupCommit struct {
+type committer struct {
 	q      *groupcommit.Queue[*pendingCommit]
 	mu     *sync.Mutex // the store's
 	fs     vfs.FS
+	dir    string // the store's: where committed files go
 	log    *slog.Logger
 	idx    *index.Index
-	files  *blobFiles
-	packs  *packedBlobs
+	set    *packs.Set   // the records' segments
 	ckpt   *checkpoints // taken every so many records committed
 	counts commitCounts // guarded by mu
 	// closing is set, under closeMu's write lock, when the store closes;
@@ -64,7 +64,7 @@ type pendingCommit struct {
 	reserved int64
 	err      error
 	// slot is the record's slot when the store writes it whole
-	// (packedBlobs.writeAll); a streamed record's is its writer's.
+	// (Store.writeRecords); a streamed record's is its writer's.
 	slot packs.Slot
 }
 
@@ -78,12 +78,12 @@ const syncParallelism = 16
 var commitStage func(stage string)
 
 // start starts the committer's queue; until then nothing commits.
-func (g *groupCommit) start() { g.q = groupcommit.New(g.commitBatch) }
+func (g *committer) start() { g.q = groupcommit.New(g.commitBatch) }
 
 // commit makes each file of cs durable as its entry and waits until they
 // are; each one's outcome is in its err. The caller has closed nothing:
 // commit closes every file, and removes those that fail.
-func (g *groupCommit) commit(cs ...*pendingCommit) {
+func (g *committer) commit(cs ...*pendingCommit) {
 	if len(cs) == 1 && g.commitNow(cs[0]) {
 		return
 	}
@@ -91,9 +91,11 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 		for _, c := range cs {
 			if c.seg != nil {
 				// A record has no file of its own: its slot goes back.
-				g.packs.releaseSlot(c.seg)
+				g.mu.Lock()
+				g.set.ReleaseSlotLocked(c.seg)
+				g.mu.Unlock()
 			} else {
-				g.files.discardTemp(c.f)
+				discardTemp(g.fs, c.f)
 			}
 			c.err = cas.ErrClosed
 		}
@@ -107,8 +109,8 @@ func (g *groupCommit) commit(cs ...*pendingCommit) {
 // back: two goroutine switches a record, since under small uploads a
 // batch is about one record. Action results keep to the queue, whose
 // order is the order their updates are indexed in.
-func (g *groupCommit) commitNow(c *pendingCommit) bool {
-	if c.seg == nil || c.err != nil || c.ifCurrent != nil || c.e.Key.Kind != kindCAS || !g.packs.set.SyncsInBackground() {
+func (g *committer) commitNow(c *pendingCommit) bool {
+	if c.seg == nil || c.err != nil || c.ifCurrent != nil || c.e.Key.Kind != kindCAS || !g.set.SyncsInBackground() {
 		return false
 	}
 	g.closeMu.RLock()
@@ -116,7 +118,7 @@ func (g *groupCommit) commitNow(c *pendingCommit) bool {
 	if g.closing {
 		return false // the queue refuses it
 	}
-	err := g.packs.set.HeadSlots(c.seg, c.e.Off+c.e.Size)
+	err := g.set.HeadSlots(c.seg, c.e.Off+c.e.Size)
 	stage("synced")
 	g.mu.Lock()
 	g.counts.batches++
@@ -129,14 +131,14 @@ func (g *groupCommit) commitNow(c *pendingCommit) bool {
 
 // close waits for the commits under way, lets the batches queued run,
 // then stops the committer; later commits fail with ErrClosed.
-func (g *groupCommit) close() {
+func (g *committer) close() {
 	g.closeMu.Lock()
 	g.closing = true
 	g.closeMu.Unlock()
 	g.q.Close()
 }
 
-func (g *groupCommit) commitBatch(batch []*pendingCommit) {
+func (g *committer) commitBatch(batch []*pendingCommit) {
 	// Data first: nothing is renamed before its content is durable. Under
 	// small uploads a batch is mostly one record, so what is not needed
 	// is not made: no goroutine, map or batch of the index for it.
@@ -162,7 +164,9 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 			}
 			if c.err != nil {
 				g.fs.Remove(c.f.Name())
+				g.mu.Lock()
 				g.idx.Unreserve(c.reserved)
+				g.mu.Unlock()
 			}
 			return nil
 		})
@@ -173,13 +177,13 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 	// sees to itself.
 	for i := range segs {
 		s := &segs[i]
-		if g.packs.set.SyncsInBackground() && !s.copy {
+		if g.set.SyncsInBackground() && !s.copy {
 			if len(segs) == 1 && files == 0 { // nothing to run beside it
-				s.err = g.packs.set.HeadSlots(s.seg, s.end)
+				s.err = g.set.HeadSlots(s.seg, s.end)
 				continue
 			}
 			run(func() error {
-				s.err = g.packs.set.HeadSlots(s.seg, s.end)
+				s.err = g.set.HeadSlots(s.seg, s.end)
 				return nil
 			})
 			continue
@@ -214,20 +218,20 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 		if c.err != nil {
 			continue
 		}
-		g.idx.UnreserveLocked(c.reserved)
-		if g.idx.ClosedLocked() {
+		g.idx.Unreserve(c.reserved)
+		if g.idx.Closed() {
 			g.fs.Remove(c.f.Name())
 			c.err = cas.ErrClosed
 			continue
 		}
-		final := g.files.filePath(c.e)
+		final := entryPath(g.dir, c.e)
 		if err := g.fs.Rename(c.f.Name(), final); err != nil {
 			g.fs.Remove(c.f.Name())
 			c.err = fmt.Errorf("disk: %w", err)
 			continue
 		}
 		dirs[filepath.Dir(final)] = true
-		g.idx.CommitLocked(c.e, b)
+		g.removeFilesLocked(g.idx.Commit(c.e, b))
 		g.counts.commits++
 	}
 	g.mu.Unlock()
@@ -241,7 +245,7 @@ func (g *groupCommit) commitBatch(batch []*pendingCommit) {
 // syncRenamed ends the commit of a batch's files, renamed into dirs and
 // indexed as pending in b: it fsyncs each directory once, settles the
 // entries, and fails those whose directory's fsync failed.
-func (g *groupCommit) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs map[string]bool, run func(func() error), eg *errgroup.Group) {
+func (g *committer) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs map[string]bool, run func(func() error), eg *errgroup.Group) {
 	var dirErrs sync.Map
 	for dir := range dirs {
 		run(func() error {
@@ -255,7 +259,7 @@ func (g *groupCommit) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs m
 	g.mu.Lock()
 	for _, c := range batch {
 		if c.seg == nil && c.err == nil {
-			g.idx.SettledLocked(c.e.Key, b)
+			g.idx.Settled(c.e.Key, b)
 		}
 	}
 	g.mu.Unlock()
@@ -264,9 +268,10 @@ func (g *groupCommit) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs m
 		if c.seg != nil {
 			continue
 		}
-		if err, failed := dirErrs.Load(filepath.Dir(g.files.path(c.e.Key))); failed && c.err == nil {
+		dir := filepath.Dir(entryPath(g.dir, c.e))
+		if err, failed := dirErrs.Load(dir); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
-			c.err = fmt.Errorf("disk: fsync of %s: %w", filepath.Dir(g.files.path(c.e.Key)), err.(error))
+			c.err = fmt.Errorf("disk: fsync of %s: %w", dir, err.(error))
 		}
 	}
 }
@@ -340,18 +345,18 @@ func stage(name string) {
 // directory to sync) unless something failed or, for a copy forward, the
 // entry it copies was replaced meanwhile. Either way its writer's slot is
 // released.
-func (g *groupCommit) indexRecordLocked(c *pendingCommit, syncErr *error) {
-	defer g.packs.set.ReleaseSlotLocked(c.seg)
+func (g *committer) indexRecordLocked(c *pendingCommit, syncErr *error) {
+	defer g.set.ReleaseSlotLocked(c.seg)
 	switch {
 	case c.err != nil:
 		return
 	case syncErr != nil && *syncErr != nil:
 		c.err = *syncErr
 		return
-	case g.idx.ClosedLocked():
+	case g.idx.Closed():
 		c.err = cas.ErrClosed
 		return
-	case c.ifCurrent != nil && !g.idx.IsCurrentLocked(*c.ifCurrent):
+	case c.ifCurrent != nil && !g.idx.IsCurrent(*c.ifCurrent):
 		// Replaced since it was queued: the copy is garbage, and its
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
@@ -361,8 +366,17 @@ func (g *groupCommit) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		}
 		return
 	}
-	g.idx.CommitLocked(c.e, nil)
+	g.removeFilesLocked(g.idx.Commit(c.e, nil))
 	g.ckpt.maybeStartLocked()
-	g.packs.set.MarkWrittenLocked(c.seg)
+	g.set.MarkWrittenLocked(c.seg)
 	g.counts.commits++
+}
+
+// removeFilesLocked removes the files of the entries a commit returned as
+// no longer any entry's (the other form's, those evicted), before the
+// lock goes: no later commit of their keys can have put a file in place.
+func (g *committer) removeFilesLocked(removed []entry) {
+	for i := range removed {
+		removeFile(g.fs, g.log, g.dir, &removed[i])
+	}
 }
