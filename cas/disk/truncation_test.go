@@ -12,6 +12,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/testblob"
+	"github.com/membuf/membuf/internal/await"
 )
 
 // putSmallBatched is putSmall in batches of 500 (PutBatch: a group commit
@@ -49,16 +50,23 @@ func truncateHalf(t *testing.T, path string) {
 	}
 }
 
-// firstSegmentPath is the file of the store's oldest pack segment.
+// firstSegmentPath is the file of the store's oldest pack segment, once
+// it is finished: a sealed segment is renamed .open to .pack in the
+// background, and its path is its name only before or after that.
 func firstSegmentPath(t *testing.T, s *Store) string {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	segs := s.segments.SegmentsLocked()
-	if len(segs) < 2 {
-		t.Fatalf("%d pack segments; the test wants a sealed one", len(segs))
-	}
-	return segs[0].PathLocked()
+	var path string
+	await.True(t, "the first pack segment finished", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		segs := s.segments.SegmentsLocked()
+		if len(segs) < 2 {
+			t.Fatalf("%d pack segments; the test wants a sealed one", len(segs))
+		}
+		path = segs[0].PathLocked()
+		return segs[0].Finished
+	})
+	return path
 }
 
 // checkLostOrWhole reads every blob of ds: each must read whole or fail
