@@ -50,13 +50,20 @@ func (m *TreeMemory) Lacks(tree cas.Digest) (file cas.Digest, ok bool) {
 func (m *TreeMemory) RememberLacking(tree, file cas.Digest) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.lacking[tree]; !ok && len(m.lacking) >= m.capacity {
-		for d := range m.lacking {
-			delete(m.lacking, d)
-			break
-		}
-	}
+	makeRoom(m.lacking, tree, m.capacity)
 	m.lacking[tree] = file
+}
+
+// makeRoom forgets a key of m at random (map order) if m holds capacity
+// keys and key is not one of them.
+func makeRoom[V any](m map[cas.Digest]V, key cas.Digest, capacity int) {
+	if _, ok := m[key]; ok || len(m) < capacity {
+		return
+	}
+	for d := range m {
+		delete(m, d)
+		return
+	}
 }
 
 // Complete reports whether tree was found complete at generation gen.
@@ -73,12 +80,7 @@ func (m *TreeMemory) Complete(tree cas.Digest, gen uint64) bool {
 func (m *TreeMemory) Remember(tree cas.Digest, gen uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.trees[tree]; !ok && len(m.trees) >= m.capacity {
-		for d := range m.trees {
-			delete(m.trees, d)
-			break
-		}
-	}
+	makeRoom(m.trees, tree, m.capacity)
 	m.trees[tree] = gen
 	delete(m.lacking, tree)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/membuf/membuf/cas/disk/disktest"
 	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/internal/testblob"
+	"github.com/membuf/membuf/internal/serveprocess"
 )
 
 // fullFS is the operating system's file system whose disk can be made
@@ -235,9 +236,8 @@ func TestCorruptBlobsAreLoggedAtABoundedRate(t *testing.T) {
 	for _, d := range ds {
 		disktest.FlipByte(t, disktest.BlobPath(dir, d), 100, true)
 	}
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	s, err = OpenStore(dir, 0, slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)), WithPacks(0))
+	var logs serveprocess.LockedBuffer // the store logs from several goroutines
+	s, err = OpenStore(dir, 0, slog.New(slog.NewTextHandler(&logs, nil)), WithPacks(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,21 +247,7 @@ func TestCorruptBlobsAreLoggedAtABoundedRate(t *testing.T) {
 			t.Fatalf("reading a rotten blob: %v; want not found", err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if n := strings.Count(logs.String(), "level=ERROR"); n == 0 || n > 2 {
 		t.Errorf("%d rotten blobs read in well under a second logged %d error lines; want 1 or 2:\n%s", len(ds), n, logs.String())
 	}
-}
-
-// lockedWriter is w written under mu: a store logs from several goroutines.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

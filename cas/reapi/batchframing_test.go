@@ -31,6 +31,17 @@ func sendLimitEnv(t *testing.T) *testEnv {
 
 var bigCall = grpc.MaxCallRecvMsgSize(1 << 30)
 
+// advertisedBatchLimit is the max_batch_total_size_bytes e's server
+// advertises.
+func advertisedBatchLimit(t *testing.T, e *testEnv) int {
+	t.Helper()
+	caps, err := e.caps.GetCapabilities(context.Background(), &repb.GetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(caps.CacheCapabilities.MaxBatchTotalSizeBytes)
+}
+
 // smallBlobs returns n distinct blobs of size bytes each.
 func smallBlobs(n, size int) [][]byte {
 	out := make([][]byte, n)
@@ -83,11 +94,7 @@ func answerEntrySize(d *repb.Digest) int {
 func TestBatchReadAnswersFitTheSendLimit(t *testing.T) {
 	e := sendLimitEnv(t)
 	ctx := context.Background()
-	caps, err := e.caps.GetCapabilities(ctx, &repb.GetCapabilitiesRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	limit := int(caps.CacheCapabilities.MaxBatchTotalSizeBytes)
+	limit := advertisedBatchLimit(t, e)
 	blobs := smallBlobs(20_000, 200)
 	ds := storeBatches(t, e, blobs)
 
@@ -182,11 +189,7 @@ func TestBatchAnswersOfManyBadEntries(t *testing.T) {
 func TestBatchReadAnswersWhatABatchUpdateAccepts(t *testing.T) {
 	e := sendLimitEnv(t)
 	ctx := context.Background()
-	caps, err := e.caps.GetCapabilities(ctx, &repb.GetCapabilitiesRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	limit := int(caps.CacheCapabilities.MaxBatchTotalSizeBytes)
+	limit := advertisedBatchLimit(t, e)
 	third := limit / 3
 	sets := map[string][][]byte{
 		"three blobs": {

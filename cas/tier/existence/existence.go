@@ -60,25 +60,7 @@ func NewAt(positiveTTL, negativeTTL time.Duration, now func() time.Time) *Cache 
 }
 
 // Get returns what the backend last said about d, if that is recent enough.
-func (c *Cache) Get(d cas.Digest) (exists, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.cur[d]
-	if !ok {
-		v, ok = c.prev[d]
-	}
-	if !ok {
-		return false, false
-	}
-	ttl := c.negativeTTL
-	if v.exists || v.bad {
-		ttl = c.positiveTTL
-	}
-	if c.now().Sub(v.at) > ttl {
-		return false, false
-	}
-	return v.exists, true
-}
+func (c *Cache) Get(d cas.Digest) (exists, ok bool) { return c.Recent(d, c.positiveTTL) }
 
 // Recent is Get with a yes trusted only if the backend said it within
 // maxAge (and positiveTTL): for a check whose wrong yes would be served
