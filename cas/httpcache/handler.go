@@ -153,24 +153,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, opOther, code, err.Error())
 		return
 	}
-	var op operation
-	switch r.Method {
-	case http.MethodGet:
-		op = opGet
-	case http.MethodHead:
-		op = opHead
-	case http.MethodPut:
-		op = opPut
-	default:
-		w.Header().Set("Allow", "GET, HEAD, PUT")
-		h.answer(w, opOther, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not served here: GET, HEAD or PUT", r.Method))
+	get := opGet
+	if k == kindAC {
+		get = opGetAC
+	}
+	op, ok := h.getHeadOrPut(w, r, get)
+	if !ok {
 		return
 	}
-	if k == kindAC {
-		op += opGetAC - opGet
-	}
 	instance := pathInstance(r.URL.Path)
-	var ok bool
 	if k == kindAC {
 		r, ok = h.authorizeInstance(w, r, op, instance)
 	} else {
@@ -299,4 +290,21 @@ func statusOf(err error) int {
 func setLength(w http.ResponseWriter, n int64) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+}
+
+// getHeadOrPut returns the operation r's method asks for of a part of the
+// cache whose GET is get (its HEAD and PUT follow it), or answers 405 and
+// returns false for another method.
+func (h *Handler) getHeadOrPut(w http.ResponseWriter, r *http.Request, get operation) (operation, bool) {
+	switch r.Method {
+	case http.MethodGet:
+		return get, true
+	case http.MethodHead:
+		return get + 1, true
+	case http.MethodPut:
+		return get + 2, true
+	}
+	w.Header().Set("Allow", "GET, HEAD, PUT")
+	h.answer(w, opOther, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not served here: GET, HEAD or PUT", r.Method))
+	return 0, false
 }

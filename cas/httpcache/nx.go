@@ -77,20 +77,11 @@ func (h *Handler) serveNx(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, opOther, http.StatusBadRequest, err.Error())
 		return
 	}
-	var op operation
-	switch r.Method {
-	case http.MethodGet:
-		op = opGetKeyed
-	case http.MethodHead:
-		op = opHeadKeyed
-	case http.MethodPut:
-		op = opPutKeyed
-	default:
-		w.Header().Set("Allow", "GET, HEAD, PUT")
-		h.answer(w, opOther, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not served here: GET, HEAD or PUT", r.Method))
+	op, ok := h.getHeadOrPut(w, r, opGetKeyed)
+	if !ok {
 		return
 	}
-	r, ok := h.authorizeNamespace(w, r, op, nxNamespace)
+	r, ok = h.authorizeNamespace(w, r, op, nxNamespace)
 	if !ok {
 		return
 	}

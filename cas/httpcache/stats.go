@@ -9,6 +9,8 @@ import (
 // operation is what a request does: a method on a part of the cache.
 type operation uint8
 
+// A part's GET, HEAD and PUT follow each other, in that order
+// (Handler.getHeadOrPut).
 const (
 	opGet operation = iota // GET /cas/
 	opHead
