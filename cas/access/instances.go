@@ -229,3 +229,19 @@ func (a *Control) AllowsInstance(instance string, op Operation, id Identity) boo
 	}
 	return a.Policy.Allows(op, id)
 }
+
+// NeedsTokens reports whether any of the file's rules admits bearer
+// tokens by their claims.
+func (ir *InstanceRules) NeedsTokens() bool {
+	if ir == nil {
+		return false
+	}
+	for _, rules := range *ir.byInstance.Load() {
+		for _, r := range rules {
+			if r != nil && r.namesTokens() {
+				return true
+			}
+		}
+	}
+	return false
+}
