@@ -143,6 +143,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.DurationVar(&cfg.Stop.Timeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
 	fs.DurationVar(&cfg.Store.MinAge, "min-age", cfg.Store.MinAge, "warn (at most once an hour) when the store evicts entries last used less than this long ago:\nBazel assumes outputs it was told of live 3h (its lease), and builds without the bytes fail\nif they do not; the fix is a larger --max-size. 0: never warn")
 	fs.BoolVar(&cfg.AC.InstanceIsolation, "instance-isolation", false, "keep action results by instance name (gRPC's instance_name, the HTTP cache's /{instance}/ac/)\nand action digest, so that instances never see each other's; the CAS stays shared")
+	fs.DurationVar(&cfg.AC.MaxAge, "ac-max-age", 0, "an action result stored longer ago than this (less up to a tenth of it, which spreads the expiries)\nis a miss, and the next upload of the action replaces it; 0: served until evicted")
 	fs.Var(sizeFlag{&cfg.Store.ScrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	cfg.access.register(fs)
 	fs.DurationVar(&cfg.Listen.IdleTimeout, "idle-timeout", cfg.Listen.IdleTimeout, "close a connection with no request for this long: gRPC's (GOAWAY; clients reconnect on their next\ncall) and the HTTP listeners' keep-alive connections")
@@ -232,6 +233,8 @@ func (c *serveConfig) validate() error {
 		return usageError("--asset-timeout must be positive")
 	case c.Store.MinAge < 0:
 		return usageError("--min-age must not be negative")
+	case c.AC.MaxAge < 0:
+		return usageError("--ac-max-age must not be negative")
 	case c.access.accessFile != "" && !c.AC.InstanceIsolation:
 		return usageError("--access-file names instances' rules, which mean nothing while every instance shares one action cache: add --instance-isolation")
 	case c.Listen.IdleTimeout <= 0:

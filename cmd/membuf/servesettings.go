@@ -67,7 +67,7 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 		"pool_budget", formatSize(poolBudget), "gomemlimit", memLimit, "max_inflight_upload", formatSize(maxInflight),
 		"upload_ttl", c.Limits.UploadTTL, "upload_stall_timeout", c.Limits.UploadStall, "max_open_uploads", c.Limits.MaxOpenUploads, "max_kept_uploads", c.Limits.MaxKeptUploads,
 		"procs", procsShown, "scrub_rate", formatSize(c.Store.ScrubRate) + "/s", "pack_max", formatSize(c.Store.PackMax), "pack_sync", c.Store.PackSync, "check_reads", c.Store.CheckReads,
-		"asset_hosts", assetHosts, "asset_max_size", assetMax, "asset_timeout", c.Asset.Timeout,
+		"ac_max_age", c.AC.MaxAge, "asset_hosts", assetHosts, "asset_max_size", assetMax, "asset_timeout", c.Asset.Timeout,
 		"upstream", upstream, "upstream_write_through", c.Upstream.WriteThrough, "upstream_timeout", c.Upstream.Timeout, "upstream_missing_ttl", c.Upstream.MissingTTL,
 		"tls", tlsShown, "tls_client_ca", clientCA, "htpasswd", htpasswd, "jwt", jwt, "policy", policy,
 		"max_connections", c.Listen.MaxConnections, "max_streams_per_connection", server.MaxStreamsPerConnection,

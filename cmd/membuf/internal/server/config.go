@@ -89,6 +89,10 @@ type ActionCacheConfig struct {
 	// action digest, so that instances never see each other's (the CAS
 	// stays shared); --instance-isolation.
 	InstanceIsolation bool
+	// MaxAge is --ac-max-age: a result stored longer ago than this (less
+	// a tenth of it at most, as jitter) is a miss; 0: results are served
+	// until evicted.
+	MaxAge time.Duration
 }
 
 // AssetConfig is the Remote Asset API's.

@@ -42,8 +42,8 @@ type sharedTier interface {
 // openStores creates --dir if missing, opens the disk store in it and,
 // with --upstream, the shared tier in front of its backend, and composes
 // what the services serve: the tier or the disk store, inside the
-// decorators (blobs over --max-blob-size refused, clients' lookups
-// counted). What it opens stays in s for the stop steps, even when a
+// decorators (action results past --ac-max-age missed, blobs over
+// --max-blob-size refused, clients' lookups counted). What it opens stays in s for the stop steps, even when a
 // later part fails.
 func (s *Server) openStores(ctx context.Context) error {
 	dir, err := filepath.Abs(s.cfg.Store.Dir)
@@ -97,7 +97,10 @@ func (s *Server) openStores(ctx context.Context) error {
 		served = t
 	}
 	s.maxBlobSize = maxBlobSize(c.MaxSize, s.cfg.Limits.MaxBlobSize)
-	s.lookups = decorator.CountLookups(decorator.LimitSize(served, s.maxBlobSize))
+	// The expiry's stamps are taken off whatever --ac-max-age is now: a
+	// result stored while it was set is served as uploaded once it is not.
+	expiring := decorator.ExpireActionResults(served, s.cfg.AC.MaxAge)
+	s.lookups = decorator.CountLookups(decorator.LimitSize(expiring, s.maxBlobSize))
 	s.storage = s.lookups
 	return nil
 }
