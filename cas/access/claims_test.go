@@ -194,3 +194,37 @@ func FuzzTokenClaims(f *testing.F) {
 		}
 	})
 }
+
+// The access file's namespace:NAME lines give a keyed namespace's rules,
+// apart from the instances'.
+func TestNamespaceRules(t *testing.T) {
+	iss := accesstest.NewIssuer(t)
+	ir, err := access.ReadInstanceRules(strings.NewReader(`
+namespace:gradle  write-ac=jwt:ref=refs/heads/main
+gradle            write-ac=nobody
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ir.Instances() != 1 || ir.Len() != 2 {
+		t.Errorf("%d instances of %d lines; want 1 of 2", ir.Instances(), ir.Len())
+	}
+	control := &access.Control{Tokens: newVerifier(t, iss, nil), Instances: ir, Policy: access.Policy{ReadAC: access.Authenticated(), WriteAC: access.Authenticated()}}
+	pr := bearer(iss.Token(t, map[string]any{"ref": "refs/pull/1/merge"}))
+	main := bearer(iss.Token(t, map[string]any{"ref": "refs/heads/main"}))
+	if _, denied := control.AuthorizeNamespace(main, "gradle", access.WriteAC); denied != nil {
+		t.Errorf("main writing namespace gradle: %v", denied)
+	}
+	if _, denied := control.AuthorizeNamespace(pr, "gradle", access.WriteAC); denied == nil || !strings.Contains(denied.Error(), `namespace "gradle"`) {
+		t.Errorf("a pull request writing namespace gradle: %v", denied)
+	}
+	if _, denied := control.AuthorizeNamespace(pr, "gradle", access.ReadAC); denied != nil {
+		t.Errorf("a pull request reading namespace gradle, which follows the policy: %v", denied)
+	}
+	if _, denied := control.AuthorizeNamespace(pr, "sccache", access.WriteAC); denied != nil {
+		t.Errorf("a pull request writing namespace sccache, which follows the policy: %v", denied)
+	}
+	if _, denied := control.AuthorizeInstance(main, "gradle", access.WriteAC); denied == nil {
+		t.Error("the instance gradle took the namespace's rule")
+	}
+}

@@ -22,10 +22,17 @@ import (
 // line does not set, and an instance no line names, follow the Policy.
 // Blank lines and lines starting with # are ignored.
 //
+// A line whose name is namespace:NAME gives the rules of the HTTP
+// cache's keyed namespace NAME (/NAME/{key}: sccache's, Gradle's) in
+// place of the Policy's ReadAC and WriteAC (AuthorizeNamespace); keyed
+// namespaces are not instances, so these hold without
+// --instance-isolation.
+//
 //	# instance   rules
 //	team-a       read-ac=anyone write-ac=alice,bob
 //	ci/release   write-ac=release-bot
 //	""           write-ac=nobody
+//	namespace:gradle  write-ac=jwt:repository=acme/app&ref=refs/heads/main
 type InstanceRules struct {
 	path string // the file's, for Reload; "" for rules read from elsewhere
 	// The rules in force, replaced whole by Reload: per instance, a rule
@@ -189,7 +196,46 @@ func tableNeedsIdentity(t instanceTable) bool {
 	return false
 }
 
-// Len returns how many instances the file names.
+// namespacePrefix starts the name of a line that gives a keyed
+// namespace's rules.
+const namespacePrefix = "namespace:"
+
+// Instances returns how many instances (keyed namespaces aside) the file
+// names.
+func (ir *InstanceRules) Instances() int {
+	n := 0
+	if ir != nil {
+		for name := range *ir.byInstance.Load() {
+			if !strings.HasPrefix(name, namespacePrefix) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// AuthorizeNamespace is Authorize for op on the HTTP cache's keyed
+// namespace: the access file's rule for namespace:NAME, or the Policy's.
+// A refusal names the namespace.
+func (a *Control) AuthorizeNamespace(c Credentials, namespace string, op Operation) (Identity, *Denial) {
+	if a == nil {
+		return Identity{}, nil
+	}
+	rule, ok := a.Instances.rule(namespacePrefix+namespace, op)
+	if !ok {
+		return a.Authorize(c, op)
+	}
+	id, err := a.identify(c)
+	if err != nil {
+		return Identity{}, &Denial{Reason: BadCredentials, What: op.String(), Err: err}
+	}
+	if rule.allows(id) {
+		return id, nil
+	}
+	return id, a.refuse(id, fmt.Sprintf("%s on namespace %q", op, namespace))
+}
+
+// Len returns how many instances and namespaces the file names.
 func (ir *InstanceRules) Len() int {
 	if ir == nil {
 		return 0

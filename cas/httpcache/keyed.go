@@ -44,7 +44,7 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 		h.answer(w, opOther, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not served here: %s", r.Method, keyedMethods))
 		return
 	}
-	r, ok := h.authorize(w, r, op)
+	r, ok := h.authorizeNamespace(w, r, op, kp.namespace)
 	if !ok {
 		return
 	}

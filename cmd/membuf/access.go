@@ -44,13 +44,13 @@ func (a *accessFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.jwt.KeysFile, "jwt-keys-file", "", "JWKS `file` of the issuer's keys, read again on SIGHUP")
 	fs.StringVar(&a.jwt.IdentityClaim, "jwt-identity-claim", "sub", "the `claim` whose value is a token's identity, as the access rules name it")
 	fs.DurationVar(&a.jwt.ClockSkew, "jwt-clock-skew", access.DefaultClockSkew, "grace for the issuer's clock on a token's exp and nbf, at most 5m")
-	fs.StringVar(&a.accessFile, "access-file", "", "`file` of per-instance action cache rules, with --instance-isolation: a line per instance,\n\"NAME read-ac=WHO write-ac=WHO\" (either or both; WHO as for --read-ac), which replace --read-ac\nand --write-ac for that instance")
+	fs.StringVar(&a.accessFile, "access-file", "", "`file` of per-instance action cache rules, with --instance-isolation: a line per instance,\n\"NAME read-ac=WHO write-ac=WHO\" (either or both; WHO as for --read-ac), which replace --read-ac\nand --write-ac for that instance; a line \"namespace:NAME ...\" does so for the HTTP cache's keyed\nnamespace /NAME/ (sccache's, Gradle's), with or without --instance-isolation")
 }
 
 // resolve validates the flags, loads what they name, and returns the
 // access control for cas (nil: everyone may do everything, as without any
 // of these flags) and the TLS material (nil: plaintext).
-func (a *accessFlags) resolve() (*access.Control, *server.TLSMaterial, error) {
+func (a *accessFlags) resolve(instanceIsolation bool) (*access.Control, *server.TLSMaterial, error) {
 	switch {
 	case (a.tls.Cert == "") != (a.tls.Key == ""):
 		return nil, nil, usageError("--tls-cert and --tls-key go together")
@@ -121,6 +121,9 @@ func (a *accessFlags) resolve() (*access.Control, *server.TLSMaterial, error) {
 		ir, err := access.LoadInstanceRules(a.accessFile)
 		if err != nil {
 			return nil, nil, usageError("--access-file: %v", err)
+		}
+		if ir.Instances() > 0 && !instanceIsolation {
+			return nil, nil, usageError("--access-file names instances' rules, which mean nothing while every instance shares one action cache: add --instance-isolation")
 		}
 		if ir.NeedsTokens() && tokens == nil {
 			return nil, nil, usageError("--access-file %s names tokens' claims, but without --jwt-issuer no token is taken", a.accessFile)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +121,46 @@ func TestServeJWTBadFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("serve %v: exit %d, %q; want 2 and an error saying %q", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// The access file's namespace:NAME lines grant a keyed namespace's rights
+// by tokens' claims, without --instance-isolation: the main branch fills
+// Gradle's cache, pull requests read it.
+func TestServeJWTNamespaceRules(t *testing.T) {
+	iss := accesstest.NewIssuer(t)
+	rules := filepath.Join(t.TempDir(), "access")
+	if err := os.WriteFile(rules, []byte("namespace:gradle write-ac=jwt:ref=refs/heads/main\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "--http-cache", "127.0.0.1:0", "--access-file", rules,
+		"--jwt-issuer", iss.URL, "--jwt-audience", iss.Audience, "--jwt-keys-file", iss.WriteJWKS(t))
+	mainTok := iss.Token(t, map[string]any{"ref": "refs/heads/main"})
+	prTok := iss.Token(t, map[string]any{"ref": "refs/pull/9/merge"})
+	do := func(method, path, tok, body string) (int, string) {
+		req, err := http.NewRequest(method, "http://"+s.httpCacheAddr+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth("gradle", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := do(http.MethodPut, "/gradle/abc123", prTok, "pr output"); code != http.StatusForbidden || !strings.Contains(body, `namespace "gradle"`) {
+		t.Fatalf("a pull request's PUT to gradle: %d %s; want 403 naming the namespace", code, body)
+	}
+	if code, body := do(http.MethodPut, "/gradle/abc123", mainTok, "main output"); code/100 != 2 {
+		t.Fatalf("main's PUT to gradle: %d %s", code, body)
+	}
+	if code, body := do(http.MethodGet, "/gradle/abc123", prTok, ""); code != http.StatusOK || body != "main output" {
+		t.Fatalf("a pull request's GET from gradle: %d %q", code, body)
+	}
+	if code, body := do(http.MethodPut, "/sccache/abc123", prTok, "pr output"); code/100 != 2 {
+		t.Fatalf("a pull request's PUT to sccache, which follows --write-ac: %d %s", code, body)
 	}
 }

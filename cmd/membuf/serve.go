@@ -235,8 +235,6 @@ func (c *serveConfig) validate() error {
 		return usageError("--min-age must not be negative")
 	case c.AC.MaxAge < 0:
 		return usageError("--ac-max-age must not be negative")
-	case c.access.accessFile != "" && !c.AC.InstanceIsolation:
-		return usageError("--access-file names instances' rules, which mean nothing while every instance shares one action cache: add --instance-isolation")
 	case c.Listen.IdleTimeout <= 0:
 		return usageError("--idle-timeout must be positive")
 	case c.Limits.MaxBlobSize < 0:
@@ -270,7 +268,7 @@ func (c *serveConfig) validate() error {
 		}
 	}
 	var err error
-	if c.Access, c.Listen.TLS, err = c.access.resolve(); err != nil {
+	if c.Access, c.Listen.TLS, err = c.access.resolve(c.AC.InstanceIsolation); err != nil {
 		return err
 	}
 	c.Listen.TLSMinVersion = tls.VersionTLS12
