@@ -15,7 +15,8 @@ import (
 // whole object, streamed in chunks into a disk store writer (which hashes
 // as it writes and commits, through the disk store's own commit path, only
 // if size and SHA-256 match). It runs on a goroutine of its own under the
-// Store's context, not a client's: a client that goes away neither
+// Store's context, not a client's (it carries the starting read's values,
+// a trace's span, but not its end): a client that goes away neither
 // corrupts nor abandons it. Concurrent readers of one missing blob share
 // one fill (Store.fills): the first, the leader, also receives the chunks
 // as they arrive, by reference; the others wait for the commit and read
@@ -24,6 +25,10 @@ type fill struct {
 	d         cas.Digest
 	pool      membuf.BufferPool
 	chunkSize int
+	// origin is the context of the read that started the fill, without
+	// its cancellation: its values (a trace's span) go with the fill's
+	// requests to the backend; its end does not stop the fill.
+	origin context.Context
 
 	// The leader's range and stream; chunks is nil when there is no leader.
 	// Set before the fill starts, never changed.
@@ -58,13 +63,13 @@ const (
 // says whether the caller started it, and so receives its chunks of
 // [off, end) on f.chunks; stream says whether the caller wants that
 // (ReadAll does not).
-func (t *Store) joinFill(d cas.Digest, stream bool, off, end int64, pool membuf.BufferPool, chunkSize int) (f *fill, leader bool) {
+func (t *Store) joinFill(ctx context.Context, d cas.Digest, stream bool, off, end int64, pool membuf.BufferPool, chunkSize int) (f *fill, leader bool) {
 	t.fillMu.Lock()
 	defer t.fillMu.Unlock()
 	if f := t.fills[d]; f != nil {
 		return f, false
 	}
-	f = &fill{d: d, pool: pool, chunkSize: chunkSize, done: make(chan struct{})}
+	f = &fill{d: d, pool: pool, chunkSize: chunkSize, origin: context.WithoutCancel(ctx), done: make(chan struct{})}
 	if stream {
 		f.off, f.end = off, end
 		f.chunks = make(chan fillChunk, leaderBuffer)
@@ -106,8 +111,9 @@ func (t *Store) runFill(f *fill) {
 // fillOnce does the fill's work; see fill.
 func (t *Store) fillOnce(f *fill) error {
 	k := BlobKey(f.d)
-	ctx, cancel := context.WithCancelCause(t.ctx)
+	ctx, cancel := context.WithCancelCause(f.origin)
 	defer cancel(nil)
+	defer context.AfterFunc(t.ctx, func() { cancel(context.Cause(t.ctx)) })()
 	// The transfer must make progress: the watchdog cancels it when no
 	// byte arrived for RequestTimeout (a stalled or very slow backend).
 	stall := time.AfterFunc(t.cfg.RequestTimeout, func() {
@@ -236,7 +242,7 @@ func (r *fillReader) Stored() cas.Encoding { return cas.Uncompressed }
 func (r *fillReader) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
 	t := r.t
 	if ok, _ := cas.Contains(ctx, t.local, r.d); !ok {
-		f, _ := t.joinFill(r.d, false, 0, 0, t.cfg.Pool, t.cfg.ChunkSize)
+		f, _ := t.joinFill(ctx, r.d, false, 0, 0, t.cfg.Pool, t.cfg.ChunkSize)
 		if err := waitFill(ctx, f); err != nil {
 			t.countFillLookup(err)
 			return err
@@ -265,7 +271,7 @@ func (r *fillReader) ReadChunks(ctx context.Context, off, end int64, pool membuf
 		t.c.lookups[TierShared].Add(1)
 		return t.readDisk(ctx, r.d, off, end, pool, chunkSize, fn)
 	}
-	f, leader := t.joinFill(r.d, true, off, end, pool, chunkSize)
+	f, leader := t.joinFill(ctx, r.d, true, off, end, pool, chunkSize)
 	if !leader {
 		if err := waitFill(ctx, f); err != nil {
 			t.countFillLookup(err)

@@ -73,7 +73,7 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 		"max_connections", c.Listen.MaxConnections, "max_streams_per_connection", server.MaxStreamsPerConnection,
 		"keepalive_min_time", server.KeepaliveMinTime, "keepalive_time", server.KeepaliveTime, "keepalive_timeout", server.KeepaliveTimeout,
 		"idle_timeout", c.Listen.IdleTimeout, "handshake_timeout", server.HandshakeTimeout, "tls_min_version", c.tlsMinVersion, "max_blob_size", maxBlob,
-		"reflection", c.Observe.Reflection, "pprof", c.Observe.Pprof,
+		"otlp_endpoint", cmp.Or(c.Observe.Tracing.Endpoint, "off"), "trace_sampling", c.Observe.Tracing.Sampling, "reflection", c.Observe.Reflection, "pprof", c.Observe.Pprof,
 		"shutdown_timeout", c.Stop.Timeout, "drain_delay", c.Stop.DrainDelay,
 		"log_level", c.logLevel.String(), "log_format", c.logFormat,
 	}

@@ -70,12 +70,16 @@ func (s *Server) openStores(ctx context.Context) error {
 	s.store = store
 	served := cas.Storage(store)
 	if u := s.cfg.Upstream; u.URL != "" {
-		backend, closeBackend, err := newBackend(ctx, u.Parsed, u.Timeout, 32, s.log)
+		backend, closeBackend, err := newBackend(ctx, u.Parsed, u.Timeout, 32, s.log, s.tracing)
 		if err != nil {
 			return fmt.Errorf("--upstream: %w", err)
 		}
+		tierBackend := backend
+		if s.tracing != nil {
+			tierBackend = s.tracing.Backend(backend)
+		}
 		t, err := tier.Open(ctx, store, tierConfig(u.Parsed, tier.Config{
-			Backend:        backend,
+			Backend:        tierBackend,
 			Name:           u.Parsed.Scheme,
 			Dir:            dir,
 			LocalMaxSize:   c.MaxSize,
@@ -102,6 +106,9 @@ func (s *Server) openStores(ctx context.Context) error {
 	expiring := decorator.ExpireActionResults(served, s.cfg.AC.MaxAge)
 	s.lookups = decorator.CountLookups(decorator.LimitSize(expiring, s.maxBlobSize))
 	s.storage = s.lookups
+	if s.tracing != nil {
+		s.storage = s.tracing.Storage(s.lookups)
+	}
 	return nil
 }
 

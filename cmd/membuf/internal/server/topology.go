@@ -16,6 +16,7 @@ import (
 	"github.com/membuf/membuf/cas/backend/s3"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
+	"github.com/membuf/membuf/cmd/membuf/internal/tracing"
 )
 
 // This file is where the shared tier's backend is chosen: the one place
@@ -251,7 +252,7 @@ func packsOf(b tier.Backend) metrics.PackedStats {
 // (tier.Open probes it), but for packs' listing, which starts here.
 // concurrency bounds each backend's requests in flight; close releases
 // what it holds.
-func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int, log *slog.Logger) (b tier.Backend, close func() error, err error) {
+func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int, log *slog.Logger, tr *tracing.Tracing) (b tier.Backend, close func() error, err error) {
 	switch loc := u.location.(type) {
 	case s3.Location:
 		bucket, err := s3.NewBucket(ctx, loc, concurrency, timeout)
@@ -272,13 +273,21 @@ func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurre
 		}
 		return withPacks(u, b, log)
 	case grpcupstream.Location:
-		b, err := grpcupstream.New(ctx, grpcupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
+		cfg := grpcupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log}
+		if tr != nil {
+			cfg.DialOptions = append(cfg.DialOptions, tr.DialOption())
+		}
+		b, err := grpcupstream.New(ctx, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
 		return b, b.Close, nil
 	case httpupstream.Location:
-		b, err := httpupstream.New(ctx, httpupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log})
+		cfg := httpupstream.Config{Location: loc, RequestTimeout: timeout, Concurrency: concurrency, Logger: log}
+		if tr != nil {
+			cfg.WrapTransport = tr.Transport
+		}
+		b, err := httpupstream.New(ctx, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
