@@ -120,3 +120,10 @@ func TestServeTracesAReadFilledFromUpstream(t *testing.T) {
 	// The upstream's own span for the Read, under the edge's call.
 	find("google.bytestream.ByteStream/Read", tracepb.Span_SPAN_KIND_SERVER, call.SpanId)
 }
+
+func TestServeTraceSamplingOutOfRange(t *testing.T) {
+	code, _, stderr := runCLI(t, context.Background(), "serve", "--dir", t.TempDir(), "--otlp-endpoint", "http://127.0.0.1:1", "--trace-sampling", "2")
+	if code != 2 || !strings.Contains(stderr, "--trace-sampling must be between 0 and 1") {
+		t.Errorf("--trace-sampling 2: exit %d, %s; want 2 and the range", code, stderr)
+	}
+}
