@@ -1,6 +1,7 @@
 package access
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
@@ -38,10 +39,12 @@ func (op Operation) String() string {
 
 // Rule says who may perform an operation: Anyone (no credentials needed),
 // Authenticated (any identity the server authenticated), Only some named
-// identities, or Nobody. The zero Rule is Nobody.
+// identities or tokens with some claims, or Nobody. The zero Rule is
+// Nobody.
 type Rule struct {
-	kind  ruleKind
-	names []string // for ruleOnly, sorted
+	kind   ruleKind
+	names  []string   // for ruleOnly, sorted
+	tokens []claimSet // for ruleOnly: tokens whose claims match one of these
 }
 
 type ruleKind uint8
@@ -72,7 +75,14 @@ func Only(names ...string) Rule {
 
 // ParseRule parses a rule as written on membuf serve's command line:
 // "anyone", "authenticated", "nobody", or a comma-separated list of
-// identities.
+// identities and of tokens' claims: an item "jwt:CLAIM=VALUE&CLAIM=VALUE"
+// admits a bearer token (TokenVerifier) whose claims have every one of
+// those values (a VALUE ending in * matches any value starting with what
+// comes before it), so
+//
+//	alice,jwt:repository=acme/app&ref=refs/heads/main
+//
+// admits alice and the tokens of acme/app's main branch.
 func ParseRule(s string) (Rule, error) {
 	switch s {
 	case "anyone":
@@ -83,14 +93,25 @@ func ParseRule(s string) (Rule, error) {
 		return Nobody(), nil
 	}
 	var names []string
+	var tokens []claimSet
 	for n := range strings.SplitSeq(s, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
 			return Rule{}, fmt.Errorf("%q: want anyone, authenticated, nobody, or a comma-separated list of names", s)
 		}
+		if rest, ok := strings.CutPrefix(n, claimSetPrefix); ok {
+			set, err := parseClaimSet(rest)
+			if err != nil {
+				return Rule{}, err
+			}
+			tokens = append(tokens, set)
+			continue
+		}
 		names = append(names, n)
 	}
-	return Only(names...), nil
+	r := Only(names...)
+	r.tokens = tokens
+	return r, nil
 }
 
 // String writes the rule as ParseRule reads it.
@@ -101,7 +122,11 @@ func (r Rule) String() string {
 	case ruleAuthenticated:
 		return "authenticated"
 	case ruleOnly:
-		return strings.Join(r.names, ",")
+		items := slices.Clone(r.names)
+		for _, t := range r.tokens {
+			items = append(items, t.String())
+		}
+		return strings.Join(items, ",")
 	}
 	return "nobody"
 }
@@ -117,11 +142,23 @@ func (r Rule) allows(id Identity) bool {
 	case ruleAuthenticated:
 		return id.Authenticated()
 	case ruleOnly:
-		_, found := slices.BinarySearch(r.names, id.Name)
-		return id.Authenticated() && found
+		if !id.Authenticated() {
+			return false
+		}
+		if _, found := slices.BinarySearch(r.names, id.Name); found {
+			return true
+		}
+		for _, t := range r.tokens {
+			if t.matches(id.Claims) {
+				return true
+			}
+		}
 	}
 	return false
 }
+
+// namesTokens reports whether the rule admits tokens by their claims.
+func (r Rule) namesTokens() bool { return len(r.tokens) > 0 }
 
 // Policy is who may perform each operation.
 type Policy struct {
@@ -155,6 +192,18 @@ func (p *Policy) NeedsIdentity() bool {
 	return false
 }
 
+// NeedsTokens reports whether any rule admits tokens by their claims:
+// whether the server must verify bearer tokens for the policy to make
+// sense.
+func (p *Policy) NeedsTokens() bool {
+	for op := range NumOperations {
+		if p.rule(op).namesTokens() {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *Policy) anonymousAllowedSomething() bool {
 	for op := range NumOperations {
 		if p.rule(op).kind == ruleAnyone {
@@ -178,12 +227,16 @@ func (p *Policy) String() string {
 
 // Identity is who a request comes from. The zero Identity is anonymous.
 type Identity struct {
-	// Name is the basic-auth user name, or the client certificate's name
-	// (see AccessControl); empty for an anonymous caller.
+	// Name is the basic-auth user name, the client certificate's name
+	// (see Control), or a bearer token's identity claim (TokenConfig);
+	// empty for an anonymous caller.
 	Name string
-	// Method is how it was authenticated: "basic" or "mtls"; empty for an
-	// anonymous caller.
+	// Method is how it was authenticated: "basic", "mtls" or "jwt"; empty
+	// for an anonymous caller.
 	Method string
+	// Claims are a bearer token's, which rules may name (ParseRule); nil
+	// for any other method.
+	Claims *Claims
 }
 
 // Authenticated reports whether the caller was authenticated.
@@ -200,12 +253,16 @@ func (id Identity) String() string {
 // each caller do (reapi.Options.Access).
 //
 // A request is authenticated by, in this order:
-//   - its "authorization" metadata, when Users is set: "Basic
-//     base64(user:password)" checked against Users. Credentials that do not
-//     check out, or another scheme, are UNAUTHENTICATED, whatever the
-//     policy would let an anonymous client do: a client that means to
-//     authenticate is told it failed. Without Users the metadata is
-//     ignored (a proxy in front may use it);
+//   - its "authorization" metadata, when Users or Tokens is set: "Bearer
+//     TOKEN" checked by Tokens, or "Basic base64(user:password)" whose
+//     password, if it is a JWT and Tokens is set, is checked as a bearer
+//     token (the user name is ignored: clients that can send only basic
+//     auth send tokens so), and otherwise checked against Users.
+//     Credentials that do not check out, or another scheme, are
+//     UNAUTHENTICATED, whatever the policy would let an anonymous client
+//     do: a client that means to authenticate is told it failed. Without
+//     Users and Tokens the metadata is ignored (a proxy in front may use
+//     it);
 //   - its client certificate, when ClientCertificates is set and the TLS
 //     handshake verified one (the listener's tls.Config decides which CAs
 //     it trusts): the identity is the certificate's subject common name,
@@ -218,8 +275,10 @@ func (id Identity) String() string {
 // (credentials are needed to do anything). The check comes before the
 // request is looked at, so neither answer says whether a blob exists.
 type Control struct {
-	Policy             Policy
-	Users              *Htpasswd
+	Policy Policy
+	Users  *Htpasswd
+	// Tokens, if not nil, verifies bearer tokens (JWTs).
+	Tokens             *TokenVerifier
 	ClientCertificates bool
 	// Instances, if not nil, replaces the Policy's action cache rules for
 	// the instances it names (AuthorizeInstance).
@@ -231,19 +290,15 @@ type Control struct {
 func (a *Control) identify(c Credentials) (Identity, error) {
 	c = c.read()
 	auth, tlsState := c.authorization, c.tls
-	if a.Users != nil && len(auth) > 0 {
+	if (a.Users != nil || a.Tokens != nil) && len(auth) > 0 {
 		if len(auth) > 1 {
 			return Identity{}, errors.New("more than one authorization header")
 		}
-		user, pass, err := parseAuthorization(auth[0])
-		if err != nil {
-			return Identity{}, err
+		ctx := c.ctx
+		if ctx == nil {
+			ctx = context.Background()
 		}
-		name, err := a.Users.Check(user, pass, c.done)
-		if err != nil {
-			return Identity{}, err
-		}
-		return Identity{Name: name, Method: "basic"}, nil
+		return a.checkAuthorization(ctx, auth[0])
 	}
 	if a.ClientCertificates && tlsState != nil && len(tlsState.VerifiedChains) > 0 && len(tlsState.VerifiedChains[0]) > 0 {
 		return Identity{Name: certificateName(tlsState.VerifiedChains[0][0]), Method: "mtls"}, nil
@@ -251,26 +306,66 @@ func (a *Control) identify(c Credentials) (Identity, error) {
 	return Identity{}, nil
 }
 
-// parseAuthorization splits "Basic base64(user:password)", or "Bearer
-// user:password": the bearer token of a client that sends only one
-// (Turborepo's TURBO_TOKEN, Nx's access token) is a user's name and
-// password as the htpasswd file has them, joined by a colon, unencoded.
-func parseAuthorization(v string) (user, pass string, err error) {
+// checkAuthorization returns who an authorization value stands for: a
+// bearer token, or basic auth whose password is a token or an htpasswd
+// user's.
+func (a *Control) checkAuthorization(ctx context.Context, v string) (Identity, error) {
 	scheme, cred, _ := strings.Cut(strings.TrimSpace(v), " ")
-	var raw []byte
+	cred = strings.TrimSpace(cred)
 	switch {
-	case strings.EqualFold(scheme, "basic"):
-		if raw, err = base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err != nil {
-			return "", "", fmt.Errorf("authorization: Basic credentials are not base64")
-		}
 	case strings.EqualFold(scheme, "bearer"):
-		raw = []byte(strings.TrimSpace(cred))
-	default:
-		return "", "", fmt.Errorf("authorization scheme %q is not supported: this server takes Basic, or Bearer user:password", cas.Clip(scheme))
+		user, pass, userPass := strings.Cut(cred, ":")
+		if a.Tokens != nil && (LooksLikeJWT(cred) || !userPass || a.Users == nil) {
+			return a.Tokens.Verify(ctx, cred)
+		}
+		if !userPass {
+			return Identity{}, errors.New("authorization: Bearer credentials are not user:password")
+		}
+		// The bearer token of a client that sends only one (Turborepo's
+		// TURBO_TOKEN, Nx's access token): a user's name and password as
+		// the htpasswd file has them, joined by a colon, unencoded.
+		return a.checkUser(ctx, user, pass)
+	case strings.EqualFold(scheme, "basic"):
+		user, pass, err := parseBasicAuth(cred)
+		if err != nil {
+			return Identity{}, err
+		}
+		if a.Tokens != nil && LooksLikeJWT(pass) {
+			return a.Tokens.Verify(ctx, pass)
+		}
+		return a.checkUser(ctx, user, pass)
+	}
+	takes := "Basic, or Bearer user:password"
+	switch {
+	case a.Tokens != nil && a.Users != nil:
+		takes = "Bearer (a JWT, or user:password) or Basic"
+	case a.Tokens != nil:
+		takes = "Bearer (or Basic with a JWT as the password)"
+	}
+	return Identity{}, fmt.Errorf("authorization scheme %q is not supported: this server takes %s", cas.Clip(scheme), takes)
+}
+
+// checkUser returns the htpasswd user whose name and password these are.
+func (a *Control) checkUser(ctx context.Context, user, pass string) (Identity, error) {
+	if a.Users == nil {
+		return Identity{}, errors.New("authorization: the password is not a JWT, and this server takes no other")
+	}
+	name, err := a.Users.Check(user, pass, ctx.Done())
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{Name: name, Method: "basic"}, nil
+}
+
+// parseBasicAuth splits the credentials of "Basic base64(user:password)".
+func parseBasicAuth(cred string) (user, pass string, err error) {
+	raw, err := base64.StdEncoding.DecodeString(cred)
+	if err != nil {
+		return "", "", fmt.Errorf("authorization: Basic credentials are not base64")
 	}
 	user, pass, ok := strings.Cut(string(raw), ":")
 	if !ok {
-		return "", "", fmt.Errorf("authorization: %s credentials are not user:password", scheme)
+		return "", "", fmt.Errorf("authorization: Basic credentials are not user:password")
 	}
 	return user, pass, nil
 }

@@ -31,7 +31,7 @@ type Credentials struct {
 	grpc          context.Context
 	authorization []string
 	tls           *tls.ConnectionState // nil: no TLS
-	done          <-chan struct{}      // ends a wait for the password check
+	ctx           context.Context      // the request's: ends a wait for a password's check or a token's keys
 }
 
 // GRPCCredentials are the credentials of the gRPC request whose context
@@ -46,7 +46,7 @@ func (c Credentials) read() Credentials {
 	if ctx == nil {
 		return c
 	}
-	c = Credentials{authorization: metadata.ValueFromIncomingContext(ctx, "authorization"), done: ctx.Done()}
+	c = Credentials{authorization: metadata.ValueFromIncomingContext(ctx, "authorization"), ctx: ctx}
 	if p, ok := peer.FromContext(ctx); ok {
 		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
 			c.tls = &info.State
@@ -58,7 +58,7 @@ func (c Credentials) read() Credentials {
 // HTTPCredentials are the credentials of HTTP request r: its
 // Authorization headers and its connection's verified certificates.
 func HTTPCredentials(r *http.Request) Credentials {
-	return Credentials{authorization: r.Header.Values("Authorization"), tls: r.TLS, done: r.Context().Done()}
+	return Credentials{authorization: r.Header.Values("Authorization"), tls: r.TLS, ctx: r.Context()}
 }
 
 // DenialReason is why Authorize refused a request.

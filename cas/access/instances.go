@@ -211,7 +211,7 @@ func tableNeedsIdentity(t instanceTable) bool {
 	return false
 }
 
-// Len returns how many instances the file names.
+// Len returns how many instances and namespaces the file names.
 func (ir *InstanceRules) Len() int {
 	if ir == nil {
 		return 0
@@ -261,4 +261,20 @@ func (a *Control) AllowsInstance(instance string, op Operation, id Identity) boo
 		return rule.allows(id)
 	}
 	return a.Policy.Allows(op, id)
+}
+
+// NeedsTokens reports whether any of the file's rules admits bearer
+// tokens by their claims.
+func (ir *InstanceRules) NeedsTokens() bool {
+	if ir == nil {
+		return false
+	}
+	for _, rules := range *ir.byInstance.Load() {
+		for _, r := range rules {
+			if r != nil && r.namesTokens() {
+				return true
+			}
+		}
+	}
+	return false
 }

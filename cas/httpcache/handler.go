@@ -200,6 +200,13 @@ func (h *Handler) authorizeInstance(w http.ResponseWriter, r *http.Request, op o
 	return h.admit(w, r, op, id, denied)
 }
 
+// authorizeNamespace is authorize for op on a keyed namespace: the
+// access file's rule for it, if it names one.
+func (h *Handler) authorizeNamespace(w http.ResponseWriter, r *http.Request, op operation, namespace string) (*http.Request, bool) {
+	id, denied := h.opts.Access.AuthorizeNamespace(access.HTTPCredentials(r), namespace, op.access())
+	return h.admit(w, r, op, id, denied)
+}
+
 // admit answers denied, if not nil, and reports whether the request may
 // go on (denied is nil), returning it with its client for a PUT.
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, op operation, id access.Identity, denied *access.Denial) (*http.Request, bool) {

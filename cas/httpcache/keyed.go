@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/access"
 )
 
 // keyedMethods are the methods a keyed path answers (the 405's Allow).
@@ -91,13 +90,6 @@ func (h *Handler) lookupKeyed(ctx context.Context, kp keyedPath) (keyedRecord, e
 		return keyedRecord{}, fmt.Errorf("%w (its record is damaged)", cas.ErrNotFound)
 	}
 	return rec, nil
-}
-
-// authorizeNamespace is authorize for op on a keyed namespace: the access
-// file's rule for it, if it names one (access.Control.AuthorizeNamespace).
-func (h *Handler) authorizeNamespace(w http.ResponseWriter, r *http.Request, op operation, namespace string) (*http.Request, bool) {
-	id, denied := h.opts.Access.AuthorizeNamespace(access.HTTPCredentials(r), namespace, op.access())
-	return h.admit(w, r, op, id, denied)
 }
 
 // putKeyed answers PUT of a keyed entry: storeKeyed, an entry replacing

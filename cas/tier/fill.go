@@ -15,7 +15,8 @@ import (
 // whole object, streamed in chunks into a disk store writer (which hashes
 // as it writes and commits, through the disk store's own commit path, only
 // if size and SHA-256 match). It runs on a goroutine of its own under the
-// Store's context, not a client's: a client that goes away neither
+// Store's context, not a client's (it carries the starting read's values,
+// a trace's span, but not its end): a client that goes away neither
 // corrupts nor abandons it. Concurrent readers of one missing blob share
 // one fill (Store.fills), and all read from disk once it has committed: no
 // byte reaches a client before the whole blob is checked, since a client
@@ -25,19 +26,24 @@ type fill struct {
 	d         cas.Digest
 	pool      membuf.BufferPool
 	chunkSize int
+	// origin is the context of the read that started the fill, without
+	// its cancellation: its values (a trace's span) go with the fill's
+	// requests to the backend; its end does not stop the fill.
+	origin context.Context
 
 	done chan struct{} // closed when the fill has ended
 	err  error         // why it failed; set before done closes
 }
 
-// joinFill returns the fill of d, starting one if none is running.
-func (t *Store) joinFill(d cas.Digest) *fill {
+// joinFill returns the fill of d, starting one if none is running, with
+// ctx's values (not its cancellation) for its requests to the backend.
+func (t *Store) joinFill(ctx context.Context, d cas.Digest) *fill {
 	t.fillMu.Lock()
 	defer t.fillMu.Unlock()
 	if f := t.fills[d]; f != nil {
 		return f
 	}
-	f := &fill{d: d, pool: t.cfg.Pool, chunkSize: t.cfg.ChunkSize, done: make(chan struct{})}
+	f := &fill{d: d, pool: t.cfg.Pool, chunkSize: t.cfg.ChunkSize, origin: context.WithoutCancel(ctx), done: make(chan struct{})}
 	t.fills[d] = f
 	t.wg.Add(1)
 	go t.runFill(f)
@@ -69,8 +75,9 @@ func (t *Store) runFill(f *fill) {
 // fillOnce does the fill's work; see fill.
 func (t *Store) fillOnce(f *fill) error {
 	k := BlobKey(f.d)
-	ctx, cancel := context.WithCancelCause(t.ctx)
+	ctx, cancel := context.WithCancelCause(f.origin)
 	defer cancel(nil)
+	defer context.AfterFunc(t.ctx, func() { cancel(context.Cause(t.ctx)) })()
 	// The transfer must make progress: the watchdog cancels it when no
 	// byte arrived for RequestTimeout (a stalled or very slow backend).
 	stall := time.AfterFunc(t.cfg.RequestTimeout, func() {
@@ -156,7 +163,7 @@ func (r *fillReader) ReadZstd(ctx context.Context, off int64, pool membuf.Buffer
 func (r *fillReader) fill(ctx context.Context) error {
 	t := r.t
 	if ok, _ := cas.Contains(ctx, t.local, r.d); !ok {
-		if err := waitFill(ctx, t.joinFill(r.d)); err != nil {
+		if err := waitFill(ctx, t.joinFill(ctx, r.d)); err != nil {
 			t.countFillLookup(err)
 			return err
 		}

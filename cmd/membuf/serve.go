@@ -145,6 +145,7 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.DurationVar(&cfg.Stop.Timeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for open RPCs before cutting them off")
 	fs.DurationVar(&cfg.Store.MinAge, "min-age", cfg.Store.MinAge, "warn (at most once an hour) when the store evicts entries last used less than this long ago:\nBazel assumes outputs it was told of live 3h (its lease), and builds without the bytes fail\nif they do not; the fix is a larger --max-size. 0: never warn")
 	fs.BoolVar(&cfg.AC.InstanceIsolation, "instance-isolation", false, "keep action results by instance name (gRPC's instance_name, the HTTP cache's /{instance}/ac/)\nand action digest, so that instances never see each other's; the CAS stays shared.\nThe empty instance too has keys of its own: results stored without the flag are misses with it")
+	fs.DurationVar(&cfg.AC.MaxAge, "ac-max-age", 0, "an action result stored longer ago than this (less up to a tenth of it, which spreads the expiries)\nis a miss, and the next upload of the action replaces it; 0: served until evicted")
 	fs.Var(sizeFlag{&cfg.Store.ScrubRate}, "scrub-rate", "`size` per second the background scrubber re-hashes stored blobs at, to find rot; 0 disables it\n(blobs are also re-hashed on their first read after start)")
 	cfg.access.register(fs)
 	fs.DurationVar(&cfg.Listen.IdleTimeout, "idle-timeout", cfg.Listen.IdleTimeout, "close a connection with no request for this long: gRPC's (GOAWAY; clients reconnect on their next\ncall) and the HTTP listeners' keep-alive connections")
@@ -155,6 +156,8 @@ func serveFlags(std *stdio) (*flag.FlagSet, func(context.Context, []string) erro
 	fs.IntVar(&cfg.Limits.MaxOpenUploads, "max-open-uploads", cfg.Limits.MaxOpenUploads, "most ByteStream uploads streaming at once (one descriptor each); more are RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.Limits.MaxKeptUploads, "max-kept-uploads", cfg.Limits.MaxKeptUploads, "most interrupted uploads kept for resumption; past it the least recently active is discarded")
 	fs.BoolVar(&cfg.Observe.Reflection, "reflection", false, "serve gRPC server reflection (grpc.reflection.v1), for grpcurl and the like")
+	fs.StringVar(&cfg.Observe.Tracing.Endpoint, "otlp-endpoint", "", "send OpenTelemetry traces (a span per request, the store's and each upstream request's under it)\nover OTLP/HTTP to this `URL` (http://collector:4318); none: no traces, at no cost")
+	fs.Float64Var(&cfg.Observe.Tracing.Sampling, "trace-sampling", 0.01, "`fraction` of the traces started here that are recorded, 0 to 1; a request carrying a W3C\ntraceparent follows its caller's decision")
 	fs.BoolVar(&cfg.Observe.Pprof, "pprof", false, "serve the runtime's profiles under /debug/pprof/ on the HTTP listener (they show command lines\nand memory: keep that listener private)")
 	fs.DurationVar(&cfg.Stop.DrainDelay, "drain-delay", 0, "on SIGINT or SIGTERM, report NOT_SERVING (health, /healthz) for this long while still serving,\nso that load balancers stop sending new work, before the graceful stop")
 	fs.StringVar(&cfg.configFile, configFlag, "", "TOML `file` of settings, a key per flag (max-size = \"200GiB\"); every flag can also come from the\nenvironment as MEMBUF_<FLAG> (MEMBUF_MAX_SIZE); the command line wins, then the environment, then the file")
@@ -234,6 +237,10 @@ func (c *serveConfig) validate() error {
 		return usageError("--asset-timeout must be positive")
 	case c.Store.MinAge < 0:
 		return usageError("--min-age must not be negative")
+	case c.Observe.Tracing.Sampling < 0 || c.Observe.Tracing.Sampling > 1:
+		return usageError("--trace-sampling must be between 0 and 1")
+	case c.AC.MaxAge < 0:
+		return usageError("--ac-max-age must not be negative")
 	case c.Listen.IdleTimeout <= 0:
 		return usageError("--idle-timeout must be positive")
 	case c.Limits.MaxBlobSize < 0:

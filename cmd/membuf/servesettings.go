@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"math"
@@ -18,7 +19,7 @@ import (
 // it, the in-flight upload budget as the server took it), so that a log
 // says how the server ran without its command line.
 func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, maxInflight int64, procs int) []any {
-	tlsShown, clientCA, htpasswd := "off", "off", "off"
+	tlsShown, clientCA, htpasswd, jwt := "off", "off", "off", "off"
 	if c.Listen.TLS != nil {
 		tlsShown = c.access.tls.Cert + " (expires " + c.Listen.TLS.NotAfter() + ")"
 		if c.access.tls.ClientCA != "" {
@@ -30,6 +31,9 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 		policy = a.Policy.String()
 		if a.Users != nil {
 			htpasswd = fmt.Sprintf("%s (%d users)", c.access.htpasswd, a.Users.Users())
+		}
+		if a.Tokens != nil {
+			jwt = fmt.Sprintf("%s (aud %s, keys %s)", c.access.jwt.Issuer, c.access.jwt.Audience, cmp.Or(c.access.jwt.KeysFile, c.access.jwt.JWKSURL, "by discovery"))
 		}
 	}
 	memLimit := "off"
@@ -64,13 +68,13 @@ func settingsLog(c *serveConfig, dir, grpcAddr, httpAddr string, poolBudget, max
 		"pool_budget", formatSize(poolBudget), "gomemlimit", memLimit, "max_inflight_upload", formatSize(maxInflight),
 		"upload_ttl", c.Limits.UploadTTL, "upload_stall_timeout", c.Limits.UploadStall, "max_open_uploads", c.Limits.MaxOpenUploads, "max_kept_uploads", c.Limits.MaxKeptUploads,
 		"procs", procsShown, "scrub_rate", formatSize(c.Store.ScrubRate) + "/s", "pack_max", formatSize(c.Store.PackMax), "pack_sync", c.Store.PackSync, "check_reads", c.Store.CheckReads,
-		"asset_hosts", assetHosts, "asset_max_size", assetMax, "asset_timeout", c.Asset.Timeout,
+		"ac_max_age", c.AC.MaxAge, "asset_hosts", assetHosts, "asset_max_size", assetMax, "asset_timeout", c.Asset.Timeout,
 		"upstream", upstream, "upstream_write_through", c.Upstream.WriteThrough, "upstream_timeout", c.Upstream.Timeout, "upstream_missing_ttl", c.Upstream.MissingTTL,
-		"tls", tlsShown, "tls_client_ca", clientCA, "htpasswd", htpasswd, "policy", policy,
+		"tls", tlsShown, "tls_client_ca", clientCA, "htpasswd", htpasswd, "jwt", jwt, "policy", policy,
 		"max_connections", c.Listen.MaxConnections, "max_streams_per_connection", server.MaxStreamsPerConnection,
 		"keepalive_min_time", server.KeepaliveMinTime, "keepalive_time", server.KeepaliveTime, "keepalive_timeout", server.KeepaliveTimeout,
 		"idle_timeout", c.Listen.IdleTimeout, "handshake_timeout", server.HandshakeTimeout, "tls_min_version", c.tlsMinVersion, "max_blob_size", maxBlob,
-		"reflection", c.Observe.Reflection, "pprof", c.Observe.Pprof,
+		"otlp_endpoint", cmp.Or(c.Observe.Tracing.Endpoint, "off"), "trace_sampling", c.Observe.Tracing.Sampling, "reflection", c.Observe.Reflection, "pprof", c.Observe.Pprof,
 		"shutdown_timeout", c.Stop.Timeout, "drain_delay", c.Stop.DrainDelay,
 		"log_level", c.logLevel.String(), "log_format", c.logFormat,
 	}

@@ -31,6 +31,9 @@ type Config struct {
 	Concurrency int
 	// Logger receives the backend's logs; nil discards them.
 	Logger *slog.Logger
+	// DialOptions are added to the connection's (a tracer's stats
+	// handler, which passes a request's trace context on).
+	DialOptions []grpc.DialOption
 }
 
 // Backend is a tier.Backend on an upstream REAPI cache (another membuf,
@@ -110,6 +113,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if auth != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(basicAuth(auth)))
 	}
+	opts = append(opts, cfg.DialOptions...)
 	b.conn, err = grpc.NewClient(cfg.Location.Address, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("grpcupstream: %s: %w", b.name, err)

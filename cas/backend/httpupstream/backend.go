@@ -29,6 +29,9 @@ type Config struct {
 	Concurrency int
 	// Logger receives the backend's logs; nil discards them.
 	Logger *slog.Logger
+	// WrapTransport, if not nil, wraps the client's transport (a tracer's,
+	// which passes a request's trace context on).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // Backend is a tier.Backend on an upstream HTTP cache speaking
@@ -87,8 +90,12 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		// body would be the right bytes at the wrong length.
 		DisableCompression: true,
 	}
+	var rt http.RoundTripper = transport
+	if cfg.WrapTransport != nil {
+		rt = cfg.WrapTransport(transport)
+	}
 	b.client = &http.Client{
-		Transport: transport,
+		Transport: rt,
 		// A redirect would send the credentials elsewhere: an answer like
 		// any other unexpected one.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -8,6 +8,7 @@ import (
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
+	"github.com/membuf/membuf/cmd/membuf/internal/tracing"
 )
 
 // Config is everything a Server is told, grouped by concern. Each field is
@@ -89,6 +90,10 @@ type ActionCacheConfig struct {
 	// action digest, so that instances never see each other's (the CAS
 	// stays shared); --instance-isolation.
 	InstanceIsolation bool
+	// MaxAge is --ac-max-age: a result stored longer ago than this (less
+	// a tenth of it at most, as jitter) is a miss; 0: results are served
+	// until evicted.
+	MaxAge time.Duration
 }
 
 // AssetConfig is the Remote Asset API's.
@@ -103,6 +108,9 @@ type ObserveConfig struct {
 	Logger     *slog.Logger // --log-level, --log-format; nil: slog.Default()
 	Reflection bool         // --reflection: gRPC server reflection
 	Pprof      bool         // --pprof: /debug/pprof/ on the HTTP listener
+	// Tracing is --otlp-endpoint and --trace-sampling: OpenTelemetry
+	// traces, exported over OTLP/HTTP; no endpoint: none at all.
+	Tracing tracing.Config
 	// Ready, if not nil, is called once every listener serves, with what
 	// the server serves (membuf serve logs it, prints the line and writes
 	// --ready-file). An error from it stops the server, as a listener's

@@ -33,6 +33,7 @@ import (
 	"github.com/membuf/membuf/cas/zstdseek"
 	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
+	"github.com/membuf/membuf/cmd/membuf/internal/tracing"
 )
 
 // A Server is one run of `membuf serve`. Its parts exist from the start
@@ -59,7 +60,8 @@ type Server struct {
 	packs          metrics.PackedStats // nil: no packs=true
 	storage        cas.Storage         // what the services serve: tier, or store, decorated
 	lookups        *decorator.LookupCounter
-	maxBlobSize    int64 // 0: no limit
+	tracing        *tracing.Tracing // --otlp-endpoint; nil: no traces
+	maxBlobSize    int64            // 0: no limit
 
 	cas         *reapi.Server
 	results     *actionresult.Loader // what both protocols serve action results through
@@ -102,6 +104,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.zstd, err = zstdseek.NewPool(zstdMemory); err != nil {
 		return nil, fmt.Errorf("--zstd-memory: %w", err)
+	}
+	if s.tracing, err = tracing.New(cfg.Observe.Tracing); err != nil {
+		return nil, fmt.Errorf("--otlp-endpoint: %w", err)
 	}
 	return s, nil
 }
@@ -163,7 +168,22 @@ func (s *Server) stop(err error) error {
 	keep(s.closeStore())
 	s.closeListeners()
 	s.releaseSIGHUP()
+	s.stopTracing()
 	return err
+}
+
+// stopTracing exports the spans still buffered, for at most a few
+// seconds: a receiver that is down costs the stop a warning, not its
+// outcome.
+func (s *Server) stopTracing() {
+	if s.tracing == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.tracing.Shutdown(ctx); err != nil {
+		s.log.Warn("traces not all exported at the stop", "err", err)
+	}
 }
 
 // catchSIGHUP catches SIGHUP from the start, before the store opens: it
@@ -298,6 +318,9 @@ func (s *Server) newGRPCServer() {
 	if s.access != nil {
 		opts = append(opts, s.access.ServerOptions()...)
 	}
+	if s.tracing != nil {
+		opts = append(opts, s.tracing.ServerOption())
+	}
 	opts = append(opts, grpcLimits(s.idleTimeout())...)
 	opts = append(opts, s.identityConns.serverOptions()...) // connidentity.go
 	// A goroutine per RPC starts with a small stack, which every read
@@ -344,6 +367,9 @@ func (s *Server) newHTTPCacheServer() error {
 	var h http.Handler = s.identityConns.handler(s.cache) // connidentity.go
 	if s.access != nil {
 		h = s.access.Middleware(h)
+	}
+	if s.tracing != nil {
+		h = s.tracing.Handler(h, "http-cache")
 	}
 	s.cacheServer = s.newHTTP(s.latency.HTTPCache(h))
 	return nil

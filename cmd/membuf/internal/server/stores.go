@@ -42,8 +42,8 @@ type sharedTier interface {
 // openStores creates --dir if missing, opens the disk store in it and,
 // with --upstream, the shared tier in front of its backend, and composes
 // what the services serve: the tier or the disk store, inside the
-// decorators (blobs over --max-blob-size refused, clients' lookups
-// counted). What it opens stays in s for the stop steps, even when a
+// decorators (action results past --ac-max-age missed, blobs over
+// --max-blob-size refused, clients' lookups counted). What it opens stays in s for the stop steps, even when a
 // later part fails.
 func (s *Server) openStores(ctx context.Context) error {
 	dir, err := filepath.Abs(s.cfg.Store.Dir)
@@ -70,12 +70,16 @@ func (s *Server) openStores(ctx context.Context) error {
 	s.store = store
 	served := cas.Storage(store)
 	if u := s.cfg.Upstream; u.URL != "" {
-		backend, err := newBackend(ctx, u.Parsed, u.Timeout, 32, s.log)
+		backend, err := newBackend(ctx, u.Parsed, u.Timeout, 32, s.log, s.tracing)
 		if err != nil {
 			return fmt.Errorf("--upstream: %w", err)
 		}
+		tierBackend := backend.Backend
+		if s.tracing != nil {
+			tierBackend = s.tracing.Backend(backend.Backend)
+		}
 		t, err := tier.Open(ctx, store, tierConfig(u.Parsed, tier.Config{
-			Backend:        backend.Backend,
+			Backend:        tierBackend,
 			Name:           u.Parsed.Scheme,
 			Dir:            dir,
 			LocalMaxSize:   c.MaxSize,
@@ -97,8 +101,14 @@ func (s *Server) openStores(ctx context.Context) error {
 		served = t
 	}
 	s.maxBlobSize = maxBlobSize(c.MaxSize, s.cfg.Limits.MaxBlobSize)
-	s.lookups = decorator.CountLookups(decorator.LimitSize(served, s.maxBlobSize))
+	// The expiry's stamps are taken off whatever --ac-max-age is now: a
+	// result stored while it was set is served as uploaded once it is not.
+	expiring := decorator.ExpireActionResults(served, s.cfg.AC.MaxAge)
+	s.lookups = decorator.CountLookups(decorator.LimitSize(expiring, s.maxBlobSize))
 	s.storage = s.lookups
+	if s.tracing != nil {
+		s.storage = s.tracing.Storage(s.lookups)
+	}
 	return nil
 }
 

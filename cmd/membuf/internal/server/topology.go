@@ -18,6 +18,7 @@ import (
 	"github.com/membuf/membuf/cas/backend/s3"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
+	"github.com/membuf/membuf/cmd/membuf/internal/tracing"
 )
 
 // This file is where the shared tier's backend is chosen: the one place
@@ -71,6 +72,9 @@ type backendOptions struct {
 	timeout     time.Duration
 	concurrency int
 	log         *slog.Logger
+	// tracing, if not nil, carries the trace context of a request on to
+	// an upstream cache's (gRPC metadata, HTTP headers).
+	tracing *tracing.Tracing
 }
 
 // backendKinds are the backends --upstream chooses from, by scheme.
@@ -107,7 +111,11 @@ var backendKinds = []backendKind{
 		help:    "grpc://HOST:PORT[/INSTANCE], grpcs://... (an upstream REAPI cache: another membuf, bb-storage, bazel-remote; " + grpcupstream.URLParameters + ")",
 		parse:   func(raw string) (location, error) { return grpcupstream.ParseURL(raw) },
 		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
-			b, err := grpcupstream.New(ctx, grpcupstream.Config{Location: loc.(grpcupstream.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log})
+			cfg := grpcupstream.Config{Location: loc.(grpcupstream.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log}
+			if o.tracing != nil {
+				cfg.DialOptions = append(cfg.DialOptions, o.tracing.DialOption())
+			}
+			b, err := grpcupstream.New(ctx, cfg)
 			return opened{b, nil, b}, err
 		},
 	},
@@ -116,7 +124,11 @@ var backendKinds = []backendKind{
 		help:    "http://HOST:PORT[/PREFIX], https://... (an upstream HTTP cache of /cas/ and /ac/: another membuf's --http-cache, bazel-remote, nginx WebDAV; " + httpupstream.URLParameters + ")",
 		parse:   func(raw string) (location, error) { return httpupstream.ParseURL(raw) },
 		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
-			b, err := httpupstream.New(ctx, httpupstream.Config{Location: loc.(httpupstream.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log})
+			cfg := httpupstream.Config{Location: loc.(httpupstream.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log}
+			if o.tracing != nil {
+				cfg.WrapTransport = o.tracing.Transport
+			}
+			b, err := httpupstream.New(ctx, cfg)
 			return opened{b, nil, b}, err
 		},
 	},
@@ -297,8 +309,8 @@ func (b sharedBackend) packStats() metrics.PackedStats {
 // (tier.Open probes it), but for packs' listing, which starts here.
 // concurrency bounds each backend's requests in flight; close releases
 // what it holds.
-func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int, log *slog.Logger) (sharedBackend, error) {
-	o, err := u.kind.open(ctx, u.location, backendOptions{timeout: timeout, concurrency: concurrency, log: log})
+func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int, log *slog.Logger, tr *tracing.Tracing) (sharedBackend, error) {
+	o, err := u.kind.open(ctx, u.location, backendOptions{timeout: timeout, concurrency: concurrency, log: log, tracing: tr})
 	if err != nil {
 		return sharedBackend{}, err
 	}

@@ -1,0 +1,114 @@
+package decorator
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+)
+
+// ActionResultExpiry is a cas.Storage whose action results are misses
+// once older than MaxAge (--ac-max-age), less a jitter of up to Jitter
+// that is the same for an action every time (so a result is a hit or a
+// miss for good, not by turns, and results stored together do not all
+// expire at once): a team bounds how long a result built by an old
+// toolchain or a poisoned runner is served. An expired result stays
+// stored until the next upload of the action replaces it or the store
+// evicts it.
+//
+// A result's age is the time it was stored here: with MaxAge set,
+// PutActionResult stores ahead of the entry a stamp (a magic no
+// serialized ActionResult starts with, and the time), which
+// GetActionResult takes off again, whatever MaxAge is then, so that
+// turning the limit off later serves the stamped results as they were
+// uploaded. With MaxAge set, a result without a stamp (stored without
+// the limit) is of no known age and is a miss. Every action cache entry
+// is one, the HTTP cache's keyed entries (sccache's, Gradle's) included.
+// Blobs pass through.
+type ActionResultExpiry struct {
+	cas.Storage
+	// MaxAge is the age past which a result is a miss; 0: none is.
+	MaxAge time.Duration
+	// Jitter is how much sooner, at most, a result may expire.
+	Jitter time.Duration
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+}
+
+// ExpireActionResults returns s whose action results expire after maxAge
+// less a jitter of up to a tenth of it; maxAge 0: no result expires, and
+// the stamps of results stored with a limit are still taken off.
+func ExpireActionResults(s cas.Storage, maxAge time.Duration) *ActionResultExpiry {
+	return &ActionResultExpiry{Storage: s, MaxAge: maxAge, Jitter: maxAge / 10}
+}
+
+// stampMagic starts a stamped entry: a serialized ActionResult never
+// starts with a zero byte (field number 0 is not a field), and an entry
+// in another format (--http-ac-raw) does not start with these 16 bytes.
+const stampMagic = "\x00membuf:ac-time\x00"
+
+// stampSize is the stamp's: the magic and the time, Unix nanoseconds big
+// endian.
+const stampSize = len(stampMagic) + 8
+
+func (e *ActionResultExpiry) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// GetActionResult returns the entry without its stamp, or, with MaxAge
+// set, ErrNotFound for one past its age or without a stamp.
+func (e *ActionResultExpiry) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
+	data, err := e.Storage.GetActionResult(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	stored, payload, stamped := unstamp(data)
+	if e.MaxAge <= 0 {
+		return payload, nil
+	}
+	if !stamped {
+		return nil, fmt.Errorf("action result %v, stored before --ac-max-age was set, is of no known age: %w", d, cas.ErrNotFound)
+	}
+	if age, limit := e.now().Sub(stored), e.limit(d); age >= limit {
+		return nil, fmt.Errorf("action result %v, stored %v ago, is past its age limit of %v: %w", d, age.Round(time.Second), limit, cas.ErrNotFound)
+	}
+	return payload, nil
+}
+
+// PutActionResult stores data, stamped with the time when MaxAge is set.
+func (e *ActionResultExpiry) PutActionResult(ctx context.Context, d cas.Digest, data []byte) error {
+	if e.MaxAge <= 0 {
+		return e.Storage.PutActionResult(ctx, d, data)
+	}
+	stamped := make([]byte, stampSize+len(data))
+	copy(stamped, stampMagic)
+	binary.BigEndian.PutUint64(stamped[len(stampMagic):], uint64(e.now().UnixNano()))
+	copy(stamped[stampSize:], data)
+	return e.Storage.PutActionResult(ctx, d, stamped)
+}
+
+// limit is the age past which d's result is a miss: MaxAge less d's
+// jitter, a fraction of Jitter that d's hash chooses.
+func (e *ActionResultExpiry) limit(d cas.Digest) time.Duration {
+	if e.Jitter <= 0 {
+		return e.MaxAge
+	}
+	h := fnv.New64a()
+	h.Write([]byte(d.Hash))
+	return e.MaxAge - time.Duration(h.Sum64()%uint64(e.Jitter))
+}
+
+// unstamp splits a stamped entry into its time and payload; an entry
+// without a stamp is its own payload.
+func unstamp(data []byte) (stored time.Time, payload []byte, stamped bool) {
+	if len(data) < stampSize || string(data[:len(stampMagic)]) != stampMagic {
+		return time.Time{}, data, false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(data[len(stampMagic):stampSize]))), data[stampSize:], true
+}

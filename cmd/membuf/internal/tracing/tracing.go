@@ -1,0 +1,106 @@
+// Package tracing is membuf serve's OpenTelemetry traces (--otlp-endpoint):
+// a span per request (gRPC and HTTP), W3C trace context taken from
+// clients and passed on to upstreams, child spans around the served
+// storage and each backend request, exported over OTLP/HTTP. A server
+// without an endpoint builds nothing of it: no handler, no wrapper, no
+// span, so the requests' paths are as they are untraced.
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+)
+
+// Config is --otlp-endpoint's and --trace-sampling's.
+type Config struct {
+	// Endpoint is the OTLP/HTTP receiver's URL (http://collector:4318,
+	// to which /v1/traces is added unless it has a path); "": no traces.
+	Endpoint string
+	// Sampling is the fraction of the traces that start here which are
+	// recorded, 0 to 1; a request that comes with a trace context follows
+	// its caller's decision.
+	Sampling float64
+}
+
+// Tracing is a configured tracer: what the server installs.
+type Tracing struct {
+	provider   *sdktrace.TracerProvider
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+}
+
+// New returns the tracer cfg configures, exporting in the background;
+// nil for no endpoint. It sends nothing until a span ends.
+func New(cfg Config) (*Tracing, error) {
+	if cfg.Endpoint == "" {
+		return nil, nil
+	}
+	if cfg.Sampling < 0 || cfg.Sampling > 1 {
+		return nil, fmt.Errorf("trace sampling %v: want 0 to 1", cfg.Sampling)
+	}
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("OTLP endpoint %q: want http://HOST:PORT or https://HOST:PORT", cfg.Endpoint)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces"
+	}
+	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()))
+	if err != nil {
+		return nil, fmt.Errorf("OTLP endpoint %q: %w", cfg.Endpoint, err)
+	}
+	provider := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exporter),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Sampling))),
+		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("membuf"))),
+	)
+	return &Tracing{
+		provider:   provider,
+		tracer:     provider.Tracer("github.com/membuf/membuf/cmd/membuf"),
+		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+	}, nil
+}
+
+// Shutdown exports the spans still buffered and stops.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return t.provider.Shutdown(ctx)
+}
+
+// ServerOption is the gRPC server's: a span per RPC, in the trace of the
+// context the client sent (traceparent metadata).
+func (t *Tracing) ServerOption() grpc.ServerOption {
+	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(t.provider), otelgrpc.WithPropagators(t.propagator)))
+}
+
+// DialOption is an upstream connection's: a span per call, whose context
+// goes to the upstream.
+func (t *Tracing) DialOption() grpc.DialOption {
+	return grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(t.provider), otelgrpc.WithPropagators(t.propagator)))
+}
+
+// Handler wraps an HTTP listener's handler: a span per request, in the
+// trace of the request's traceparent header.
+func (t *Tracing) Handler(h http.Handler, name string) http.Handler {
+	return otelhttp.NewHandler(h, name, otelhttp.WithTracerProvider(t.provider), otelhttp.WithPropagators(t.propagator))
+}
+
+// Transport wraps an upstream's HTTP transport: a span per request, whose
+// context goes to the upstream.
+func (t *Tracing) Transport(rt http.RoundTripper) http.RoundTripper {
+	return otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(t.provider), otelhttp.WithPropagators(t.propagator))
+}
