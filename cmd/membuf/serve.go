@@ -300,6 +300,12 @@ func (c *serveConfig) validate() error {
 			return usageError("%s: %v", flag, err)
 		}
 		c.Upstream.Parsed = u
+		if c.AC.MaxAge > 0 && !u.ObjectStore() {
+			// A stamped result is what every node of this version reads in
+			// a bucket; an upstream cache (another server) takes it for a
+			// malformed ActionResult and other clients of it cannot read it.
+			return usageError("--ac-max-age stamps the action results it stores with their time, which an upstream cache (%s://) would refuse or serve as they are: use it with a bucket (s3://, gs://, azblob://), or on the upstream cache itself", u.Scheme)
+		}
 	}
 	return nil
 }

@@ -457,6 +457,7 @@ func TestServeBadFlags(t *testing.T) {
 		{"bad access file", []string{"--instance-isolation", "--access-file", badAccess}, 2, []string{"--access-file:", "line 1", "the CAS is shared"}},
 		{"access file, no one to name", []string{"--instance-isolation", "--access-file", namedAccess}, 2, []string{"--access-file", "no one can authenticate"}},
 		{"negative min age", []string{"--min-age", "-1s"}, 2, []string{"--min-age must not be negative"}},
+		{"ac max age over an upstream cache", []string{"--ac-max-age", "24h", "--upstream", "grpc://127.0.0.1:1"}, 2, []string{"--ac-max-age", "upstream cache (grpc://)", "use it with a bucket"}},
 		{"zero connections", []string{"--max-connections", "0"}, 2, []string{"--max-connections must be at least 1"}},
 		{"zero open uploads", []string{"--max-open-uploads", "0"}, 2, []string{"--max-open-uploads must be at least 1"}},
 		{"negative drain", []string{"--drain-delay", "-1s"}, 2, []string{"--drain-delay must not be negative"}},

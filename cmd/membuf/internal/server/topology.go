@@ -40,6 +40,11 @@ type Upstream struct {
 	retention time.Duration
 }
 
+// ObjectStore reports whether u names a bucket (keeping entries as named
+// objects, opaque) rather than another cache, which serves what it keeps
+// to clients of its own.
+func (u Upstream) ObjectStore() bool { return u.kind != nil && u.kind.objectStore }
+
 // A backendKind is one kind of shared tier, by the schemes of its URL:
 // the one table the server chooses a backend from. Each backend package
 // has the same shape: ParseURL, a Config naming the Location, New.
