@@ -52,6 +52,7 @@ var serverTests = []func(*testing.T){
 	TestGetActionResultMissesIncompleteTrees,
 	TestIdleUploadsHoldNoDescriptors,
 	TestInstanceIsolationSeparatesActionResults,
+	TestInstanceKeysAreNotReachableThroughAnotherInstance,
 	TestInstanceRulesOverGRPC,
 	TestKeptUploadsCapped,
 	TestGetTree,
