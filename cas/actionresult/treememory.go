@@ -50,13 +50,13 @@ func (m *TreeMemory) Lacks(tree cas.Digest) (file cas.Digest, ok bool) {
 func (m *TreeMemory) RememberLacking(tree, file cas.Digest) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	makeRoom(m.lacking, tree, m.capacity)
+	forgetOneIfFull(m.lacking, tree, m.capacity)
 	m.lacking[tree] = file
 }
 
-// makeRoom forgets a key of m at random (map order) if m holds capacity
+// forgetOneIfFull forgets a key of m at random (map order) if m holds capacity
 // keys and key is not one of them.
-func makeRoom[V any](m map[cas.Digest]V, key cas.Digest, capacity int) {
+func forgetOneIfFull[V any](m map[cas.Digest]V, key cas.Digest, capacity int) {
 	if _, ok := m[key]; ok || len(m) < capacity {
 		return
 	}
@@ -80,7 +80,7 @@ func (m *TreeMemory) Complete(tree cas.Digest, gen uint64) bool {
 func (m *TreeMemory) Remember(tree cas.Digest, gen uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	makeRoom(m.trees, tree, m.capacity)
+	forgetOneIfFull(m.trees, tree, m.capacity)
 	m.trees[tree] = gen
 	delete(m.lacking, tree)
 }
