@@ -2,6 +2,7 @@ package reapi
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/actionresult"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
@@ -124,5 +126,42 @@ func TestInstanceRulesOverGRPC(t *testing.T) {
 		}
 		wantCode(t, err, codes.PermissionDenied, `on instance "locked"`)
 		wantCode(t, getErr, codes.PermissionDenied, `on instance "locked"`)
+	}
+}
+
+// BenchmarkGetActionResultManyTrees is one result naming 20,000 distinct
+// Trees of one file each (a 1.6 MB result) on the disk store, through
+// gRPC, with a Loader that remembers no Tree: every request reads and
+// checks each Tree, as after an eviction.
+func BenchmarkGetActionResultManyTrees(b *testing.B) {
+	ctx := context.Background()
+	e := newEnv(b, 0, Options{})
+	var puts []*repb.BatchUpdateBlobsRequest_Request
+	ar := &repb.ActionResult{}
+	for i := range 20_000 {
+		f := []byte(fmt.Sprintf("file %d", i))
+		fd := cas.DigestOf(f)
+		tree, err := proto.Marshal(&repb.Tree{Root: &repb.Directory{Files: []*repb.FileNode{{Name: "f", Digest: fd.Proto()}}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		td := cas.DigestOf(tree)
+		puts = append(puts, &repb.BatchUpdateBlobsRequest_Request{Digest: fd.Proto(), Data: f}, &repb.BatchUpdateBlobsRequest_Request{Digest: td.Proto(), Data: tree})
+		ar.OutputDirectories = append(ar.OutputDirectories, &repb.OutputDirectory{Path: fmt.Sprintf("out/%d", i), TreeDigest: td.Proto()})
+	}
+	for start := 0; start < len(puts); start += 4000 {
+		if _, err := e.cas.BatchUpdateBlobs(ctx, &repb.BatchUpdateBlobsRequest{Requests: puts[start:min(start+4000, len(puts))]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ad := cas.DigestOf([]byte("an action with 20,000 output directories"))
+	if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: ar}, grpc.MaxCallSendMsgSize(8<<20)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto()}, grpc.MaxCallRecvMsgSize(8<<20)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
