@@ -79,7 +79,7 @@ import (
 // in checked blocks (zstdfile.StoredReader); a plain read decompresses,
 // and zstd checks each frame's own checksum (every frame this store
 // writes has one), so a damaged frame fails the read there, and removes
-// the blob (zstdfile.Blob.SetCorruptHandler).
+// the blob (Store.verdict).
 //
 // WithoutReadChecks turns this off, for a filesystem that checksums its own
 // data (ZFS, btrfs): reads then trust what the first check found.
@@ -294,8 +294,9 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 	return nil
 }
 
-// readFailed is what a read does when what it read does not match its
-// sums: removes the entry opened (a copy of the index entry, taken when it
+// readFailed is what the store does with the verdict of a read that
+// found what it read not matching its sums (Store.verdict), or of a record
+// check that found the record cut short: removes the entry opened (a copy of the index entry, taken when it
 // was opened) if it is still that entry, counts and logs it, and returns
 // errCorrupt for the read to fail with.
 func (c *checks) readFailed(opened entry, detail string) error {
@@ -315,16 +316,6 @@ func (c *checks) readFailed(opened entry, detail string) error {
 		}
 	}
 	return errCorrupt
-}
-
-// onReadFailure returns what a read of opened (a copy of its index entry)
-// calls when a block or record fails its CRC: readFailed, or nil with
-// WithoutReadChecks.
-func (c *checks) onReadFailure(opened entry) func(detail string) error {
-	if c.noReadChecks {
-		return nil
-	}
-	return func(detail string) error { return c.readFailed(opened, detail) }
 }
 
 // isFileLocked reports whether el is still its key's file entry.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"testing"
 
@@ -52,7 +53,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make([]byte, old.Size)
-	if _, err := b.ReadAt(got, 0); err != nil || !bytes.Equal(got, first) {
+	if _, err := b.(io.ReaderAt).ReadAt(got, 0); err != nil || !bytes.Equal(got, first) {
 		t.Errorf("open: read %v, same %v", err, bytes.Equal(got, first))
 	}
 	b.Close()

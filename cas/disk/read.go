@@ -7,10 +7,10 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/integrity"
-	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
@@ -52,7 +52,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 		}
 		var err error
 		if e.Seg != nil {
-			var b *packs.Blob
+			var b cas.BlobReader
 			if k.Kind == kindCAS && !e.Verified {
 				// Not yet found matching its name in this process (a
 				// lookup's copy says so: one verified since is skipped
@@ -107,7 +107,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 	}
 	var checked *integrity.File
 	if sums != nil && !s.noReadChecks {
-		checked = integrity.NewFile(f, e.Stored, sums, func(detail string) error { return s.checks.readFailed(e, detail) })
+		checked = integrity.NewFile(f, e.Stored, sums)
 	}
 	if e.Zstd {
 		b, err := zstdfile.Open(f, e.Size, s.zp)
@@ -124,10 +124,12 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 		}
 		// A frame that does not decompress: the disk changed it since
 		// it matched its name. Removed, as a block whose CRC fails.
-		b.SetCorruptHandler(func(err error) error { return s.checks.readFailed(e, err.Error()) })
-		return b, nil
+		return &storedBlob{BlobReader: b, s: s, e: e}, nil
 	}
-	return files.NewBlob(f, e.Size, s.zp, checked), nil
+	if checked == nil {
+		return files.NewBlob(f, e.Size, s.zp, nil), nil // no read gives a verdict
+	}
+	return &storedBlob{BlobReader: files.NewBlob(f, e.Size, s.zp, checked), s: s, e: e}, nil
 }
 
 func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
@@ -136,8 +138,11 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 		return nil, err
 	}
 	defer r.Close()
-	if b, ok := r.(*zstdfile.Blob); ok {
-		return b.ReadAll(ctx, s.buffers)
+	if b, ok := r.(*storedBlob); ok {
+		if z, ok := b.BlobReader.(*zstdfile.Blob); ok {
+			all, err := z.ReadAll(ctx, s.buffers)
+			return all, s.verdict(&b.e, err)
+		}
 	}
 	rd, ok := r.(io.ReaderAt)
 	if !ok {
@@ -155,14 +160,66 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 
 // openRecord opens the packed entry of which e is a copy (its content
 // checked already, if a CAS blob: checks.record), its reads checked
-// against its CRC. It returns errReplaced if the entry was replaced or
-// evicted meanwhile.
-func (s *Store) openRecord(e entry) (*packs.Blob, error) {
-	fail := s.checks.onReadFailure(e)
+// against its CRC unless WithoutReadChecks. It returns errReplaced if the
+// entry was replaced or evicted meanwhile.
+func (s *Store) openRecord(e entry) (cas.BlobReader, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.idx.IsCurrent(e) {
 		return nil, errReplaced
 	}
-	return s.packedBlobs.openLocked(e, fail), nil
+	b := s.packedBlobs.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
+	if s.noReadChecks {
+		return b, nil // no read gives a verdict
+	}
+	return &storedBlob{BlobReader: b, s: s, e: e}, nil
+}
+
+// storedBlob is a blob as Store.Open returns it when its reads can find
+// it corrupt: the reader of its location, and (a copy of) its index entry.
+// A read that finds content not matching its sums or frames fails with
+// that verdict (integrity.ErrCorrupt, zstdfile.ErrCorruptFrame), and the
+// store acts on it (verdict): the entry is removed, and the read fails
+// with errCorrupt.
+type storedBlob struct {
+	cas.BlobReader // a *files.Blob, *packs.Blob or *zstdfile.Blob
+	s              *Store
+	e              entry
+}
+
+// ReadChunks is cas.BlobReader's, the store acting on its verdict.
+func (b *storedBlob) ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	return b.s.verdict(&b.e, b.BlobReader.ReadChunks(ctx, off, end, pool, chunkSize, fn))
+}
+
+// ReadZstd is cas.BlobReader's, the store acting on its verdict.
+func (b *storedBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	return b.s.verdict(&b.e, b.BlobReader.ReadZstd(ctx, off, pool, chunkSize, fn))
+}
+
+// WriteRange is cas.BlobReader's, the store acting on its verdict.
+func (b *storedBlob) WriteRange(ctx context.Context, w io.Writer, off, end int64, pool membuf.BufferPool, chunkSize int) (int64, error) {
+	n, err := b.BlobReader.WriteRange(ctx, w, off, end, pool, chunkSize)
+	return n, b.s.verdict(&b.e, err)
+}
+
+// ReadAt is the reader's io.ReaderAt (a file's or a record's; a
+// compressed blob has none), the store acting on its verdict.
+func (b *storedBlob) ReadAt(p []byte, off int64) (int, error) {
+	ra, ok := b.BlobReader.(io.ReaderAt)
+	if !ok {
+		return 0, fmt.Errorf("disk: a %T is no io.ReaderAt", b.BlobReader)
+	}
+	n, err := ra.ReadAt(p, off)
+	return n, b.s.verdict(&b.e, err)
+}
+
+// verdict acts on err, what a read of entry e returned: content found not
+// matching its sums or frames removes e (checks.readFailed), and the read
+// fails with errCorrupt; any other outcome is returned as it is.
+func (s *Store) verdict(e *entry, err error) error {
+	if err == nil || !errors.Is(err, errCorrupt) && !errors.Is(err, zstdfile.ErrCorruptFrame) {
+		return err
+	}
+	return s.checks.readFailed(*e, err.Error())
 }

@@ -134,7 +134,7 @@ func TestStoreKeepsCompressibleBlobsCompressed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	st2 := b.(*zstdfile.Blob).Table()
+	st2 := b.(*storedBlob).BlobReader.(*zstdfile.Blob).Table()
 	_, _, cstart := st2.FrameAt(zstdseek.FrameSize)
 	if got := readZstd(t, b, zstdseek.FrameSize, nil); !bytes.Equal(got, file[cstart:st2.DataSize()]) {
 		t.Fatal("a compressed read at a frame boundary is not the stored frames")
