@@ -11,14 +11,15 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/integrity"
+	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/zstdseek"
 )
 
 // Open opens blob d for reading (cas.BlobStore.Open; d.Size -1 names it
-// by its hash alone): a *files.Blob, a *packs.Blob or a *zstdfile.Blob.
-// It returns an error wrapping ErrNotFound if the blob is not stored. The
+// by its hash alone): a *files.Blob, a *packs.Blob or a *zstdfile.Blob,
+// inside a *storedBlob when its reads can find it corrupt. It returns an error wrapping ErrNotFound if the blob is not stored. The
 // caller must Close it.
 func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
 	if d.Hash == cas.EmptyHash && d.Size <= 0 {
@@ -27,82 +28,70 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 }
 
-// open opens entry k, going down through the store's parts in order: the index says
-// where it is (a file or a record), the location side opens it, the checks
-// say whether it may be served (a blob not yet verified in this process is
-// re-hashed first: what open returns has matched its name), and the
+// open opens entry k, going down through the store's parts in order: the
+// index says where it is (a file or a record) and, in the same hold of
+// the lock, the location side opens it (a record's segment held, a file's
+// descriptor), so that no commit, eviction or removal comes between; the
+// checks say whether it may be served (a blob not yet verified in this
+// process is re-hashed first: what open returns has matched its name); the
 // reader checks every block or record it reads against the sums the check
-// took.
+// took, and fails with a verdict the store acts on (storedBlob).
 func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReader, error) {
-	if s.closed() {
+	s.mu.Lock()
+	if s.idx.Closed() {
+		s.mu.Unlock()
 		return nil, cas.ErrClosed
 	}
-	var e entry
-	var f vfs.File
-	var sums []uint32
-	// A blob can be committed again, in the other form (plain or
-	// compressed, file or record), between its lookup and its open: then
-	// its file is gone, or the check finds the entry replaced, and the
-	// lookup is done again.
-	for attempt := 0; ; attempt++ {
-		var ok bool
-		e, ok = s.lookup(k, size)
-		if !ok {
-			return nil, cas.ErrNotFound
+	e, ok := s.idx.Lookup(k, size)
+	if !ok {
+		s.mu.Unlock()
+		return nil, cas.ErrNotFound
+	}
+	if e.Seg != nil {
+		s.packedBlobs.refreshIfOldLocked(e)
+		rec := s.packedBlobs.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
+		s.mu.Unlock()
+		return s.openedRecord(ctx, e, rec)
+	}
+	f, err := s.blobFiles.open(&e)
+	s.mu.Unlock()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, cas.ErrNotFound // removed behind the store's back
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.openedFile(ctx, e, f)
+}
+
+// openedRecord returns the reader of packed entry e (a copy of its index
+// entry), open as rec: a CAS blob not yet verified in this process is
+// hashed first (checks.record, through rec's hold of its segment).
+func (s *Store) openedRecord(ctx context.Context, e entry, rec *packs.Blob) (cas.BlobReader, error) {
+	if e.Key.Kind == kindCAS && !e.Verified {
+		if err := s.checks.record(ctx, e, false, nil); err != nil {
+			rec.Close()
+			return nil, err
 		}
+	}
+	if s.noReadChecks {
+		return rec, nil // no read gives a verdict
+	}
+	return &storedBlob{BlobReader: rec, s: s, e: e}, nil
+}
+
+// openedFile returns the reader of file entry e (a copy of its index
+// entry), open as f: a CAS blob not verified in this process as its file
+// is now is hashed first (checks.file); an action result has no name to
+// be checked against, and its reads are checked against the sums it was
+// written with, if any (one found at start has none).
+func (s *Store) openedFile(ctx context.Context, e entry, f vfs.File) (cas.BlobReader, error) {
+	sums := e.Sums
+	if e.Key.Kind == kindCAS {
 		var err error
-		if e.Seg != nil {
-			var b cas.BlobReader
-			if k.Kind == kindCAS && !e.Verified {
-				// Not yet found matching its name in this process (a
-				// lookup's copy says so: one verified since is skipped
-				// by the check, which looks again).
-				err = s.checks.record(ctx, e, false, nil)
-			}
-			if err == nil {
-				b, err = s.openRecord(e)
-			}
-			switch {
-			case err == nil:
-				return b, nil
-			case errors.Is(err, errReplaced) && attempt < 2:
-				continue
-			case errors.Is(err, errReplaced):
-				return nil, cas.ErrNotFound // replaced or evicted under us, again and again
-			}
-			return nil, err
-		}
-		f, err = s.blobFiles.open(&e)
-		if errors.Is(err, fs.ErrNotExist) {
-			if attempt < 2 {
-				continue
-			}
-			return nil, cas.ErrNotFound // evicted between the lookup and the open
-		}
-		if err != nil {
-			return nil, err
-		}
-		if k.Kind == kindAC {
-			// An action result can be replaced by one of another size
-			// between the lookup and the open: the open file is the one
-			// to believe.
-			fi, err := f.Stat()
-			if err != nil {
-				f.Close()
-				return nil, err
-			}
-			e.Size = fi.Size()
-			sums = s.checks.actionResultSums(e, fi)
-			break
-		}
-		sums, err = s.checks.file(ctx, e, f, false, nil)
-		if err == nil {
-			break
-		}
-		f.Close()
-		if !errors.Is(err, errReplaced) || attempt >= 2 {
-			// Found corrupt (ErrNotFound), or the check could not finish.
-			return nil, err
+		if sums, err = s.checks.file(ctx, e, f, false, nil); err != nil {
+			f.Close()
+			return nil, err // found corrupt (ErrNotFound), or the check could not finish
 		}
 	}
 	var checked *integrity.File
@@ -116,8 +105,8 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 			return nil, s.checks.readFailed(e, err.Error())
 		}
 		if err != nil {
-			s.log.Error("compressed blob unreadable", "hash", k.Hash, "err", err)
-			return nil, fmt.Errorf("disk: blob %s: %w", k.Hash, err)
+			s.log.Error("compressed blob unreadable", "hash", e.Key.Hash, "err", err)
+			return nil, fmt.Errorf("disk: blob %s: %w", e.Key.Hash, err)
 		}
 		if checked != nil {
 			b.SetStoredReader(checked.ReadChunks)
@@ -156,23 +145,6 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 		return nil, fmt.Errorf("disk: reading %s: %w", k.Hash, err)
 	}
 	return buf, nil
-}
-
-// openRecord opens the packed entry of which e is a copy (its content
-// checked already, if a CAS blob: checks.record), its reads checked
-// against its CRC unless WithoutReadChecks. It returns errReplaced if the
-// entry was replaced or evicted meanwhile.
-func (s *Store) openRecord(e entry) (cas.BlobReader, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.idx.IsCurrent(e) {
-		return nil, errReplaced
-	}
-	b := s.packedBlobs.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
-	if s.noReadChecks {
-		return b, nil // no read gives a verdict
-	}
-	return &storedBlob{BlobReader: b, s: s, e: e}, nil
 }
 
 // storedBlob is a blob as Store.Open returns it when its reads can find

@@ -293,13 +293,6 @@ func (s *Store) contains(d cas.Digest) bool {
 	return ok
 }
 
-// closed reports whether the store was closed.
-func (s *Store) closed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.idx.Closed()
-}
-
 // lookup finds k in the index and marks it used (index.Index.Lookup:
 // size -1 matches any), queueing a packed entry in an old segment to be
 // copied forward. It does not wait for the entry's commit to be durable:
