@@ -15,7 +15,6 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
@@ -43,7 +42,7 @@ func BenchmarkWriterFrames(b *testing.B) {
 			const perBlob = 16 // requests per blob
 			blob := bytes.Repeat(data, perBlob)
 			d := cas.DigestOf(blob)
-			var w *files.Writer
+			var w *fileUpload
 			b.SetBytes(1 << 20)
 			i := 0
 			for b.Loop() {
@@ -55,7 +54,7 @@ func BenchmarkWriterFrames(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					w = bw.(*files.Writer)
+					w = bw.(*fileUpload)
 				}
 				i++
 				if mode == "writev" {

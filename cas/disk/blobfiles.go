@@ -137,17 +137,6 @@ func (b *blobFiles) put(k entryKey, data []byte) (*pendingCommit, error) {
 	return b.prepare(f, &entry{Key: k, Size: n, Stored: n, Sums: integrity.SumsOf(net.Buffers{data})}, 0), nil
 }
 
-// newWriter starts an upload of blob d into a file (files.Writer), whose
-// hooks are the store's: reserving its bytes towards the maximum size as
-// they arrive, and committing it.
-func (b *blobFiles) newWriter(d cas.Digest, arrived cas.Encoding, hooks files.Hooks) (cas.BlobWriter, error) {
-	f, err := b.createTemp()
-	if err != nil {
-		return nil, err
-	}
-	return files.NewWriter(b.fs, d, f, b.compressor(arrived), hooks), nil
-}
-
 // uploaded returns the entry of an upload written and checked as c.
 func uploaded(c files.Written) *entry {
 	return &entry{Key: entryKey{Kind: kindCAS, Hash: c.Digest.Hash}, Size: c.Digest.Size, Stored: c.Stored, Zstd: c.Zstd, Sums: c.Sums}

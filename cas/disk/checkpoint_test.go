@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/checkpoint"
 	"github.com/membuf/membuf/cas/disk/disktest"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
@@ -197,7 +198,7 @@ func TestBadCheckpointIsIgnored(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, ds, datas := closedStore(t)
-			tc.harm(t, filepath.Join(dir, checkpointName))
+			tc.harm(t, filepath.Join(dir, checkpoint.Name))
 			s := openPackStore(t, dir, checkpointStoreSize)
 			if s.checkpointLoaded || s.segments.Scanned() != len(s.segments.SegmentsLocked()) {
 				t.Fatalf("from the checkpoint %v, %d of %d segments scanned; want none from it, all scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked()))
@@ -216,7 +217,7 @@ func TestBadCheckpointIsIgnored(t *testing.T) {
 // takes everything from it; a write makes the next close rewrite it.
 func TestCloseAfterReadsKeepsTheCheckpoint(t *testing.T) {
 	dir, ds, datas := closedStore(t)
-	path := filepath.Join(dir, checkpointName)
+	path := filepath.Join(dir, checkpoint.Name)
 	written, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -269,15 +270,17 @@ func TestCheckpointsWriteStaleLoad(t *testing.T) {
 	stale := func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return c.staleLocked()
+		return c.StaleLocked()
 	}
 	if !stale() {
 		t.Fatal("no checkpoint written yet, and it is not stale")
 	}
-	if err := c.write(); err != nil {
+	if err := c.Write(); err != nil {
 		t.Fatal(err)
 	}
-	covered := c.segments
+	s.mu.Lock()
+	covered := c.SegmentsLocked()
+	s.mu.Unlock()
 	if stale() || covered == 0 {
 		t.Fatalf("just written: stale %v, covering %d segments; want fresh, covering the finished ones", stale(), covered)
 	}
@@ -294,8 +297,8 @@ func TestCheckpointsWriteStaleLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if !r.checkpointLoaded || r.checkpoints.segments != covered {
-		t.Fatalf("loaded %v, covering %d segments; want loaded, covering %d", r.checkpointLoaded, r.checkpoints.segments, covered)
+	if !r.checkpointLoaded || r.checkpoints.SegmentsLocked() != covered {
+		t.Fatalf("loaded %v, covering %d segments; want loaded, covering %d", r.checkpointLoaded, r.checkpoints.SegmentsLocked(), covered)
 	}
 	checkAll(t, r, ds, datas)
 }

@@ -79,7 +79,7 @@ import (
 // in checked blocks (zstdfile.StoredReader); a plain read decompresses,
 // and zstd checks each frame's own checksum (every frame this store
 // writes has one), so a damaged frame fails the read there, and removes
-// the blob (zstdfile.Blob.SetCorruptHandler).
+// the blob (Store.verdict).
 //
 // WithoutReadChecks turns this off, for a filesystem that checksums its own
 // data (ZFS, btrfs): reads then trust what the first check found.
@@ -124,37 +124,38 @@ type checks struct {
 }
 
 // file makes sure the content of CAS blob opened (a copy of its index
-// entry, taken when it was looked up), open as f, matches its name,
-// re-hashing it unless this process found it matching with the
+// entry, taken when it was looked up), open as f (opened with the lookup,
+// under the same hold of the lock: f is that entry's file), matches its
+// name, re-hashing it unless this process found it matching with the
 // modification time it has now (force: re-hash anyway, the scrubber). pace,
 // if not nil, is called after each chunk hashed, with its length, and may
 // wait (the scrubber's rate). It returns nil, an error wrapping ErrNotFound
-// (errCorrupt, or the blob is gone), errReplaced, or the error that stopped
-// the check (ctx, I/O). With nil it returns the blob's block sums, for its
-// reads to check.
+// (errCorrupt, or the blob is gone), errReplaced (forced only: the entry
+// was replaced or removed since), or the error that stopped the check
+// (ctx, I/O). With nil it returns the blob's block sums, for its reads to
+// check.
 func (c *checks) file(ctx context.Context, opened entry, f vfs.File, force bool, pace func(int) error) ([]uint32, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	mtime := fi.ModTime()
+	if !force && verifiedAsIs(&opened, fi) {
+		return opened.Sums, nil // the steady state: no lock, no hashing
+	}
 	k := opened.Key
 	for {
 		c.mu.Lock()
 		e, ok := c.idx.File(k)
-		if !ok {
-			_, packed := c.idx.Packed(k)
+		if !ok || e.Gen != opened.Gen {
 			c.mu.Unlock()
-			if packed {
-				return nil, errReplaced // written again since, as a record
+			if force {
+				return nil, errReplaced
 			}
-			return nil, cas.ErrNotFound // evicted or removed since the lookup
+			// Replaced or removed since the lookup: f is still the
+			// file that was opened, checked for this read alone.
+			return c.hashFile(ctx, nil, nil, opened, f, fi, pace)
 		}
-		if e.Gen != opened.Gen {
-			c.mu.Unlock()
-			return nil, errReplaced
-		}
-		if !force && e.Checked != 0 && e.Checked == mtime.UnixNano() && fi.Size() == e.Stored && e.Sums != nil {
+		if !force && verifiedAsIs(e, fi) {
 			sums := e.Sums
 			c.mu.Unlock()
 			return sums, nil
@@ -182,12 +183,19 @@ func (c *checks) file(ctx context.Context, opened entry, f vfs.File, force bool,
 	}
 }
 
+// verifiedAsIs reports whether file entry e was found matching its name
+// as its file is now (fi): same modification time and size, with sums.
+func verifiedAsIs(e *entry, fi os.FileInfo) bool {
+	return e.Checked != 0 && e.Checked == fi.ModTime().UnixNano() && fi.Size() == e.Stored && e.Sums != nil
+}
+
 // hashFile hashes f, the file of opened (a copy of the entry el taken when
 // it was looked up), whose check bc this caller owns, and records the
 // outcome: verified as of fi's modification time, or removed if the
 // content does not match (and el is still that entry, not replaced by a
 // commit since: that one's content was checked on its way in). It returns
-// the blob's block sums, taken as it hashed, if it matched.
+// the blob's block sums, taken as it hashed, if it matched. With el and
+// bc nil (the entry is no longer opened's) it records nothing.
 func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened entry, f vfs.File, fi os.FileInfo, pace func(int) error) ([]uint32, error) {
 	k := opened.Key
 	var sum string
@@ -204,8 +212,15 @@ func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened 
 	}
 
 	c.mu.Lock()
-	el.Check = nil
 	c.verified += n
+	if el == nil {
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return sums, nil
+	}
+	el.Check = nil
 	switch {
 	case err == nil && el.Gen == opened.Gen:
 		el.Checked, el.Sums = fi.ModTime().UnixNano(), sums
@@ -224,28 +239,22 @@ func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened 
 	return sums, nil
 }
 
-// actionResultSums returns the block sums of the action result file of
-// e, open with fi, if its entry has sums and is still that file (same
-// generation and size); nil otherwise: one written before the start has
-// no name to be checked against, and none.
-func (c *checks) actionResultSums(e entry, fi os.FileInfo) []uint32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.idx.FileSums(e, fi.Size())
-}
-
 // record makes sure the content of the packed CAS blob opened (a copy of
 // its index entry) matches its name, hashing it unless this process
-// already has (force: hash anyway, the scrubber). pace is as for file. A
-// blob that does not match is removed, and its record retired.
+// already has (force: hash anyway, the scrubber). Unless force, the caller
+// holds opened's segment (Store.open: the record open), and a record
+// replaced since it was looked up is checked for that read alone. pace is
+// as for file. A blob that does not match is removed, and its record
+// retired.
 func (c *checks) record(ctx context.Context, opened entry, force bool, pace func(int) error) error {
 	c.mu.Lock()
 	el, ok := c.idx.Packed(opened.Key)
-	if !ok || el.Seg != opened.Seg || el.Off != opened.Off {
+	current := ok && el.Seg == opened.Seg && el.Off == opened.Off
+	if !current && force {
 		c.mu.Unlock()
 		return errReplaced
 	}
-	if el.Verified && !force {
+	if current && el.Verified && !force {
 		c.mu.Unlock()
 		return nil
 	}
@@ -256,7 +265,12 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 	bp := integrity.Buffers.Get()
 	defer integrity.Buffers.Put(bp)
 	buf := (*bp)[:opened.Size]
-	err := c.packs.read(opened, buf)
+	var err error
+	if force {
+		err = c.packs.read(opened, buf)
+	} else {
+		_, err = opened.Seg.ReadAt(buf, opened.Off) // held by the caller
+	}
 	switch {
 	case errors.Is(err, errReplaced):
 		return err
@@ -279,7 +293,13 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 	el, ok = c.idx.Packed(opened.Key)
 	if !ok || el.Seg != opened.Seg || el.Off != opened.Off {
 		c.mu.Unlock()
-		return errReplaced
+		switch {
+		case force:
+			return errReplaced
+		case hex.EncodeToString(sum[:]) != opened.Key.Hash:
+			return errCorrupt // no longer an entry to remove
+		}
+		return nil
 	}
 	if hex.EncodeToString(sum[:]) != opened.Key.Hash {
 		c.idx.Drop(&el)
@@ -294,8 +314,9 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 	return nil
 }
 
-// readFailed is what a read does when what it read does not match its
-// sums: removes the entry opened (a copy of the index entry, taken when it
+// readFailed is what the store does with the verdict of a read that
+// found what it read not matching its sums (Store.verdict), or of a record
+// check that found the record cut short: removes the entry opened (a copy of the index entry, taken when it
 // was opened) if it is still that entry, counts and logs it, and returns
 // errCorrupt for the read to fail with.
 func (c *checks) readFailed(opened entry, detail string) error {
@@ -315,16 +336,6 @@ func (c *checks) readFailed(opened entry, detail string) error {
 		}
 	}
 	return errCorrupt
-}
-
-// onReadFailure returns what a read of opened (a copy of its index entry)
-// calls when a block or record fails its CRC: readFailed, or nil with
-// WithoutReadChecks.
-func (c *checks) onReadFailure(opened entry) func(detail string) error {
-	if c.noReadChecks {
-		return nil
-	}
-	return func(detail string) error { return c.readFailed(opened, detail) }
 }
 
 // isFileLocked reports whether el is still its key's file entry.

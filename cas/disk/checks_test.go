@@ -58,11 +58,27 @@ func TestChecksVerdictsOnAFile(t *testing.T) {
 	if s.contains(d) || c.corrupt != 1 || c.verified != d.Size {
 		t.Errorf("after the rot was found: present %v, corrupt %d, verified %d; want removed, 1, %d", s.contains(d), c.corrupt, c.verified, d.Size)
 	}
-	if c.onReadFailure(e) == nil {
-		t.Error("no read check with read checks on")
+	// A read gives verdicts, which the store acts on, with read checks on;
+	// none with WithoutReadChecks.
+	other := testblob.Random(100000, 4)
+	od := cas.DigestOf(other)
+	if err := cas.Put(ctx, s, od, other, cas.Uncompressed); err != nil {
+		t.Fatal(err)
 	}
-	c.noReadChecks = true
-	if c.onReadFailure(e) != nil {
+	r, err := s.Open(ctx, od)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.(*storedBlob); !ok {
+		t.Errorf("no read check with read checks on: a %T", r)
+	}
+	r.Close()
+	s.noReadChecks = true
+	if r, err = s.Open(ctx, od); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.(*storedBlob); ok {
 		t.Error("a read check with WithoutReadChecks")
 	}
+	r.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/checkpoint"
 	"github.com/membuf/membuf/cas/disk/groupcommit"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packs"
@@ -34,9 +35,9 @@ type committer struct {
 	dir    string // the store's: where committed files go
 	log    *slog.Logger
 	idx    *index.Index
-	set    *packs.Set   // the records' segments
-	ckpt   *checkpoints // taken every so many records committed
-	counts commitCounts // guarded by mu
+	set    *packs.Set              // the records' segments
+	ckpt   *checkpoint.Checkpoints // taken every so many records committed
+	counts commitCounts            // guarded by mu
 	// closing is set, under closeMu's write lock, when the store closes;
 	// a commit made by its writer (commitNow) holds the read lock
 	// throughout, so that close waits for it.
@@ -367,7 +368,7 @@ func (g *committer) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		return
 	}
 	g.removeFilesLocked(g.idx.Commit(c.e, nil))
-	g.ckpt.maybeStartLocked()
+	g.ckpt.MaybeStartLocked()
 	g.set.MarkWrittenLocked(c.seg)
 	g.counts.commits++
 }

@@ -32,7 +32,7 @@
 //     per process, the verdict of a read whose CRC fails), and what a
 //     verdict of corrupt removes;
 //   - the group commit (committer.go), the index checkpoint
-//     (checkpoint.go: checkpoints) and the scrubber's walk (scrub.go).
+//     (package checkpoint) and the scrubber's walk (scrub.go).
 //
 // The subpackages, none of which imports this one: index, files (a blob
 // in a file of its own), packs (the pack segments; packfile their record

@@ -117,13 +117,6 @@ func (p *packedBlobs) packable(size int64) bool {
 	return p.max > 0 && size <= p.max
 }
 
-// openLocked opens the packed entry of which e is a copy, still its
-// key's entry (the store looked); fail, if not nil, is what a read whose
-// record fails its CRC calls.
-func (p *packedBlobs) openLocked(e entry, fail func(string) error) *packs.Blob {
-	return p.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, fail)
-}
-
 // fills returns the fills of records of ks[i], data[i] complete and
 // checked, and sets cs[i] to each one's commit, its slot to be taken.
 func (p *packedBlobs) fills(ks []entryKey, data []net.Buffers, cs []*pendingCommit) []packs.Fill {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/packfile"
-	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
@@ -29,7 +28,7 @@ func TestPackSyncHeadsEarlierSlotsBeforeAcknowledging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sl := bw.(*packs.Writer).Slot()
+	sl := bw.(*recordUpload).Slot()
 	later := testblob.Random(2000, 2)
 	if err := cas.Put(ctx, s, cas.DigestOf(later), later, cas.Uncompressed); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/integrity"
@@ -17,8 +18,8 @@ import (
 )
 
 // Open opens blob d for reading (cas.BlobStore.Open; d.Size -1 names it
-// by its hash alone): a *files.Blob, a *packs.Blob or a *zstdfile.Blob.
-// It returns an error wrapping ErrNotFound if the blob is not stored. The
+// by its hash alone): a *files.Blob, a *packs.Blob or a *zstdfile.Blob,
+// inside a *storedBlob when its reads can find it corrupt. It returns an error wrapping ErrNotFound if the blob is not stored. The
 // caller must Close it.
 func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
 	if d.Hash == cas.EmptyHash && d.Size <= 0 {
@@ -27,87 +28,75 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
 }
 
-// open opens entry k, going down through the store's parts in order: the index says
-// where it is (a file or a record), the location side opens it, the checks
-// say whether it may be served (a blob not yet verified in this process is
-// re-hashed first: what open returns has matched its name), and the
+// open opens entry k, going down through the store's parts in order: the
+// index says where it is (a file or a record) and, in the same hold of
+// the lock, the location side opens it (a record's segment held, a file's
+// descriptor), so that no commit, eviction or removal comes between; the
+// checks say whether it may be served (a blob not yet verified in this
+// process is re-hashed first: what open returns has matched its name); the
 // reader checks every block or record it reads against the sums the check
-// took.
+// took, and fails with a verdict the store acts on (storedBlob).
 func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReader, error) {
-	if s.closed() {
+	s.mu.Lock()
+	if s.idx.Closed() {
+		s.mu.Unlock()
 		return nil, cas.ErrClosed
 	}
-	var e entry
-	var f vfs.File
-	var sums []uint32
-	// A blob can be committed again, in the other form (plain or
-	// compressed, file or record), between its lookup and its open: then
-	// its file is gone, or the check finds the entry replaced, and the
-	// lookup is done again.
-	for attempt := 0; ; attempt++ {
-		var ok bool
-		e, ok = s.lookup(k, size)
-		if !ok {
-			return nil, cas.ErrNotFound
+	e, ok := s.idx.Lookup(k, size)
+	if !ok {
+		s.mu.Unlock()
+		return nil, cas.ErrNotFound
+	}
+	if e.Seg != nil {
+		s.packedBlobs.refreshIfOldLocked(e)
+		rec := s.packedBlobs.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
+		s.mu.Unlock()
+		return s.openedRecord(ctx, e, rec)
+	}
+	f, err := s.blobFiles.open(&e)
+	s.mu.Unlock()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, cas.ErrNotFound // removed behind the store's back
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.openedFile(ctx, e, f)
+}
+
+// openedRecord returns the reader of packed entry e (a copy of its index
+// entry), open as rec: a CAS blob not yet verified in this process is
+// hashed first (checks.record, through rec's hold of its segment).
+func (s *Store) openedRecord(ctx context.Context, e entry, rec *packs.Blob) (cas.BlobReader, error) {
+	if e.Key.Kind == kindCAS && !e.Verified {
+		if err := s.checks.record(ctx, e, false, nil); err != nil {
+			rec.Close()
+			return nil, err
 		}
+	}
+	if s.noReadChecks {
+		return rec, nil // no read gives a verdict
+	}
+	return &storedBlob{BlobReader: rec, s: s, e: e}, nil
+}
+
+// openedFile returns the reader of file entry e (a copy of its index
+// entry), open as f: a CAS blob not verified in this process as its file
+// is now is hashed first (checks.file); an action result has no name to
+// be checked against, and its reads are checked against the sums it was
+// written with, if any (one found at start has none).
+func (s *Store) openedFile(ctx context.Context, e entry, f vfs.File) (cas.BlobReader, error) {
+	sums := e.Sums
+	if e.Key.Kind == kindCAS {
 		var err error
-		if e.Seg != nil {
-			var b *packs.Blob
-			if k.Kind == kindCAS && !e.Verified {
-				// Not yet found matching its name in this process (a
-				// lookup's copy says so: one verified since is skipped
-				// by the check, which looks again).
-				err = s.checks.record(ctx, e, false, nil)
-			}
-			if err == nil {
-				b, err = s.openRecord(e)
-			}
-			switch {
-			case err == nil:
-				return b, nil
-			case errors.Is(err, errReplaced) && attempt < 2:
-				continue
-			case errors.Is(err, errReplaced):
-				return nil, cas.ErrNotFound // replaced or evicted under us, again and again
-			}
-			return nil, err
-		}
-		f, err = s.blobFiles.open(&e)
-		if errors.Is(err, fs.ErrNotExist) {
-			if attempt < 2 {
-				continue
-			}
-			return nil, cas.ErrNotFound // evicted between the lookup and the open
-		}
-		if err != nil {
-			return nil, err
-		}
-		if k.Kind == kindAC {
-			// An action result can be replaced by one of another size
-			// between the lookup and the open: the open file is the one
-			// to believe.
-			fi, err := f.Stat()
-			if err != nil {
-				f.Close()
-				return nil, err
-			}
-			e.Size = fi.Size()
-			sums = s.checks.actionResultSums(e, fi)
-			break
-		}
-		sums, err = s.checks.file(ctx, e, f, false, nil)
-		if err == nil {
-			break
-		}
-		f.Close()
-		if !errors.Is(err, errReplaced) || attempt >= 2 {
-			// Found corrupt (ErrNotFound), or the check could not finish.
-			return nil, err
+		if sums, err = s.checks.file(ctx, e, f, false, nil); err != nil {
+			f.Close()
+			return nil, err // found corrupt (ErrNotFound), or the check could not finish
 		}
 	}
 	var checked *integrity.File
 	if sums != nil && !s.noReadChecks {
-		checked = integrity.NewFile(f, e.Stored, sums, func(detail string) error { return s.checks.readFailed(e, detail) })
+		checked = integrity.NewFile(f, e.Stored, sums)
 	}
 	if e.Zstd {
 		b, err := zstdfile.Open(f, e.Size, s.zp)
@@ -116,18 +105,20 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 			return nil, s.checks.readFailed(e, err.Error())
 		}
 		if err != nil {
-			s.log.Error("compressed blob unreadable", "hash", k.Hash, "err", err)
-			return nil, fmt.Errorf("disk: blob %s: %w", k.Hash, err)
+			s.log.Error("compressed blob unreadable", "hash", e.Key.Hash, "err", err)
+			return nil, fmt.Errorf("disk: blob %s: %w", e.Key.Hash, err)
 		}
 		if checked != nil {
 			b.SetStoredReader(checked.ReadChunks)
 		}
 		// A frame that does not decompress: the disk changed it since
 		// it matched its name. Removed, as a block whose CRC fails.
-		b.SetCorruptHandler(func(err error) error { return s.checks.readFailed(e, err.Error()) })
-		return b, nil
+		return &storedBlob{BlobReader: b, s: s, e: e}, nil
 	}
-	return files.NewBlob(f, e.Size, s.zp, checked), nil
+	if checked == nil {
+		return files.NewBlob(f, e.Size, s.zp, nil), nil // no read gives a verdict
+	}
+	return &storedBlob{BlobReader: files.NewBlob(f, e.Size, s.zp, checked), s: s, e: e}, nil
 }
 
 func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
@@ -136,8 +127,11 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 		return nil, err
 	}
 	defer r.Close()
-	if b, ok := r.(*zstdfile.Blob); ok {
-		return b.ReadAll(ctx, s.buffers)
+	if b, ok := r.(*storedBlob); ok {
+		if z, ok := b.BlobReader.(*zstdfile.Blob); ok {
+			all, err := z.ReadAll(ctx, s.buffers)
+			return all, s.verdict(&b.e, err)
+		}
 	}
 	rd, ok := r.(io.ReaderAt)
 	if !ok {
@@ -153,16 +147,51 @@ func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, er
 	return buf, nil
 }
 
-// openRecord opens the packed entry of which e is a copy (its content
-// checked already, if a CAS blob: checks.record), its reads checked
-// against its CRC. It returns errReplaced if the entry was replaced or
-// evicted meanwhile.
-func (s *Store) openRecord(e entry) (*packs.Blob, error) {
-	fail := s.checks.onReadFailure(e)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.idx.IsCurrent(e) {
-		return nil, errReplaced
+// storedBlob is a blob as Store.Open returns it when its reads can find
+// it corrupt: the reader of its location, and (a copy of) its index entry.
+// A read that finds content not matching its sums or frames fails with
+// that verdict (integrity.ErrCorrupt, zstdfile.ErrCorruptFrame), and the
+// store acts on it (verdict): the entry is removed, and the read fails
+// with errCorrupt.
+type storedBlob struct {
+	cas.BlobReader // a *files.Blob, *packs.Blob or *zstdfile.Blob
+	s              *Store
+	e              entry
+}
+
+// ReadChunks is cas.BlobReader's, the store acting on its verdict.
+func (b *storedBlob) ReadChunks(ctx context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	return b.s.verdict(&b.e, b.BlobReader.ReadChunks(ctx, off, end, pool, chunkSize, fn))
+}
+
+// ReadZstd is cas.BlobReader's, the store acting on its verdict.
+func (b *storedBlob) ReadZstd(ctx context.Context, off int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
+	return b.s.verdict(&b.e, b.BlobReader.ReadZstd(ctx, off, pool, chunkSize, fn))
+}
+
+// WriteRange is cas.BlobReader's, the store acting on its verdict.
+func (b *storedBlob) WriteRange(ctx context.Context, w io.Writer, off, end int64, pool membuf.BufferPool, chunkSize int) (int64, error) {
+	n, err := b.BlobReader.WriteRange(ctx, w, off, end, pool, chunkSize)
+	return n, b.s.verdict(&b.e, err)
+}
+
+// ReadAt is the reader's io.ReaderAt (a file's or a record's; a
+// compressed blob has none), the store acting on its verdict.
+func (b *storedBlob) ReadAt(p []byte, off int64) (int, error) {
+	ra, ok := b.BlobReader.(io.ReaderAt)
+	if !ok {
+		return 0, fmt.Errorf("disk: a %T is no io.ReaderAt", b.BlobReader)
 	}
-	return s.packedBlobs.openLocked(e, fail), nil
+	n, err := ra.ReadAt(p, off)
+	return n, b.s.verdict(&b.e, err)
+}
+
+// verdict acts on err, what a read of entry e returned: content found not
+// matching its sums or frames removes e (checks.readFailed), and the read
+// fails with errCorrupt; any other outcome is returned as it is.
+func (s *Store) verdict(e *entry, err error) error {
+	if err == nil || !errors.Is(err, errCorrupt) && !errors.Is(err, zstdfile.ErrCorruptFrame) {
+		return err
+	}
+	return s.checks.readFailed(*e, err.Error())
 }

@@ -33,7 +33,7 @@ func (s *Store) rebuild() error {
 		}
 		x.Insert(e)
 	}
-	ck, err := s.checkpoints.open()
+	ck, err := s.checkpoints.Open()
 	if err != nil {
 		s.log.Warn("ignoring the index checkpoint: scanning every pack segment", "err", err)
 	}
@@ -56,7 +56,7 @@ func (s *Store) rebuild() error {
 	x.Order(all, modTimes, s.segments.SegmentsLocked())
 	if ck != nil {
 		var replaced []entry
-		records, replaced, s.checkpointLoaded, err = s.checkpoints.loadRecords(ck, records)
+		records, replaced, s.checkpointLoaded, err = s.checkpoints.LoadRecords(ck, records)
 		s.blobFiles.removeAll(replaced)
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/ages"
+	"github.com/membuf/membuf/cas/disk/checkpoint"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/pace"
 	"github.com/membuf/membuf/cas/disk/packindex"
@@ -72,7 +73,7 @@ type Store struct {
 	packedBlobs *packedBlobs
 	checks      *checks
 	committer   *committer
-	checkpoints *checkpoints
+	checkpoints *checkpoint.Checkpoints
 	scrubber    *scrubber
 
 	// segments and packed are the index's segments (rebuild loads them)
@@ -182,7 +183,7 @@ func (s *Store) buildParts() {
 	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, policy: s.policy, zp: s.zp, buffers: s.buffers}
 	pb := &packedBlobs{log: s.log, set: set, max: packMax}
 	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
-	ck := &checkpoints{mu: &s.mu, fs: s.fs, path: filepath.Join(s.dir, checkpointName), tmpDir: tmpDir, log: s.log, idx: x, set: set, packMax: packMax}
+	ck := checkpoint.New(&s.mu, s.fs, filepath.Join(s.dir, checkpoint.Name), tmpDir, s.log, x, set, packMax)
 	gc := &committer{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, set: set, ckpt: ck}
 	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.committer, s.checkpoints = x, fb, pb, ch, gc, ck
 	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}
@@ -217,9 +218,9 @@ func (s *Store) Close() error {
 	s.packedBlobs.stopRefreshesLocked()
 	s.mu.Unlock()
 	s.packedBlobs.close()
-	s.checkpoints.writing.Wait()
+	s.checkpoints.Wait()
 	s.mu.Lock()
-	stale := s.checkpoints.staleLocked()
+	stale := s.checkpoints.StaleLocked()
 	s.mu.Unlock()
 	if s.packMax > 0 && stale {
 		// Every segment is finished now: the next start scans none.
@@ -234,8 +235,8 @@ func (s *Store) Close() error {
 	return err
 }
 
-// writeCheckpoint writes the index checkpoint now (checkpoints.write).
-func (s *Store) writeCheckpoint() error { return s.checkpoints.write() }
+// writeCheckpoint writes the index checkpoint now (checkpoint.Checkpoints.Write).
+func (s *Store) writeCheckpoint() error { return s.checkpoints.Write() }
 
 // Stats returns a snapshot of the store's counters.
 func (s *Store) Stats() Stats {
@@ -291,13 +292,6 @@ func (s *Store) contains(d cas.Digest) bool {
 		<-e.Pending.Durable
 	}
 	return ok
-}
-
-// closed reports whether the store was closed.
-func (s *Store) closed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.idx.Closed()
 }
 
 // lookup finds k in the index and marks it used (index.Index.Lookup:

@@ -15,7 +15,6 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/disktest"
-	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
@@ -389,7 +388,7 @@ func TestWriterWriteBuffers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := bw.(*files.Writer)
+			w := bw.(*fileUpload)
 			n, err := w.WriteBuffers(bufs)
 			if err != nil || n != int64(len(data)) {
 				t.Fatalf("WriteBuffers = %d, %v; want %d", n, err, len(data))

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/checkpoint"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"github.com/membuf/membuf/internal/await"
 )
@@ -155,11 +156,11 @@ func TestCheckpointOfAnotherStore(t *testing.T) {
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ck, err := os.ReadFile(filepath.Join(other, checkpointName))
+	ck, err := os.ReadFile(filepath.Join(other, checkpoint.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, checkpointName), ck, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.Name), ck, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := openPackStore(t, dir, checkpointStoreSize)

@@ -12,7 +12,6 @@ import (
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/disktest"
-	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/disk/zstdfile"
 	"github.com/membuf/membuf/cas/internal/testblob"
@@ -135,7 +134,7 @@ func TestStoreKeepsCompressibleBlobsCompressed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	st2 := b.(*zstdfile.Blob).Table()
+	st2 := b.(*storedBlob).BlobReader.(*zstdfile.Blob).Table()
 	_, _, cstart := st2.FrameAt(zstdseek.FrameSize)
 	if got := readZstd(t, b, zstdseek.FrameSize, nil); !bytes.Equal(got, file[cstart:st2.DataSize()]) {
 		t.Fatal("a compressed read at a frame boundary is not the stored frames")
@@ -450,7 +449,7 @@ func TestStoreCompressingWriterSuspends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := bw.(*files.Writer)
+	w := bw.(*fileUpload)
 	prev := 0
 	for _, cut := range []int{100_000, zstdseek.FrameSize + 5, 2*zstdseek.FrameSize + 1, len(data)} {
 		if _, err := w.Write(data[prev:cut]); err != nil {

@@ -2,8 +2,8 @@ package files_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -28,48 +28,35 @@ func tempFile(t *testing.T) vfs.File {
 	return f
 }
 
-// TestWriterCommitsWhatMatches: a Writer reserves ahead of what it
-// writes, commits a blob that matches its digest with the sums of what it
-// wrote, and gives back its reservation when aborted.
-func TestWriterCommitsWhatMatches(t *testing.T) {
+// TestWriterFinishesWhatMatches: a Writer finishes a blob that matches
+// its digest with the sums of what it wrote, and refuses one that does
+// not, removing its file.
+func TestWriterFinishesWhatMatches(t *testing.T) {
 	data := testblob.Random(3<<20+5, 1)
 	d := cas.DigestOf(data)
-	var reserved int64
-	var got files.Written
-	hooks := files.Hooks{
-		Reserve:   func(n int64) error { reserved += n; return nil },
-		Unreserve: func(n int64) { reserved -= n },
-		Commit: func(f vfs.File, c files.Written, r int64) error {
-			if r != reserved {
-				t.Errorf("committed with %d reserved; the store counts %d", r, reserved)
-			}
-			got = c
-			return nil
-		},
-	}
-	w := files.NewWriter(vfs.Default, d, tempFile(t), nil, hooks)
+	w := files.NewWriter(vfs.Default, d, tempFile(t), nil)
 	if _, err := w.WriteBuffers([][]byte{data[:1000], data[1000:]}); err != nil {
 		t.Fatal(err)
 	}
-	if reserved != d.Size {
-		t.Fatalf("%d bytes reserved after writing %d", reserved, d.Size)
-	}
-	if err := w.Commit(context.Background()); err != nil {
+	f, got, err := w.Finish()
+	if err != nil {
 		t.Fatal(err)
 	}
+	f.Close()
 	if got.Digest != d || got.Zstd || got.Stored != d.Size || len(got.Sums) != int((d.Size+integrity.Block-1)/integrity.Block) {
-		t.Fatalf("committed %+v", got)
+		t.Fatalf("finished %+v", got)
 	}
 
-	w = files.NewWriter(vfs.Default, d, tempFile(t), nil, hooks)
+	tf := tempFile(t)
+	w = files.NewWriter(vfs.Default, d, tf, nil)
 	if _, err := w.Write(data[:10]); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Commit(context.Background()); !errors.Is(err, cas.ErrMismatch) {
-		t.Fatalf("Commit of 10 bytes of %d: %v; want ErrMismatch", d.Size, err)
+	if _, _, err := w.Finish(); !errors.Is(err, cas.ErrMismatch) {
+		t.Fatalf("Finish of 10 bytes of %d: %v; want ErrMismatch", d.Size, err)
 	}
-	if reserved != d.Size {
-		t.Fatalf("after a failed commit %d bytes reserved; want the first blob's %d", reserved, d.Size)
+	if _, err := os.Stat(tf.Name()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after a failed Finish the temporary file is there (%v); want it removed", err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package files
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -14,24 +13,18 @@ import (
 )
 
 // Writer writes one blob: content goes to a temporary file and is hashed as
-// it streams; Commit checks size and hash and only then makes the blob
-// visible. A Writer is not safe for concurrent use.
-//
-// The bytes it writes count towards the store's maximum size from the
-// moment they are written (reserved ahead, in steps of reserveStep, so
-// that a stream of small writes does not take the store's lock for each):
-// uploads in progress evict stored entries like committed ones do, and can
-// never take the disk past the maximum size.
+// it streams; Finish checks size and hash and returns the file, complete,
+// for the store to commit. It calls nothing of the store's: what its bytes
+// count towards the store's maximum size is the store's to reserve before
+// it writes them. A Writer is not safe for concurrent use.
 type Writer struct {
-	fs       vfs.FS
-	hooks    Hooks
-	d        cas.Digest
-	f        vfs.File // nil while suspended
-	name     string   // the temporary file's path
-	h        hash.Hash
-	n        int64
-	reserved int64 // bytes of s.partial this writer holds, >= n
-	end      bool
+	fs   vfs.FS
+	d    cas.Digest
+	f    vfs.File // nil while suspended
+	name string   // the temporary file's path
+	h    hash.Hash
+	n    int64
+	end  bool
 	// z compresses the blob into frames, if the store keeps blobs that
 	// arrived as this one did compressed; nil otherwise. Its frame being
 	// filled stays in memory while the writer is suspended.
@@ -39,19 +32,6 @@ type Writer struct {
 	// sums takes the block sums of the content as it arrives: what is on
 	// disk, unless z ends up keeping it compressed (readcheck.go).
 	sums *integrity.Sums
-}
-
-// Hooks is what a Writer needs of the store it writes for.
-type Hooks struct {
-	// Reserve counts n more bytes of uploads in progress towards the
-	// store's maximum size (evicting to make space), or fails (cas.ErrFull,
-	// cas.ErrClosed); Unreserve gives n back.
-	Reserve   func(n int64) error
-	Unreserve func(n int64)
-	// Commit makes f, its content complete and checked as c says,
-	// the blob, durably (the group commit), counting it in place of the
-	// reserved bytes; on error it removes f.
-	Commit func(f vfs.File, c Written, reserved int64) error
 }
 
 // Written is a blob a Writer wrote, as it is on disk.
@@ -66,21 +46,27 @@ type Written struct {
 // fsys (which a suspended writer opens again, and Abort removes). z,
 // if not nil, compresses the blob into frames as it arrives (the store's
 // policy), unless its first frame shows it does not compress.
-func NewWriter(fsys vfs.FS, d cas.Digest, f vfs.File, z *zstdseek.FrameCompressor, hooks Hooks) *Writer {
-	return &Writer{fs: fsys, hooks: hooks, d: d, f: f, name: f.Name(), h: sha256.New(), sums: integrity.NewSums(d.Size), z: z}
+func NewWriter(fsys vfs.FS, d cas.Digest, f vfs.File, z *zstdseek.FrameCompressor) *Writer {
+	w := new(Writer)
+	InitWriter(w, fsys, d, f, z)
+	return w
+}
+
+// InitWriter makes w the writer NewWriter returns, for a caller that
+// keeps the Writer inside a value of its own (one allocation an upload,
+// not two).
+func InitWriter(w *Writer, fsys vfs.FS, d cas.Digest, f vfs.File, z *zstdseek.FrameCompressor) {
+	*w = Writer{fs: fsys, d: d, f: f, name: f.Name(), h: sha256.New(), sums: integrity.NewSums(d.Size), z: z}
 }
 
 // Hash is the running SHA-256 of what was written (Sum leaves it as it
 // is).
 func (w *Writer) Hash() hash.Hash { return w.h }
 
-// Rename names the blob hash before Commit: a writer started under a
-// placeholder name (disk's unnamed writers), whose Commit then checks the
+// Rename names the blob hash before Finish: a writer started under a
+// placeholder name (disk's unnamed writers), whose Finish then checks the
 // content against the name given here.
 func (w *Writer) Rename(hash string) { w.d.Hash = hash }
-
-// reserveStep is how far ahead of what it has written a Writer reserves.
-const reserveStep = 1 << 20
 
 // Digest returns the digest the writer was started with.
 func (w *Writer) Digest() cas.Digest { return w.d }
@@ -131,7 +117,15 @@ func (w *Writer) Write(p []byte) (int, error) {
 func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	if w.z != nil {
 		// Compressed as it goes: the frames go through the compressor.
-		return cas.WriteEach(w, bufs)
+		var total int64
+		for _, b := range bufs {
+			n, err := w.Write(b)
+			total += int64(n)
+			if err != nil {
+				return total, err
+			}
+		}
+		return total, nil
 	}
 	var total int64
 	for _, b := range bufs {
@@ -152,8 +146,8 @@ func (w *Writer) WriteBuffers(bufs [][]byte) (int64, error) {
 	return int64(n), err
 }
 
-// prepare checks that n more bytes may be written, reserves space for them
-// and returns the file to write them to.
+// prepare checks that n more bytes may be written and returns the file to
+// write them to.
 func (w *Writer) prepare(n int64) (vfs.File, error) {
 	if w.end {
 		return nil, errors.New("disk: write after Commit or Abort")
@@ -161,25 +155,15 @@ func (w *Writer) prepare(n int64) (vfs.File, error) {
 	if n > w.d.Size-w.n {
 		return nil, fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, w.d.Size)
 	}
-	if need := w.n + n; need > w.reserved {
-		ahead := min(max(need, w.reserved+reserveStep), w.d.Size)
-		if err := w.hooks.Reserve(ahead - w.reserved); err != nil {
-			return nil, err
-		}
-		w.reserved = ahead
-	}
 	return w.file()
 }
 
-// Suspend closes the temporary file until the next Write or Commit, and
-// gives back what was reserved ahead of what was written: an upload kept
-// idle for resumption holds no descriptor and only its own bytes.
+// Suspend closes the temporary file until the next Write or Finish: an
+// upload kept idle for resumption holds no descriptor.
 func (w *Writer) Suspend() error {
 	if w.end {
 		return nil
 	}
-	w.hooks.Unreserve(w.reserved - w.n)
-	w.reserved = w.n
 	if w.f == nil {
 		return nil
 	}
@@ -188,29 +172,30 @@ func (w *Writer) Suspend() error {
 	return err
 }
 
-// Commit checks that the content matches the digest, then fsyncs it and
-// makes it visible. On a mismatch or any other error nothing is stored and
-// the temporary file is removed.
-func (w *Writer) Commit(context.Context) error {
+// Finish checks that the content matches the digest and returns the
+// temporary file, open (its fsync needs a descriptor), and the blob as
+// written, for the store to commit: the file is the caller's from then on.
+// On a mismatch or any other error the temporary file is removed.
+func (w *Writer) Finish() (vfs.File, Written, error) {
 	if w.end {
-		return errors.New("disk: Commit after Commit or Abort")
+		return nil, Written{}, errors.New("disk: Commit after Commit or Abort")
 	}
 	var sum [sha256.Size]byte
 	if err := integrity.CheckSum(w.d, w.n, w.h.Sum(sum[:0])); err != nil {
 		w.Abort()
-		return err
+		return nil, Written{}, err
 	}
-	f, err := w.file() // fsync needs a descriptor
+	f, err := w.file()
 	if err != nil {
 		w.Abort()
-		return err
+		return nil, Written{}, err
 	}
 	c := Written{Digest: w.d, Stored: w.n}
 	if w.z != nil {
 		zstd, stored, err := w.z.Finish(integrity.SummingFile{F: f, Sums: w.sums})
 		if err != nil {
 			w.Abort()
-			return err
+			return nil, Written{}, err
 		}
 		if zstd {
 			c.Zstd, c.Stored = true, stored
@@ -219,7 +204,7 @@ func (w *Writer) Commit(context.Context) error {
 	}
 	c.Sums = w.sums.Finish() // of the file as written, frames or plain
 	w.end = true
-	return w.hooks.Commit(f, c, w.reserved)
+	return f, c, nil
 }
 
 // freeFrames gives back the compressor's buffers.
@@ -230,7 +215,7 @@ func (w *Writer) freeFrames() {
 	}
 }
 
-// Abort discards the upload. It is safe to call after Commit (it does
+// Abort discards the upload. It is safe to call after Finish (it does
 // nothing then).
 func (w *Writer) Abort() {
 	if w.end {
@@ -242,5 +227,4 @@ func (w *Writer) Abort() {
 		w.f.Close()
 	}
 	w.fs.Remove(w.name)
-	w.hooks.Unreserve(w.reserved)
 }

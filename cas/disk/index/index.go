@@ -133,16 +133,6 @@ func (x *Index) IsCurrent(opened Entry) bool {
 	return ok && cur.Seg == opened.Seg && cur.Off == opened.Off
 }
 
-// FileSums returns the block sums of the file entry of which e is a
-// copy, if it is still that file (same generation) and the file open has
-// its stored size; nil otherwise.
-func (x *Index) FileSums(e Entry, size int64) []uint32 {
-	if cur, ok := x.files[e.Key]; ok && cur.Gen == e.Gen && cur.Stored == size {
-		return cur.Sums
-	}
-	return nil
-}
-
 // Commit indexes e, just renamed into place by batch b (or
 // a packed record, durable already: b is nil), as the most recently used,
 // and evicts down to the maximum size. An entry kept in another form

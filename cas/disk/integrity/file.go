@@ -16,16 +16,20 @@ type File struct {
 	f    vfs.File
 	size int64 // of the file as stored
 	sums []uint32
-	fail func(detail string) error
 }
 
 // NewFile returns a checked reader of f, size bytes as stored, whose blocks
 // have sums. A block that does not match, or a file shorter than size,
-// fails the read with what fail returns, given what was found (the store
-// removes the blob there, and returns ErrCorrupt).
-func NewFile(f vfs.File, size int64, sums []uint32, fail func(detail string) error) *File {
-	return &File{f: f, size: size, sums: sums, fail: fail}
+// fails the read with an error wrapping ErrCorrupt that says what was
+// found: the verdict, which the reader's owner acts on (the store removes
+// the blob).
+func NewFile(f vfs.File, size int64, sums []uint32) *File {
+	return &File{f: f, size: size, sums: sums}
 }
+
+// Corrupt returns the verdict on content that does not match its sums:
+// an error wrapping ErrCorrupt, saying what was found.
+func Corrupt(detail string) error { return fmt.Errorf("%w: %s", ErrCorrupt, detail) }
 
 // readBlocks fills p, which starts at pos (a multiple of Block) and ends
 // at a block's end or the file's, and checks every block in it.
@@ -33,14 +37,14 @@ func (c *File) readBlocks(p []byte, pos int64) error {
 	m, err := c.f.ReadAt(p, pos)
 	if m < len(p) {
 		if err == io.EOF {
-			return c.fail(fmt.Sprintf("file ends at %d bytes, its index entry says %d", pos+int64(m), c.size))
+			return Corrupt(fmt.Sprintf("file ends at %d bytes, its index entry says %d", pos+int64(m), c.size))
 		}
 		return fmt.Errorf("disk: reading %s: %w", c.f.Name(), err)
 	}
 	for i := 0; i < len(p); i += Block {
 		blk := int((pos + int64(i)) / Block)
 		if blk >= len(c.sums) || packfile.Checksum(p[i:min(i+Block, len(p))]) != c.sums[blk] {
-			return c.fail(fmt.Sprintf("block %d (bytes %d to %d) does not match its CRC-32C", blk, pos+int64(i), min(pos+int64(i)+Block, c.size)))
+			return Corrupt(fmt.Sprintf("block %d (bytes %d to %d) does not match its CRC-32C", blk, pos+int64(i), min(pos+int64(i)+Block, c.size)))
 		}
 	}
 	return nil

@@ -55,24 +55,24 @@ func TestHashContent(t *testing.T) {
 }
 
 // TestFileChecksEveryBlock: a checked read of intact blocks returns them;
-// one that touches a block whose sum does not match fails with what the
-// fail function returns, and hands on nothing of that block.
+// one that touches a block whose sum does not match fails with the verdict
+// (ErrCorrupt, saying which block), and hands on nothing of that block.
 func TestFileChecksEveryBlock(t *testing.T) {
 	data := testblob.Random(3*integrity.Block+17, 2)
 	f, sums := stored(t, data)
-	failed := errors.New("failed")
-	var details []string
-	fail := func(detail string) error { details = append(details, detail); return failed }
-	c := integrity.NewFile(f, int64(len(data)), sums, fail)
+	c := integrity.NewFile(f, int64(len(data)), sums)
 	p := make([]byte, 100)
 	if n, err := c.ReadAt(p, integrity.Block-50); err != nil || n != 100 || !bytes.Equal(p, data[integrity.Block-50:integrity.Block+50]) {
 		t.Fatalf("ReadAt across blocks 0 and 1: %d, %v", n, err)
 	}
 	bad := slices.Clone(sums)
 	bad[2]++
-	c = integrity.NewFile(f, int64(len(data)), bad, fail)
-	if _, err := c.ReadAt(p, 2*integrity.Block+10); err != failed {
-		t.Fatalf("ReadAt of block 2, whose sum is wrong: %v; want the fail function's error", err)
+	c = integrity.NewFile(f, int64(len(data)), bad)
+	var details []string
+	if _, err := c.ReadAt(p, 2*integrity.Block+10); !errors.Is(err, integrity.ErrCorrupt) || !strings.Contains(err.Error(), "block 2 ") {
+		t.Fatalf("ReadAt of block 2, whose sum is wrong: %v; want ErrCorrupt naming block 2", err)
+	} else {
+		details = append(details, err.Error())
 	}
 	var got []byte
 	err := c.ReadChunks(0, int64(len(data)), nil, 1000, func(b membuf.Buffer) error {
@@ -80,11 +80,11 @@ func TestFileChecksEveryBlock(t *testing.T) {
 		b.Free()
 		return nil
 	})
-	if err != failed || len(got) != 2*integrity.Block {
-		t.Fatalf("ReadChunks of the whole file: %v after %d bytes; want the fail function's error after blocks 0 and 1", err, len(got))
+	if !errors.Is(err, integrity.ErrCorrupt) || len(got) != 2*integrity.Block {
+		t.Fatalf("ReadChunks of the whole file: %v after %d bytes; want ErrCorrupt after blocks 0 and 1", err, len(got))
 	}
-	if len(details) != 2 {
-		t.Fatalf("the fail function was called %d times; want twice", len(details))
+	if details = append(details, err.Error()); len(details) != 2 || details[0] != details[1] {
+		t.Fatalf("verdicts %q; want the same block's twice", details)
 	}
 	if _, err := c.ReadAt(p, int64(len(data))); err != io.EOF {
 		t.Fatalf("ReadAt at the end: %v; want io.EOF", err)

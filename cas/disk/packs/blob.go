@@ -22,20 +22,20 @@ type Blob struct {
 	off  int64 // of the data in the segment
 	size int64
 	crc  uint32 // the record's
-	// fail, if not nil, is what a read that does not match crc fails
-	// with: every read then checks the whole record first.
-	fail func(detail string) error
+	// checked: every read checks the whole record against crc first.
+	checked bool
 }
 
 // OpenLocked opens the record of size bytes whose data is at off in seg,
 // which the owner found current (so not evicted), holding seg's file until
-// the Blob's Close. With fail, every read checks the whole record against
-// crc, its CRC, before it hands on a byte, and fails with what fail returns
-// if it does not match (the store removes the entry there); without, reads
-// trust the disk (disk.WithoutReadChecks).
-func (s *Set) OpenLocked(seg *Segment, off, size int64, crc uint32, fail func(detail string) error) *Blob {
+// the Blob's Close. If checked, every read checks the whole record against
+// crc, its CRC, before it hands on a byte, and fails with an error
+// wrapping integrity.ErrCorrupt if it does not match (the verdict, which
+// the owner acts on: the store removes the entry); if not, reads trust the
+// disk (disk.WithoutReadChecks).
+func (s *Set) OpenLocked(seg *Segment, off, size int64, crc uint32, checked bool) *Blob {
 	s.HoldLocked(seg)
-	return &Blob{set: s, seg: seg, off: off, size: size, crc: crc, fail: fail}
+	return &Blob{set: s, seg: seg, off: off, size: size, crc: crc, checked: checked}
 }
 
 // Size returns the blob's size in bytes.
@@ -51,7 +51,7 @@ func (b *Blob) Stored() cas.Encoding { return cas.Uncompressed }
 // buffer (no copy): a client that streams a read to disk never gets a byte
 // it would have to know to discard.
 func (b *Blob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferPool, chunkSize int, fn func(membuf.Buffer) error) error {
-	if b.fail == nil || off >= end {
+	if !b.checked || off >= end {
 		return cas.ReadChunks(b, off, end, pool, chunkSize, fn)
 	}
 	buf := membuf.AllocUncleared(pool, int(b.size)) // filled whole by the read before it is looked at
@@ -66,7 +66,7 @@ func (b *Blob) ReadChunks(_ context.Context, off, end int64, pool membuf.BufferP
 // its header holds, and fails the read if they differ.
 func (b *Blob) check(crc uint32) error {
 	if crc != b.crc {
-		return b.fail("record data does not match its CRC-32C")
+		return integrity.Corrupt("record data does not match its CRC-32C")
 	}
 	return nil
 }
@@ -77,7 +77,7 @@ func (b *Blob) check(crc uint32) error {
 // lost, and is not coming back.
 func (b *Blob) readChecked(p []byte) error {
 	if _, err := b.seg.ReadAt(p, b.off); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return b.fail("record lies past the end of its segment's file")
+		return integrity.Corrupt("record lies past the end of its segment's file")
 	} else if err != nil {
 		return fmt.Errorf("disk: reading a packed blob: %w", err)
 	}
@@ -103,7 +103,7 @@ func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
 	var n int
 	var err error
 	switch {
-	case b.fail == nil:
+	case !b.checked:
 		n, err = b.seg.ReadAt(p, b.off+off)
 	case off == 0 && int64(len(p)) == b.size:
 		if err = b.readChecked(p); err == nil {

@@ -30,12 +30,7 @@ func newLanesSet(t testing.TB, dir string, lanes int, segSize int64) (*packs.Set
 func streamRecord(t testing.TB, s *packs.Set, mu *sync.Mutex, data []byte) *packs.Segment {
 	d := cas.DigestOf(data)
 	var seg *packs.Segment
-	w := s.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
-		mu.Lock()
-		s.ReleaseSlotLocked(sl.Seg)
-		mu.Unlock()
-		return nil
-	})
+	w := &committingWriter{Writer: s.NewWriter(d), set: s, mu: mu}
 	mu.Lock()
 	err := s.TakeStreamSlotLocked(w.Slot(), 0, d.Hash, d.Size)
 	seg = w.Slot().Seg

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/internal/testblob"
@@ -112,27 +113,25 @@ func TestSetLifecycle(t *testing.T) {
 	s.Close()
 }
 
-// TestBlobChecksItsRecord: a Blob opened with a fail function reads a
-// record whole only if it matches its CRC; a Writer commits through its
-// commit function only content that matches its digest.
+// TestBlobChecksItsRecord: a Blob opened checked reads a
+// record whole only if it matches its CRC (else ErrCorrupt); a Writer finishes
+// only content that matches its digest.
 func TestBlobChecksItsRecord(t *testing.T) {
 	dir := t.TempDir()
 	s, mu := newSet(t, dir)
 	defer s.Close()
 	data := testblob.Random(900, 7)
 	seg, off := put(t, s, mu, data)
-	failed := errors.New("failed")
-	fail := func(string) error { return failed }
 	mu.Lock()
-	good := s.OpenLocked(seg, off, int64(len(data)), packfile.Checksum(data), fail)
-	bad := s.OpenLocked(seg, off, int64(len(data)), packfile.Checksum(data)+1, fail)
+	good := s.OpenLocked(seg, off, int64(len(data)), packfile.Checksum(data), true)
+	bad := s.OpenLocked(seg, off, int64(len(data)), packfile.Checksum(data)+1, true)
 	mu.Unlock()
 	got := make([]byte, 100)
 	if n, err := good.ReadAt(got, 850); n != 50 || err != io.EOF || !bytes.Equal(got[:50], data[850:]) {
 		t.Fatalf("ReadAt of the last 50 bytes: %d, %v", n, err)
 	}
-	if _, err := bad.ReadAt(got, 0); err != failed {
-		t.Fatalf("ReadAt of a record whose CRC does not match: %v; want the fail function's error", err)
+	if _, err := bad.ReadAt(got, 0); !errors.Is(err, integrity.ErrCorrupt) {
+		t.Fatalf("ReadAt of a record whose CRC does not match: %v; want ErrCorrupt", err)
 	}
 	good.Close()
 	bad.Close()

@@ -31,18 +31,10 @@ func headerAt(t *testing.T, seg *packs.Segment, off int64) (packfile.Header, boo
 // newWriter starts a streamed writer of data, its slot taken, committing
 // by calling onCommit (if not nil) and releasing its slot (the owner's
 // group commit is not the set's).
-func newWriter(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte, onCommit func(d cas.Digest, crc uint32)) *packs.Writer {
+func newWriter(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte, onCommit func(d cas.Digest, crc uint32)) *committingWriter {
 	t.Helper()
 	d := cas.DigestOf(data)
-	w := s.NewWriter(d, func(sl *packs.Slot, d cas.Digest, crc uint32) error {
-		if onCommit != nil {
-			onCommit(d, crc)
-		}
-		mu.Lock()
-		s.ReleaseSlotLocked(sl.Seg)
-		mu.Unlock()
-		return nil
-	})
+	w := &committingWriter{Writer: s.NewWriter(d), set: s, mu: mu, onCommit: onCommit}
 	mu.Lock()
 	err := s.TakeSlotLocked(w.Slot(), 0, d.Hash, d.Size)
 	mu.Unlock()
@@ -50,6 +42,29 @@ func newWriter(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte, onCommit
 		t.Fatal(err)
 	}
 	return w
+}
+
+// committingWriter is a packs.Writer whose Commit does what an owner's
+// commit of the record Finish returns does, for the set: release its slot.
+type committingWriter struct {
+	*packs.Writer
+	set      *packs.Set
+	mu       *sync.Mutex
+	onCommit func(d cas.Digest, crc uint32)
+}
+
+func (w *committingWriter) Commit(context.Context) error {
+	d, crc, err := w.Finish()
+	if err != nil {
+		return err
+	}
+	if w.onCommit != nil {
+		w.onCommit(d, crc)
+	}
+	w.mu.Lock()
+	w.set.ReleaseSlotLocked(w.Slot().Seg)
+	w.mu.Unlock()
+	return nil
 }
 
 // TestSyncHeadsEarlierSlots: taking a slot writes nothing; a sync of the
@@ -105,11 +120,11 @@ func TestWholeBlobInOneWrite(t *testing.T) {
 	defer s.Close()
 	for _, c := range []struct {
 		name      string
-		write     func(w *packs.Writer, data []byte) error
+		write     func(w *committingWriter, data []byte) error
 		wantState uint8
 	}{
-		{"whole", func(w *packs.Writer, data []byte) error { _, err := w.Write(data); return err }, packfile.Committed},
-		{"part", func(w *packs.Writer, data []byte) error { _, err := w.Write(data[:10]); return err }, packfile.Reserved},
+		{"whole", func(w *committingWriter, data []byte) error { _, err := w.Write(data); return err }, packfile.Committed},
+		{"part", func(w *committingWriter, data []byte) error { _, err := w.Write(data[:10]); return err }, packfile.Reserved},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			data := testblob.Random(600, 3)

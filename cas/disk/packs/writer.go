@@ -1,7 +1,6 @@
 package packs
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -16,11 +15,11 @@ import (
 // Writer writes one blob into a slot of the active segment, taken
 // when it starts (the digest gives its size): its bytes go to the
 // segment's file at their offset as they arrive, hashed and summed, and
-// its committed header, then the group commit's fsync of the segment, make
-// it a record. Its first write carries the slot's header too (see Slot):
+// its committed header, then the owner's group commit (to which Finish
+// returns the record), make it a record. Its first write carries the slot's header too (see Slot):
 // the committed one when that write is the whole blob and matches the
 // digest, so that a blob that arrives in one piece costs one pwritev;
-// else the reserved one, and Commit writes the committed header. A slot
+// else the reserved one, and Finish writes the committed header. A slot
 // abandoned by its writer stays a reserved record that scans step over,
 // until its segment is evicted.
 type Writer struct {
@@ -37,10 +36,6 @@ type Writer struct {
 	// broken: a first write hashed the whole blob and then failed, so the
 	// hash no longer matches what was written.
 	broken error
-	// commit commits the record, its data and committed header written
-	// and checked against d: makes it durable and indexed (the owner's
-	// group commit) and releases the slot.
-	commit func(sl *Slot, d cas.Digest, crc uint32) error
 	// Space for the sum, the first write's header and its vector, which
 	// escape (through hash.Hash and the system call): three allocations
 	// a blob as locals.
@@ -50,11 +45,20 @@ type Writer struct {
 }
 
 // NewWriter returns the writer of blob d. The caller takes its slot
-// (TakeSlotLocked into Slot) before the first write. Its Commit checks the
-// content against d and hands the record to commit; Abort releases the
-// slot.
-func (s *Set) NewWriter(d cas.Digest, commit func(sl *Slot, d cas.Digest, crc uint32) error) *Writer {
-	return &Writer{set: s, d: d, h: sha256.New(), commit: commit}
+// (TakeSlotLocked into Slot) before the first write. Its Finish checks the
+// content against d and returns the record for the caller to commit (and
+// then release the slot); Abort releases the slot.
+func (s *Set) NewWriter(d cas.Digest) *Writer {
+	w := new(Writer)
+	s.InitWriter(w, d)
+	return w
+}
+
+// InitWriter makes w the writer NewWriter returns, for a caller that
+// keeps the Writer inside a value of its own (one allocation an upload,
+// not two). w must be a zero Writer.
+func (s *Set) InitWriter(w *Writer, d cas.Digest) {
+	w.set, w.d, w.h = s, d, sha256.New()
 }
 
 // Slot is the writer's slot, for the caller to take.
@@ -64,8 +68,8 @@ func (w *Writer) Slot() *Slot { return &w.sl }
 // is).
 func (w *Writer) Hash() hash.Hash { return w.h }
 
-// Rename names the blob hash before Commit: a writer started under a
-// placeholder name (disk's unnamed writers), whose Commit then checks the
+// Rename names the blob hash before Finish: a writer started under a
+// placeholder name (disk's unnamed writers), whose Finish then checks the
 // content against the name given here.
 func (w *Writer) Rename(hash string) { w.d.Hash = hash }
 
@@ -154,20 +158,21 @@ func (w *Writer) writeFirst(bufs [][]byte, total int64) (int64, error) {
 // Suspend does nothing: the writer holds no descriptor of its own.
 func (w *Writer) Suspend() error { return nil }
 
-// Commit checks the content against the digest, writes the committed
-// header unless the first write did, and commits the record (NewWriter's
-// commit: the group commit).
-func (w *Writer) Commit(context.Context) error {
+// Finish checks the content against the digest, writes the committed
+// header unless the first write did, and returns the record's digest and
+// data CRC-32C, in the writer's Slot: the caller commits it (its group
+// commit) and releases the slot. On error the slot is given up (Abort).
+func (w *Writer) Finish() (cas.Digest, uint32, error) {
 	if w.end {
-		return errors.New("disk: Commit after Commit or Abort")
+		return cas.Digest{}, 0, errors.New("disk: Commit after Commit or Abort")
 	}
 	if w.broken != nil {
 		w.Abort()
-		return w.broken
+		return cas.Digest{}, 0, w.broken
 	}
 	if err := integrity.CheckSum(w.d, w.n, w.h.Sum(w.digest[:0])); err != nil {
 		w.Abort()
-		return err
+		return cas.Digest{}, 0, err
 	}
 	if w.header != packfile.Committed {
 		// A sync may be writing the reserved header still (its Claim came
@@ -175,12 +180,12 @@ func (w *Writer) Commit(context.Context) error {
 		w.set.AwaitHeaded(&w.sl)
 		if err := w.sl.Seg.WriteHeader(w.sl.kind, w.d.Hash, packfile.Committed, w.sl.size, w.crc, w.sl.Off); err != nil {
 			w.Abort()
-			return fmt.Errorf("disk: committing a record: %w", err)
+			return cas.Digest{}, 0, fmt.Errorf("disk: committing a record: %w", err)
 		}
 		w.header = packfile.Committed
 	}
 	w.end = true
-	return w.commit(&w.sl, w.d, w.crc)
+	return w.d, w.crc, nil
 }
 
 // Abort gives the slot up. A committed header written already (the whole

@@ -24,7 +24,8 @@ import (
 var emptyZstdFrame = []byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x00, 0x01, 0x00, 0x00}
 
 // ErrCorruptFrame: a stored frame did not decode to the size its seek table
-// gives; the file is damaged.
+// gives; the file is damaged. A read that finds one fails with it: the
+// verdict, which the reader's owner acts on (the disk store removes the blob).
 var ErrCorruptFrame = errors.New("stored zstd frame is damaged")
 
 // Blob is an open blob kept compressed: independent frames and a seek
@@ -39,24 +40,6 @@ type Blob struct {
 	// stored reads a range of the file as it is stored, for a compressed
 	// read; nil reads it with cas.ReadChunks (SetStoredReader).
 	stored StoredReader
-	// onCorrupt is told of a frame found damaged, and returns the error
-	// the read fails with (SetCorruptHandler); nil returns it as it is.
-	onCorrupt func(error) error
-}
-
-// SetCorruptHandler makes a read that finds a stored frame damaged (it
-// does not decompress, its checksum does not match, or it decodes to
-// another size than its seek table's) call h with an error wrapping
-// ErrCorruptFrame, and fail with what h returns: the disk store removes
-// the blob there, as it does one whose CRC does not match.
-func (b *Blob) SetCorruptHandler(h func(error) error) { b.onCorrupt = h }
-
-// corrupt is the error a read fails with on finding frame damage err.
-func (b *Blob) corrupt(err error) error {
-	if b.onCorrupt != nil {
-		return b.onCorrupt(err)
-	}
-	return err
 }
 
 // A StoredReader reads [off, end) of a compressed blob's file as it is
@@ -115,7 +98,7 @@ func (b *Blob) frame(ctx context.Context, pool membuf.BufferPool, i int, cstart 
 		if ctx.Err() != nil {
 			return membuf.Buffer{}, ctx.Err()
 		}
-		return membuf.Buffer{}, b.corrupt(fmt.Errorf("zstdfile: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, ErrCorruptFrame))
+		return membuf.Buffer{}, fmt.Errorf("zstdfile: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, ErrCorruptFrame)
 	}
 	return out, nil
 }
@@ -182,7 +165,7 @@ func (b *Blob) ReadAll(ctx context.Context, pool membuf.BufferPool) ([]byte, err
 			var got []byte
 			got, err = b.zp.DecodeFrame(ctx, in.Bytes(), out[dstart:dstart:dstart+ds])
 			if (err != nil || int64(len(got)) != ds) && ctx.Err() == nil {
-				err = b.corrupt(fmt.Errorf("zstdfile: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, ErrCorruptFrame))
+				err = fmt.Errorf("zstdfile: frame %d of %d bytes decoded to %d (%v): %w", i, ds, len(got), err, ErrCorruptFrame)
 			}
 		}
 		in.Free()

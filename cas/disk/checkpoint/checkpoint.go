@@ -1,4 +1,9 @@
-package disk
+// Package checkpoint is the disk store's index checkpoint: when one is
+// due, writing it in the background, loading it at start, and whether the
+// last one is stale. Its format is package packindex's.
+//
+// Of the cache it imports cas, index, packindex, packs and vfs.
+package checkpoint
 
 import (
 	"fmt"
@@ -32,7 +37,7 @@ import (
 // says (Segment.CheckCommitted): a record past the end of its file (cut short
 // since), or a segment whose first record read is not the one named (the
 // checkpoint of another store, or of an earlier life of these files).
-const checkpointName = "index.ckpt"
+const Name = "index.ckpt"
 
 // checkpointEvery is how many packed records are indexed between
 // checkpoints, at least: a quarter of the table, so writing checkpoints
@@ -44,7 +49,7 @@ const checkpointEvery = 1 << 18
 // writing it in the background, loading it at start, and whether the last
 // one is stale. It answers "which packed entries need no scan at start?".
 // It shares the store's lock.
-type checkpoints struct {
+type Checkpoints struct {
 	mu     *sync.Mutex
 	fs     vfs.FS
 	path   string // the checkpoint file
@@ -62,9 +67,22 @@ type checkpoints struct {
 	segments int            // segments the last checkpoint covers
 }
 
-// maybeStartLocked starts a checkpoint in the background if enough
+// New returns the checkpoints of the store whose lock is mu, index idx
+// and pack segments set: the file at path, written in tmpDir first.
+// packMax is the largest record the store packs.
+func New(mu *sync.Mutex, fsys vfs.FS, path, tmpDir string, log *slog.Logger, idx *index.Index, set *packs.Set, packMax int64) *Checkpoints {
+	return &Checkpoints{mu: mu, fs: fsys, path: path, tmpDir: tmpDir, log: log, idx: idx, set: set, packMax: packMax}
+}
+
+// Wait waits for the checkpoint being written in the background, if any.
+func (c *Checkpoints) Wait() { c.writing.Wait() }
+
+// SegmentsLocked is how many segments the last checkpoint covers.
+func (c *Checkpoints) SegmentsLocked() int { return c.segments }
+
+// MaybeStartLocked starts a checkpoint in the background if enough
 // records were indexed since the last one and none is being taken.
-func (c *checkpoints) maybeStartLocked() {
+func (c *Checkpoints) MaybeStartLocked() {
 	c.since++
 	if c.running || c.set.ClosingLocked() || c.since < max(checkpointEvery, int64(c.idx.Table().Len()/4)) {
 		return
@@ -72,7 +90,7 @@ func (c *checkpoints) maybeStartLocked() {
 	c.running = true
 	c.since = 0
 	c.writing.Go(func() {
-		if err := c.write(); err != nil {
+		if err := c.Write(); err != nil {
 			c.log.Warn("writing an index checkpoint (the next start scans more segments)", "err", err)
 		}
 		c.mu.Lock()
@@ -81,9 +99,9 @@ func (c *checkpoints) maybeStartLocked() {
 	})
 }
 
-// write writes a checkpoint of the table (packindex.SaveCheckpoint),
+// Write writes a checkpoint of the table (packindex.SaveCheckpoint),
 // holding the store's lock for one shard's copy at a time.
-func (c *checkpoints) write() error {
+func (c *Checkpoints) Write() error {
 	c.mu.Lock()
 	segs := c.finishedSegmentsLocked()
 	// What changes from here on is the next checkpoint's.
@@ -103,17 +121,17 @@ func (c *checkpoints) write() error {
 	return err
 }
 
-// open opens the checkpoint file, if there is one that checks out.
-func (c *checkpoints) open() (*packindex.CheckpointFile, error) {
+// Open opens the checkpoint file, if there is one that checks out.
+func (c *Checkpoints) Open() (*packindex.CheckpointFile, error) {
 	return packindex.OpenCheckpoint(c.fs, c.path)
 }
 
-// loadRecords indexes the records of checkpoint ck and reports whether it
+// LoadRecords indexes the records of checkpoint ck and reports whether it
 // did; if ck does not check out, it empties the table and returns records
 // with those of the segments it would have covered, scanned, in segment
 // order. Either way it returns the file entries its records replaced,
 // dropped from the index: their files are the caller's to remove.
-func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.Scanned) (_ []packs.Scanned, replaced []entry, _ bool, _ error) {
+func (c *Checkpoints) LoadRecords(ck *packindex.CheckpointFile, records []packs.Scanned) (_ []packs.Scanned, replaced []index.Entry, _ bool, _ error) {
 	replaced, err := c.load(ck)
 	if err == nil {
 		for _, seg := range c.set.SegmentsLocked() {
@@ -137,16 +155,16 @@ func (c *checkpoints) loadRecords(ck *packindex.CheckpointFile, records []packs.
 // does not check out stops it with an error: the caller then empties the
 // table and scans those segments instead. It returns the file entries
 // its records replaced, dropped from the index, error or not.
-func (c *checkpoints) load(ck *packindex.CheckpointFile) (replaced []entry, err error) {
+func (c *Checkpoints) load(ck *packindex.CheckpointFile) (replaced []index.Entry, err error) {
 	defer ck.Close()
 	x := c.idx
 	// A record replaces a file of its key (written since, as at a scan):
 	// the files' keys as the table has them, to look up without making
 	// a hex key per record.
-	files := make(map[packindex.Key]*entry, x.Totals().Entries)
-	x.EachFile(func(e *entry) {
+	files := make(map[packindex.Key]*index.Entry, x.Totals().Entries)
+	x.EachFile(func(e *index.Entry) {
 		h, _ := cas.ParseHash(e.Key.Hash)
-		files[packindex.Key{Hash: h, AC: e.Key.Kind == kindAC}] = e
+		files[packindex.Key{Hash: h, AC: e.Key.Kind == index.AC}] = e
 	})
 	var recs []packindex.Record
 	// What the checkpoint names in segments no longer on disk (removed or
@@ -183,9 +201,9 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) (replaced []entry, err 
 				}
 				continue
 			}
-			kind := kindCAS
+			kind := index.CAS
 			if r.AC {
-				kind = kindAC
+				kind = index.AC
 			}
 			fileSize, checked := fileSizes[seg]
 			if !checked {
@@ -210,7 +228,7 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) (replaced []entry, err 
 				return replaced, fmt.Errorf("index checkpoint, shard %d: a key twice", i)
 			}
 			size := int64(r.Size)
-			x.Count(&entry{Key: entryKey{Kind: kind}, Size: size, Stored: size, Seg: seg}, 1)
+			x.Count(&index.Entry{Key: index.Key{Kind: kind}, Size: size, Stored: size, Seg: seg}, 1)
 		}
 	}
 	return replaced, nil
@@ -218,7 +236,7 @@ func (c *checkpoints) load(ck *packindex.CheckpointFile) (replaced []entry, err 
 
 // finishedSegmentsLocked returns the segments a checkpoint taken now
 // covers: those finished (fsynced whole, named .pack) and not evicted.
-func (c *checkpoints) finishedSegmentsLocked() []packindex.Segment {
+func (c *Checkpoints) finishedSegmentsLocked() []packindex.Segment {
 	var segs []packindex.Segment
 	for _, seg := range c.set.SegmentsLocked() {
 		if !seg.Evicted && seg.Finished {
@@ -228,11 +246,11 @@ func (c *checkpoints) finishedSegmentsLocked() []packindex.Segment {
 	return segs
 }
 
-// staleLocked reports whether the last checkpoint (written or loaded) no
+// StaleLocked reports whether the last checkpoint (written or loaded) no
 // longer says what a new one would: a record put or dropped, a segment
 // evicted (index.changed), or a segment finished since. A store that only
 // served reads closes without rewriting it (at ten million records, half
 // a gigabyte).
-func (c *checkpoints) staleLocked() bool {
+func (c *Checkpoints) StaleLocked() bool {
 	return c.idx.Changed() || len(c.finishedSegmentsLocked()) != c.segments
 }
