@@ -20,7 +20,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"fastcdc":       {},
 		"access":        {mod},
 		"actionresult":  {mod},
-		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/vfs", mod + "/disk/files", mod + "/disk/packs", mod + "/disk/packindex", mod + "/disk/integrity", mod + "/disk/groupcommit", mod + "/disk/pace", mod + "/disk/ages", mod + "/disk/unnamed", mod + "/disk/index"},
+		"disk":          {mod, mod + "/zstdseek", mod + "/disk/packfile", mod + "/disk/zstdfile", mod + "/disk/vfs", mod + "/disk/files", mod + "/disk/packs", mod + "/disk/packindex", mod + "/disk/integrity", mod + "/disk/groupcommit", mod + "/disk/pace", mod + "/disk/ages", mod + "/disk/unnamed", mod + "/disk/index", mod + "/disk/checkpoint"},
 		"disk/packfile": {},
 		"disk/zstdfile": {mod, mod + "/zstdseek", mod + "/disk/vfs"},
 		"reapi":         {mod, mod + "/access", mod + "/actionresult", mod + "/zstdseek", mod + "/reapi/asset", mod + "/reapi/chunking", mod + "/reapi/internal/rpcstatus", mod + "/reapi/internal/upload"},
@@ -74,6 +74,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"disk/files":       {mod, mod + "/zstdseek", mod + "/disk/vfs", mod + "/disk/integrity", mod + "/disk/zstdfile"},
 		"disk/packs":       {mod, mod + "/zstdseek", mod + "/disk/vfs", mod + "/disk/packfile", mod + "/disk/integrity", mod + "/disk/zstdfile"},
 		"disk/index":       {mod, mod + "/disk/ages", mod + "/disk/packfile", mod + "/disk/packindex", mod + "/disk/packs"},
+		"disk/checkpoint":  {mod, mod + "/disk/index", mod + "/disk/packindex", mod + "/disk/packs", mod + "/disk/vfs"},
 	}
 	for dir, may := range allowed {
 		pkg, err := build.ImportDir(filepath.FromSlash(dir), 0)
