@@ -122,29 +122,37 @@ func TestKeyedPathsAndMethods(t *testing.T) {
 	}
 }
 
-// A keyed PUT is bounded as a /cas/ PUT is: larger than the store, 413; a
-// stalled body, 408; a short one, 400; nothing is stored by any of them,
-// and the budget is all given back.
-func TestKeyedPutBounds(t *testing.T) {
+// boundedCache is a cache on a 1 MiB store whose PUTs are taken under b,
+// in 16 KiB chunks, a body stalled for 50 ms ended: for the tests of
+// PUTs' bounds.
+func boundedCache(t *testing.T) (*cache, *budget) {
+	t.Helper()
 	store, err := disk.OpenStore(t.TempDir(), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	t.Cleanup(func() { store.Close() })
 	b := &budget{}
 	h, err := httpcache.New(store, httpcache.Options{Budget: b, ChunkSize: 16 << 10, StallTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c := &cache{t: t, store: store, h: h, url: srv.URL}
+	t.Cleanup(srv.Close)
+	return &cache{t: t, store: store, h: h, url: srv.URL}, b
+}
+
+// A keyed PUT is bounded as a /cas/ PUT is: larger than the store, 413; a
+// stalled body, 408; a short one, 400; nothing is stored by any of them,
+// and the budget is all given back.
+func TestKeyedPutBounds(t *testing.T) {
+	c, b := boundedCache(t)
 	c.want(413, "PUT", "/gradle/big", make([]byte, 1<<20+1))
 
 	data := testblob.Pattern(100<<10, 4)
 	pr, pw := io.Pipe()
 	go pw.Write(data[:20<<10]) // some of it, then nothing
-	req, err := http.NewRequest("PUT", srv.URL+"/gradle/stalled", pr)
+	req, err := http.NewRequest("PUT", c.url+"/gradle/stalled", pr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +170,11 @@ func TestKeyedPutBounds(t *testing.T) {
 	req = httptest.NewRequest("PUT", "/gradle/short", bytes.NewReader(data[:len(data)-1]))
 	req.ContentLength = int64(len(data))
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
+	c.h.ServeHTTP(rec, req)
 	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "ended after") {
 		t.Errorf("a keyed PUT one byte short: %d %q", rec.Code, rec.Body)
 	}
-	if st := store.Stats(); st.Blobs != 0 || st.ActionResults != 0 {
+	if st := c.store.Stats(); st.Blobs != 0 || st.ActionResults != 0 {
 		t.Fatalf("refused PUTs stored %d blobs and %d records", st.Blobs, st.ActionResults)
 	}
 	c.want(404, "GET", "/gradle/stalled", nil)

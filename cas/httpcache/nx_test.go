@@ -10,11 +10,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/access/accesstest"
-	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
@@ -95,22 +93,10 @@ func TestNxOddHashes(t *testing.T) {
 // body shorter or longer than its Content-Length stores nothing; the
 // budget is given back.
 func TestNxPutBounds(t *testing.T) {
-	store, err := disk.OpenStore(t.TempDir(), 1<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	b := &budget{}
-	h, err := httpcache.New(store, httpcache.Options{Budget: b, ChunkSize: 16 << 10, StallTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c := &cache{t: t, store: store, h: h, url: srv.URL}
+	c, b := boundedCache(t)
 	c.want(413, "PUT", "/v1/cache/1", make([]byte, 1<<20+1))
 
-	req, _ := http.NewRequest("PUT", srv.URL+"/v1/cache/2", io.MultiReader(strings.NewReader("chunked")))
+	req, _ := http.NewRequest("PUT", c.url+"/v1/cache/2", io.MultiReader(strings.NewReader("chunked")))
 	req.ContentLength = -1
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusLengthRequired {
 		t.Fatalf("a PUT without a length: %v, %v; want 411", resp, err)
@@ -119,7 +105,7 @@ func TestNxPutBounds(t *testing.T) {
 	data := testblob.Pattern(100<<10, 4)
 	pr, pw := io.Pipe()
 	go pw.Write(data[:20<<10]) // some of it, then nothing
-	req, _ = http.NewRequest("PUT", srv.URL+"/v1/cache/3", pr)
+	req, _ = http.NewRequest("PUT", c.url+"/v1/cache/3", pr)
 	req.ContentLength = int64(len(data))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -142,14 +128,14 @@ func TestNxPutBounds(t *testing.T) {
 		req := httptest.NewRequest("PUT", "/v1/cache/4", bytes.NewReader(tc.body))
 		req.ContentLength = tc.length
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		c.h.ServeHTTP(rec, req)
 		if rec.Code != 400 || !strings.Contains(rec.Body.String(), tc.says) {
 			t.Errorf("a PUT of %d bytes with Content-Length %d: %d %q; want 400 saying %q", len(tc.body), tc.length, rec.Code, rec.Body, tc.says)
 		}
 	}
 
 	// Over a connection, a body that ends early with a half-close.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(c.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +147,7 @@ func TestNxPutBounds(t *testing.T) {
 	}
 	conn.Close()
 
-	if st := store.Stats(); st.Blobs != 0 || st.ActionResults != 0 {
+	if st := c.store.Stats(); st.Blobs != 0 || st.ActionResults != 0 {
 		t.Fatalf("refused PUTs stored %d blobs and %d records", st.Blobs, st.ActionResults)
 	}
 	for _, p := range []string{"/v1/cache/3", "/v1/cache/4", "/v1/cache/5"} {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/membuf/membuf/cas/backend/grpcupstream"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cas/tier/acbudget"
 )
@@ -37,23 +35,7 @@ func (c *stdoutActionCache) GetActionResult(_ context.Context, req *repb.GetActi
 // MiB one is refused at both, and is acbudget.ErrTooLarge.
 func TestActionResultsAreReceivedWithinTheReadsLimit(t *testing.T) {
 	sizes := map[string]int{"small": 100, "mid": 1 << 20, "large": 6 << 20}
-	g := grpc.NewServer()
-	repb.RegisterActionCacheServer(g, &stdoutActionCache{sizes: sizes})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-	loc, err := grpcupstream.ParseURL("grpc://" + lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := grpcupstream.New(t.Context(), grpcupstream.Config{Location: loc, RequestTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := backendOn(t, 10*time.Second, func(g *grpc.Server) { repb.RegisterActionCacheServer(g, &stdoutActionCache{sizes: sizes}) })
 	budget := acbudget.New(64<<20, acbudget.DefaultCap)
 	for _, c := range []struct {
 		hash      string

@@ -35,12 +35,12 @@ func (*stallingByteStream) Write(stream bspb.ByteStream_WriteServer) error {
 	return stream.Context().Err()
 }
 
-// TestStall: an upstream that stops sending a blob halfway, or stops
-// taking an upload, frees the request after RequestTimeout with
-// cas.ErrUnavailable, and the log value says why.
-func TestStall(t *testing.T) {
+// backendOn is a backend, of requestTimeout, on a gRPC server on loopback
+// with the services register registers; both stop at the test's end.
+func backendOn(t *testing.T, requestTimeout time.Duration, register func(*grpc.Server)) *grpcupstream.Backend {
+	t.Helper()
 	g := grpc.NewServer()
-	bspb.RegisterByteStreamServer(g, &stallingByteStream{})
+	register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -51,11 +51,19 @@ func TestStall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := grpcupstream.New(t.Context(), grpcupstream.Config{Location: loc, RequestTimeout: 300 * time.Millisecond})
+	b, err := grpcupstream.New(t.Context(), grpcupstream.Config{Location: loc, RequestTimeout: requestTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// TestStall: an upstream that stops sending a blob halfway, or stops
+// taking an upload, frees the request after RequestTimeout with
+// cas.ErrUnavailable, and the log value says why.
+func TestStall(t *testing.T) {
+	b := backendOn(t, 300*time.Millisecond, func(g *grpc.Server) { bspb.RegisterByteStreamServer(g, &stallingByteStream{}) })
 	data := pattern(10_000, 7)
 	k := tier.BlobKey(digestOf(data))
 	obj, err := b.Get(t.Context(), k, 0)
