@@ -10,8 +10,8 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 )
 
-// HashLen is the length of a SHA-256 hash in lowercase hex, the only digest
-// function this server supports.
+// HashLen is the length of a SHA-256 hash in lowercase hex, the default
+// digest function (Function.HashLen gives any function's).
 const HashLen = 2 * sha256.Size
 
 // EmptyHash is the SHA-256 of no bytes. The empty blob is always present
@@ -19,14 +19,19 @@ const HashLen = 2 * sha256.Size
 // always available"), so it is never stored.
 const EmptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-// Digest identifies a blob: the lowercase hex SHA-256 of its content and its
-// size in bytes. A Digest made by ParseDigest or ParseDigestString is valid.
+// Digest identifies a blob: the lowercase hex hash of its content under
+// Function, and its size in bytes. The zero Function is SHA-256, so a
+// Digest that names none is a SHA-256 digest. A Digest made by ParseDigest,
+// ParseDigestFor or ParseDigestString is valid. Two digests of different
+// functions name different blobs, even with the same hash.
 type Digest struct {
-	Hash string
-	Size int64
+	Hash     string
+	Size     int64
+	Function Function
 }
 
-// String formats d as hash/size, the form used in resource names.
+// String formats d as hash/size, the form used in resource names (which
+// name a function other than SHA-256 in a segment of their own before it).
 func (d Digest) String() string {
 	var b [HashLen + 1 + 20]byte // a valid digest's text fits: one allocation, the string
 	return string(d.AppendText(b[:0]))
@@ -56,20 +61,25 @@ func ParseDigestString(s string) (Digest, error) {
 	return Digest{Hash: hash, Size: n}, nil
 }
 
-// Proto returns d as a REAPI Digest message.
+// Proto returns d as a REAPI Digest message, which does not carry the
+// function: the request around it does.
 func (d Digest) Proto() *repb.Digest { return &repb.Digest{Hash: d.Hash, SizeBytes: d.Size} }
 
 // IsEmpty reports whether d names the empty blob.
-func (d Digest) IsEmpty() bool { return d.Size == 0 && d.Hash == EmptyHash }
+func (d Digest) IsEmpty() bool {
+	return d.Size == 0 && d.Function.Valid() && d.Hash == d.Function.EmptyHash()
+}
 
-// DigestOf returns the digest of data.
+// DigestOf returns the SHA-256 digest of data (Function.Digest: any
+// function's).
 func DigestOf(data []byte) Digest {
 	sum := sha256.Sum256(data)
 	return Digest{Hash: hex.EncodeToString(sum[:]), Size: int64(len(data))}
 }
 
-// ParseDigest checks a REAPI Digest message: a hash of exactly 64 lowercase
-// hex characters and a non-negative size. The error names what is wrong.
+// ParseDigest checks a REAPI Digest message as a SHA-256 digest: a hash of
+// exactly 64 lowercase hex characters and a non-negative size. The error
+// names what is wrong. ParseDigestFor checks one of any function.
 func ParseDigest(p *repb.Digest) (Digest, error) {
 	if p == nil {
 		return Digest{}, fmt.Errorf("digest is missing")
@@ -115,13 +125,14 @@ var hexValue = func() (t [256]byte) {
 	return t
 }()
 
-// CheckHash accepts exactly 64 lowercase hex characters.
+// CheckHash accepts exactly 64 lowercase hex characters: a SHA-256 hash
+// (Function.CheckHash: any function's).
 func CheckHash(h string) error {
 	if _, ok := ParseHash(h); ok {
 		return nil
 	}
 	if len(h) != HashLen {
-		return fmt.Errorf("hash %q is %d characters; a SHA-256 hash is %d lowercase hex characters (the only digest function this server supports)", Clip(h), len(h), HashLen)
+		return fmt.Errorf("hash %q is %d characters; a SHA-256 hash is %d lowercase hex characters", Clip(h), len(h), HashLen)
 	}
 	for i := 0; i < len(h); i++ {
 		c := h[i]

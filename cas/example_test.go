@@ -16,5 +16,5 @@ func ExampleDigestOf() {
 	fmt.Println(err)
 	// Output:
 	// 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824/5
-	// hash "ABC" is 3 characters; a SHA-256 hash is 64 lowercase hex characters (the only digest function this server supports)
+	// hash "ABC" is 3 characters; a SHA-256 hash is 64 lowercase hex characters
 }
