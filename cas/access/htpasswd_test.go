@@ -115,3 +115,16 @@ func TestHtpasswdCheckAndReload(t *testing.T) {
 		t.Error("LoadHtpasswd of a missing file succeeded")
 	}
 }
+
+// An unknown user must cost what a known user's wrong password costs: the
+// hash checked for unknown users is a valid bcrypt hash at the cost
+// htpasswd -B and LoadHtpasswd's users have by default.
+func TestTheUnknownUsersHashCostsWhatAUsersDoes(t *testing.T) {
+	cost, err := bcrypt.Cost(dummyHash)
+	if err != nil || cost != bcrypt.DefaultCost {
+		t.Fatalf("dummyHash: cost %d, %v; want %d", cost, err, bcrypt.DefaultCost)
+	}
+	if err := bcrypt.CompareHashAndPassword(dummyHash, []byte("guess")); err != bcrypt.ErrMismatchedHashAndPassword {
+		t.Fatalf("comparing a guess with dummyHash: %v, want a mismatch", err)
+	}
+}
