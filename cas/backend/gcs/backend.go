@@ -187,9 +187,15 @@ func (b *Backend) read(ctx context.Context, name string, off, n int64) (reader, 
 		// The range was not honoured: the body is not what was asked for.
 		res.Body.Close()
 		return reader{}, fmt.Errorf("gcs: a ranged read from %d answered the whole object", off)
+	case res.ContentLength < 0:
+		// A length the service always sends: without it (a body
+		// decompressed on the way, a proxy's chunked answer) the size is
+		// unknown, and so is whether the body is the object's bytes.
+		res.Body.Close()
+		return reader{}, errors.New("gcs: a read's answer has no Content-Length")
 	default:
 		if sum, ok := crc32cHeader(res.Header); ok {
-			r.body = &crcCheck{ReadCloser: res.Body, h: crc32.New(castagnoli), want: sum, name: name}
+			r.body = &crcCheck{ReadCloser: res.Body, h: crc32.New(castagnoli), want: sum}
 		}
 	}
 	return r, nil
@@ -215,14 +221,13 @@ type crcCheck struct {
 	io.ReadCloser
 	h    hash.Hash32
 	want uint32
-	name string
 }
 
 func (c *crcCheck) Read(p []byte) (int, error) {
 	n, err := c.ReadCloser.Read(p)
 	c.h.Write(p[:n])
 	if err == io.EOF && c.h.Sum32() != c.want {
-		return n, fmt.Errorf("gcs: object %q arrived with CRC-32C %08x, not the %08x the service gave", c.name, c.h.Sum32(), c.want)
+		return n, fmt.Errorf("gcs: a read's bytes have CRC-32C %08x, not the %08x the service gave", c.h.Sum32(), c.want)
 	}
 	return n, err
 }

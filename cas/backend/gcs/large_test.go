@@ -83,3 +83,20 @@ func TestCRCMatch(t *testing.T) {
 		t.Fatalf("reading a body with its CRC-32C: %q, %v", got, err)
 	}
 }
+
+// TestNoLength: a whole read answered without a Content-Length (chunked)
+// is an error, not an object of unknown size taken as good.
+func TestNoLength(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hel")
+		w.(http.Flusher).Flush() // the answer goes chunked
+		io.WriteString(w, "lo")
+	}))
+	defer srv.Close()
+	b := newBackend(t, "gs://membuf-test?endpoint="+srv.URL)
+	obj, err := b.Get(t.Context(), tier.Key{Hash: strings.Repeat("f", 64), Size: 5}, 0)
+	if err == nil {
+		obj.Body.Close()
+		t.Fatalf("Get answered without a length: size %d, no error", obj.Size)
+	}
+}
