@@ -58,10 +58,13 @@ const scopeReadWrite = "https://www.googleapis.com/auth/devstorage.read_write"
 // Backend is a tier.Backend on one GCS bucket and prefix. It is safe for
 // concurrent use.
 type Backend struct {
-	c       *client
-	loc     Location
-	timeout time.Duration
-	limit   int
+	c *client
+	// transport holds the connections, under the stall guard and the
+	// credentials, which do not pass CloseIdleConnections on.
+	transport *http.Transport
+	loc       Location
+	timeout   time.Duration
+	limit     int
 }
 
 var _ tier.Backend = (*Backend)(nil)
@@ -80,7 +83,8 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	var rt http.RoundTripper = objstore.StallGuard(objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency), cfg.RequestTimeout)
+	transport := objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency)
+	var rt http.RoundTripper = objstore.StallGuard(transport, cfg.RequestTimeout)
 	credential := "none (an emulator's endpoint)"
 	if cfg.Location.Endpoint == "" {
 		// The credentials keep the context to refresh their tokens with:
@@ -104,12 +108,12 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	// Which credential is used is the one thing about the configuration
 	// no request error says.
 	cfg.Logger.Info("GCS backend", "url", cfg.Location.String(), "credential", credential)
-	return &Backend{c: c, loc: cfg.Location, timeout: cfg.RequestTimeout, limit: cfg.Concurrency}, nil
+	return &Backend{c: c, transport: transport, loc: cfg.Location, timeout: cfg.RequestTimeout, limit: cfg.Concurrency}, nil
 }
 
 // Close releases the client's idle connections.
 func (b *Backend) Close() error {
-	b.c.http.CloseIdleConnections()
+	b.transport.CloseIdleConnections()
 	return nil
 }
 
