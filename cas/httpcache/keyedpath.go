@@ -117,6 +117,9 @@ var toolNamespaces = map[string]struct{ tool, path string }{
 // recordDigest is where the entry's record is kept: an action digest no
 // action hashes to, since its input is not a serialized Action.
 func (p keyedPath) recordDigest() cas.Digest {
-	sum := sha256.Sum256([]byte("membuf-keyed\x00" + p.namespace + "\x00" + p.key))
+	var buf [256]byte // most keys: hashed from the stack
+	b := append(buf[:0], "membuf-keyed\x00"...)
+	b = append(append(append(b, p.namespace...), 0), p.key...)
+	sum := sha256.Sum256(b)
 	return cas.Digest{Hash: hex.EncodeToString(sum[:])}
 }
