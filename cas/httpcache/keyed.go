@@ -141,9 +141,12 @@ func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 		return fmt.Errorf("%w: %d bytes; this store holds entries of at most %d", cas.ErrTooLarge, n, max)
 	}
 	rd := kp.recordDigest()
-	rec := keyedRecord{content: cas.Digest{Size: n}, namespace: kp.namespace, key: kp.key, attrs: attrs}
-	if n <= maxInlineContent {
-		return h.storeInline(w, r, kp, rd, rec, writeOnce)
+	rec := keyedRecord{content: cas.Digest{Size: n}, modified: time.Now(), namespace: kp.namespace, key: kp.key, attrs: attrs}
+	inline := rec
+	inline.isInline = true
+	// The record must fit the store's bound too (a tiny one is for tests).
+	if max := h.opts.MaxBlobSize; n <= maxInlineContent && (max <= 0 || int64(inline.headerLen())+n <= max) {
+		return h.storeInline(w, r, kp, rd, inline, writeOnce)
 	}
 	if writeOnce {
 		// Before the body is read: a large body is not read for nothing.
@@ -160,14 +163,13 @@ func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 }
 
 // storeInline stores the body of PUT r, n <= maxInlineContent bytes, in
-// kp's record rec (rd), laid out around it (inlineRecord) in one pooled
+// kp's record rec (rd, rec.isInline set), laid out around it (inlineRecord) in one pooled
 // buffer under the upload budget: the body is read into the record's
 // place for it, hashed once, and the record stored with one write. The
 // body is not copied, and no blob is written, so there is no second
 // commit, and nothing to leave half stored.
 func (h *Handler) storeInline(w http.ResponseWriter, r *http.Request, kp keyedPath, rd cas.Digest, rec keyedRecord, writeOnce bool) error {
 	ctx := r.Context()
-	rec.isInline, rec.modified = true, time.Now()
 	size := rec.headerLen() + int(rec.content.Size)
 	if b := h.opts.Budget; b != nil {
 		took, err := b.AcquireUpload(ctx, int64(size))

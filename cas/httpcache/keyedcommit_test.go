@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas/decorator"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/httpcache"
@@ -128,6 +129,32 @@ func TestSmallToolPutAllocations(t *testing.T) {
 	for _, proto := range []string{"nx", "turbo"} {
 		if allocs[proto] > 1.2*allocs["cas"] {
 			t.Errorf("a 4 KiB %s PUT made %.0f allocations, more than 1.2 times a /cas/ PUT's %.0f", proto, allocs[proto], allocs["cas"])
+		}
+	}
+}
+
+// Under a --max-blob-size that an entry's content fits and its record
+// holding it would not, the entry is still stored (the content as a blob
+// of its own) and served.
+func TestKeyedContentNearTheSizeLimit(t *testing.T) {
+	store, err := disk.OpenStore(t.TempDir(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	const limit = 4 << 10
+	h, err := httpcache.New(decorator.LimitSize(store, limit), httpcache.Options{MaxBlobSize: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &memCache{t: t, store: store, h: h}
+	data := testblob.Pattern(limit-10, 30)
+	for _, path := range []string{"/v1/cache/1", "/v8/artifacts/01?slug=s", "/maven/v1/g/a/1/buildinfo.xml"} {
+		if code, body := c.serve(request("PUT", path, data)); code/100 != 2 {
+			t.Fatalf("PUT %s of %d bytes under a limit of %d: %d %q", path, len(data), limit, code, body)
+		}
+		if code, body := c.serve(request("GET", path, nil)); code != 200 || !bytes.Equal(body, data) {
+			t.Fatalf("GET %s: %d, %d bytes; want its %d bytes", path, code, len(body), len(data))
 		}
 	}
 }
