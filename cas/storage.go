@@ -84,7 +84,9 @@ type ActionCache interface {
 	// action digest d, or an error wrapping ErrNotFound.
 	GetActionResult(ctx context.Context, d Digest) ([]byte, error)
 	// PutActionResult stores data, a serialized ActionResult, for the
-	// action digest d, replacing any earlier entry.
+	// action digest d, replacing any earlier entry. It is done with data
+	// when it returns: the caller may reuse it (the HTTP cache's keyed
+	// entries pass a pooled buffer).
 	PutActionResult(ctx context.Context, d Digest, data []byte) error
 }
 

@@ -26,7 +26,18 @@ func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, 
 		return
 	}
 	defer b.Close()
-	d := cas.Digest{Hash: hash, Size: b.Size()}
+	h.serveRange(w, r, op, cas.Digest{Hash: hash, Size: b.Size()}, func(w io.Writer, off, end int64) (int64, error) {
+		return b.WriteRange(ctx, w, off, end, h.opts.Pool, h.opts.ChunkSize)
+	})
+}
+
+// serveRange answers GET or HEAD of content d: the whole, or the part a
+// Range asks for, which write writes to the body (write(w, off, end)
+// writes [off, end) to w and returns how much it wrote; an error before
+// the first byte is answered with its status, after it cuts the
+// connection).
+func (h *Handler) serveRange(w http.ResponseWriter, r *http.Request, op operation, d cas.Digest, write func(w io.Writer, off, end int64) (int64, error)) {
+	ctx := r.Context()
 	rng, partial, satisfiable := parseRange(r.Header.Get("Range"), d.Size)
 	if partial && !satisfiable {
 		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(d.Size, 10))
@@ -39,7 +50,7 @@ func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, 
 	code := http.StatusOK
 	header := func() {
 		w.Header().Set("Accept-Ranges", "bytes")
-		w.Header().Set("ETag", `"`+hash+`"`) // the content's own name: strong
+		w.Header().Set("ETag", `"`+d.Hash+`"`) // the content's own name: strong
 		if partial {
 			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.off, rng.end-1, d.Size))
 			code = http.StatusPartialContent
@@ -59,7 +70,7 @@ func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, 
 	// The status line waits for the first byte: a blob found bad before
 	// any of it is checked (a packed blob, a first block) is still a 404.
 	body := &bodyWriter{w: w, header: header}
-	sent, err := b.WriteRange(ctx, body, rng.off, rng.end, h.opts.Pool, h.opts.ChunkSize)
+	sent, err := write(body, rng.off, rng.end)
 	h.stats.bytesOut.Add(sent)
 	switch {
 	case err == nil:
@@ -168,6 +179,29 @@ func (h *Handler) receiveBody(w http.ResponseWriter, r *http.Request, bw cas.Blo
 	var past [1]byte
 	if k, _ := r.Body.Read(past[:]); k > 0 {
 		return fmt.Errorf("%w: the body is longer than its Content-Length of %d bytes", cas.ErrMismatch, n)
+	}
+	clearStallDeadline(rc)
+	return nil
+}
+
+// receiveInto reads r's body, exactly len(p) bytes, into p, each read
+// given the stall timeout to arrive: the whole of a small body, under the
+// upload budget the caller took for p. A body that ends early is a
+// shortBodyError, one longer than p cas.ErrMismatch.
+func (h *Handler) receiveInto(w http.ResponseWriter, r *http.Request, p []byte) error {
+	rc := http.NewResponseController(w)
+	got, err := readStalling(r.Body, p, rc, h.opts.StallTimeout)
+	h.stats.bytesIn.Add(int64(got))
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return shortBodyError{int64(got), int64(len(p))}
+	}
+	if err != nil {
+		return err
+	}
+	// As in receiveBody: a byte past the Content-Length stores nothing.
+	var past [1]byte
+	if k, _ := r.Body.Read(past[:]); k > 0 {
+		return fmt.Errorf("%w: the body is longer than its Content-Length of %d bytes", cas.ErrMismatch, len(p))
 	}
 	clearStallDeadline(rc)
 	return nil

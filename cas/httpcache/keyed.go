@@ -2,14 +2,15 @@ package httpcache
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 )
 
@@ -62,7 +63,7 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 			h.fail(w, r, op, kp.String(), err)
 			return
 		}
-		h.getBlob(w, r, op, rec.content.Hash)
+		h.serveEntry(w, r, op, rec)
 	case opPutKeyed:
 		h.putKeyed(w, r, kp)
 	case opPropfindKeyed:
@@ -73,11 +74,16 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 }
 
 // lookupKeyed returns the record of the entry kp names, or an error
-// wrapping cas.ErrNotFound. A record that does not parse, or names
-// another entry, is a miss, logged: no client's bytes are served for
-// another's key.
+// wrapping cas.ErrNotFound. A record that does not parse (or holds
+// content that does not match its hash), or names another entry, is a
+// miss, logged: no client's bytes are served for another's key.
 func (h *Handler) lookupKeyed(ctx context.Context, kp keyedPath) (keyedRecord, error) {
-	data, err := h.store.GetActionResult(ctx, kp.recordDigest())
+	return h.lookupRecord(ctx, kp, kp.recordDigest())
+}
+
+// lookupRecord is lookupKeyed of kp, whose record digest is rd.
+func (h *Handler) lookupRecord(ctx context.Context, kp keyedPath, rd cas.Digest) (keyedRecord, error) {
+	data, err := h.store.GetActionResult(ctx, rd)
 	if err != nil {
 		return keyedRecord{}, err
 	}
@@ -115,15 +121,17 @@ var (
 )
 
 // storeKeyed stores the body of PUT r, of its Content-Length, as kp's
-// entry, with attrs (keyedRecord.attrs): the body is stored as a CAS blob,
-// received as a /cas/ PUT's is (pooled chunks under the upload budget,
-// with the stall timeout) and hashed as it is written, then the entry's
-// record, naming it. The content goes first: a record never names content
-// that was not stored. With writeOnce, an entry stored already (its
-// record and its content) is errEntryExists, checked before the body is
-// read and again, under the entry's lock, before the record is written:
-// the first writer's bytes stay. It answers nothing (failKeyed answers
-// its error).
+// entry, with attrs (keyedRecord.attrs). Content of at most
+// maxInlineContent bytes goes in the entry's record (storeInline): one
+// durable write. Larger content is stored as a CAS blob, received as a
+// /cas/ PUT's is (pooled chunks under the upload budget, with the stall
+// timeout) and hashed as it is written, then the entry's record, naming
+// it. The content goes first: a record never names content that was not
+// stored. With writeOnce, an entry stored already (its record and its
+// content) is errEntryExists, checked under the entry's lock before the
+// record is written (putRecord), and for content too large for its record
+// before the body is read as well: the first writer's bytes stay. It
+// answers nothing (failKeyed answers its error).
 func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPath, attrs string, writeOnce bool) error {
 	n := r.ContentLength
 	if n < 0 {
@@ -132,8 +140,17 @@ func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 	if max := h.opts.MaxBlobSize; max > 0 && n > max {
 		return fmt.Errorf("%w: %d bytes; this store holds entries of at most %d", cas.ErrTooLarge, n, max)
 	}
+	rd := kp.recordDigest()
+	rec := keyedRecord{content: cas.Digest{Size: n}, modified: time.Now(), namespace: kp.namespace, key: kp.key, attrs: attrs}
+	inline := rec
+	inline.isInline = true
+	// The record must fit the store's bound too (a tiny one is for tests).
+	if max := h.opts.MaxBlobSize; n <= maxInlineContent && (max <= 0 || int64(inline.headerLen())+n <= max) {
+		return h.storeInline(w, r, kp, rd, inline, writeOnce)
+	}
 	if writeOnce {
-		if err := h.checkAbsent(r.Context(), kp); err != nil {
+		// Before the body is read: a large body is not read for nothing.
+		if err := h.checkAbsent(r.Context(), kp, rd); err != nil {
 			return err
 		}
 	}
@@ -141,38 +158,93 @@ func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 	if err != nil {
 		return err
 	}
-	rec := keyedRecord{content: content, modified: time.Now(), namespace: kp.namespace, key: kp.key, attrs: attrs}
+	rec.content, rec.modified = content, time.Now()
+	return h.putRecord(r.Context(), kp, rd, rec.marshal(), writeOnce)
+}
+
+// storeInline stores the body of PUT r, n <= maxInlineContent bytes, in
+// kp's record rec (rd, rec.isInline set), laid out around it (inlineRecord) in one pooled
+// buffer under the upload budget: the body is read into the record's
+// place for it, hashed once, and the record stored with one write. The
+// body is not copied, and no blob is written, so there is no second
+// commit, and nothing to leave half stored.
+func (h *Handler) storeInline(w http.ResponseWriter, r *http.Request, kp keyedPath, rd cas.Digest, rec keyedRecord, writeOnce bool) error {
+	ctx := r.Context()
+	size := rec.headerLen() + int(rec.content.Size)
+	if b := h.opts.Budget; b != nil {
+		took, err := b.AcquireUpload(ctx, int64(size))
+		if err != nil {
+			return err
+		}
+		defer b.ReleaseUpload(ctx, took)
+	}
+	buf := membuf.AllocUncleared(h.opts.Pool, size) // filled whole before it is stored
+	// PutActionResult is done with the record when it returns.
+	defer buf.Free()
+	ir, err := newInlineRecord(buf.Bytes(), rec)
+	if err != nil {
+		return err
+	}
+	if err := h.receiveInto(w, r, ir.Content()); err != nil {
+		return err
+	}
+	return h.putRecord(ctx, kp, rd, ir.Seal(), writeOnce)
+}
+
+// putRecord stores data as kp's record (rd); with writeOnce, under the
+// entry's lock, and only if checkAbsent finds no entry: the check is the
+// store's index lookup of the record, a miss for a new entry.
+func (h *Handler) putRecord(ctx context.Context, kp keyedPath, rd cas.Digest, data []byte, writeOnce bool) error {
 	if writeOnce {
-		unlock := h.entryLocks.lock(kp)
-		defer unlock()
-		if err := h.checkAbsent(r.Context(), kp); err != nil {
+		defer h.entryLocks.lock(rd).Unlock()
+		if err := h.checkAbsent(ctx, kp, rd); err != nil {
 			return err
 		}
 	}
-	return h.store.PutActionResult(r.Context(), kp.recordDigest(), rec.marshal())
+	return h.store.PutActionResult(ctx, rd, data)
 }
 
-// checkAbsent returns errEntryExists if kp's entry is stored and so is its
-// content (an entry whose content was evicted is gone: it may be written
-// again), nil if not.
-func (h *Handler) checkAbsent(ctx context.Context, kp keyedPath) error {
+// checkAbsent returns errEntryExists if kp's entry (record rd) is stored
+// and so is its content (an entry whose content was evicted is gone: it
+// may be written again), nil if not.
+func (h *Handler) checkAbsent(ctx context.Context, kp keyedPath, rd cas.Digest) error {
 	// The server's own lookup: not a client's hit or miss.
 	ctx = cas.ServerCheck(ctx)
-	rec, err := h.lookupKeyed(ctx, kp)
+	rec, err := h.lookupRecord(ctx, kp, rd)
 	if errors.Is(err, cas.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	missing, err := h.store.FindMissing(ctx, []cas.Digest{rec.content})
-	if err != nil {
+	stored, err := h.contentStored(ctx, rec)
+	if err != nil || !stored {
 		return err
 	}
-	if len(missing) > 0 {
-		return nil
-	}
 	return errEntryExists
+}
+
+// contentStored reports whether rec's content is stored: in rec itself,
+// or as a CAS blob the store has.
+func (h *Handler) contentStored(ctx context.Context, rec keyedRecord) (bool, error) {
+	if rec.isInline {
+		return true, nil
+	}
+	missing, err := h.store.FindMissing(ctx, []cas.Digest{rec.content})
+	return len(missing) == 0, err
+}
+
+// serveEntry answers GET or HEAD of the entry whose record is rec: its
+// content from the record, or the CAS blob it names (getBlob).
+func (h *Handler) serveEntry(w http.ResponseWriter, r *http.Request, op operation, rec keyedRecord) {
+	if !rec.isInline {
+		h.getBlob(w, r, op, rec.content.Hash)
+		return
+	}
+	h.serveRange(w, r, op, rec.content, func(w io.Writer, off, end int64) (int64, error) {
+		n, err := w.Write(rec.inline[off:end])
+		return int64(n), err
+	})
 }
 
 // failKeyed answers storeKeyed's error: 409 and 411 for its own, the
@@ -193,11 +265,21 @@ func (h *Handler) failKeyed(w http.ResponseWriter, r *http.Request, op operation
 // entry cannot both find it absent and both write it.
 type entryLocks [64]sync.Mutex
 
-func (l *entryLocks) lock(kp keyedPath) (unlock func()) {
-	b, _ := hex.DecodeString(kp.recordDigest().Hash[:2])
-	m := &l[int(b[0])%len(l)]
+// lock locks the stripe of the entry whose record digest is rd, and
+// returns it, for the caller to unlock.
+func (l *entryLocks) lock(rd cas.Digest) *sync.Mutex {
+	// Its first two hex digits, as a byte: hashes spread over the stripes.
+	stripe := 0
+	for _, c := range []byte(rd.Hash[:2]) {
+		stripe <<= 4
+		if c >= 'a' {
+			c -= 'a' - '9' - 1
+		}
+		stripe |= int(c - '0')
+	}
+	m := &l[stripe%len(l)]
 	m.Lock()
-	return m.Unlock
+	return m
 }
 
 // receiveKeyed stores a PUT's body of n bytes as a CAS blob and returns

@@ -222,7 +222,8 @@ func TestKeyedAccessRules(t *testing.T) {
 
 // A keyed entry whose content rots on disk never completes a GET with
 // wrong bytes; after, GET and PROPFIND find it missing. A record that
-// names another entry is a miss.
+// names another entry is a miss, and so is one holding content that does
+// not match its hash.
 func TestKeyedReadsAreChecked(t *testing.T) {
 	c := newCache(t, httpcache.Options{}, disk.WithPacks(0))
 	data := testblob.Pattern(1<<20, 5)
@@ -243,6 +244,22 @@ func TestKeyedReadsAreChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.want(404, "GET", "/gradle/victim", nil)
+
+	// A record holding its content (version 3): served while the content
+	// hashes to the record's hash, a miss once it does not.
+	for _, tc := range []struct {
+		content string
+		code    int
+	}{{"abc", 200}, {"abd", 404}} {
+		sum := sha256.Sum256([]byte("membuf-keyed\x00gradle\x00small"))
+		rec := fmt.Sprintf("membuf-keyed 3\n%s 3 1\ngradle\nsmall\n\n%s", cas.DigestOf([]byte("abc")).Hash, tc.content)
+		if err := c.store.PutActionResult(context.Background(), cas.Digest{Hash: hex.EncodeToString(sum[:])}, []byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.want(tc.code, "GET", "/gradle/small", nil); tc.code == 200 && string(got) != "abc" {
+			t.Fatalf("GET of an entry in its record: %q", got)
+		}
+	}
 }
 
 // What OpenDAL's WebDAV backend (sccache 0.16.0) reads of a PROPFIND's

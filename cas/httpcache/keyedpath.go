@@ -3,11 +3,8 @@ package httpcache
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/membuf/membuf/cas"
 )
@@ -24,8 +21,10 @@ import (
 //
 // An entry is kept as a record in the action cache's side of the store,
 // under recordDigest (a hash of namespace and key), that names the
-// content's digest; the content is a CAS blob. Reads are then the store's
-// checked reads, equal content is kept once, and both go by the store's
+// content's digest (keyedrecord.go). Content of more than maxInlineContent
+// bytes is a CAS blob: reads are then the store's checked reads, and
+// equal content is kept once. Smaller content is in the record itself,
+// after its header: one entry, one durable write. Both go by the store's
 // least-recently-used eviction like everything else.
 
 // Bounds of a keyed path, so that a record stays small.
@@ -118,80 +117,9 @@ var toolNamespaces = map[string]struct{ tool, path string }{
 // recordDigest is where the entry's record is kept: an action digest no
 // action hashes to, since its input is not a serialized Action.
 func (p keyedPath) recordDigest() cas.Digest {
-	sum := sha256.Sum256([]byte("membuf-keyed\x00" + p.namespace + "\x00" + p.key))
+	var buf [256]byte // most keys: hashed from the stack
+	b := append(buf[:0], "membuf-keyed\x00"...)
+	b = append(append(append(b, p.namespace...), 0), p.key...)
+	sum := sha256.Sum256(b)
 	return cas.Digest{Hash: hex.EncodeToString(sum[:])}
-}
-
-// keyedRecord is what the store keeps for an entry: its content's digest,
-// when it was stored, its own name (checked on every read, so that a
-// record is never taken for another's), and what a tool keeps beside the
-// content (Turborepo's tag and duration).
-type keyedRecord struct {
-	content   cas.Digest
-	modified  time.Time
-	namespace string
-	key       string
-	// attrs are the tool's, as a URL query (url.Values.Encode: one line);
-	// "" for none.
-	attrs string
-}
-
-// recordMagic starts every record: the format and its version; a record
-// with attrs is version 2 (recordMagicAttrs), one line longer.
-const (
-	recordMagic      = "membuf-keyed 1\n"
-	recordMagicAttrs = "membuf-keyed 2\n"
-)
-
-// marshal writes r as text: the magic line, then
-// "{hash} {size} {unix nanoseconds}\n{namespace}\n{key}\n", then for
-// version 2 "{attrs}\n".
-func (r keyedRecord) marshal() []byte {
-	if r.attrs != "" {
-		return fmt.Appendf(nil, "%s%s %d %d\n%s\n%s\n%s\n", recordMagicAttrs, r.content.Hash, r.content.Size, r.modified.UnixNano(), r.namespace, r.key, r.attrs)
-	}
-	return fmt.Appendf(nil, "%s%s %d %d\n%s\n%s\n", recordMagic, r.content.Hash, r.content.Size, r.modified.UnixNano(), r.namespace, r.key)
-}
-
-var errBadRecord = errors.New("not a keyed entry's record")
-
-// parseKeyedRecord reads what marshal wrote, and only that: anything else
-// is errBadRecord.
-func parseKeyedRecord(b []byte) (keyedRecord, error) {
-	rest, ok := strings.CutPrefix(string(b), recordMagic)
-	withAttrs := false
-	if !ok {
-		rest, ok = strings.CutPrefix(string(b), recordMagicAttrs)
-		withAttrs = true
-	}
-	// Cut, not Split: a record is read on every GET.
-	first, rest, ok1 := strings.Cut(rest, "\n")
-	namespace, rest, ok2 := strings.Cut(rest, "\n")
-	key, rest, ok3 := strings.Cut(rest, "\n")
-	hash, numbers, ok4 := strings.Cut(first, " ")
-	sizeText, nanosText, ok5 := strings.Cut(numbers, " ")
-	var attrs string
-	if withAttrs {
-		var ok6 bool
-		attrs, rest, ok6 = strings.Cut(rest, "\n")
-		ok5 = ok5 && ok6 && attrs != ""
-	}
-	if !(ok && ok1 && ok2 && ok3 && ok4 && ok5) || rest != "" || cas.CheckHash(hash) != nil {
-		return keyedRecord{}, errBadRecord
-	}
-	size, err1 := parseDecimal(sizeText)
-	nanos, err2 := parseDecimal(nanosText)
-	if err1 != nil || err2 != nil || checkNamespace(namespace) != nil {
-		return keyedRecord{}, errBadRecord
-	}
-	return keyedRecord{content: cas.Digest{Hash: hash, Size: size}, modified: time.Unix(0, nanos), namespace: namespace, key: key, attrs: attrs}, nil
-}
-
-// parseDecimal reads a non-negative decimal with no leading zero (so that
-// a number has one spelling).
-func parseDecimal(s string) (int64, error) {
-	if len(s) > 1 && s[0] == '0' {
-		return 0, strconv.ErrSyntax
-	}
-	return parseOffset(s)
 }

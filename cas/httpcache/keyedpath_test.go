@@ -2,6 +2,7 @@ package httpcache
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func FuzzParseKeyedPath(f *testing.F) {
 			t.Fatalf("parseKeyedPath(%q) = %+v; written back as %q it parses to %+v, %v", p, kp, again, kp2, err)
 		}
 		rec := keyedRecord{content: cas.Digest{Hash: cas.EmptyHash}, modified: time.Unix(0, 1), namespace: kp.namespace, key: kp.key}
-		if got, err := parseKeyedRecord(rec.marshal()); err != nil || got != rec {
+		if got, err := parseKeyedRecord(rec.marshal()); err != nil || !reflect.DeepEqual(got, rec) {
 			t.Fatalf("the record of %+v reads back as %+v, %v", kp, got, err)
 		}
 	})
@@ -62,6 +63,10 @@ func FuzzParseKeyedRecord(f *testing.F) {
 	f.Add([]byte("membuf-keyed 2\n"))
 	f.Add([]byte(recordMagicAttrs + cas.EmptyHash + " 4 1\nturbo\nslug=a/0153db43bf237595\nduration=545&tag=zJ5p\n"))
 	f.Add([]byte(recordMagicAttrs + cas.EmptyHash + " 4 1\nturbo\nk\n\n"))
+	abc := keyedRecord{content: cas.DigestOf([]byte("abc")), modified: time.Unix(0, 1), namespace: "nx", key: "1", inline: []byte("abc"), isInline: true}
+	f.Add(abc.marshal())
+	f.Add([]byte(recordMagicInline + cas.EmptyHash + " 0 1\nnx\n2\n\n"))
+	f.Add([]byte(recordMagicInline + cas.EmptyHash + " 3 1\nnx\n2\nduration=5\nabc")) // not abc's hash
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec, err := parseKeyedRecord(b)
 		if err != nil {

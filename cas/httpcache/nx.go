@@ -100,5 +100,5 @@ func (h *Handler) serveNx(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, op, what, err)
 		return
 	}
-	h.getBlob(w, r, op, rec.content.Hash)
+	h.serveEntry(w, r, op, rec)
 }

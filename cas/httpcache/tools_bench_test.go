@@ -29,16 +29,7 @@ import (
 func BenchmarkToolProtocols(b *testing.B) {
 	for _, size := range []int{4 << 10, 16 << 20} {
 		for _, proto := range []string{"cas", "nx", "turbo"} {
-			path := func(data []byte, stamp uint64) string {
-				switch proto {
-				case "nx":
-					return fmt.Sprintf("/v1/cache/%d", stamp)
-				case "turbo":
-					return fmt.Sprintf("/v8/artifacts/%016x?slug=bench", stamp)
-				}
-				sum := sha256.Sum256(data)
-				return "/cas/" + hex.EncodeToString(sum[:])
-			}
+			path := func(data []byte, stamp uint64) string { return toolPath(proto, data, stamp) }
 			b.Run(fmt.Sprintf("%s/%dKiB/put", proto, size>>10), func(b *testing.B) {
 				c := newBenchCache(b)
 				data := testblob.Pattern(size, 1)
@@ -65,6 +56,19 @@ func BenchmarkToolProtocols(b *testing.B) {
 			})
 		}
 	}
+}
+
+// toolPath is where proto ("cas", "nx" or "turbo") PUTs data, the
+// artifact of hash stamp (a /cas/ blob's is data's SHA-256).
+func toolPath(proto string, data []byte, stamp uint64) string {
+	switch proto {
+	case "nx":
+		return fmt.Sprintf("/v1/cache/%d", stamp)
+	case "turbo":
+		return fmt.Sprintf("/v8/artifacts/%016x?slug=bench", stamp)
+	}
+	sum := sha256.Sum256(data)
+	return "/cas/" + hex.EncodeToString(sum[:])
 }
 
 // benchCache is an HTTP cache over a disk store, served by httptest.

@@ -108,16 +108,18 @@ func (tr turboRequest) key(hash string) keyedPath {
 
 // parseArtifactAttrs reads a PUT's x-artifact-duration (decimal
 // milliseconds) and x-artifact-tag (printable ASCII, no space) into a
-// record's attrs.
+// record's attrs: what url.Values.Encode writes of them, without the map.
 func parseArtifactAttrs(header http.Header) (string, error) {
-	attrs := url.Values{}
-	if d := header.Values("x-artifact-duration"); len(d) > 0 {
+	// The canonical keys, as net/http stores them: no lookup canonicalizes.
+	d, t := header["X-Artifact-Duration"], header["X-Artifact-Tag"]
+	var attrs string
+	if len(d) > 0 {
 		if _, err := parseDecimal(d[0]); err != nil || len(d) > 1 || len(d[0]) > 18 {
 			return "", fmt.Errorf("x-artifact-duration %q: want one number of milliseconds", cas.Clip(strings.Join(d, ",")))
 		}
-		attrs.Set("duration", d[0])
+		attrs = "duration=" + d[0] // digits: nothing to escape
 	}
-	if t := header.Values("x-artifact-tag"); len(t) > 0 {
+	if len(t) > 0 {
 		ok := len(t) == 1 && t[0] != "" && len(t[0]) <= maxArtifactTag
 		for _, c := range []byte(t[0]) {
 			ok = ok && c > 0x20 && c < 0x7f
@@ -125,9 +127,12 @@ func parseArtifactAttrs(header http.Header) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("x-artifact-tag: want one tag of 1 to %d printable characters", maxArtifactTag)
 		}
-		attrs.Set("tag", t[0])
+		if attrs != "" {
+			attrs += "&"
+		}
+		attrs += "tag=" + url.QueryEscape(t[0])
 	}
-	return attrs.Encode(), nil
+	return attrs, nil
 }
 
 // serveTurbo answers a request for /v8/artifacts....
@@ -186,7 +191,10 @@ func (h *Handler) turboArtifact(w http.ResponseWriter, r *http.Request, op opera
 			h.failKeyed(w, r, op, what, err)
 			return
 		}
-		h.answerJSON(w, op, http.StatusAccepted, map[string][]string{"urls": {turboPrefix + "/" + tr.hash}})
+		// {"urls": [path]}, written as json.Marshal would: the hash is hex.
+		body := make([]byte, 0, 64+len(tr.hash))
+		body = append(append(append(body, `{"urls":["`+turboPrefix+"/"...), tr.hash...), `"]}`...)
+		h.answerBody(w, op, http.StatusAccepted, body)
 		return
 	}
 	rec, err := h.lookupKeyed(r.Context(), kp)
@@ -201,7 +209,7 @@ func (h *Handler) turboArtifact(w http.ResponseWriter, r *http.Request, op opera
 	if t := attrs.Get("tag"); t != "" {
 		w.Header().Set("x-artifact-tag", t)
 	}
-	h.getBlob(w, r, op, rec.content.Hash)
+	h.serveEntry(w, r, op, rec)
 }
 
 // artifactInfo is what a query answers of a stored artifact.
@@ -306,6 +314,11 @@ func readSmallBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // answerJSON ends a request with code and v as JSON.
 func (h *Handler) answerJSON(w http.ResponseWriter, op operation, code int, v any) {
 	body, _ := json.Marshal(v) // maps and structs of strings and numbers
+	h.answerBody(w, op, code, body)
+}
+
+// answerBody ends a request with code and body, JSON.
+func (h *Handler) answerBody(w http.ResponseWriter, op operation, code int, body []byte) {
 	h.stats.count(op, code)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))

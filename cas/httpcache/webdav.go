@@ -45,9 +45,9 @@ func (h *Handler) propfind(w http.ResponseWriter, r *http.Request, kp keyedPath)
 	if !kp.collection {
 		rec, err := h.lookupKeyed(r.Context(), kp)
 		if err == nil {
-			var missing []cas.Digest
-			missing, err = h.store.FindMissing(cas.ServerCheck(r.Context()), []cas.Digest{rec.content})
-			if err == nil && len(missing) > 0 {
+			var stored bool
+			stored, err = h.contentStored(cas.ServerCheck(r.Context()), rec)
+			if err == nil && !stored {
 				err = fmt.Errorf("%w: its content %s is no longer stored", cas.ErrNotFound, rec.content)
 			}
 		}
