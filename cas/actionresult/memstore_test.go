@@ -1,6 +1,7 @@
 package actionresult_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -116,6 +117,6 @@ func (m *memStore) GetActionResult(_ context.Context, d cas.Digest) ([]byte, err
 func (m *memStore) PutActionResult(_ context.Context, d cas.Digest, data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.results[d] = data
+	m.results[d] = bytes.Clone(data) // the caller may reuse data once this returns
 	return nil
 }
