@@ -100,7 +100,7 @@ func (f *fakeGocached) len() int {
 
 func id(b []byte) gocacheprog.ID { return gocacheprog.ID(b) }
 
-func openCache(t *testing.T, opts gocacheprog.Options) *gocacheprog.Cache {
+func openCache(t testing.TB, opts gocacheprog.Options) *gocacheprog.Cache {
 	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -39,7 +40,7 @@ type fakeREAPI struct {
 }
 
 // newFakeREAPI serves f on loopback and returns a Remote for it.
-func newFakeREAPI(t *testing.T, f *fakeREAPI) gocacheprog.Remote {
+func newFakeREAPI(t testing.TB, f *fakeREAPI) gocacheprog.Remote {
 	t.Helper()
 	f.results, f.blobs = map[string]*repb.ActionResult{}, map[string][]byte{}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -161,5 +162,28 @@ func TestREAPIInlinedLieIsRefused(t *testing.T) {
 	}
 	if _, ok := c.Get(context.Background(), id(actionID("y"))); ok || f.rpcs.Load() != 1 {
 		t.Fatalf("after the lie: %d RPCs reached the remote, want 1", f.rpcs.Load())
+	}
+}
+
+// BenchmarkREAPIGet is a get that misses locally and hits a REAPI cache
+// that inlines the output: what each of go's lookups costs on a machine
+// with an empty directory (allocs/op; the syscalls of its files).
+func BenchmarkREAPIGet(b *testing.B) {
+	f := &fakeREAPI{inline: true}
+	c := openCache(b, gocacheprog.Options{Remote: newFakeREAPI(b, f)})
+	defer c.Close()
+	body := bytes.Repeat([]byte("an object file "), 4<<10) // 60 KiB
+	actions := make([]gocacheprog.ID, b.N)
+	for i := range actions {
+		name := fmt.Sprint("compile ", i)
+		f.store(name, append(body, name...))
+		actions[i] = id(actionID(name))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, ok := c.Get(context.Background(), actions[i]); !ok {
+			b.Fatal("a miss")
+		}
 	}
 }
