@@ -179,9 +179,11 @@ func (c *Cache) getRemote(ctx context.Context, actionID ID) (Entry, error) {
 	defer body.Close()
 	r := &stallReader{r: body, stall: stall, d: c.opts.GetTimeout}
 	var readErr error
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
 	e, err := c.dir.Put(actionID, outputID, size, func(w io.Writer) (int64, error) {
 		// One byte past size: a longer body is caught, not cut to fit.
-		n, err := io.Copy(w, io.LimitReader(r, size+1))
+		n, err := io.CopyBuffer(w, io.LimitReader(r, size+1), *buf)
 		readErr = r.err
 		return n, err
 	})
@@ -190,6 +192,11 @@ func (c *Cache) getRemote(ctx context.Context, actionID ID) (Entry, error) {
 	}
 	return e, err
 }
+
+// copyBuffers lend getRemote the buffer it copies an output through,
+// which io.Copy would allocate for each get (the writer hashes as it
+// writes, so neither side copies by itself).
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // localError is the directory's failure during a remote get.
 type localError struct{ err error }

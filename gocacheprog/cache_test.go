@@ -22,10 +22,11 @@ import (
 // fakeGocached is gocached's protocol over a map, with hooks to make it
 // lie, fail or stall.
 type fakeGocached struct {
-	mu      sync.Mutex
-	entries map[string]fakeEntry // by action ID
-	gets    atomic.Int64
-	puts    atomic.Int64
+	mu       sync.Mutex
+	entries  map[string]fakeEntry // by action ID
+	requests atomic.Int64         // of any method
+	gets     atomic.Int64
+	puts     atomic.Int64
 	// answer, if set, answers a GET in place of the map.
 	answer func(w http.ResponseWriter, r *http.Request) bool
 	// putGate, if set, holds each PUT until it is closed or the request
@@ -46,6 +47,7 @@ func newFakeGocached(t *testing.T) (*fakeGocached, *httptest.Server) {
 }
 
 func (f *fakeGocached) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.requests.Add(1)
 	switch r.Method {
 	case http.MethodGet:
 		f.gets.Add(1)
@@ -100,7 +102,7 @@ func (f *fakeGocached) len() int {
 
 func id(b []byte) gocacheprog.ID { return gocacheprog.ID(b) }
 
-func openCache(t *testing.T, opts gocacheprog.Options) *gocacheprog.Cache {
+func openCache(t testing.TB, opts gocacheprog.Options) *gocacheprog.Cache {
 	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
@@ -176,6 +178,11 @@ func TestRemoteSharesOutputs(t *testing.T) {
 	}
 	if _, ok := b.Get(context.Background(), id(actionID("never built"))); ok {
 		t.Fatal("a hit for an action nobody put")
+	}
+	// gocached's protocol answers a get with the output: one request
+	// each, the two hits and the miss.
+	if n := fake.requests.Load() - fake.puts.Load(); n != 3 {
+		t.Errorf("machine B's three gets made %d requests, want 3", n)
 	}
 }
 

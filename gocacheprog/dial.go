@@ -32,7 +32,8 @@ type RemoteConfig struct {
 
 // OpenRemote returns the Remote rawURL names: grpc://host:port or
 // grpcs://host:port (REAPI), http:// or https:// (gocached's protocol).
-// It does not connect: the first request does.
+// A REAPI remote starts connecting at once, in the background; an HTTP
+// one connects at its first request.
 func OpenRemote(rawURL string, cfg RemoteConfig) (Remote, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -69,6 +70,9 @@ func OpenRemote(rawURL string, cfg RemoteConfig) (Remote, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Connect now rather than at the first get: the connection (and
+		// its TLS handshake) is made while go starts, not while it waits.
+		conn.Connect()
 		return NewREAPIRemote(conn, cfg.Instance), nil
 	}
 	return nil, fmt.Errorf("%w: %q", errNoRemote, rawURL)

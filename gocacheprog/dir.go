@@ -184,12 +184,19 @@ func (d *Dir) writeOutput(path string, outputID ID, size int64, write func(w io.
 }
 
 // writeFile writes a file under tmp/ with write, then renames it to path.
-func (d *Dir) writeFile(path string, write func(w io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Join(d.root, "tmp"), "put-")
+// Every get from the remote writes two, so each syscall counts: the
+// temporary file is removed only if it was not renamed, and path's
+// directory is made only if the rename finds none.
+func (d *Dir) writeFile(path string, write func(w io.Writer) error) (err error) {
+	f, err := createTemp(filepath.Join(d.root, "tmp"))
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // after the rename, nothing
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
 	err = write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -197,10 +204,12 @@ func (d *Dir) writeFile(path string, write func(w io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+	if err = rename(f.Name(), path); errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			err = rename(f.Name(), path)
+		}
 	}
-	return os.Rename(f.Name(), path)
+	return err
 }
 
 // trimDue reports whether the last trim of the directory, by any

@@ -3,6 +3,7 @@ package gocacheprog_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -191,5 +192,36 @@ func TestCloseTrims(t *testing.T) {
 	fill("b")
 	if n := dirSize(t, root); n <= 5000 {
 		t.Fatalf("a second Close within five minutes trimmed the directory again (%d bytes)", n)
+	}
+}
+
+// A put leaves nothing under tmp/: a kept output's temporary file is
+// renamed into place, a refused one's (bytes that do not hash to the
+// output ID) removed. Both land in a prefix directory no earlier put
+// made.
+func TestPutLeavesNoTemporaryFiles(t *testing.T) {
+	root := t.TempDir()
+	d, err := gocacheprog.OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	body := []byte("an output")
+	if _, err := d.Put(id(actionID("lie")), id(outputID(body)), int64(len(body)), func(w io.Writer) (int64, error) {
+		n, err := w.Write([]byte("a  lie   "))
+		return int64(n), err
+	}); !errors.Is(err, gocacheprog.ErrMismatch) {
+		t.Fatalf("a put of other bytes: %v, want ErrMismatch", err)
+	}
+	e := putDir(t, d, "compile", body)
+	if got, err := os.ReadFile(e.DiskPath); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("the output's file: %q, %v", got, err)
+	}
+	if _, ok := d.Get(id(actionID("compile"))); !ok {
+		t.Fatal("the put's entry is not found")
+	}
+	left, err := os.ReadDir(filepath.Join(root, "tmp"))
+	if err != nil || len(left) > 0 {
+		t.Fatalf("tmp/ holds %v (%v), want nothing", left, err)
 	}
 }

@@ -21,6 +21,10 @@ import (
 // REAPIRemote stores: its one output file.
 const OutputPath = "go-output"
 
+// inlineOutput asks a GetActionResult for the output's bytes in its
+// answer (inline_output_files), saving the ByteStream read's round trip.
+var inlineOutput = []string{OutputPath}
+
 // writeChunk is the size of a ByteStream Write's messages.
 const writeChunk = 256 << 10
 
@@ -51,9 +55,13 @@ func actionDigest(actionID ID) *repb.Digest {
 	return &repb.Digest{Hash: actionID.String(), SizeBytes: actionIDSize}
 }
 
-// Get implements Remote.
+// Get implements Remote: one round trip when the server inlines the
+// output in the action result (asked for; REAPI lets a server decline,
+// membuf serve inlines what fits a batch), else a ByteStream read after
+// it. Inlined bytes are no more trusted than streamed ones: the caller
+// checks both.
 func (r *REAPIRemote) Get(ctx context.Context, actionID ID) (ID, int64, io.ReadCloser, error) {
-	ar, err := r.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: r.instance, ActionDigest: actionDigest(actionID)})
+	ar, err := r.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: r.instance, ActionDigest: actionDigest(actionID), InlineOutputFiles: inlineOutput})
 	if status.Code(err) == codes.NotFound {
 		return ID{}, 0, nil, ErrMiss
 	}
@@ -75,6 +83,8 @@ func (r *REAPIRemote) Get(ctx context.Context, actionID ID) (ID, int64, io.ReadC
 		return out, 0, io.NopCloser(bytes.NewReader(nil)), nil
 	}
 	if c := files[0].GetContents(); int64(len(c)) == d.GetSizeBytes() {
+		// Inlined. Contents of another length are no answer (a server
+		// that cut them short): the blob is read instead.
 		return out, d.GetSizeBytes(), io.NopCloser(bytes.NewReader(c)), nil
 	}
 	ctx, cancel := context.WithCancel(ctx)

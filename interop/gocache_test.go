@@ -1,7 +1,11 @@
 package interop
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -264,7 +269,7 @@ var gocacheCounts = regexp.MustCompile(`membuf-gocache: \S+: (\d+) gets \((\d+) 
 // protocols reach the same entries.
 func TestGoBuildThroughMembuf(t *testing.T) {
 	prog := gocacheBinary(t)
-	srv := startHTTPCache(t, t.TempDir(), true)
+	srv := startHTTPCache(t, t.TempDir(), true, "--http", "127.0.0.1:0")
 	_, grpcPort, _ := net.SplitHostPort(srv.GRPCAddr)
 	module := writeGoModule(t)
 	auth := []string{"MEMBUF_GOCACHE_PASSWORD=" + securePassword, "MEMBUF_GOCACHE_TLS_CA=" + srv.caFile, "MEMBUF_GOCACHE_V=true", "MEMBUF_GOCACHE_UPLOAD_WAIT=2m"}
@@ -293,10 +298,78 @@ func TestGoBuildThroughMembuf(t *testing.T) {
 			t.Errorf("machine B's test of %s was not cached:\n%s", pkg, bTest)
 		}
 	}
+	// Machine C, empty as B, over gRPC: each get is one GetActionResult,
+	// the output inlined in its answer; only an output too large to
+	// inline (the server inlines up to about 4 MiB: some of the standard
+	// library's archives are larger) takes a ByteStream read after it.
+	before := scrapeTLS(t, srv)
+	cDir := filepath.Join(t.TempDir(), "membuf-gocache")
+	c := newGoMachine(t, prog+" -dir "+cDir+" -remote grpcs://"+secureUser+"@localhost:"+grpcPort, auth...)
+	cBuild, _ := c.run(t, module, "build", "./...")
+	m := gocacheCounts.FindStringSubmatch(cBuild)
+	if m == nil || m[3] == "0" || m[8] != "0" || m[9] != "0" {
+		t.Fatalf("machine C's build: no remote hits, or remote errors (%v):\n%s", m, lastLines(cBuild, 10))
+	}
+	after := scrapeTLS(t, srv)
+	remoteGets, _ := strconv.Atoi(m[3])
+	acGets := grpcRequests(t, after, "ActionCache/GetActionResult") - grpcRequests(t, before, "ActionCache/GetActionResult")
+	reads := grpcRequests(t, after, "ByteStream/Read") - grpcRequests(t, before, "ByteStream/Read")
+	// Sizes either side of the bound, 4 MiB less the batch limit's
+	// margin and the action result's own bytes.
+	var over, near int
+	filepath.WalkDir(filepath.Join(cDir, "o"), func(p string, d fs.DirEntry, err error) error {
+		if fi, ferr := os.Stat(p); err == nil && ferr == nil && fi.Mode().IsRegular() {
+			switch {
+			case fi.Size() > 4<<20-64<<10:
+				over++
+			case fi.Size() > 4_000_000:
+				near++
+			}
+		}
+		return nil
+	})
+	if acGets < remoteGets || reads < over || reads > over+near {
+		t.Errorf("machine C's %d remote hits took %d GetActionResult and %d ByteStream reads; want one GetActionResult each and a read only for the %d outputs over 4 MiB (%d near it)",
+			remoteGets, acGets, reads, over, near)
+	}
+	t.Logf("machine C: %d remote hits, %d GetActionResult, %d ByteStream reads (%d outputs too large to inline)", remoteGets, acGets, reads, over)
 	// Figures of one run on whatever machine runs this, for orientation
 	// only (not a benchmark).
 	t.Logf("machine A (cold, uploading): build %v, test %v; machine B (from the remote): build %v, test %v",
 		aBuildTook.Round(time.Millisecond), aTestTook.Round(time.Millisecond), bBuildTook.Round(time.Millisecond), bTestTook.Round(time.Millisecond))
+}
+
+// scrapeTLS reads the /metrics of a server with TLS, whose --http
+// listener serves HTTPS with the same certificate.
+func scrapeTLS(t *testing.T, c *httpCache) string {
+	t.Helper()
+	pem, err := os.ReadFile(c.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatal("the test CA's file holds no certificate")
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "localhost"}}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("https://" + c.HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s, %v\n%.300s", resp.Status, err, body)
+	}
+	return string(body)
+}
+
+// grpcRequests is how many requests to the gRPC method op
+// ("ByteStream/Read") the server has timed, from its /metrics.
+func grpcRequests(t *testing.T, exposition, op string) int {
+	t.Helper()
+	return int(metric(t, exposition, `membuf_request_duration_seconds_count{operation="`+op+`",protocol="grpc"}`))
 }
 
 // writeSmallGoModule writes a module of a few packages that import

@@ -2,7 +2,9 @@ package reapi
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"slices"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
@@ -11,6 +13,7 @@ import (
 	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // actionCacheService implements build.bazel.remote.execution.v2.ActionCache.
@@ -23,26 +26,29 @@ type actionCacheService struct {
 // anything else about the request is looked at, so a refusal says nothing
 // of it), then checks the request's digest function and parses its action
 // digest.
-func (a *actionCacheService) admit(ctx context.Context, op access.Operation, instance string, fn repb.DigestFunction_Value, action *repb.Digest) (cas.Digest, error) {
-	if err := a.s.authorizeInstance(ctx, instance, op); err != nil {
-		return cas.Digest{}, err
+func (a *actionCacheService) admit(ctx context.Context, op access.Operation, instance string, fn repb.DigestFunction_Value, action *repb.Digest) (cas.Digest, access.Identity, error) {
+	id, err := a.s.authorizeInstance(ctx, instance, op)
+	if err != nil {
+		return cas.Digest{}, id, err
 	}
 	if err := rpcstatus.DigestFunction(fn); err != nil {
-		return cas.Digest{}, err
+		return cas.Digest{}, id, err
 	}
 	d, err := cas.ParseDigest(action)
 	if err != nil {
-		return cas.Digest{}, status.Errorf(codes.InvalidArgument, "action_digest: %v", err)
+		return cas.Digest{}, id, status.Errorf(codes.InvalidArgument, "action_digest: %v", err)
 	}
-	return d, nil
+	return d, id, nil
 }
 
 // GetActionResult returns the stored result of an action, if it may be
 // served (actionresult.Loader): a result whose output blobs, the files of
 // its output directories included, are no longer all in the CAS, or that
-// no longer parses or has an unsafe path, is a miss (NOT_FOUND).
+// no longer parses or has an unsafe path, is a miss (NOT_FOUND). The
+// contents the request asks to be inlined are, as far as they fit
+// (inline).
 func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetActionResultRequest) (*repb.ActionResult, error) {
-	d, err := a.admit(ctx, access.ReadAC, req.InstanceName, req.DigestFunction, req.ActionDigest)
+	d, id, err := a.admit(ctx, access.ReadAC, req.InstanceName, req.DigestFunction, req.ActionDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -58,13 +64,76 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 		}
 		return nil, rpcstatus.Store(err, "action result for "+d.String())
 	}
+	a.inline(ctx, req, ar, a.s.opts.Access.Allows(access.ReadCAS, id))
 	return ar, nil
+}
+
+// inline answers a request's inline_stdout, inline_stderr and
+// inline_output_files: each blob asked for is read from the CAS into the
+// result, in the result's order (stdout, stderr, the output files), while
+// the answer stays within MaxBatchBytes, a batch read's bound, which the
+// gRPC send limit (MaxAnswerSize) holds whatever the result. REAPI leaves
+// it to the server what it inlines: a blob past the bound, one the CAS no
+// longer holds, or any for a caller who may not read the CAS (casRead
+// false), is left for the client to read by its digest. A copy stored
+// with the result (an uploader may send one) is dropped where a digest
+// names the blob: what is served inline is the CAS's bytes, read for this
+// request.
+func (a *actionCacheService) inline(ctx context.Context, req *repb.GetActionResultRequest, ar *repb.ActionResult, casRead bool) {
+	if ar.StdoutDigest != nil {
+		ar.StdoutRaw = nil
+	}
+	if ar.StderrDigest != nil {
+		ar.StderrRaw = nil
+	}
+	for _, f := range ar.OutputFiles {
+		f.Contents = nil
+	}
+	if !casRead || (!req.InlineStdout && !req.InlineStderr && len(req.InlineOutputFiles) == 0) {
+		return
+	}
+	wanted := func(path string) bool { return slices.Contains(req.InlineOutputFiles, path) }
+	if len(req.InlineOutputFiles) > 8 { // a client may list thousands
+		set := make(map[string]bool, len(req.InlineOutputFiles))
+		for _, p := range req.InlineOutputFiles {
+			set[p] = true
+		}
+		wanted = func(path string) bool { return set[path] }
+	}
+	room := min(a.s.opts.MaxBatchBytes, DefaultMaxBatchBytes) - int64(proto.Size(ar))
+	read := func(pd *repb.Digest) []byte {
+		d, err := cas.ParseDigest(pd)
+		// The field's tag and length, and its message's length growing
+		// by as much at most.
+		cost := fieldLen(int(d.Size)) + binary.MaxVarintLen64
+		if err != nil || d.Size == 0 || cost > room {
+			return nil
+		}
+		data, err := cas.ReadAll(ctx, a.s.store, d)
+		if err != nil {
+			a.s.log.Debug("output not inlined", "blob", d.String(), "err", err)
+			return nil
+		}
+		room -= cost
+		return data
+	}
+	if req.InlineStdout && ar.StdoutDigest != nil {
+		ar.StdoutRaw = read(ar.StdoutDigest)
+	}
+	if req.InlineStderr && ar.StderrDigest != nil {
+		ar.StderrRaw = read(ar.StderrDigest)
+	}
+	for _, f := range ar.OutputFiles {
+		if wanted(f.Path) {
+			f.Contents = read(f.Digest)
+		}
+	}
 }
 
 // UpdateActionResult stores an action result after checking every digest
 // and every output path in it (actionresult.Check).
 func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.UpdateActionResultRequest) (*repb.ActionResult, error) {
-	d, err := a.admit(ctx, access.WriteAC, req.InstanceName, req.DigestFunction, req.ActionDigest)
+	d, _, err := a.admit(ctx, access.WriteAC, req.InstanceName, req.DigestFunction, req.ActionDigest)
 	if err != nil {
 		return nil, err
 	}

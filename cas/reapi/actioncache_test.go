@@ -1,6 +1,7 @@
 package reapi
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -162,6 +163,95 @@ func BenchmarkGetActionResultManyTrees(b *testing.B) {
 	for b.Loop() {
 		if _, err := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto()}, grpc.MaxCallRecvMsgSize(8<<20)); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// GetActionResult inlines the blobs a request asks for, from the CAS, in
+// the result's order while the answer stays within MaxBatchBytes; a
+// blob past that bound, one not asked for, and a copy stored with the
+// result are not served inline.
+func TestGetActionResultInlinesWithinBounds(t *testing.T) {
+	ctx := context.Background()
+	const maxBatch = 64 << 10
+	e := newEnv(t, 0, Options{MaxBatchBytes: maxBatch})
+	blob := func(c byte, n int) []byte { return []byte(strings.Repeat(string(c), n)) }
+	stdout, a, b, c, d := blob('o', 100), blob('a', 20<<10), blob('b', 30<<10), blob('c', 20<<10), blob('d', 10)
+	ds := map[string]cas.Digest{}
+	for name, data := range map[string][]byte{"stdout": stdout, "a": a, "b": b, "c": c, "d": d} {
+		ds[name] = e.put(data)
+	}
+	empty := cas.DigestOf(nil)
+	ad := cas.DigestOf([]byte("an action with outputs to inline"))
+	ar := &repb.ActionResult{StdoutDigest: ds["stdout"].Proto(), OutputFiles: []*repb.OutputFile{
+		{Path: "out/a", Digest: ds["a"].Proto(), Contents: []byte("a copy the uploader sent, not a's bytes")},
+		{Path: "out/empty", Digest: empty.Proto()},
+		{Path: "out/b", Digest: ds["b"].Proto()},
+		{Path: "out/c", Digest: ds["c"].Proto()}, // past the bound: 50 KiB are taken
+		{Path: "out/d", Digest: ds["d"].Proto()}, // not asked for
+	}}
+	if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: ar}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto(), InlineStdout: true,
+		InlineOutputFiles: []string{"out/a", "out/empty", "out/b", "out/c", "out/missing"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.StdoutRaw, stdout) {
+		t.Errorf("stdout_raw: %d bytes, want the 100 asked for", len(got.StdoutRaw))
+	}
+	want := map[string][]byte{"out/a": a, "out/empty": nil, "out/b": b, "out/c": nil, "out/d": nil}
+	for _, f := range got.OutputFiles {
+		if !bytes.Equal(f.Contents, want[f.Path]) {
+			t.Errorf("%s: %d bytes inlined (%.20q...), want %d", f.Path, len(f.Contents), f.Contents, len(want[f.Path]))
+		}
+	}
+	if n := proto.Size(got); n > maxBatch {
+		t.Errorf("the answer is %d bytes, over MaxBatchBytes %d", n, maxBatch)
+	}
+
+	// Not asked: nothing inline, not even the copy stored with the result.
+	got, err = e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range got.OutputFiles {
+		if len(f.Contents) > 0 {
+			t.Errorf("%s: %d bytes inlined unasked", f.Path, len(f.Contents))
+		}
+	}
+	if len(got.StdoutRaw) > 0 {
+		t.Errorf("stdout_raw inlined unasked")
+	}
+}
+
+// A caller who may read the action cache but not the CAS gets no blob's
+// bytes inlined: only a digest, which it cannot read either.
+func TestGetActionResultInlinesOnlyForCASReaders(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 0, Options{Access: &access.Control{
+		Policy: access.Policy{ReadCAS: access.Only("bob"), WriteCAS: access.Anyone(), ReadAC: access.Anyone(), WriteAC: access.Anyone()},
+		Users:  loadUsers(t, map[string]string{"bob": "bobs-password"}),
+	}})
+	data := []byte("an output only CAS readers may read")
+	od := e.put(data)
+	ad := cas.DigestOf([]byte("an action"))
+	ar := &repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "out", Digest: od.Proto()}}}
+	if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: ar}); err != nil {
+		t.Fatal(err)
+	}
+	req := &repb.GetActionResultRequest{ActionDigest: ad.Proto(), InlineOutputFiles: []string{"out"}}
+	for _, tc := range []struct {
+		user string
+		want []byte
+	}{{"", nil}, {"bob", data}} {
+		got, err := e.ac.GetActionResult(as(ctx, tc.user, "bobs-password"), req)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.user, err)
+		}
+		if c := got.OutputFiles[0].Contents; !bytes.Equal(c, tc.want) {
+			t.Errorf("caller %q: %q inlined, want %q", tc.user, c, tc.want)
 		}
 	}
 }

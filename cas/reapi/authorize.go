@@ -24,11 +24,12 @@ func (s *Server) authorize(ctx context.Context, op access.Operation, also ...acc
 
 // authorizeInstance is authorize for op on instance's action cache: the
 // access file's rule for it, if it names one (access.Control.Instances).
-func (s *Server) authorizeInstance(ctx context.Context, instance string, op access.Operation) error {
-	if _, denied := s.opts.Access.AuthorizeInstance(access.GRPCCredentials(ctx), instance, op); denied != nil {
-		return s.refused(ctx, denied)
+func (s *Server) authorizeInstance(ctx context.Context, instance string, op access.Operation) (access.Identity, error) {
+	id, denied := s.opts.Access.AuthorizeInstance(access.GRPCCredentials(ctx), instance, op)
+	if denied != nil {
+		return id, s.refused(ctx, denied)
 	}
-	return nil
+	return id, nil
 }
 
 // capabilities is authorize for GetCapabilities, which any caller allowed

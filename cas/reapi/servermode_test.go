@@ -49,6 +49,8 @@ var serverTests = []func(*testing.T){
 	TestEveryRPCIsChecked,
 	TestEvictionKeepsStoreUnderMaxSize,
 	TestFindMissingBlobs,
+	TestGetActionResultInlinesOnlyForCASReaders,
+	TestGetActionResultInlinesWithinBounds,
 	TestGetActionResultMissesIncompleteTrees,
 	TestIdleUploadsHoldNoDescriptors,
 	TestInstanceIsolationSeparatesActionResults,
