@@ -30,7 +30,7 @@ func (a *actionCacheService) admit(ctx context.Context, op access.Operation, ins
 	if err := rpcstatus.DigestFunction(fn); err != nil {
 		return cas.Digest{}, err
 	}
-	d, err := cas.ParseDigest(action)
+	d, err := rpcstatus.ParseDigest(fn, action)
 	if err != nil {
 		return cas.Digest{}, status.Errorf(codes.InvalidArgument, "action_digest: %v", err)
 	}
@@ -69,7 +69,7 @@ func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.U
 		return nil, err
 	}
 	ar := req.ActionResult
-	if err := actionresult.Check(ar); err != nil {
+	if err := actionresult.Check(ar, d.Function); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	data, err := actionresult.Marshal(ar)
