@@ -62,7 +62,7 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 			h.fail(w, r, op, kp.String(), err)
 			return
 		}
-		h.getBlob(w, r, op, rec.content.Hash)
+		h.getBlob(w, r, op, cas.SHA256, rec.content.Hash)
 	case opPutKeyed:
 		h.putKeyed(w, r, kp)
 	case opPropfindKeyed:

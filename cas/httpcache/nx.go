@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/membuf/membuf/cas"
 )
 
 // Nx's self-hosted remote cache (Nx 20.8 and later: the server that
@@ -100,5 +102,5 @@ func (h *Handler) serveNx(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, op, what, err)
 		return
 	}
-	h.getBlob(w, r, op, rec.content.Hash)
+	h.getBlob(w, r, op, cas.SHA256, rec.content.Hash)
 }

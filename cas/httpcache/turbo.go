@@ -201,7 +201,7 @@ func (h *Handler) turboArtifact(w http.ResponseWriter, r *http.Request, op opera
 	if t := attrs.Get("tag"); t != "" {
 		w.Header().Set("x-artifact-tag", t)
 	}
-	h.getBlob(w, r, op, rec.content.Hash)
+	h.getBlob(w, r, op, cas.SHA256, rec.content.Hash)
 }
 
 // artifactInfo is what a query answers of a stored artifact.
