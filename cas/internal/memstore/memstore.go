@@ -107,7 +107,7 @@ func (s *Store) PutActionResult(ctx context.Context, d cas.Digest, data []byte) 
 // reader is an open blob: its bytes.
 type reader struct{ data []byte }
 
-func (r reader) Size() int64         { return int64(len(r.data)) }
+func (r reader) Size() int64          { return int64(len(r.data)) }
 func (r reader) Stored() cas.Encoding { return cas.Uncompressed }
 func (r reader) Close() error         { return nil }
 
