@@ -77,6 +77,9 @@ func (s *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 // NewWriter starts writing blob d; an unnamed one (d.Hash empty) is named
 // under d.Function when its bytes are all written.
 func (s *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
+	if d.Hash == "" && d.Size < 1 {
+		return nil, fmt.Errorf("an unnamed blob of %d bytes: the empty blob is always present, and never written", d.Size)
+	}
 	return &writer{s: s, d: d}, nil
 }
 
