@@ -275,11 +275,15 @@ func TestParseNamesAllocateNothing(t *testing.T) {
 	for _, inst := range []string{"", "projects/p/instances/default/"} {
 		write := inst + "uploads/3f2c1d9e-8b7a-4c6d-9e0f-1a2b3c4d5e6f/blobs/" + hash + "/4096/meta/data"
 		read := inst + "compressed-blobs/zstd/" + hash + "/4096"
+		blake3 := inst + "blobs/blake3/" + hash + "/4096"
 		if n := testing.AllocsPerRun(100, func() {
 			if _, err := parseWriteName(write); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := parseReadName(read); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parseReadName(blake3); err != nil {
 				t.Fatal(err)
 			}
 		}); n != 0 {
