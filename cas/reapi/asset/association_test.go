@@ -76,3 +76,18 @@ func FuzzAssociationKey(f *testing.F) {
 		}
 	})
 }
+
+// TestAssociationKeyNamesTheFunction: the same URI and qualifiers name one
+// association per digest function, SHA-256's as before functions were
+// named.
+func TestAssociationKeyNamesTheFunction(t *testing.T) {
+	uri, qs := "https://example.com/a.tar.gz", []*rapb.Qualifier{{Name: qualifierCanonicalID, Value: "a"}}
+	seen := map[cas.Digest]cas.Function{}
+	for _, f := range cas.Functions {
+		k := associationKey(uri, qs, f)
+		if g, ok := seen[k]; ok {
+			t.Fatalf("%s and %s name one association", g.Title(), f.Title())
+		}
+		seen[k] = f
+	}
+}
