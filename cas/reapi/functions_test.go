@@ -348,3 +348,44 @@ func TestGetTreeUnderBLAKE3(t *testing.T) {
 		t.Fatalf("GetTree of the BLAKE3 root as SHA-256's: %v, want NOT_FOUND", err)
 	}
 }
+
+// TestSplitAndSpliceUnderBLAKE3: a BLAKE3 blob splits into BLAKE3 chunks,
+// each stored and named by its own BLAKE3 digest, and chunks splice into
+// a BLAKE3 blob.
+func TestSplitAndSpliceUnderBLAKE3(t *testing.T) {
+	c := newFunctionClient(t, true)
+	ctx := context.Background()
+	data := testblob.Random(3<<20, 51) // past the chunker's largest chunk, in one WriteRequest
+	d := cas.BLAKE3.Digest(data)
+	if err := c.write("uploads/u/blobs/blake3/"+d.String(), data); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.cas.SplitBlob(ctx, &repb.SplitBlobRequest{DigestFunction: repb.DigestFunction_BLAKE3, BlobDigest: d.Proto(), ChunkingFunction: repb.ChunkingFunction_FAST_CDC_2020})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ChunkDigests) < 2 {
+		t.Fatalf("%d chunks of a 3 MiB blob", len(resp.ChunkDigests))
+	}
+	var joined [][]byte
+	for i, p := range resp.ChunkDigests {
+		cd := cas.Digest{Hash: p.Hash, Size: p.SizeBytes, Function: cas.BLAKE3}
+		chunk, err := c.read("blobs/blake3/" + cd.String())
+		if err != nil || cas.BLAKE3.Digest(chunk) != cd {
+			t.Fatalf("chunk %d (%s) reads back as %d bytes, %v", i, cd, len(chunk), err)
+		}
+		joined = append(joined, chunk)
+	}
+	if !bytes.Equal(bytes.Join(joined, nil), data) {
+		t.Fatal("the chunks do not make the blob")
+	}
+	swapped := append(append([]byte(nil), joined[1]...), joined[0]...)
+	sd := cas.BLAKE3.Digest(swapped)
+	if _, err := c.cas.SpliceBlob(ctx, &repb.SpliceBlobRequest{DigestFunction: repb.DigestFunction_BLAKE3, BlobDigest: sd.Proto(),
+		ChunkDigests: []*repb.Digest{resp.ChunkDigests[1], resp.ChunkDigests[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.read("blobs/blake3/" + sd.String()); err != nil || !bytes.Equal(got, swapped) {
+		t.Fatalf("the spliced blob: %d bytes, %v", len(got), err)
+	}
+}
