@@ -23,6 +23,7 @@ import (
 	"github.com/membuf/membuf/bench/echo"
 	"github.com/membuf/membuf/bench/measure"
 	"github.com/membuf/membuf/bench/report"
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/internal/cli"
 )
 
@@ -410,7 +411,24 @@ func blobsFlags() (*flag.FlagSet, *benchCommon, func(context.Context, *benchComm
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for the blob contents and the --mix sizes")
 	fs.IntVar(&o.Blobs, "blobs", o.Blobs, "blobs uploaded per case before measuring, read in turn")
 	fs.Var(sizeFlag(&chunk), "chunk-size", "`size` of each ByteStream message: the server's read chunks, the client's writes")
+	digestFunction := "sha256"
+	fs.StringVar(&digestFunction, "digest-function", digestFunction, "digest `function` the blobs are named under: sha256, sha1, sha384, sha512 or blake3 (other than sha256: the ByteStream modes only, not the ceiling configuration)")
 	return fs, common, func(ctx context.Context, c *benchCommon) (*report.Report, error) {
+		f, ok := cas.FunctionNamed(digestFunction)
+		if !ok {
+			return nil, usageError("--digest-function %q: want sha256, sha1, sha384, sha512 or blake3", digestFunction)
+		}
+		o.DigestFunction = f
+		if f != cas.SHA256 {
+			for _, m := range o.Modes {
+				if !slices.Contains([]string{blobs.ModeRead, blobs.ModeWrite, blobs.ModeReadZstd, blobs.ModeWriteZstd, blobs.ModeStall}, m) {
+					return nil, usageError("--digest-function %s goes with the ByteStream modes (read, write, read-zstd, write-zstd, stall), not %s", digestFunction, m)
+				}
+			}
+			if slices.Contains(o.Configs, blobs.ConfigCeiling) {
+				return nil, usageError("--digest-function %s: the ceiling configuration speaks SHA-256 only", digestFunction)
+			}
+		}
 		if o.Addr != "" {
 			if err := checkLoopback(o.Addr); err != nil {
 				return nil, err

@@ -46,19 +46,23 @@ func (d Digest) AppendText(b []byte) []byte {
 
 // ParseDigestString reads a digest as String writes it, hash/size, and
 // checks it as ParseDigest does.
-func ParseDigestString(s string) (Digest, error) {
+func ParseDigestString(s string) (Digest, error) { return ParseDigestStringFor(SHA256, s) }
+
+// ParseDigestStringFor reads a digest of function f as String writes it,
+// hash/size, and checks it as ParseDigestFor does.
+func ParseDigestStringFor(f Function, s string) (Digest, error) {
 	hash, size, ok := strings.Cut(s, "/")
 	if !ok {
 		return Digest{}, fmt.Errorf("digest %q: want hash/size", Clip(s))
 	}
-	if err := CheckHash(hash); err != nil {
+	if err := f.CheckHash(hash); err != nil {
 		return Digest{}, err
 	}
 	n, err := ParseSize(size)
 	if err != nil {
 		return Digest{}, err
 	}
-	return Digest{Hash: hash, Size: n}, nil
+	return Digest{Hash: hash, Size: n, Function: f}, nil
 }
 
 // Proto returns d as a REAPI Digest message, which does not carry the

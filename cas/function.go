@@ -129,7 +129,7 @@ func FunctionOf(v repb.DigestFunction_Value) (Function, error) {
 			return f, nil
 		}
 	}
-	return 0, fmt.Errorf("digest function %s is not served here; this server speaks %s", v, functionList())
+	return 0, fmt.Errorf("digest function %s is not served here; this server speaks %s", v, FunctionTitles())
 }
 
 // FunctionNamed maps a function's name in a resource name ("sha256",
@@ -186,7 +186,9 @@ func ParseDigestFor(f Function, p *repb.Digest) (Digest, error) {
 	return Digest{Hash: p.Hash, Size: p.SizeBytes, Function: f}, nil
 }
 
-func functionList() string {
+// FunctionTitles lists Functions by their Titles, for an error that says
+// which functions are served: "SHA-256, SHA-1, ...".
+func FunctionTitles() string {
 	s := ""
 	for i, f := range Functions {
 		if i > 0 {

@@ -118,6 +118,16 @@ func TestBazelRemoteCache(t *testing.T) {
 	bazelBuildCleanRebuild(t, bazel, nil, "--remote_cache=grpc://"+srv.GRPCAddr)
 }
 
+// TestBazelRemoteCacheSHA1: the same with Bazel started with
+// --digest_function=SHA1, which names no function in its requests (REAPI
+// before 2.3): the server infers SHA-1 from the hashes' 40 digits, and
+// the clean rebuilds are all remote cache hits.
+func TestBazelRemoteCacheSHA1(t *testing.T) {
+	bazel := bazelBinary(t)
+	srv := startSingle(t, t.TempDir())
+	bazelBuildCleanRebuild(t, bazel, []string{"--digest_function=SHA1"}, "--remote_cache=grpc://"+srv.GRPCAddr)
+}
+
 // bazelBuildCleanRebuild builds a fresh workspace of genrules with the
 // remote cache flags given (and Bazel's startup options), then cleans and
 // rebuilds it twice, the second time with --remote_download_minimal, and

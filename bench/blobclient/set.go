@@ -2,7 +2,7 @@ package blobclient
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/sha512"
 	"encoding"
 	"encoding/binary"
 	"encoding/hex"
@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/zeebo/blake3"
 )
 
 // StampLen is the length of the suffix that makes each blob unique.
@@ -34,9 +37,12 @@ type Set struct {
 	// ran) holds Base[:l] compressed for each prefix length l.
 	Zstd    bool
 	ZPrefix map[int64][]byte
+	// Function is the digest function the blobs are named under.
+	Function cas.Function
 
 	group  uint64
-	states map[int64][]byte // sha256 state after Base[:PrefixLen(size)]
+	states map[int64][]byte    // SHA-256's state after Base[:PrefixLen(size)]
+	hashes map[int64]hash.Hash // any other function's hasher there, cloned for each digest
 }
 
 // A Ref is one blob of a set's read set.
@@ -44,7 +50,8 @@ type Ref struct {
 	Size  int64
 	Stamp [StampLen]byte
 	// DigestName is blobs/{hash}/{size}, or
-	// compressed-blobs/zstd/{hash}/{size} in a Zstd set.
+	// compressed-blobs/zstd/{hash}/{size} in a Zstd set (with the
+	// function's segment before the hash where REAPI wants it).
 	DigestName string
 }
 
@@ -54,9 +61,10 @@ func PrefixLen(size int64) int64 { return max(size-StampLen, 0) }
 
 // NewSet returns the set of blobs of sizes made from base, whose read set
 // is numbered in group (sets of one run with different groups share no
-// blob). base must hold the largest size.
-func NewSet(base []byte, sizes []int64, nonce, group uint64, zstd bool) *Set {
-	s := &Set{Base: base, Sizes: sizes, Nonce: nonce, group: group, states: map[int64][]byte{}, Zstd: zstd}
+// blob), its blobs named under digest function f. base must hold the
+// largest size.
+func NewSet(base []byte, sizes []int64, nonce, group uint64, zstd bool, f cas.Function) *Set {
+	s := &Set{Base: base, Sizes: sizes, Nonce: nonce, group: group, states: map[int64][]byte{}, hashes: map[int64]hash.Hash{}, Zstd: zstd, Function: f}
 	// Hash the base once, saving the state at each prefix length needed.
 	lens := make([]int64, 0, len(sizes))
 	for _, sz := range sizes {
@@ -64,18 +72,22 @@ func NewSet(base []byte, sizes []int64, nonce, group uint64, zstd bool) *Set {
 	}
 	slices.Sort(lens)
 	lens = slices.Compact(lens)
-	h := sha256.New()
+	h := s.NewHash()
 	var done int64
 	for _, l := range lens {
 		h.Write(base[done:l])
 		done = l
+		if f != cas.SHA256 {
+			s.hashes[l] = cloneHash(h)
+			continue
+		}
 		st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
 		if err != nil {
 			panic(err) // crypto/sha256 always marshals
 		}
 		s.states[l] = st
 	}
-	h = sha256.New()
+	h = s.NewHash()
 	for i, sz := range sizes {
 		// Read-set numbers have the top bit set; write numbers never do.
 		ref := Ref{Size: sz}
@@ -98,23 +110,51 @@ func (s *Set) Stamp(n uint64) [StampLen]byte {
 	return st
 }
 
-// Digest returns the hex SHA-256 of the blob of size with stamp st, using h
-// as scratch.
+// NewHash returns a hasher of the set's function: the scratch Digest
+// takes.
+func (s *Set) NewHash() hash.Hash { return s.Function.New() }
+
+// Digest returns the hex hash, under the set's function, of the blob of
+// size with stamp st, using h (from NewHash) as scratch for SHA-256; any
+// other function's state is cloned.
 func (s *Set) Digest(h hash.Hash, size int64, st *[StampLen]byte) string {
-	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(s.states[PrefixLen(size)]); err != nil {
+	if s.Function != cas.SHA256 {
+		h = cloneHash(s.hashes[PrefixLen(size)])
+	} else if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(s.states[PrefixLen(size)]); err != nil {
 		panic(err)
 	}
 	h.Write(st[:size-PrefixLen(size)])
-	var sum [sha256.Size]byte
+	var sum [sha512.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0]))
 }
 
-// NamePrefix is what comes before {hash}/{size} in the set's names.
-func (s *Set) NamePrefix() string {
-	if s.Zstd {
-		return "compressed-blobs/zstd/"
+// cloneHash copies h's state: a standard library hasher's (hash.Cloner)
+// or BLAKE3's.
+func cloneHash(h hash.Hash) hash.Hash {
+	switch c := h.(type) {
+	case *blake3.Hasher:
+		return c.Clone()
+	case hash.Cloner:
+		cl, err := c.Clone()
+		if err != nil {
+			panic(err) // the standard library's hashers always clone
+		}
+		return cl.(hash.Hash)
 	}
-	return "blobs/"
+	panic(fmt.Sprintf("blobclient: %T does not clone", h))
+}
+
+// NamePrefix is what comes before {hash}/{size} in the set's names: the
+// function's segment too where the hash's length does not imply it.
+func (s *Set) NamePrefix() string {
+	p := "blobs/"
+	if s.Zstd {
+		p = "compressed-blobs/zstd/"
+	}
+	if s.Function != cas.FunctionOfLength(s.Function.HashLen()) {
+		p += s.Function.String() + "/"
+	}
+	return p
 }
 
 // Upload writes the read set through c's first connection: compressed

@@ -5,13 +5,15 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/membuf/membuf/cas"
 )
 
 // TestZstdBlobStreams: a compressed prefix followed by a stamp frame is a
 // zstd stream of the whole blob, for blobs shorter and longer than the stamp.
 func TestZstdBlobStreams(t *testing.T) {
 	base := bytes.Repeat([]byte("membuf blobs "), 10000)
-	set := NewSet(base, []int64{1, 15, 16, 17, 100_000}, 99, 3, true)
+	set := NewSet(base, []int64{1, 15, 16, 17, 100_000}, 99, 3, true, cas.SHA256)
 	if err := set.CompressPrefixes(); err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,10 @@ type BlobsOptions struct {
 	Dir string
 	// Modes are of BlobModes; empty means read and write.
 	Modes []string
+	// DigestFunction names the blobs (the zero value: SHA-256). Another
+	// goes with the ByteStream modes (read, write, read-zstd, write-zstd,
+	// stall) only, and not with ConfigCeiling, which speaks SHA-256.
+	DigestFunction cas.Function
 	// Configs are the in-process servers to compare, in order:
 	// ConfigFreshSlice, ConfigPrepared, ConfigMembufZeroCopy. Empty means
 	// DefaultBlobConfigs. Must be empty with Addr.
@@ -485,7 +489,7 @@ func (o *BlobsOptions) plan() ([]report.Case, map[report.Case]*blobclient.Set, e
 	var cases []report.Case
 	sets := map[report.Case]*blobclient.Set{}
 	for gi, g := range groups {
-		set := blobclient.NewSet(base, g.sizes, nonce, uint64(gi), false)
+		set := blobclient.NewSet(base, g.sizes, nonce, uint64(gi), false, o.DigestFunction)
 		// Compressed modes have blobs of their own, uploaded compressed.
 		var zset *blobclient.Set
 		for _, m := range o.modes() {
@@ -495,7 +499,7 @@ func (o *BlobsOptions) plan() ([]report.Case, map[report.Case]*blobclient.Set, e
 			set := set
 			if zstdMode(m) {
 				if zset == nil {
-					zset = blobclient.NewSet(base, g.sizes, nonce, uint64(len(groups)+gi), true)
+					zset = blobclient.NewSet(base, g.sizes, nonce, uint64(len(groups)+gi), true, o.DigestFunction)
 					if err := zset.CompressPrefixes(); err != nil {
 						return nil, nil, err
 					}

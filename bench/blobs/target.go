@@ -2,7 +2,6 @@ package blobs
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -63,19 +62,19 @@ func (bt *blobTarget) worker(ctx context.Context, c report.Case, w int) (measure
 			return size, bt.client.Read(ctx, conn, names[i], want)
 		}, func() {}, nil
 	case ModeStall:
-		h := sha256.New()
+		h := set.NewHash()
 		var stamp [blobclient.StampLen]byte
 		stall := bt.stall
 		return func(ctx context.Context, seq int64) (int64, error) {
 			size := set.Sizes[seq%int64(len(set.Sizes))]
 			stamp = set.Stamp(uint64(seq))
-			name := blobclient.UploadName(bt.client.Instance, uint64(seq), "blobs/"+set.Digest(h, size, &stamp)+"/"+strconv.FormatInt(size, 10))
+			name := blobclient.UploadName(bt.client.Instance, uint64(seq), set.NamePrefix()+set.Digest(h, size, &stamp)+"/"+strconv.FormatInt(size, 10))
 			return bt.client.StallUpload(ctx, conn, name, set.Base, size, stall)
 		}, func() {}, nil
 	case ModeBatchWrite:
 		return bt.batchWorker(set, w)
 	case ModeWrite, ModeWriteZstd:
-		h := sha256.New()
+		h := set.NewHash()
 		var stamp [blobclient.StampLen]byte
 		var frame []byte
 		return func(ctx context.Context, seq int64) (int64, error) {

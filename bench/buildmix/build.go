@@ -32,6 +32,7 @@ import (
 	"github.com/membuf/membuf/bench/blobclient"
 	"github.com/membuf/membuf/bench/measure"
 	"github.com/membuf/membuf/bench/report"
+	"github.com/membuf/membuf/cas"
 )
 
 // Phases of the build workload, the modes of its two cases.
@@ -337,7 +338,7 @@ func newBuildRound(base []byte, n int, seed, round uint64, treeEvery int) *build
 	sizes := BazelMixSizes(n, seed^round<<32)
 	// The nonce makes this run's blobs new to a server that has seen an
 	// earlier run's; the group, this round's new to this run's others.
-	outputs := blobclient.NewSet(base, sizes, uint64(time.Now().UnixNano()), round, false)
+	outputs := blobclient.NewSet(base, sizes, uint64(time.Now().UnixNano()), round, false, cas.SHA256)
 	b := &buildRound{outputs: outputs}
 	for i, ref := range outputs.Reads {
 		hash, size := splitDigestName(ref.DigestName)

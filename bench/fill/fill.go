@@ -23,6 +23,7 @@ import (
 	"github.com/membuf/membuf/bench/blobclient"
 	"github.com/membuf/membuf/bench/measure"
 	"github.com/membuf/membuf/bench/report"
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/internal/serveprocess"
 )
 
@@ -152,7 +153,7 @@ func Fill(ctx context.Context, o Options) (*report.Report, error) {
 	rand.NewChaCha8(seed).Read(base)
 	// A nonce of this run's keeps its blobs new to a server that kept an
 	// earlier run's.
-	set := blobclient.NewSet(base, []int64{o.Size}, uint64(time.Now().UnixNano()), 0, false)
+	set := blobclient.NewSet(base, []int64{o.Size}, uint64(time.Now().UnixNano()), 0, false, cas.SHA256)
 	pool, err := membuf.NewPool(membuf.Config{})
 	if err != nil {
 		return nil, err

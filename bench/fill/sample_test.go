@@ -8,13 +8,14 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
 	"github.com/membuf/membuf/bench/blobclient"
+	"github.com/membuf/membuf/cas"
 )
 
 // A sample spreads its digests over the whole fill, each batch with the
 // one never written, and takes only the answer that names exactly that
 // one as right.
 func TestSampleChecksEveryAnswer(t *testing.T) {
-	set := blobclient.NewSet(make([]byte, 64), []int64{64}, 7, 0, false)
+	set := blobclient.NewSet(make([]byte, 64), []int64{64}, 7, 0, false, cas.SHA256)
 	s := newSample(set, "inst", 1000, 30, 8)
 	if len(s.batches) != 4 || len(s.batches[3].BlobDigests) != 6+1 || s.batches[0].InstanceName != "inst" {
 		t.Fatalf("%d batches, the last of %d digests: want 4, the last 6 present and the absent one", len(s.batches), len(s.batches[3].BlobDigests))

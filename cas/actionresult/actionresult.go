@@ -11,15 +11,17 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Check reports what would make ar unsafe to store: a malformed digest or
-// an output path that leaves the working directory. The error names the
+// Check reports what would make ar, a result of an action named under
+// function f, unsafe to store: a malformed digest (every blob it names is
+// one of f's: an action's result names blobs of its own function) or an
+// output path that leaves the working directory. The error names the
 // output.
-func Check(ar *repb.ActionResult) error {
+func Check(ar *repb.ActionResult, f cas.Function) error {
 	if ar == nil {
 		return errors.New("action_result is missing")
 	}
 	for ref := range outputs(ar) {
-		if _, err := cas.ParseDigest(ref.digest); err != nil {
+		if _, err := cas.ParseDigestFor(f, ref.digest); err != nil {
 			return fmt.Errorf("action_result %s: %w", ref, err)
 		}
 	}

@@ -24,7 +24,7 @@ func TestCheckNamesTheBadOutput(t *testing.T) {
 		{&repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "x", Digest: &repb.Digest{Hash: "abc"}}}}, `output file "x"`},
 		{&repb.ActionResult{StderrDigest: &repb.Digest{Hash: strings.Repeat("a", 64), SizeBytes: -1}}, "stderr"},
 	} {
-		err := actionresult.Check(tc.ar)
+		err := actionresult.Check(tc.ar, cas.SHA256)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("Check(%v) = %v; want %q", tc.ar, err, tc.want)
 		}

@@ -1,7 +1,6 @@
 package actionresult
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 
 	"github.com/membuf/membuf/cas"
@@ -27,10 +26,10 @@ import (
 // instance's client planted there, so migrating them would migrate such
 // plants too.
 func InstanceKey(instance string, action cas.Digest) cas.Digest {
-	h := sha256.New()
+	h := action.Function.New()
 	h.Write([]byte("membuf action cache instance v1\x00"))
 	h.Write([]byte(instance))
 	h.Write([]byte{0})
 	h.Write([]byte(action.Hash))
-	return cas.Digest{Hash: hex.EncodeToString(h.Sum(nil)), Size: action.Size}
+	return cas.Digest{Hash: hex.EncodeToString(h.Sum(nil)), Size: action.Size, Function: action.Function}
 }

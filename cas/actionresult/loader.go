@@ -116,7 +116,7 @@ func (l *Loader) Load(ctx context.Context, d cas.Digest) (*repb.ActionResult, []
 	var refs []outputRef
 	var ods []cas.Digest
 	for ref := range outputs(ar) {
-		od, err := cas.ParseDigest(ref.digest)
+		od, err := cas.ParseDigestFor(d.Function, ref.digest)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: action result for %s: its output %s has a bad digest: %v", cas.ErrNotFound, d, ref, err)
 		}
@@ -154,7 +154,7 @@ func (l *Loader) checkTrees(ctx context.Context, action cas.Digest, ar *repb.Act
 	var lacked []cas.Digest                                      // the files remembered missing, one per Tree, in toRead's order
 	var lacking []treeRef
 	for _, dir := range ar.OutputDirectories {
-		td, _ := cas.ParseDigest(dir.TreeDigest) // checked by Load
+		td, _ := cas.ParseDigestFor(action.Function, dir.TreeDigest) // checked by Load
 		if seen[td] {
 			continue
 		}
@@ -193,7 +193,7 @@ func (l *Loader) checkTrees(ctx context.Context, action cas.Digest, ar *repb.Act
 			return err
 		}
 		n := len(files)
-		if files, err = treeFiles(tree, files); err != nil {
+		if files, err = treeFiles(tree, action.Function, files); err != nil {
 			return &Unservable{Action: action, Reason: fmt.Sprintf("output directory %q has a bad Tree", cas.Clip(ref.path)), Cause: err}
 		}
 		for range len(files) - n {
@@ -258,12 +258,12 @@ func (l *Loader) readTree(ctx context.Context, action cas.Digest, path string, t
 
 // treeFiles appends to files the digests of the files of every directory
 // of tree, root and children; a malformed one is an error naming it.
-func treeFiles(tree *repb.Tree, files []cas.Digest) ([]cas.Digest, error) {
+func treeFiles(tree *repb.Tree, f cas.Function, files []cas.Digest) ([]cas.Digest, error) {
 	add := func(dir *repb.Directory) error {
-		for _, f := range dir.GetFiles() {
-			fd, err := cas.ParseDigest(f.Digest)
+		for _, file := range dir.GetFiles() {
+			fd, err := cas.ParseDigestFor(f, file.Digest)
 			if err != nil {
-				return fmt.Errorf("file %q: %w", cas.Clip(f.Name), err)
+				return fmt.Errorf("file %q: %w", cas.Clip(file.Name), err)
 			}
 			files = append(files, fd)
 		}

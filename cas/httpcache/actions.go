@@ -17,8 +17,8 @@ import (
 // ActionResult if the Loader serves it (its outputs, and its output
 // directories' files, all in the CAS), or, with RawActionCache, the stored
 // bytes as they are.
-func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op operation, instance, hash string) {
-	d := h.acKey(instance, hash)
+func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op operation, instance string, f cas.Function, hash string) {
+	d := h.acKey(instance, f, hash)
 	var data []byte
 	var err error
 	if h.opts.RawActionCache {
@@ -97,7 +97,7 @@ func readStalling(body io.Reader, p []byte, rc *http.ResponseController, stall t
 // upload budget, is stored as an ActionResult that actionresult.Check
 // accepts (serialized again deterministically), or with RawActionCache as
 // it is.
-func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, instance, hash string) {
+func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, instance string, f cas.Function, hash string) {
 	n := r.ContentLength
 	if n < 0 {
 		h.answer(w, opPutAC, http.StatusLengthRequired, "a PUT to /ac/ needs a Content-Length")
@@ -128,7 +128,7 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, instan
 			h.answer(w, opPutAC, http.StatusBadRequest, fmt.Sprintf("action result %s: the body is not an ActionResult message (%v); this server keeps opaque /ac/ entries only with --http-ac-raw", hash, err))
 			return
 		}
-		if err := actionresult.Check(ar); err != nil {
+		if err := actionresult.Check(ar, f); err != nil {
 			h.log.Warn("refused an /ac/ PUT: the ActionResult fails its checks", "hash", hash, "peer", r.RemoteAddr, "user_agent", r.UserAgent(), "err", err)
 			h.answer(w, opPutAC, http.StatusBadRequest, fmt.Sprintf("action result %s: %v", hash, err))
 			return
@@ -138,7 +138,7 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, instan
 			return
 		}
 	}
-	if err := h.store.PutActionResult(r.Context(), h.acKey(instance, hash), data); err != nil {
+	if err := h.store.PutActionResult(r.Context(), h.acKey(instance, f, hash), data); err != nil {
 		h.fail(w, r, opPutAC, "action result "+hash, err)
 		return
 	}
@@ -148,8 +148,8 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, instan
 // acKey is what the action result of the action hash is kept under: its
 // hash alone (an action result's name), or with InstanceIsolation,
 // instance's key for it, gRPC's.
-func (h *Handler) acKey(instance, hash string) cas.Digest {
-	d := cas.Digest{Hash: hash}
+func (h *Handler) acKey(instance string, f cas.Function, hash string) cas.Digest {
+	d := cas.Digest{Hash: hash, Function: f}
 	if h.opts.InstanceIsolation {
 		return actionresult.InstanceKey(instance, d)
 	}

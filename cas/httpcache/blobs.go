@@ -15,18 +15,18 @@ import (
 // getBlob answers GET and HEAD of /cas/{hash}: the blob, or the part a
 // Range asks for, through the store's checked reads (WriteRange: from a
 // file, sendfile).
-func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, hash string) {
+func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, op operation, f cas.Function, hash string) {
 	ctx := r.Context()
 	// Named by its hash alone: the store knows its size. A HEAD is a
 	// client's lookup too, marking the blob used; a tier opens lazily, so
 	// it fetches nothing for one.
-	b, err := h.store.Open(ctx, cas.Digest{Hash: hash, Size: -1})
+	b, err := h.store.Open(ctx, cas.Digest{Hash: hash, Size: -1, Function: f})
 	if err != nil {
 		h.fail(w, r, op, "blob "+hash, err)
 		return
 	}
 	defer b.Close()
-	h.serveRange(w, r, op, cas.Digest{Hash: hash, Size: b.Size()}, func(w io.Writer, off, end int64) (int64, error) {
+	h.serveRange(w, r, op, cas.Digest{Hash: hash, Size: b.Size(), Function: f}, func(w io.Writer, off, end int64) (int64, error) {
 		return b.WriteRange(ctx, w, off, end, h.opts.Pool, h.opts.ChunkSize)
 	})
 }
@@ -105,7 +105,7 @@ func clearStallDeadline(rc *http.ResponseController) {
 // putBlob answers PUT of /cas/{hash}: the body is written to the store as
 // it arrives, in pooled chunks under the upload budget, and committed only
 // if it hashes to the name.
-func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
+func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, f cas.Function, hash string) {
 	ctx := r.Context()
 	n := r.ContentLength
 	if n < 0 {
@@ -116,9 +116,9 @@ func (h *Handler) putBlob(w http.ResponseWriter, r *http.Request, hash string) {
 		h.answer(w, opPut, http.StatusRequestEntityTooLarge, fmt.Sprintf("blob %s is %d bytes; this store holds blobs of at most %d", hash, n, max))
 		return
 	}
-	d := cas.Digest{Hash: hash, Size: n}
+	d := cas.Digest{Hash: hash, Size: n, Function: f}
 	if n == 0 {
-		if hash != cas.EmptyHash {
+		if hash != f.EmptyHash() {
 			h.answer(w, opPut, http.StatusBadRequest, fmt.Sprintf("an empty body does not hash to %s", hash))
 			return
 		}

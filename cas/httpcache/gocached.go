@@ -95,13 +95,13 @@ func (h *Handler) serveGoCache(w http.ResponseWriter, r *http.Request, gp goCach
 		return
 	}
 	w.Header().Set("Go-Output-Id", out.Hash)
-	h.getBlob(w, r, op, out.Hash)
+	h.getBlob(w, r, op, cas.SHA256, out.Hash)
 }
 
 // goOutput returns the output the action result of go's action names;
 // an action result that is not one of go's is a miss, logged.
 func (h *Handler) goOutput(r *http.Request, actionID string) (cas.Digest, error) {
-	ar, _, err := h.opts.ActionResults.Load(r.Context(), h.acKey("", actionID))
+	ar, _, err := h.opts.ActionResults.Load(r.Context(), h.acKey("", cas.SHA256, actionID))
 	if err != nil {
 		return cas.Digest{}, err
 	}
@@ -139,7 +139,7 @@ func (h *Handler) putGoOutput(w http.ResponseWriter, r *http.Request, gp goCache
 	ar := &repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: goOutputPath, Digest: d.Proto()}}}
 	data, err := actionresult.Marshal(ar)
 	if err == nil {
-		err = h.store.PutActionResult(ctx, h.acKey("", gp.actionID), data)
+		err = h.store.PutActionResult(ctx, h.acKey("", cas.SHA256, gp.actionID), data)
 	}
 	if err != nil {
 		h.fail(w, r, opPutGo, what, err)

@@ -133,7 +133,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveNx(w, r)
 		return
 	}
-	k, hash, err := parsePath(r.URL.Path)
+	k, f, hash, err := parsePath(r.URL.Path)
 	if gp, ok := parseGoCachePath(r.URL.Path); ok && errors.Is(err, errNotCachePath) {
 		h.serveGoCache(w, r, gp)
 		return
@@ -172,13 +172,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch op {
 	case opGet, opHead:
-		h.getBlob(w, r, op, hash)
+		h.getBlob(w, r, op, f, hash)
 	case opPut:
-		h.putBlob(w, r, hash)
+		h.putBlob(w, r, f, hash)
 	case opGetAC, opHeadAC:
-		h.getActionResult(w, r, op, instance, hash)
+		h.getActionResult(w, r, op, instance, f, hash)
 	case opPutAC:
-		h.putActionResult(w, r, instance, hash)
+		h.putActionResult(w, r, instance, f, hash)
 	}
 }
 

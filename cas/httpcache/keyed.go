@@ -238,7 +238,7 @@ func (h *Handler) contentStored(ctx context.Context, rec keyedRecord) (bool, err
 // content from the record, or the CAS blob it names (getBlob).
 func (h *Handler) serveEntry(w http.ResponseWriter, r *http.Request, op operation, rec keyedRecord) {
 	if !rec.isInline {
-		h.getBlob(w, r, op, rec.content.Hash)
+		h.getBlob(w, r, op, cas.SHA256, rec.content.Hash)
 		return
 	}
 	h.serveRange(w, r, op, rec.content, func(w io.Writer, off, end int64) (int64, error) {

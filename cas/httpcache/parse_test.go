@@ -17,20 +17,27 @@ func FuzzParsePath(f *testing.F) {
 	f.Add("/a/b/xcas/" + cas.EmptyHash)
 	f.Add("/cas/" + strings.ToUpper(cas.EmptyHash))
 	f.Add("/ac//" + cas.EmptyHash)
+	f.Add("/cas/blake3/" + cas.BLAKE3.EmptyHash())
+	f.Add("/i/ac/sha1/" + cas.SHA1.EmptyHash())
+	f.Add("/cas/" + cas.SHA512.EmptyHash())
 	f.Fuzz(func(t *testing.T, p string) {
-		k, hash, err := parsePath(p)
+		k, fn, hash, err := parsePath(p)
 		if err != nil {
 			return
 		}
-		if cas.CheckHash(hash) != nil {
-			t.Fatalf("parsePath(%q) accepted hash %q", p, hash)
+		if fn.CheckHash(hash) != nil {
+			t.Fatalf("parsePath(%q) accepted hash %q as %s's", p, hash, fn.Title())
 		}
-		suffix := "/cas/" + hash
+		dir := "/cas/"
 		if k == kindAC {
-			suffix = "/ac/" + hash
+			dir = "/ac/"
 		}
-		if !strings.HasSuffix("/"+strings.TrimPrefix(p, "/"), suffix) {
-			t.Fatalf("parsePath(%q) = %v, %q; the path does not end in %q", p, k, hash, suffix)
+		// The function's segment may be left out only for the function
+		// the hash's length implies.
+		path := "/" + strings.TrimPrefix(p, "/")
+		named := strings.HasSuffix(path, dir+fn.String()+"/"+hash)
+		if !named && (cas.FunctionOfLength(len(hash)) != fn || !strings.HasSuffix(path, dir+hash)) {
+			t.Fatalf("parsePath(%q) = %v, %s, %q; the path does not end in %q naming it", p, k, fn, hash, dir+hash)
 		}
 	})
 }

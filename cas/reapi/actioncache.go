@@ -34,7 +34,7 @@ func (a *actionCacheService) admit(ctx context.Context, op access.Operation, ins
 	if err := rpcstatus.DigestFunction(fn); err != nil {
 		return cas.Digest{}, id, err
 	}
-	d, err := cas.ParseDigest(action)
+	d, err := rpcstatus.ParseDigest(fn, action)
 	if err != nil {
 		return cas.Digest{}, id, status.Errorf(codes.InvalidArgument, "action_digest: %v", err)
 	}
@@ -138,7 +138,7 @@ func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.U
 		return nil, err
 	}
 	ar := req.ActionResult
-	if err := actionresult.Check(ar); err != nil {
+	if err := actionresult.Check(ar, d.Function); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	data, err := actionresult.Marshal(ar)

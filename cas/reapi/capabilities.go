@@ -5,6 +5,7 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	smpb "github.com/bazelbuild/remote-apis/build/bazel/semver"
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/reapi/chunking"
 )
 
@@ -16,7 +17,8 @@ type capabilitiesService struct {
 }
 
 // GetCapabilities advertises what is true of this server for every instance
-// name: SHA256 only; action cache updates allowed if this caller may make
+// name: every digest function of cas.Functions, SHA-256 first (a request
+// names its own, or its hashes' lengths imply one); action cache updates allowed if this caller may make
 // them on the request's instance (a client told they are not skips
 // uploading results); the batch limit; the
 // largest blob the store accepts (its maximum size, if any); absolute
@@ -30,7 +32,7 @@ func (c *capabilitiesService) GetCapabilities(ctx context.Context, req *repb.Get
 	}
 	return &repb.ServerCapabilities{
 		CacheCapabilities: &repb.CacheCapabilities{
-			DigestFunctions:               []repb.DigestFunction_Value{repb.DigestFunction_SHA256},
+			DigestFunctions:               digestFunctions,
 			ActionCacheUpdateCapabilities: &repb.ActionCacheUpdateCapabilities{UpdateEnabled: updateAC},
 			MaxBatchTotalSizeBytes:        c.s.opts.MaxBatchBytes,
 			MaxCasBlobSizeBytes:           c.s.opts.MaxBlobSize,
@@ -49,3 +51,12 @@ func (c *capabilitiesService) GetCapabilities(ctx context.Context, req *repb.Get
 		HighApiVersion: &smpb.SemVer{Major: 2, Minor: 3},
 	}, nil
 }
+
+// digestFunctions is cas.Functions as REAPI's enum names them.
+var digestFunctions = func() []repb.DigestFunction_Value {
+	vs := make([]repb.DigestFunction_Value, len(cas.Functions))
+	for i, f := range cas.Functions {
+		vs[i] = f.Proto()
+	}
+	return vs
+}()

@@ -60,7 +60,7 @@ func (c *casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissing
 	}
 	ds := make([]cas.Digest, len(req.BlobDigests))
 	for i, p := range req.BlobDigests {
-		d, err := cas.ParseDigest(p)
+		d, err := rpcstatus.ParseDigest(req.DigestFunction, p)
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "blob_digests[%d]: %v", i, err)
 		}
@@ -139,7 +139,7 @@ func (c *casService) batchUpdate(ctx context.Context, function repb.DigestFuncti
 		return nil, status.Errorf(codes.InvalidArgument, "batch of %d blobs would be answered in %d bytes, over max_batch_total_size_bytes %d; split it", len(blobs), framing, max)
 	}
 	resp := &repb.BatchUpdateBlobsResponse{Responses: make([]*repb.BatchUpdateBlobsResponse_Response, len(blobs))}
-	c.updateBatch(ctx, blobs, resp.Responses)
+	c.updateBatch(ctx, function, blobs, resp.Responses)
 	budget := messageBudget(BatchMessageBudget)
 	for _, r := range resp.Responses {
 		r.Status = budget.trim(r.Status)
@@ -178,7 +178,7 @@ func (c *casService) batchData(ctx context.Context, d cas.Digest, b *uploadedBlo
 
 // updateBatch stores the blobs, answering in out, in one PutBatch. The
 // plain ones go to the store in the pieces gRPC received them in.
-func (c *casService) updateBatch(ctx context.Context, blobs []uploadedBlob, out []*repb.BatchUpdateBlobsResponse_Response) {
+func (c *casService) updateBatch(ctx context.Context, function repb.DigestFunction_Value, blobs []uploadedBlob, out []*repb.BatchUpdateBlobsResponse_Response) {
 	var ds []cas.Digest
 	var data []net.Buffers
 	var arrived []cas.Encoding
@@ -192,7 +192,7 @@ func (c *casService) updateBatch(ctx context.Context, blobs []uploadedBlob, out 
 	for i := range blobs {
 		b := &blobs[i]
 		out[i] = &repb.BatchUpdateBlobsResponse_Response{Digest: b.digest}
-		d, st := checkUpdate(b)
+		d, st := checkUpdate(function, b)
 		if st != nil {
 			out[i].Status = st
 			continue
@@ -221,10 +221,11 @@ func (c *casService) updateBatch(ctx context.Context, blobs []uploadedBlob, out 
 	}
 }
 
-// checkUpdate parses a BatchUpdateBlobs blob's digest and checks its
+// checkUpdate parses a BatchUpdateBlobs blob's digest under the request's
+// function and checks its
 // compressor; a non-nil status is the blob's answer.
-func checkUpdate(b *uploadedBlob) (cas.Digest, *statuspb.Status) {
-	d, err := cas.ParseDigest(b.digest)
+func checkUpdate(function repb.DigestFunction_Value, b *uploadedBlob) (cas.Digest, *statuspb.Status) {
+	d, err := rpcstatus.ParseDigest(function, b.digest)
 	if err != nil {
 		return cas.Digest{}, statusProto(status.Error(codes.InvalidArgument, err.Error()))
 	}
@@ -264,7 +265,7 @@ func (c *casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlob
 	for i, p := range req.Digests {
 		r := &repb.BatchReadBlobsResponse_Response{Digest: p, Compressor: repb.Compressor_IDENTITY}
 		resp.Responses[i] = r
-		d, err := cas.ParseDigest(p)
+		d, err := rpcstatus.ParseDigest(req.DigestFunction, p)
 		if err != nil {
 			r.Status = statusProto(status.Error(codes.InvalidArgument, err.Error()))
 			continue
@@ -367,7 +368,7 @@ func (c *casService) GetTree(req *repb.GetTreeRequest, stream repb.ContentAddres
 	if err := rpcstatus.DigestFunction(req.DigestFunction); err != nil {
 		return err
 	}
-	root, err := cas.ParseDigest(req.RootDigest)
+	root, err := rpcstatus.ParseDigest(req.DigestFunction, req.RootDigest)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "root_digest: %v", err)
 	}

@@ -51,8 +51,10 @@ func TestFindMissingBlobs(t *testing.T) {
 			t.Errorf("%s digest: %v, want INVALID_ARGUMENT naming blob_digests[1]", what, err)
 		}
 	}
-	_, err = e.cas.FindMissingBlobs(ctx, &repb.FindMissingBlobsRequest{DigestFunction: repb.DigestFunction_BLAKE3})
-	wantCode(t, err, codes.InvalidArgument, "BLAKE3")
+	_, err = e.cas.FindMissingBlobs(ctx, &repb.FindMissingBlobsRequest{DigestFunction: repb.DigestFunction_MD5})
+	wantCode(t, err, codes.InvalidArgument, "MD5 is not served")
+	_, err = e.cas.FindMissingBlobs(ctx, &repb.FindMissingBlobsRequest{DigestFunction: repb.DigestFunction_SHA384, BlobDigests: []*repb.Digest{have.Proto()}})
+	wantCode(t, err, codes.InvalidArgument, "a SHA-384 hash is 96")
 }
 
 func TestBatchUpdateBlobs(t *testing.T) {
@@ -238,7 +240,7 @@ func TestActionCache(t *testing.T) {
 		}
 	}
 	_, err = e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto(), DigestFunction: repb.DigestFunction_SHA1})
-	wantCode(t, err, codes.InvalidArgument, "SHA1")
+	wantCode(t, err, codes.InvalidArgument, "a SHA-1 hash is 40")
 }
 
 // TestActionResultOutputPaths: UpdateActionResult refuses a result whose

@@ -6,7 +6,6 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf"
-	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
 	"github.com/membuf/membuf/grpcmem"
 	"google.golang.org/grpc"
@@ -124,7 +123,7 @@ func (c *casService) batchReadInPlace(ctx context.Context, req *repb.BatchReadBl
 	for i, p := range req.Digests {
 		r := &resp.Blobs[i]
 		r.Digest = grpcmem.Digest{Hash: p.GetHash(), SizeBytes: p.GetSizeBytes()}
-		d, err := cas.ParseDigest(p)
+		d, err := rpcstatus.ParseDigest(req.DigestFunction, p)
 		if err != nil {
 			r.Status = statusProto(status.Error(codes.InvalidArgument, err.Error()))
 			continue

@@ -41,17 +41,11 @@ var reservedSegments = map[string]bool{
 	"operations": true, "capabilities": true, "compressed-blobs": true,
 }
 
-// digestFunctionsOmitted are the digest functions whose name must not appear
-// in a resource name; the server infers them from the hash length.
-var digestFunctionsOmitted = map[string]bool{
-	"md5": true, "murmur3": true, "sha1": true, "sha256": true,
-	"sha384": true, "sha512": true, "vso": true,
-}
-
-// digestFunctionsNamed are the digest functions that must be named in a
-// resource name. This server supports none of them.
-var digestFunctionsNamed = map[string]bool{
-	"sha256tree": true, "blake3": true, "gitsha1": true,
+// digestFunctionsUnserved are digest functions REAPI names that this
+// server does not speak: a resource name that names one is refused as
+// such, not as a malformed hash.
+var digestFunctionsUnserved = map[string]bool{
+	"md5": true, "murmur3": true, "vso": true, "sha256tree": true, "gitsha1": true,
 }
 
 var compressors = map[string]bool{"zstd": true, "deflate": true, "brotli": true}
@@ -174,26 +168,32 @@ func (rn *resourceName) parseBlob(name string, segs []string) ([]string, error) 
 		rn.Compressor = c
 		rest = rest[1:]
 	}
+	// The digest function's segment: REAPI wants it omitted for SHA-1,
+	// SHA-256, SHA-384 and SHA-512 (inferred from the hash length) and
+	// present for the others (BLAKE3); a client that names one of the
+	// first four anyway is understood, its hash checked against it.
+	f, named := cas.Function(0), false
 	if len(rest) > 0 {
-		f := rest[0]
-		switch {
-		case digestFunctionsOmitted[f]:
-			return nil, fmt.Errorf("resource name %q: the digest function segment %q must be omitted (the server infers %s from the hash length)", cas.Clip(name), f, strings.ToUpper(f))
-		case digestFunctionsNamed[f]:
-			return nil, fmt.Errorf("resource name %q: digest function %s is not supported; this server supports only SHA256", cas.Clip(name), strings.ToUpper(f))
+		if f, named = cas.FunctionNamed(rest[0]); named {
+			rest = rest[1:]
+		} else if digestFunctionsUnserved[rest[0]] {
+			return nil, fmt.Errorf("resource name %q: digest function %s is not served here; this server speaks %s", cas.Clip(name), strings.ToUpper(rest[0]), cas.FunctionTitles())
 		}
 	}
 	if len(rest) < 2 {
 		return nil, fmt.Errorf("resource name %q: expected {hash}/{size} after %s/", cas.Clip(name), segs[0])
 	}
-	if err := cas.CheckHash(rest[0]); err != nil {
+	if !named {
+		f = cas.FunctionOfLength(len(rest[0]))
+	}
+	if err := f.CheckHash(rest[0]); err != nil {
 		return nil, fmt.Errorf("resource name %q: %w", cas.Clip(name), err)
 	}
 	size, err := cas.ParseSize(rest[1])
 	if err != nil {
 		return nil, fmt.Errorf("resource name %q: %w", cas.Clip(name), err)
 	}
-	rn.Digest = cas.Digest{Hash: rest[0], Size: size}
+	rn.Digest = cas.Digest{Hash: rest[0], Size: size, Function: f}
 	return rest[2:], nil
 }
 
@@ -203,5 +203,8 @@ func (rn *resourceName) parseBlob(name string, segs []string) ([]string, error) 
 func (rn resourceName) uploadKey() string {
 	var buf [256]byte // most keys fit: one allocation, the string
 	b := append(append(append(append(buf[:0], rn.Instance...), "/uploads/"...), rn.UUID...), "/blobs/"...)
+	if rn.Digest.Function != cas.SHA256 {
+		b = append(append(b, rn.Digest.Function.String()...), '/')
+	}
 	return string(rn.Digest.AppendText(b))
 }

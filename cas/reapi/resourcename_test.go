@@ -49,8 +49,11 @@ func TestParseReadName(t *testing.T) {
 		{"blobs/" + testHash, "expected {hash}/{size}"},
 		{"blobs/" + testHash + "/99999999999999999999", "64 bits"},
 		{"blobs/" + testHash + "/3/extra", "after the size"},
-		{"blobs/sha256/" + testHash + "/3", "must be omitted"},
-		{"blobs/blake3/" + testHash + "/3", "not supported"},
+		{"blobs/sha1/" + testHash + "/3", "a SHA-1 hash is 40"},
+		{"blobs/blake3/" + testHash[:40] + "/3", "a BLAKE3 hash is 64"},
+		{"blobs/" + testHash[:50] + "/3", "a SHA-256 hash is 64"},
+		{"blobs/sha256tree/" + testHash + "/3", "SHA256TREE is not served"},
+		{"blobs/blake3/" + testHash, "expected {hash}/{size}"},
 		{"uploads/u/blobs/" + testHash + "/3", "where blobs was expected"},
 		{"compressed-blobs/identity/" + testHash + "/3", "identity"},
 		{"compressed-blobs/lz4/" + testHash + "/3", "unknown compressor"},
@@ -63,6 +66,25 @@ func TestParseReadName(t *testing.T) {
 		}
 		if errors.Is(err, errCompressorUnsupported) {
 			t.Errorf("parseReadName(%q): malformed name reported as merely unsupported", tc.name)
+		}
+	}
+	sha1Hash, sha384Hash := testHash[:40], testHash+testHash[:32]
+	functions := []struct {
+		name string
+		want cas.Digest
+	}{
+		{"blobs/" + testHash + "/3", cas.Digest{Hash: testHash, Size: 3}},
+		{"blobs/sha256/" + testHash + "/3", cas.Digest{Hash: testHash, Size: 3}},
+		{"blobs/blake3/" + testHash + "/3", cas.Digest{Hash: testHash, Size: 3, Function: cas.BLAKE3}},
+		{"compressed-blobs/zstd/blake3/" + testHash + "/3", cas.Digest{Hash: testHash, Size: 3, Function: cas.BLAKE3}},
+		{"blobs/" + sha1Hash + "/3", cas.Digest{Hash: sha1Hash, Size: 3, Function: cas.SHA1}},
+		{"blobs/sha1/" + sha1Hash + "/3", cas.Digest{Hash: sha1Hash, Size: 3, Function: cas.SHA1}},
+		{"i/blobs/" + sha384Hash + "/3", cas.Digest{Hash: sha384Hash, Size: 3, Function: cas.SHA384}},
+		{"blobs/" + testHash + testHash + "/3", cas.Digest{Hash: testHash + testHash, Size: 3, Function: cas.SHA512}},
+	}
+	for _, tc := range functions {
+		if rn, err := parseReadName(tc.name); err != nil || rn.Digest != tc.want {
+			t.Errorf("parseReadName(%q) = %+v, %v; want digest %+v", tc.name, rn.Digest, err, tc.want)
 		}
 	}
 	rn, err := parseReadName("x/compressed-blobs/zstd/" + testHash + "/3")
@@ -103,8 +125,8 @@ func TestParseWriteName(t *testing.T) {
 		{"uploads/u/" + testHash + "/3", "expected blobs/"},
 		{"uploads/u/blobs/" + testHash[:10] + "/3", "10 characters"},
 		{"uploads/u/blobs/" + testHash + "/-1", "non-negative"},
-		{"uploads/u/blobs/sha256/" + testHash + "/3", "must be omitted"},
-		{"uploads/u/blobs/gitsha1/" + testHash + "/3", "not supported"},
+		{"uploads/u/blobs/sha512/" + testHash + "/3", "a SHA-512 hash is 128"},
+		{"uploads/u/blobs/gitsha1/" + testHash + "/3", "not served"},
 		{"uploads/u/compressed-blobs/" + testHash + "/3", "unknown compressor"},
 	}
 	for _, tc := range bad {
@@ -120,6 +142,15 @@ func TestParseWriteName(t *testing.T) {
 	if _, err := parseWriteName("uploads/u/compressed-blobs/brotli/" + testHash + "/3"); !errors.Is(err, errCompressorUnsupported) {
 		t.Errorf("a brotli upload: error %v, want errCompressorUnsupported", err)
 	}
+	rn, err = parseWriteName("i/uploads/u/compressed-blobs/zstd/blake3/" + testHash + "/3/meta")
+	if err != nil || rn.Metadata != "meta" || rn.Digest != (cas.Digest{Hash: testHash, Size: 3, Function: cas.BLAKE3}) {
+		t.Errorf("a BLAKE3 zstd upload: %+v, %v", rn, err)
+	}
+	sha, _ := parseWriteName("i/uploads/u/blobs/" + testHash + "/3")
+	blake, _ := parseWriteName("i/uploads/u/blobs/blake3/" + testHash + "/3")
+	if sha.uploadKey() == blake.uploadKey() {
+		t.Errorf("one upload key %q for the same hash under SHA-256 and BLAKE3", sha.uploadKey())
+	}
 	a, _ := parseWriteName("i/uploads/u/blobs/" + testHash + "/3/m1")
 	b, _ := parseWriteName("i/uploads/u/blobs/" + testHash + "/3/m2")
 	if a.uploadKey() != b.uploadKey() {
@@ -131,7 +162,7 @@ func TestParseWriteName(t *testing.T) {
 // digest is valid and formatting it back reproduces the parse.
 func checkRoundTrip(t *testing.T, rn resourceName, reparse func(string) (resourceName, error), format func(resourceName) string) {
 	t.Helper()
-	if err := cas.CheckHash(rn.Digest.Hash); err != nil || rn.Digest.Size < 0 {
+	if err := rn.Digest.Function.CheckHash(rn.Digest.Hash); err != nil || rn.Digest.Size < 0 {
 		t.Fatalf("parsed an invalid digest %+v", rn.Digest)
 	}
 	again, err := reparse(format(rn))
@@ -143,9 +174,18 @@ func checkRoundTrip(t *testing.T, rn resourceName, reparse func(string) (resourc
 // blobPart formats the part of a name from blobs/ or compressed-blobs/ on.
 func blobPart(rn resourceName) string {
 	if rn.Compressor != "" {
-		return "compressed-blobs/" + rn.Compressor + "/" + rn.Digest.String()
+		return "compressed-blobs/" + rn.Compressor + "/" + functionPart(rn.Digest) + rn.Digest.String()
 	}
-	return "blobs/" + rn.Digest.String()
+	return "blobs/" + functionPart(rn.Digest) + rn.Digest.String()
+}
+
+// functionPart is the digest function's segment of a name, with its slash:
+// none for a function the hash's length implies.
+func functionPart(d cas.Digest) string {
+	if cas.FunctionOfLength(len(d.Hash)) == d.Function {
+		return ""
+	}
+	return d.Function.String() + "/"
 }
 
 func joinInstance(inst, rest string) string {
@@ -159,6 +199,8 @@ func FuzzParseReadName(f *testing.F) {
 	f.Add("blobs/" + testHash + "/3")
 	f.Add("a/b/blobs/" + testHash + "/0")
 	f.Add("compressed-blobs/zstd/" + testHash + "/3")
+	f.Add("blobs/blake3/" + testHash + "/3")
+	f.Add("blobs/sha1/" + testHash[:40] + "/3")
 	f.Fuzz(func(t *testing.T, name string) {
 		rn, err := parseReadName(name)
 		if err != nil {
@@ -187,6 +229,9 @@ func splitByJoin(name string, skip int) (instance, after string) {
 	if segs[i+skip] == "compressed-blobs" {
 		j++
 	}
+	if _, ok := cas.FunctionNamed(segs[j]); ok {
+		j++
+	}
 	return strings.Join(segs[:i], "/"), strings.Join(segs[j+2:], "/")
 }
 
@@ -194,6 +239,7 @@ func FuzzParseWriteName(f *testing.F) {
 	f.Add("uploads/u/blobs/" + testHash + "/3")
 	f.Add("x/uploads/u/blobs/" + testHash + "/3/meta/data")
 	f.Add("uploads/u/compressed-blobs/zstd/" + testHash + "/3")
+	f.Add("uploads/u/compressed-blobs/zstd/blake3/" + testHash + "/3/m")
 	f.Fuzz(func(t *testing.T, name string) {
 		rn, err := parseWriteName(name)
 		if err != nil {
@@ -229,11 +275,15 @@ func TestParseNamesAllocateNothing(t *testing.T) {
 	for _, inst := range []string{"", "projects/p/instances/default/"} {
 		write := inst + "uploads/3f2c1d9e-8b7a-4c6d-9e0f-1a2b3c4d5e6f/blobs/" + hash + "/4096/meta/data"
 		read := inst + "compressed-blobs/zstd/" + hash + "/4096"
+		blake3 := inst + "blobs/blake3/" + hash + "/4096"
 		if n := testing.AllocsPerRun(100, func() {
 			if _, err := parseWriteName(write); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := parseReadName(read); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parseReadName(blake3); err != nil {
 				t.Fatal(err)
 			}
 		}); n != 0 {

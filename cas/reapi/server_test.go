@@ -326,7 +326,7 @@ func TestReadNotFoundEmptyAndBadNames(t *testing.T) {
 		"blobs/" + d.Hash + "aa/3":                   "66 characters",
 		"blobs/" + d.Hash[:63] + "z/3":               "lowercase hex",
 		"blobs/" + d.Hash + "/-3":                    "non-negative",
-		"blobs/sha256/" + d.Hash + "/3":              "must be omitted",
+		"blobs/sha1/" + d.Hash + "/3":                "a SHA-1 hash is 40",
 		"uploads/u/blobs/" + d.Hash + "/3":           "where blobs was expected",
 		"compressed-blobs/identity/" + d.Hash + "/3": "identity",
 		"blobs/" + d.Hash + "/3/trailing":            "after the size",
@@ -384,7 +384,7 @@ func TestCapabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc := caps.CacheCapabilities
-	if len(cc.DigestFunctions) != 1 || cc.DigestFunctions[0] != repb.DigestFunction_SHA256 {
+	if !slices.Equal(cc.DigestFunctions, []repb.DigestFunction_Value{repb.DigestFunction_SHA256, repb.DigestFunction_SHA1, repb.DigestFunction_SHA384, repb.DigestFunction_SHA512, repb.DigestFunction_BLAKE3}) {
 		t.Fatalf("digest functions %v", cc.DigestFunctions)
 	}
 	if !cc.ActionCacheUpdateCapabilities.GetUpdateEnabled() || cc.MaxBatchTotalSizeBytes != DefaultMaxBatchBytes ||

@@ -72,7 +72,7 @@ func (w *treeWalk) nextDir(ctx context.Context, c *casService) (*repb.Directory,
 			continue
 		}
 		for _, n := range dir.Directories {
-			cd, err := cas.ParseDigest(n.Digest)
+			cd, err := cas.ParseDigestFor(d.Function, n.Digest) // a Tree's directories are of its root's function
 			if err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "directory %q in the tree: %v", cas.Clip(n.Name), err)
 			}

@@ -2,6 +2,7 @@ package tier
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 
@@ -109,6 +110,12 @@ type Upload struct {
 	SHA256 string
 }
 
+// ErrNotKept is wrapped by a Backend's Put error for an entry it will
+// never keep (an upstream cache that lacks the entry's digest function):
+// the tier keeps the entry local only, and neither retries the upload nor
+// counts the backend as holding it.
+var ErrNotKept = errors.New("the backend does not keep entries of this digest function")
+
 // Unchecked is Object.SHA256 of a backend that keeps no checksum of its
 // own.
 const Unchecked = "-"
@@ -117,29 +124,56 @@ const Unchecked = "-"
 // only its hash is known) or an action result (AC; Hash and Size are the
 // action's digest's: an upstream REAPI cache keys its action cache by
 // both, an object store names the entry by the hash alone).
+//
+// Function is the digest function of Hash. A backend names an entry of a
+// function other than SHA-256 apart from a SHA-256 one of the same hash
+// (ObjectPath), so one is never read as the other, and SHA-256 entries
+// keep the names they always had.
 type Key struct {
-	AC   bool
-	Hash string
-	Size int64
+	AC       bool
+	Hash     string
+	Size     int64
+	Function cas.Function
 }
 
 // BlobKey is the Key of blob d.
-func BlobKey(d cas.Digest) Key { return Key{Hash: d.Hash, Size: d.Size} }
+func BlobKey(d cas.Digest) Key { return Key{Hash: d.Hash, Size: d.Size, Function: d.Function} }
 
 // ActionKey is the Key of the action result of the action d.
-func ActionKey(d cas.Digest) Key { return Key{AC: true, Hash: d.Hash, Size: d.Size} }
+func ActionKey(d cas.Digest) Key {
+	return Key{AC: true, Hash: d.Hash, Size: d.Size, Function: d.Function}
+}
 
 // Digest is the blob's digest, or the action's.
-func (k Key) Digest() cas.Digest { return cas.Digest{Hash: k.Hash, Size: k.Size} }
+func (k Key) Digest() cas.Digest { return cas.Digest{Hash: k.Hash, Size: k.Size, Function: k.Function} }
+
+// ObjectPath is k's name in a store of named objects, under its kind's
+// directory: "cas/{hash}" and "ac/{hash}" for SHA-256 (the names a bucket
+// written before functions were named holds), "cas/{function}/{hash}"
+// for any other function (BLAKE3's hashes have SHA-256's length).
+func (k Key) ObjectPath() string {
+	dir := "cas/"
+	if k.AC {
+		dir = "ac/"
+	}
+	if k.Function != cas.SHA256 {
+		return dir + k.Function.String() + "/" + k.Hash
+	}
+	return dir + k.Hash
+}
 
 func (k Key) String() string {
+	var f string
+	if k.Function != cas.SHA256 {
+		f = k.Function.Title() + " "
+	}
 	if k.AC {
-		return "action result " + k.Hash
+		return "action result " + f + k.Hash
 	}
 	if k.Size < 0 {
-		return "blob " + k.Hash
+		return "blob " + f + k.Hash
 	}
-	return "blob " + k.Digest().String()
+	return "blob " + f + k.Digest().String()
 }
 
 // ErrMisconfigured is a backend that cannot work as configured, found at

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
 )
 
@@ -117,18 +118,29 @@ func parseJournalLine(line []byte) (add bool, k Key, ok bool) {
 	default:
 		return false, k, false
 	}
-	switch string(f[1]) {
+	// The kind, "cas" or "ac", with the digest function after a slash
+	// unless it is SHA-256 (a journal written before functions were
+	// named has none).
+	kind, function, named := bytes.Cut(f[1], []byte{'/'})
+	switch string(kind) {
 	case "cas":
 	case "ac":
 		k.AC = true
 	default:
 		return false, k, false
 	}
+	if named {
+		fn, ok := cas.FunctionNamed(string(function))
+		if !ok || fn == cas.SHA256 {
+			return false, k, false
+		}
+		k.Function = fn
+	}
 	size, err := strconv.ParseInt(string(f[3]), 10, 64)
 	if err != nil || size < 0 || string(f[3]) != strconv.FormatInt(size, 10) {
 		return false, k, false
 	}
-	d, err := cas.ParseDigest(cas.Digest{Hash: string(f[2]), Size: size}.Proto())
+	d, err := cas.ParseDigestFor(k.Function, &repb.Digest{Hash: string(f[2]), SizeBytes: size})
 	if err != nil {
 		return false, k, false
 	}
@@ -144,10 +156,14 @@ func appendJournalLine(b []byte, add bool, k Key) []byte {
 		b = append(b, "- "...)
 	}
 	if k.AC {
-		b = append(b, "ac "...)
+		b = append(b, "ac"...)
 	} else {
-		b = append(b, "cas "...)
+		b = append(b, "cas"...)
 	}
+	if k.Function != cas.SHA256 {
+		b = append(append(b, '/'), k.Function.String()...)
+	}
+	b = append(b, ' ')
 	b = append(b, k.Hash...)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, k.Size, 10)

@@ -124,3 +124,47 @@ func FuzzJournal(f *testing.F) {
 		})
 	})
 }
+
+// TestJournalOfEveryFunction: a journal written before digest functions
+// were named (its lines as they were, typed out here) is read as SHA-256
+// entries, and entries of other functions, one BLAKE3 of the same hash
+// among them, come back with their functions.
+func TestJournalOfEveryFunction(t *testing.T) {
+	sha := cas.DigestOf([]byte("a"))
+	old := "+ cas " + sha.Hash + " 1\n+ ac " + sha.Hash + " 0\n"
+	var keys []Key
+	for _, f := range cas.Functions {
+		keys = append(keys, BlobKey(f.Digest([]byte("a"))), ActionKey(f.Digest([]byte("action"))))
+	}
+	b3 := BlobKey(cas.Digest{Hash: sha.Hash, Size: 1, Function: cas.BLAKE3})
+	keys = append(keys, b3)
+	lines := []byte(old)
+	for _, k := range keys[2:] { // SHA-256's two are the old lines
+		lines = appendJournalLine(lines, true, k)
+	}
+	lines = append(lines, "+ cas/sha256 "+sha.Hash+" 1\n+ cas/md5 "+sha.Hash[:32]+" 1\n+ cas/blake3 "+sha.Hash[:40]+" 1\n"...)
+	path := filepath.Join(t.TempDir(), "s3"+JournalSuffix)
+	if err := os.WriteFile(path, lines, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j, pending, skipped, err := openJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	if len(pending) != len(keys) || skipped != 3 {
+		t.Fatalf("%d pending, %d skipped; want %d pending and the 3 lines naming SHA-256, MD5 and a short BLAKE3 skipped", len(pending), skipped, len(keys))
+	}
+	want := map[Key]bool{ActionKey(cas.Digest{Hash: sha.Hash}): true}
+	for _, k := range keys {
+		want[k] = true
+	}
+	for _, k := range pending {
+		if !want[k] {
+			t.Errorf("replayed %+v, which was not journaled", k)
+		}
+	}
+	if pending[0] != BlobKey(sha) || pending[len(pending)-1] != b3 {
+		t.Fatalf("replayed %+v first and %+v last; want the old SHA-256 line's key and the BLAKE3 one", pending[0], pending[len(pending)-1])
+	}
+}

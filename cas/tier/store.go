@@ -260,7 +260,7 @@ func (t *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 	}
 	if d.Size < 0 {
 		// Named by its hash alone: the backend says how large it is.
-		if d, err = t.resolve(ctx, d.Hash); err != nil {
+		if d, err = t.resolve(ctx, d.Function, d.Hash); err != nil {
 			t.countLookup(ctx, TierMiss, 1)
 			return nil, err
 		}
@@ -388,17 +388,17 @@ func (t *Store) addPendingUploads(ds, missing []cas.Digest) []cas.Digest {
 // the blob's size). An object this node found bad is not there
 // (existence's bad mark), whatever the HEAD says. A backend that cannot
 // be asked is ErrUnavailable, not a miss: the caller may try again.
-func (t *Store) resolve(ctx context.Context, hash string) (cas.Digest, error) {
+func (t *Store) resolve(ctx context.Context, f cas.Function, hash string) (cas.Digest, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.RequestTimeout)
 	defer cancel()
 	sizes := []int64{-1}
-	if err := t.backend.Stat(ctx, []Key{{Hash: hash, Size: -1}}, sizes); err != nil {
+	if err := t.backend.Stat(ctx, []Key{{Hash: hash, Size: -1, Function: f}}, sizes); err != nil {
 		return cas.Digest{}, err
 	}
 	if sizes[0] < 0 {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s is in neither tier", cas.ErrNotFound, hash)
 	}
-	d := cas.Digest{Hash: hash, Size: sizes[0]}
+	d := cas.Digest{Hash: hash, Size: sizes[0], Function: f}
 	if t.exists.IsBad(d) {
 		return cas.Digest{}, fmt.Errorf("%w: blob %s (its object in the shared tier was found bad)", cas.ErrNotFound, hash)
 	}
@@ -664,7 +664,7 @@ func (t *Store) Prefetched(ctx context.Context, k Key, data []byte, sum string) 
 	if m := t.cfg.LocalMaxSize; t.ctx.Err() != nil || m > 0 && int64(len(data)) > m {
 		return nil // closed (the disk may be next), or more than the disk keeps
 	}
-	d := cas.Digest{Hash: k.Hash, Size: int64(len(data))}
+	d := cas.Digest{Hash: k.Hash, Size: int64(len(data)), Function: k.Function}
 	if k.AC {
 		d = k.Digest() // the action's digest: the disk keys its result by the hash
 		if _, err := t.local.GetActionResult(ctx, d); !errors.Is(err, cas.ErrNotFound) {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 )
 
@@ -405,9 +406,12 @@ func (u *uploader) finish(ctx context.Context, p *pendingUpload, version uint64,
 	p.running = false
 	p.attempt, p.lastErr = version, err
 	switch lost := errors.Is(err, errLost); {
-	case err == nil || lost:
+	case err == nil || lost || errors.Is(err, ErrNotKept):
 		p.uploaded = max(p.uploaded, version)
 		p.failures, p.notBefore = 0, time.Time{}
+		if err != nil && !lost {
+			break // local only: the backend keeps none of its function
+		}
 		if lost {
 			u.t.c.uploadsLost.Add(1)
 			u.t.log.Error("tier: a pending upload is no longer on disk; the backend will not get it", "entry", p.key.String())
@@ -618,9 +622,30 @@ func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Uplo
 	if err != nil {
 		return Upload{}, nil, err
 	}
+	sum := k.Hash
+	if k.Function != cas.SHA256 {
+		// The backend's checksum is a SHA-256 (S3 checks it as the bytes
+		// arrive), and this blob's name is not one: one more read of the
+		// blob makes it.
+		if sum, err = sha256Of(ctx, b, t.cfg.Pool, t.cfg.ChunkSize); err != nil {
+			b.Close()
+			return Upload{}, nil, err
+		}
+	}
 	body := newChunkStream(ctx, b, t.cfg.Pool, t.cfg.ChunkSize, progress)
-	return Upload{Key: k, Body: body, Size: k.Size, SHA256: k.Hash}, func() {
+	return Upload{Key: k, Body: body, Size: k.Size, SHA256: sum}, func() {
 		body.Close()
 		b.Close()
 	}, nil
+}
+
+// sha256Of reads blob b whole and returns its SHA-256 in hex.
+func sha256Of(ctx context.Context, b cas.BlobReader, pool membuf.BufferPool, chunkSize int) (string, error) {
+	h := sha256.New()
+	err := b.ReadChunks(ctx, 0, b.Size(), pool, chunkSize, func(buf membuf.Buffer) error {
+		h.Write(buf.Bytes())
+		buf.Free()
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
 }

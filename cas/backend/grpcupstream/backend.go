@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/internal/upstream"
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/grpcmem"
@@ -63,6 +65,40 @@ type Backend struct {
 	// the upstream's max_batch_total_size_bytes, learnt by Probe, under
 	// our own bound.
 	maxBatch atomic.Int64
+	// functions are the digest functions the upstream speaks, a bit per
+	// cas.Function, learnt by Probe (SHA-256 alone before): an entry of
+	// any other is never asked about nor sent (a local-only miss).
+	functions atomic.Uint32
+}
+
+// speaks reports whether the upstream keeps entries of digest function f.
+func (b *Backend) speaks(f cas.Function) bool {
+	m := b.functions.Load()
+	if m == 0 {
+		m = 1 << cas.SHA256
+	}
+	return m&(1<<f) != 0
+}
+
+// digestFunction is the digest_function field of a request about k:
+// unset for SHA-256, as before functions were named (the upstream infers
+// it), k's function otherwise.
+func digestFunction(k tier.Key) repb.DigestFunction_Value {
+	if k.Function == cas.SHA256 {
+		return repb.DigestFunction_UNKNOWN
+	}
+	return k.Function.Proto()
+}
+
+// blobPath is the part of a ByteStream resource name that names blob k,
+// from blobs/ on: the function's segment only where the hash's length
+// does not imply it (REAPI), as for BLAKE3.
+func blobPath(k tier.Key) string {
+	p := "blobs/"
+	if cas.FunctionOfLength(len(k.Hash)) != k.Function {
+		p += k.Function.String() + "/"
+	}
+	return p + k.Hash + "/" + strconv.FormatInt(k.Size, 10)
 }
 
 var _ tier.Backend = (*Backend)(nil)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -28,6 +27,9 @@ import (
 // action result by GetActionResult, marshalled. A blob key must carry its
 // size: REAPI names blobs by hash and size.
 func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
+	if !b.speaks(k.Function) {
+		return tier.Object{}, &tier.RequestError{Kind: cas.ErrNotFound, Public: k.String() + ": the upstream does not speak " + k.Function.Title(), Where: b.name}
+	}
 	if k.AC {
 		return b.getActionResult(ctx, k, off)
 	}
@@ -69,7 +71,7 @@ func (r *blobBody) start(off int64) error {
 	stream, err := r.b.conn.NewStream(r.ctx, &readDesc, methodRead)
 	if err == nil {
 		r.stream = stream
-		name := r.b.resourcePrefix() + "blobs/" + r.k.Hash + "/" + strconv.FormatInt(r.k.Size, 10)
+		name := r.b.resourcePrefix() + blobPath(r.k)
 		if err = stream.SendMsg(&bspb.ReadRequest{ResourceName: name, ReadOffset: off}); err == nil {
 			err = stream.CloseSend()
 		}
@@ -137,7 +139,7 @@ func (b *Backend) getActionResult(ctx context.Context, k tier.Key, off int64) (t
 	ctx, stall := upstream.NewStall(ctx, b.timeout)
 	defer stall.Stop()
 	limit := tier.ActionResultLimit(ctx)
-	ar, err := b.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: b.loc.Instance, ActionDigest: &repb.Digest{Hash: k.Hash}}, grpc.MaxCallRecvMsgSize(int(limit)))
+	ar, err := b.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: b.loc.Instance, ActionDigest: &repb.Digest{Hash: k.Hash}, DigestFunction: digestFunction(k)}, grpc.MaxCallRecvMsgSize(int(limit)))
 	if status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "larger than max") {
 		// gRPC's own refusal of the answer, before it received it.
 		return tier.Object{}, fmt.Errorf("%w: %v", tier.ErrOverLimit, err)

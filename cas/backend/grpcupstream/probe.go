@@ -38,6 +38,13 @@ func (b *Backend) Probe(ctx context.Context) error {
 	if !slices.Contains(cc.DigestFunctions, repb.DigestFunction_SHA256) {
 		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("the upstream %s does not support SHA-256 (its digest functions: %v)", b.name, cc.DigestFunctions)}
 	}
+	var functions uint32
+	for _, v := range cc.DigestFunctions {
+		if f, err := cas.FunctionOf(v); err == nil {
+			functions |= 1 << f
+		}
+	}
+	b.functions.Store(functions)
 	if !cc.GetActionCacheUpdateCapabilities().GetUpdateEnabled() {
 		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("the upstream %s does not let these credentials update the action cache", b.name)}
 	}

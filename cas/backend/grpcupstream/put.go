@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"strconv"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	bspb "google.golang.org/genproto/googleapis/bytestream"
@@ -55,6 +54,8 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	var batchBytes int64
 	for i, u := range uploads {
 		switch {
+		case !b.speaks(u.Key.Function):
+			errs[i] = fmt.Errorf("grpcupstream: %s: %w", u.Key, tier.ErrNotKept)
 		case u.Key.AC:
 			actionJobs = append(actionJobs, func() { errs[i] = b.putActionResult(ctx, u) })
 		case u.Size < 0 || u.Key.Size >= 0 && u.Key.Size != u.Size:
@@ -62,7 +63,8 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 		case u.Size == 0:
 			// REAPI: the empty blob is always present. (Nor could a Write
 			// of no bytes be sent, were the batch bound tiny.)
-		case u.Size > small:
+		case u.Size > small || u.Key.Function != cas.SHA256:
+			// A batch names one function; one of another goes by Write.
 			jobs = append(jobs, func() { errs[i] = b.write(ctx, u) })
 		default:
 			if batchBytes+u.Size+batchEntryOverhead > maxBatch {
@@ -139,7 +141,7 @@ func (b *Backend) write(ctx context.Context, u tier.Upload) error {
 	if err != nil {
 		return b.fail(ctx, "ByteStream Write", u.Key, err)
 	}
-	name := b.resourcePrefix() + "uploads/" + newUUID() + "/blobs/" + u.Key.Hash + "/" + strconv.FormatInt(u.Size, 10)
+	name := b.resourcePrefix() + "uploads/" + newUUID() + "/" + blobPath(u.Key)
 	pool := membuf.DefaultPool()
 	for off := int64(0); off < u.Size; {
 		n := min(writeChunk, u.Size-off)
@@ -194,7 +196,7 @@ func (b *Backend) putActionResult(ctx context.Context, u tier.Upload) error {
 	}
 	ctx, stall := upstream.NewStall(ctx, b.timeout)
 	defer stall.Stop()
-	_, err := b.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{InstanceName: b.loc.Instance, ActionDigest: &repb.Digest{Hash: u.Key.Hash}, ActionResult: ar})
+	_, err := b.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{InstanceName: b.loc.Instance, ActionDigest: &repb.Digest{Hash: u.Key.Hash}, DigestFunction: digestFunction(u.Key), ActionResult: ar})
 	if err != nil {
 		return b.fail(ctx, "UpdateActionResult", u.Key, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
@@ -26,13 +27,26 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 	for i, k := range ks {
 		sizes[i] = -1
 		switch {
+		case !b.speaks(k.Function):
+			// A local-only miss: the upstream keeps none of its function.
 		case k.AC:
 			actions = append(actions, i)
 		case k.Size >= 0:
 			blobs = append(blobs, i)
 		}
 	}
-	errs := make([]error, (len(blobs)+maxFindMissing-1)/maxFindMissing+len(actions))
+	// A FindMissingBlobs asks about one function's blobs: the parts are
+	// cut from the blobs in order of function.
+	slices.SortStableFunc(blobs, func(i, j int) int { return int(ks[i].Function) - int(ks[j].Function) })
+	var parts [][]int
+	for len(blobs) > 0 {
+		n := min(len(blobs), maxFindMissing)
+		for f := ks[blobs[0]].Function; ks[blobs[n-1]].Function != f; {
+			n--
+		}
+		parts, blobs = append(parts, blobs[:n]), blobs[n:]
+	}
+	errs := make([]error, len(parts)+len(actions))
 	fanout.Each(len(errs), b.concurrency, func(j int) {
 		if j >= len(errs)-len(actions) {
 			i := actions[j-(len(errs)-len(actions))]
@@ -44,8 +58,7 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 			}
 			return
 		}
-		part := blobs[j*maxFindMissing : min(len(blobs), (j+1)*maxFindMissing)]
-		errs[j] = b.findMissing(ctx, ks, part, sizes)
+		errs[j] = b.findMissing(ctx, ks, parts[j], sizes)
 	})
 	return errors.Join(errs...)
 }
@@ -53,7 +66,7 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 // findMissing asks about the blobs ks[part...] in one FindMissingBlobs
 // and sets the sizes of those present.
 func (b *Backend) findMissing(ctx context.Context, ks []tier.Key, part []int, sizes []int64) error {
-	req := &repb.FindMissingBlobsRequest{InstanceName: b.loc.Instance, BlobDigests: make([]*repb.Digest, len(part))}
+	req := &repb.FindMissingBlobsRequest{InstanceName: b.loc.Instance, BlobDigests: make([]*repb.Digest, len(part)), DigestFunction: digestFunction(ks[part[0]])}
 	for j, i := range part {
 		req.BlobDigests[j] = &repb.Digest{Hash: ks[i].Hash, SizeBytes: ks[i].Size}
 	}
@@ -65,7 +78,7 @@ func (b *Backend) findMissing(ctx context.Context, ks []tier.Key, part []int, si
 	}
 	missing := make(map[cas.Digest]bool, len(resp.MissingBlobDigests))
 	for _, d := range resp.MissingBlobDigests {
-		missing[cas.Digest{Hash: d.GetHash(), Size: d.GetSizeBytes()}] = true
+		missing[cas.Digest{Hash: d.GetHash(), Size: d.GetSizeBytes(), Function: ks[part[0]].Function}] = true
 	}
 	for _, i := range part {
 		if !missing[ks[i].Digest()] {

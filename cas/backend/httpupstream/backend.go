@@ -114,11 +114,18 @@ func (b *Backend) Close() error {
 func (b *Backend) String() string { return b.name }
 
 // url is the URL of entry k.
+// A SHA-256 entry's path is bazel-remote's; SHA-1, SHA-384 and SHA-512
+// ones are the same with their hashes, which an HTTP cache tells apart
+// by length; any other function's has its segment (cas/blake3/{hash}),
+// as membuf's HTTP cache names them.
 func (b *Backend) url(k tier.Key) string {
-	if k.AC {
-		return b.base + "ac/" + k.Hash
+	if k.Function == cas.FunctionOfLength(len(k.Hash)) {
+		if k.AC {
+			return b.base + "ac/" + k.Hash
+		}
+		return b.base + "cas/" + k.Hash
 	}
-	return b.base + "cas/" + k.Hash
+	return b.base + k.ObjectPath()
 }
 
 // request makes a request of k with the credentials.

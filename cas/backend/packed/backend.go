@@ -324,8 +324,15 @@ func (b *Backend) Probe(ctx context.Context) error {
 }
 
 // hashOf returns k's hash as bytes, if it is a SHA-256 in lowercase hex:
-// only those are packed and indexed.
-func hashOf(k tier.Key) ([32]byte, bool) { return cas.ParseHash(k.Hash) }
+// only those are packed and indexed (the pack records and the table hold
+// a SHA-256's 32 bytes; an entry of any other function is an object of
+// its own, named apart, ObjectPath).
+func hashOf(k tier.Key) ([32]byte, bool) {
+	if k.Function != cas.SHA256 {
+		return [32]byte{}, false
+	}
+	return cas.ParseHash(k.Hash)
+}
 
 // Stat answers from the table; a key it does not know is asked of the
 // per-object layout (a HEAD each, remembered for MissingTTL when absent),

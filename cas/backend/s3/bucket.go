@@ -106,12 +106,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 }
 
 // key returns the object key of k.
-func (b *Backend) key(k tier.Key) string {
-	if k.AC {
-		return b.prefix + "ac/" + k.Hash
-	}
-	return b.prefix + "cas/" + k.Hash
-}
+func (b *Backend) key(k tier.Key) string { return b.prefix + k.ObjectPath() }
 
 // fail wraps err, from a call about k, in cas.ErrNotFound or
 // cas.ErrUnavailable. What the error says names neither the bucket, nor

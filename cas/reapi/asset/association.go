@@ -50,8 +50,11 @@ type association struct {
 // (bazel.canonical_id="y\x00resource_type=x") named the association of
 // other qualifiers. Entries under version 1's names are not read: they are
 // a cache's, costing a download or a push to make again, and reading them
-// would keep answering what such a push planted.
-func associationKey(uri string, qualifiers []*rapb.Qualifier) cas.Digest {
+// would keep answering what such a push planted. An association of a blob
+// under a digest function other than SHA-256 has the function's name in
+// its text's first line, so a fetch under one function never finds a blob
+// named under another.
+func associationKey(uri string, qualifiers []*rapb.Qualifier, f cas.Function) cas.Digest {
 	q := make([][2]string, 0, len(qualifiers))
 	for _, x := range qualifiers {
 		q = append(q, [2]string{x.GetName(), x.GetValue()})
@@ -59,7 +62,11 @@ func associationKey(uri string, qualifiers []*rapb.Qualifier) cas.Digest {
 	slices.SortFunc(q, func(a, b [2]string) int {
 		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
 	})
-	b := []byte("membuf remote asset association v2\x00")
+	b := []byte("membuf remote asset association v2")
+	if f != cas.SHA256 {
+		b = append(append(b, ' '), f.String()...)
+	}
+	b = append(b, 0)
 	b = lengthPrefixed(b, uri)
 	b = binary.AppendUvarint(b, uint64(len(q)))
 	for _, x := range q {
@@ -75,19 +82,19 @@ func lengthPrefixed(b []byte, s string) []byte {
 }
 
 // recordAssociation stores a for uri with qualifiers.
-func (s *Service) recordAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, a association) error {
+func (s *Service) recordAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, f cas.Function, a association) error {
 	data, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
-	return s.store.PutActionResult(ctx, associationKey(uri, qualifiers), data)
+	return s.store.PutActionResult(ctx, associationKey(uri, qualifiers, f), data)
 }
 
-// lookupAssociation returns the blob associated with uri and qualifiers,
-// if there is one, recorded no earlier than oldest (zero: any), not
+// lookupAssociation returns the blob associated with uri and qualifiers
+// under function f, if there is one, recorded no earlier than oldest (zero: any), not
 // expired, and whose blob is still in the CAS.
-func (s *Service) lookupAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, oldest time.Time) (cas.Digest, association, bool, error) {
-	data, err := s.store.GetActionResult(ctx, associationKey(uri, qualifiers))
+func (s *Service) lookupAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, f cas.Function, oldest time.Time) (cas.Digest, association, bool, error) {
+	data, err := s.store.GetActionResult(ctx, associationKey(uri, qualifiers, f))
 	if errors.Is(err, cas.ErrNotFound) {
 		return cas.Digest{}, association{}, false, nil
 	}
@@ -99,7 +106,7 @@ func (s *Service) lookupAssociation(ctx context.Context, uri string, qualifiers 
 		s.log.Warn("remote asset: an association does not parse; ignored", "uri", uri, "err", err)
 		return cas.Digest{}, association{}, false, nil
 	}
-	d, err := cas.ParseDigestString(a.Digest)
+	d, err := cas.ParseDigestStringFor(f, a.Digest)
 	if err != nil {
 		s.log.Warn("remote asset: an association names a bad digest; ignored", "uri", uri, "err", err)
 		return cas.Digest{}, association{}, false, nil

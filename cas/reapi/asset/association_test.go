@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
+	"github.com/membuf/membuf/cas"
 )
 
 // qualifierList decodes a fuzzer's bytes into qualifiers: each a byte of
@@ -45,15 +46,15 @@ func canonical(uri string, qs []*rapb.Qualifier) string {
 // qualifiers looks up.
 func TestAssociationKeyOfAQualifierHoldingNUL(t *testing.T) {
 	uri := "https://example.com/pkg.tar.gz"
-	pushed := associationKey(uri, []*rapb.Qualifier{{Name: qualifierCanonicalID, Value: "y\x00resource_type=x"}})
-	fetched := associationKey(uri, []*rapb.Qualifier{{Name: qualifierCanonicalID, Value: "y"}, {Name: qualifierResourceType, Value: "x"}})
+	pushed := associationKey(uri, []*rapb.Qualifier{{Name: qualifierCanonicalID, Value: "y\x00resource_type=x"}}, cas.SHA256)
+	fetched := associationKey(uri, []*rapb.Qualifier{{Name: qualifierCanonicalID, Value: "y"}, {Name: qualifierResourceType, Value: "x"}}, cas.SHA256)
 	if pushed == fetched {
 		t.Fatal("a qualifier value holding NUL names the association of two other qualifiers")
 	}
-	if a, b := associationKey("u\x00a=b", nil), associationKey("u", []*rapb.Qualifier{{Name: "a", Value: "b"}}); a == b {
+	if a, b := associationKey("u\x00a=b", nil, cas.SHA256), associationKey("u", []*rapb.Qualifier{{Name: "a", Value: "b"}}, cas.SHA256); a == b {
 		t.Fatal("a URI holding NUL names the association of a qualifier")
 	}
-	if a, b := associationKey(uri, []*rapb.Qualifier{{Name: "a=b", Value: "c"}}), associationKey(uri, []*rapb.Qualifier{{Name: "a", Value: "b=c"}}); a == b {
+	if a, b := associationKey(uri, []*rapb.Qualifier{{Name: "a=b", Value: "c"}}, cas.SHA256), associationKey(uri, []*rapb.Qualifier{{Name: "a", Value: "b=c"}}, cas.SHA256); a == b {
 		t.Fatal("a name holding '=' names the association of another name")
 	}
 }
@@ -67,8 +68,26 @@ func FuzzAssociationKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, uri1 string, q1 []byte, uri2 string, q2 []byte) {
 		a, b := qualifierList(q1), qualifierList(q2)
 		same := canonical(uri1, a) == canonical(uri2, b)
-		if (associationKey(uri1, a) == associationKey(uri2, b)) != same {
+		if (associationKey(uri1, a, cas.SHA256) == associationKey(uri2, b, cas.SHA256)) != same {
 			t.Fatalf("%s and %s: the same key %v, the same request %v", canonical(uri1, a), canonical(uri2, b), !same, same)
 		}
+		if associationKey(uri1, a, cas.SHA256) == associationKey(uri2, b, cas.BLAKE3) {
+			t.Fatalf("%s under SHA-256 and %s under BLAKE3: the same key", canonical(uri1, a), canonical(uri2, b))
+		}
 	})
+}
+
+// TestAssociationKeyNamesTheFunction: the same URI and qualifiers name one
+// association per digest function, SHA-256's as before functions were
+// named.
+func TestAssociationKeyNamesTheFunction(t *testing.T) {
+	uri, qs := "https://example.com/a.tar.gz", []*rapb.Qualifier{{Name: qualifierCanonicalID, Value: "a"}}
+	seen := map[cas.Digest]cas.Function{}
+	for _, f := range cas.Functions {
+		k := associationKey(uri, qs, f)
+		if g, ok := seen[k]; ok {
+			t.Fatalf("%s and %s name one association", g.Title(), f.Title())
+		}
+		seen[k] = f
+	}
 }

@@ -3,7 +3,6 @@ package asset
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -47,8 +46,10 @@ func (s *Service) newClient() *http.Client {
 // With a sha256 checksum and a Content-Length, the body streams into the
 // store in pooled chunks under the upload budget, as a ByteStream write
 // does, and is committed only if it hashes to the sha256. Otherwise it is
-// held (downloadHeld), hashed, and stored if it matches.
-func (s *Service) download(ctx context.Context, u *url.URL, sums []sriChecksum, timeout time.Duration) (cas.Digest, *status.Status, error) {
+// held (downloadHeld), hashed, and stored if it matches. The blob is
+// named under f, the request's digest function: under any but SHA-256 it
+// is held too, since no checksum names it beforehand.
+func (s *Service) download(ctx context.Context, u *url.URL, sums []sriChecksum, timeout time.Duration, f cas.Function) (cas.Digest, *status.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -76,8 +77,13 @@ func (s *Service) download(ctx context.Context, u *url.URL, sums []sriChecksum, 
 	if resp.ContentLength > limit {
 		return cas.Digest{}, status.Newf(codes.ResourceExhausted, "%s is %d bytes; this server downloads at most %d", u, resp.ContentLength, limit), nil
 	}
-	// Every algorithm the checksums name, and SHA-256 for the CAS.
-	hashes := map[string]hash.Hash{"sha256": sha256.New()}
+	// Every algorithm the checksums name, and the digest function for the
+	// CAS (under a name no checksum's algorithm has, unless it is SHA-256).
+	casHash := "sha256"
+	if f != cas.SHA256 {
+		casHash = "cas " + f.String()
+	}
+	hashes := map[string]hash.Hash{casHash: f.New()}
 	for _, c := range sums {
 		if hashes[c.alg] == nil {
 			hashes[c.alg] = sriAlgorithms[c.alg].new()
@@ -97,7 +103,7 @@ func (s *Service) download(ctx context.Context, u *url.URL, sums []sriChecksum, 
 		return nil
 	}
 
-	if hash, ok := sha256Hex(sums); ok && resp.ContentLength >= 0 {
+	if hash, ok := sha256Hex(sums); ok && resp.ContentLength >= 0 && f == cas.SHA256 {
 		d := cas.Digest{Hash: hash, Size: resp.ContentLength}
 		w, err := s.store.NewWriter(ctx, d, cas.Uncompressed)
 		if err != nil {
@@ -131,7 +137,7 @@ func (s *Service) download(ctx context.Context, u *url.URL, sums []sriChecksum, 
 
 	// No sha256, or no length: the digest is known only once the body
 	// has ended, so the body is held until then.
-	return s.downloadHeld(ctx, u, resp, hashes, check)
+	return s.downloadHeld(ctx, u, resp, hashes, check, f, casHash)
 }
 
 // downloadHeld reads a download's body whose digest is known only at its
@@ -149,7 +155,7 @@ func (s *Service) download(ctx context.Context, u *url.URL, sums []sriChecksum, 
 //     half.
 //
 // Either way past its bound the fetch ends RESOURCE_EXHAUSTED at once.
-func (s *Service) downloadHeld(ctx context.Context, u *url.URL, resp *http.Response, hashes map[string]hash.Hash, check func(streamed bool) *status.Status) (cas.Digest, *status.Status, error) {
+func (s *Service) downloadHeld(ctx context.Context, u *url.URL, resp *http.Response, hashes map[string]hash.Hash, check func(streamed bool) *status.Status, f cas.Function, casHash string) (cas.Digest, *status.Status, error) {
 	memLimit := min(s.opts.MaxSize, s.opts.Budget.Limit()/2)
 	tooLarge := func() *status.Status {
 		return status.Newf(codes.ResourceExhausted, "%s is over %d bytes, the most this server holds for a download without both a sha256 checksum.sri and a Content-Length (half its upload budget, or --asset-max-size)", u, memLimit)
@@ -204,7 +210,7 @@ func (s *Service) downloadHeld(ctx context.Context, u *url.URL, resp *http.Respo
 	if st := check(false); st != nil {
 		return cas.Digest{}, st, nil
 	}
-	d := cas.Digest{Hash: hex.EncodeToString(hashes["sha256"].Sum(nil)), Size: size}
+	d := cas.Digest{Hash: hex.EncodeToString(hashes[casHash].Sum(nil)), Size: size, Function: f}
 	w, err := s.store.NewWriter(ctx, d, cas.Uncompressed)
 	if err != nil {
 		return cas.Digest{}, nil, err

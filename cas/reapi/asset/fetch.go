@@ -10,7 +10,6 @@ import (
 	"time"
 
 	rapb "github.com/bazelbuild/remote-apis/build/bazel/remote/asset/v1"
-	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/reapi/internal/rpcstatus"
@@ -58,6 +57,9 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 	if err := rpcstatus.DigestFunction(req.DigestFunction); err != nil {
 		return nil, err
 	}
+	// The function the answer's digest is of: the request's, SHA-256 if it
+	// names none (it has no digest to infer one from).
+	fn, _ := cas.InferFunction(req.DigestFunction, "")
 	if len(req.Uris) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "uris is empty: a fetch needs at least one URI")
 	}
@@ -83,14 +85,14 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 	ok := func(uri string, d cas.Digest, outcome string) *rapb.FetchBlobResponse {
 		s.fetches.count(outcome)
 		return &rapb.FetchBlobResponse{Status: status.New(codes.OK, "").Proto(), Uri: uri, Qualifiers: req.Qualifiers,
-			BlobDigest: d.Proto(), DigestFunction: repb.DigestFunction_SHA256}
+			BlobDigest: d.Proto(), DigestFunction: d.Function.Proto()}
 	}
 
 	// 1: stored under the sha256 the client gave. Content-addressed, so
 	// no age or qualifier makes it stale; any other checksum given is
 	// checked against the stored content, which is the only content the
 	// sha256 allows.
-	if hash, found := sha256Hex(sums); found && len(unknown) == 0 {
+	if hash, found := sha256Hex(sums); found && len(unknown) == 0 && fn == cas.SHA256 {
 		d, err := cas.Resolve(ctx, s.store, hash) // a client's lookup: marks it used
 		switch {
 		case err == nil:
@@ -113,7 +115,7 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 	}
 	// 2: an association of a URI with these qualifiers.
 	for _, uri := range req.Uris {
-		d, _, found, err := s.lookupAssociation(ctx, uri, req.Qualifiers, oldest)
+		d, _, found, err := s.lookupAssociation(ctx, uri, req.Qualifiers, fn, oldest)
 		if err != nil {
 			return nil, rpcstatus.Store(err, "the association of "+cas.Clip(uri))
 		}
@@ -154,14 +156,14 @@ func (f *fetchService) FetchBlob(ctx context.Context, req *rapb.FetchBlobRequest
 		if t := req.GetTimeout(); t != nil && t.AsDuration() > 0 {
 			timeout = min(timeout, t.AsDuration())
 		}
-		d, st, err := s.download(ctx, u, sums, timeout)
+		d, st, err := s.download(ctx, u, sums, timeout, fn)
 		if err != nil {
 			return nil, rpcstatus.Store(err, "storing the download of "+cas.Clip(uri)) // the store's failure, not the origin's
 		}
 		if st.Code() == codes.OK {
 			rec := association{Digest: d.String(), Recorded: time.Now(), Origin: uri}
 			for _, other := range req.Uris {
-				if err := s.recordAssociation(ctx, other, req.Qualifiers, rec); err != nil {
+				if err := s.recordAssociation(ctx, other, req.Qualifiers, fn, rec); err != nil {
 					s.log.Warn("remote asset: recording an association", "uri", other, "err", err)
 				}
 			}

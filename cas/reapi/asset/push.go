@@ -33,7 +33,7 @@ func (p *pushService) PushBlob(ctx context.Context, req *rapb.PushBlobRequest) (
 	if len(req.Uris) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "uris is empty: a push associates at least one URI")
 	}
-	d, err := cas.ParseDigest(req.BlobDigest)
+	d, err := rpcstatus.ParseDigest(req.DigestFunction, req.BlobDigest)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "blob_digest: %v", err)
 	}
@@ -56,7 +56,7 @@ func (p *pushService) PushBlob(ctx context.Context, req *rapb.PushBlobRequest) (
 		rec.Expires = req.ExpireAt.AsTime()
 	}
 	for _, uri := range req.Uris {
-		if err := s.recordAssociation(ctx, uri, req.Qualifiers, rec); err != nil {
+		if err := s.recordAssociation(ctx, uri, req.Qualifiers, d.Function, rec); err != nil {
 			return nil, rpcstatus.Store(err, "the association of "+cas.Clip(uri))
 		}
 	}

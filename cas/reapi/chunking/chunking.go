@@ -121,7 +121,7 @@ func (s *Service) split(ctx context.Context, fn repb.DigestFunction_Value, blob 
 	if err := rpcstatus.DigestFunction(fn); err != nil {
 		return nil, err
 	}
-	d, err := cas.ParseDigest(blob)
+	d, err := rpcstatus.ParseDigest(fn, blob)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "blob_digest: %v", err)
 	}
@@ -148,7 +148,7 @@ func (s *Service) split(ctx context.Context, fn repb.DigestFunction_Value, blob 
 	defer b.Close()
 	var chunks []cas.Digest
 	chunker, err := fastcdc.NewChunker(Params, func(chunk []byte) error {
-		cd := cas.DigestOf(chunk)
+		cd := d.Function.Digest(chunk) // a blob's chunks are named under its function
 		chunks = append(chunks, cd)
 		if ok, err := cas.Contains(ctx, s.store, cd); err == nil && ok {
 			return nil
@@ -236,7 +236,7 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 	if err := rpcstatus.DigestFunction(fn); err != nil {
 		return cas.Digest{}, err
 	}
-	d, err := cas.ParseDigest(blob)
+	d, err := rpcstatus.ParseDigest(fn, blob)
 	if err != nil {
 		return cas.Digest{}, status.Errorf(codes.InvalidArgument, "blob_digest: %v", err)
 	}
@@ -246,7 +246,7 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 	chunks := make([]cas.Digest, len(chunkProtos))
 	var total int64
 	for i, p := range chunkProtos {
-		if chunks[i], err = cas.ParseDigest(p); err != nil {
+		if chunks[i], err = cas.ParseDigestFor(d.Function, p); err != nil {
 			return cas.Digest{}, status.Errorf(codes.InvalidArgument, "chunk_digests[%d]: %v", i, err)
 		}
 		// Compared before it is added, so that no sum overflows.
@@ -282,7 +282,7 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 	// a stored chunk named 250 times under a wrong hash emptied a cache
 	// of 256 MiB before it was refused. It costs a second read of the
 	// chunks (from the page cache, as a rule) for a splice that is right.
-	if sum, err := s.hashChunks(ctx, chunks); err != nil {
+	if sum, err := s.hashChunks(ctx, d.Function, chunks); err != nil {
 		return cas.Digest{}, err
 	} else if sum != d.Hash {
 		return cas.Digest{}, status.Errorf(codes.InvalidArgument, "the chunks concatenate to content whose digest is not blob_digest %s; nothing stored", d)
@@ -310,10 +310,10 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 	return d, nil
 }
 
-// hashChunks returns the SHA-256 (hex) of the concatenation of the stored
-// blobs chunks, read in pooled chunks.
-func (s *Service) hashChunks(ctx context.Context, chunks []cas.Digest) (string, error) {
-	h := sha256.New()
+// hashChunks returns the hash under f (hex) of the concatenation of the
+// stored blobs chunks, read in pooled chunks.
+func (s *Service) hashChunks(ctx context.Context, f cas.Function, chunks []cas.Digest) (string, error) {
+	h := f.New()
 	for _, cd := range chunks {
 		if err := s.readBlob(ctx, cd, h); err != nil {
 			return "", err
@@ -346,9 +346,15 @@ func (s *Service) readBlob(ctx context.Context, d cas.Digest, w io.Writer) error
 
 // mappingKey names the recorded chunk mapping of blob d under Params
 // in the action cache: the SHA-256 of a text no action digest's preimage
-// is.
+// is. A blob of a function other than SHA-256 has the function's name
+// before its digest, so blobs of the same hash under two functions have
+// two mappings.
 func mappingKey(d cas.Digest) cas.Digest {
-	sum := sha256.Sum256(fmt.Appendf(nil, "membuf chunk mapping v1\x00%s\x00fastcdc2020 %d %d", d, Params.AvgSize, Params.Seed))
+	name := d.String()
+	if d.Function != cas.SHA256 {
+		name = d.Function.String() + "/" + name
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "membuf chunk mapping v1\x00%s\x00fastcdc2020 %d %d", name, Params.AvgSize, Params.Seed))
 	return cas.Digest{Hash: hex.EncodeToString(sum[:])}
 }
 
@@ -378,7 +384,7 @@ func (s *Service) lookupMapping(ctx context.Context, d cas.Digest) ([]cas.Digest
 	chunks := make([]cas.Digest, len(names))
 	var total int64
 	for i, n := range names {
-		if chunks[i], err = cas.ParseDigestString(n); err != nil {
+		if chunks[i], err = cas.ParseDigestStringFor(d.Function, n); err != nil {
 			return nil, false
 		}
 		total += chunks[i].Size

@@ -16,18 +16,15 @@ const SHA256Metadata = "sha256"
 
 // ObjectName is the name of k's object under prefix: {prefix}cas/{hash}
 // for a blob (its raw bytes), {prefix}ac/{hash} for an action result (the
-// serialized ActionResult), as the S3 tier names them.
-func ObjectName(prefix string, k tier.Key) string {
-	if k.AC {
-		return prefix + "ac/" + k.Hash
-	}
-	return prefix + "cas/" + k.Hash
-}
+// serialized ActionResult), as the S3 tier names them; with the digest
+// function's segment before the hash for any function but SHA-256
+// (tier.Key.ObjectPath).
+func ObjectName(prefix string, k tier.Key) string { return prefix + k.ObjectPath() }
 
 // MaxPrefix is the longest key prefix CheckPrefix accepts: with the
-// longest name under it ("cas/" and a SHA-512 in hex), an object name
+// longest name under it ("cas/sha512/" and a SHA-512 in hex), an object name
 // stays within the 1,024 bytes that GCS, Azure and S3 all allow.
-const MaxPrefix = 1024 - len("cas/") - 128
+const MaxPrefix = 1024 - len("cas/sha512/") - 128
 
 // CheckPrefix checks the path of a backend's URL (after the bucket or
 // container) as a key prefix and returns it ending in "/", or empty: UTF-8

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/internal/objstore"
 	"github.com/membuf/membuf/cas/tier"
 )
@@ -20,6 +21,15 @@ func TestObjectName(t *testing.T) {
 	}
 	if got := objstore.ObjectName("", tier.Key{AC: true, Hash: h}); got != "ac/"+h {
 		t.Errorf("an action result's object: %q", got)
+	}
+	// Any other function is named apart, so a bucket written before
+	// functions were named is read as it was, and the same hash under
+	// BLAKE3 is another object.
+	if got := objstore.ObjectName("p/", tier.Key{Hash: h, Size: 5, Function: cas.BLAKE3}); got != "p/cas/blake3/"+h {
+		t.Errorf("a BLAKE3 blob's object: %q", got)
+	}
+	if got := objstore.ObjectName("", tier.Key{AC: true, Hash: h[:40], Function: cas.SHA1}); got != "ac/sha1/"+h[:40] {
+		t.Errorf("a SHA-1 action result's object: %q", got)
 	}
 }
 

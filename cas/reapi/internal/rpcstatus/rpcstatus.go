@@ -1,15 +1,14 @@
 // Package rpcstatus is how every gRPC service of the cache (the REAPI's
 // CAS, action cache and ByteStream in reapi, the Remote Asset API in
 // reapi/asset) answers what is not its own: an error of the store, as the
-// status remote_execution.proto names for it (Store), and a digest
-// function other than SHA-256 (DigestFunction). One mapping, so that a
+// status remote_execution.proto names for it (Store), a request's digest
+// function (DigestFunction) and its digests read under it (ParseDigest). One mapping, so that a
 // client sees one code for one failure, whichever service it called.
 package rpcstatus
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"syscall"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -45,11 +44,27 @@ func Store(err error, what string) error {
 }
 
 // DigestFunction accepts the digest_function field of a request: unset
-// (the server infers SHA-256 from the hash length) or SHA256. Any other is
-// INVALID_ARGUMENT.
+// (an old client's: each digest's function is inferred from its hash's
+// length, ParseDigest) or one of cas.Functions. Any other is
+// INVALID_ARGUMENT naming those served.
 func DigestFunction(f repb.DigestFunction_Value) error {
-	if f == repb.DigestFunction_UNKNOWN || f == repb.DigestFunction_SHA256 {
+	if f == repb.DigestFunction_UNKNOWN {
 		return nil
 	}
-	return status.Error(codes.InvalidArgument, fmt.Sprintf("digest function %s is not supported; this server supports only SHA256", f))
+	if _, err := cas.FunctionOf(f); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return nil
+}
+
+// ParseDigest checks p as a digest of the request's function f, or, if
+// the request names none, of the function its hash's length implies
+// (cas.InferFunction). A hash of the wrong length for its function is an
+// error naming both; the caller answers it as INVALID_ARGUMENT.
+func ParseDigest(f repb.DigestFunction_Value, p *repb.Digest) (cas.Digest, error) {
+	fn, err := cas.InferFunction(f, p.GetHash())
+	if err != nil {
+		return cas.Digest{}, err
+	}
+	return cas.ParseDigestFor(fn, p)
 }
