@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/accesslog"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/reapi"
-	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )
 

@@ -26,12 +26,12 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/accesslog"
 	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/decorator"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/zstdseek"
-	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 	"github.com/membuf/membuf/cmd/membuf/internal/tracing"
 )
