@@ -35,6 +35,9 @@ type Config struct {
 	Concurrency int
 	// Logger receives what the operator needs (nil discards).
 	Logger *slog.Logger
+	// WrapTransport, if not nil, wraps the SDK's HTTP transport (a
+	// tracer's: a span per request the SDK sends, retries included).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // chunkSize is the chunk an upload of size bytes is sent in: one byte
@@ -85,7 +88,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	// The credentials keep the context to refresh their tokens with: it
 	// must outlive New's caller's (a start-up deadline).
 	ctx = context.WithoutCancel(ctx)
-	rt, err := htransport.NewTransport(ctx, objstore.StallGuard(objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency), cfg.RequestTimeout), opts...)
+	base := objstore.StallGuard(objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency), cfg.RequestTimeout)
+	if cfg.WrapTransport != nil {
+		base = cfg.WrapTransport(base)
+	}
+	rt, err := htransport.NewTransport(ctx, base, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gcs: credentials: %w", err)
 	}

@@ -74,11 +74,11 @@ func (s *Server) openStores(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--upstream: %w", err)
 		}
-		tierBackend := backend.Backend
+		tierBackend, local := backend.Backend, cas.Storage(store)
 		if s.tracing != nil {
-			tierBackend = s.tracing.Backend(backend.Backend)
+			tierBackend, local = s.tracing.Backend(backend.Backend), s.tracing.Storage(store, "disk")
 		}
-		t, err := tier.Open(ctx, store, tierConfig(u.Parsed, tier.Config{
+		t, err := tier.Open(ctx, local, tierConfig(u.Parsed, tier.Config{
 			Backend:        tierBackend,
 			Name:           u.Parsed.Scheme,
 			Dir:            dir,
@@ -107,7 +107,7 @@ func (s *Server) openStores(ctx context.Context) error {
 	s.lookups = decorator.CountLookups(decorator.LimitSize(expiring, s.maxBlobSize))
 	s.storage = s.lookups
 	if s.tracing != nil {
-		s.storage = s.tracing.Storage(s.lookups)
+		s.storage = s.tracing.Storage(s.lookups, "cas")
 	}
 	return nil
 }
