@@ -77,7 +77,7 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 // another entry, is a miss, logged: no client's bytes are served for
 // another's key.
 func (h *Handler) lookupKeyed(ctx context.Context, kp keyedPath) (keyedRecord, error) {
-	data, err := h.store.GetActionResult(ctx, kp.recordDigest())
+	data, err := h.namespaceCache(kp.namespace).GetActionResult(ctx, kp.recordDigest())
 	if err != nil {
 		return keyedRecord{}, err
 	}
@@ -149,7 +149,7 @@ func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 			return err
 		}
 	}
-	return h.store.PutActionResult(r.Context(), kp.recordDigest(), rec.marshal())
+	return h.namespaceCache(kp.namespace).PutActionResult(r.Context(), kp.recordDigest(), rec.marshal())
 }
 
 // checkAbsent returns errEntryExists if kp's entry is stored and so is its

@@ -306,6 +306,9 @@ func (c *serveConfig) validate() error {
 			// malformed ActionResult and other clients of it cannot read it.
 			return usageError("--ac-max-age stamps the action results it stores with their time, which an upstream cache (%s://) would refuse or serve as they are: use it with a bucket (s3://, gs://, azblob://), or on the upstream cache itself", u.Scheme)
 		}
+		if c.Access != nil && c.Access.Instances.SetsACMaxAge() && !u.ObjectStore() {
+			return usageError("--access-file %s sets ac-max-age=, which stamps the action results it stores as --ac-max-age does: an upstream cache (%s://) would refuse or serve them as they are", c.access.accessFile, u.Scheme)
+		}
 	}
 	return nil
 }

@@ -17,11 +17,14 @@ import (
 // disk under the tier): what that part took. A miss (cas.ErrNotFound) is
 // an attribute, not an error.
 func (t *Tracing) Storage(s cas.Storage, part string) cas.Storage {
-	ts := &tracedStorage{Storage: s, t: t}
+	return &tracedStorage{Storage: s, t: t, names: spanNames(part)}
+}
+
+func spanNames(part string) (names [len(storageMethods)]string) {
 	for i, m := range storageMethods {
-		ts.names[i] = part + "." + m
+		names[i] = part + "." + m
 	}
-	return ts
+	return names
 }
 
 // storageMethods are the methods' names in the order of the names array.
@@ -120,4 +123,17 @@ func (s *tracedStorage) PutActionResult(ctx context.Context, d cas.Digest, data 
 	err := s.Storage.PutActionResult(ctx, d, data)
 	end(span, err)
 	return err
+}
+
+// ActionCache returns ac (an instance's action cache over the served
+// store) with the served store's spans around its calls.
+func (t *Tracing) ActionCache(ac cas.ActionCache) cas.ActionCache {
+	return &tracedStorage{Storage: actionCacheOnly{ActionCache: ac}, t: t, names: t.servedNames}
+}
+
+// actionCacheOnly is an action cache as a cas.Storage, for tracedStorage,
+// which calls only its action cache's methods.
+type actionCacheOnly struct {
+	cas.ActionCache
+	cas.BlobStore // nil: never called
 }

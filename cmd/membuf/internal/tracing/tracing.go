@@ -43,6 +43,8 @@ type Tracing struct {
 	provider   *sdktrace.TracerProvider
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
+	// servedNames are the served store's spans' names (Storage's "cas").
+	servedNames [6]string
 }
 
 // New returns the tracer cfg configures, exporting in the background;
@@ -67,9 +69,10 @@ func New(cfg Config) (*Tracing, error) {
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("membuf"))),
 	)
 	return &Tracing{
-		provider:   provider,
-		tracer:     provider.Tracer("github.com/membuf/membuf/cmd/membuf"),
-		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		provider:    provider,
+		tracer:      provider.Tracer("github.com/membuf/membuf/cmd/membuf"),
+		propagator:  propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		servedNames: spanNames("cas"),
 	}, nil
 }
 
