@@ -33,6 +33,9 @@ func TestImportsRunOneWay(t *testing.T) {
 		// The tests' harness of reapi's packages: a Server on a disk store.
 		"reapi/internal/reapitest": {mod, mod + "/disk", mod + "/reapi"},
 		"httpcache":                {mod, mod + "/access", mod + "/actionresult"},
+		// The access log knows requests and who sent them, no protocol's
+		// package and no store.
+		"accesslog": {mod + "/access"},
 		// The tier machinery knows no backend and no local store but
 		// through their interfaces; a backend knows the tier's contract
 		// and nothing else of the cache.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // InstanceRules are an access file's: per instance name, who may read and
@@ -22,6 +23,10 @@ import (
 // line does not set, and an instance no line names, follow the Policy.
 // Blank lines and lines starting with # are ignored.
 //
+// A line may also set ac-max-age=DURATION (168h, 90m; 0: none): how old
+// the instance's action results may be before they are misses, in place
+// of membuf serve's --ac-max-age (ACMaxAge).
+//
 // A name starting with a slash, /NAMESPACE, names a keyed namespace of
 // the HTTP cache instead (/gradle, /turbo, /nx, /maven: entries a client
 // names by a key of its own), read and written as the action cache is, so
@@ -33,14 +38,22 @@ import (
 //	ci/release   write-ac=release-bot
 //	""           write-ac=nobody
 //	/nx          read-ac=ci,pr write-ac=ci
+//	nightly      ac-max-age=24h
 type InstanceRules struct {
 	path string // the file's, for Reload; "" for rules read from elsewhere
-	// The rules in force, replaced whole by Reload: per instance, a rule
-	// per operation, nil where the Policy's holds.
+	// The rules in force, replaced whole by Reload, per instance.
 	byInstance atomic.Pointer[instanceTable]
 }
 
-type instanceTable = map[string]*[NumOperations]*Rule
+type instanceTable = map[string]*instanceLine
+
+// instanceLine is one instance's line: a rule per operation, nil where
+// the Policy's holds, and its action results' age limit, if it sets one.
+type instanceLine struct {
+	rules     [NumOperations]*Rule
+	acMaxAge  time.Duration
+	setMaxAge bool
+}
 
 // ReadInstanceRules parses an access file; an error names the line and
 // what is wrong with it.
@@ -133,15 +146,22 @@ func parseInstanceLine(byInstance instanceTable, line string) error {
 	if _, dup := byInstance[name]; dup {
 		return fmt.Errorf("instance %q is named twice", name)
 	}
-	var rules [NumOperations]*Rule
+	l := &instanceLine{}
+	rules := &l.rules
 	fields := strings.Fields(rest)
 	if len(fields) == 0 {
-		return fmt.Errorf("instance %q: no rules; want read-ac=WHO, write-ac=WHO or both", name)
+		return fmt.Errorf("instance %q: no rules; want read-ac=WHO, write-ac=WHO, ac-max-age=DURATION or more", name)
 	}
 	for _, f := range fields {
 		opName, who, ok := strings.Cut(f, "=")
 		if !ok {
-			return fmt.Errorf("instance %q: %q: want read-ac=WHO or write-ac=WHO", name, f)
+			return fmt.Errorf("instance %q: %q: want read-ac=WHO, write-ac=WHO or ac-max-age=DURATION", name, f)
+		}
+		if opName == acMaxAgeKey {
+			if err := l.parseMaxAge(who); err != nil {
+				return fmt.Errorf("instance %q: %v", name, err)
+			}
+			continue
 		}
 		var op Operation
 		switch opName {
@@ -152,7 +172,7 @@ func parseInstanceLine(byInstance instanceTable, line string) error {
 		case ReadCAS.String(), WriteCAS.String():
 			return fmt.Errorf("instance %q: %s: the CAS is shared by every instance; its rules are --%s's", name, opName, opName)
 		default:
-			return fmt.Errorf("instance %q: unknown operation %q; want read-ac or write-ac", name, opName)
+			return fmt.Errorf("instance %q: unknown operation %q; want read-ac, write-ac or ac-max-age", name, opName)
 		}
 		if rules[op] != nil {
 			return fmt.Errorf("instance %q: %s given twice", name, opName)
@@ -163,7 +183,22 @@ func parseInstanceLine(byInstance instanceTable, line string) error {
 		}
 		rules[op] = &rule
 	}
-	byInstance[name] = &rules
+	byInstance[name] = l
+	return nil
+}
+
+// acMaxAgeKey sets an instance's action results' age limit.
+const acMaxAgeKey = "ac-max-age"
+
+func (l *instanceLine) parseMaxAge(value string) error {
+	if l.setMaxAge {
+		return fmt.Errorf("%s given twice", acMaxAgeKey)
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%s=%q: want a duration of 0 or more (168h, 90m; 0: results never expire)", acMaxAgeKey, value)
+	}
+	l.acMaxAge, l.setMaxAge = d, true
 	return nil
 }
 
@@ -172,11 +207,37 @@ func (ir *InstanceRules) rule(instance string, op Operation) (Rule, bool) {
 	if ir == nil || op >= NumOperations {
 		return Rule{}, false
 	}
-	rules, ok := (*ir.byInstance.Load())[instance]
-	if !ok || rules[op] == nil {
+	l, ok := (*ir.byInstance.Load())[instance]
+	if !ok || l.rules[op] == nil {
 		return Rule{}, false
 	}
-	return *rules[op], true
+	return *l.rules[op], true
+}
+
+// ACMaxAge returns how old instance's action results (a /NAMESPACE's
+// entries) may be before they are misses, if its line sets it (0: none
+// expires); ok false: the server's --ac-max-age holds.
+func (ir *InstanceRules) ACMaxAge(instance string) (maxAge time.Duration, ok bool) {
+	if ir == nil {
+		return 0, false
+	}
+	l, ok := (*ir.byInstance.Load())[instance]
+	if !ok || !l.setMaxAge {
+		return 0, false
+	}
+	return l.acMaxAge, true
+}
+
+// SetsACMaxAge reports whether any line sets ac-max-age.
+func (ir *InstanceRules) SetsACMaxAge() bool {
+	if ir != nil {
+		for _, l := range *ir.byInstance.Load() {
+			if l.setMaxAge {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Instances returns how many instances the file names, keyed namespaces
@@ -201,8 +262,8 @@ func (ir *InstanceRules) NeedsIdentity() bool {
 }
 
 func tableNeedsIdentity(t instanceTable) bool {
-	for _, rules := range t {
-		for _, r := range rules {
+	for _, l := range t {
+		for _, r := range l.rules {
 			if r != nil && r.needsIdentity() {
 				return true
 			}
@@ -269,8 +330,8 @@ func (ir *InstanceRules) NeedsTokens() bool {
 	if ir == nil {
 		return false
 	}
-	for _, rules := range *ir.byInstance.Load() {
-		for _, r := range rules {
+	for _, l := range *ir.byInstance.Load() {
+		for _, r := range l.rules {
 			if r != nil && r.namesTokens() {
 				return true
 			}

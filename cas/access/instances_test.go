@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/access/accesstest"
@@ -93,6 +94,7 @@ func TestReadInstanceRulesNamesTheBadLine(t *testing.T) {
 func FuzzReadInstanceRules(f *testing.F) {
 	f.Add(accessFile)
 	f.Add("\"\\x00\" read-ac=a,b\n# c\n\n")
+	f.Add("nightly ac-max-age=24h\n/nx ac-max-age=0 write-ac=ci\n")
 	f.Fuzz(func(t *testing.T, file string) {
 		rules, err := access.ReadInstanceRules(strings.NewReader(file))
 		if err != nil {
@@ -106,6 +108,50 @@ func FuzzReadInstanceRules(f *testing.F) {
 			t.Fatalf("parsed %d instances, then %d (%v)", rules.Len(), again.Len(), err)
 		}
 	})
+}
+
+// ac-max-age= sets an instance's (or a namespace's) own age limit for its
+// action results, alone on a line or beside its rules; 0 is one that lets
+// none expire. An instance without it follows --ac-max-age.
+func TestInstanceACMaxAge(t *testing.T) {
+	rules, err := access.ReadInstanceRules(strings.NewReader(`
+nightly   ac-max-age=24h
+team-a    read-ac=anyone ac-max-age=0
+/gradle   write-ac=ci ac-max-age=168h
+team-b    read-ac=anyone
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		instance string
+		age      time.Duration
+		set      bool
+	}{
+		{"nightly", 24 * time.Hour, true},
+		{"team-a", 0, true},
+		{"/gradle", 168 * time.Hour, true},
+		{"team-b", 0, false},
+		{"unnamed", 0, false},
+	} {
+		if age, set := rules.ACMaxAge(c.instance); age != c.age || set != c.set {
+			t.Errorf("ACMaxAge(%q) = %v, %v; want %v, %v", c.instance, age, set, c.age, c.set)
+		}
+	}
+	if !rules.SetsACMaxAge() {
+		t.Error("SetsACMaxAge is false for a file that sets it")
+	}
+	for file, want := range map[string]string{
+		"x ac-max-age=-1s":              "want a duration of 0 or more",
+		"x ac-max-age=soon":             "want a duration of 0 or more",
+		"x ac-max-age=1h ac-max-age=2h": "ac-max-age given twice",
+		"x ac-max-age":                  "want read-ac=WHO, write-ac=WHO or ac-max-age=DURATION",
+		"x max-age=1h":                  "want read-ac, write-ac or ac-max-age",
+	} {
+		if _, err := access.ReadInstanceRules(strings.NewReader(file)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want an error saying %q", file, err, want)
+		}
+	}
 }
 
 // Reload puts a changed file's rules in force whole; a file that does not

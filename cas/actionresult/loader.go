@@ -95,7 +95,14 @@ func (l *Loader) Stats() LoaderStats {
 // missing blob, an *Unservable if it is the stored entry's fault (or its
 // Tree's); or the store's own error.
 func (l *Loader) Load(ctx context.Context, d cas.Digest) (*repb.ActionResult, []byte, error) {
-	data, err := l.store.GetActionResult(ctx, d)
+	return l.LoadFrom(ctx, l.store, d)
+}
+
+// LoadFrom is Load of the result ac keeps for d (an instance's action
+// cache over the Loader's store: its own age limit), its blobs looked up
+// in the Loader's store.
+func (l *Loader) LoadFrom(ctx context.Context, ac cas.ActionCache, d cas.Digest) (*repb.ActionResult, []byte, error) {
+	data, err := ac.GetActionResult(ctx, d)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -34,6 +34,12 @@ type ActionResultExpiry struct {
 	MaxAge time.Duration
 	// Jitter is how much sooner, at most, a result may expire.
 	Jitter time.Duration
+	// Instances, if not nil, gives an instance's own limit (an access
+	// file's ac-max-age=) in place of MaxAge for the results read and
+	// written through ForInstance, with a jitter of a tenth of it; ok
+	// false: MaxAge holds. It is asked at every call: a reloaded file's
+	// limits hold from the next.
+	Instances func(instance string) (maxAge time.Duration, ok bool)
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }
@@ -64,18 +70,52 @@ func (e *ActionResultExpiry) now() time.Time {
 // GetActionResult returns the entry without its stamp, or, with MaxAge
 // set, ErrNotFound for one past its age or without a stamp.
 func (e *ActionResultExpiry) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
+	return e.get(ctx, d, e.MaxAge, e.Jitter)
+}
+
+// ForInstance returns the action cache of instance's results (a keyed
+// namespace's: "/NAMESPACE"), which expire after the limit Instances
+// gives instance, or MaxAge. The protocols read and write a request's
+// results through it; what names no instance goes through e.
+func (e *ActionResultExpiry) ForInstance(instance string) cas.ActionCache {
+	if e.Instances != nil {
+		if maxAge, ok := e.Instances(instance); ok {
+			return instanceResults{e, maxAge, maxAge / 10}
+		}
+	}
+	return e
+}
+
+// instanceResults is an instance's action cache, expiring after maxAge.
+type instanceResults struct {
+	e              *ActionResultExpiry
+	maxAge, jitter time.Duration
+}
+
+func (r instanceResults) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
+	return r.e.get(ctx, d, r.maxAge, r.jitter)
+}
+
+// PutActionResult stores data stamped when the instance's limit or
+// MaxAge is set: a result stored under no limit is of no known age when
+// one is set later.
+func (r instanceResults) PutActionResult(ctx context.Context, d cas.Digest, data []byte) error {
+	return r.e.put(ctx, d, data, max(r.maxAge, r.e.MaxAge))
+}
+
+func (e *ActionResultExpiry) get(ctx context.Context, d cas.Digest, maxAge, jitter time.Duration) ([]byte, error) {
 	data, err := e.Storage.GetActionResult(ctx, d)
 	if err != nil {
 		return nil, err
 	}
 	stored, payload, stamped := unstamp(data)
-	if e.MaxAge <= 0 {
+	if maxAge <= 0 {
 		return payload, nil
 	}
 	if !stamped {
 		return nil, fmt.Errorf("action result %v, stored before --ac-max-age was set, is of no known age: %w", d, cas.ErrNotFound)
 	}
-	if age, limit := e.now().Sub(stored), e.limit(d); age >= limit {
+	if age, limit := e.now().Sub(stored), limit(d, maxAge, jitter); age >= limit {
 		return nil, fmt.Errorf("action result %v, stored %v ago, is past its age limit of %v: %w", d, age.Round(time.Second), limit, cas.ErrNotFound)
 	}
 	return payload, nil
@@ -83,7 +123,11 @@ func (e *ActionResultExpiry) GetActionResult(ctx context.Context, d cas.Digest) 
 
 // PutActionResult stores data, stamped with the time when MaxAge is set.
 func (e *ActionResultExpiry) PutActionResult(ctx context.Context, d cas.Digest, data []byte) error {
-	if e.MaxAge <= 0 {
+	return e.put(ctx, d, data, e.MaxAge)
+}
+
+func (e *ActionResultExpiry) put(ctx context.Context, d cas.Digest, data []byte, maxAge time.Duration) error {
+	if maxAge <= 0 {
 		return e.Storage.PutActionResult(ctx, d, data)
 	}
 	stamped := make([]byte, stampSize+len(data))
@@ -93,15 +137,15 @@ func (e *ActionResultExpiry) PutActionResult(ctx context.Context, d cas.Digest, 
 	return e.Storage.PutActionResult(ctx, d, stamped)
 }
 
-// limit is the age past which d's result is a miss: MaxAge less d's
-// jitter, a fraction of Jitter that d's hash chooses.
-func (e *ActionResultExpiry) limit(d cas.Digest) time.Duration {
-	if e.Jitter <= 0 {
-		return e.MaxAge
+// limit is the age past which d's result is a miss: maxAge less d's
+// jitter, a fraction of jitter that d's hash chooses.
+func limit(d cas.Digest, maxAge, jitter time.Duration) time.Duration {
+	if jitter <= 0 {
+		return maxAge
 	}
 	h := fnv.New64a()
 	h.Write([]byte(d.Hash))
-	return e.MaxAge - time.Duration(h.Sum64()%uint64(e.Jitter))
+	return maxAge - time.Duration(h.Sum64()%uint64(jitter))
 }
 
 // unstamp splits a stamped entry into its time and payload; an entry

@@ -45,6 +45,50 @@ func TestActionResultExpires(t *testing.T) {
 	}
 }
 
+// An instance's own limit holds for the results read and written through
+// ForInstance: shorter, longer or none, beside the server's; an instance
+// with none of its own follows MaxAge.
+func TestActionResultExpiryPerInstance(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	e := decorator.ExpireActionResults(openDisk(t), 24*time.Hour)
+	e.Now = func() time.Time { return now }
+	e.Instances = func(instance string) (time.Duration, bool) {
+		switch instance {
+		case "nightly":
+			return time.Hour, true
+		case "release":
+			return 0, true // never expires
+		}
+		return 0, false
+	}
+	result := []byte("\x0a\x02ok")
+	stored := map[string]cas.Digest{}
+	for _, instance := range []string{"nightly", "release", "team"} {
+		d := cas.DigestOf([]byte("an action of " + instance))
+		stored[instance] = d
+		if err := e.ForInstance(instance).PutActionResult(ctx, d, result); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		after time.Duration
+		hit   map[string]bool
+	}{
+		{time.Hour - 7*time.Minute, map[string]bool{"nightly": true, "release": true, "team": true}}, // inside the hour less its jitter
+		{2 * time.Hour, map[string]bool{"nightly": false, "release": true, "team": true}},
+		{48 * time.Hour, map[string]bool{"nightly": false, "release": true, "team": false}},
+	} {
+		now = time.Unix(1_700_000_000, 0).Add(c.after)
+		for instance, want := range c.hit {
+			got, err := e.ForInstance(instance).GetActionResult(ctx, stored[instance])
+			if hit := err == nil && string(got) == string(result); hit != want {
+				t.Errorf("%v after, instance %s: %q, %v; want a hit: %v", c.after, instance, got, err, want)
+			}
+		}
+	}
+}
+
 // With jitter, each action expires at its own time between MaxAge-Jitter
 // and MaxAge, and at the same one on every lookup.
 func TestActionResultExpiryJitter(t *testing.T) {

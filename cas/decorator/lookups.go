@@ -76,3 +76,20 @@ func (c *LookupCounter) GetActionResult(ctx context.Context, d cas.Digest) ([]by
 	c.countErr(ctx, err)
 	return data, err
 }
+
+// ActionCache returns ac, an action cache over this counter's store (an
+// instance's, with its own age limit), with its lookups counted here.
+func (c *LookupCounter) ActionCache(ac cas.ActionCache) cas.ActionCache {
+	return countedResults{ac, c}
+}
+
+type countedResults struct {
+	cas.ActionCache
+	c *LookupCounter
+}
+
+func (r countedResults) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
+	data, err := r.ActionCache.GetActionResult(ctx, d)
+	r.c.countErr(ctx, err)
+	return data, err
+}

@@ -85,3 +85,22 @@ func (l *SizeLimit) PutActionResult(ctx context.Context, d cas.Digest, data []by
 	}
 	return l.Storage.PutActionResult(ctx, d, data)
 }
+
+// ActionCache returns ac, an action cache over this limit's store (an
+// instance's, with its own age limit), with its results held to the
+// limit.
+func (l *SizeLimit) ActionCache(ac cas.ActionCache) cas.ActionCache {
+	return limitedResults{ac, l}
+}
+
+type limitedResults struct {
+	cas.ActionCache
+	l *SizeLimit
+}
+
+func (r limitedResults) PutActionResult(ctx context.Context, d cas.Digest, data []byte) error {
+	if err := r.l.check(int64(len(data))); err != nil {
+		return err
+	}
+	return r.ActionCache.PutActionResult(ctx, d, data)
+}

@@ -22,9 +22,9 @@ func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op ope
 	var data []byte
 	var err error
 	if h.opts.RawActionCache {
-		data, err = h.store.GetActionResult(r.Context(), d)
+		data, err = h.actionCache(instance).GetActionResult(r.Context(), d)
 	} else {
-		_, data, err = h.opts.ActionResults.Load(r.Context(), d)
+		_, data, err = h.opts.ActionResults.LoadFrom(r.Context(), h.actionCache(instance), d)
 		if u, ok := errors.AsType[*actionresult.Unservable](err); ok {
 			h.log.Warn("stored action result not served", "action", hash, "reason", u.Reason, "err", u.Cause)
 		}
@@ -138,7 +138,7 @@ func (h *Handler) putActionResult(w http.ResponseWriter, r *http.Request, instan
 			return
 		}
 	}
-	if err := h.store.PutActionResult(r.Context(), h.acKey(instance, f, hash), data); err != nil {
+	if err := h.actionCache(instance).PutActionResult(r.Context(), h.acKey(instance, f, hash), data); err != nil {
 		h.fail(w, r, opPutAC, "action result "+hash, err)
 		return
 	}

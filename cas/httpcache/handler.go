@@ -65,6 +65,11 @@ type Options struct {
 	// all (not with RawActionCache); give it gRPC's. nil: a Loader of the
 	// handler's own without a generation.
 	ActionResults *actionresult.Loader
+	// ActionCacheOf, if not nil, is an instance's (or, as "/NAMESPACE",
+	// a keyed namespace's) action cache over the store (its entries' own
+	// age limit, decorator.ActionResultExpiry.ForInstance); nil: the
+	// store's.
+	ActionCacheOf func(instance string) cas.ActionCache
 	// MaxActionResultSize bounds a PUT to /ac/, which is held in memory
 	// whole; 0 means DefaultMaxActionResultSize.
 	MaxActionResultSize int64
@@ -314,4 +319,22 @@ func (h *Handler) getHeadOrPut(w http.ResponseWriter, r *http.Request, get opera
 	w.Header().Set("Allow", "GET, HEAD, PUT")
 	h.answer(w, opOther, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not served here: GET, HEAD or PUT", r.Method))
 	return 0, false
+}
+
+// actionCache is instance's action cache: Options.ActionCacheOf's, or the
+// store's.
+func (h *Handler) actionCache(instance string) cas.ActionCache {
+	if h.opts.ActionCacheOf != nil {
+		return h.opts.ActionCacheOf(instance)
+	}
+	return h.store
+}
+
+// namespaceCache is a keyed namespace's action cache, as actionCache's
+// "/NAMESPACE".
+func (h *Handler) namespaceCache(namespace string) cas.ActionCache {
+	if h.opts.ActionCacheOf != nil {
+		return h.opts.ActionCacheOf("/" + namespace)
+	}
+	return h.store
 }

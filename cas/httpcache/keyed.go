@@ -83,7 +83,7 @@ func (h *Handler) lookupKeyed(ctx context.Context, kp keyedPath) (keyedRecord, e
 
 // lookupRecord is lookupKeyed of kp, whose record digest is rd.
 func (h *Handler) lookupRecord(ctx context.Context, kp keyedPath, rd cas.Digest) (keyedRecord, error) {
-	data, err := h.store.GetActionResult(ctx, rd)
+	data, err := h.namespaceCache(kp.namespace).GetActionResult(ctx, rd)
 	if err != nil {
 		return keyedRecord{}, err
 	}
@@ -201,7 +201,7 @@ func (h *Handler) putRecord(ctx context.Context, kp keyedPath, rd cas.Digest, da
 			return err
 		}
 	}
-	return h.store.PutActionResult(ctx, rd, data)
+	return h.namespaceCache(kp.namespace).PutActionResult(ctx, rd, data)
 }
 
 // checkAbsent returns errEntryExists if kp's entry (record rd) is stored

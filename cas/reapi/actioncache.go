@@ -52,7 +52,7 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 	if err != nil {
 		return nil, err
 	}
-	ar, _, err := a.s.results.Load(ctx, a.key(req.InstanceName, d))
+	ar, _, err := a.s.results.LoadFrom(ctx, a.s.actionCache(req.InstanceName), a.key(req.InstanceName, d))
 	if err != nil {
 		if u, ok := errors.AsType[*actionresult.Unservable](err); ok {
 			a.s.log.Warn("stored action result not served", "action", d.String(), "reason", u.Reason, "err", u.Cause)
@@ -145,7 +145,7 @@ func (a *actionCacheService) UpdateActionResult(ctx context.Context, req *repb.U
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "action_result does not serialize: %v", err)
 	}
-	if err := a.s.store.PutActionResult(ctx, a.key(req.InstanceName, d), data); err != nil {
+	if err := a.s.actionCache(req.InstanceName).PutActionResult(ctx, a.key(req.InstanceName, d), data); err != nil {
 		if errors.Is(err, cas.ErrTooLarge) { // the spec's answer for no space
 			return nil, status.Errorf(codes.ResourceExhausted, "action result for %s: %v", d, err)
 		}

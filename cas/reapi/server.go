@@ -127,6 +127,10 @@ type Options struct {
 	// the server's own without a generation, which reads every output
 	// directory's Tree on every hit.
 	ActionResults *actionresult.Loader
+	// ActionCacheOf, if not nil, is an instance's action cache over the
+	// store (its results' own age limit,
+	// decorator.ActionResultExpiry.ForInstance); nil: the store's.
+	ActionCacheOf func(instance string) cas.ActionCache
 	// Zstd lends the decoders of compressed uploads (ByteStream Write of
 	// compressed-blobs/zstd/ names and zstd BatchUpdateBlobs entries).
 	// Give it the pool the store compresses with (disk.WithCompression), so
@@ -332,4 +336,13 @@ func nameError(err error) error {
 		return status.Error(codes.Unimplemented, err.Error())
 	}
 	return status.Error(codes.InvalidArgument, err.Error())
+}
+
+// actionCache is instance's action cache: Options.ActionCacheOf's, or the
+// store's.
+func (s *Server) actionCache(instance string) cas.ActionCache {
+	if s.opts.ActionCacheOf != nil {
+		return s.opts.ActionCacheOf(instance)
+	}
+	return s.store
 }

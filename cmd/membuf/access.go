@@ -44,7 +44,7 @@ func (a *accessFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.jwt.KeysFile, "jwt-keys-file", "", "JWKS `file` of the issuer's keys, read again on SIGHUP")
 	fs.StringVar(&a.jwt.IdentityClaim, "jwt-identity-claim", "sub", "the `claim` whose value is a token's identity, as the access rules name it")
 	fs.DurationVar(&a.jwt.ClockSkew, "jwt-clock-skew", access.DefaultClockSkew, "grace for the issuer's clock on a token's exp and nbf, at most 5m")
-	fs.StringVar(&a.accessFile, "access-file", "", "`file` of per-instance action cache rules, with --instance-isolation: a line per instance,\n\"NAME read-ac=WHO write-ac=WHO\" (either or both; WHO as for --read-ac), which replace --read-ac\nand --write-ac for that instance; a NAME /NAMESPACE names a keyed namespace of the HTTP cache\n(/nx, /turbo, /maven, /gradle), without --instance-isolation")
+	fs.StringVar(&a.accessFile, "access-file", "", "`file` of per-instance action cache rules, with --instance-isolation: a line per instance,\n\"NAME read-ac=WHO write-ac=WHO ac-max-age=DURATION\" (any of them; WHO as for --read-ac), which replace\n--read-ac, --write-ac and --ac-max-age for that instance; a NAME /NAMESPACE names a keyed namespace\nof the HTTP cache (/nx, /turbo, /maven, /gradle), without --instance-isolation")
 }
 
 // resolve validates the flags, loads what they name, and returns the

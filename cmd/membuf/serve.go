@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/accesslog"
 	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/reapi"
-	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
 )
 
@@ -305,6 +305,9 @@ func (c *serveConfig) validate() error {
 			// a bucket; an upstream cache (another server) takes it for a
 			// malformed ActionResult and other clients of it cannot read it.
 			return usageError("--ac-max-age stamps the action results it stores with their time, which an upstream cache (%s://) would refuse or serve as they are: use it with a bucket (s3://, gs://, azblob://), or on the upstream cache itself", u.Scheme)
+		}
+		if c.Access != nil && c.Access.Instances.SetsACMaxAge() && !u.ObjectStore() {
+			return usageError("--access-file %s sets ac-max-age=, which stamps the action results it stores as --ac-max-age does: an upstream cache (%s://) would refuse or serve them as they are", c.access.accessFile, u.Scheme)
 		}
 	}
 	return nil

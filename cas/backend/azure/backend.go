@@ -39,6 +39,9 @@ type Config struct {
 	Concurrency int
 	// Logger receives what the operator needs (nil discards).
 	Logger *slog.Logger
+	// WrapTransport, if not nil, wraps the SDK's HTTP transport (a
+	// tracer's: a span per request the SDK sends, retries included).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 const (
@@ -91,8 +94,12 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	transport := objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency)
+	rt := objstore.StallGuard(transport, cfg.RequestTimeout)
+	if cfg.WrapTransport != nil {
+		rt = cfg.WrapTransport(rt)
+	}
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: &http.Client{Transport: objstore.StallGuard(transport, cfg.RequestTimeout)},
+		Transport: &http.Client{Transport: rt},
 		// One quick retry of a request that met a dropped connection or a
 		// 5xx; not a long series: the tier's backoff is the policy. The
 		// SDK retries an upload only from a buffer it holds, so a body is

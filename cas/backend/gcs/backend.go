@@ -37,6 +37,9 @@ type Config struct {
 	Concurrency int
 	// Logger receives what the operator needs (nil discards).
 	Logger *slog.Logger
+	// WrapTransport, if not nil, wraps the SDK's HTTP transport (a
+	// tracer's: a span per request the SDK sends, retries included).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // chunkSize is the chunk an upload of size bytes is sent in: one byte
@@ -85,6 +88,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	transport := objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency)
 	var rt http.RoundTripper = objstore.StallGuard(transport, cfg.RequestTimeout)
+	if cfg.WrapTransport != nil {
+		rt = cfg.WrapTransport(rt)
+	}
 	credential := "none (an emulator's endpoint)"
 	if cfg.Location.Endpoint == "" {
 		// The credentials keep the context to refresh their tokens with:

@@ -55,6 +55,9 @@ type Config struct {
 	// Concurrency is how many requests one Stat or Put has in flight at
 	// once (and the connections kept to reuse); 0 means 32.
 	Concurrency int
+	// WrapTransport, if not nil, wraps the SDK's HTTP transport (a
+	// tracer's: a span per request the SDK sends, retries included).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // New makes the SDK client for cfg.Location. Credentials, and the region
@@ -95,6 +98,15 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 			return nil, errors.New("s3: no region: add region=... to the s3 URL, or set AWS_REGION")
 		}
 		awsCfg.Region = "us-east-1" // what S3-compatible stores expect when they do not care
+	}
+	if built, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok && cfg.WrapTransport != nil {
+		// The client as the configuration left it (AWS_CA_BUNDLE's roots
+		// added), its transport wrapped.
+		awsCfg.HTTPClient = &http.Client{
+			Transport: cfg.WrapTransport(built.GetTransport()),
+			// As the SDK's own client: a redirect is an answer.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	api := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
 		if loc.Endpoint != "" {

@@ -1,7 +1,7 @@
 package metrics
 
 import (
-	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
+	"github.com/membuf/membuf/cas/accesslog"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

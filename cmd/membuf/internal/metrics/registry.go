@@ -19,11 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/membuf/membuf"
+	"github.com/membuf/membuf/cas/accesslog"
 	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/zstdseek"
-	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 )
 
 // Sources are what a server's registry measures. Tier and Cache may be

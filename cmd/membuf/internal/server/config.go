@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/cas/accesslog"
 	"github.com/membuf/membuf/cas/disk"
-	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/tracing"
 )
 

@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/membuf/membuf/cas/access"
+	"github.com/membuf/membuf/internal/connlimit"
+	"github.com/membuf/membuf/internal/lograte"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -14,27 +16,24 @@ import (
 
 // identityConns holds an authenticated client to --max-connections-per-
 // client connections of each listener (gRPC's, the HTTP cache's) whatever
-// addresses it connects from, as connPerClient holds an address: a
+// addresses it connects from, as connlimit.PerClient holds an address: a
 // connection counts for the identity its first authenticated request
 // carries (a client certificate's name, or a basic-auth user), and one
 // that would take an identity past the limit has that request, and any
 // after it, refused (RESOURCE_EXHAUSTED, or 429, naming the limit) and is
-// closed a moment later (refusedConnGrace: closed at once, the answer
-// would not reach the client), giving its slot of --max-connections back.
+// closed a moment later (connlimit.RefusedGrace: closed at once, the
+// answer would not reach the client), giving its slot of
+// --max-connections back.
 // Anonymous connections are held by their address alone.
 //
-// The counts are connPerClient's, which sees every connection open and
+// The counts are connlimit.PerClient's, which sees every connection open and
 // close; a request's connection is found by its peer's address. (A gRPC
 // stats.Handler would say when a connection ends too, but makes grpc-go
 // build stats for every message: not on the data path.)
 type identityConns struct {
-	access      *access.Control // nil: no identities
-	grpc, cache *connPerClient  // nil: that listener is not limited
+	access      *access.Control      // nil: no identities
+	grpc, cache *connlimit.PerClient // nil: that listener is not limited
 }
-
-// refusedConnGrace is how long a connection refused for its identity stays
-// open: for its RPC's status to reach the client.
-const refusedConnGrace = time.Second
 
 // serverOptions are the gRPC server's options that install the limit:
 // none where no one can authenticate.
@@ -59,16 +58,29 @@ func (l *identityConns) serverOptions() []grpc.ServerOption {
 }
 
 // admit counts the connection of the RPC whose context is ctx for the
-// identity the RPC carries, or refuses the RPC (admitConn).
+// identity the RPC carries, or refuses the RPC (RESOURCE_EXHAUSTED).
 func (l *identityConns) admit(ctx context.Context) error {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return nil
 	}
-	return admitConn(l.grpc, p.Addr.String(), func() access.Identity {
-		id, _ := l.access.AuthorizeAny(access.GRPCCredentials(ctx))
-		return id
+	err := l.grpc.Admit(p.Addr.String(), func() (string, string) {
+		return identityOf(l.access.AuthorizeAny(access.GRPCCredentials(ctx)))
 	})
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
+	return nil
+}
+
+// identityOf is who, not what (the service checks what the request may
+// do), as connlimit.PerClient.Admit counts it: the name and how a refusal
+// shows it; "" for an anonymous client.
+func identityOf(id access.Identity, _ *access.Denial) (name, shown string) {
+	if !id.Authenticated() {
+		return "", ""
+	}
+	return id.Name, id.String()
 }
 
 // handler is h with the HTTP cache's requests admitted as admit admits
@@ -78,53 +90,33 @@ func (l *identityConns) handler(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := admitConn(l.cache, r.RemoteAddr, func() access.Identity {
-			id, _ := l.access.AuthorizeAny(access.HTTPCredentials(r))
-			return id
+		err := l.cache.Admit(r.RemoteAddr, func() (string, string) {
+			return identityOf(l.access.AuthorizeAny(access.HTTPCredentials(r)))
 		})
 		if err != nil {
 			w.Header().Set("Connection", "close")
-			http.Error(w, status.Convert(err).Message(), http.StatusTooManyRequests)
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// admitConn counts the connection of cl from remote for the identity
-// identify finds in its request, if it counts for none yet, or refuses the
-// request and closes the connection if that identity holds its limit
-// already.
-func admitConn(cl *connPerClient, remote string, identify func() access.Identity) error {
-	cl.mu.Lock()
-	sc := cl.conns[remote]
-	if sc == nil || sc.identity != "" || sc.refused != nil {
-		cl.mu.Unlock()
-		if sc == nil {
-			return nil // not a TCP connection: no address, no count
-		}
-		return sc.refused
+// limitPerClient puts gRPC's and the HTTP cache's listeners under
+// --max-connections-per-client (0: three quarters of --max-connections,
+// so that one address leaves the others at least a quarter), over
+// --max-connections' limit, refusals logged at most once a second.
+func (s *Server) limitPerClient() {
+	n := s.cfg.Listen.MaxConnectionsPerClient
+	if n == 0 {
+		n = s.cfg.Listen.MaxConnections - s.cfg.Listen.MaxConnections/4
 	}
-	cl.mu.Unlock()
-	// Who, not what: the service checks what the request may do. Outside
-	// the lock: a password's first check takes a bcrypt.
-	id := identify()
-	if !id.Authenticated() {
-		return nil
+	log := slog.New(lograte.New(s.log.Handler(), slog.LevelWarn))
+	s.identityConns = &identityConns{access: s.cfg.Access}
+	s.lis.grpc = connlimit.LimitPerClient(s.lis.grpc, n, log)
+	s.identityConns.grpc, _ = s.lis.grpc.(*connlimit.PerClient)
+	if s.lis.cache != nil {
+		s.lis.cache = connlimit.LimitPerClient(s.lis.cache, n, log)
+		s.identityConns.cache, _ = s.lis.cache.(*connlimit.PerClient)
 	}
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if sc.identity != "" || sc.refused != nil || cl.conns[remote] != sc {
-		return sc.refused // another request on it got here first, or it closed
-	}
-	if n := cl.byIdentity[id.Name]; n >= cl.max {
-		cl.log.Warn("connection refused: its identity has as many open as --max-connections-per-client allows", "identity", id.Name, "open", n, "peer", remote)
-		sc.refused = status.Errorf(codes.ResourceExhausted, "%s has %d connections open, the most one client may (--max-connections-per-client): use fewer", id, n)
-		conn := sc.Conn
-		time.AfterFunc(refusedConnGrace, func() { conn.Close() })
-		return sc.refused
-	}
-	cl.byIdentity[id.Name]++
-	sc.identity = id.Name
-	return nil
 }

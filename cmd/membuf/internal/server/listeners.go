@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/membuf/membuf/internal/connlimit"
 	"google.golang.org/grpc"
 )
 
@@ -31,12 +32,12 @@ func bindListeners(c ListenConfig) (_ *listeners, err error) {
 	if l.grpc, err = listen(c.GRPC); err != nil {
 		return nil, fmt.Errorf("--listen: %w", err)
 	}
-	l.grpc = limitConnections(l.grpc, c.MaxConnections)
+	l.grpc = connlimit.Limit(l.grpc, c.MaxConnections)
 	if c.HTTPCache != "" {
 		if l.cache, err = listen(c.HTTPCache); err != nil {
 			return nil, fmt.Errorf("--http-cache: %w", err)
 		}
-		l.cache = limitConnections(l.cache, c.MaxConnections)
+		l.cache = connlimit.Limit(l.cache, c.MaxConnections)
 	}
 	if c.HTTP != "" {
 		if l.http, err = listen(c.HTTP); err != nil {

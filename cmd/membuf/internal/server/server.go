@@ -26,12 +26,12 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/accesslog"
 	"github.com/membuf/membuf/cas/actionresult"
 	"github.com/membuf/membuf/cas/decorator"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/reapi"
 	"github.com/membuf/membuf/cas/zstdseek"
-	"github.com/membuf/membuf/cmd/membuf/internal/accesslog"
 	"github.com/membuf/membuf/cmd/membuf/internal/metrics"
 	"github.com/membuf/membuf/cmd/membuf/internal/tracing"
 )
@@ -60,8 +60,11 @@ type Server struct {
 	packs          metrics.PackedStats // nil: no packs=true
 	storage        cas.Storage         // what the services serve: tier, or store, decorated
 	lookups        *decorator.LookupCounter
-	tracing        *tracing.Tracing // --otlp-endpoint; nil: no traces
-	maxBlobSize    int64            // 0: no limit
+	// actionCacheOf is an instance's action cache (its own age limit),
+	// for the protocols; nil: no access file, the served store's.
+	actionCacheOf func(instance string) cas.ActionCache
+	tracing       *tracing.Tracing // --otlp-endpoint; nil: no traces
+	maxBlobSize   int64            // 0: no limit
 
 	cas         *reapi.Server
 	results     *actionresult.Loader // what both protocols serve action results through
@@ -261,6 +264,7 @@ func (s *Server) newServices() error {
 	var err error
 	s.cas, err = reapi.NewServer(s.storage, reapi.Options{
 		ActionResults:      s.results,
+		ActionCacheOf:      s.actionCacheOf,
 		InstanceIsolation:  s.cfg.AC.InstanceIsolation,
 		Pool:               s.pool,
 		ChunkSize:          int(l.ChunkSize),
@@ -353,6 +357,7 @@ func (s *Server) newHTTPCacheServer() error {
 		Access:            s.cfg.Access,
 		RawActionCache:    s.cfg.Listen.HTTPCacheRawAC,
 		ActionResults:     s.results,
+		ActionCacheOf:     s.actionCacheOf,
 		InstanceIsolation: s.cfg.AC.InstanceIsolation,
 		Budget:            s.cas,
 		StallTimeout:      s.cfg.Limits.UploadStall,

@@ -74,11 +74,11 @@ func (s *Server) openStores(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--upstream: %w", err)
 		}
-		tierBackend := backend.Backend
+		tierBackend, local := backend.Backend, cas.Storage(store)
 		if s.tracing != nil {
-			tierBackend = s.tracing.Backend(backend.Backend)
+			tierBackend, local = s.tracing.Backend(backend.Backend), s.tracing.Storage(store, "disk")
 		}
-		t, err := tier.Open(ctx, store, tierConfig(u.Parsed, tier.Config{
+		t, err := tier.Open(ctx, local, tierConfig(u.Parsed, tier.Config{
 			Backend:        tierBackend,
 			Name:           u.Parsed.Scheme,
 			Dir:            dir,
@@ -104,12 +104,37 @@ func (s *Server) openStores(ctx context.Context) error {
 	// The expiry's stamps are taken off whatever --ac-max-age is now: a
 	// result stored while it was set is served as uploaded once it is not.
 	expiring := decorator.ExpireActionResults(served, s.cfg.AC.MaxAge)
-	s.lookups = decorator.CountLookups(decorator.LimitSize(expiring, s.maxBlobSize))
+	limited := decorator.LimitSize(expiring, s.maxBlobSize)
+	s.lookups = decorator.CountLookups(limited)
 	s.storage = s.lookups
 	if s.tracing != nil {
-		s.storage = s.tracing.Storage(s.lookups)
+		s.storage = s.tracing.Storage(s.lookups, "cas")
+	}
+	if s.cfg.Access != nil && s.cfg.Access.Instances != nil {
+		expiring.Instances = s.cfg.Access.Instances.ACMaxAge
+		s.actionCacheOf = func(instance string) cas.ActionCache {
+			return s.instanceResults(expiring, limited, instance)
+		}
 	}
 	return nil
+}
+
+// instanceResults is instance's action cache: with an age limit of its
+// own (the access file's ac-max-age=), its expiry under the same
+// decorators as the served store's; else the served store.
+func (s *Server) instanceResults(expiring *decorator.ActionResultExpiry, limited cas.Storage, instance string) cas.ActionCache {
+	ac := expiring.ForInstance(instance)
+	if ac == cas.ActionCache(expiring) {
+		return s.storage
+	}
+	if l, ok := limited.(*decorator.SizeLimit); ok {
+		ac = l.ActionCache(ac)
+	}
+	ac = s.lookups.ActionCache(ac)
+	if s.tracing != nil {
+		ac = s.tracing.ActionCache(ac)
+	}
+	return ac
 }
 
 // maxBlobSize is the largest blob the server accepts: --max-blob-size, or

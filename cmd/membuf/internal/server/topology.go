@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +83,15 @@ type backendOptions struct {
 	tracing *tracing.Tracing
 }
 
+// objectStoreTransport is what wraps an object store SDK's transport:
+// with tracing, a span per request it sends; else nothing.
+func (o backendOptions) objectStoreTransport(name string) func(http.RoundTripper) http.RoundTripper {
+	if o.tracing == nil {
+		return nil
+	}
+	return o.tracing.ObjectStoreTransport(name)
+}
+
 // backendKinds are the backends --upstream chooses from, by scheme.
 var backendKinds = []backendKind{
 	{
@@ -89,7 +99,7 @@ var backendKinds = []backendKind{
 		help:  "s3://BUCKET[/PREFIX] (an S3-compatible bucket; " + s3.URLParameters + "; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared AWS files)",
 		parse: func(raw string) (location, error) { return s3.ParseURL(raw) },
 		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
-			b, err := s3.New(ctx, s3.Config{Location: loc.(s3.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency})
+			b, err := s3.New(ctx, s3.Config{Location: loc.(s3.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, WrapTransport: o.objectStoreTransport("s3")})
 			return opened{b, b, b}, err
 		},
 	},
@@ -98,7 +108,7 @@ var backendKinds = []backendKind{
 		help:  "gs://BUCKET[/PREFIX] (a Google Cloud Storage bucket; " + gcs.URLParameters + "; credentials: Application Default Credentials)",
 		parse: func(raw string) (location, error) { return gcs.ParseURL(raw) },
 		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
-			b, err := gcs.New(ctx, gcs.Config{Location: loc.(gcs.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log})
+			b, err := gcs.New(ctx, gcs.Config{Location: loc.(gcs.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log, WrapTransport: o.objectStoreTransport("gcs")})
 			return opened{b, b, b}, err
 		},
 	},
@@ -107,7 +117,7 @@ var backendKinds = []backendKind{
 		help:  "azblob://ACCOUNT/CONTAINER[/PREFIX] (an Azure Blob Storage container; " + azure.URLParameters + "; credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, else azidentity's default chain)",
 		parse: func(raw string) (location, error) { return azure.ParseURL(raw) },
 		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
-			b, err := azure.New(ctx, azure.Config{Location: loc.(azure.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log})
+			b, err := azure.New(ctx, azure.Config{Location: loc.(azure.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log, WrapTransport: o.objectStoreTransport("azure")})
 			return opened{b, b, b}, err
 		},
 	},

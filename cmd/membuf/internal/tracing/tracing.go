@@ -20,6 +20,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	// recorded, 0 to 1; a request that comes with a trace context follows
 	// its caller's decision.
 	Sampling float64
+	// Exporter, if not nil, receives the spans in place of an OTLP
+	// endpoint's exporter (a program's own, or an in-memory one).
+	Exporter sdktrace.SpanExporter
 }
 
 // Tracing is a configured tracer: what the server installs.
@@ -39,27 +43,25 @@ type Tracing struct {
 	provider   *sdktrace.TracerProvider
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
+	// servedNames are the served store's spans' names (Storage's "cas").
+	servedNames [6]string
 }
 
 // New returns the tracer cfg configures, exporting in the background;
-// nil for no endpoint. It sends nothing until a span ends.
+// nil for no endpoint and no exporter. It sends nothing until a span ends.
 func New(cfg Config) (*Tracing, error) {
-	if cfg.Endpoint == "" {
+	if cfg.Endpoint == "" && cfg.Exporter == nil {
 		return nil, nil
 	}
 	if cfg.Sampling < 0 || cfg.Sampling > 1 {
 		return nil, fmt.Errorf("trace sampling %v: want 0 to 1", cfg.Sampling)
 	}
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("OTLP endpoint %q: want http://HOST:PORT or https://HOST:PORT", cfg.Endpoint)
-	}
-	if u.Path == "" || u.Path == "/" {
-		u.Path = "/v1/traces"
-	}
-	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()))
-	if err != nil {
-		return nil, fmt.Errorf("OTLP endpoint %q: %w", cfg.Endpoint, err)
+	exporter := cfg.Exporter
+	if exporter == nil {
+		var err error
+		if exporter, err = otlpExporter(cfg.Endpoint); err != nil {
+			return nil, err
+		}
 	}
 	provider := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exporter),
@@ -67,11 +69,45 @@ func New(cfg Config) (*Tracing, error) {
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("membuf"))),
 	)
 	return &Tracing{
-		provider:   provider,
-		tracer:     provider.Tracer("github.com/membuf/membuf/cmd/membuf"),
-		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		provider:    provider,
+		tracer:      provider.Tracer("github.com/membuf/membuf/cmd/membuf"),
+		propagator:  propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		servedNames: spanNames("cas"),
 	}, nil
 }
+
+// otlpExporter is the OTLP/HTTP exporter to endpoint.
+func otlpExporter(endpoint string) (sdktrace.SpanExporter, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("OTLP endpoint %q: want http://HOST:PORT or https://HOST:PORT", endpoint)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces"
+	}
+	exporter, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()))
+	if err != nil {
+		return nil, fmt.Errorf("OTLP endpoint %q: %w", endpoint, err)
+	}
+	return exporter, nil
+}
+
+// start starts a span named name, a child of ctx's; or, when ctx's span
+// is one the sampler left out, none: ctx and a span that records nothing
+// are returned, so that an unsampled request allocates no span and
+// builds no attribute (the caller sets attributes only on a span that
+// IsRecording). With no span in ctx (background work: an upload from the
+// tier's queue), the sampler decides.
+func (t *Tracing) start(ctx context.Context, name string) (context.Context, trace.Span) {
+	if parent := trace.SpanContextFromContext(ctx); parent.IsValid() && !parent.IsSampled() {
+		return ctx, noSpan
+	}
+	return t.tracer.Start(ctx, name)
+}
+
+// noSpan records nothing; an interface holding the empty struct
+// allocates nothing.
+var noSpan trace.Span = noop.Span{}
 
 // Shutdown exports the spans still buffered and stops.
 func (t *Tracing) Shutdown(ctx context.Context) error {

@@ -1,4 +1,10 @@
-package server
+// Package connlimit bounds a listener's connections: how many are open at
+// once (Limit), and how many one client holds, by address and by the
+// identity its requests authenticate as (LimitPerClient, PerClient.Admit),
+// so that one client's idle connections cannot lock the others out.
+// Standard library only; it knows no protocol: the server maps a refusal
+// to its own answer.
+package connlimit
 
 import (
 	"net"
@@ -20,10 +26,10 @@ type connLimit struct {
 	once  sync.Once
 }
 
-// limitConnections returns l serving at most n connections at once: Accept
+// Limit returns l serving at most n connections at once: Accept
 // waits while n are open, so that the descriptors connections hold stay
 // bounded and clients past it wait instead of failing.
-func limitConnections(l net.Listener, n int) net.Listener {
+func Limit(l net.Listener, n int) net.Listener {
 	return &connLimit{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{})}
 }
 

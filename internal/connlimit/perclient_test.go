@@ -1,4 +1,4 @@
-package server
+package connlimit
 
 import (
 	"io"
@@ -35,8 +35,8 @@ func TestConnPerClientRefusesPastItsLimitAndGivesSlotsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	global := limitConnections(inner, 10).(*connLimit)
-	l := limitConnectionsPerClient(global, 2, slog.New(slog.DiscardHandler)).(*connPerClient)
+	global := Limit(inner, 10).(*connLimit)
+	l := LimitPerClient(global, 2, slog.New(slog.DiscardHandler)).(*PerClient)
 	defer l.Close()
 	one, two := net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 2)
 	a, b := dialFromAccept(t, l, one), dialFromAccept(t, l, one)
@@ -90,7 +90,7 @@ func TestAConnectionClosedAtTheSharedLimitLeavesASlotForTheNext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limitConnectionsPerClient(limitConnections(inner, 1), 1, slog.New(slog.DiscardHandler))
+	l := LimitPerClient(Limit(inner, 1), 1, slog.New(slog.DiscardHandler))
 	defer l.Close()
 	accepted := make(chan net.Conn)
 	go func() {

@@ -1,4 +1,4 @@
-package server
+package connlimit
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ func TestConnLimitKeepsTCPReadFromAndCountsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limitConnections(inner, 2).(*connLimit)
+	l := Limit(inner, 2).(*connLimit)
 	defer l.Close()
 	a, b := dialAccept(t, l), dialAccept(t, l)
 	// What net/http looks for to send a file with sendfile.

@@ -1,4 +1,4 @@
-// Package accesslog is membuf serve's access log (--access-log): a line
+// Package accesslog is the cache server's access log (--access-log): a line
 // per request, gRPC or the HTTP cache's, saying when, which protocol and
 // method, the instance, the digest or key, the size, the status, how
 // long it took, from where and from whom.
