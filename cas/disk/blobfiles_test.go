@@ -32,7 +32,7 @@ func TestBlobFilesPlaceWriteAndRemove(t *testing.T) {
 	if got := filepath.Dir(c.f.Name()); got != b.tmpDir {
 		t.Errorf("written in %s; want tmp/", got)
 	}
-	s.committer.commit(c)
+	s.commitAll(c)
 	if c.err != nil {
 		t.Fatal(c.err)
 	}

@@ -72,7 +72,7 @@ type Store struct {
 	blobFiles   *blobFiles
 	packedBlobs *packedBlobs
 	checks      *checks
-	committer   *committer
+	committer   committer
 	checkpoints *checkpoint.Checkpoints
 	scrubber    *scrubber
 
@@ -151,7 +151,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	totals := s.idx.Totals()
 	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
 	s.mu.Unlock()
-	s.committer.start()
+	s.startCommits()
 	if q := s.packedBlobs.start(); q != nil {
 		go s.copyForwardLoop(q, s.packedBlobs.refreshed)
 	}
@@ -184,8 +184,7 @@ func (s *Store) buildParts() {
 	pb := &packedBlobs{log: s.log, set: set, max: packMax}
 	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := checkpoint.New(&s.mu, s.fs, filepath.Join(s.dir, checkpoint.Name), tmpDir, s.log, x, set, packMax)
-	gc := &committer{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, set: set, ckpt: ck}
-	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.committer, s.checkpoints = x, fb, pb, ch, gc, ck
+	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.checkpoints = x, fb, pb, ch, ck
 	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}
 	s.segments, s.packed = set, x.Table()
 }
