@@ -26,7 +26,7 @@ func TestBlobFilesPlaceWriteAndRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.e.Zstd || c.e.Stored >= c.e.Size || c.e.Checked == 0 || c.e.Sums == nil {
+	if !c.e.Zstd || c.e.Stored >= c.e.Size || c.e.VerifiedAt == 0 || c.e.Sums == nil {
 		t.Fatalf("written entry %+v: want compressed, smaller than its size, checked as of its file, with sums", *c.e)
 	}
 	if got := filepath.Dir(c.f.Name()); got != b.tmpDir {

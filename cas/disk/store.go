@@ -60,21 +60,20 @@ type Store struct {
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 
 	// mu is the store's one lock, which its parts share: the index,
-	// the pack segments, the checks, the group commit, the checkpoints.
+	// the pack segments, the group commit, the checkpoints.
 	mu sync.Mutex
 
 	// The parts a read or a write goes through, in that order: the index
 	// (which entries exist, where, their recency, the accounting and
 	// eviction), the location-blob sides (files of their own, records in
-	// pack segments), the checks (may this content be served?), and the
+	// pack segments), verification (may this content be served?), and the
 	// group commit that makes a write durable and visible.
 	idx         *index.Index
 	blobFiles   *blobFiles
 	packedBlobs *packedBlobs
-	checks      *checks
 	committer   committer
 	checkpoints *checkpoint.Checkpoints
-	scrubber    *scrubber
+	scrubber    scrubber
 
 	// segments and packed are the index's segments (rebuild loads them)
 	// and table (the crash tests look at it under mu).
@@ -83,6 +82,12 @@ type Store struct {
 	// checkpointLoaded: this start took the packed entries from the
 	// index checkpoint.
 	checkpointLoaded bool
+
+	// Guarded by mu: blobs whose content no longer matched their name,
+	// removed (dropCorrupt), and bytes re-hashed by first reads and the
+	// scrubber (verify.go).
+	corrupt       int64
+	verifiedBytes int64
 }
 
 // OpenStore opens the store in dir, creating dir (and the parents it
@@ -182,10 +187,8 @@ func (s *Store) buildParts() {
 	tmpDir := filepath.Join(s.dir, "tmp")
 	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, policy: s.policy, zp: s.zp, buffers: s.buffers}
 	pb := &packedBlobs{log: s.log, set: set, max: packMax}
-	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := checkpoint.New(&s.mu, s.fs, filepath.Join(s.dir, checkpoint.Name), tmpDir, s.log, x, set, packMax)
-	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.checkpoints = x, fb, pb, ch, ck
-	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}
+	s.idx, s.blobFiles, s.packedBlobs, s.checkpoints = x, fb, pb, ck
 	s.segments, s.packed = set, x.Table()
 }
 
@@ -251,8 +254,8 @@ func (s *Store) Stats() Stats {
 		CompressedBlobs:   t.ZstdEntries,
 		MaxBytes:          s.maxSize,
 		Evictions:         t.Evictions,
-		Corrupt:           s.checks.corrupt,
-		VerifiedBytes:     s.checks.verified,
+		Corrupt:           s.corrupt,
+		VerifiedBytes:     s.verifiedBytes,
 		ScrubPasses:       s.scrubber.passes,
 		ScrubListings:     s.scrubber.listings,
 		Commits:           s.committer.counts.commits,

@@ -157,7 +157,7 @@ func (x *Index) Commit(e *Entry, b *Batch) (removed []Entry) {
 		x.Drop(&old)
 	}
 	if old, ok := x.files[e.Key]; ok {
-		// The entry keeps its identity (checks in progress hold it) and
+		// The entry keeps its identity (verifications in progress hold it) and
 		// takes the new form, plain or compressed; the other form's file,
 		// named by its size when compressed, goes.
 		if old.Zstd != e.Zstd || e.Zstd && old.Size != e.Size {
@@ -165,7 +165,7 @@ func (x *Index) Commit(e *Entry, b *Batch) (removed []Entry) {
 		}
 		x.totals.add(old, -1)
 		old.Size, old.Stored, old.Zstd = e.Size, e.Stored, e.Zstd
-		old.Checked, old.Verified = e.Checked, e.Verified
+		old.VerifiedAt, old.Verified = e.VerifiedAt, e.Verified
 		old.CRC, old.Sums = e.CRC, e.Sums
 		old.Gen++
 		old.Pending = b
