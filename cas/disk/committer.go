@@ -101,7 +101,7 @@ func (s *Store) commitAll(cs ...*pendingCommit) {
 			if c.seg != nil {
 				// A record has no file of its own: its slot goes back.
 				s.mu.Lock()
-				s.segments.ReleaseSlotLocked(c.seg)
+				s.segments.ReleaseSlot(c.seg)
 				s.mu.Unlock()
 			} else {
 				discardTemp(s.fs, c.f)
@@ -357,7 +357,7 @@ func stage(name string) {
 // entry it copies was replaced meanwhile. Either way its writer's slot is
 // released.
 func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
-	defer s.segments.ReleaseSlotLocked(c.seg)
+	defer s.segments.ReleaseSlot(c.seg)
 	switch {
 	case c.err != nil:
 		return
@@ -379,7 +379,7 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 	}
 	s.removeFilesLocked(s.idx.Commit(c.e, nil))
 	s.checkpoints.MaybeStartLocked()
-	s.segments.MarkWrittenLocked(c.seg)
+	s.segments.MarkWritten(c.seg)
 	s.committer.counts.commits++
 }
 

@@ -58,7 +58,7 @@ func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCom
 		s.mu.Lock()
 		for _, seg := range failed {
 			// A record that will not be committed: its slot goes back.
-			s.packedBlobs.set.ReleaseSlotLocked(seg)
+			s.packedBlobs.set.ReleaseSlot(seg)
 		}
 		s.mu.Unlock()
 	}

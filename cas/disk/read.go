@@ -52,7 +52,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 	}
 	if e.Seg != nil {
 		s.packedBlobs.refreshIfOldLocked(e)
-		rec := s.packedBlobs.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
+		rec := s.packedBlobs.set.Open(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
 		s.mu.Unlock()
 		return s.openedRecord(ctx, e, rec)
 	}

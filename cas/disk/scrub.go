@@ -132,7 +132,7 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
 // segment costs what a shard listing does).
 func (s *Store) scrubSegments(ctx context.Context, p *pace.Pacer) {
 	s.mu.Lock()
-	segs := slices.Clone(s.segments.SegmentsLocked())
+	segs := slices.Clone(s.segments.Segments())
 	s.mu.Unlock()
 	for _, seg := range segs {
 		if p.Wait(scrubListingCost) != nil {
@@ -181,7 +181,7 @@ func (s *Store) openRecordAt(k entryKey, seg *packs.Segment, off int64) (entry, 
 	if !ok || e.Seg != seg || e.Off != off {
 		return entry{}, nil
 	}
-	return e, s.segments.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, false)
+	return e, s.segments.Open(e.Seg, e.Off, e.Size, e.CRC, false)
 }
 
 // closed reports whether the store was closed.

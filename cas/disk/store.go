@@ -59,8 +59,9 @@ type Store struct {
 	syncByHand bool
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 
-	// mu is the store's one lock, which its parts share: the index,
-	// the pack segments, the group commit, the checkpoints.
+	// mu is the store's lock: it orders every operation, and guards the
+	// index, the group commit's counts and the checkpoints. The pack
+	// segments (packs.Set) have a lock of their own, taken inside this one.
 	mu sync.Mutex
 
 	// The parts a read or a write goes through, in that order: the index
@@ -154,7 +155,7 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
 	totals := s.idx.Totals()
-	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
+	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.Segments())
 	s.mu.Unlock()
 	s.startCommits()
 	if q := s.packedBlobs.start(); q != nil {
@@ -173,7 +174,7 @@ func (s *Store) buildParts() {
 	segSize, packMax := packConfig(s.maxSize, s.packMax)
 	s.packMax = packMax
 	cfg := packs.Config{
-		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
+		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log,
 		SegmentSize: segSize, MaxRecord: packMax,
 		StreamLanes: streamLanes,
 		Zstd:        s.zp,

@@ -46,7 +46,7 @@ func (x *Index) Evict(keep *Entry, removed []Entry) []Entry {
 		if el != nil && keep != nil && el.Value.(*Entry) == keep {
 			el = el.Prev()
 		}
-		seg := x.segments.OldestEvictableLocked()
+		seg := x.segments.OldestEvictable()
 		if seg != nil && (el == nil || seg.Created < el.Value.(*Entry).used) {
 			x.evictSegment(seg)
 			continue
@@ -74,7 +74,7 @@ func (x *Index) evictSegment(seg *packs.Segment) {
 	x.totals.dropSegment(seg)
 	x.totals.Bytes -= seg.Size
 	x.changed = true
-	x.segments.EvictLocked(seg)
+	x.segments.Evict(seg)
 }
 
 // observeEviction records n entries evicted, last used at tick used:

@@ -18,9 +18,9 @@ import (
 // recency, the store's accounting, and eviction under the maximum size.
 // It answers "is k stored, and where?"; it never reads a blob's bytes.
 //
-// It is not safe for concurrent use: its owner, the store, holds its one
-// lock around every call but Generation's (and so the segments', which
-// share that lock, are consistent with it). Entries leave it only through
+// It is not safe for concurrent use and has no lock: its owner, the
+// store, holds its own around every call but Generation's (the segments,
+// packs.Set, which it calls, take their own inside). Entries leave it only through
 // it (Drop, DropCurrent, eviction), so that the accounting and the
 // eviction generation always see them go.
 type Index struct {
@@ -112,7 +112,7 @@ func (x *Index) Packed(k Key) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	seg := x.segments.LiveLocked(r.Seq)
+	seg := x.segments.Live(r.Seq)
 	if seg == nil {
 		x.packed.Delete(&h, k.Kind == AC)
 		return Entry{}, false
@@ -216,20 +216,20 @@ func (x *Index) SetVerified(k Key) {
 
 // segmentLive reports whether segment seq is in the store: the
 // sweep's test.
-func (x *Index) segmentLive(seq uint32) bool { return x.segments.LiveLocked(seq) != nil }
+func (x *Index) segmentLive(seq uint32) bool { return x.segments.Live(seq) != nil }
 
 // TakeSlot takes a slot for a record of k of size bytes in an
-// active segment into sl (packs.Set.TakeSlotLocked; with fill, for a
-// record whose data is at hand, TakeSlotToFillLocked; a streamed CAS
-// blob's, TakeStreamSlotLocked) and counts the bytes it takes in the
+// active segment into sl (packs.Set.TakeSlot; with fill, for a
+// record whose data is at hand, TakeSlotToFill; a streamed CAS
+// blob's, TakeStreamSlot) and counts the bytes it takes in the
 // store's total.
 func (x *Index) TakeSlot(sl *packs.Slot, k Key, size int64, fill bool) error {
-	take := x.segments.TakeSlotLocked
+	take := x.segments.TakeSlot
 	switch {
 	case fill:
-		take = x.segments.TakeSlotToFillLocked
+		take = x.segments.TakeSlotToFill
 	case k.Kind == CAS:
-		take = x.segments.TakeStreamSlotLocked
+		take = x.segments.TakeStreamSlot
 	}
 	err := take(sl, uint8(k.Kind), k.Hash, size)
 	if err != nil {

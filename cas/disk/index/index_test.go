@@ -24,7 +24,7 @@ type testIndex struct {
 func newTestIndex(t *testing.T, maxSize int64) *testIndex {
 	t.Helper()
 	mu := new(sync.Mutex)
-	set := packs.NewSet(packs.Config{FS: vfs.NewStrictMem(), Dir: "packs", Mu: mu, SegmentSize: 1 << 20, MaxRecord: 1 << 10})
+	set := packs.NewSet(packs.Config{FS: vfs.NewStrictMem(), Dir: "packs", SegmentSize: 1 << 20, MaxRecord: 1 << 10})
 	return &testIndex{Index: New(set, maxSize, nil), mu: mu}
 }
 

@@ -26,15 +26,17 @@ type Blob struct {
 	checked bool
 }
 
-// OpenLocked opens the record of size bytes whose data is at off in seg,
+// Open opens the record of size bytes whose data is at off in seg,
 // which the owner found current (so not evicted), holding seg's file until
 // the Blob's Close. If checked, every read checks the whole record against
 // crc, its CRC, before it hands on a byte, and fails with an error
 // wrapping integrity.ErrCorrupt if it does not match (the verdict, which
 // the owner acts on: the store removes the entry); if not, reads trust the
 // disk (disk.WithoutReadChecks).
-func (s *Set) OpenLocked(seg *Segment, off, size int64, crc uint32, checked bool) *Blob {
-	s.HoldLocked(seg)
+func (s *Set) Open(seg *Segment, off, size int64, crc uint32, checked bool) *Blob {
+	s.mu.Lock()
+	s.holdLocked(seg)
+	s.mu.Unlock()
 	return &Blob{set: s, seg: seg, off: off, size: size, crc: crc, checked: checked}
 }
 
@@ -125,9 +127,9 @@ func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
 // Close lets the segment's file go.
 func (b *Blob) Close() error {
 	s := b.set
-	s.cfg.Mu.Lock()
-	defer s.cfg.Mu.Unlock()
-	s.ReleaseLocked(b.seg)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked(b.seg)
 	return nil
 }
 
