@@ -230,7 +230,7 @@ func (s *Store) commitBatch(batch []*pendingCommit) {
 			continue
 		}
 		s.idx.Unreserve(c.reserved)
-		if s.idx.Closed() {
+		if s.closed {
 			s.fs.Remove(c.f.Name())
 			c.err = cas.ErrClosed
 			continue
@@ -364,10 +364,10 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 	case syncErr != nil && *syncErr != nil:
 		c.err = *syncErr
 		return
-	case s.idx.Closed():
+	case s.closed:
 		c.err = cas.ErrClosed
 		return
-	case c.ifCurrent != nil && !s.idx.IsCurrent(*c.ifCurrent):
+	case c.ifCurrent != nil && !s.isCurrentLocked(*c.ifCurrent):
 		// Replaced since it was queued: the copy is garbage, and its
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the

@@ -234,11 +234,11 @@ type refresh struct {
 	e entry
 }
 
-// refreshIfOldLocked queues packed entry e (a copy) for copying forward if
-// its segment is among the oldest quarter. A full queue drops it: a lookup
-// is never held up for a copy.
-func (p *packedBlobs) refreshIfOldLocked(e entry) {
-	if p.refreshes == nil || !p.set.IsOld(e.Seg) {
+// queueRefresh queues packed entry e (a copy), whose segment is among
+// the oldest quarter (packs.Set.IsOld), for copying forward; mu held. A
+// full queue drops it: a lookup is never held up for a copy.
+func (p *packedBlobs) queueRefresh(e entry) {
+	if p.refreshes == nil {
 		return
 	}
 	select {

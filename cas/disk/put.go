@@ -40,7 +40,7 @@ func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCom
 	s.mu.Lock()
 	for i, f := range fills {
 		err := cas.ErrClosed
-		if !s.idx.Closed() {
+		if !s.closed {
 			err = s.idx.TakeSlot(f.Slot, ks[i], cs[i].e.Size, true)
 		}
 		if err != nil {

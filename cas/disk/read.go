@@ -41,7 +41,7 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 // store acts on (storedBlob).
 func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReader, error) {
 	s.mu.Lock()
-	if s.idx.Closed() {
+	if s.closed {
 		s.mu.Unlock()
 		return nil, cas.ErrClosed
 	}
@@ -51,8 +51,10 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 		return nil, cas.ErrNotFound
 	}
 	if e.Seg != nil {
-		s.packedBlobs.refreshIfOldLocked(e)
-		rec := s.packedBlobs.set.Open(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
+		rec := s.segments.Open(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
+		if rec.InOldSegment() {
+			s.packedBlobs.queueRefresh(e)
+		}
 		s.mu.Unlock()
 		return s.openedRecord(ctx, e, rec)
 	}

@@ -63,7 +63,7 @@ func (s *Store) scrub(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 	for {
 		passStart := clock.Now()
 		for shard := range 256 {
-			if ctx.Err() != nil || s.closed() {
+			if ctx.Err() != nil || s.isClosed() {
 				return
 			}
 			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), p)
@@ -185,10 +185,10 @@ func (s *Store) openRecordAt(k entryKey, seg *packs.Segment, off int64) (entry, 
 }
 
 // closed reports whether the store was closed.
-func (s *Store) closed() bool {
+func (s *Store) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.idx.Closed()
+	return s.closed
 }
 
 // get returns a copy of entry k without touching its recency.

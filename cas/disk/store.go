@@ -89,6 +89,8 @@ type Store struct {
 	// scrubber (verify.go).
 	corrupt       int64
 	verifiedBytes int64
+	// closed: Close has begun; guarded by mu.
+	closed bool
 }
 
 // OpenStore opens the store in dir, creating dir (and the parents it
@@ -209,11 +211,11 @@ const packDirName = "packs"
 // then the directory's lock is released.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if s.idx.Closed() {
+	if s.closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.idx.Close()
+	s.closed = true
 	s.mu.Unlock()
 	s.blobFiles.close()
 	s.committer.close() // commits still queued fail with cas.ErrClosed
@@ -307,7 +309,9 @@ func (s *Store) lookup(k entryKey, size int64) (entry, bool) {
 	defer s.mu.Unlock()
 	e, ok := s.idx.Lookup(k, size)
 	if ok && e.Seg != nil {
-		s.packedBlobs.refreshIfOldLocked(e)
+		if s.segments.IsOld(e.Seg) {
+			s.packedBlobs.queueRefresh(e)
+		}
 	}
 	return e, ok
 }

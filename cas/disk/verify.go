@@ -275,9 +275,29 @@ func (s *Store) verifyRecord(ctx context.Context, opened entry, rec io.ReaderAt,
 // isCurrentRecord reports whether opened is still its key's entry, the
 // same record, and whether that was found matching its name; mu held.
 func (s *Store) isCurrentRecord(opened entry) (current, verified bool) {
-	cur, ok := s.idx.Get(opened.Key)
-	current = ok && cur.Seg == opened.Seg && cur.Off == opened.Off
+	cur, current := s.currentLocked(opened)
 	return current, current && cur.Verified
+}
+
+// currentLocked returns a copy of opened's key's entry now, and whether
+// that is still the entry of which opened is a copy (taken earlier): the
+// same file at the same generation, or the same record; mu held.
+func (s *Store) currentLocked(opened entry) (entry, bool) {
+	cur, ok := s.idx.Get(opened.Key)
+	if !ok || (cur.Seg == nil) != (opened.Seg == nil) {
+		return cur, false
+	}
+	if opened.Seg == nil {
+		return cur, cur.Gen == opened.Gen
+	}
+	return cur, cur.Seg == opened.Seg && cur.Off == opened.Off
+}
+
+// isCurrentLocked reports whether opened is still its key's entry
+// (currentLocked); mu held.
+func (s *Store) isCurrentLocked(opened entry) bool {
+	_, ok := s.currentLocked(opened)
+	return ok
 }
 
 // recordVerdict hashes buf, the data of the packed CAS blob opened: the
@@ -324,8 +344,9 @@ func (s *Store) actOn(err error) error {
 // it, and returns errCorrupt for the read to fail with.
 func (s *Store) dropCorrupt(opened entry, detail string) error {
 	s.mu.Lock()
-	removed := s.idx.DropCurrent(opened)
+	cur, removed := s.currentLocked(opened)
 	if removed {
+		s.idx.Drop(&cur)
 		if opened.Seg == nil {
 			s.blobFiles.remove(&opened)
 		}

@@ -20,9 +20,6 @@ import (
 // evicted are returned, as by Evict). If the uploads in progress
 // alone would take more than the maximum size it fails with ErrFull.
 func (x *Index) Reserve(n int64) ([]Entry, error) {
-	if x.closed {
-		return nil, cas.ErrClosed
-	}
 	if x.maxSize > 0 && x.totals.Partial+n > x.maxSize {
 		return nil, fmt.Errorf("%w (%d of %d bytes)", cas.ErrFull, x.totals.Partial, x.maxSize)
 	}

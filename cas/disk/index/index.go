@@ -21,7 +21,7 @@ import (
 // It is not safe for concurrent use and has no lock: its owner, the
 // store, holds its own around every call but Generation's (the segments,
 // packs.Set, which it calls, take their own inside). Entries leave it only through
-// it (Drop, DropCurrent, eviction), so that the accounting and the
+// it (Drop, eviction), so that the accounting and the
 // eviction generation always see them go.
 type Index struct {
 	log     *slog.Logger
@@ -48,8 +48,6 @@ type Index struct {
 	// changed: a record put or dropped, or a segment evicted, since the
 	// last index checkpoint.
 	changed bool
-	// closed: the store is closed; no upload reserves space any more.
-	closed bool
 }
 
 // sweepPerPut is how many slots of the table each put of a record sweeps
@@ -119,18 +117,6 @@ func (x *Index) Packed(k Key) (Entry, bool) {
 	}
 	size := int64(r.Size)
 	return Entry{Key: k, Size: size, Stored: size, Seg: seg, Off: int64(r.Off), CRC: r.CRC, Verified: r.Verified}, true
-}
-
-// IsCurrent reports whether opened, a copy of an entry taken
-// earlier, is still its key's entry: the same file at the same
-// generation, or the same record.
-func (x *Index) IsCurrent(opened Entry) bool {
-	if opened.Seg == nil {
-		el, ok := x.files[opened.Key]
-		return ok && el.Gen == opened.Gen
-	}
-	cur, ok := x.Packed(opened.Key)
-	return ok && cur.Seg == opened.Seg && cur.Off == opened.Off
 }
 
 // Commit indexes e, just renamed into place by batch b (or
@@ -243,8 +229,10 @@ func (x *Index) TakeSlot(sl *packs.Slot, k Key, size int64, fill bool) error {
 	return nil
 }
 
-// Drop drops entry e from the index, leaving its bytes where they
-// are: a packed entry's stay in its segment until the segment goes.
+// Drop drops entry e (itself, or a copy of it as Get returns) from the
+// index, leaving its bytes where they are: a file entry's file is the
+// caller's to remove, a packed entry's bytes stay in its segment until
+// the segment goes.
 func (x *Index) Drop(e *Entry) {
 	x.generation.Add(1)
 	if e.Seg != nil {
@@ -262,23 +250,6 @@ func (x *Index) Drop(e *Entry) {
 	x.totals.add(e, -1)
 }
 
-// DropCurrent drops the entry of which opened is a copy, if it is
-// still its key's entry, and reports whether it did: what a failed check
-// removes. A file entry's file is the caller's to remove, a record's to
-// retire.
-func (x *Index) DropCurrent(opened Entry) bool {
-	if !x.IsCurrent(opened) {
-		return false
-	}
-	if opened.Seg == nil {
-		x.Drop(x.files[opened.Key])
-	} else {
-		cur, _ := x.Packed(opened.Key)
-		x.Drop(&cur)
-	}
-	return true
-}
-
 // File returns file entry k itself, if k is kept as a file: the
 // checks record their verdicts on it.
 func (x *Index) File(k Key) (*Entry, bool) {
@@ -292,12 +263,6 @@ func (x *Index) EachFile(fn func(e *Entry)) {
 		fn(e)
 	}
 }
-
-// Close marks the store closed: uploads reserve no more space.
-func (x *Index) Close() { x.closed = true }
-
-// Closed reports whether the store was closed.
-func (x *Index) Closed() bool { return x.closed }
 
 // Table is the table of packed entries, for the index checkpoint to
 // write and load.

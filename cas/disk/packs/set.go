@@ -177,6 +177,10 @@ func (s *Set) Finished() []SegmentSize {
 func (s *Set) IsOld(seg *Segment) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.isOldLocked(seg)
+}
+
+func (s *Set) isOldLocked(seg *Segment) bool {
 	n := len(s.segments)
 	return n >= 4 && seg.Sealed && seg.Seq < s.segments[0].Seq+uint64(n/4)
 }
