@@ -51,7 +51,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 		return nil, cas.ErrNotFound
 	}
 	if e.Seg != nil {
-		rec := s.segments.Open(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
+		rec := s.segments.OpenRecord(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
 		if rec.InOldSegment() {
 			s.packedBlobs.queueRefresh(e)
 		}

@@ -181,7 +181,7 @@ func (s *Store) openRecordAt(k entryKey, seg *packs.Segment, off int64) (entry, 
 	if !ok || e.Seg != seg || e.Off != off {
 		return entry{}, nil
 	}
-	return e, s.segments.Open(e.Seg, e.Off, e.Size, e.CRC, false)
+	return e, s.segments.OpenRecord(e.Seg, e.Off, e.Size, e.CRC, false)
 }
 
 // closed reports whether the store was closed.

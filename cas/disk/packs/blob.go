@@ -27,14 +27,14 @@ type Blob struct {
 	old     bool // its segment was old when it was opened (IsOld)
 }
 
-// Open opens the record of size bytes whose data is at off in seg,
+// OpenRecord opens the record of size bytes whose data is at off in seg,
 // which the owner found current (so not evicted), holding seg's file until
 // the Blob's Close. If checked, every read checks the whole record against
 // crc, its CRC, before it hands on a byte, and fails with an error
 // wrapping integrity.ErrCorrupt if it does not match (the verdict, which
 // the owner acts on: the store removes the entry); if not, reads trust the
 // disk (disk.WithoutReadChecks).
-func (s *Set) Open(seg *Segment, off, size int64, crc uint32, checked bool) *Blob {
+func (s *Set) OpenRecord(seg *Segment, off, size int64, crc uint32, checked bool) *Blob {
 	s.mu.Lock()
 	s.holdLocked(seg)
 	old := s.isOldLocked(seg)

@@ -123,8 +123,8 @@ func TestBlobChecksItsRecord(t *testing.T) {
 	data := testblob.Random(900, 7)
 	seg, off := put(t, s, mu, data)
 	mu.Lock()
-	good := s.Open(seg, off, int64(len(data)), packfile.Checksum(data), true)
-	bad := s.Open(seg, off, int64(len(data)), packfile.Checksum(data)+1, true)
+	good := s.OpenRecord(seg, off, int64(len(data)), packfile.Checksum(data), true)
+	bad := s.OpenRecord(seg, off, int64(len(data)), packfile.Checksum(data)+1, true)
 	mu.Unlock()
 	got := make([]byte, 100)
 	if n, err := good.ReadAt(got, 850); n != 50 || err != io.EOF || !bytes.Equal(got[:50], data[850:]) {
