@@ -107,7 +107,7 @@ func (s *Store) openedFile(ctx context.Context, e entry, f vfs.File) (cas.BlobRe
 		b, err := zstdfile.Open(f, e.Size, s.zp)
 		if errors.Is(err, zstdseek.ErrSeekTable) {
 			// It matched its name when checked: the disk changed it.
-			return nil, &corruptEntry{e, err}
+			return nil, &corruptEntry{e, fmt.Errorf("%w: %w", errCorrupt, err)}
 		}
 		if err != nil {
 			s.log.Error("compressed blob unreadable", "hash", e.Key.Hash, "err", err)
