@@ -20,7 +20,8 @@ import (
 // compressed, opening and removing it, and writing one through tmp/ and
 // the group commit. It answers "which file holds this entry?" and "make
 // this checked content a file entry"; what is stored and where is the
-// index's, whether the content matches its name the checks'.
+// index's, whether the content matches its name the
+// verification's (verify.go).
 type blobFiles struct {
 	dir    string
 	tmpDir string
@@ -148,9 +149,9 @@ func uploaded(c files.Written) *entry {
 // or is released on error.
 func (b *blobFiles) prepare(f vfs.File, e *entry, reserved int64) *pendingCommit {
 	// The content was checked on its way in: as of this modification time
-	// it is verified (checks.go). Without it, the first read re-hashes.
+	// it is verified (verify.go). Without it, the first read re-hashes.
 	if fi, err := f.Stat(); err == nil {
-		e.Checked = fi.ModTime().UnixNano()
+		e.VerifiedAt = fi.ModTime().UnixNano()
 	}
 	return &pendingCommit{f: f, e: e, reserved: reserved}
 }

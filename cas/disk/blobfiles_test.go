@@ -26,13 +26,13 @@ func TestBlobFilesPlaceWriteAndRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.e.Zstd || c.e.Stored >= c.e.Size || c.e.Checked == 0 || c.e.Sums == nil {
+	if !c.e.Zstd || c.e.Stored >= c.e.Size || c.e.VerifiedAt == 0 || c.e.Sums == nil {
 		t.Fatalf("written entry %+v: want compressed, smaller than its size, checked as of its file, with sums", *c.e)
 	}
 	if got := filepath.Dir(c.f.Name()); got != b.tmpDir {
 		t.Errorf("written in %s; want tmp/", got)
 	}
-	s.committer.commit(c)
+	s.commitAll(c)
 	if c.err != nil {
 		t.Fatal(c.err)
 	}

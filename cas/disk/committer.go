@@ -2,13 +2,10 @@ package disk
 
 import (
 	"fmt"
-	"github.com/membuf/membuf/cas/disk/index"
-	"log/slog"
 	"path/filepath"
 	"sync"
 
 	"github.com/membuf/membuf/cas"
-	"github.com/membuf/membuf/cas/disk/checkpoint"
 	"github.com/membuf/membuf/cas/disk/groupcommit"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packs"
@@ -28,16 +25,14 @@ import (
 // renames touched, once, in parallel; then wake every committer. A crash at
 // any point leaves each file either in tmp/ (removed at the next start) or
 // complete under its name: nothing is renamed before its data is durable.
+//
+// The committer is the queue and what the store knows of it: the store
+// feeds it (commitAll) and its goroutine reads the batches from it and
+// commits each (Store.startCommits); it holds nothing of the index, the
+// files or the segments.
 type committer struct {
 	q      *groupcommit.Queue[*pendingCommit]
-	mu     *sync.Mutex // the store's
-	fs     vfs.FS
-	dir    string // the store's: where committed files go
-	log    *slog.Logger
-	idx    *index.Index
-	set    *packs.Set              // the records' segments
-	ckpt   *checkpoint.Checkpoints // taken every so many records committed
-	counts commitCounts            // guarded by mu
+	counts commitCounts // guarded by the store's lock
 	// closing is set, under closeMu's write lock, when the store closes;
 	// a commit made by its writer (commitNow) holds the read lock
 	// throughout, so that close waits for it.
@@ -78,25 +73,38 @@ const syncParallelism = 16
 // process there to kill it.
 var commitStage func(stage string)
 
-// start starts the committer's queue; until then nothing commits.
-func (g *committer) start() { g.q = groupcommit.New(g.commitBatch) }
+// startCommits starts the group commit: the goroutine that reads the
+// committer's queue and commits each batch; until then nothing commits.
+func (s *Store) startCommits() {
+	s.committer.q = groupcommit.New[*pendingCommit]()
+	go func() {
+		for {
+			batch, ok := s.committer.q.Next()
+			if !ok {
+				return
+			}
+			s.commitBatch(batch)
+			s.committer.q.Done()
+		}
+	}()
+}
 
-// commit makes each file of cs durable as its entry and waits until they
-// are; each one's outcome is in its err. The caller has closed nothing:
-// commit closes every file, and removes those that fail.
-func (g *committer) commit(cs ...*pendingCommit) {
-	if len(cs) == 1 && g.commitNow(cs[0]) {
+// commitAll makes each file of cs durable as its entry and waits until
+// they are; each one's outcome is in its err. The caller has closed
+// nothing: commitAll closes every file, and removes those that fail.
+func (s *Store) commitAll(cs ...*pendingCommit) {
+	if len(cs) == 1 && s.commitNow(cs[0]) {
 		return
 	}
-	if !g.q.Commit(cs...) {
+	if !s.committer.q.Commit(cs...) {
 		for _, c := range cs {
 			if c.seg != nil {
 				// A record has no file of its own: its slot goes back.
-				g.mu.Lock()
-				g.set.ReleaseSlotLocked(c.seg)
-				g.mu.Unlock()
+				s.mu.Lock()
+				s.segments.ReleaseSlot(c.seg)
+				s.mu.Unlock()
 			} else {
-				discardTemp(g.fs, c.f)
+				discardTemp(s.fs, c.f)
 			}
 			c.err = cas.ErrClosed
 		}
@@ -110,21 +118,22 @@ func (g *committer) commit(cs ...*pendingCommit) {
 // back: two goroutine switches a record, since under small uploads a
 // batch is about one record. Action results keep to the queue, whose
 // order is the order their updates are indexed in.
-func (g *committer) commitNow(c *pendingCommit) bool {
-	if c.seg == nil || c.err != nil || c.ifCurrent != nil || c.e.Key.Kind != kindCAS || !g.set.SyncsInBackground() {
+func (s *Store) commitNow(c *pendingCommit) bool {
+	if c.seg == nil || c.err != nil || c.ifCurrent != nil || c.e.Key.Kind != kindCAS || !s.segments.SyncsInBackground() {
 		return false
 	}
+	g := &s.committer
 	g.closeMu.RLock()
 	defer g.closeMu.RUnlock()
 	if g.closing {
 		return false // the queue refuses it
 	}
-	err := g.set.HeadSlots(c.seg, c.e.Off+c.e.Size)
+	err := s.segments.HeadSlots(c.seg, c.e.Off+c.e.Size)
 	stage("synced")
-	g.mu.Lock()
+	s.mu.Lock()
 	g.counts.batches++
-	g.indexRecordLocked(c, &err)
-	g.mu.Unlock()
+	s.indexRecordLocked(c, &err)
+	s.mu.Unlock()
 	stage("renamed")
 	stage("durable")
 	return true
@@ -139,7 +148,8 @@ func (g *committer) close() {
 	g.q.Close()
 }
 
-func (g *committer) commitBatch(batch []*pendingCommit) {
+// commitBatch commits one batch read from the committer's queue.
+func (s *Store) commitBatch(batch []*pendingCommit) {
 	// Data first: nothing is renamed before its content is durable. Under
 	// small uploads a batch is mostly one record, so what is not needed
 	// is not made: no goroutine, map or batch of the index for it.
@@ -164,10 +174,10 @@ func (g *committer) commitBatch(batch []*pendingCommit) {
 				c.err = fmt.Errorf("disk: %w", err)
 			}
 			if c.err != nil {
-				g.fs.Remove(c.f.Name())
-				g.mu.Lock()
-				g.idx.Unreserve(c.reserved)
-				g.mu.Unlock()
+				s.fs.Remove(c.f.Name())
+				s.mu.Lock()
+				s.idx.Unreserve(c.reserved)
+				s.mu.Unlock()
 			}
 			return nil
 		})
@@ -177,21 +187,21 @@ func (g *committer) commitBatch(batch []*pendingCommit) {
 	// once every slot before them has a header (HeadSlots), which a sync
 	// sees to itself.
 	for i := range segs {
-		s := &segs[i]
-		if g.set.SyncsInBackground() && !s.copy {
+		sc := &segs[i]
+		if s.segments.SyncsInBackground() && !sc.copy {
 			if len(segs) == 1 && files == 0 { // nothing to run beside it
-				s.err = g.set.HeadSlots(s.seg, s.end)
+				sc.err = s.segments.HeadSlots(sc.seg, sc.end)
 				continue
 			}
 			run(func() error {
-				s.err = g.set.HeadSlots(s.seg, s.end)
+				sc.err = s.segments.HeadSlots(sc.seg, sc.end)
 				return nil
 			})
 			continue
 		}
 		run(func() error {
-			if err := s.seg.SyncThrough(s.end); err != nil {
-				s.err = fmt.Errorf("disk: fsync of a pack segment: %w", err)
+			if err := sc.seg.SyncThrough(sc.end); err != nil {
+				sc.err = fmt.Errorf("disk: fsync of a pack segment: %w", err)
 			}
 			return nil
 		})
@@ -209,36 +219,36 @@ func (g *committer) commitBatch(batch []*pendingCommit) {
 	if files > 0 {
 		b, dirs = &commitBatch{Durable: make(chan struct{})}, make(map[string]bool)
 	}
-	g.mu.Lock()
-	g.counts.batches++
+	s.mu.Lock()
+	s.committer.counts.batches++
 	for _, c := range batch {
 		if c.seg != nil {
-			g.indexRecordLocked(c, segs.errOf(c.seg))
+			s.indexRecordLocked(c, segs.errOf(c.seg))
 			continue
 		}
 		if c.err != nil {
 			continue
 		}
-		g.idx.Unreserve(c.reserved)
-		if g.idx.Closed() {
-			g.fs.Remove(c.f.Name())
+		s.idx.Unreserve(c.reserved)
+		if s.closed {
+			s.fs.Remove(c.f.Name())
 			c.err = cas.ErrClosed
 			continue
 		}
-		final := entryPath(g.dir, c.e)
-		if err := g.fs.Rename(c.f.Name(), final); err != nil {
-			g.fs.Remove(c.f.Name())
+		final := entryPath(s.dir, c.e)
+		if err := s.fs.Rename(c.f.Name(), final); err != nil {
+			s.fs.Remove(c.f.Name())
 			c.err = fmt.Errorf("disk: %w", err)
 			continue
 		}
 		dirs[filepath.Dir(final)] = true
-		g.removeFilesLocked(g.idx.Commit(c.e, b))
-		g.counts.commits++
+		s.removeFilesLocked(s.idx.Commit(c.e, b))
+		s.committer.counts.commits++
 	}
-	g.mu.Unlock()
+	s.mu.Unlock()
 	stage("renamed")
 	if files > 0 {
-		g.syncRenamed(batch, b, dirs, run, eg)
+		s.syncRenamed(batch, b, dirs, run, eg)
 	}
 	stage("durable")
 }
@@ -246,30 +256,30 @@ func (g *committer) commitBatch(batch []*pendingCommit) {
 // syncRenamed ends the commit of a batch's files, renamed into dirs and
 // indexed as pending in b: it fsyncs each directory once, settles the
 // entries, and fails those whose directory's fsync failed.
-func (g *committer) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs map[string]bool, run func(func() error), eg *errgroup.Group) {
+func (s *Store) syncRenamed(batch []*pendingCommit, b *commitBatch, dirs map[string]bool, run func(func() error), eg *errgroup.Group) {
 	var dirErrs sync.Map
 	for dir := range dirs {
 		run(func() error {
-			if err := g.fs.SyncDir(dir); err != nil {
+			if err := s.fs.SyncDir(dir); err != nil {
 				dirErrs.Store(dir, err)
 			}
 			return nil
 		})
 	}
 	eg.Wait() // run made eg for the batch's files
-	g.mu.Lock()
+	s.mu.Lock()
 	for _, c := range batch {
 		if c.seg == nil && c.err == nil {
-			g.idx.Settled(c.e.Key, b)
+			s.idx.Settled(c.e.Key, b)
 		}
 	}
-	g.mu.Unlock()
+	s.mu.Unlock()
 	close(b.Durable)
 	for _, c := range batch {
 		if c.seg != nil {
 			continue
 		}
-		dir := filepath.Dir(entryPath(g.dir, c.e))
+		dir := filepath.Dir(entryPath(s.dir, c.e))
 		if err, failed := dirErrs.Load(dir); failed && c.err == nil {
 			// The entry is in place but its name may not survive a crash.
 			c.err = fmt.Errorf("disk: fsync of %s: %w", dir, err.(error))
@@ -346,38 +356,38 @@ func stage(name string) {
 // directory to sync) unless something failed or, for a copy forward, the
 // entry it copies was replaced meanwhile. Either way its writer's slot is
 // released.
-func (g *committer) indexRecordLocked(c *pendingCommit, syncErr *error) {
-	defer g.set.ReleaseSlotLocked(c.seg)
+func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
+	defer s.segments.ReleaseSlot(c.seg)
 	switch {
 	case c.err != nil:
 		return
 	case syncErr != nil && *syncErr != nil:
 		c.err = *syncErr
 		return
-	case g.idx.Closed():
+	case s.closed:
 		c.err = cas.ErrClosed
 		return
-	case c.ifCurrent != nil && !g.idx.IsCurrent(*c.ifCurrent):
+	case c.ifCurrent != nil && !s.isCurrentLocked(*c.ifCurrent):
 		// Replaced since it was queued: the copy is garbage, and its
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
 		// newest.
 		if err := c.seg.WriteHeader(uint8(c.e.Key.Kind), c.e.Key.Hash, packfile.Reserved, c.e.Size, 0, c.e.Off); err != nil {
-			g.log.Warn("marking a stale copy of a packed entry", "err", err)
+			s.log.Warn("marking a stale copy of a packed entry", "err", err)
 		}
 		return
 	}
-	g.removeFilesLocked(g.idx.Commit(c.e, nil))
-	g.ckpt.MaybeStartLocked()
-	g.set.MarkWrittenLocked(c.seg)
-	g.counts.commits++
+	s.removeFilesLocked(s.idx.Commit(c.e, nil))
+	s.checkpoints.MaybeStartLocked()
+	s.segments.MarkWritten(c.seg)
+	s.committer.counts.commits++
 }
 
 // removeFilesLocked removes the files of the entries a commit returned as
 // no longer any entry's (the other form's, those evicted), before the
 // lock goes: no later commit of their keys can have put a file in place.
-func (g *committer) removeFilesLocked(removed []entry) {
+func (s *Store) removeFilesLocked(removed []entry) {
 	for i := range removed {
-		removeFile(g.fs, g.log, g.dir, &removed[i])
+		removeFile(s.fs, s.log, s.dir, &removed[i])
 	}
 }

@@ -251,7 +251,7 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	defer s.Close()
 	if packs == "checkpoint" {
 		s.mu.Lock()
-		segments := len(s.segments.SegmentsLocked())
+		segments := len(s.segments.Segments())
 		s.mu.Unlock()
 		if !s.checkpointLoaded || s.segments.Scanned() == 0 || s.segments.Scanned() == segments {
 			t.Errorf("after the crash: from the checkpoint %v, %d of %d segments scanned; want it loaded, the segments since scanned, the others not", s.checkpointLoaded, s.segments.Scanned(), segments)
@@ -282,7 +282,7 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	var packed []cas.Digest
 	for i := range packindex.Shards {
 		for _, r := range s.packed.ShardRecords(i, nil) {
-			if !r.AC && s.segments.LiveLocked(r.Seq) != nil {
+			if !r.AC && s.segments.Live(r.Seq) != nil {
 				packed = append(packed, cas.Digest{Hash: hex.EncodeToString(r.Hash[:]), Size: int64(r.Size)})
 			}
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 // copyForwardLoop copies forward the packed entries queued on q
-// (packedBlobs.refreshIfOldLocked) until it is closed, then closes
+// (packedBlobs.queueRefresh) until it is closed, then closes
 // done.
 func (s *Store) copyForwardLoop(q <-chan refresh, done chan<- struct{}) {
 	defer close(done)
@@ -28,7 +28,7 @@ func (s *Store) copyForwardLoop(q <-chan refresh, done chan<- struct{}) {
 func (s *Store) copyForward(r refresh) error {
 	s.mu.Lock()
 	old := r.e
-	if !s.idx.IsCurrent(old) {
+	if !s.isCurrentLocked(old) {
 		s.mu.Unlock()
 		return nil
 	}

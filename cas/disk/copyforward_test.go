@@ -45,7 +45,7 @@ func TestACopyForwardIsDurableBeforeTheSyncersPass(t *testing.T) {
 	// and nothing is evicted.
 	for i := uint64(2); ; i++ {
 		s.mu.Lock()
-		n := len(s.segments.SegmentsLocked())
+		n := len(s.segments.Segments())
 		s.mu.Unlock()
 		if n >= 8 {
 			break

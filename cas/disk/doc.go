@@ -28,11 +28,13 @@
 //     (packedblobs.go: records in pack segments, written, read, retired,
 //     and those to copy forward queued; the store copies them,
 //     copyforward.go);
-//   - the checks (checks.go): whether content may be served (hashed once
-//     per process, the verdict of a read whose CRC fails), and what a
-//     verdict of corrupt removes;
-//   - the group commit (committer.go), the index checkpoint
-//     (package checkpoint) and the scrubber's walk (scrub.go).
+//   - verification (verify.go): a verdict on content (hashed once per
+//     process against its name, or a read whose CRC check fails), taken
+//     with no lock; the store acts on it, dropping and removing what is
+//     corrupt;
+//   - the group commit (committer.go: a queue the store feeds and its
+//     goroutine reads batches from), the index checkpoint (package
+//     checkpoint) and the scrubber's walk (scrub.go).
 //
 // The subpackages, none of which imports this one: index, files (a blob
 // in a file of its own), packs (the pack segments; packfile their record

@@ -71,9 +71,9 @@ func WithPackSync(interval time.Duration) StoreOption {
 // opening and reading a record, retiring one found bad, and the queue of
 // hot records to copy forward out of old segments (the store copies
 // them). What is stored and where is the index's, whether a record
-// matches its name the checks'.
+// matches its name the verification's (verify.go).
 // It holds no lock: its methods named Locked are called by the store
-// holding its own (the one its segments, packs.Set, share).
+// holding its own (its segments, packs.Set, take theirs inside).
 type packedBlobs struct {
 	log *slog.Logger
 	set *packs.Set
@@ -234,12 +234,11 @@ type refresh struct {
 	e entry
 }
 
-// refreshIfOldLocked queues packed entry e (a copy) for copying forward if
-// its segment is among the oldest quarter. A full queue drops it: a lookup
-// is never held up for a copy.
-func (p *packedBlobs) refreshIfOldLocked(e entry) {
-	segs := p.set.SegmentsLocked()
-	if p.refreshes == nil || len(segs) < 4 || !e.Seg.Sealed || e.Seg.Seq >= segs[0].Seq+uint64(len(segs)/4) {
+// queueRefresh queues packed entry e (a copy), whose segment is among
+// the oldest quarter (packs.Set.IsOld), for copying forward; mu held. A
+// full queue drops it: a lookup is never held up for a copy.
+func (p *packedBlobs) queueRefresh(e entry) {
+	if p.refreshes == nil {
 		return
 	}
 	select {

@@ -34,7 +34,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.committer.commit(c)
+		s.commitAll(c)
 		if c.err != nil {
 			t.Fatal(c.err)
 		}

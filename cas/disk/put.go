@@ -40,7 +40,7 @@ func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCom
 	s.mu.Lock()
 	for i, f := range fills {
 		err := cas.ErrClosed
-		if !s.idx.Closed() {
+		if !s.closed {
 			err = s.idx.TakeSlot(f.Slot, ks[i], cs[i].e.Size, true)
 		}
 		if err != nil {
@@ -58,7 +58,7 @@ func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCom
 		s.mu.Lock()
 		for _, seg := range failed {
 			// A record that will not be committed: its slot goes back.
-			s.packedBlobs.set.ReleaseSlotLocked(seg)
+			s.packedBlobs.set.ReleaseSlot(seg)
 		}
 		s.mu.Unlock()
 	}
@@ -67,7 +67,7 @@ func (s *Store) writeRecords(ks []entryKey, data []net.Buffers, cs []*pendingCom
 // commit makes c durable and visible through the group commit, and
 // returns how it ended.
 func (s *Store) commit(c *pendingCommit) error {
-	s.committer.commit(c)
+	s.commitAll(c)
 	return c.err
 }
 
@@ -132,7 +132,7 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 		}
 	}
 	if len(commits) > 0 {
-		s.committer.commit(commits...)
+		s.commitAll(commits...)
 	}
 	for j, c := range commits {
 		errs[which[j]] = c.err

@@ -25,20 +25,23 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 	if d.Hash == cas.EmptyHash && d.Size <= 0 {
 		return files.NewBlob(nil, 0, s.zp, nil), nil
 	}
-	return s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	r, err := s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	return r, s.actOn(err)
 }
 
 // open opens entry k, going down through the store's parts in order: the
 // index says where it is (a file or a record) and, in the same hold of
 // the lock, the location side opens it (a record's segment held, a file's
 // descriptor), so that no commit, eviction or removal comes between; the
-// checks say whether it may be served (a blob not yet verified in this
-// process is re-hashed first: what open returns has matched its name); the
-// reader checks every block or record it reads against the sums the check
-// took, and fails with a verdict the store acts on (storedBlob).
+// verification says whether it may be served (a blob not yet verified in
+// this process is re-hashed first: what open returns has matched its
+// name). A blob found corrupt is a verdict returned (corruptEntry), which
+// the caller acts on (actOn). The reader checks every block or record it
+// reads against the sums verification took, and fails with a verdict the
+// store acts on (storedBlob).
 func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReader, error) {
 	s.mu.Lock()
-	if s.idx.Closed() {
+	if s.closed {
 		s.mu.Unlock()
 		return nil, cas.ErrClosed
 	}
@@ -48,8 +51,10 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 		return nil, cas.ErrNotFound
 	}
 	if e.Seg != nil {
-		s.packedBlobs.refreshIfOldLocked(e)
-		rec := s.packedBlobs.set.OpenLocked(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
+		rec := s.segments.OpenRecord(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
+		if rec.InOldSegment() {
+			s.packedBlobs.queueRefresh(e)
+		}
 		s.mu.Unlock()
 		return s.openedRecord(ctx, e, rec)
 	}
@@ -66,10 +71,10 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 
 // openedRecord returns the reader of packed entry e (a copy of its index
 // entry), open as rec: a CAS blob not yet verified in this process is
-// hashed first (checks.record, through rec's hold of its segment).
+// hashed first (verifyRecord, through rec's hold of its segment).
 func (s *Store) openedRecord(ctx context.Context, e entry, rec *packs.Blob) (cas.BlobReader, error) {
 	if e.Key.Kind == kindCAS && !e.Verified {
-		if err := s.checks.record(ctx, e, false, nil); err != nil {
+		if err := s.verifyRecord(ctx, e, rec, false, nil); err != nil {
 			rec.Close()
 			return nil, err
 		}
@@ -82,14 +87,14 @@ func (s *Store) openedRecord(ctx context.Context, e entry, rec *packs.Blob) (cas
 
 // openedFile returns the reader of file entry e (a copy of its index
 // entry), open as f: a CAS blob not verified in this process as its file
-// is now is hashed first (checks.file); an action result has no name to
+// is now is hashed first (verifyFile); an action result has no name to
 // be checked against, and its reads are checked against the sums it was
 // written with, if any (one found at start has none).
 func (s *Store) openedFile(ctx context.Context, e entry, f vfs.File) (cas.BlobReader, error) {
 	sums := e.Sums
 	if e.Key.Kind == kindCAS {
 		var err error
-		if sums, err = s.checks.file(ctx, e, f, false, nil); err != nil {
+		if sums, err = s.verifyFile(ctx, e, f, false, nil); err != nil {
 			f.Close()
 			return nil, err // found corrupt (ErrNotFound), or the check could not finish
 		}
@@ -102,7 +107,7 @@ func (s *Store) openedFile(ctx context.Context, e entry, f vfs.File) (cas.BlobRe
 		b, err := zstdfile.Open(f, e.Size, s.zp)
 		if errors.Is(err, zstdseek.ErrSeekTable) {
 			// It matched its name when checked: the disk changed it.
-			return nil, s.checks.readFailed(e, err.Error())
+			return nil, &corruptEntry{e, fmt.Errorf("%w: %w", errCorrupt, err)}
 		}
 		if err != nil {
 			s.log.Error("compressed blob unreadable", "hash", e.Key.Hash, "err", err)
@@ -124,7 +129,7 @@ func (s *Store) openedFile(ctx context.Context, e entry, f vfs.File) (cas.BlobRe
 func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
 	r, err := s.open(ctx, k, size)
 	if err != nil {
-		return nil, err
+		return nil, s.actOn(err)
 	}
 	defer r.Close()
 	if b, ok := r.(*storedBlob); ok {
@@ -187,11 +192,11 @@ func (b *storedBlob) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // verdict acts on err, what a read of entry e returned: content found not
-// matching its sums or frames removes e (checks.readFailed), and the read
+// matching its sums or frames removes e (dropCorrupt), and the read
 // fails with errCorrupt; any other outcome is returned as it is.
 func (s *Store) verdict(e *entry, err error) error {
 	if err == nil || !errors.Is(err, errCorrupt) && !errors.Is(err, zstdfile.ErrCorruptFrame) {
 		return err
 	}
-	return s.checks.readFailed(*e, err.Error())
+	return s.dropCorrupt(*e, err.Error())
 }

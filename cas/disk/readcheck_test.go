@@ -47,7 +47,7 @@ func storedAt(t *testing.T, s *Store, d cas.Digest) (string, int64) {
 		t.Fatalf("blob %s is not stored", d)
 	}
 	if e := el; e.Seg != nil {
-		return e.Seg.PathLocked(), e.Off
+		return s.segments.Path(e.Seg), e.Off
 	}
 	return disktest.BlobPath(s.dir, d), 0
 }

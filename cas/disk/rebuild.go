@@ -53,7 +53,7 @@ func (s *Store) rebuild() error {
 	for i, f := range found {
 		modTimes[i] = f.ModTime
 	}
-	x.Order(all, modTimes, s.segments.SegmentsLocked())
+	x.Order(all, modTimes, s.segments.Segments())
 	if ck != nil {
 		var replaced []entry
 		records, replaced, s.checkpointLoaded, err = s.checkpoints.LoadRecords(ck, records)

@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/membuf/membuf/cas/disk/index"
-	"log/slog"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
 	"github.com/membuf/membuf/cas/disk/pace"
-	"github.com/membuf/membuf/cas/disk/vfs"
+	"github.com/membuf/membuf/cas/disk/packs"
 )
 
 // The scrubber's pacing. A pass is held to the rate in "cost", not only in
@@ -34,22 +31,14 @@ const (
 	scrubPassInterval = time.Minute
 )
 
-// scrubber walks the store re-hashing every blob in turn (Scrub): the
-// shard directories of cas/, then the pack segments' records, at a
-// bounded rate. The verdicts are the checks'; the scrubber only decides
-// what to look at next and how fast.
+// scrubber is what the store counts of its scrubbing (Scrub), which
+// walks the store re-hashing every blob in turn: the shard directories of
+// cas/, then the pack segments' records, at a bounded rate. It only
+// decides what to look at next and how fast; each blob is verified as a
+// first read's is (verify.go), and the store acts on the verdict.
 type scrubber struct {
-	mu     *sync.Mutex
-	fs     vfs.FS
-	dir    string
-	log    *slog.Logger
-	idx    *index.Index
-	files  *blobFiles
-	packs  *packedBlobs
-	checks *checks
-
-	passes   int64 // full passes; guarded by mu
-	listings int64 // shard directories listed; guarded by mu
+	passes   int64 // full passes; guarded by the store's lock
+	listings int64 // shard directories listed; guarded by the store's lock
 }
 
 // Scrub re-hashes every stored blob in turn, pass after pass, until ctx is
@@ -57,35 +46,35 @@ type scrubber struct {
 // bytesPerSecond on average, counting each blob as at least 64 KiB and each
 // of the 256 shard directories it lists as 64 KiB, and starts a pass at
 // most once a minute. A blob found corrupt is removed as on a read (see
-// checks.go); one found intact counts as verified for reads.
+// verify.go); one found intact counts as verified for reads.
 // It touches no recency: scrubbing is not use. Run it on a goroutine of its
 // own; bytesPerSecond must be positive.
 func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
 	if bytesPerSecond <= 0 {
 		return fmt.Errorf("disk: scrub rate %d must be positive", bytesPerSecond)
 	}
-	s.scrubber.run(ctx, pace.New(ctx, bytesPerSecond, s.scrubClock), s.scrubClock)
+	s.scrub(ctx, pace.New(ctx, bytesPerSecond, s.scrubClock), s.scrubClock)
 	return nil
 }
 
-// run scrubs pass after pass at p's rate until ctx is done or the store
+// scrub scrubs pass after pass at p's rate until ctx is done or the store
 // is closed.
-func (sc *scrubber) run(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
+func (s *Store) scrub(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 	for {
 		passStart := clock.Now()
 		for shard := range 256 {
-			if ctx.Err() != nil || sc.closed() {
+			if ctx.Err() != nil || s.isClosed() {
 				return
 			}
-			sc.shard(ctx, fmt.Sprintf("%02x", shard), p)
+			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), p)
 		}
-		sc.segments(ctx, p)
+		s.scrubSegments(ctx, p)
 		if ctx.Err() != nil {
 			return // the last shard was cut short: no whole pass
 		}
-		sc.mu.Lock()
-		sc.passes++
-		sc.mu.Unlock()
+		s.mu.Lock()
+		s.scrubber.passes++
+		s.mu.Unlock()
 		if rest := scrubPassInterval - clock.Now().Sub(passStart); rest > 0 {
 			if clock.Sleep(ctx, rest) != nil {
 				return
@@ -96,16 +85,16 @@ func (sc *scrubber) run(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 
 // shard re-hashes the blobs of one shard directory of cas/ (listing one
 // directory at a time keeps the scrubber's memory to a shard's names).
-func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
+func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
 	if p.Wait(scrubListingCost) != nil {
 		return
 	}
-	ents, err := sc.fs.ReadDir(filepath.Join(sc.dir, kindCAS.Dir(), shard))
-	sc.mu.Lock()
-	sc.listings++
-	sc.mu.Unlock()
+	ents, err := s.fs.ReadDir(filepath.Join(s.dir, kindCAS.Dir(), shard))
+	s.mu.Lock()
+	s.scrubber.listings++
+	s.mu.Unlock()
 	if err != nil {
-		sc.log.Warn("scrubber: listing a shard", "shard", shard, "err", err)
+		s.log.Warn("scrubber: listing a shard", "shard", shard, "err", err)
 		return
 	}
 	for _, de := range ents {
@@ -117,8 +106,8 @@ func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
 			continue // a stray name
 		}
 		k := entryKey{Kind: kindCAS, Hash: hash}
-		e, ok := sc.get(k)
-		if !ok || filepath.Base(sc.files.filePath(&e)) != de.Name() {
+		e, ok := s.get(k)
+		if !ok || filepath.Base(s.blobFiles.filePath(&e)) != de.Name() {
 			continue // not an entry's file (evicted or replaced since the listing)
 		}
 		// Charge what the blob's bytes will not (see scrubBlobCost); the
@@ -126,32 +115,33 @@ func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
 		if p.Wait(max(0, scrubBlobCost-int(min(e.Size, scrubBlobCost)))) != nil {
 			return
 		}
-		f, err := sc.files.open(&e)
+		f, err := s.blobFiles.open(&e)
 		if err != nil {
 			continue // evicted since
 		}
-		_, err = sc.checks.file(ctx, e, f, true, p.Wait)
+		_, err = s.verifyFile(ctx, e, f, true, p.Wait)
 		f.Close()
+		err = s.actOn(err)
 		if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
-			sc.log.Warn("scrubber: re-hashing a blob", "hash", k.Hash, "err", err)
+			s.log.Warn("scrubber: re-hashing a blob", "hash", k.Hash, "err", err)
 		}
 	}
 }
 
 // segments re-hashes the packed CAS blobs, segment by segment (each
 // segment costs what a shard listing does).
-func (sc *scrubber) segments(ctx context.Context, p *pace.Pacer) {
-	sc.mu.Lock()
-	segs := slices.Clone(sc.packs.set.SegmentsLocked())
-	sc.mu.Unlock()
+func (s *Store) scrubSegments(ctx context.Context, p *pace.Pacer) {
+	s.mu.Lock()
+	segs := slices.Clone(s.segments.Segments())
+	s.mu.Unlock()
 	for _, seg := range segs {
 		if p.Wait(scrubListingCost) != nil {
 			return
 		}
-		records, err := sc.packs.records(seg)
+		records, err := s.packedBlobs.records(seg)
 		if err != nil {
 			if !errors.Is(err, errReplaced) {
-				sc.log.Warn("scrubber: listing a pack segment", "segment", seg.Seq, "err", err)
+				s.log.Warn("scrubber: listing a pack segment", "segment", seg.Seq, "err", err)
 			}
 			continue
 		}
@@ -163,31 +153,47 @@ func (sc *scrubber) segments(ctx context.Context, p *pace.Pacer) {
 				continue
 			}
 			k := entryKey{Kind: kindCAS, Hash: r.HashHex()}
-			e, ok := sc.get(k)
-			if !ok || e.Seg != seg || e.Off != r.Off {
+			e, rec := s.openRecordAt(k, seg, r.Off)
+			if rec == nil {
 				continue // replaced, removed or evicted since
 			}
 			if p.Wait(max(0, scrubBlobCost-int(min(e.Size, scrubBlobCost)))) != nil {
+				rec.Close()
 				return
 			}
-			err := sc.checks.record(ctx, e, true, p.Wait)
+			err := s.actOn(s.verifyRecord(ctx, e, rec, true, p.Wait))
+			rec.Close()
 			if err != nil && !errors.Is(err, cas.ErrNotFound) && !errors.Is(err, errReplaced) && ctx.Err() == nil {
-				sc.log.Warn("scrubber: re-hashing a packed blob", "hash", k.Hash, "err", err)
+				s.log.Warn("scrubber: re-hashing a packed blob", "hash", k.Hash, "err", err)
 			}
 		}
 	}
 }
 
+// openRecordAt opens the record of k if it is still k's entry at off in
+// seg, without touching its recency: a copy of its entry, and the record
+// open unchecked (verification takes the verdict on it). nil if k has
+// moved or gone since the listing.
+func (s *Store) openRecordAt(k entryKey, seg *packs.Segment, off int64) (entry, *packs.Blob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.idx.Get(k)
+	if !ok || e.Seg != seg || e.Off != off {
+		return entry{}, nil
+	}
+	return e, s.segments.OpenRecord(e.Seg, e.Off, e.Size, e.CRC, false)
+}
+
 // closed reports whether the store was closed.
-func (sc *scrubber) closed() bool {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.idx.Closed()
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // get returns a copy of entry k without touching its recency.
-func (sc *scrubber) get(k entryKey) (entry, bool) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.idx.Get(k)
+func (s *Store) get(k entryKey) (entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idx.Get(k)
 }

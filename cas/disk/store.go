@@ -59,22 +59,22 @@ type Store struct {
 	syncByHand bool
 	scrubClock pace.Clock // pace.Wall, or a test's (scrub_test.go)
 
-	// mu is the store's one lock, which its parts share: the index,
-	// the pack segments, the checks, the group commit, the checkpoints.
+	// mu is the store's lock: it orders every operation, and guards the
+	// index, the group commit's counts and the checkpoints. The pack
+	// segments (packs.Set) have a lock of their own, taken inside this one.
 	mu sync.Mutex
 
 	// The parts a read or a write goes through, in that order: the index
 	// (which entries exist, where, their recency, the accounting and
 	// eviction), the location-blob sides (files of their own, records in
-	// pack segments), the checks (may this content be served?), and the
+	// pack segments), verification (may this content be served?), and the
 	// group commit that makes a write durable and visible.
 	idx         *index.Index
 	blobFiles   *blobFiles
 	packedBlobs *packedBlobs
-	checks      *checks
-	committer   *committer
+	committer   committer
 	checkpoints *checkpoint.Checkpoints
-	scrubber    *scrubber
+	scrubber    scrubber
 
 	// segments and packed are the index's segments (rebuild loads them)
 	// and table (the crash tests look at it under mu).
@@ -83,6 +83,14 @@ type Store struct {
 	// checkpointLoaded: this start took the packed entries from the
 	// index checkpoint.
 	checkpointLoaded bool
+
+	// Guarded by mu: blobs whose content no longer matched their name,
+	// removed (dropCorrupt), and bytes re-hashed by first reads and the
+	// scrubber (verify.go).
+	corrupt       int64
+	verifiedBytes int64
+	// closed: Close has begun; guarded by mu.
+	closed bool
 }
 
 // OpenStore opens the store in dir, creating dir (and the parents it
@@ -149,9 +157,9 @@ func OpenStore(dir string, maxSize int64, logger *slog.Logger, opts ...StoreOpti
 	// Every entry, packed ones too (those are in no recency list), as
 	// Stats, and so /status, counts them.
 	totals := s.idx.Totals()
-	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked())
+	fromCheckpoint, scanned, segments := s.checkpointLoaded, s.segments.Scanned(), len(s.segments.Segments())
 	s.mu.Unlock()
-	s.committer.start()
+	s.startCommits()
 	if q := s.packedBlobs.start(); q != nil {
 		go s.copyForwardLoop(q, s.packedBlobs.refreshed)
 	}
@@ -168,7 +176,7 @@ func (s *Store) buildParts() {
 	segSize, packMax := packConfig(s.maxSize, s.packMax)
 	s.packMax = packMax
 	cfg := packs.Config{
-		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log, Mu: &s.mu,
+		FS: s.fs, Dir: filepath.Join(s.dir, packDirName), Log: s.log,
 		SegmentSize: segSize, MaxRecord: packMax,
 		StreamLanes: streamLanes,
 		Zstd:        s.zp,
@@ -182,11 +190,8 @@ func (s *Store) buildParts() {
 	tmpDir := filepath.Join(s.dir, "tmp")
 	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, policy: s.policy, zp: s.zp, buffers: s.buffers}
 	pb := &packedBlobs{log: s.log, set: set, max: packMax}
-	ch := &checks{mu: &s.mu, log: s.log, idx: x, files: fb, packs: pb, zp: s.zp, buffers: s.buffers, noReadChecks: s.noReadChecks}
 	ck := checkpoint.New(&s.mu, s.fs, filepath.Join(s.dir, checkpoint.Name), tmpDir, s.log, x, set, packMax)
-	gc := &committer{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, set: set, ckpt: ck}
-	s.idx, s.blobFiles, s.packedBlobs, s.checks, s.committer, s.checkpoints = x, fb, pb, ch, gc, ck
-	s.scrubber = &scrubber{mu: &s.mu, fs: s.fs, dir: s.dir, log: s.log, idx: x, files: fb, packs: pb, checks: ch}
+	s.idx, s.blobFiles, s.packedBlobs, s.checkpoints = x, fb, pb, ck
 	s.segments, s.packed = set, x.Table()
 }
 
@@ -206,11 +211,11 @@ const packDirName = "packs"
 // then the directory's lock is released.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if s.idx.Closed() {
+	if s.closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.idx.Close()
+	s.closed = true
 	s.mu.Unlock()
 	s.blobFiles.close()
 	s.committer.close() // commits still queued fail with cas.ErrClosed
@@ -252,8 +257,8 @@ func (s *Store) Stats() Stats {
 		CompressedBlobs:   t.ZstdEntries,
 		MaxBytes:          s.maxSize,
 		Evictions:         t.Evictions,
-		Corrupt:           s.checks.corrupt,
-		VerifiedBytes:     s.checks.verified,
+		Corrupt:           s.corrupt,
+		VerifiedBytes:     s.verifiedBytes,
 		ScrubPasses:       s.scrubber.passes,
 		ScrubListings:     s.scrubber.listings,
 		Commits:           s.committer.counts.commits,
@@ -304,7 +309,9 @@ func (s *Store) lookup(k entryKey, size int64) (entry, bool) {
 	defer s.mu.Unlock()
 	e, ok := s.idx.Lookup(k, size)
 	if ok && e.Seg != nil {
-		s.packedBlobs.refreshIfOldLocked(e)
+		if s.segments.IsOld(e.Seg) {
+			s.packedBlobs.queueRefresh(e)
+		}
 	}
 	return e, ok
 }

@@ -60,11 +60,11 @@ func firstSegmentPath(t *testing.T, s *Store) string {
 	await.True(t, "the first pack segment finished", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		segs := s.segments.SegmentsLocked()
+		segs := s.segments.Segments()
 		if len(segs) < 2 {
 			t.Fatalf("%d pack segments; the test wants a sealed one", len(segs))
 		}
-		path = segs[0].PathLocked()
+		path = s.segments.Path(segs[0])
 		return segs[0].Finished
 	})
 	return path
@@ -134,8 +134,8 @@ func TestTruncatedSegmentTheCheckpointNames(t *testing.T) {
 	}
 	truncateHalf(t, first)
 	s = openPackStore(t, dir, checkpointStoreSize)
-	if s.checkpointLoaded || s.segments.Scanned() != len(s.segments.SegmentsLocked()) {
-		t.Fatalf("from the checkpoint %v, %d of %d segments scanned; want it refused, all scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked()))
+	if s.checkpointLoaded || s.segments.Scanned() != len(s.segments.Segments()) {
+		t.Fatalf("from the checkpoint %v, %d of %d segments scanned; want it refused, all scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.Segments()))
 	}
 	checkLostOrWhole(t, s, ds, datas)
 }

@@ -149,7 +149,7 @@ func (s *Store) newRecordWriter(d cas.Digest) (*recordUpload, error) {
 	s.packedBlobs.set.InitWriter(&u.Writer, d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.idx.Closed() {
+	if s.closed {
 		return nil, cas.ErrClosed
 	}
 	if err := s.idx.TakeSlot(u.Slot(), entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false); err != nil {
@@ -175,6 +175,9 @@ func (u *recordUpload) Commit(context.Context) error {
 func (s *Store) reserve(n int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return cas.ErrClosed
+	}
 	removed, err := s.idx.Reserve(n)
 	s.blobFiles.removeAll(removed)
 	return err

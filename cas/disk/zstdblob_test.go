@@ -338,7 +338,7 @@ func TestStoreDamagedCompressedBlob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.checks.file(context.Background(), e, f, true, nil); !errors.Is(err, errCorrupt) {
+	if _, err := s.verifyFile(context.Background(), e, f, true, nil); !errors.Is(s.actOn(err), errCorrupt) {
 		t.Fatalf("forced check of a damaged frame: %v, want errCorrupt", err)
 	}
 	f.Close()

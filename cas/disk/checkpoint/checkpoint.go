@@ -84,7 +84,7 @@ func (c *Checkpoints) SegmentsLocked() int { return c.segments }
 // records were indexed since the last one and none is being taken.
 func (c *Checkpoints) MaybeStartLocked() {
 	c.since++
-	if c.running || c.set.ClosingLocked() || c.since < max(checkpointEvery, int64(c.idx.Table().Len()/4)) {
+	if c.running || c.set.Closing() || c.since < max(checkpointEvery, int64(c.idx.Table().Len()/4)) {
 		return
 	}
 	c.running = true
@@ -134,7 +134,7 @@ func (c *Checkpoints) Open() (*packindex.CheckpointFile, error) {
 func (c *Checkpoints) LoadRecords(ck *packindex.CheckpointFile, records []packs.Scanned) (_ []packs.Scanned, replaced []index.Entry, _ bool, _ error) {
 	replaced, err := c.load(ck)
 	if err == nil {
-		for _, seg := range c.set.SegmentsLocked() {
+		for _, seg := range c.set.Segments() {
 			if seg.FromCheckpoint {
 				c.segments++
 			}
@@ -143,7 +143,7 @@ func (c *Checkpoints) LoadRecords(ck *packindex.CheckpointFile, records []packs.
 	}
 	c.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
 	c.idx.Table().Free()
-	for _, seg := range c.set.SegmentsLocked() {
+	for _, seg := range c.set.Segments() {
 		c.idx.UncountSegment(seg)
 	}
 	records, err = c.set.Rescan(records)
@@ -190,7 +190,7 @@ func (c *Checkpoints) load(ck *packindex.CheckpointFile) (replaced []index.Entry
 		}
 		x.Table().Reserve(i, len(recs))
 		for _, r := range recs {
-			seg := c.set.LiveLocked(r.Seq)
+			seg := c.set.Live(r.Seq)
 			if seg == nil || !seg.FromCheckpoint {
 				if seg == nil { // its segment is gone since: said below
 					if gone.segments == nil {
@@ -238,10 +238,8 @@ func (c *Checkpoints) load(ck *packindex.CheckpointFile) (replaced []index.Entry
 // covers: those finished (fsynced whole, named .pack) and not evicted.
 func (c *Checkpoints) finishedSegmentsLocked() []packindex.Segment {
 	var segs []packindex.Segment
-	for _, seg := range c.set.SegmentsLocked() {
-		if !seg.Evicted && seg.Finished {
-			segs = append(segs, packindex.Segment{Seq: seg.Seq, Size: seg.Size})
-		}
+	for _, seg := range c.set.Finished() {
+		segs = append(segs, packindex.Segment{Seq: seg.Seq, Size: seg.Size})
 	}
 	return segs
 }

@@ -1,37 +1,40 @@
 // Package groupcommit batches commits: the commits that arrive while a
 // batch is being committed form the next batch, so N concurrent commits
-// cost far fewer than N rounds of fsyncs. One goroutine per Queue runs the
-// batches; a commit waits until its batch is done. What committing a
-// batch means (the disk store's fsyncs, renames and index updates) is the
-// caller's function.
+// cost far fewer than N rounds of fsyncs. Committers feed a Queue and
+// wait; its owner reads the batches (Next), commits each and says so
+// (Done), which wakes the batch's committers. What committing a batch
+// means (the disk store's fsyncs, renames and index updates) is the
+// owner's: the queue calls nothing.
 //
 // It imports nothing of the cache.
 package groupcommit
 
 import "sync"
 
-// Queue runs batches of T through one function, one batch at a time.
+// Queue hands batches of T to its owner, one batch at a time.
 type Queue[T any] struct {
-	commit  func(batch []T)
 	mu      sync.Mutex
 	queue   []T
 	dones   []*sync.WaitGroup // one per element of queue: its committer's
 	wake    chan struct{}     // signalled (without blocking) when queue gains work
-	stopped chan struct{}     // closed when the goroutine has exited
+	stopped chan struct{}     // closed when Next has returned the last batch
 	closing bool
+
+	// The batch Next returned, until Done: its items and their waiters.
+	// Only the owner's goroutine touches them.
+	batch []T
+	held  []*sync.WaitGroup
 }
 
-// New starts a Queue whose batches commit commits, in order, on a
-// goroutine of its own that Close stops.
-func New[T any](commit func(batch []T)) *Queue[T] {
-	q := &Queue[T]{commit: commit, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
-	go q.run()
-	return q
+// New returns an empty Queue. Its owner reads it with Next until Next
+// reports it closed.
+func New[T any]() *Queue[T] {
+	return &Queue[T]{wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 }
 
-// Commit queues items and waits until the batch they joined is committed,
-// in the order given; false, at once, if the queue is closing (nothing of
-// items is committed).
+// Commit queues items and waits until the batch they joined is done
+// (Done), in the order given; false, at once, if the queue is closing
+// (nothing of items is committed).
 func (q *Queue[T]) Commit(items ...T) bool {
 	var wg sync.WaitGroup
 	wg.Add(len(items))
@@ -45,50 +48,55 @@ func (q *Queue[T]) Commit(items ...T) bool {
 		q.dones = append(q.dones, &wg)
 	}
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default: // already signalled
-	}
+	q.signal()
 	wg.Wait()
 	return true
 }
 
-// Close lets the batches queued run, then stops the goroutine; later
-// commits return false.
+// Next waits for the next batch: every item queued since the last one, in
+// the order queued. The owner commits it and calls Done before it calls
+// Next again. ok is false once the queue is closed and every item queued
+// before Close has been handed out.
+func (q *Queue[T]) Next() (batch []T, ok bool) {
+	for {
+		q.mu.Lock()
+		q.batch, q.queue = q.queue, q.batch[:0]
+		q.held, q.dones = q.dones, q.held[:0]
+		closing := q.closing
+		q.mu.Unlock()
+		if len(q.batch) > 0 {
+			return q.batch, true
+		}
+		if closing {
+			close(q.stopped)
+			return nil, false
+		}
+		<-q.wake
+	}
+}
+
+// Done ends the batch Next returned: its committers' Commit calls return.
+func (q *Queue[T]) Done() {
+	for _, wg := range q.held {
+		wg.Done()
+	}
+	clear(q.batch) // let the items go
+	clear(q.held)
+}
+
+// Close lets the batches queued be handed out, and waits until Next has
+// reported the queue closed; later commits return false.
 func (q *Queue[T]) Close() {
 	q.mu.Lock()
 	q.closing = true
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	q.signal()
 	<-q.stopped
 }
 
-func (q *Queue[T]) run() {
-	defer close(q.stopped)
-	var batch []T
-	var dones []*sync.WaitGroup
-	for range q.wake {
-		for {
-			q.mu.Lock()
-			batch, q.queue = q.queue, batch[:0]
-			dones, q.dones = q.dones, dones[:0]
-			closing := q.closing
-			q.mu.Unlock()
-			if len(batch) == 0 {
-				if closing {
-					return
-				}
-				break
-			}
-			q.commit(batch)
-			for _, wg := range dones {
-				wg.Done()
-			}
-			clear(batch) // let the items go
-			clear(dones)
-		}
+func (q *Queue[T]) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default: // already signalled
 	}
 }

@@ -18,18 +18,28 @@ func TestQueueBatches(t *testing.T) {
 	committed := map[int]bool{}
 	release := make(chan struct{})
 	first := true
-	q := groupcommit.New(func(batch []int) {
-		if first {
-			first = false
-			<-release // the rest queue up meanwhile
+	q := groupcommit.New[int]()
+	owner := make(chan struct{})
+	go func() { // the queue's owner: commits each batch it reads
+		defer close(owner)
+		for {
+			batch, ok := q.Next()
+			if !ok {
+				return
+			}
+			if first {
+				first = false
+				<-release // the rest queue up meanwhile
+			}
+			mu.Lock()
+			batches = append(batches, slices.Clone(batch))
+			for _, i := range batch {
+				committed[i] = true
+			}
+			mu.Unlock()
+			q.Done()
 		}
-		mu.Lock()
-		batches = append(batches, slices.Clone(batch))
-		for _, i := range batch {
-			committed[i] = true
-		}
-		mu.Unlock()
-	})
+	}()
 	var wg sync.WaitGroup
 	check := func(items ...int) {
 		defer wg.Done()
@@ -54,6 +64,7 @@ func TestQueueBatches(t *testing.T) {
 	close(release)
 	wg.Wait()
 	q.Close()
+	<-owner
 	if q.Commit(99) {
 		t.Fatal("Commit after Close: accepted")
 	}

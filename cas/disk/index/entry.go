@@ -39,10 +39,10 @@ type Entry struct {
 	Size   int64 // the blob's (or action result's) own size
 	Stored int64 // bytes on disk: Size, or less if kept compressed
 
-	// Checked is the modification time (UnixNano) of the file when this
-	// process last found it matching its name; 0: never.
-	Checked int64
-	Check   *Check // a re-hash in progress, for others to wait on
+	// VerifiedAt is the modification time (UnixNano) of the file when
+	// this process last found it matching its name; 0: never.
+	VerifiedAt int64
+	Verifying  *Verification // a re-hash in progress, for others to wait on
 	// Pending is the commit batch that put this entry in place, until its
 	// rename is durable; lookups that report the entry present wait for it.
 	Pending *Batch
@@ -70,10 +70,10 @@ type Entry struct {
 	Zstd     bool // kept compressed, in a file named by files.ZstdPath
 }
 
-// Check is a re-hash in progress: others that need the same blob checked
-// wait for Done instead of hashing it again (a hot blob read by many
-// clients just after a restart is hashed once).
-type Check struct {
+// Verification is a re-hash in progress: others that need the same blob
+// verified wait for Done instead of hashing it again (a hot blob read by
+// many clients just after a restart is hashed once).
+type Verification struct {
 	Done chan struct{}
 	Err  error // set before Done is closed
 }

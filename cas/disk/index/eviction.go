@@ -20,9 +20,6 @@ import (
 // evicted are returned, as by Evict). If the uploads in progress
 // alone would take more than the maximum size it fails with ErrFull.
 func (x *Index) Reserve(n int64) ([]Entry, error) {
-	if x.closed {
-		return nil, cas.ErrClosed
-	}
 	if x.maxSize > 0 && x.totals.Partial+n > x.maxSize {
 		return nil, fmt.Errorf("%w (%d of %d bytes)", cas.ErrFull, x.totals.Partial, x.maxSize)
 	}
@@ -46,7 +43,7 @@ func (x *Index) Evict(keep *Entry, removed []Entry) []Entry {
 		if el != nil && keep != nil && el.Value.(*Entry) == keep {
 			el = el.Prev()
 		}
-		seg := x.segments.OldestEvictableLocked()
+		seg := x.segments.OldestEvictable()
 		if seg != nil && (el == nil || seg.Created < el.Value.(*Entry).used) {
 			x.evictSegment(seg)
 			continue
@@ -74,7 +71,7 @@ func (x *Index) evictSegment(seg *packs.Segment) {
 	x.totals.dropSegment(seg)
 	x.totals.Bytes -= seg.Size
 	x.changed = true
-	x.segments.EvictLocked(seg)
+	x.segments.Evict(seg)
 }
 
 // observeEviction records n entries evicted, last used at tick used:

@@ -18,10 +18,10 @@ import (
 // recency, the store's accounting, and eviction under the maximum size.
 // It answers "is k stored, and where?"; it never reads a blob's bytes.
 //
-// It is not safe for concurrent use: its owner, the store, holds its one
-// lock around every call but Generation's (and so the segments', which
-// share that lock, are consistent with it). Entries leave it only through
-// it (Drop, DropCurrent, eviction), so that the accounting and the
+// It is not safe for concurrent use and has no lock: its owner, the
+// store, holds its own around every call but Generation's (the segments,
+// packs.Set, which it calls, take their own inside). Entries leave it only through
+// it (Drop, eviction), so that the accounting and the
 // eviction generation always see them go.
 type Index struct {
 	log     *slog.Logger
@@ -48,8 +48,6 @@ type Index struct {
 	// changed: a record put or dropped, or a segment evicted, since the
 	// last index checkpoint.
 	changed bool
-	// closed: the store is closed; no upload reserves space any more.
-	closed bool
 }
 
 // sweepPerPut is how many slots of the table each put of a record sweeps
@@ -112,25 +110,13 @@ func (x *Index) Packed(k Key) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	seg := x.segments.LiveLocked(r.Seq)
+	seg := x.segments.Live(r.Seq)
 	if seg == nil {
 		x.packed.Delete(&h, k.Kind == AC)
 		return Entry{}, false
 	}
 	size := int64(r.Size)
 	return Entry{Key: k, Size: size, Stored: size, Seg: seg, Off: int64(r.Off), CRC: r.CRC, Verified: r.Verified}, true
-}
-
-// IsCurrent reports whether opened, a copy of an entry taken
-// earlier, is still its key's entry: the same file at the same
-// generation, or the same record.
-func (x *Index) IsCurrent(opened Entry) bool {
-	if opened.Seg == nil {
-		el, ok := x.files[opened.Key]
-		return ok && el.Gen == opened.Gen
-	}
-	cur, ok := x.Packed(opened.Key)
-	return ok && cur.Seg == opened.Seg && cur.Off == opened.Off
 }
 
 // Commit indexes e, just renamed into place by batch b (or
@@ -157,7 +143,7 @@ func (x *Index) Commit(e *Entry, b *Batch) (removed []Entry) {
 		x.Drop(&old)
 	}
 	if old, ok := x.files[e.Key]; ok {
-		// The entry keeps its identity (checks in progress hold it) and
+		// The entry keeps its identity (verifications in progress hold it) and
 		// takes the new form, plain or compressed; the other form's file,
 		// named by its size when compressed, goes.
 		if old.Zstd != e.Zstd || e.Zstd && old.Size != e.Size {
@@ -165,7 +151,7 @@ func (x *Index) Commit(e *Entry, b *Batch) (removed []Entry) {
 		}
 		x.totals.add(old, -1)
 		old.Size, old.Stored, old.Zstd = e.Size, e.Stored, e.Zstd
-		old.Checked, old.Verified = e.Checked, e.Verified
+		old.VerifiedAt, old.Verified = e.VerifiedAt, e.Verified
 		old.CRC, old.Sums = e.CRC, e.Sums
 		old.Gen++
 		old.Pending = b
@@ -216,20 +202,20 @@ func (x *Index) SetVerified(k Key) {
 
 // segmentLive reports whether segment seq is in the store: the
 // sweep's test.
-func (x *Index) segmentLive(seq uint32) bool { return x.segments.LiveLocked(seq) != nil }
+func (x *Index) segmentLive(seq uint32) bool { return x.segments.Live(seq) != nil }
 
 // TakeSlot takes a slot for a record of k of size bytes in an
-// active segment into sl (packs.Set.TakeSlotLocked; with fill, for a
-// record whose data is at hand, TakeSlotToFillLocked; a streamed CAS
-// blob's, TakeStreamSlotLocked) and counts the bytes it takes in the
+// active segment into sl (packs.Set.TakeSlot; with fill, for a
+// record whose data is at hand, TakeSlotToFill; a streamed CAS
+// blob's, TakeStreamSlot) and counts the bytes it takes in the
 // store's total.
 func (x *Index) TakeSlot(sl *packs.Slot, k Key, size int64, fill bool) error {
-	take := x.segments.TakeSlotLocked
+	take := x.segments.TakeSlot
 	switch {
 	case fill:
-		take = x.segments.TakeSlotToFillLocked
+		take = x.segments.TakeSlotToFill
 	case k.Kind == CAS:
-		take = x.segments.TakeStreamSlotLocked
+		take = x.segments.TakeStreamSlot
 	}
 	err := take(sl, uint8(k.Kind), k.Hash, size)
 	if err != nil {
@@ -243,8 +229,10 @@ func (x *Index) TakeSlot(sl *packs.Slot, k Key, size int64, fill bool) error {
 	return nil
 }
 
-// Drop drops entry e from the index, leaving its bytes where they
-// are: a packed entry's stay in its segment until the segment goes.
+// Drop drops entry e (itself, or a copy of it as Get returns) from the
+// index, leaving its bytes where they are: a file entry's file is the
+// caller's to remove, a packed entry's bytes stay in its segment until
+// the segment goes.
 func (x *Index) Drop(e *Entry) {
 	x.generation.Add(1)
 	if e.Seg != nil {
@@ -262,23 +250,6 @@ func (x *Index) Drop(e *Entry) {
 	x.totals.add(e, -1)
 }
 
-// DropCurrent drops the entry of which opened is a copy, if it is
-// still its key's entry, and reports whether it did: what a failed check
-// removes. A file entry's file is the caller's to remove, a record's to
-// retire.
-func (x *Index) DropCurrent(opened Entry) bool {
-	if !x.IsCurrent(opened) {
-		return false
-	}
-	if opened.Seg == nil {
-		x.Drop(x.files[opened.Key])
-	} else {
-		cur, _ := x.Packed(opened.Key)
-		x.Drop(&cur)
-	}
-	return true
-}
-
 // File returns file entry k itself, if k is kept as a file: the
 // checks record their verdicts on it.
 func (x *Index) File(k Key) (*Entry, bool) {
@@ -292,12 +263,6 @@ func (x *Index) EachFile(fn func(e *Entry)) {
 		fn(e)
 	}
 }
-
-// Close marks the store closed: uploads reserve no more space.
-func (x *Index) Close() { x.closed = true }
-
-// Closed reports whether the store was closed.
-func (x *Index) Closed() bool { return x.closed }
 
 // Table is the table of packed entries, for the index checkpoint to
 // write and load.

@@ -7,7 +7,7 @@
 // The store (package disk) decides what happens to a blob that fails: it
 // is removed, counted and logged, and the read fails with ErrCorrupt,
 // which wraps cas.ErrNotFound (docs/cas.md, "Integrity at rest"; the
-// store's verify.go and readcheck.go).
+// store's verify.go and read.go).
 //
 // Why a CRC on every read, on top of the SHA-256 once per process: a bit
 // that rots after a blob's first check, leaving the modification time

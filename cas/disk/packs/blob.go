@@ -24,19 +24,27 @@ type Blob struct {
 	crc  uint32 // the record's
 	// checked: every read checks the whole record against crc first.
 	checked bool
+	old     bool // its segment was old when it was opened (IsOld)
 }
 
-// OpenLocked opens the record of size bytes whose data is at off in seg,
+// OpenRecord opens the record of size bytes whose data is at off in seg,
 // which the owner found current (so not evicted), holding seg's file until
 // the Blob's Close. If checked, every read checks the whole record against
 // crc, its CRC, before it hands on a byte, and fails with an error
 // wrapping integrity.ErrCorrupt if it does not match (the verdict, which
 // the owner acts on: the store removes the entry); if not, reads trust the
 // disk (disk.WithoutReadChecks).
-func (s *Set) OpenLocked(seg *Segment, off, size int64, crc uint32, checked bool) *Blob {
-	s.HoldLocked(seg)
-	return &Blob{set: s, seg: seg, off: off, size: size, crc: crc, checked: checked}
+func (s *Set) OpenRecord(seg *Segment, off, size int64, crc uint32, checked bool) *Blob {
+	s.mu.Lock()
+	s.holdLocked(seg)
+	old := s.isOldLocked(seg)
+	s.mu.Unlock()
+	return &Blob{set: s, seg: seg, off: off, size: size, crc: crc, checked: checked, old: old}
 }
+
+// InOldSegment reports whether the record's segment was old (IsOld) when
+// it was opened: asked in the same hold of the set's lock.
+func (b *Blob) InOldSegment() bool { return b.old }
 
 // Size returns the blob's size in bytes.
 func (b *Blob) Size() int64 { return b.size }
@@ -125,9 +133,9 @@ func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
 // Close lets the segment's file go.
 func (b *Blob) Close() error {
 	s := b.set
-	s.cfg.Mu.Lock()
-	defer s.cfg.Mu.Unlock()
-	s.ReleaseLocked(b.seg)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked(b.seg)
 	return nil
 }
 

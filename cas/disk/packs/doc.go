@@ -11,9 +11,11 @@
 //
 // What a record means is its owner's (package disk): which records are
 // current (its index, packindex.Table), what each counts, when a segment
-// is evicted, when a commit is acknowledged. The set shares its owner's
-// lock (Config.Mu), so that a slot, an eviction and an index update are
-// one step under it. Of the cache it imports cas, vfs, packfile,
+// is evicted, when a commit is acknowledged. The set has a lock of its
+// own, which each of its methods takes; it calls nothing of its owner's,
+// so an owner calls it holding its own lock (a slot, an eviction and an
+// index update one step under the owner's lock), and the set's own
+// goroutines and a reader's Close take only the set's. Of the cache it imports cas, vfs, packfile,
 // integrity (for its buffers), zstdfile and zstdseek (a Blob read
 // compressed).
 package packs

@@ -18,7 +18,7 @@ import (
 func newLanesSet(t testing.TB, dir string, lanes int, segSize int64) (*packs.Set, *sync.Mutex) {
 	mu := new(sync.Mutex)
 	s := packs.NewSet(packs.Config{
-		Dir: dir, Log: slog.New(slog.DiscardHandler), Mu: mu,
+		Dir: dir, Log: slog.New(slog.DiscardHandler),
 		SegmentSize: segSize, MaxRecord: 64 << 10, StreamLanes: lanes,
 	})
 	return s, mu
@@ -32,7 +32,7 @@ func streamRecord(t testing.TB, s *packs.Set, mu *sync.Mutex, data []byte) *pack
 	var seg *packs.Segment
 	w := &committingWriter{Writer: s.NewWriter(d), set: s, mu: mu}
 	mu.Lock()
-	err := s.TakeStreamSlotLocked(w.Slot(), 0, d.Hash, d.Size)
+	err := s.TakeStreamSlot(w.Slot(), 0, d.Hash, d.Size)
 	seg = w.Slot().Seg
 	mu.Unlock()
 	if err != nil {
@@ -48,7 +48,7 @@ func streamRecord(t testing.TB, s *packs.Set, mu *sync.Mutex, data []byte) *pack
 }
 
 // TestStreamSlotsTakeTurnsAtTheLanes: streamed writers' slots go to the
-// lanes' segments in turn, slots taken by TakeSlotLocked to the first
+// lanes' segments in turn, slots taken by TakeSlot to the first
 // lane's, and every record of every lane loads back after a restart.
 func TestStreamSlotsTakeTurnsAtTheLanes(t *testing.T) {
 	dir := t.TempDir()
@@ -128,9 +128,9 @@ func benchmarkConcurrentRecordWrites(b *testing.B, store string, evict bool, lan
 			for pb.Next() {
 				streamRecord(b, s, mu, datas[next.Add(1)%uint64(len(datas))])
 				mu.Lock()
-				if evict && len(s.SegmentsLocked()) > 16 { // a full store evicts as it writes
-					if old := s.OldestEvictableLocked(); old != nil {
-						s.EvictLocked(old)
+				if evict && len(s.Segments()) > 16 { // a full store evicts as it writes
+					if old := s.OldestEvictable(); old != nil {
+						s.Evict(old)
 					}
 				}
 				mu.Unlock()

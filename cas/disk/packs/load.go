@@ -81,7 +81,9 @@ func (s *Set) Load(trusted map[uint64]int64) ([]Scanned, error) {
 			all = append(all, Scanned{r, seg})
 		}
 		if !durable {
+			s.mu.Lock()
 			s.finishIfDoneLocked(seg) // checked: made durable as it is now
+			s.mu.Unlock()
 		}
 	}
 	slices.SortFunc(s.segments, func(a, b *Segment) int { return cmp.Compare(a.Seq, b.Seq) })

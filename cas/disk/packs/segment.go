@@ -16,8 +16,11 @@ import (
 // has finished; eviction drops the oldest sealed segment whole.
 //
 // Seq and the file are fixed when it is made; every other field is guarded
-// by the Set's lock. Its file is read and written only while held: by a
-// slot taken in it (TakeSlotLocked, until ReleaseSlotLocked) or by Hold.
+// by the Set's lock but the owner's (Created and the counts), which its
+// owner's lock guards; Size changes only in TakeSlot, which the owner
+// calls holding its own lock, so the owner may read it holding either.
+// Its file is read and written only while held: by a slot taken in it
+// (TakeSlot, until ReleaseSlot), by an open Blob, or by Hold.
 type Segment struct {
 	Seq  uint64 // its number: segments are made, and evicted, in order
 	f    vfs.File
@@ -68,7 +71,7 @@ type Segment struct {
 func (seg *Segment) ReadAt(p []byte, off int64) (int, error) { return seg.f.ReadAt(p, off) }
 
 // WriteAt writes bufs at off with one pwritev, into the slot the caller
-// took (TakeSlotLocked), and returns how many bytes it wrote.
+// took (TakeSlot), and returns how many bytes it wrote.
 func (seg *Segment) WriteAt(bufs [][]byte, off int64) (int, error) {
 	return vfs.WriteBuffersAt(seg.f, bufs, off)
 }
@@ -144,6 +147,10 @@ func (seg *Segment) encodeHeader(b []byte, kind uint8, hash string, state uint8,
 	h.Encode(b)
 }
 
-// PathLocked is the path of the segment's file now: .open until it is
-// finished, .pack after.
-func (seg *Segment) PathLocked() string { return seg.name }
+// Path is the path of seg's file now: .open until it is finished, .pack
+// after.
+func (s *Set) Path(seg *Segment) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return seg.name
+}

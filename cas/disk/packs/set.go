@@ -26,22 +26,18 @@ type Config struct {
 	FS  vfs.FS // the file system the segments are in; nil is vfs.Default
 	Dir string // the segments' directory (packs/ under the store's)
 	Log *slog.Logger
-	// Mu is the owner's lock, which guards the set with the owner's
-	// index: a method named ...Locked is called holding it, and the
-	// set's own goroutines (finishing a segment, the syncer) take it.
-	Mu *sync.Mutex
 	// SegmentSize is the bytes of slots a segment takes before it is
 	// sealed; MaxRecord the largest record's data (what a scan accepts).
 	SegmentSize, MaxRecord int64
 	// StreamLanes is how many active segments take the slots of streamed
-	// writers (TakeStreamSlotLocked), in turn: concurrent writes that
+	// writers (TakeStreamSlot), in turn: concurrent writes that
 	// extend one file queue on its lock in the kernel (see
 	// BenchmarkConcurrentRecordWrites). 0 or 1: the one active segment
 	// takes every slot.
 	StreamLanes int
 	// SyncEvery: 0, the owner syncs a segment before it acknowledges a
 	// record (Segment.Sync); else the set's syncer syncs the segments
-	// written (MarkWrittenLocked) every SyncEvery.
+	// written (MarkWritten) every SyncEvery.
 	SyncEvery time.Duration
 	// SyncByHand: the syncer's interval never passes; a pass is made
 	// by SyncPass, and at Close (a test's, to know which records a pass
@@ -60,9 +56,17 @@ type Set struct {
 	cfg      Config
 	segments []*Segment // oldest first
 	// active are the segments taking slots, one a lane, each nil until its
-	// first: lane 0's takes every slot of TakeSlotLocked (action results,
+	// first: lane 0's takes every slot of TakeSlot (action results,
 	// batches, copies), so that of a key the later record is the newer;
 	// streamed CAS writers take turns at all of them.
+	//
+	// mu is the set's own lock: every method takes it, and the set's
+	// goroutines (finishing a segment, the syncer). It guards the set and
+	// the fields of its segments but Seq (fixed) and the owner's (Created,
+	// Entries, ACEntries, PlainBytes: the owner's lock guards those). The
+	// owner calls the set holding its own lock; the set calls nothing of
+	// the owner's, so the order is always the owner's lock, then this one.
+	mu       sync.Mutex
 	active   []*Segment
 	nextLane int // the lane of the next streamed writer's slot
 	nextSeq  uint64
@@ -76,7 +80,7 @@ type Set struct {
 	syncWake     chan struct{} // the syncer's: records to sync, or Close
 	syncDone     chan struct{} // closed when the syncer has made its last pass
 	passMu       sync.Mutex    // held through a pass of the syncer (syncPass)
-	// headed is signalled (on Config.Mu) when a slot's header is written
+	// headed is signalled (on mu) when a slot's header is written
 	// and a sync or a writer waits for one (waiters: how many); see Slot.
 	headed  *sync.Cond
 	waiters atomic.Int32
@@ -105,7 +109,8 @@ func NewSet(cfg Config) *Set {
 	if cfg.FS == nil {
 		cfg.FS = vfs.Default
 	}
-	s := &Set{cfg: cfg, headed: sync.NewCond(cfg.Mu), active: make([]*Segment, max(cfg.StreamLanes, 1))}
+	s := &Set{cfg: cfg, active: make([]*Segment, max(cfg.StreamLanes, 1))}
+	s.headed = sync.NewCond(&s.mu)
 	if cfg.SyncEvery > 0 {
 		s.unsynced = make(map[*Segment]bool)
 		s.syncWake = make(chan struct{}, 1)
@@ -138,14 +143,54 @@ func parseName(name string) (seq uint64, durable, free, ok bool) {
 	return seq, durable, free, err == nil
 }
 
-// SegmentsLocked returns the segments in the set, oldest first; the
-// caller must not change the slice.
-func (s *Set) SegmentsLocked() []*Segment { return s.segments }
+// Segments returns the segments in the set now, oldest first.
+func (s *Set) Segments() []*Segment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.segments)
+}
 
-// LiveLocked returns the segment numbered seq, or nil if it was evicted
+// SegmentSize is a segment's number and the bytes its slots take.
+type SegmentSize struct {
+	Seq  uint64
+	Size int64
+}
+
+// Finished returns the segments finished (fsynced whole, named .pack)
+// and not evicted, oldest first: those an index checkpoint taken now
+// covers.
+func (s *Set) Finished() []SegmentSize {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var segs []SegmentSize
+	for _, seg := range s.segments {
+		if !seg.Evicted && seg.Finished {
+			segs = append(segs, SegmentSize{seg.Seq, seg.Size})
+		}
+	}
+	return segs
+}
+
+// IsOld reports whether seg is sealed and among the oldest quarter of the
+// set's segments (of four or more): those whose hot records are copied
+// forward, before eviction takes them.
+func (s *Set) IsOld(seg *Segment) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.isOldLocked(seg)
+}
+
+func (s *Set) isOldLocked(seg *Segment) bool {
+	n := len(s.segments)
+	return n >= 4 && seg.Sealed && seg.Seq < s.segments[0].Seq+uint64(n/4)
+}
+
+// Live returns the segment numbered seq, or nil if it was evicted
 // (or never existed: a record loaded from an index checkpoint whose
 // segment went since).
-func (s *Set) LiveLocked(seq uint32) *Segment {
+func (s *Set) Live(seq uint32) *Segment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	i, ok := slices.BinarySearchFunc(s.segments, uint64(seq), func(seg *Segment, seq uint64) int { return cmp.Compare(seg.Seq, seq) })
 	if !ok || s.segments[i].Evicted {
 		return nil
@@ -153,8 +198,12 @@ func (s *Set) LiveLocked(seq uint32) *Segment {
 	return s.segments[i]
 }
 
-// ClosingLocked reports whether Close has begun.
-func (s *Set) ClosingLocked() bool { return s.closing }
+// Closing reports whether Close has begun.
+func (s *Set) Closing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
 
 // Scanned returns how many segments the start read record by record.
 func (s *Set) Scanned() int { return s.scanned }
@@ -211,9 +260,11 @@ func (s *Set) sealLocked(seg *Segment) {
 	s.finishIfDoneLocked(seg)
 }
 
-// ReleaseSlotLocked records that a writer with a slot in seg has committed
+// ReleaseSlot records that a writer with a slot in seg has committed
 // or aborted.
-func (s *Set) ReleaseSlotLocked(seg *Segment) {
+func (s *Set) ReleaseSlot(seg *Segment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	seg.open--
 	s.finishIfDoneLocked(seg)
 }
@@ -245,12 +296,12 @@ func (s *Set) finishIfDoneLocked(seg *Segment) {
 		if err != nil {
 			s.cfg.Log.Warn("finishing a pack segment (it stays .open; the next start checks it)", "seq", seg.Seq, "err", err)
 		}
-		s.cfg.Mu.Lock()
+		s.mu.Lock()
 		if err == nil {
 			seg.name, seg.Finished = done, true
 		}
-		s.ReleaseLocked(seg)
-		s.cfg.Mu.Unlock()
+		s.releaseLocked(seg)
+		s.mu.Unlock()
 	})
 }
 
@@ -262,12 +313,14 @@ func (s *Set) discardLocked(seg *Segment) {
 	delete(s.unsynced, seg)
 	s.segments = slices.DeleteFunc(s.segments, func(x *Segment) bool { return x == seg })
 	seg.readers++
-	s.ReleaseLocked(seg)
+	s.releaseLocked(seg)
 }
 
-// OldestEvictableLocked returns the oldest segment eviction may drop:
+// OldestEvictable returns the oldest segment eviction may drop:
 // sealed, with no writer holding a slot. nil if there is none.
-func (s *Set) OldestEvictableLocked() *Segment {
+func (s *Set) OldestEvictable() *Segment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, seg := range s.segments {
 		if seg.Sealed && seg.open == 0 {
 			return seg
@@ -276,21 +329,23 @@ func (s *Set) OldestEvictableLocked() *Segment {
 	return nil
 }
 
-// EvictLocked drops seg from the set; its file leaves the disk (or becomes
+// Evict drops seg from the set; its file leaves the disk (or becomes
 // a spare) once the last who holds it lets it go. The owner takes its
 // entries out of its index and counts first.
-func (s *Set) EvictLocked(seg *Segment) {
+func (s *Set) Evict(seg *Segment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	seg.Evicted = true
 	delete(s.unsynced, seg) // its records are gone: nothing to make durable
 	s.segments = slices.DeleteFunc(s.segments, func(x *Segment) bool { return x == seg })
 	s.cfg.Log.Debug("evicted a pack segment", "seq", seg.Seq, "bytes", seg.Size)
 	seg.readers++
-	s.ReleaseLocked(seg) // reused or removed now, or when its last reader is done
+	s.releaseLocked(seg) // reused or removed now, or when its last reader is done
 }
 
-// HoldLocked keeps seg's file open, and seg's, until ReleaseLocked; false
+// holdLocked keeps seg's file open, and seg's, until releaseLocked; false
 // if seg was evicted (its file may be another segment's by now).
-func (s *Set) HoldLocked(seg *Segment) bool {
+func (s *Set) holdLocked(seg *Segment) bool {
 	if seg.Evicted {
 		return false
 	}
@@ -298,11 +353,11 @@ func (s *Set) HoldLocked(seg *Segment) bool {
 	return true
 }
 
-// ReleaseLocked ends one hold of seg's file. The last of an evicted
+// releaseLocked ends one hold of seg's file. The last of an evicted
 // segment's makes the file a spare, to be written over by a later segment
 // (its records name their segment, so none of its old ones count there),
 // or removes it if there are spares enough or the set is closing.
-func (s *Set) ReleaseLocked(seg *Segment) {
+func (s *Set) releaseLocked(seg *Segment) {
 	seg.readers--
 	if seg.readers > 0 || seg.gone {
 		return
@@ -333,7 +388,7 @@ func (s *Set) ReleaseLocked(seg *Segment) {
 // waits for the segments being made durable, and closes the segments'
 // files (a reader still holding one closes it when done).
 func (s *Set) Close() {
-	s.cfg.Mu.Lock()
+	s.mu.Lock()
 	for _, seg := range s.active {
 		if seg != nil && seg.open == 0 {
 			s.sealLocked(seg)
@@ -343,13 +398,13 @@ func (s *Set) Close() {
 	if s.syncDone != nil {
 		s.wakeSyncer()
 	}
-	s.cfg.Mu.Unlock()
+	s.mu.Unlock()
 	if s.syncDone != nil {
 		<-s.syncDone // its last pass makes every record durable
 	}
 	s.finish.Wait()
-	s.cfg.Mu.Lock()
-	defer s.cfg.Mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, seg := range s.segments {
 		seg.closed = true // to the readers: close the file when done
 		if seg.readers == 0 {
@@ -367,16 +422,16 @@ func (s *Set) Close() {
 // it to a later segment meanwhile; ok is false, and fn not run, if seg was
 // evicted already (its file may be another segment's by now).
 func (s *Set) Hold(seg *Segment, fn func() error) (ok bool, err error) {
-	s.cfg.Mu.Lock()
-	if !s.HoldLocked(seg) {
-		s.cfg.Mu.Unlock()
+	s.mu.Lock()
+	if !s.holdLocked(seg) {
+		s.mu.Unlock()
 		return false, nil
 	}
-	s.cfg.Mu.Unlock()
+	s.mu.Unlock()
 	defer func() {
-		s.cfg.Mu.Lock()
-		s.ReleaseLocked(seg)
-		s.cfg.Mu.Unlock()
+		s.mu.Lock()
+		s.releaseLocked(seg)
+		s.mu.Unlock()
 	}()
 	return true, fn()
 }

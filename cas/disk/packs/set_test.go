@@ -25,7 +25,7 @@ func newSet(t *testing.T, dir string) (*packs.Set, *sync.Mutex) {
 	t.Helper()
 	mu := new(sync.Mutex)
 	s := packs.NewSet(packs.Config{
-		Dir: dir, Log: slog.New(slog.DiscardHandler), Mu: mu,
+		Dir: dir, Log: slog.New(slog.DiscardHandler),
 		SegmentSize: 4 << 10, MaxRecord: 1 << 10,
 	})
 	return s, mu
@@ -38,7 +38,7 @@ func put(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte) (*packs.Segmen
 	d := cas.DigestOf(data)
 	sl := new(packs.Slot)
 	mu.Lock()
-	err := s.TakeSlotToFillLocked(sl, 0, d.Hash, d.Size)
+	err := s.TakeSlotToFill(sl, 0, d.Hash, d.Size)
 	mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func put(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte) (*packs.Segmen
 		t.Fatal(fills[0].Err)
 	}
 	mu.Lock()
-	s.ReleaseSlotLocked(sl.Seg)
+	s.ReleaseSlot(sl.Seg)
 	mu.Unlock()
 	return sl.Seg, sl.Off
 }
@@ -72,7 +72,7 @@ func TestSetLifecycle(t *testing.T) {
 	if segs[11] == first {
 		t.Fatal("12 records of 1000 bytes in one 4 KiB segment")
 	}
-	await.True(t, "the first segment finished", func() bool { mu.Lock(); defer mu.Unlock(); return first.Finished })
+	await.True(t, "the first segment finished", func() bool { f := s.Finished(); return len(f) > 0 && f[0].Seq == first.Seq })
 	s.Close()
 
 	s, mu = newSet(t, dir)
@@ -80,7 +80,7 @@ func TestSetLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaded := s.SegmentsLocked()
+	loaded := s.Segments()
 	if len(loaded) < 3 || !loaded[0].FromCheckpoint || s.Scanned() != len(loaded)-1 {
 		t.Fatalf("loaded %d segments, the first from the checkpoint %v, %d scanned", len(loaded), loaded[0].FromCheckpoint, s.Scanned())
 	}
@@ -100,8 +100,8 @@ func TestSetLifecycle(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	old := s.OldestEvictableLocked()
-	s.EvictLocked(old)
+	old := s.OldestEvictable()
+	s.Evict(old)
 	mu.Unlock()
 	if spares, _ := filepath.Glob(filepath.Join(dir, "*.free")); len(spares) != 1 {
 		t.Fatalf("after an eviction, spare files %q; want one", spares)
@@ -123,8 +123,8 @@ func TestBlobChecksItsRecord(t *testing.T) {
 	data := testblob.Random(900, 7)
 	seg, off := put(t, s, mu, data)
 	mu.Lock()
-	good := s.OpenLocked(seg, off, int64(len(data)), packfile.Checksum(data), true)
-	bad := s.OpenLocked(seg, off, int64(len(data)), packfile.Checksum(data)+1, true)
+	good := s.OpenRecord(seg, off, int64(len(data)), packfile.Checksum(data), true)
+	bad := s.OpenRecord(seg, off, int64(len(data)), packfile.Checksum(data)+1, true)
 	mu.Unlock()
 	got := make([]byte, 100)
 	if n, err := good.ReadAt(got, 850); n != 50 || err != io.EOF || !bytes.Equal(got[:50], data[850:]) {

@@ -9,8 +9,8 @@ import (
 	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
-// A Slot is a record's place in a segment, taken under the store's lock
-// (TakeSlotLocked, TakeSlotToFillLocked) without a system call: the slot
+// A Slot is a record's place in a segment, taken under the set's lock
+// (TakeSlot, TakeSlotToFill) without a system call: the slot
 // is reserved in memory, and its header is written outside the lock,
 // by whoever gets there first:
 //
@@ -25,7 +25,7 @@ import (
 // (package packfile: a scan after a crash steps over a slot by its header,
 // and finds the records after it), and no writer's lock hold waits for a
 // disk. The caller keeps the Slot (it must not be copied) until the slot
-// is released (ReleaseSlotLocked).
+// is released (ReleaseSlot).
 type Slot struct {
 	Seg *Segment
 	Off int64 // of the record's data in the segment
@@ -58,22 +58,26 @@ func (sl *Slot) header(b []byte, hash string, state uint8, crc uint32) {
 	sl.Seg.encodeHeader(b, sl.kind, hash, state, sl.size, crc)
 }
 
-// TakeSlotLocked takes space for a record of kind and hash (hex) of size
+// TakeSlot takes space for a record of kind and hash (hex) of size
 // bytes into sl: in the active segment, making a new one if it has none
 // or no space left. It writes nothing (see Slot): the slot's writer writes the
 // header with its first write, or a sync writes a reserved one first. The
 // slot takes packfile.RecordLen(size) bytes. The caller ends it with
-// ReleaseSlotLocked, committed or not.
-func (s *Set) TakeSlotLocked(sl *Slot, kind uint8, hash string, size int64) error {
+// ReleaseSlot, committed or not.
+func (s *Set) TakeSlot(sl *Slot, kind uint8, hash string, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.takeSlotLocked(0, sl, kind, hash, size)
 }
 
-// TakeStreamSlotLocked is TakeSlotLocked for a streamed writer of a CAS
+// TakeStreamSlot is TakeSlot for a streamed writer of a CAS
 // blob: in the active segment of the next lane (Config.StreamLanes), so
 // that concurrent writers write different files. Their records may land
 // in any order across segments, which only blobs, whose records of one
 // key hold the same bytes, can afford.
-func (s *Set) TakeStreamSlotLocked(sl *Slot, kind uint8, hash string, size int64) error {
+func (s *Set) TakeStreamSlot(sl *Slot, kind uint8, hash string, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	lane := s.nextLane
 	s.nextLane = (lane + 1) % len(s.active)
 	return s.takeSlotLocked(lane, sl, kind, hash, size)
@@ -99,11 +103,13 @@ func (s *Set) takeSlotLocked(lane int, sl *Slot, kind uint8, hash string, size i
 	return nil
 }
 
-// TakeSlotToFillLocked is TakeSlotLocked for a record whose data is at
+// TakeSlotToFill is TakeSlot for a record whose data is at
 // hand: the slot is claimed (Claim) for the caller, who writes it whole
 // at once (WriteFills).
-func (s *Set) TakeSlotToFillLocked(sl *Slot, kind uint8, hash string, size int64) error {
-	if err := s.TakeSlotLocked(sl, kind, hash, size); err != nil {
+func (s *Set) TakeSlotToFill(sl *Slot, kind uint8, hash string, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.takeSlotLocked(0, sl, kind, hash, size); err != nil {
 		return err
 	}
 	sl.state.Store(slotClaimed)
@@ -117,7 +123,7 @@ func (s *Set) TakeSlotToFillLocked(sl *Slot, kind uint8, hash string, size int64
 // the header, or on error.
 func (s *Set) Headed(sl *Slot, err error) {
 	if err != nil {
-		s.cfg.Mu.Lock()
+		s.mu.Lock()
 		seg := sl.Seg
 		if seg.headerErr == nil {
 			seg.headerErr = fmt.Errorf("disk: a record's header in pack segment %d could not be written: %w", seg.Seq, err)
@@ -127,7 +133,7 @@ func (s *Set) Headed(sl *Slot, err error) {
 			s.sealLocked(seg)
 		}
 		s.headed.Broadcast()
-		s.cfg.Mu.Unlock()
+		s.mu.Unlock()
 		return
 	}
 	sl.state.Store(slotHeaded)
@@ -137,9 +143,9 @@ func (s *Set) Headed(sl *Slot, err error) {
 	// A sync counts itself a waiter before it last looks at the states,
 	// so either it sees this slot headed or this sees it waiting.
 	if s.waiters.Load() > 0 {
-		s.cfg.Mu.Lock()
+		s.mu.Lock()
 		s.headed.Broadcast()
-		s.cfg.Mu.Unlock()
+		s.mu.Unlock()
 	}
 }
 
@@ -150,13 +156,13 @@ func (s *Set) AwaitHeaded(sl *Slot) {
 	if sl.state.Load() == slotHeaded {
 		return
 	}
-	s.cfg.Mu.Lock()
+	s.mu.Lock()
 	s.waiters.Add(1)
 	for sl.state.Load() != slotHeaded {
 		s.headed.Wait()
 	}
 	s.waiters.Add(-1)
-	s.cfg.Mu.Unlock()
+	s.mu.Unlock()
 }
 
 // HeadSlots makes sure every slot of seg that starts before end has its
@@ -172,7 +178,7 @@ func (s *Set) AwaitHeaded(sl *Slot) {
 // jump past the record. Slots past end are left to their writers, so
 // that a writer about to write its whole blob keeps its one pwritev.
 func (s *Set) HeadSlots(seg *Segment, end int64) error {
-	mu := s.cfg.Mu
+	mu := &s.mu
 	mu.Lock()
 	upTo := end
 	if end < 0 {
@@ -226,7 +232,7 @@ func (seg *Segment) pruneHeadedLocked() {
 }
 
 // Fill is a record whose data is at hand, to be written whole into its
-// slot (taken by TakeSlotToFillLocked) by WriteFills.
+// slot (taken by TakeSlotToFill) by WriteFills.
 type Fill struct {
 	Slot *Slot
 	Data net.Buffers

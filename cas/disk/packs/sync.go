@@ -4,16 +4,18 @@ import "time"
 
 // With Config.SyncEvery, records are made durable every interval instead
 // of before each commit is acknowledged (disk.WithPackSync): the owner
-// marks each segment it committed a record into (MarkWrittenLocked), and
+// marks each segment it committed a record into (MarkWritten), and
 // the syncer fdatasyncs them.
 
-// MarkWrittenLocked records that a record was committed into seg and
+// MarkWritten records that a record was committed into seg and
 // must be made durable by the syncer's next pass. Without a syncer
 // (SyncEvery 0) it does nothing: the owner synced it.
-func (s *Set) MarkWrittenLocked(seg *Segment) {
+func (s *Set) MarkWritten(seg *Segment) {
 	if s.unsynced == nil {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if len(s.unsynced) == 0 {
 		s.wakeSyncer()
 	}
@@ -38,9 +40,9 @@ func (s *Set) syncLoop() {
 	}
 	for {
 		<-s.syncWake
-		s.cfg.Mu.Lock()
+		s.mu.Lock()
 		closing := s.closing
-		s.cfg.Mu.Unlock()
+		s.mu.Unlock()
 		if !closing {
 			if t != nil {
 				t.Reset(s.cfg.SyncEvery)
@@ -73,7 +75,7 @@ func (s *Set) syncPass() (closing bool) {
 	// it returns (SyncPass's promise).
 	s.passMu.Lock()
 	defer s.passMu.Unlock()
-	mu := s.cfg.Mu
+	mu := &s.mu
 	mu.Lock()
 	closing = s.closing
 	dirty := make([]*Segment, 0, len(s.unsynced))
@@ -90,7 +92,7 @@ func (s *Set) syncPass() (closing bool) {
 	}
 	mu.Lock()
 	for _, seg := range dirty {
-		s.ReleaseLocked(seg)
+		s.releaseLocked(seg)
 	}
 	mu.Unlock()
 	return closing

@@ -45,7 +45,7 @@ type Writer struct {
 }
 
 // NewWriter returns the writer of blob d. The caller takes its slot
-// (TakeSlotLocked into Slot) before the first write. Its Finish checks the
+// (TakeSlot into Slot) before the first write. Its Finish checks the
 // content against d and returns the record for the caller to commit (and
 // then release the slot); Abort releases the slot.
 func (s *Set) NewWriter(d cas.Digest) *Writer {
@@ -201,7 +201,5 @@ func (w *Writer) Abort() {
 			w.set.cfg.Log.Warn("giving up a packed record (a start may take it for stored; its content is its name's)", "err", err)
 		}
 	}
-	w.set.cfg.Mu.Lock()
-	w.set.ReleaseSlotLocked(w.sl.Seg)
-	w.set.cfg.Mu.Unlock()
+	w.set.ReleaseSlot(w.sl.Seg)
 }

@@ -83,8 +83,8 @@ func TestRestartTakesPackedEntriesFromTheCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openPackStore(t, dir, checkpointStoreSize)
-	if !s.checkpointLoaded || s.segments.Scanned() != 0 || len(s.segments.SegmentsLocked()) < 2 {
-		t.Fatalf("restart: from the checkpoint %v, %d of %d segments scanned; want from it, none scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked()))
+	if !s.checkpointLoaded || s.segments.Scanned() != 0 || len(s.segments.Segments()) < 2 {
+		t.Fatalf("restart: from the checkpoint %v, %d of %d segments scanned; want from it, none scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.Segments()))
 	}
 	after := s.Stats()
 	if after.Blobs != before.Blobs || after.Bytes != before.Bytes || after.UncompressedBytes != before.UncompressedBytes {
@@ -116,7 +116,7 @@ func TestCrashAfterACheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	segments := len(s.segments.SegmentsLocked())
+	segments := len(s.segments.Segments())
 	s.mu.Unlock()
 
 	c := openPackStore(t, crashCopy(t, dir), checkpointStoreSize)
@@ -200,8 +200,8 @@ func TestBadCheckpointIsIgnored(t *testing.T) {
 			dir, ds, datas := closedStore(t)
 			tc.harm(t, filepath.Join(dir, checkpoint.Name))
 			s := openPackStore(t, dir, checkpointStoreSize)
-			if s.checkpointLoaded || s.segments.Scanned() != len(s.segments.SegmentsLocked()) {
-				t.Fatalf("from the checkpoint %v, %d of %d segments scanned; want none from it, all scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.SegmentsLocked()))
+			if s.checkpointLoaded || s.segments.Scanned() != len(s.segments.Segments()) {
+				t.Fatalf("from the checkpoint %v, %d of %d segments scanned; want none from it, all scanned", s.checkpointLoaded, s.segments.Scanned(), len(s.segments.Segments()))
 			}
 			if st := s.Stats(); st.Blobs != int64(len(ds)) {
 				t.Fatalf("%d blobs counted, want %d", st.Blobs, len(ds))

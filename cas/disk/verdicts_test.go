@@ -10,13 +10,12 @@ import (
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
-// checks: a file verified once is trusted at the same modification time
+// Verification: a file verified once is trusted at the same modification time
 // (its sums handed out without hashing), a forced check that finds rot
 // removes the entry and counts it, and a verdict on a stale copy removes
 // nothing.
-func TestChecksVerdictsOnAFile(t *testing.T) {
+func TestVerdictsOnAFile(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
-	c := s.checks
 	ctx := context.Background()
 	data := testblob.Random(100000, 3)
 	d := cas.DigestOf(data)
@@ -31,21 +30,22 @@ func TestChecksVerdictsOnAFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		return c.file(ctx, e, f, force, nil)
+		sums, err := s.verifyFile(ctx, e, f, force, nil)
+		return sums, s.actOn(err) // the store acts on the verdict
 	}
 	sums, err := check(false)
 	if err != nil || sums == nil {
 		t.Fatalf("check of a blob written here: sums %v, %v; want its sums", sums != nil, err)
 	}
-	if c.verified != 0 {
-		t.Errorf("verified %d bytes; want none hashed (checked on its way in)", c.verified)
+	if s.verifiedBytes != 0 {
+		t.Errorf("verified %d bytes; want none hashed (checked on its way in)", s.verifiedBytes)
 	}
 
-	if err := c.readFailed(entry{Key: e.Key, Gen: e.Gen + 1}, "a stale copy"); !errors.Is(err, errCorrupt) {
-		t.Errorf("readFailed: %v; want errCorrupt", err)
+	if err := s.dropCorrupt(entry{Key: e.Key, Gen: e.Gen + 1}, "a stale copy"); !errors.Is(err, errCorrupt) {
+		t.Errorf("dropCorrupt: %v; want errCorrupt", err)
 	}
-	if !s.contains(d) || c.corrupt != 0 {
-		t.Fatalf("a verdict on a stale copy removed the blob (corrupt %d)", c.corrupt)
+	if !s.contains(d) || s.corrupt != 0 {
+		t.Fatalf("a verdict on a stale copy removed the blob (corrupt %d)", s.corrupt)
 	}
 
 	disktest.FlipByte(t, disktest.BlobPath(s.dir, d), 5000, true) // bit rot: same modification time
@@ -55,8 +55,8 @@ func TestChecksVerdictsOnAFile(t *testing.T) {
 	if _, err := check(true); !errors.Is(err, errCorrupt) {
 		t.Errorf("forced check of a rotten file: %v; want errCorrupt", err)
 	}
-	if s.contains(d) || c.corrupt != 1 || c.verified != d.Size {
-		t.Errorf("after the rot was found: present %v, corrupt %d, verified %d; want removed, 1, %d", s.contains(d), c.corrupt, c.verified, d.Size)
+	if s.contains(d) || s.corrupt != 1 || s.verifiedBytes != d.Size {
+		t.Errorf("after the rot was found: present %v, corrupt %d, verified %d; want removed, 1, %d", s.contains(d), s.corrupt, s.verifiedBytes, d.Size)
 	}
 	// A read gives verdicts, which the store acts on, with read checks on;
 	// none with WithoutReadChecks.
