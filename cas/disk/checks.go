@@ -2,8 +2,6 @@ package disk
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/membuf/membuf/cas/disk/index"
@@ -205,7 +203,7 @@ func (c *checks) hashFile(ctx context.Context, bc *blobCheck, el *entry, opened 
 	if fi.Size() != opened.Stored {
 		err = errCorrupt // changed length since it was indexed
 	} else {
-		sum, sums, n, err = integrity.HashContent(ctx, f, integrity.Content{Size: opened.Size, Stored: opened.Stored, Zstd: opened.Zstd, Pool: c.zp, Buffers: c.buffers}, pace)
+		sum, sums, n, err = integrity.HashContent(ctx, f, integrity.Content{Fn: opened.Key.Fn, Size: opened.Size, Stored: opened.Stored, Zstd: opened.Zstd, Pool: c.zp, Buffers: c.buffers}, pace)
 		if err == nil && sum != k.Hash {
 			err = errCorrupt
 		}
@@ -287,7 +285,7 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 			return err
 		}
 	}
-	sum := sha256.Sum256(buf)
+	sum := integrity.SumHex(opened.Key.Fn, buf)
 	c.mu.Lock()
 	c.verified += opened.Size
 	el, ok = c.idx.Packed(opened.Key)
@@ -296,16 +294,16 @@ func (c *checks) record(ctx context.Context, opened entry, force bool, pace func
 		switch {
 		case force:
 			return errReplaced
-		case hex.EncodeToString(sum[:]) != opened.Key.Hash:
+		case sum != opened.Key.Hash:
 			return errCorrupt // no longer an entry to remove
 		}
 		return nil
 	}
-	if hex.EncodeToString(sum[:]) != opened.Key.Hash {
+	if sum != opened.Key.Hash {
 		c.idx.Drop(&el)
 		c.corrupt++
 		c.mu.Unlock()
-		c.log.Error("packed blob failed its integrity check: removed", "hash", opened.Key.Hash, "size", opened.Size, "segment", opened.Seg.Seq, "content_hash", hex.EncodeToString(sum[:]))
+		c.log.Error("packed blob failed its integrity check: removed", "hash", opened.Key.Hash, "size", opened.Size, "segment", opened.Seg.Seq, "content_hash", sum)
 		c.packs.retire(opened)
 		return errCorrupt
 	}

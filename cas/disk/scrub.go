@@ -73,11 +73,16 @@ func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
 func (sc *scrubber) run(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 	for {
 		passStart := clock.Now()
-		for shard := range 256 {
-			if ctx.Err() != nil || sc.closed() {
-				return
+		for _, fn := range cas.Functions {
+			if !sc.files.hasDir(entryKey{Kind: kindCAS, Fn: fn}) {
+				continue // no blob of fn was ever a file here
 			}
-			sc.shard(ctx, fmt.Sprintf("%02x", shard), p)
+			for shard := range 256 {
+				if ctx.Err() != nil || sc.closed() {
+					return
+				}
+				sc.shard(ctx, fn, fmt.Sprintf("%02x", shard), p)
+			}
 		}
 		sc.segments(ctx, p)
 		if ctx.Err() != nil {
@@ -94,13 +99,14 @@ func (sc *scrubber) run(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 	}
 }
 
-// shard re-hashes the blobs of one shard directory of cas/ (listing one
-// directory at a time keeps the scrubber's memory to a shard's names).
-func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
+// shard re-hashes the blobs of one shard directory of the CAS blobs of
+// function fn (listing one directory at a time keeps the scrubber's memory
+// to a shard's names).
+func (sc *scrubber) shard(ctx context.Context, fn cas.Function, shard string, p *pace.Pacer) {
 	if p.Wait(scrubListingCost) != nil {
 		return
 	}
-	ents, err := sc.fs.ReadDir(filepath.Join(sc.dir, kindCAS.Dir(), shard))
+	ents, err := sc.fs.ReadDir(filepath.Join(sc.dir, entryKey{Kind: kindCAS, Fn: fn}.Dir(), shard))
 	sc.mu.Lock()
 	sc.listings++
 	sc.mu.Unlock()
@@ -112,11 +118,11 @@ func (sc *scrubber) shard(ctx context.Context, shard string, p *pace.Pacer) {
 		if ctx.Err() != nil {
 			return
 		}
-		hash, _, _, ok := files.ParseName(de.Name())
+		hash, _, _, ok := files.ParseName(fn, de.Name())
 		if !ok {
 			continue // a stray name
 		}
-		k := entryKey{Kind: kindCAS, Hash: hash}
+		k := entryKey{Kind: kindCAS, Fn: fn, Hash: hash}
 		e, ok := sc.get(k)
 		if !ok || filepath.Base(sc.files.filePath(&e)) != de.Name() {
 			continue // not an entry's file (evicted or replaced since the listing)
@@ -162,7 +168,7 @@ func (sc *scrubber) segments(ctx context.Context, p *pace.Pacer) {
 			if entryKind(r.Kind) != kindCAS {
 				continue
 			}
-			k := entryKey{Kind: kindCAS, Hash: r.HashHex()}
+			k := entryKey{Kind: kindCAS, Fn: cas.Function(r.Fn), Hash: r.HashHex()}
 			e, ok := sc.get(k)
 			if !ok || e.Seg != seg || e.Off != r.Off {
 				continue // replaced, removed or evicted since
