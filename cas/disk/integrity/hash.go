@@ -161,6 +161,10 @@ func CheckData(d cas.Digest, data net.Buffers) error {
 	if n != d.Size {
 		return CheckSum(d, n, nil)
 	}
+	if d.Function == cas.SHA256 {
+		var sum [sha256.Size]byte // what escapes: no more than SHA-256 needs
+		return CheckSum(d, n, Sum(d.Function, sum[:0], data...))
+	}
 	var sum [sha512.Size]byte
 	return CheckSum(d, n, Sum(d.Function, sum[:0], data...))
 }
@@ -195,8 +199,11 @@ func Sum(fn cas.Function, b []byte, data ...[]byte) []byte {
 
 // SumHex is fn's hash of data in lowercase hex.
 func SumHex(fn cas.Function, data []byte) string {
-	var sum [sha512.Size]byte
-	return hex.EncodeToString(Sum(fn, sum[:0], data))
+	if fn == cas.SHA256 {
+		sum := sha256.Sum256(data) // on the stack: no hasher, no sum to allocate
+		return hex.EncodeToString(sum[:])
+	}
+	return hex.EncodeToString(Sum(fn, nil, data))
 }
 
 // CheckSum checks a blob received whole against d: n bytes whose hash
