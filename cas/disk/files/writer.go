@@ -59,8 +59,8 @@ func InitWriter(w *Writer, fsys vfs.FS, d cas.Digest, f vfs.File, z *zstdseek.Fr
 	*w = Writer{fs: fsys, d: d, f: f, name: f.Name(), h: d.Function.New(), sums: integrity.NewSums(d.Size), z: z}
 }
 
-// Hash is the running SHA-256 of what was written (Sum leaves it as it
-// is).
+// Hash is the running hash, under the digest's function, of what was
+// written (Sum leaves it as it is).
 func (w *Writer) Hash() hash.Hash { return w.h }
 
 // Rename names the blob hash before Finish: a writer started under a
