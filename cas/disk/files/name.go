@@ -20,7 +20,9 @@ func ParseName(fn cas.Function, name string) (hash string, size int64, zstd, ok 
 		return "", 0, false, false
 	}
 	size, err := cas.ParseSize(rest[n+1:])
-	if err != nil || size == 0 {
+	// Only the name ZstdPath makes: a size with a leading zero would name
+	// a file the entry's path is not.
+	if err != nil || size == 0 || rest[n+1] < '1' || rest[n+1] > '9' {
 		return "", 0, false, false
 	}
 	return rest[:n], size, true, true
