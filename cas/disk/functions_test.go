@@ -10,6 +10,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk"
+	"github.com/membuf/membuf/cas/disk/vfs"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
 
@@ -38,13 +39,16 @@ func openStore(t *testing.T, dir string, opts []disk.StoreOption) *disk.Store {
 // an action result, read back, are found present, are missing under every
 // other function with the same hex, and read back again after a restart
 // (the checkpoint's records, or, with it gone, a scan of the segments and
-// the files' names).
+// the files' names). The store is in memory (vfs): the test is of the
+// keys, not of the disk.
 func TestEveryFunction(t *testing.T) {
 	ctx := context.Background()
 	for _, form := range storeForms {
 		t.Run(form.name, func(t *testing.T) {
-			dir := t.TempDir()
-			s := openStore(t, dir, form.opts)
+			mem := vfs.NewStrictMem()
+			dir := "/store"
+			opts := append(form.opts[:len(form.opts):len(form.opts)], disk.WithFS(mem))
+			s := openStore(t, dir, opts)
 			type stored struct {
 				d    cas.Digest
 				data []byte
@@ -140,15 +144,15 @@ func TestEveryFunction(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s = openStore(t, dir, form.opts)
+			s = openStore(t, dir, opts)
 			check(s, "after a restart")
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Remove(filepath.Join(dir, "index.ckpt")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := mem.Remove(filepath.Join(dir, "index.ckpt")); err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Fatal(err)
 			}
-			s = openStore(t, dir, form.opts)
+			s = openStore(t, dir, opts)
 			defer s.Close()
 			check(s, "after a restart without the checkpoint")
 		})
@@ -164,8 +168,9 @@ func TestSameHashTwoFunctions(t *testing.T) {
 	hash := cas.SHA256.Digest([]byte("an action")).Hash
 	for _, form := range storeForms[:2] {
 		t.Run(form.name, func(t *testing.T) {
-			dir := t.TempDir()
-			s := openStore(t, dir, form.opts)
+			dir := "/store"
+			opts := append(form.opts[:len(form.opts):len(form.opts)], disk.WithFS(vfs.NewStrictMem()))
+			s := openStore(t, dir, opts)
 			for _, size := range []int{100, 10000} {
 				for _, fn := range []cas.Function{cas.SHA256, cas.BLAKE3} {
 					if err := s.PutActionResult(ctx, cas.Digest{Hash: hash, Size: 9, Function: fn}, []byte(strings.Repeat(fn.String(), size/6))); err != nil {
@@ -180,7 +185,7 @@ func TestSameHashTwoFunctions(t *testing.T) {
 						}
 					}
 					s.Close()
-					s = openStore(t, dir, form.opts)
+					s = openStore(t, dir, opts)
 				}
 			}
 			s.Close()
@@ -196,7 +201,7 @@ func TestWrongHashLengthRefused(t *testing.T) {
 	ctx := context.Background()
 	for _, form := range storeForms[:2] {
 		t.Run(form.name, func(t *testing.T) {
-			s := openStore(t, t.TempDir(), form.opts)
+			s := openStore(t, "/store", append(form.opts[:len(form.opts):len(form.opts)], disk.WithFS(vfs.NewStrictMem())))
 			defer s.Close()
 			data := testblob.Random(100, 1)
 			for _, d := range []cas.Digest{
