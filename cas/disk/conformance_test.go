@@ -23,14 +23,16 @@ func TestStorageConformance(t *testing.T) {
 		{"compressed", []disk.StoreOption{disk.WithPacks(0), disk.WithCompression(disk.Compression{Policy: disk.CompressAll})}},
 	} {
 		t.Run(form.name, func(t *testing.T) {
-			storagetest.Run(t, func(t *testing.T) cas.Storage {
+			open := func(t *testing.T) cas.Storage {
 				s, err := disk.OpenStore(t.TempDir(), 0, nil, form.opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { s.Close() })
 				return s
-			})
+			}
+			storagetest.Run(t, open)
+			t.Run("functions", func(t *testing.T) { storagetest.RunFunctions(t, open) })
 		})
 	}
 	// cas.PutEach, the plain PutBatch of a Storage with no cheaper way,

@@ -89,9 +89,11 @@ func drain(t *testing.T, s *tier.Store) {
 func TestStorageConformance(t *testing.T) {
 	for _, wt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write-through=%v", wt), func(t *testing.T) {
-			storagetest.Run(t, func(t *testing.T) cas.Storage {
+			open := func(t *testing.T) cas.Storage {
 				return startNode(t, backendtest.NewMemory(), tier.Config{WriteThrough: wt}).store
-			})
+			}
+			storagetest.Run(t, open)
+			t.Run("functions", func(t *testing.T) { storagetest.RunFunctions(t, open) })
 		})
 	}
 }

@@ -22,11 +22,13 @@ import (
 func TestStorageConformance(t *testing.T) {
 	for _, wt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write-through=%v", wt), func(t *testing.T) {
-			storagetest.Run(t, func(t *testing.T) cas.Storage {
+			open := func(t *testing.T) cas.Storage {
 				cfg := TierConfig(tier.Config{Backend: newPacked(t, newMemBucket(), Config{}), WriteThrough: wt})
 				cfg.BatchLinger = 10 * time.Millisecond // the suite's writes wait for nothing else
 				return backendtest.OpenTier(t, cfg)
-			})
+			}
+			storagetest.Run(t, open)
+			t.Run("functions", func(t *testing.T) { storagetest.RunFunctions(t, open) })
 		})
 	}
 }
