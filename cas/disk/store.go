@@ -29,10 +29,12 @@ var ErrLocked = vfs.ErrLocked
 //
 // On disk, under its directory:
 //
-//	cas/ab/ab12...            one file per blob, named by its SHA-256 in hex, sharded by the first two hex characters
+//	cas/ab/ab12...            one file per SHA-256 blob, named by its hash in hex, sharded by the first two hex characters
 //	cas/ab/ab12...-{size}.zst a blob kept compressed: zstd frames and a seek table (package zstdseek)
+//	cas-blake3/ab/ab12...     the same for another digest function, in a directory of its own (made at its first file)
 //	packs/0000000000000001.pack small blobs and action results packed as records (WithPacks; package packfile)
 //	ac/ab/ab12...             one file per action result (a serialized ActionResult), named by the action digest's hash
+//	ac-sha1/ab/ab12...        another function's action results
 //	tmp/                      uploads in progress; emptied at start
 //
 // A file appears under cas/ or ac/ only by a rename from tmp/ after its
