@@ -276,13 +276,13 @@ func TestTheTierTouchesWhatItServesLocally(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	if _, err := n.store.FindMissing(ctx, []cas.Digest{absent, held, absent}); err != nil {
+	if _, err := n.store.FindMissing(ctx, []cas.Digest{absent, held, absent}, cas.ClientLookup); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.store.GetActionResult(ctx, action); err != nil {
+	if _, err := n.store.GetActionResult(ctx, action, cas.ClientLookup); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.store.GetActionResult(ctx, absent); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := n.store.GetActionResult(ctx, absent, cas.ClientLookup); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("GetActionResult of an absent action: %v", err)
 	}
 	want := []tier.Key{tier.BlobKey(held), tier.BlobKey(held), tier.ActionKey(action)}
@@ -512,7 +512,7 @@ func TestQuickCheckAsksTheBackendNothing(t *testing.T) {
 	if n := stats(); n != 0 {
 		t.Fatalf("the quick check sent %d stat requests", n)
 	}
-	if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}); len(missing) != 0 || err != nil {
+	if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); len(missing) != 0 || err != nil {
 		t.Fatalf("a client's FindMissing of a blob the backend has: %v, %v", missing, err)
 	}
 	if n := stats(); n != 1 {
