@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-
 )
 
 // Nx's self-hosted remote cache (Nx 20.8 and later: the server that
