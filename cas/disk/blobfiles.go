@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 
 	"github.com/membuf/membuf"
@@ -30,6 +31,13 @@ type blobFiles struct {
 	// closed: the store is closed, and makes no more files (close).
 	closed atomic.Bool
 
+	// madeDirs[kind][fn]: the directory of the files of that kind and
+	// digest function exists (SHA-256's, made at start; another's, made by
+	// makeDir at its first file or found at start), so that a store that
+	// never sees a function has no directories of it. makingDirs
+	// serializes makeDir.
+	madeDirs   [2][8]atomic.Bool // 8: more functions than there are
+	makingDirs sync.Mutex
 	// How blobs are compressed (WithCompression).
 	policy  CompressPolicy
 	zp      *zstdseek.Pool
@@ -37,7 +45,7 @@ type blobFiles struct {
 }
 
 // path is where entry k is kept plain.
-func (b *blobFiles) path(k entryKey) string { return files.Path(b.dir, k.Kind.Dir(), k.Hash) }
+func (b *blobFiles) path(k entryKey) string { return files.Path(b.dir, k.Dir(), k.Hash) }
 
 // filePath is where e is kept, plain or compressed.
 func (b *blobFiles) filePath(e *entry) string { return entryPath(b.dir, e) }
@@ -46,9 +54,9 @@ func (b *blobFiles) filePath(e *entry) string { return entryPath(b.dir, e) }
 // dir, plain or compressed.
 func entryPath(dir string, e *entry) string {
 	if e.Zstd {
-		return files.ZstdPath(dir, e.Key.Kind.Dir(), e.Key.Hash, e.Size)
+		return files.ZstdPath(dir, e.Key.Dir(), e.Key.Hash, e.Size)
 	}
-	return files.Path(dir, e.Key.Kind.Dir(), e.Key.Hash)
+	return files.Path(dir, e.Key.Dir(), e.Key.Hash)
 }
 
 // open opens the file of e (a copy of its index entry).
@@ -119,7 +127,7 @@ func (b *blobFiles) write(d cas.Digest, data net.Buffers, arrived cas.Encoding) 
 		b.discardTemp(f)
 		return nil, err
 	}
-	e := &entry{Key: entryKey{Kind: kindCAS, Hash: d.Hash}, Size: d.Size, Stored: w.Stored, Zstd: w.Zstd, Sums: w.Sums}
+	e := &entry{Key: casKey(d), Size: d.Size, Stored: w.Stored, Zstd: w.Zstd, Sums: w.Sums}
 	return b.prepare(f, e, 0), nil
 }
 
@@ -140,14 +148,41 @@ func (b *blobFiles) put(k entryKey, data []byte) (*pendingCommit, error) {
 
 // uploaded returns the entry of an upload written and checked as c.
 func uploaded(c files.Written) *entry {
-	return &entry{Key: entryKey{Kind: kindCAS, Hash: c.Digest.Hash}, Size: c.Digest.Size, Stored: c.Stored, Zstd: c.Zstd, Sums: c.Sums}
+	return &entry{Key: casKey(c.Digest), Size: c.Digest.Size, Stored: c.Stored, Zstd: c.Zstd, Sums: c.Sums}
 }
+
+// makeDir makes the directory of k's kind and function, and its shards,
+// unless it is made (madeDirs): before the first file of a function other
+// than SHA-256 is committed, so that no commit makes a directory.
+func (b *blobFiles) makeDir(k entryKey) error {
+	made := &b.madeDirs[k.Kind&1][k.Fn&7]
+	if made.Load() {
+		return nil
+	}
+	b.makingDirs.Lock()
+	defer b.makingDirs.Unlock()
+	if made.Load() {
+		return nil
+	}
+	if err := files.MakeDirs(b.fs, b.dir, nil, []string{k.Dir()}); err != nil {
+		return err
+	}
+	made.Store(true)
+	return nil
+}
+
+// hasDir reports whether the directory of k's kind and function is made.
+func (b *blobFiles) hasDir(k entryKey) bool { return b.madeDirs[k.Kind&1][k.Fn&7].Load() }
 
 // prepare readies f for the group commit as entry e (its key, sizes and
 // form), which the commit takes over. reserved is what a Writer reserved
 // for f's bytes: it becomes the entry's size in the commit's locked step,
 // or is released on error.
 func (b *blobFiles) prepare(f vfs.File, e *entry, reserved int64) *pendingCommit {
+	if err := b.makeDir(e.Key); err != nil {
+		// Its rename fails, and the commit with it.
+		b.log.Error("making the directory of a digest function's files", "dir", e.Key.Dir(), "err", err)
+	}
 	// The content was checked on its way in: as of this modification time
 	// it is verified (verify.go). Without it, the first read re-hashes.
 	if fi, err := f.Stat(); err == nil {

@@ -372,7 +372,7 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		// header says so, so that the next start does not take an old
 		// action result, copied after a newer one was written, for the
 		// newest.
-		if err := c.seg.WriteHeader(uint8(c.e.Key.Kind), c.e.Key.Hash, packfile.Reserved, c.e.Size, 0, c.e.Off); err != nil {
+		if err := c.seg.WriteHeader(uint8(c.e.Key.Kind), uint8(c.e.Key.Fn), c.e.Key.Hash, packfile.Reserved, c.e.Size, 0, c.e.Off); err != nil {
 			s.log.Warn("marking a stale copy of a packed entry", "err", err)
 		}
 		return

@@ -283,7 +283,7 @@ func checkCrashedStore(t *testing.T, dir string, acked map[string]bool, packs st
 	for i := range packindex.Shards {
 		for _, r := range s.packed.ShardRecords(i, nil) {
 			if !r.AC && s.segments.Live(r.Seq) != nil {
-				packed = append(packed, cas.Digest{Hash: hex.EncodeToString(r.Hash[:]), Size: int64(r.Size)})
+				packed = append(packed, cas.Digest{Hash: hex.EncodeToString(r.Hash[:r.Fn.Size()]), Size: int64(r.Size), Function: r.Fn})
 			}
 		}
 	}

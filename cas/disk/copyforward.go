@@ -1,8 +1,6 @@
 package disk
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net"
 
@@ -44,7 +42,7 @@ func (s *Store) copyForward(r refresh) error {
 		return err
 	}
 	if old.Key.Kind == kindCAS {
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != old.Key.Hash {
+		if integrity.SumHex(old.Key.Fn, data) != old.Key.Hash {
 			// The next read re-hashes it (unless verified) and removes it.
 			return nil
 		}

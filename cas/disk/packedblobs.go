@@ -195,7 +195,7 @@ func (p *packedBlobs) records(seg *packs.Segment) ([]packfile.Record, error) {
 // leaves the record to be indexed again at the next start, and found bad
 // again by its first read (docs/cas.md, "Integrity").
 func (p *packedBlobs) retire(e entry) {
-	if err := p.set.Retire(e.Seg, uint8(e.Key.Kind), e.Key.Hash, e.Size, e.Off); err != nil {
+	if err := p.set.Retire(e.Seg, uint8(e.Key.Kind), uint8(e.Key.Fn), e.Key.Hash, e.Size, e.Off); err != nil {
 		p.log.Error("retiring a packed record found bad (the next start indexes it again, and its first read finds it bad again)", "hash", e.Key.Hash, "segment", e.Seg.Seq, "err", err)
 	}
 }

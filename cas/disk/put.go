@@ -14,7 +14,7 @@ import (
 // ready to commit.
 func (s *Store) writeBlob(d cas.Digest, data net.Buffers, arrived cas.Encoding) (*pendingCommit, error) {
 	if s.packedBlobs.packable(d.Size) {
-		return s.writeRecord(entryKey{Kind: kindCAS, Hash: d.Hash}, data)
+		return s.writeRecord(casKey(d), data)
 	}
 	return s.blobFiles.write(d, data, arrived)
 }
@@ -118,7 +118,7 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 		ks := make([]entryKey, len(packed))
 		pieces := make([]net.Buffers, len(packed))
 		for j, i := range packed {
-			ks[j], pieces[j] = entryKey{Kind: kindCAS, Hash: ds[i].Hash}, data[i]
+			ks[j], pieces[j] = casKey(ds[i]), data[i]
 		}
 		cs, werrs := make([]*pendingCommit, len(packed)), make([]error, len(packed))
 		s.writeRecords(ks, pieces, cs, werrs)
@@ -143,16 +143,19 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 // GetActionResult returns the serialized ActionResult stored for the action
 // digest d, or an error wrapping ErrNotFound.
 func (s *Store) GetActionResult(ctx context.Context, d cas.Digest, _ cas.Lookup) ([]byte, error) {
-	return s.readAll(ctx, entryKey{Kind: kindAC, Hash: d.Hash}, 0)
+	return s.readAll(ctx, acKey(d), 0)
 }
 
 // PutActionResult stores data, a serialized ActionResult, for the action
 // digest d, replacing any earlier entry.
 func (s *Store) PutActionResult(_ context.Context, d cas.Digest, data []byte) error {
+	if err := integrity.CheckName(d); err != nil {
+		return err
+	}
 	if s.maxSize > 0 && int64(len(data)) > s.maxSize {
 		return fmt.Errorf("action result of %d bytes: %w", len(data), cas.ErrTooLarge)
 	}
-	k := entryKey{Kind: kindAC, Hash: d.Hash}
+	k := acKey(d)
 	var c *pendingCommit
 	var err error
 	if s.packedBlobs.packable(int64(len(data))) {

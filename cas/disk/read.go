@@ -22,10 +22,10 @@ import (
 // inside a *storedBlob when its reads can find it corrupt. It returns an error wrapping ErrNotFound if the blob is not stored. The
 // caller must Close it.
 func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
-	if d.Hash == cas.EmptyHash && d.Size <= 0 {
+	if d.Size <= 0 && d.Function.Valid() && d.Hash == d.Function.EmptyHash() {
 		return files.NewBlob(nil, 0, s.zp, nil), nil
 	}
-	r, err := s.open(ctx, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	r, err := s.open(ctx, casKey(d), d.Size)
 	return r, s.actOn(err)
 }
 

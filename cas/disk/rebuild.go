@@ -3,25 +3,44 @@ package disk
 import (
 	"time"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/index"
 )
 
-// rebuild fills the index from cas/ and ac/, oldest modification first,
-// and from the pack segments (the checkpoint's records, and a scan of the
-// segments it does not cover).
+// The store's directories of blobs' files: one per kind and digest
+// function (index.Key.Dir), listed at start (files.Load): SHA-256's,
+// made at start (OpenStore), and those of the other functions, made at
+// their first file (blobFiles.makeDir). blobDirKeys[i] is the kind and
+// function of blobDirs[i]'s files.
+var blobDirs, blobDirKeys = func() (dirs []files.Dir, keys []entryKey) {
+	for _, k := range index.Dirs() {
+		dirs = append(dirs, files.Dir{Name: k.Dir(), Fn: k.Fn, Compressed: k.Kind == kindCAS})
+		keys = append(keys, k)
+	}
+	return dirs, keys
+}()
+
+// rebuild fills the index from the directories of blobs' files, oldest
+// modification first, and from the pack segments (the checkpoint's
+// records, and a scan of the segments it does not cover).
 func (s *Store) rebuild() error {
 	x := s.idx
-	found, err := files.Load(s.fs, s.dir, []string{kindCAS.Dir(), kindAC.Dir()}, func(kind string) bool { return kind == kindCAS.Dir() }, s.log)
+	found, err := files.Load(s.fs, s.dir, blobDirs, s.log)
 	if err != nil {
 		return err
 	}
+	for _, k := range blobDirKeys {
+		if k.Fn == cas.SHA256 {
+			s.blobFiles.madeDirs[k.Kind][k.Fn].Store(true) // at start
+		}
+	}
 	all := make([]*entry, len(found))
 	for i, f := range found {
-		kind := kindCAS
-		if f.Kind == kindAC.Dir() {
-			kind = kindAC
-		}
-		e := &entry{Key: entryKey{Kind: kind, Hash: f.Hash}, Size: f.Size, Stored: f.Stored, Zstd: f.Zstd}
+		k := blobDirKeys[f.Dir]
+		s.blobFiles.madeDirs[k.Kind][k.Fn].Store(true)
+		k.Hash = f.Hash
+		e := &entry{Key: k, Size: f.Size, Stored: f.Stored, Zstd: f.Zstd}
 		all[i] = e
 		if el, ok := x.File(e.Key); ok {
 			// Kept both ways: a crash between a commit's rename and its
@@ -66,11 +85,12 @@ func (s *Store) rebuild() error {
 	// earlier one (an action result updated, a blob written again), and a
 	// packed entry replaces a file of the same key (written since).
 	for _, r := range records {
-		if entryKind(r.Kind) > kindAC {
-			s.log.Warn("ignoring a pack record of unknown kind", "segment", r.Seg.Seq, "kind", r.Kind)
+		fn := cas.Function(r.Fn)
+		if entryKind(r.Kind) > kindAC || !fn.Valid() || fn.Size() != int(r.HashLen) {
+			s.log.Warn("ignoring a pack record of unknown kind or digest function", "segment", r.Seg.Seq, "kind", r.Kind, "function", r.Fn, "hash_bytes", r.HashLen)
 			continue
 		}
-		k := entryKey{Kind: entryKind(r.Kind), Hash: r.HashHex()}
+		k := entryKey{Kind: entryKind(r.Kind), Fn: fn, Hash: r.HashHex()}
 		if el, ok := x.File(k); ok {
 			s.blobFiles.remove(el)
 			x.Drop(el)

@@ -62,11 +62,16 @@ func (s *Store) Scrub(ctx context.Context, bytesPerSecond int64) error {
 func (s *Store) scrub(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 	for {
 		passStart := clock.Now()
-		for shard := range 256 {
-			if ctx.Err() != nil || s.isClosed() {
-				return
+		for _, fn := range cas.Functions {
+			if !s.blobFiles.hasDir(entryKey{Kind: kindCAS, Fn: fn}) {
+				continue // no blob of fn was ever a file here
 			}
-			s.scrubShard(ctx, fmt.Sprintf("%02x", shard), p)
+			for shard := range 256 {
+				if ctx.Err() != nil || s.isClosed() {
+					return
+				}
+				s.scrubShard(ctx, fn, fmt.Sprintf("%02x", shard), p)
+			}
 		}
 		s.scrubSegments(ctx, p)
 		if ctx.Err() != nil {
@@ -83,13 +88,14 @@ func (s *Store) scrub(ctx context.Context, p *pace.Pacer, clock pace.Clock) {
 	}
 }
 
-// shard re-hashes the blobs of one shard directory of cas/ (listing one
-// directory at a time keeps the scrubber's memory to a shard's names).
-func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
+// scrubShard re-hashes the blobs of one shard directory of the CAS blobs
+// of function fn (listing one directory at a time keeps the scrubber's
+// memory to a shard's names).
+func (s *Store) scrubShard(ctx context.Context, fn cas.Function, shard string, p *pace.Pacer) {
 	if p.Wait(scrubListingCost) != nil {
 		return
 	}
-	ents, err := s.fs.ReadDir(filepath.Join(s.dir, kindCAS.Dir(), shard))
+	ents, err := s.fs.ReadDir(filepath.Join(s.dir, entryKey{Kind: kindCAS, Fn: fn}.Dir(), shard))
 	s.mu.Lock()
 	s.scrubber.listings++
 	s.mu.Unlock()
@@ -101,11 +107,11 @@ func (s *Store) scrubShard(ctx context.Context, shard string, p *pace.Pacer) {
 		if ctx.Err() != nil {
 			return
 		}
-		hash, _, _, ok := files.ParseName(de.Name())
+		hash, _, _, ok := files.ParseName(fn, de.Name())
 		if !ok {
 			continue // a stray name
 		}
-		k := entryKey{Kind: kindCAS, Hash: hash}
+		k := entryKey{Kind: kindCAS, Fn: fn, Hash: hash}
 		e, ok := s.get(k)
 		if !ok || filepath.Base(s.blobFiles.filePath(&e)) != de.Name() {
 			continue // not an entry's file (evicted or replaced since the listing)
@@ -152,7 +158,7 @@ func (s *Store) scrubSegments(ctx context.Context, p *pace.Pacer) {
 			if entryKind(r.Kind) != kindCAS {
 				continue
 			}
-			k := entryKey{Kind: kindCAS, Hash: r.HashHex()}
+			k := entryKey{Kind: kindCAS, Fn: cas.Function(r.Fn), Hash: r.HashHex()}
 			e, rec := s.openRecordAt(k, seg, r.Off)
 			if rec == nil {
 				continue // replaced, removed or evicted since

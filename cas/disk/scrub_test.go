@@ -138,7 +138,7 @@ func TestScrubberShardFindsRot(t *testing.T) {
 		t.Fatal(err)
 	}
 	disktest.FlipByte(t, disktest.BlobPath(s.dir, d), 100, true) // bit rot, the time kept
-	s.scrubShard(ctx, d.Hash[:2], pace.New(ctx, 1<<40, pace.Wall))
+	s.scrubShard(ctx, d.Function, d.Hash[:2], pace.New(ctx, 1<<40, pace.Wall))
 	st := s.Stats()
 	if st.ScrubListings != 1 || st.Corrupt != 1 || s.contains(d) {
 		t.Errorf("after a shard's walk: %d listings, %d corrupt, present %v; want 1, 1, removed", st.ScrubListings, st.Corrupt, s.contains(d))

@@ -291,7 +291,7 @@ func (s *Store) contains(d cas.Digest) bool {
 	if d.IsEmpty() {
 		return true
 	}
-	e, ok := s.lookup(entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size)
+	e, ok := s.lookup(casKey(d), d.Size)
 	if e.Pending != nil {
 		// Nobody is told of an entry a crash could still take away.
 		<-e.Pending.Durable

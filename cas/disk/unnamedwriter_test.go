@@ -50,7 +50,7 @@ func TestUnnamedBlobSurvivesARestart(t *testing.T) {
 			if st := s.Stats(); st.Blobs != 1 {
 				t.Fatalf("%d blobs after a restart, want 1", st.Blobs)
 			}
-			if _, err := cas.Resolve(ctx, s, placeholderHash); err == nil {
+			if _, err := cas.Resolve(ctx, s, placeholderHashes[cas.SHA256]); err == nil {
 				t.Fatal("the placeholder names a blob")
 			}
 		})

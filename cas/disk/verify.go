@@ -2,8 +2,6 @@ package disk
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -207,7 +205,7 @@ func (s *Store) fileVerdict(ctx context.Context, f vfs.File, opened *entry, fi o
 	if fi.Size() != opened.Stored {
 		return nil, "", 0, errCorrupt // changed length since it was indexed
 	}
-	found, sums, n, err = integrity.HashContent(ctx, f, integrity.Content{Size: opened.Size, Stored: opened.Stored, Zstd: opened.Zstd, Pool: s.zp, Buffers: s.buffers}, pace)
+	found, sums, n, err = integrity.HashContent(ctx, f, integrity.Content{Fn: opened.Key.Fn, Size: opened.Size, Stored: opened.Stored, Zstd: opened.Zstd, Pool: s.zp, Buffers: s.buffers}, pace)
 	if err == nil && found != opened.Key.Hash {
 		err = errCorrupt
 	}
@@ -303,8 +301,7 @@ func (s *Store) isCurrentLocked(opened entry) bool {
 // recordVerdict hashes buf, the data of the packed CAS blob opened: the
 // verdict on its content, nil or errCorrupt with the hash found.
 func recordVerdict(buf []byte, opened *entry) (found string, err error) {
-	sum := sha256.Sum256(buf)
-	found = hex.EncodeToString(sum[:])
+	found = integrity.SumHex(opened.Key.Fn, buf)
 	if found != opened.Key.Hash {
 		return found, errCorrupt
 	}

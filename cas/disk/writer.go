@@ -8,6 +8,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/files"
+	"github.com/membuf/membuf/cas/disk/integrity"
 	"github.com/membuf/membuf/cas/disk/packs"
 	"github.com/membuf/membuf/cas/disk/unnamed"
 )
@@ -19,7 +20,10 @@ import (
 // Commit or Abort.
 func (s *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
 	if d.Hash == "" {
-		return s.newUnnamedWriter(ctx, d.Size, arrived)
+		return s.newUnnamedWriter(ctx, d.Function, d.Size, arrived)
+	}
+	if err := integrity.CheckName(d); err != nil {
+		return nil, err
 	}
 	if s.maxSize > 0 && d.Size > s.maxSize {
 		return nil, fmt.Errorf("blob %s: %w (%d bytes)", d, cas.ErrTooLarge, s.maxSize)
@@ -152,7 +156,7 @@ func (s *Store) newRecordWriter(d cas.Digest) (*recordUpload, error) {
 	if s.closed {
 		return nil, cas.ErrClosed
 	}
-	if err := s.idx.TakeSlot(u.Slot(), entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, false); err != nil {
+	if err := s.idx.TakeSlot(u.Slot(), casKey(d), d.Size, false); err != nil {
 		return nil, err
 	}
 	s.evictLocked()
@@ -167,7 +171,7 @@ func (u *recordUpload) Commit(context.Context) error {
 		return err
 	}
 	sl := u.Slot()
-	return u.s.commit(newRecordCommit(sl.Seg, sl.Off, entryKey{Kind: kindCAS, Hash: d.Hash}, d.Size, crc))
+	return u.s.commit(newRecordCommit(sl.Seg, sl.Off, casKey(d), d.Size, crc))
 }
 
 // reserve counts n more bytes of an upload towards the maximum size
@@ -197,22 +201,32 @@ func (s *Store) unreserve(n int64) {
 // entries evicted; mu held.
 func (s *Store) evictLocked() { s.blobFiles.removeAll(s.idx.Evict(nil, nil)) }
 
-// placeholderHash names an unnamed blob until its Commit knows its hash:
-// the reserved header of its pack record carries it, which a scan steps
-// over like any reserved record.
-var placeholderHash = strings.Repeat("0", 64)
+// placeholderHashes name an unnamed blob, by its function, until its
+// Commit knows its hash: the reserved header of its pack record carries
+// it, which a scan steps over like any reserved record. It has the
+// function's length, so that the record's header is the length the named
+// one's will be.
+var placeholderHashes = func() (p [8]string) { // 8: more functions than there are
+	for _, fn := range cas.Functions {
+		p[fn] = strings.Repeat("0", fn.HashLen())
+	}
+	return p
+}()
 
-// newUnnamedWriter starts writing a blob of size bytes whose hash is
-// learned as it is written (NewWriter with an empty Hash): a writer of
-// NewWriter's, named at Commit by what it hashed on the way, so that the
-// content is hashed once.
-func (s *Store) newUnnamedWriter(ctx context.Context, size int64, arrived cas.Encoding) (cas.BlobWriter, error) {
+// newUnnamedWriter starts writing a blob of size bytes under function fn
+// whose hash is learned as it is written (NewWriter with an empty Hash): a
+// writer of NewWriter's, named at Commit by what it hashed on the way, so
+// that the content is hashed once.
+func (s *Store) newUnnamedWriter(ctx context.Context, fn cas.Function, size int64, arrived cas.Encoding) (cas.BlobWriter, error) {
 	if size < 1 {
 		return nil, fmt.Errorf("disk: an unnamed blob of %d bytes: the empty blob is always present, and is not written", size)
 	}
-	bw, err := s.NewWriter(ctx, cas.Digest{Hash: placeholderHash, Size: size}, arrived)
+	if !fn.Valid() {
+		return nil, fmt.Errorf("%w: digest function %d is none this store knows", cas.ErrMismatch, fn)
+	}
+	bw, err := s.NewWriter(ctx, cas.Digest{Hash: placeholderHashes[fn], Size: size, Function: fn}, arrived)
 	if err != nil {
 		return nil, err
 	}
-	return unnamed.Wrap(bw, size)
+	return unnamed.Wrap(bw, fn, size)
 }

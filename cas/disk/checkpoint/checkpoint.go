@@ -2,7 +2,7 @@
 // due, writing it in the background, loading it at start, and whether the
 // last one is stale. Its format is package packindex's.
 //
-// Of the cache it imports cas, index, packindex, packs and vfs.
+// Of the cache it imports index, packindex, packs and vfs.
 package checkpoint
 
 import (
@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/index"
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
@@ -163,8 +162,9 @@ func (c *Checkpoints) load(ck *packindex.CheckpointFile) (replaced []index.Entry
 	// a hex key per record.
 	files := make(map[packindex.Key]*index.Entry, x.Totals().Entries)
 	x.EachFile(func(e *index.Entry) {
-		h, _ := cas.ParseHash(e.Key.Hash)
-		files[packindex.Key{Hash: h, AC: e.Key.Kind == index.AC}] = e
+		if k, ok := packindex.ParseKey(e.Key.Fn, e.Key.Hash, e.Key.Kind == index.AC); ok {
+			files[k] = e
+		}
 	})
 	var recs []packindex.Record
 	// What the checkpoint names in segments no longer on disk (removed or
@@ -212,7 +212,7 @@ func (c *Checkpoints) load(ck *packindex.CheckpointFile) (replaced []index.Entry
 				// life of these files, or one of a segment cut short
 				// since is refused, and the start scans.
 				var err error
-				if fileSize, err = seg.CheckCommitted(uint8(kind), r.Hash, int64(r.Size), r.CRC, int64(r.Off), c.packMax); err != nil {
+				if fileSize, err = seg.CheckCommitted(uint8(kind), uint8(r.Fn), r.Hash[:r.Fn.Size()], int64(r.Size), r.CRC, int64(r.Off), c.packMax); err != nil {
 					return replaced, fmt.Errorf("index checkpoint: %w", err)
 				}
 				fileSizes[seg] = fileSize
@@ -220,7 +220,7 @@ func (c *Checkpoints) load(ck *packindex.CheckpointFile) (replaced []index.Entry
 			if end := int64(r.Off) + int64(r.Size); end > fileSize {
 				return replaced, fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
 			}
-			if e, ok := files[packindex.Key{Hash: r.Hash, AC: r.AC}]; ok {
+			if e, ok := files[r.Key]; ok {
 				replaced = append(replaced, *e)
 				x.Drop(e)
 			}
@@ -228,7 +228,7 @@ func (c *Checkpoints) load(ck *packindex.CheckpointFile) (replaced []index.Entry
 				return replaced, fmt.Errorf("index checkpoint, shard %d: a key twice", i)
 			}
 			size := int64(r.Size)
-			x.Count(&index.Entry{Key: index.Key{Kind: kind}, Size: size, Stored: size, Seg: seg}, 1)
+			x.Count(&index.Entry{Key: index.Key{Kind: kind, Fn: r.Fn}, Size: size, Stored: size, Seg: seg}, 1)
 		}
 	}
 	return replaced, nil

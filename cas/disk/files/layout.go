@@ -10,19 +10,25 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // The files of blobs live under a store's directory, in one directory per
-// namespace (kind: the store's cas/ and ac/), sharded by the first two hex
-// digits of the hash:
+// namespace (kind) and digest function: cas/ and ac/ for SHA-256,
+// cas-{function}/ and ac-{function}/ for the others (cas-blake3/,
+// ac-sha512/), so that a SHA-256 blob's path is what it was when SHA-256
+// was the only function, and a blob of one function is never found under
+// another's name even with the same hex. Each is sharded by the first two
+// hex digits of the hash:
 //
 //	{kind}/ab/ab12...            a blob kept plain, named by its hash
 //	{kind}/ab/ab12...-{size}.zst a blob kept compressed (zstdseek), its size in the name
 //
 // so that a start rebuilds the index from the names and sizes alone.
 
-// Path is where the blob of kind and hash is kept plain under dir.
+// Path is where the blob of kind (its directory) and hash is kept plain
+// under dir.
 func Path(dir, kind, hash string) string {
 	return filepath.Join(dir, kind, hash[:2], hash)
 }
@@ -99,23 +105,35 @@ func RemoveTemps(fsys vfs.FS, tmpDir string, log *slog.Logger) error {
 	return nil
 }
 
-// Found is a blob's file found at start.
-type Found struct {
-	Kind, Hash string
-	Size       int64 // the blob's own
-	Stored     int64 // the file's
-	Zstd       bool
-	ModTime    time.Time
+// Dir is a directory of blobs' files, for Load.
+type Dir struct {
+	Name       string       // under the store's directory: cas, ac-blake3
+	Fn         cas.Function // the function whose hashes name its files
+	Compressed bool         // its blobs may be kept compressed
 }
 
-// Load lists the blobs' files of each of kinds under dir in fsys, oldest
-// modification first. A name that is no blob's (or a compressed file where
-// compressed is false for its kind) is logged and left alone.
-func Load(fsys vfs.FS, dir string, kinds []string, compressed func(kind string) bool, log *slog.Logger) ([]Found, error) {
+// Found is a blob's file found at start.
+type Found struct {
+	Dir     int // the index in Load's dirs of the directory it is in
+	Hash    string
+	Size    int64 // the blob's own
+	Stored  int64 // the file's
+	Zstd    bool
+	ModTime time.Time
+}
+
+// Load lists the blobs' files of each of dirs (those missing: none) under dir in fsys, oldest
+// modification first. A name that is no blob's of its directory's function
+// (or a compressed file where its directory keeps none) is logged and left
+// alone.
+func Load(fsys vfs.FS, dir string, dirs []Dir, log *slog.Logger) ([]Found, error) {
 	var all []Found
-	for _, kind := range kinds {
-		root := filepath.Join(dir, kind)
+	for di, d := range dirs {
+		root := filepath.Join(dir, d.Name)
 		shards, err := fsys.ReadDir(root)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a function never stored: its directory is made at its first file
+		}
 		if err != nil {
 			return nil, fmt.Errorf("disk: %w", err)
 		}
@@ -130,8 +148,8 @@ func Load(fsys vfs.FS, dir string, kinds []string, compressed func(kind string) 
 			}
 			for _, f := range ents {
 				name := f.Name()
-				hash, size, zstd, ok := ParseName(name)
-				if !ok || zstd && !compressed(kind) || hash[:2] != shard.Name() || !f.Type().IsRegular() {
+				hash, size, zstd, ok := ParseName(d.Fn, name)
+				if !ok || zstd && !d.Compressed || hash[:2] != shard.Name() || !f.Type().IsRegular() {
 					log.Warn("ignoring unexpected file in store", "path", filepath.Join(root, shard.Name(), name))
 					continue
 				}
@@ -145,7 +163,7 @@ func Load(fsys vfs.FS, dir string, kinds []string, compressed func(kind string) 
 				if !zstd {
 					size = info.Size()
 				}
-				all = append(all, Found{Kind: kind, Hash: hash, Size: size, Stored: info.Size(), Zstd: zstd, ModTime: info.ModTime()})
+				all = append(all, Found{Dir: di, Hash: hash, Size: size, Stored: info.Size(), Zstd: zstd, ModTime: info.ModTime()})
 			}
 		}
 	}

@@ -1,7 +1,7 @@
 package files
 
 import (
-	"crypto/sha256"
+	"crypto/sha512"
 	"errors"
 	"fmt"
 	"hash"
@@ -56,11 +56,11 @@ func NewWriter(fsys vfs.FS, d cas.Digest, f vfs.File, z *zstdseek.FrameCompresso
 // keeps the Writer inside a value of its own (one allocation an upload,
 // not two).
 func InitWriter(w *Writer, fsys vfs.FS, d cas.Digest, f vfs.File, z *zstdseek.FrameCompressor) {
-	*w = Writer{fs: fsys, d: d, f: f, name: f.Name(), h: sha256.New(), sums: integrity.NewSums(d.Size), z: z}
+	*w = Writer{fs: fsys, d: d, f: f, name: f.Name(), h: d.Function.New(), sums: integrity.NewSums(d.Size), z: z}
 }
 
-// Hash is the running SHA-256 of what was written (Sum leaves it as it
-// is).
+// Hash is the running hash, under the digest's function, of what was
+// written (Sum leaves it as it is).
 func (w *Writer) Hash() hash.Hash { return w.h }
 
 // Rename names the blob hash before Finish: a writer started under a
@@ -180,7 +180,7 @@ func (w *Writer) Finish() (vfs.File, Written, error) {
 	if w.end {
 		return nil, Written{}, errors.New("disk: Commit after Commit or Abort")
 	}
-	var sum [sha256.Size]byte
+	var sum [sha512.Size]byte // the longest of any function
 	if err := integrity.CheckSum(w.d, w.n, w.h.Sum(sum[:0])); err != nil {
 		w.Abort()
 		return nil, Written{}, err

@@ -3,6 +3,7 @@ package index
 import (
 	"container/list"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/packs"
 )
 
@@ -14,7 +15,8 @@ const (
 	AC              // action result, named by its action's hash
 )
 
-// Dir is the store's directory of the kind's files.
+// Dir is the store's directory of the kind's files named by SHA-256
+// hashes (Key.Dir: any function's).
 func (k Kind) Dir() string {
 	if k == AC {
 		return "ac"
@@ -22,10 +24,51 @@ func (k Kind) Dir() string {
 	return "cas"
 }
 
-// Key names an entry: its namespace and its hash in hex.
+// Key names an entry: its namespace, the digest function its hash is of,
+// and its hash in hex (of that function's length). Keys of two functions
+// are two entries, even with the same hex (SHA-256's and BLAKE3's are both
+// 64 digits). Fn is a byte beside Kind: a Key takes the 24 bytes it took
+// when every hash was a SHA-256.
 type Key struct {
 	Kind Kind
+	Fn   cas.Function
 	Hash string
+}
+
+// Dir is the store's directory of the files of k's kind and function:
+// cas/ and ac/ for SHA-256 (as they were when it was the only function),
+// {kind}-{function}/ for the others (cas-blake3/, ac-sha512/).
+func (k Key) Dir() string {
+	if k.Kind > AC || !k.Fn.Valid() {
+		return "" // no key of the store's
+	}
+	return dirs[k.Kind][k.Fn]
+}
+
+// dirs is each kind's directory by function, made once: a path is built
+// on every file's open.
+var dirs = func() (d [2][8]string) { // 8: more functions than there are
+	for _, kind := range []Kind{CAS, AC} {
+		for _, fn := range cas.Functions {
+			d[kind][fn] = kind.Dir()
+			if fn != cas.SHA256 {
+				d[kind][fn] += "-" + fn.String()
+			}
+		}
+	}
+	return d
+}()
+
+// Dirs lists every directory of blobs' files a store has (Key.Dir), with
+// the kind and function of its files.
+func Dirs() []Key {
+	var ks []Key
+	for _, kind := range []Kind{CAS, AC} {
+		for _, fn := range cas.Functions {
+			ks = append(ks, Key{Kind: kind, Fn: fn})
+		}
+	}
+	return ks
 }
 
 // Entry is a stored blob or action result as the index has it: where it

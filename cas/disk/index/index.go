@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/ages"
 	"github.com/membuf/membuf/cas/disk/packfile"
 	"github.com/membuf/membuf/cas/disk/packindex"
@@ -102,17 +101,17 @@ func (x *Index) Get(k Key) (Entry, bool) {
 // table, with its segment. A record whose segment was evicted is dropped
 // from the table here (eviction leaves them to the sweep).
 func (x *Index) Packed(k Key) (Entry, bool) {
-	h, ok := cas.ParseHash(k.Hash)
+	tk, ok := tableKey(k)
 	if !ok {
 		return Entry{}, false
 	}
-	r, ok := x.packed.Get(&h, k.Kind == AC)
+	r, ok := x.packed.Get(&tk)
 	if !ok {
 		return Entry{}, false
 	}
 	seg := x.segments.Live(r.Seq)
 	if seg == nil {
-		x.packed.Delete(&h, k.Kind == AC)
+		x.packed.Delete(&tk)
 		return Entry{}, false
 	}
 	size := int64(r.Size)
@@ -187,17 +186,24 @@ func (x *Index) Insert(e *Entry) {
 // PutRecord puts packed entry e in the table; its counts are the
 // caller's.
 func (x *Index) PutRecord(e *Entry) {
-	h, _ := cas.ParseHash(e.Key.Hash) // a record is only ever made for a valid hash
+	tk, _ := tableKey(e.Key) // a record is only ever made for a valid hash
 	x.clock.Mark(x.tick, time.Now())
-	x.packed.Put(&packindex.Record{Hash: h, AC: e.Key.Kind == AC, Verified: e.Verified, Seq: uint32(e.Seg.Seq), Off: uint32(e.Off), Size: uint32(e.Size), CRC: e.CRC})
+	x.packed.Put(&packindex.Record{Key: tk, Verified: e.Verified, Seq: uint32(e.Seg.Seq), Off: uint32(e.Off), Size: uint32(e.Size), CRC: e.CRC})
 	x.changed = true
 	x.packed.Sweep(&x.sweep, sweepPerPut, x.isLiveSeq)
 }
 
 // SetVerified records that packed CAS blob k matched its name.
 func (x *Index) SetVerified(k Key) {
-	h, _ := cas.ParseHash(k.Hash)
-	x.packed.SetVerified(&h, k.Kind == AC)
+	if tk, ok := tableKey(k); ok {
+		x.packed.SetVerified(&tk)
+	}
+}
+
+// tableKey is k as the table of packed entries keys it: its hash raw.
+// ok is false for a hash that is not k.Fn's.
+func tableKey(k Key) (packindex.Key, bool) {
+	return packindex.ParseKey(k.Fn, k.Hash, k.Kind == AC)
 }
 
 // segmentLive reports whether segment seq is in the store: the
@@ -217,11 +223,11 @@ func (x *Index) TakeSlot(sl *packs.Slot, k Key, size int64, fill bool) error {
 	case k.Kind == CAS:
 		take = x.segments.TakeStreamSlot
 	}
-	err := take(sl, uint8(k.Kind), k.Hash, size)
+	err := take(sl, uint8(k.Kind), uint8(k.Fn), k.Hash, size)
 	if err != nil {
 		return err
 	}
-	x.totals.Bytes += packfile.RecordLen(size)
+	x.totals.Bytes += packfile.RecordLen(k.Fn.Size(), size)
 	if sl.Seg.Created == 0 {
 		// A segment just made: a use, on the clock of recency.
 		sl.Seg.Created = x.nextTick()
@@ -236,8 +242,8 @@ func (x *Index) TakeSlot(sl *packs.Slot, k Key, size int64, fill bool) error {
 func (x *Index) Drop(e *Entry) {
 	x.generation.Add(1)
 	if e.Seg != nil {
-		h, _ := cas.ParseHash(e.Key.Hash)
-		x.packed.Delete(&h, e.Key.Kind == AC)
+		tk, _ := tableKey(e.Key)
+		x.packed.Delete(&tk)
 		x.changed = true
 		x.totals.add(e, -1)
 		return

@@ -59,11 +59,11 @@ func hashOf(c byte) string { return strings.Repeat(string(c), 64) }
 func (x *testIndex) commit(c byte, size int64, zstd bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.remove(x.Commit(&Entry{Key: Key{CAS, hashOf(c)}, Size: size, Stored: size, Zstd: zstd}, nil))
+	x.remove(x.Commit(&Entry{Key: Key{Kind: CAS, Hash: hashOf(c)}, Size: size, Stored: size, Zstd: zstd}, nil))
 }
 
 func (x *testIndex) has(c byte, size int64) bool {
-	_, ok := x.lookup(Key{CAS, hashOf(c)}, size)
+	_, ok := x.lookup(Key{Kind: CAS, Hash: hashOf(c)}, size)
 	return ok
 }
 
@@ -111,7 +111,7 @@ func TestIndexLookupOfAnotherSizeIsAMiss(t *testing.T) {
 	if !x.has('a', 10) {
 		t.Error("the stored size not found")
 	}
-	if e, ok := x.lookup(Key{CAS, hashOf('a')}, -1); !ok || e.Size != 10 {
+	if e, ok := x.lookup(Key{Kind: CAS, Hash: hashOf('a')}, -1); !ok || e.Size != 10 {
 		t.Errorf("a lookup by hash alone (size -1): %v, size %d; want found, 10", ok, e.Size)
 	}
 }
@@ -120,14 +120,14 @@ func TestIndexRecommitKeepsTheEntryAndRemovesTheOtherForm(t *testing.T) {
 	x := newTestIndex(t, 0)
 	x.commit('a', 100, false)
 	x.mu.Lock()
-	before, _ := x.File(Key{CAS, hashOf('a')})
+	before, _ := x.File(Key{Kind: CAS, Hash: hashOf('a')})
 	gen := before.Gen
 	x.mu.Unlock()
-	opened, _ := x.lookup(Key{CAS, hashOf('a')}, 100)
+	opened, _ := x.lookup(Key{Kind: CAS, Hash: hashOf('a')}, 100)
 
 	x.commit('a', 100, true) // written again, compressed
 	x.mu.Lock()
-	after, _ := x.File(Key{CAS, hashOf('a')})
+	after, _ := x.File(Key{Kind: CAS, Hash: hashOf('a')})
 	x.mu.Unlock()
 	if after != before || after.Gen != gen+1 || !after.Zstd {
 		t.Errorf("after a commit in the other form: same entry %v, gen %d (was %d), zstd %v; want the same entry, the next gen, compressed", after == before, after.Gen, gen, after.Zstd)

@@ -11,8 +11,8 @@ import (
 func TestTotalsFilesAndSegments(t *testing.T) {
 	var tot Totals
 	seg := &packs.Segment{}
-	file := &Entry{Key: Key{CAS, hashOf('a')}, Size: 100, Stored: 40, Zstd: true}
-	record := &Entry{Key: Key{AC, hashOf('b')}, Size: 10, Stored: 10, Seg: seg}
+	file := &Entry{Key: Key{Kind: CAS, Hash: hashOf('a')}, Size: 100, Stored: 40, Zstd: true}
+	record := &Entry{Key: Key{Kind: AC, Hash: hashOf('b')}, Size: 10, Stored: 10, Seg: seg}
 	tot.add(file, 1)
 	tot.add(record, 1)
 	want := Totals{Entries: 2, Bytes: 40, PlainBytes: 110, ZstdEntries: 1, ACEntries: 1}

@@ -1,6 +1,7 @@
 // Package integrity is how the disk store knows stored bytes are still
-// what it stored: the SHA-256 of a blob's content against its name
-// (HashContent, a blob kept compressed decompressed frame by frame), and
+// what it stored: the hash of a blob's content, under its digest's
+// function, against its name (HashContent, a blob kept compressed
+// decompressed frame by frame), and
 // the CRC-32Cs of its stored bytes, one per Block, that every read checks
 // before it hands on a byte (Sums, File).
 //

@@ -3,6 +3,7 @@ package integrity
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -35,15 +36,16 @@ var Buffers = syncpool.New(func() *[]byte {
 
 // Content is what HashContent needs to know of a stored blob.
 type Content struct {
-	Size   int64 // the blob's own
-	Stored int64 // the file's
-	Zstd   bool  // kept compressed: frames and a seek table (zstdseek)
+	Fn     cas.Function // the digest function the blob is named by
+	Size   int64        // the blob's own
+	Stored int64        // the file's
+	Zstd   bool         // kept compressed: frames and a seek table (zstdseek)
 	// Zstd's decoders, and the buffers a frame is read into.
 	Pool    *zstdseek.Pool
 	Buffers membuf.BufferPool
 }
 
-// HashContent returns the SHA-256 (hex) of the content of c, whose file f
+// HashContent returns the hash under c.Fn (hex) of the content of c, whose file f
 // is, the block sums of the file as stored (frames and seek table for a
 // compressed one), and how many bytes of content it hashed: the first
 // c.Size bytes of a plain file, or what a compressed one decompresses to.
@@ -57,7 +59,7 @@ func HashContent(ctx context.Context, f vfs.File, c Content, pace func(int) erro
 	if c.Zstd {
 		return hashFrames(ctx, f, c, buf, pace)
 	}
-	h := sha256.New()
+	h := c.Fn.New()
 	size := c.Size
 	sums := NewSums(size)
 	var off int64
@@ -98,7 +100,7 @@ func hashFrames(ctx context.Context, f vfs.File, c Content, buf []byte, pace fun
 	if err != nil {
 		return "", nil, 0, fmt.Errorf("disk: re-hashing %s: %w", filepath.Base(f.Name()), err)
 	}
-	h := sha256.New()
+	h := c.Fn.New()
 	sums := NewSums(c.Stored)
 	var cstart, off int64
 	for i := range t.Frames() {
@@ -146,8 +148,12 @@ func hashFrames(ctx context.Context, f vfs.File, c Content, buf []byte, pace fun
 }
 
 // CheckData checks data, a blob's bytes in pieces, against d: its size,
-// then its hash; a mismatch is an error wrapping cas.ErrMismatch.
+// then its hash under d's function; a mismatch is an error wrapping
+// cas.ErrMismatch.
 func CheckData(d cas.Digest, data net.Buffers) error {
+	if err := CheckName(d); err != nil {
+		return err
+	}
 	var n int64
 	for _, p := range data {
 		n += int64(len(p))
@@ -155,24 +161,61 @@ func CheckData(d cas.Digest, data net.Buffers) error {
 	if n != d.Size {
 		return CheckSum(d, n, nil)
 	}
-	var sum [sha256.Size]byte
-	if len(data) == 1 {
-		sum = sha256.Sum256(data[0]) // no hasher to allocate
-	} else {
-		h := sha256.New()
-		for _, p := range data {
-			h.Write(p)
-		}
-		h.Sum(sum[:0])
+	if d.Function == cas.SHA256 {
+		var sum [sha256.Size]byte // what escapes: no more than SHA-256 needs
+		return CheckSum(d, n, Sum(d.Function, sum[:0], data...))
 	}
-	return CheckSum(d, n, sum[:])
+	var sum [sha512.Size]byte
+	return CheckSum(d, n, Sum(d.Function, sum[:0], data...))
 }
 
-// CheckSum checks a blob received whole against d: n bytes whose SHA-256
-// is sum (not looked at unless n is the digest's size). A mismatch is an
+// CheckName checks that d names something the store can keep: one of
+// cas.Functions, and a hash of that function's length in lowercase hex (a
+// BLAKE3 digest with a SHA-1's 40 digits names nothing). The error wraps
+// cas.ErrMismatch: no content matches such a digest.
+func CheckName(d cas.Digest) error {
+	if !d.Function.Valid() {
+		return fmt.Errorf("%w: digest function %d is none the store knows", cas.ErrMismatch, uint8(d.Function))
+	}
+	if err := d.Function.CheckHash(d.Hash); err != nil {
+		return fmt.Errorf("%w: %v", cas.ErrMismatch, err)
+	}
+	return nil
+}
+
+// Sum appends fn's hash of data, in pieces, to b. A SHA-256 of one piece
+// allocates no hasher.
+func Sum(fn cas.Function, b []byte, data ...[]byte) []byte {
+	if fn == cas.SHA256 && len(data) == 1 {
+		sum := sha256.Sum256(data[0])
+		return append(b, sum[:]...)
+	}
+	h := fn.New()
+	for _, p := range data {
+		h.Write(p)
+	}
+	return h.Sum(b)
+}
+
+// SumHex is fn's hash of data in lowercase hex.
+func SumHex(fn cas.Function, data []byte) string {
+	if fn == cas.SHA256 {
+		sum := sha256.Sum256(data) // on the stack: no hasher, no sum to allocate
+		return hex.EncodeToString(sum[:])
+	}
+	return hex.EncodeToString(Sum(fn, nil, data))
+}
+
+// CheckSum checks a blob received whole against d: n bytes whose hash
+// under d's function is sum (not looked at unless n is the digest's size). A mismatch is an
 // error wrapping cas.ErrMismatch. Every writer of the store ends with it,
 // so the three say a mismatch the same way.
 func CheckSum(d cas.Digest, n int64, sum []byte) error {
+	if n == d.Size && len(d.Hash) != 2*len(sum) {
+		if err := CheckName(d); err != nil {
+			return err // not a hash of its function's length
+		}
+	}
 	switch {
 	case n > d.Size:
 		return fmt.Errorf("%w: more than the %d bytes the digest says", cas.ErrMismatch, d.Size)

@@ -33,36 +33,47 @@ func Scan(f Segment, checkData bool, maxSize int64, seq uint64) ([]Record, int64
 	end := fi.Size()
 	var used int64 // past the last record of seq
 	var recs []Record
-	var hb [HeaderLen]byte
+	var hb [LongHeaderLen]byte
 	var data []byte
 	for off := int64(0); off+HeaderLen <= end; {
-		if _, err := f.ReadAt(hb[:], off); err != nil {
+		if _, err := f.ReadAt(hb[:HeaderLen], off); err != nil {
 			return nil, 0, err
 		}
-		h, ok := DecodeHeader(hb[:], maxSize)
-		if !ok || off+HeaderLen+h.Size > end {
+		n := NeedLen(hb[:HeaderLen])
+		if n == 0 || off+n > end {
 			off += Align
 			continue
 		}
-		if h.Seq != seq {
-			off += RecordLen(h.Size)
+		if n > HeaderLen {
+			if _, err := f.ReadAt(hb[HeaderLen:n], off+HeaderLen); err != nil {
+				return nil, 0, err
+			}
+		}
+		h, ok := DecodeHeader(hb[:n], maxSize)
+		if !ok || off+n+h.Size > end {
+			off += Align
 			continue
 		}
-		used = min(off+RecordLen(h.Size), end)
+		recLen := RecordLen(int(h.HashLen), h.Size)
+		if h.Seq != seq {
+			off += recLen
+			continue
+		}
+		used = min(off+recLen, end)
 		if h.State == Committed {
 			keep := true
 			if checkData {
 				data = slices.Grow(data[:0], int(h.Size))[:h.Size]
-				if _, err := f.ReadAt(data, off+HeaderLen); err != nil && err != io.EOF {
+				if _, err := f.ReadAt(data, off+n); err != nil && err != io.EOF {
 					return nil, 0, err
 				}
 				keep = Checksum(data) == h.DataCRC
 			}
 			if keep {
-				recs = append(recs, Record{Header: h, Off: off + HeaderLen})
+				recs = append(recs, Record{Header: h, Off: off + n})
 			}
 		}
-		off += RecordLen(h.Size)
+		off += recLen
 	}
 	return recs, used, nil
 }

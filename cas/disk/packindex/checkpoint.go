@@ -19,10 +19,19 @@ import (
 //
 // Layout, little-endian: the magic, the number of segments, each segment's
 // number and size, a CRC-32C of all that; then one block per shard of the
-// table: its record count, its records (RecordLen bytes each, as the table
-// keeps them, without Verified: that is one process's finding), a CRC-32C
-// of the block. A reader stops at the first part that does not check out.
-const checkpointMagic = "MBIDX\x00\x00\x01"
+// table (Shards: the narrow records' 256, then the wide records' 256): its
+// record count, its records (NarrowRecordLen or WideRecordLen bytes each,
+// as the table keeps them, digest function and all, without Verified:
+// that is one process's finding), a CRC-32C of the block. A reader stops
+// at the first part that does not check out.
+//
+// A checkpoint of the format before ("MBIDX\0\0\1", written when every key
+// was a SHA-256) is read too: its 256 blocks are the narrow shards', its
+// records' function bits 0, SHA-256's, as they are in a narrow record.
+const checkpointMagic = "MBIDX\x00\x00\x02"
+
+// checkpointMagicV1 is the format before: narrow shards only.
+const checkpointMagicV1 = "MBIDX\x00\x00\x01"
 
 // Limits a reader holds a checkpoint to, so that a damaged count cannot
 // make it allocate without bound.
@@ -65,8 +74,9 @@ func WriteCheckpoint(w io.Writer, segs []Segment, shard func(i int, dst []Record
 				continue // a segment the checkpoint does not name: scanned at start
 			}
 			r.Verified = false // a process's own finding, not the store's
-			block = append(block, make([]byte, RecordLen)...)
-			r.encode(block[len(block)-RecordLen:])
+			rl := hashLenOf(i) + 17
+			block = append(block, make([]byte, rl)...)
+			encodeRecord(block[len(block)-rl:], &r, hashLenOf(i))
 			n++
 		}
 		binary.LittleEndian.PutUint32(block[:4], uint32(n))
@@ -82,6 +92,7 @@ type CheckpointReader struct {
 	r     *bufio.Reader
 	next  int    // the shard whose block comes next
 	block []byte // the last block read
+	v1    bool   // of the format before: narrow shards only
 	// Segments are the segments the checkpoint covers, and their sizes.
 	Segments map[uint64]int64
 }
@@ -92,8 +103,15 @@ type CheckpointReader struct {
 func NewCheckpointReader(r io.Reader) (*CheckpointReader, error) {
 	c := &CheckpointReader{r: bufio.NewReaderSize(r, 1<<20), Segments: make(map[uint64]int64)}
 	head := make([]byte, len(checkpointMagic)+4)
-	if _, err := io.ReadFull(c.r, head); err != nil || string(head[:len(checkpointMagic)]) != checkpointMagic {
+	if _, err := io.ReadFull(c.r, head); err != nil {
 		return nil, fmt.Errorf("not an index checkpoint (%v)", err)
+	}
+	switch string(head[:len(checkpointMagic)]) {
+	case checkpointMagic:
+	case checkpointMagicV1:
+		c.v1 = true
+	default:
+		return nil, errors.New("not an index checkpoint")
 	}
 	n := binary.LittleEndian.Uint32(head[len(checkpointMagic):])
 	if n > maxCheckpointSegments {
@@ -115,7 +133,8 @@ func NewCheckpointReader(r io.Reader) (*CheckpointReader, error) {
 
 // NextShard reads the block of the next shard, i (from 0 to Shards-1 in
 // turn), and appends its records to dst. A record filed under another
-// shard than its hash's is left out. An error says the block does not
+// shard than its key's, or of no digest function there is, is left out. A
+// checkpoint of the format before has no wide shards: theirs are empty. An error says the block does not
 // check out (cut short, a count past the limit, failing its CRC): the
 // checkpoint is to be ignored whole.
 func (c *CheckpointReader) NextShard(dst []Record) (i int, _ []Record, _ error) {
@@ -124,6 +143,11 @@ func (c *CheckpointReader) NextShard(dst []Record) (i int, _ []Record, _ error) 
 		return i, dst, errors.New("index checkpoint: read past its last shard")
 	}
 	c.next++
+	if c.v1 && i >= 256 {
+		return i, dst, nil
+	}
+	hl := hashLenOf(i)
+	rl := hl + 17
 	var nb [4]byte
 	if _, err := io.ReadFull(c.r, nb[:]); err != nil {
 		return i, dst, fmt.Errorf("index checkpoint, shard %d: %w", i, err)
@@ -132,7 +156,7 @@ func (c *CheckpointReader) NextShard(dst []Record) (i int, _ []Record, _ error) 
 	if n > maxShardRecords {
 		return i, dst, fmt.Errorf("index checkpoint, shard %d: %d records", i, n)
 	}
-	block := append(append(c.block[:0], nb[:]...), make([]byte, n*RecordLen+4)...)
+	block := append(append(c.block[:0], nb[:]...), make([]byte, n*rl+4)...)
 	c.block = block
 	if _, err := io.ReadFull(c.r, block[4:]); err != nil {
 		return i, dst, fmt.Errorf("index checkpoint, shard %d: %w", i, err)
@@ -140,9 +164,9 @@ func (c *CheckpointReader) NextShard(dst []Record) (i int, _ []Record, _ error) 
 	if packfile.Checksum(block[:len(block)-4]) != binary.LittleEndian.Uint32(block[len(block)-4:]) {
 		return i, dst, fmt.Errorf("index checkpoint, shard %d: fails its CRC", i)
 	}
-	for p := block[4 : len(block)-4]; len(p) >= RecordLen; p = p[RecordLen:] {
-		r := decodeRecord(p)
-		if int(r.Hash[0]) != i {
+	for p := block[4 : len(block)-4]; len(p) >= rl; p = p[rl:] {
+		r := decodeRecord(p, hl)
+		if !r.Fn.Valid() || shardOf(&r.Key) != i || p[hl]&recordUsed == 0 {
 			continue // misplaced: not where a table would look for it
 		}
 		r.Verified = false

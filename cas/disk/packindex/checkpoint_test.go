@@ -3,17 +3,21 @@ package packindex_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/binary"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/vfs"
 )
 
 // tableOf returns a table of n records spread over segments 0 to 3, every
-// other one marked verified.
+// other one marked verified, of the four fuzzFunctions in turn (narrow and
+// wide records).
 func tableOf(t *testing.T, n int) *packindex.Table {
 	t.Helper()
 	tab := new(packindex.Table)
@@ -21,9 +25,79 @@ func tableOf(t *testing.T, n int) *packindex.Table {
 	for i := range n {
 		var b [4]byte
 		binary.LittleEndian.PutUint32(b[:], uint32(i))
-		tab.Put(&packindex.Record{Hash: sha256.Sum256(b[:]), AC: i%5 == 0, Verified: i%2 == 0, Seq: uint32(i % 4), Off: uint32(i), Size: uint32(i * 7), CRC: uint32(i * 13)})
+		fn := fuzzFunctions[i/4%4]
+		sum := sha512.Sum512(b[:])
+		tab.Put(&packindex.Record{Key: packindex.KeyOf(fn, sum[:fn.Size()], i%5 == 0), Verified: i%2 == 0, Seq: uint32(i % 4), Off: uint32(i), Size: uint32(i * 7), CRC: uint32(i * 13)})
 	}
 	return tab
+}
+
+// TestCheckpointV1: a checkpoint of the format before digest functions
+// (written here byte by byte: magic "MBIDX\0\0\1", 256 blocks of 49-byte
+// records, each a SHA-256 hash, flags, segment, offset, size and CRC) reads
+// as SHA-256 records, and its records are found in a table under SHA-256
+// and not under BLAKE3.
+func TestCheckpointV1(t *testing.T) {
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	file := []byte("MBIDX\x00\x00\x01")
+	file = binary.LittleEndian.AppendUint32(file, 1)
+	file = binary.LittleEndian.AppendUint64(file, 5)
+	file = binary.LittleEndian.AppendUint64(file, 4096)
+	file = binary.LittleEndian.AppendUint32(file, crc32.Checksum(file, castagnoli))
+	want := map[[32]byte]bool{}
+	for i := range 256 {
+		var block []byte
+		n := 0
+		if i == 0x2a || i == 0x80 {
+			n = 2
+		}
+		block = binary.LittleEndian.AppendUint32(block, uint32(n))
+		for j := range n {
+			h := sha256.Sum256([]byte{byte(i), byte(j)})
+			h[0] = byte(i)
+			want[h] = true
+			block = append(block, h[:]...)
+			block = append(block, 1|byte(j)<<1) // used, and an action result for j 1
+			block = binary.LittleEndian.AppendUint32(block, 5)
+			block = binary.LittleEndian.AppendUint32(block, uint32(64*j))
+			block = binary.LittleEndian.AppendUint32(block, 10)
+			block = binary.LittleEndian.AppendUint32(block, 0xc0ffee)
+		}
+		file = append(file, binary.LittleEndian.AppendUint32(block, crc32.Checksum(block, castagnoli))...)
+	}
+	c, err := packindex.NewCheckpointReader(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Segments[5] != 4096 {
+		t.Fatalf("the checkpoint names %v; want segment 5 of 4096 bytes", c.Segments)
+	}
+	var tab packindex.Table
+	defer tab.Free()
+	for range packindex.Shards {
+		_, recs, err := c.NextShard(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Fn != cas.SHA256 || !want[[32]byte(r.Hash[:32])] || r.Seq != 5 || r.Size != 10 || r.CRC != 0xc0ffee || r.AC != (r.Off == 64) {
+				t.Fatalf("read %+v", r)
+			}
+			delete(want, [32]byte(r.Hash[:32]))
+			tab.Put(&r)
+		}
+	}
+	if len(want) != 0 || tab.Len() != 4 {
+		t.Fatalf("%d records not read; the table holds %d, want 4", len(want), tab.Len())
+	}
+	h := sha256.Sum256([]byte{0x2a, 0})
+	h[0] = 0x2a
+	if _, ok := tab.Get(new(packindex.KeyOf(cas.SHA256, h[:], false))); !ok {
+		t.Error("a record of the old checkpoint is not found under SHA-256")
+	}
+	if _, ok := tab.Get(new(packindex.KeyOf(cas.BLAKE3, h[:], false))); ok {
+		t.Error("a record of the old checkpoint is found under BLAKE3")
+	}
 }
 
 // TestCheckpointRoundTrip: a checkpoint holds the segments it names and
@@ -49,9 +123,9 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range recs {
-			want, ok := tab.Get(&r.Hash, r.AC)
+			want, ok := tab.Get(&r.Key)
 			want.Verified = false
-			if !ok || r != want || int(r.Hash[0]) != i {
+			if !ok || r != want || int(r.Hash[0]) != i%256 || (i >= 256) != (r.Fn.Size() > 32) {
 				t.Fatalf("shard %d holds %+v; the table has %+v (%v)", i, r, want, ok)
 			}
 			if r.Seq != 1 && r.Seq != 3 {

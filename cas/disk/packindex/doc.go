@@ -8,6 +8,7 @@
 //
 // It knows records and their layout, not segments' files, eviction or
 // which segments a start may trust: those are package disk's. Of the cache
-// it imports packfile (for the CRC-32C the pack segments use too) and
-// vfs (the file system a checkpoint is made durable in).
+// it imports cas (the digest functions a key's hash is of), packfile (for
+// the CRC-32C the pack segments use too) and vfs (the file system a
+// checkpoint is made durable in).
 package packindex

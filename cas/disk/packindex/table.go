@@ -4,20 +4,26 @@ import (
 	"encoding/binary"
 	"math/bits"
 
+	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/internal/offheap"
 )
 
-// Table is the index of packed entries: for each (kind, hash), the
-// record holding it (its segment, offset, size and CRC). The zero Table is
-// empty and ready; Free gives its memory back. It keeps them as
-// fixed-size records in open-addressing tables of bytes, so that the
+// Table is the index of packed entries: for each (kind, digest function,
+// hash), the record holding it (its segment, offset, size and CRC). The
+// zero Table is empty and ready; Free gives its memory back. It keeps them
+// as fixed-size records in open-addressing tables of bytes, so that the
 // garbage collector has nothing to scan in it and, above a page, nothing of
 // it on its books at all (mem_unix.go maps its memory outside the Go
 // heap): a store of ten million small blobs must not make the collector's
 // heap goal, which doubles what is live, grow by gigabytes.
 //
-// It is split into 256 shards by the first byte of the hash (a SHA-256, so
-// spread evenly): a shard grows on its own, so no insertion copies more
+// Records come in two widths: narrow ones for hashes of up to 32 bytes
+// (SHA-1, SHA-256, BLAKE3: NarrowRecordLen bytes, what a record cost when
+// every key was a SHA-256) and wide ones for longer hashes (SHA-384,
+// SHA-512: WideRecordLen bytes), each in shards of its own, so that a
+// SHA-256 record pays nothing for the longer hashes. Each width is split
+// into 256 shards by the first byte of the hash (spread evenly by any
+// digest function): a shard grows on its own, so no insertion copies more
 // than a 256th of the table. Each shard probes linearly and deletes by
 // shifting back the records after the hole, so that it needs no
 // tombstones. Not safe for concurrent use: its owner's lock guards it.
@@ -27,37 +33,82 @@ type Table struct {
 }
 
 const (
-	// Shards is how many shards the table has: records are sharded by
-	// their hash's first byte.
-	Shards = 256
-	// RecordLen is a record's size in the table and in a checkpoint: hash (32), flags (1), segment (4),
-	// offset (4), size (4), CRC (4).
-	RecordLen = 49
+	// Shards is how many shards the table has: the narrow records' 256,
+	// by their hash's first byte, then the wide records' 256.
+	Shards = 2 * 256
+	// NarrowRecordLen is a narrow record's size in the table and in a
+	// checkpoint: hash (32, zeros after a shorter one), flags (1), segment
+	// (4), offset (4), size (4), CRC (4).
+	NarrowRecordLen = narrowHash + 17
+	// WideRecordLen is a wide record's: its hash takes 64 bytes.
+	WideRecordLen = wideHash + 17
+	narrowHash    = 32
+	wideHash      = 64
 	// A shard grows by half when it is over maxLoad full: between
-	// growths it is 53% to 80% full, so a record costs 61 to 92 bytes.
+	// growths it is 53% to 80% full, so a narrow record costs 61 to 92
+	// bytes, a wide one 101 to 152.
 	maxLoadNum, maxLoadDen = 4, 5
 	minShardSlots          = 16
 )
 
-// Flags of a record; a slot whose flags are 0 is empty.
+// Flags of a record; a slot whose flags are 0 is empty. The digest
+// function takes the bits from fnShift up.
 const (
 	recordUsed     = 1 << iota
 	recordAC       // an action result; else a CAS blob
 	recordVerified // this process has found the blob matching its name
+	fnShift        = iota
+	keyBits        = recordUsed | recordAC | 0x7<<fnShift // what a key is matched on
 )
 
 // Key is what the table keys a record by: an action result's, or a CAS
-// blob's, hash.
+// blob's, digest function and hash (raw, zeros after it).
 type Key struct {
-	Hash [32]byte
+	Hash [wideHash]byte
+	Fn   cas.Function
 	AC   bool
 }
+
+// KeyOf returns the key of fn's raw hash h (fn.Size() bytes).
+func KeyOf(fn cas.Function, h []byte, ac bool) Key {
+	k := Key{Fn: fn, AC: ac}
+	copy(k.Hash[:], h)
+	return k
+}
+
+// ParseKey returns the key of fn's hash in hex; ok is false unless hash is
+// fn.HashLen() lowercase hex digits (fn one of cas.Functions).
+func ParseKey(fn cas.Function, hash string, ac bool) (k Key, ok bool) {
+	k.Fn, k.AC = fn, ac
+	if !fn.Valid() || len(hash) != fn.HashLen() {
+		return k, false
+	}
+	// A table lookup, not a comparison per digit (as cas.ParseHash).
+	var bad byte
+	for i := range len(hash) / 2 {
+		hi, lo := hexValue[hash[2*i]], hexValue[hash[2*i+1]]
+		bad |= hi | lo
+		k.Hash[i] = hi<<4 | lo
+	}
+	return k, bad&0xf0 == 0
+}
+
+// hexValue maps a lowercase hex digit to its value and any other byte to
+// 0xff.
+var hexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	return t
+}()
 
 // Record is one record of the table, decoded: where the data of one packed
 // entry is.
 type Record struct {
-	Hash     [32]byte
-	AC       bool   // an action result; else a CAS blob
+	Key
 	Verified bool   // this process has found the blob matching its name
 	Seq      uint32 // the segment's number
 	Off      uint32 // of the data in the segment
@@ -65,94 +116,126 @@ type Record struct {
 	CRC      uint32 // of the data (CRC-32C)
 }
 
-type shard struct {
-	slots []byte // len is a multiple of RecordLen; from offheap.Bytes
-	n     int    // records held
+// shardOf is the shard of k: its width's 256, by its hash's first byte.
+func shardOf(k *Key) int {
+	if k.Fn.Size() > narrowHash {
+		return 256 + int(k.Hash[0])
+	}
+	return int(k.Hash[0])
 }
 
-func (r *Record) encode(b []byte) {
-	copy(b[:32], r.Hash[:])
-	flags := byte(recordUsed)
+// hashLenOf is the bytes of hash the records of shard i keep.
+func hashLenOf(i int) int {
+	if i >= 256 {
+		return wideHash
+	}
+	return narrowHash
+}
+
+type shard struct {
+	slots []byte // len is a multiple of recLen; from offheap.Bytes
+	n     int    // records held
+	hl    int    // bytes of hash in a record: hashLenOf(the shard's index)
+}
+
+func (sh *shard) recLen() int { return sh.hl + 17 }
+
+func (sh *shard) encode(b []byte, r *Record) { encodeRecord(b, r, sh.hl) }
+
+// encodeRecord writes r into b as a record whose hash takes hl bytes.
+func encodeRecord(b []byte, r *Record, hl int) {
+	copy(b[:hl], r.Hash[:hl])
+	flags := byte(recordUsed) | byte(r.Fn)<<fnShift
 	if r.AC {
 		flags |= recordAC
 	}
 	if r.Verified {
 		flags |= recordVerified
 	}
-	b[32] = flags
-	binary.LittleEndian.PutUint32(b[33:], r.Seq)
-	binary.LittleEndian.PutUint32(b[37:], r.Off)
-	binary.LittleEndian.PutUint32(b[41:], r.Size)
-	binary.LittleEndian.PutUint32(b[45:], r.CRC)
+	b[hl] = flags
+	binary.LittleEndian.PutUint32(b[hl+1:], r.Seq)
+	binary.LittleEndian.PutUint32(b[hl+5:], r.Off)
+	binary.LittleEndian.PutUint32(b[hl+9:], r.Size)
+	binary.LittleEndian.PutUint32(b[hl+13:], r.CRC)
 }
 
-func decodeRecord(b []byte) Record {
+func decodeRecord(b []byte, hl int) Record {
 	r := Record{
-		AC:       b[32]&recordAC != 0,
-		Verified: b[32]&recordVerified != 0,
-		Seq:      binary.LittleEndian.Uint32(b[33:]),
-		Off:      binary.LittleEndian.Uint32(b[37:]),
-		Size:     binary.LittleEndian.Uint32(b[41:]),
-		CRC:      binary.LittleEndian.Uint32(b[45:]),
+		Key:      Key{AC: b[hl]&recordAC != 0, Fn: cas.Function(b[hl] >> fnShift)},
+		Verified: b[hl]&recordVerified != 0,
+		Seq:      binary.LittleEndian.Uint32(b[hl+1:]),
+		Off:      binary.LittleEndian.Uint32(b[hl+5:]),
+		Size:     binary.LittleEndian.Uint32(b[hl+9:]),
+		CRC:      binary.LittleEndian.Uint32(b[hl+13:]),
 	}
-	copy(r.Hash[:], b[:32])
+	copy(r.Hash[:], b[:hl])
 	return r
 }
 
 // home is the slot a hash probes first in a shard of n slots: the hash's
 // bytes after the shard's, scaled to n (n need not be a power of two).
-func home(hash *[32]byte, n int) int {
+func home(hash []byte, n int) int {
 	hi, _ := bits.Mul64(binary.LittleEndian.Uint64(hash[1:9]), uint64(n))
 	return int(hi)
 }
 
-func keyFlags(ac bool) byte {
-	if ac {
-		return recordUsed | recordAC
+func keyFlags(k *Key) byte {
+	f := byte(recordUsed) | byte(k.Fn)<<fnShift
+	if k.AC {
+		f |= recordAC
 	}
-	return recordUsed
+	return f
 }
 
-// find returns the slot of (ac, hash) in sh, or -1.
-func (sh *shard) find(hash *[32]byte, ac bool) int {
-	n := len(sh.slots) / RecordLen
+// shard returns shard i, its width set.
+func (t *Table) shard(i int) *shard {
+	sh := &t.shards[i]
+	sh.hl = hashLenOf(i)
+	return sh
+}
+
+// find returns the slot of k in sh, or -1.
+func (sh *shard) find(k *Key) int {
+	rl := sh.recLen()
+	n := len(sh.slots) / rl
 	if n == 0 {
 		return -1
 	}
-	want := keyFlags(ac)
+	want := keyFlags(k)
+	hash := k.Hash[:sh.hl]
 	for i := home(hash, n); ; i++ {
 		if i == n {
 			i = 0
 		}
-		b := sh.slots[i*RecordLen : (i+1)*RecordLen]
-		if b[32] == 0 {
+		b := sh.slots[i*rl : (i+1)*rl]
+		if b[sh.hl] == 0 {
 			return -1
 		}
-		if b[32]&(recordUsed|recordAC) == want && [32]byte(b[:32]) == *hash {
+		if b[sh.hl]&keyBits == want && string(b[:sh.hl]) == string(hash) {
 			return i
 		}
 	}
 }
 
-// Get returns the record of (ac, hash).
-func (t *Table) Get(hash *[32]byte, ac bool) (Record, bool) {
-	sh := &t.shards[hash[0]]
-	i := sh.find(hash, ac)
+// Get returns the record of k.
+func (t *Table) Get(k *Key) (Record, bool) {
+	sh := t.shard(shardOf(k))
+	i := sh.find(k)
 	if i < 0 {
 		return Record{}, false
 	}
-	return decodeRecord(sh.slots[i*RecordLen:]), true
+	return decodeRecord(sh.slots[i*sh.recLen():], sh.hl), true
 }
 
 // Put adds r, or replaces the record of its key. It reports whether the
 // key was new.
 func (t *Table) Put(r *Record) bool {
-	sh := &t.shards[r.Hash[0]]
-	if i := sh.find(&r.Hash, r.AC); i >= 0 {
-		r.encode(sh.slots[i*RecordLen:])
+	sh := t.shard(shardOf(&r.Key))
+	if i := sh.find(&r.Key); i >= 0 {
+		sh.encode(sh.slots[i*sh.recLen():], r)
 		return false
 	}
-	if n := len(sh.slots) / RecordLen; (sh.n+1)*maxLoadDen > n*maxLoadNum {
+	if n := len(sh.slots) / sh.recLen(); (sh.n+1)*maxLoadDen > n*maxLoadNum {
 		sh.grow(max(minShardSlots, n+n/2))
 	}
 	sh.insert(r)
@@ -163,13 +246,14 @@ func (t *Table) Put(r *Record) bool {
 // insert places r, whose key sh does not hold, in the first empty slot
 // from its home.
 func (sh *shard) insert(r *Record) {
-	n := len(sh.slots) / RecordLen
-	for i := home(&r.Hash, n); ; i++ {
+	rl := sh.recLen()
+	n := len(sh.slots) / rl
+	for i := home(r.Hash[:sh.hl], n); ; i++ {
 		if i == n {
 			i = 0
 		}
-		if sh.slots[i*RecordLen+32] == 0 {
-			r.encode(sh.slots[i*RecordLen:])
+		if sh.slots[i*rl+sh.hl] == 0 {
+			sh.encode(sh.slots[i*rl:], r)
 			sh.n++
 			return
 		}
@@ -178,23 +262,23 @@ func (sh *shard) insert(r *Record) {
 
 // grow moves sh's records into a table of n slots.
 func (sh *shard) grow(n int) {
-	old := sh.slots
-	sh.slots = offheap.Bytes(n*RecordLen, mapAbove)
+	old, rl := sh.slots, sh.recLen()
+	sh.slots = offheap.Bytes(n*rl, mapAbove)
 	sh.n = 0
-	for i := 0; i+RecordLen <= len(old); i += RecordLen {
-		if old[i+32] != 0 {
-			r := decodeRecord(old[i:])
+	for i := 0; i+rl <= len(old); i += rl {
+		if old[i+sh.hl] != 0 {
+			r := decodeRecord(old[i:], sh.hl)
 			sh.insert(&r)
 		}
 	}
 	offheap.Release(old, mapAbove)
 }
 
-// Delete removes the record of (ac, hash), if any, and reports whether
-// there was one.
-func (t *Table) Delete(hash *[32]byte, ac bool) bool {
-	sh := &t.shards[hash[0]]
-	i := sh.find(hash, ac)
+// Delete removes the record of k, if any, and reports whether there was
+// one.
+func (t *Table) Delete(k *Key) bool {
+	sh := t.shard(shardOf(k))
+	i := sh.find(k)
 	if i < 0 {
 		return false
 	}
@@ -207,22 +291,23 @@ func (t *Table) Delete(hash *[32]byte, ac bool) bool {
 // probed past it (backward-shift deletion), so that every record stays
 // reachable from its home without tombstones.
 func (sh *shard) deleteAt(i int) {
-	n := len(sh.slots) / RecordLen
+	rl := sh.recLen()
+	n := len(sh.slots) / rl
 	hole := i
 	for j := (i + 1) % n; ; j = (j + 1) % n {
-		b := sh.slots[j*RecordLen : (j+1)*RecordLen]
-		if b[32] == 0 {
+		b := sh.slots[j*rl : (j+1)*rl]
+		if b[sh.hl] == 0 {
 			break
 		}
-		h := home((*[32]byte)(b[:32]), n)
+		h := home(b[:sh.hl], n)
 		// The record at j may move to the hole unless its home lies
 		// (cyclically) after the hole and at or before j.
 		if (j > hole && (h <= hole || h > j)) || (j < hole && h <= hole && h > j) {
-			copy(sh.slots[hole*RecordLen:(hole+1)*RecordLen], b)
+			copy(sh.slots[hole*rl:(hole+1)*rl], b)
 			hole = j
 		}
 	}
-	clear(sh.slots[hole*RecordLen : (hole+1)*RecordLen])
+	clear(sh.slots[hole*rl : (hole+1)*rl])
 	sh.n--
 }
 
@@ -236,14 +321,14 @@ type SweepCursor struct{ shard, slot int }
 // few at a time (each put sweeps some), so no step walks the whole table.
 func (t *Table) Sweep(c *SweepCursor, n int, live func(seq uint32) bool) {
 	for ; n > 0; n-- {
-		sh := &t.shards[c.shard]
-		if c.slot >= len(sh.slots)/RecordLen {
+		sh := t.shard(c.shard)
+		if c.slot >= len(sh.slots)/sh.recLen() {
 			c.shard = (c.shard + 1) % Shards
 			c.slot = 0
 			continue
 		}
-		b := sh.slots[c.slot*RecordLen:]
-		if b[32] != 0 && !live(binary.LittleEndian.Uint32(b[33:])) {
+		b := sh.slots[c.slot*sh.recLen():]
+		if b[sh.hl] != 0 && !live(binary.LittleEndian.Uint32(b[sh.hl+1:])) {
 			// The record shifted back into this slot, if any, is looked
 			// at next.
 			sh.deleteAt(c.slot)
@@ -254,11 +339,11 @@ func (t *Table) Sweep(c *SweepCursor, n int, live func(seq uint32) bool) {
 	}
 }
 
-// SetVerified marks the record of (ac, hash) as found matching its name.
-func (t *Table) SetVerified(hash *[32]byte, ac bool) {
-	sh := &t.shards[hash[0]]
-	if i := sh.find(hash, ac); i >= 0 {
-		sh.slots[i*RecordLen+32] |= recordVerified
+// SetVerified marks the record of k as found matching its name.
+func (t *Table) SetVerified(k *Key) {
+	sh := t.shard(shardOf(k))
+	if i := sh.find(k); i >= 0 {
+		sh.slots[i*sh.recLen()+sh.hl] |= recordVerified
 	}
 }
 
@@ -268,10 +353,11 @@ func (t *Table) Len() int { return t.n }
 // ShardRecords appends the records of shard i to dst, for a walk in
 // bounded steps (the checkpoint, a sweep).
 func (t *Table) ShardRecords(i int, dst []Record) []Record {
-	sh := &t.shards[i]
-	for j := 0; j+RecordLen <= len(sh.slots); j += RecordLen {
-		if sh.slots[j+32] != 0 {
-			dst = append(dst, decodeRecord(sh.slots[j:]))
+	sh := t.shard(i)
+	rl := sh.recLen()
+	for j := 0; j+rl <= len(sh.slots); j += rl {
+		if sh.slots[j+sh.hl] != 0 {
+			dst = append(dst, decodeRecord(sh.slots[j:], sh.hl))
 		}
 	}
 	return dst
@@ -280,9 +366,9 @@ func (t *Table) ShardRecords(i int, dst []Record) []Record {
 // Reserve makes space for n more records in shard i without growing again
 // (loading a checkpoint, which knows each shard's count).
 func (t *Table) Reserve(i, n int) {
-	sh := &t.shards[i]
+	sh := t.shard(i)
 	want := (sh.n + n) * maxLoadDen / maxLoadNum
-	if want+1 > len(sh.slots)/RecordLen {
+	if want+1 > len(sh.slots)/sh.recLen() {
 		sh.grow(max(minShardSlots, want+1))
 	}
 }

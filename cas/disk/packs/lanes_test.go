@@ -32,7 +32,7 @@ func streamRecord(t testing.TB, s *packs.Set, mu *sync.Mutex, data []byte) *pack
 	var seg *packs.Segment
 	w := &committingWriter{Writer: s.NewWriter(d), set: s, mu: mu}
 	mu.Lock()
-	err := s.TakeStreamSlot(w.Slot(), 0, d.Hash, d.Size)
+	err := s.TakeStreamSlot(w.Slot(), 0, 0, d.Hash, d.Size)
 	seg = w.Slot().Seg
 	mu.Unlock()
 	if err != nil {

@@ -1,6 +1,7 @@
 package packs
 
 import (
+	"bytes"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -107,42 +108,46 @@ func (seg *Segment) ModTime() time.Time {
 
 // CheckCommitted reads the header of the record whose data starts at
 // dataOff and returns the size of the segment's file, or an error unless
-// the header is a committed record of this segment of kind, hash, size
+// the header is a committed record of this segment of kind, digest
+// function fn, hash (raw), size
 // and data CRC (maxSize bounds a header's size): what an index checkpoint
 // says is there, checked once per segment at start, so that a checkpoint
 // of another store, or of an earlier life of these files, is refused; the
 // caller checks that each of its records lies within the file's size.
 // The caller holds the segment.
-func (seg *Segment) CheckCommitted(kind uint8, hash [32]byte, size int64, crc uint32, dataOff, maxSize int64) (int64, error) {
+func (seg *Segment) CheckCommitted(kind, fn uint8, hash []byte, size int64, crc uint32, dataOff, maxSize int64) (int64, error) {
 	fi, err := seg.f.Stat()
 	if err != nil {
 		return 0, fmt.Errorf("pack segment %d: %w", seg.Seq, err)
 	}
-	var b [packfile.HeaderLen]byte
-	off := dataOff - packfile.HeaderLen
-	if _, err := seg.f.ReadAt(b[:], off); err != nil {
+	var b [packfile.LongHeaderLen]byte
+	hl := packfile.HeaderLenFor(len(hash))
+	off := dataOff - hl
+	if _, err := seg.f.ReadAt(b[:hl], off); err != nil {
 		return 0, fmt.Errorf("the record at %d of pack segment %d: %w", off, seg.Seq, err)
 	}
-	h, ok := packfile.DecodeHeader(b[:], maxSize)
-	if !ok || h.State != packfile.Committed || h.Seq != seg.Seq || h.Kind != kind || h.Hash != hash || h.Size != size || h.DataCRC != crc {
+	h, ok := packfile.DecodeHeader(b[:hl], maxSize)
+	if !ok || h.State != packfile.Committed || h.Seq != seg.Seq || h.Kind != kind || h.Fn != fn || !bytes.Equal(h.Hash[:h.HashLen], hash) || h.Size != size || h.DataCRC != crc {
 		return 0, fmt.Errorf("pack segment %d holds no such record at %d", seg.Seq, off)
 	}
 	return fi.Size(), nil
 }
 
-// WriteHeader writes the header of a record of kind and hash (hex) whose
+// WriteHeader writes the header of a record of kind and hash (hex, of
+// digest function fn) whose
 // data starts at dataOff: state (packfile.Reserved or Committed), its size
 // and, committed, its data's CRC. The caller holds the slot or the
 // segment.
-func (seg *Segment) WriteHeader(kind uint8, hash string, state uint8, size int64, crc uint32, dataOff int64) error {
-	var b [packfile.HeaderLen]byte
-	seg.encodeHeader(b[:], kind, hash, state, size, crc)
-	_, err := vfs.WriteAt(seg.f, b[:], dataOff-packfile.HeaderLen)
+func (seg *Segment) WriteHeader(kind, fn uint8, hash string, state uint8, size int64, crc uint32, dataOff int64) error {
+	var b [packfile.LongHeaderLen]byte
+	h := b[:packfile.HeaderLenFor(len(hash)/2)]
+	seg.encodeHeader(h, kind, fn, hash, state, size, crc)
+	_, err := vfs.WriteAt(seg.f, h, dataOff-int64(len(h)))
 	return err
 }
 
-func (seg *Segment) encodeHeader(b []byte, kind uint8, hash string, state uint8, size int64, crc uint32) {
-	h := packfile.Header{Kind: kind, State: state, Size: size, DataCRC: crc, Seq: seg.Seq}
+func (seg *Segment) encodeHeader(b []byte, kind, fn uint8, hash string, state uint8, size int64, crc uint32) {
+	h := packfile.Header{Kind: kind, State: state, Fn: fn, Size: size, DataCRC: crc, Seq: seg.Seq}
 	h.SetHash(hash)
 	h.Encode(b)
 }

@@ -446,20 +446,22 @@ func (s *Set) Records(seg *Segment) (records []packfile.Record, ok bool, err err
 	return records, ok, err
 }
 
-// Retire rewrites the header of seg's record of kind and hash, size
+// Retire rewrites the header of seg's record of kind and hash (of digest
+// function fn), size
 // bytes of data at dataOff, as a reserved slot's, which a scan steps over
 // whole (package packfile), and fdatasyncs it, so that the next start
 // does not index a record found bad again. The segment is held meanwhile;
 // one evicted already took the record with it, and a header past the end
 // of a file cut short has nothing to rewrite (writing it would grow the
 // file with a hole).
-func (s *Set) Retire(seg *Segment, kind uint8, hash string, size, dataOff int64) error {
+func (s *Set) Retire(seg *Segment, kind, fn uint8, hash string, size, dataOff int64) error {
 	_, err := s.Hold(seg, func() error {
-		var hb [packfile.HeaderLen]byte
-		if _, err := seg.ReadAt(hb[:], dataOff-packfile.HeaderLen); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		var hb [packfile.LongHeaderLen]byte
+		hl := packfile.HeaderLenFor(len(hash) / 2)
+		if _, err := seg.ReadAt(hb[:hl], dataOff-hl); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil
 		}
-		if err := seg.WriteHeader(kind, hash, packfile.Reserved, size, 0, dataOff); err != nil {
+		if err := seg.WriteHeader(kind, fn, hash, packfile.Reserved, size, 0, dataOff); err != nil {
 			return err
 		}
 		return seg.Sync()

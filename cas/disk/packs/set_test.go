@@ -38,7 +38,7 @@ func put(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte) (*packs.Segmen
 	d := cas.DigestOf(data)
 	sl := new(packs.Slot)
 	mu.Lock()
-	err := s.TakeSlotToFill(sl, 0, d.Hash, d.Size)
+	err := s.TakeSlotToFill(sl, 0, 0, d.Hash, d.Size)
 	mu.Unlock()
 	if err != nil {
 		t.Fatal(err)

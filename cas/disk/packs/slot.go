@@ -31,6 +31,7 @@ type Slot struct {
 	Off int64 // of the record's data in the segment
 
 	kind uint8
+	fn   uint8  // the digest function of hash, as the store numbers them
 	hash string // hex
 	size int64
 	// state: slotPending until someone claims the header (Claim), then
@@ -53,21 +54,25 @@ func (sl *Slot) Claim() bool { return sl.state.CompareAndSwap(slotPending, slotC
 func (sl *Slot) Size() int64 { return sl.size }
 
 // header encodes the slot's header in state (packfile.Reserved or
-// Committed, with the data's crc) into b, HeaderLen bytes.
+// Committed, with the data's crc) into b, headerLen bytes.
 func (sl *Slot) header(b []byte, hash string, state uint8, crc uint32) {
-	sl.Seg.encodeHeader(b, sl.kind, hash, state, sl.size, crc)
+	sl.Seg.encodeHeader(b, sl.kind, sl.fn, hash, state, sl.size, crc)
 }
 
-// TakeSlot takes space for a record of kind and hash (hex) of size
-// bytes into sl: in the active segment, making a new one if it has none
-// or no space left. It writes nothing (see Slot): the slot's writer writes the
-// header with its first write, or a sync writes a reserved one first. The
-// slot takes packfile.RecordLen(size) bytes. The caller ends it with
-// ReleaseSlot, committed or not.
-func (s *Set) TakeSlot(sl *Slot, kind uint8, hash string, size int64) error {
+// headerLen is the length of the slot's record's header: longer for a
+// hash of more than 32 bytes (packfile.HeaderLenFor).
+func (sl *Slot) headerLen() int64 { return packfile.HeaderLenFor(len(sl.hash) / 2) }
+
+// TakeSlot takes space for a record of kind and hash (hex, of digest
+// function fn) of size bytes into sl: in the active segment, making a new
+// one if it has none or no space left. It writes nothing (see Slot): the
+// slot's writer writes the header with its first write, or a sync writes a
+// reserved one first. The slot takes packfile.RecordLen(len(hash)/2, size)
+// bytes. The caller ends it with ReleaseSlot, committed or not.
+func (s *Set) TakeSlot(sl *Slot, kind, fn uint8, hash string, size int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.takeSlotLocked(0, sl, kind, hash, size)
+	return s.takeSlotLocked(0, sl, kind, fn, hash, size)
 }
 
 // TakeStreamSlot is TakeSlot for a streamed writer of a CAS
@@ -75,16 +80,16 @@ func (s *Set) TakeSlot(sl *Slot, kind uint8, hash string, size int64) error {
 // that concurrent writers write different files. Their records may land
 // in any order across segments, which only blobs, whose records of one
 // key hold the same bytes, can afford.
-func (s *Set) TakeStreamSlot(sl *Slot, kind uint8, hash string, size int64) error {
+func (s *Set) TakeStreamSlot(sl *Slot, kind, fn uint8, hash string, size int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lane := s.nextLane
 	s.nextLane = (lane + 1) % len(s.active)
-	return s.takeSlotLocked(lane, sl, kind, hash, size)
+	return s.takeSlotLocked(lane, sl, kind, fn, hash, size)
 }
 
-func (s *Set) takeSlotLocked(lane int, sl *Slot, kind uint8, hash string, size int64) error {
-	n := packfile.RecordLen(size)
+func (s *Set) takeSlotLocked(lane int, sl *Slot, kind, fn uint8, hash string, size int64) error {
+	n := packfile.RecordLen(len(hash)/2, size)
 	seg := s.active[lane]
 	if seg == nil || seg.Size+n > s.cfg.SegmentSize && seg.Size > 0 {
 		if seg != nil {
@@ -95,7 +100,7 @@ func (s *Set) takeSlotLocked(lane int, sl *Slot, kind uint8, hash string, size i
 			return err
 		}
 	}
-	*sl = Slot{Seg: seg, Off: seg.Size + packfile.HeaderLen, kind: kind, hash: hash, size: size}
+	*sl = Slot{Seg: seg, Off: seg.Size + packfile.HeaderLenFor(len(hash)/2), kind: kind, fn: fn, hash: hash, size: size}
 	seg.pruneHeadedLocked()
 	seg.unheaded = append(seg.unheaded, sl)
 	seg.Size += n
@@ -106,10 +111,10 @@ func (s *Set) takeSlotLocked(lane int, sl *Slot, kind uint8, hash string, size i
 // TakeSlotToFill is TakeSlot for a record whose data is at
 // hand: the slot is claimed (Claim) for the caller, who writes it whole
 // at once (WriteFills).
-func (s *Set) TakeSlotToFill(sl *Slot, kind uint8, hash string, size int64) error {
+func (s *Set) TakeSlotToFill(sl *Slot, kind, fn uint8, hash string, size int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.takeSlotLocked(0, sl, kind, hash, size); err != nil {
+	if err := s.takeSlotLocked(0, sl, kind, fn, hash, size); err != nil {
 		return err
 	}
 	sl.state.Store(slotClaimed)
@@ -195,9 +200,10 @@ func (s *Set) HeadSlots(seg *Segment, end int64) error {
 	}
 	mu.Unlock()
 	for _, sl := range mine {
-		var b [packfile.HeaderLen]byte
-		sl.header(b[:], sl.hash, packfile.Reserved, 0)
-		_, err := vfs.WriteAt(seg.f, b[:], sl.Off-packfile.HeaderLen)
+		var b [packfile.LongHeaderLen]byte
+		h := b[:sl.headerLen()]
+		sl.header(h, sl.hash, packfile.Reserved, 0)
+		_, err := vfs.WriteAt(seg.f, h, sl.Off-int64(len(h)))
 		s.Headed(sl, err)
 	}
 	mu.Lock()
@@ -252,36 +258,43 @@ var padding [packfile.Align]byte
 // data on disk: a record torn by a crash fails its CRC check at the next
 // start (Set.Load). Each Fill's Err says how its write went.
 func (s *Set) WriteFills(fills []Fill) {
-	hdrs := make([]byte, len(fills)*packfile.HeaderLen)
+	var n int64
+	for _, f := range fills {
+		n += f.Slot.headerLen()
+	}
+	hdrs := make([]byte, n)
 	for start := 0; start < len(fills); {
 		end := start + 1
 		for end < len(fills) && fills[end].Slot.Seg == fills[start].Slot.Seg &&
-			fills[end].Slot.Off == fills[end-1].Slot.Off+packfile.RecordLen(fills[end-1].Slot.size) {
+			fills[end].Slot.Off-fills[end].Slot.headerLen() == fills[end-1].Slot.Off-fills[end-1].Slot.headerLen()+packfile.RecordLen(len(fills[end-1].Slot.hash)/2, fills[end-1].Slot.size) {
 			end++
 		}
-		s.writeRun(fills[start:end], hdrs[start*packfile.HeaderLen:end*packfile.HeaderLen])
+		hdrs = s.writeRun(fills[start:end], hdrs)
 		start = end
 	}
 }
 
 // writeRun writes fills, records of consecutive slots of one segment, with
-// one pwritev (more only past IOV_MAX buffers), hdrs holding their headers.
-func (s *Set) writeRun(fills []Fill, hdrs []byte) {
+// one pwritev (more only past IOV_MAX buffers), their headers encoded into
+// the front of hdrs; it returns what of hdrs they left.
+func (s *Set) writeRun(fills []Fill, hdrs []byte) []byte {
 	iov := make(net.Buffers, 0, 3*len(fills))
 	for i := range fills {
 		f := &fills[i]
-		h := hdrs[i*packfile.HeaderLen : (i+1)*packfile.HeaderLen]
+		hl := f.Slot.headerLen()
+		h := hdrs[:hl:hl]
+		hdrs = hdrs[hl:]
 		f.Slot.header(h, f.Slot.hash, packfile.Committed, f.CRC)
 		iov = append(iov, h)
 		iov = append(iov, f.Data...)
 		if i < len(fills)-1 {
-			if pad := packfile.RecordLen(f.Slot.size) - packfile.HeaderLen - f.Slot.size; pad > 0 {
+			if pad := packfile.RecordLen(len(f.Slot.hash)/2, f.Slot.size) - hl - f.Slot.size; pad > 0 {
 				iov = append(iov, padding[:pad])
 			}
 		}
 	}
 	first := fills[0].Slot
-	start := first.Off - packfile.HeaderLen
+	start := first.Off - first.headerLen()
 	n, err := vfs.WriteBuffersAt(first.Seg.f, iov, start)
 	for i := range fills {
 		f := &fills[i]
@@ -294,4 +307,5 @@ func (s *Set) writeRun(fills []Fill, hdrs []byte) {
 		}
 		s.Headed(f.Slot, headerErr)
 	}
+	return hdrs
 }

@@ -36,7 +36,7 @@ func newWriter(t *testing.T, s *packs.Set, mu *sync.Mutex, data []byte, onCommit
 	d := cas.DigestOf(data)
 	w := &committingWriter{Writer: s.NewWriter(d), set: s, mu: mu, onCommit: onCommit}
 	mu.Lock()
-	err := s.TakeSlot(w.Slot(), 0, d.Hash, d.Size)
+	err := s.TakeSlot(w.Slot(), 0, uint8(d.Function), d.Hash, d.Size)
 	mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestFillsOfABatchInOneRun(t *testing.T) {
 		data := testblob.Random(100+i*37, uint64(10+i))
 		d := cas.DigestOf(data)
 		sl := new(packs.Slot)
-		if err := s.TakeSlotToFill(sl, 0, d.Hash, d.Size); err != nil {
+		if err := s.TakeSlotToFill(sl, 0, 0, d.Hash, d.Size); err != nil {
 			t.Fatal(err)
 		}
 		fills = append(fills, packs.Fill{Slot: sl, Data: net.Buffers{data[:50], data[50:]}, CRC: packfile.Checksum(data)})

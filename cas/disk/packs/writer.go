@@ -1,7 +1,7 @@
 package packs
 
 import (
-	"crypto/sha256"
+	"crypto/sha512"
 	"errors"
 	"fmt"
 	"hash"
@@ -39,8 +39,8 @@ type Writer struct {
 	// Space for the sum, the first write's header and its vector, which
 	// escape (through hash.Hash and the system call): three allocations
 	// a blob as locals.
-	digest [sha256.Size]byte
-	hdr    [packfile.HeaderLen]byte
+	digest [sha512.Size]byte // the longest sum of any function
+	hdr    [packfile.LongHeaderLen]byte
 	iov    [4][]byte
 }
 
@@ -58,13 +58,13 @@ func (s *Set) NewWriter(d cas.Digest) *Writer {
 // keeps the Writer inside a value of its own (one allocation an upload,
 // not two). w must be a zero Writer.
 func (s *Set) InitWriter(w *Writer, d cas.Digest) {
-	w.set, w.d, w.h = s, d, sha256.New()
+	w.set, w.d, w.h = s, d, d.Function.New()
 }
 
 // Slot is the writer's slot, for the caller to take.
 func (w *Writer) Slot() *Slot { return &w.sl }
 
-// Hash is the running SHA-256 of what was written (Sum leaves it as it
+// Hash is the running hash (of d's function) of what was written (Sum leaves it as it
 // is).
 func (w *Writer) Hash() hash.Hash { return w.h }
 
@@ -133,13 +133,14 @@ func (w *Writer) writeFirst(bufs [][]byte, total int64) (int64, error) {
 			state, crc = packfile.Committed, w.crc
 		}
 	}
-	w.sl.header(w.hdr[:], w.d.Hash, state, crc)
-	iov := append(append(w.iov[:0], w.hdr[:]), bufs...)
-	n, err := vfs.WriteBuffersAt(w.sl.Seg.f, iov, w.sl.Off-packfile.HeaderLen)
+	hdr := w.hdr[:w.sl.headerLen()]
+	w.sl.header(hdr, w.d.Hash, state, crc)
+	iov := append(append(w.iov[:0], hdr), bufs...)
+	n, err := vfs.WriteBuffersAt(w.sl.Seg.f, iov, w.sl.Off-int64(len(hdr)))
 	clear(w.iov[:]) // not to keep the caller's buffers reachable
-	written := max(n-packfile.HeaderLen, 0)
+	written := max(n-len(hdr), 0)
 	var headerErr error
-	if n < packfile.HeaderLen {
+	if n < len(hdr) {
 		headerErr = err
 	} else {
 		w.header = state
@@ -178,7 +179,7 @@ func (w *Writer) Finish() (cas.Digest, uint32, error) {
 		// A sync may be writing the reserved header still (its Claim came
 		// before this writer's): the committed one goes over it after.
 		w.set.AwaitHeaded(&w.sl)
-		if err := w.sl.Seg.WriteHeader(w.sl.kind, w.d.Hash, packfile.Committed, w.sl.size, w.crc, w.sl.Off); err != nil {
+		if err := w.sl.Seg.WriteHeader(w.sl.kind, w.sl.fn, w.d.Hash, packfile.Committed, w.sl.size, w.crc, w.sl.Off); err != nil {
 			w.Abort()
 			return cas.Digest{}, 0, fmt.Errorf("disk: committing a record: %w", err)
 		}
@@ -197,7 +198,7 @@ func (w *Writer) Abort() {
 	}
 	w.end = true
 	if w.header == packfile.Committed {
-		if err := w.sl.Seg.WriteHeader(w.sl.kind, w.d.Hash, packfile.Reserved, w.sl.size, 0, w.sl.Off); err != nil {
+		if err := w.sl.Seg.WriteHeader(w.sl.kind, w.sl.fn, w.d.Hash, packfile.Reserved, w.sl.size, 0, w.sl.Off); err != nil {
 			w.set.cfg.Log.Warn("giving up a packed record (a start may take it for stored; its content is its name's)", "err", err)
 		}
 	}

@@ -22,23 +22,24 @@ type namable interface {
 	Rename(hash string)
 }
 
-// Wrap returns bw, a writer of a blob of size bytes started under a
+// Wrap returns bw, a writer of a blob of size bytes of function fn started under a
 // placeholder name, as the writer of an unnamed blob that names it at
 // Commit. A bw
 // that cannot be named is aborted and an error returned.
-func Wrap(bw cas.BlobWriter, size int64) (cas.BlobWriter, error) {
+func Wrap(bw cas.BlobWriter, fn cas.Function, size int64) (cas.BlobWriter, error) {
 	w, ok := bw.(namable)
 	if !ok {
 		bw.Abort()
 		return nil, fmt.Errorf("disk: NewWriter returned a %T, which cannot be named at Commit", bw)
 	}
-	return &unnamedWriter{BlobWriter: bw, size: size, h: w.Hash(), rename: w.Rename}, nil
+	return &unnamedWriter{BlobWriter: bw, fn: fn, size: size, h: w.Hash(), rename: w.Rename}, nil
 }
 
 // unnamedWriter is a files.Writer or packs.Writer started under
 // placeholderHash: h is that writer's running hash, rename names its blob.
 type unnamedWriter struct {
 	cas.BlobWriter
+	fn     cas.Function // what h computes
 	size   int64
 	h      hash.Hash
 	rename func(hash string)
@@ -52,9 +53,9 @@ func (u *unnamedWriter) Digest() cas.Digest {
 		return u.named
 	}
 	if u.BlobWriter.Written() != u.size {
-		return cas.Digest{Size: u.size}
+		return cas.Digest{Size: u.size, Function: u.fn}
 	}
-	return cas.Digest{Hash: hex.EncodeToString(u.h.Sum(nil)), Size: u.size} // Sum leaves the state as it is
+	return cas.Digest{Hash: hex.EncodeToString(u.h.Sum(nil)), Size: u.size, Function: u.fn} // Sum leaves the state as it is
 }
 
 // Commit names the blob by the hash of what was written, which the
