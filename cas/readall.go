@@ -50,15 +50,13 @@ func ReadAll(ctx context.Context, s BlobStore, d Digest) ([]byte, error) {
 
 // Contains reports whether blob d is in s (FindMissing of one digest),
 // marking it recently used: the server's own quick check (is an upload
-// already complete?), which it marks so (QuickCheck): not counted, and
-// answered by a tier from what it holds, asking its backend nothing. A
-// caller that checks often passes a ctx already marked.
+// already complete?), a QuickCheck: not counted, and answered by a tier
+// from what it holds, asking its backend nothing.
 func Contains(ctx context.Context, s BlobStore, d Digest) (bool, error) {
 	if d.IsEmpty() {
 		return true, nil
 	}
-	ctx = QuickCheck(ctx)
-	missing, err := s.FindMissing(ctx, []Digest{d})
+	missing, err := s.FindMissing(ctx, []Digest{d}, QuickCheck)
 	if err != nil {
 		return false, err
 	}

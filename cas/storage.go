@@ -29,7 +29,8 @@ type Storage interface {
 // learnt as it arrives, ranges sent from the file with sendfile). What is
 // not here is a helper over these: ReadAll, Put and Contains. Counting
 // lookups, authorization and size limits are decorators around a store,
-// not parts of it.
+// not parts of it. Open is always a client's lookup; FindMissing states
+// whose it is (Lookup).
 //
 // The empty blob is always present: implementations answer for it without
 // storing it. Errors wrap ErrNotFound, ErrMismatch, ErrTooLarge, ErrFull,
@@ -46,10 +47,14 @@ type BlobStore interface {
 	// nothing. The caller must Close the BlobReader.
 	Open(ctx context.Context, d Digest) (BlobReader, error)
 	// FindMissing returns the digests of ds that are not stored, in their
-	// order in ds, and marks the others recently used. An implementation
-	// with a slower tier asks it only about the digests its faster tier
-	// lacks, all at once. It does not keep ds.
-	FindMissing(ctx context.Context, ds []Digest) ([]Digest, error)
+	// order in ds, and marks the others recently used. lookup says whose
+	// question it is: a client's (ClientLookup), or the server's own
+	// check (ServerCheck, QuickCheck), which a decorator that counts
+	// lookups leaves out and passes down unchanged, as every decorator
+	// does. An implementation with a slower tier asks it only about the
+	// digests its faster tier lacks, all at once, and for a QuickCheck
+	// may ask it nothing. It does not keep ds.
+	FindMissing(ctx context.Context, ds []Digest, lookup Lookup) ([]Digest, error)
 	// NewWriter starts writing blob d, which reached the server in the
 	// form arrived (the writer is given it uncompressed either way; a store
 	// may keep blobs that arrived compressed compressed). The caller must
@@ -81,8 +86,11 @@ type BlobStore interface {
 // ActionCache is the action cache half of a Storage.
 type ActionCache interface {
 	// GetActionResult returns the serialized ActionResult stored for the
-	// action digest d, or an error wrapping ErrNotFound.
-	GetActionResult(ctx context.Context, d Digest) ([]byte, error)
+	// action digest d, or an error wrapping ErrNotFound. lookup says whose
+	// question it is, as for BlobStore.FindMissing: a client's, counted,
+	// or the server's own check (is a keyed entry stored already?), not
+	// counted; a decorator passes it down unchanged.
+	GetActionResult(ctx context.Context, d Digest, lookup Lookup) ([]byte, error)
 	// PutActionResult stores data, a serialized ActionResult, for the
 	// action digest d, replacing any earlier entry. It is done with data
 	// when it returns: the caller may reuse it (the HTTP cache's keyed

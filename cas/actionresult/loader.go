@@ -102,7 +102,7 @@ func (l *Loader) Load(ctx context.Context, d cas.Digest) (*repb.ActionResult, []
 // cache over the Loader's store: its own age limit), its blobs looked up
 // in the Loader's store.
 func (l *Loader) LoadFrom(ctx context.Context, ac cas.ActionCache, d cas.Digest) (*repb.ActionResult, []byte, error) {
-	data, err := ac.GetActionResult(ctx, d)
+	data, err := ac.GetActionResult(ctx, d, cas.ClientLookup)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,7 +129,7 @@ func (l *Loader) LoadFrom(ctx context.Context, ac cas.ActionCache, d cas.Digest)
 		}
 		refs, ods = append(refs, ref), append(ods, od)
 	}
-	missing, err := l.store.FindMissing(cas.ServerCheck(ctx), ods)
+	missing, err := l.store.FindMissing(ctx, ods, cas.ServerCheck)
 	if err != nil {
 		return nil, nil, fmt.Errorf("action result for %s: checking its outputs: %w", d, err)
 	}
@@ -178,7 +178,7 @@ func (l *Loader) checkTrees(ctx context.Context, action cas.Digest, ar *repb.Act
 		toRead = append(toRead, ref)
 	}
 	if len(lacked) > 0 {
-		missing, err := l.store.FindMissing(cas.ServerCheck(ctx), lacked)
+		missing, err := l.store.FindMissing(ctx, lacked, cas.ServerCheck)
 		if err != nil {
 			return fmt.Errorf("action result for %s: checking its output directories' files: %w", action, err)
 		}
@@ -208,7 +208,7 @@ func (l *Loader) checkTrees(ctx context.Context, action cas.Digest, ar *repb.Act
 		}
 	}
 	l.treesRead.Add(int64(len(toRead)))
-	missing, err := l.store.FindMissing(cas.ServerCheck(ctx), files)
+	missing, err := l.store.FindMissing(ctx, files, cas.ServerCheck)
 	if err != nil {
 		return fmt.Errorf("action result for %s: checking its output directories' files: %w", action, err)
 	}

@@ -63,7 +63,7 @@ func (m *memStore) has(d cas.Digest) bool {
 	return ok || d.Hash == cas.EmptyHash
 }
 
-func (m *memStore) FindMissing(_ context.Context, ds []cas.Digest) ([]cas.Digest, error) {
+func (m *memStore) FindMissing(_ context.Context, ds []cas.Digest, _ cas.Lookup) ([]cas.Digest, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.finds++
@@ -105,7 +105,7 @@ func (r memReader) WriteRange(context.Context, io.Writer, int64, int64, membuf.B
 	return 0, errors.ErrUnsupported
 }
 
-func (m *memStore) GetActionResult(_ context.Context, d cas.Digest) ([]byte, error) {
+func (m *memStore) GetActionResult(_ context.Context, d cas.Digest, _ cas.Lookup) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if data, ok := m.results[d]; ok {

@@ -69,8 +69,8 @@ func (e *ActionResultExpiry) now() time.Time {
 
 // GetActionResult returns the entry without its stamp, or, with MaxAge
 // set, ErrNotFound for one past its age or without a stamp.
-func (e *ActionResultExpiry) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
-	return e.get(ctx, d, e.MaxAge, e.Jitter)
+func (e *ActionResultExpiry) GetActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup) ([]byte, error) {
+	return e.get(ctx, d, lookup, e.MaxAge, e.Jitter)
 }
 
 // ForInstance returns the action cache of instance's results (a keyed
@@ -92,8 +92,8 @@ type instanceResults struct {
 	maxAge, jitter time.Duration
 }
 
-func (r instanceResults) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
-	return r.e.get(ctx, d, r.maxAge, r.jitter)
+func (r instanceResults) GetActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup) ([]byte, error) {
+	return r.e.get(ctx, d, lookup, r.maxAge, r.jitter)
 }
 
 // PutActionResult stores data stamped when the instance's limit or
@@ -103,8 +103,8 @@ func (r instanceResults) PutActionResult(ctx context.Context, d cas.Digest, data
 	return r.e.put(ctx, d, data, max(r.maxAge, r.e.MaxAge))
 }
 
-func (e *ActionResultExpiry) get(ctx context.Context, d cas.Digest, maxAge, jitter time.Duration) ([]byte, error) {
-	data, err := e.Storage.GetActionResult(ctx, d)
+func (e *ActionResultExpiry) get(ctx context.Context, d cas.Digest, lookup cas.Lookup, maxAge, jitter time.Duration) ([]byte, error) {
+	data, err := e.Storage.GetActionResult(ctx, d, lookup)
 	if err != nil {
 		return nil, err
 	}

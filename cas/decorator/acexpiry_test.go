@@ -30,17 +30,17 @@ func TestActionResultExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Hour - time.Second)
-	if got, err := e.GetActionResult(ctx, action); err != nil || string(got) != string(result) {
+	if got, err := e.GetActionResult(ctx, action, cas.ClientLookup); err != nil || string(got) != string(result) {
 		t.Fatalf("a second before its age limit: %q, %v; want %q", got, err, result)
 	}
 	now = now.Add(time.Second)
-	if got, err := e.GetActionResult(ctx, action); !errors.Is(err, cas.ErrNotFound) {
+	if got, err := e.GetActionResult(ctx, action, cas.ClientLookup); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("at its age limit: %q, %v; want a miss", got, err)
 	}
 	if err := e.PutActionResult(ctx, action, result); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.GetActionResult(ctx, action); err != nil || string(got) != string(result) {
+	if got, err := e.GetActionResult(ctx, action, cas.ClientLookup); err != nil || string(got) != string(result) {
 		t.Fatalf("uploaded again: %q, %v; want %q", got, err, result)
 	}
 }
@@ -81,7 +81,7 @@ func TestActionResultExpiryPerInstance(t *testing.T) {
 	} {
 		now = time.Unix(1_700_000_000, 0).Add(c.after)
 		for instance, want := range c.hit {
-			got, err := e.ForInstance(instance).GetActionResult(ctx, stored[instance])
+			got, err := e.ForInstance(instance).GetActionResult(ctx, stored[instance], cas.ClientLookup)
 			if hit := err == nil && string(got) == string(result); hit != want {
 				t.Errorf("%v after, instance %s: %q, %v; want a hit: %v", c.after, instance, got, err, want)
 			}
@@ -107,7 +107,7 @@ func TestActionResultExpiryJitter(t *testing.T) {
 	}
 	hits := func() (h int) {
 		for _, a := range actions {
-			if _, err := e.GetActionResult(ctx, a); err == nil {
+			if _, err := e.GetActionResult(ctx, a, cas.ClientLookup); err == nil {
 				h++
 			}
 		}
@@ -140,18 +140,18 @@ func TestActionResultExpiryStamps(t *testing.T) {
 	if err := decorator.ExpireActionResults(d, 0).PutActionResult(ctx, old, []byte("old")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := d.GetActionResult(ctx, old); err != nil || string(got) != "old" {
+	if got, err := d.GetActionResult(ctx, old, cas.ClientLookup); err != nil || string(got) != "old" {
 		t.Fatalf("without a limit the entry is stored as it came: %q, %v", got, err)
 	}
 	limited := decorator.ExpireActionResults(d, time.Hour)
-	if _, err := limited.GetActionResult(ctx, old); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := limited.GetActionResult(ctx, old, cas.ClientLookup); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("a result of no known age: %v; want a miss", err)
 	}
 	stamped := cas.DigestOf([]byte("stored with the limit"))
 	if err := limited.PutActionResult(ctx, stamped, []byte("new")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := decorator.ExpireActionResults(d, 0).GetActionResult(ctx, stamped); err != nil || string(got) != "new" {
+	if got, err := decorator.ExpireActionResults(d, 0).GetActionResult(ctx, stamped, cas.ClientLookup); err != nil || string(got) != "new" {
 		t.Fatalf("the limit lifted: %q, %v; want the result as uploaded", got, err)
 	}
 }

@@ -33,7 +33,7 @@ func Example() {
 	if err := cas.Put(ctx, served, d, data, cas.Uncompressed); err != nil {
 		log.Fatal(err)
 	}
-	missing, _ := served.FindMissing(ctx, []cas.Digest{d, cas.DigestOf([]byte("absent"))})
+	missing, _ := served.FindMissing(ctx, []cas.Digest{d, cas.DigestOf([]byte("absent"))}, cas.ClientLookup)
 	fmt.Println("missing:", len(missing))
 	stored, _ := cas.Contains(ctx, served, d) // the server's own check: not counted
 	fmt.Println("stored:", stored)

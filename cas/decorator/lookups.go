@@ -9,12 +9,13 @@ import (
 )
 
 // LookupCounter is a cas.Storage that counts clients' lookups, found or
-// not: Open, each digest of FindMissing, and GetActionResult. A call
-// whose context is the server's own check (cas.ServerCheck: an action
-// result's outputs, an upload found complete meanwhile) is not counted,
-// so that the counts measure what clients asked. A blob a tier opens
-// lazily (found on its first read) counts as found at Open; the tier's
-// own statistics say where it was found.
+// not: Open, each digest of FindMissing, and GetActionResult. A lookup
+// that is the server's own check (cas.ServerCheck: an action result's
+// outputs, a keyed entry written once; cas.QuickCheck: an upload found
+// complete meanwhile) is not counted, so that the counts measure what
+// clients asked; it is passed down unchanged. Open is always a client's.
+// A blob a tier opens lazily (found on its first read) counts as found
+// at Open; the tier's own statistics say where it was found.
 type LookupCounter struct {
 	cas.Storage
 	hits, misses atomic.Int64
@@ -31,8 +32,8 @@ func (c *LookupCounter) Lookups() (hits, misses int64) {
 	return c.hits.Load(), c.misses.Load()
 }
 
-func (c *LookupCounter) count(ctx context.Context, found, missed int) {
-	if cas.IsServerCheck(ctx) {
+func (c *LookupCounter) count(lookup cas.Lookup, found, missed int) {
+	if !lookup.Counted() {
 		return
 	}
 	if found > 0 {
@@ -45,35 +46,35 @@ func (c *LookupCounter) count(ctx context.Context, found, missed int) {
 
 // countErr counts one lookup by its error: ErrNotFound is a miss, no error
 // a hit, any other error nothing (the lookup did not get an answer).
-func (c *LookupCounter) countErr(ctx context.Context, err error) {
+func (c *LookupCounter) countErr(lookup cas.Lookup, err error) {
 	switch {
 	case err == nil:
-		c.count(ctx, 1, 0)
+		c.count(lookup, 1, 0)
 	case errors.Is(err, cas.ErrNotFound):
-		c.count(ctx, 0, 1)
+		c.count(lookup, 0, 1)
 	}
 }
 
 // Open counts one lookup.
 func (c *LookupCounter) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
 	r, err := c.Storage.Open(ctx, d)
-	c.countErr(ctx, err)
+	c.countErr(cas.ClientLookup, err)
 	return r, err
 }
 
 // FindMissing counts a lookup per digest asked about.
-func (c *LookupCounter) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest, error) {
-	missing, err := c.Storage.FindMissing(ctx, ds)
+func (c *LookupCounter) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Lookup) ([]cas.Digest, error) {
+	missing, err := c.Storage.FindMissing(ctx, ds, lookup)
 	if err == nil {
-		c.count(ctx, len(ds)-len(missing), len(missing))
+		c.count(lookup, len(ds)-len(missing), len(missing))
 	}
 	return missing, err
 }
 
 // GetActionResult counts one lookup.
-func (c *LookupCounter) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
-	data, err := c.Storage.GetActionResult(ctx, d)
-	c.countErr(ctx, err)
+func (c *LookupCounter) GetActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup) ([]byte, error) {
+	data, err := c.Storage.GetActionResult(ctx, d, lookup)
+	c.countErr(lookup, err)
 	return data, err
 }
 
@@ -88,8 +89,8 @@ type countedResults struct {
 	c *LookupCounter
 }
 
-func (r countedResults) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
-	data, err := r.ActionCache.GetActionResult(ctx, d)
-	r.c.countErr(ctx, err)
+func (r countedResults) GetActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup) ([]byte, error) {
+	data, err := r.ActionCache.GetActionResult(ctx, d, lookup)
+	r.c.countErr(lookup, err)
 	return data, err
 }

@@ -326,7 +326,7 @@ func (r *crashRun) check(w crashWorkload, what string) {
 	for _, it := range w.all() {
 		var got []byte
 		if it.ac {
-			got, err = s.GetActionResult(ctx, it.d)
+			got, err = s.GetActionResult(ctx, it.d, cas.ClientLookup)
 		} else {
 			got, err = cas.ReadAll(ctx, s, it.d)
 		}

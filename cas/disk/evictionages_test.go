@@ -29,7 +29,7 @@ func TestEvictionGenerationMovesOnlyWhenEntriesLeave(t *testing.T) {
 	for i := range 3 {
 		put(i)
 	}
-	if _, err := s.FindMissing(cas.ServerCheck(ctx), ds); err != nil {
+	if _, err := s.FindMissing(ctx, ds, cas.ServerCheck); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cas.ReadAll(ctx, s, ds[0]); err != nil {

@@ -110,7 +110,7 @@ func TestEveryFunction(t *testing.T) {
 					if err != nil || string(got) != string(b.data) {
 						t.Fatalf("%s: %s blob %s: %d bytes, %v", when, b.d.Function, b.d, len(got), err)
 					}
-					if missing, err := s.FindMissing(ctx, []cas.Digest{b.d}); err != nil || len(missing) != 0 {
+					if missing, err := s.FindMissing(ctx, []cas.Digest{b.d}, cas.ClientLookup); err != nil || len(missing) != 0 {
 						t.Fatalf("%s: %s blob %s reported missing (%v)", when, b.d.Function, b.d, err)
 					}
 					for _, other := range cas.Functions {
@@ -118,7 +118,7 @@ func TestEveryFunction(t *testing.T) {
 							continue
 						}
 						od := cas.Digest{Hash: b.d.Hash, Size: b.d.Size, Function: other}
-						if missing, _ := s.FindMissing(ctx, []cas.Digest{od}); len(missing) != 1 {
+						if missing, _ := s.FindMissing(ctx, []cas.Digest{od}, cas.ClientLookup); len(missing) != 1 {
 							t.Fatalf("%s: %s blob %s found under %s", when, b.d.Function, b.d, other)
 						}
 						if _, err := cas.ReadAll(ctx, s, od); !errors.Is(err, cas.ErrNotFound) {
@@ -127,13 +127,13 @@ func TestEveryFunction(t *testing.T) {
 					}
 				}
 				for _, r := range results {
-					got, err := s.GetActionResult(ctx, r.d)
+					got, err := s.GetActionResult(ctx, r.d, cas.ClientLookup)
 					if err != nil || string(got) != string(r.data) {
 						t.Fatalf("%s: %s action result %s: %q, %v", when, r.d.Function, r.d, got, err)
 					}
 					for _, other := range cas.Functions {
 						if other != r.d.Function {
-							if _, err := s.GetActionResult(ctx, cas.Digest{Hash: r.d.Hash, Size: r.d.Size, Function: other}); !errors.Is(err, cas.ErrNotFound) {
+							if _, err := s.GetActionResult(ctx, cas.Digest{Hash: r.d.Hash, Size: r.d.Size, Function: other}, cas.ClientLookup); !errors.Is(err, cas.ErrNotFound) {
 								t.Fatalf("%s: %s action result %s read under %s: %v", when, r.d.Function, r.d, other, err)
 							}
 						}
@@ -179,7 +179,7 @@ func TestSameHashTwoFunctions(t *testing.T) {
 				}
 				for restart := range 2 {
 					for _, fn := range []cas.Function{cas.SHA256, cas.BLAKE3} {
-						got, err := s.GetActionResult(ctx, cas.Digest{Hash: hash, Size: 9, Function: fn})
+						got, err := s.GetActionResult(ctx, cas.Digest{Hash: hash, Size: 9, Function: fn}, cas.ClientLookup)
 						if want := strings.Repeat(fn.String(), size/6); err != nil || string(got) != want {
 							t.Fatalf("%d-byte result under %s (restarts %d): %.20q, %v; want %.20q", size, fn, restart, got, err, want)
 						}
@@ -218,7 +218,7 @@ func TestWrongHashLengthRefused(t *testing.T) {
 				if err := s.PutActionResult(ctx, d, []byte("result")); !errors.Is(err, cas.ErrMismatch) {
 					t.Errorf("PutActionResult of a %s digest with %d hex digits: %v; want a mismatch", d.Function, len(d.Hash), err)
 				}
-				if _, err := s.GetActionResult(ctx, d); !errors.Is(err, cas.ErrNotFound) {
+				if _, err := s.GetActionResult(ctx, d, cas.ClientLookup); !errors.Is(err, cas.ErrNotFound) {
 					t.Errorf("GetActionResult of a %s digest with %d hex digits: %v; want not found", d.Function, len(d.Hash), err)
 				}
 			}

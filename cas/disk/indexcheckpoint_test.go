@@ -90,7 +90,7 @@ func TestRestartTakesPackedEntriesFromTheCheckpoint(t *testing.T) {
 	if after.Blobs != before.Blobs || after.Bytes != before.Bytes || after.UncompressedBytes != before.UncompressedBytes {
 		t.Fatalf("after the restart %d blobs, %d bytes (%d plain); before %d, %d (%d)", after.Blobs, after.Bytes, after.UncompressedBytes, before.Blobs, before.Bytes, before.UncompressedBytes)
 	}
-	if missing, _ := s.FindMissing(context.Background(), ds); len(missing) != 0 {
+	if missing, _ := s.FindMissing(context.Background(), ds, cas.ClientLookup); len(missing) != 0 {
 		t.Fatalf("%d blobs missing after the restart", len(missing))
 	}
 	checkAll(t, s, ds, datas)
@@ -125,7 +125,7 @@ func TestCrashAfterACheckpoint(t *testing.T) {
 	}
 	checkAll(t, c, ds1, datas1)
 	checkAll(t, c, ds2, datas2)
-	if got, err := c.GetActionResult(ctx, action); err != nil || string(got) != "result 2" {
+	if got, err := c.GetActionResult(ctx, action, cas.ClientLookup); err != nil || string(got) != "result 2" {
 		t.Fatalf("action result after the crash: %q, %v; want the later one", got, err)
 	}
 }
@@ -144,11 +144,11 @@ func TestCheckpointOfEvictedSegments(t *testing.T) {
 	if !c.checkpointLoaded {
 		t.Fatal("the checkpoint was not loaded")
 	}
-	missing, _ := c.FindMissing(context.Background(), ds1)
+	missing, _ := c.FindMissing(context.Background(), ds1, cas.ClientLookup)
 	if len(missing) != len(ds1) {
 		t.Fatalf("%d of the %d evicted blobs missing; want all", len(missing), len(ds1))
 	}
-	missing2, _ := c.FindMissing(context.Background(), ds2)
+	missing2, _ := c.FindMissing(context.Background(), ds2, cas.ClientLookup)
 	if st := c.Stats(); st.Blobs != int64(len(ds2)-len(missing2)) {
 		t.Fatalf("the store counts %d blobs; %d are there", st.Blobs, len(ds2)-len(missing2))
 	}

@@ -104,7 +104,7 @@ func TestOpensStoreOfFormatBefore(t *testing.T) {
 			}
 			for action, want := range results {
 				d := cas.SHA256.Digest([]byte(action))
-				got, err := s.GetActionResult(ctx, d)
+				got, err := s.GetActionResult(ctx, d, cas.ClientLookup)
 				if err != nil || !bytes.Equal(got, want) {
 					t.Fatalf("%s (checkpoint %v): action result of %q: %.20q, %v", when, keepCheckpoint, action, got, err)
 				}

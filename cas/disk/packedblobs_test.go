@@ -63,7 +63,7 @@ func TestPackedBlobsWriteReadOpen(t *testing.T) {
 		t.Errorf("a record opened before it was replaced: read %v, same %v; want it as it was", err, bytes.Equal(got, first))
 	}
 	b.Close()
-	if r, err := s.GetActionResult(context.Background(), cas.Digest{Hash: k.Hash}); err != nil || len(r) != 500 {
+	if r, err := s.GetActionResult(context.Background(), cas.Digest{Hash: k.Hash}, cas.ClientLookup); err != nil || len(r) != 500 {
 		t.Errorf("the newer record: %d bytes, %v; want 500", len(r), err)
 	}
 }

@@ -117,7 +117,7 @@ func TestPacksSmallBlobsInSegmentsLargeInFiles(t *testing.T) {
 		for d, data := range blobs {
 			readBack(t, s, d, data)
 		}
-		if got, err := s.GetActionResult(context.Background(), ac); err != nil || string(got) != "result two, longer" {
+		if got, err := s.GetActionResult(context.Background(), ac, cas.ClientLookup); err != nil || string(got) != "result two, longer" {
 			t.Fatalf("GetActionResult: %q, %v; want the second result", got, err)
 		}
 		if st := s.Stats(); st.Blobs != int64(len(blobs)) || st.ActionResults != 1 {
@@ -245,7 +245,7 @@ func TestPacksRotFound(t *testing.T) {
 	}
 	readBack(t, s2, ds[0], data[0])
 	scrubOnePass(t, ctx, s2)
-	missing, err := s2.FindMissing(ctx, ds)
+	missing, err := s2.FindMissing(ctx, ds, cas.ClientLookup)
 	if err != nil {
 		t.Fatal(err)
 	}

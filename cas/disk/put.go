@@ -142,7 +142,7 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 
 // GetActionResult returns the serialized ActionResult stored for the action
 // digest d, or an error wrapping ErrNotFound.
-func (s *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
+func (s *Store) GetActionResult(ctx context.Context, d cas.Digest, _ cas.Lookup) ([]byte, error) {
 	return s.readAll(ctx, acKey(d), 0)
 }
 

@@ -80,7 +80,7 @@ func wantRemoved(t *testing.T, s *Store, d cas.Digest, err error, corrupt int64)
 	if s.contains(d) {
 		t.Fatal("damaged blob still stored after its read failed")
 	}
-	if missing, err := s.FindMissing(cas.ServerCheck(context.Background()), []cas.Digest{d}); err != nil || len(missing) != 1 {
+	if missing, err := s.FindMissing(context.Background(), []cas.Digest{d}, cas.ServerCheck); err != nil || len(missing) != 1 {
 		t.Fatalf("FindMissing: %v, %v; want the damaged blob missing", missing, err)
 	}
 	if got := s.Stats().Corrupt; got != corrupt {
@@ -385,7 +385,7 @@ func TestPackedRecordFoundBadStaysMissingAfterRestart(t *testing.T) {
 	s.Close()
 
 	s = open()
-	missing, err := s.FindMissing(ctx, []cas.Digest{byCRC, byHash, nd})
+	missing, err := s.FindMissing(ctx, []cas.Digest{byCRC, byHash, nd}, cas.ClientLookup)
 	if err != nil || len(missing) != 2 || missing[0] != byCRC || missing[1] != byHash {
 		t.Fatalf("FindMissing after the restart: %v, %v; want the two records found bad, not their neighbour", missing, err)
 	}

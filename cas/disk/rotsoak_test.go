@@ -124,7 +124,7 @@ func TestRotSoakNoWrongByteAcrossRestarts(t *testing.T) {
 		default:
 			failed++
 			partialBytes += len(got)
-			if missing, ferr := s.FindMissing(cas.ServerCheck(ctx), []cas.Digest{d}); ferr != nil || len(missing) != 1 {
+			if missing, ferr := s.FindMissing(ctx, []cas.Digest{d}, cas.ServerCheck); ferr != nil || len(missing) != 1 {
 				t.Fatalf("read %d of %s failed (%v), yet FindMissing says %v, %v", i, d, err, missing, ferr)
 			}
 			upload(b) // as a client does after a miss

@@ -320,7 +320,7 @@ func (s *Store) lookup(k entryKey, size int64) (entry, bool) {
 
 // FindMissing returns the digests in ds that are not stored, marking the
 // others recently used.
-func (s *Store) FindMissing(_ context.Context, ds []cas.Digest) ([]cas.Digest, error) {
+func (s *Store) FindMissing(_ context.Context, ds []cas.Digest, _ cas.Lookup) ([]cas.Digest, error) {
 	var missing []cas.Digest
 	for _, d := range ds {
 		if !s.contains(d) {

@@ -131,7 +131,7 @@ func TestStoreRestartKeepsBlobsAndRemovesStrayTemps(t *testing.T) {
 	if got, err := cas.ReadAll(context.Background(), s2, d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("blob after restart: %v", err)
 	}
-	if got, err := s2.GetActionResult(context.Background(), ad); err != nil || string(got) != "result" {
+	if got, err := s2.GetActionResult(context.Background(), ad, cas.ClientLookup); err != nil || string(got) != "result" {
 		t.Fatalf("action result after restart: %q, %v", got, err)
 	}
 	if left := disktest.TmpFiles(t, dir); len(left) != 0 {
@@ -257,7 +257,7 @@ func TestStoreConcurrentWritesOfOneBlob(t *testing.T) {
 func TestStoreActionResultReplace(t *testing.T) {
 	s := openTestStore(t, t.TempDir(), 0)
 	ad := cas.DigestOf([]byte("an action"))
-	if _, err := s.GetActionResult(context.Background(), ad); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := s.GetActionResult(context.Background(), ad, cas.ClientLookup); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("miss: %v", err)
 	}
 	for i := range 3 {
@@ -265,7 +265,7 @@ func TestStoreActionResultReplace(t *testing.T) {
 		if err := s.PutActionResult(context.Background(), ad, v); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.GetActionResult(context.Background(), ad)
+		got, err := s.GetActionResult(context.Background(), ad, cas.ClientLookup)
 		if err != nil || !bytes.Equal(got, v) {
 			t.Fatalf("get %d: %q, %v", i, got, err)
 		}
@@ -301,7 +301,7 @@ func TestStoreActionResultReadDuringReplace(t *testing.T) {
 			return
 		default:
 		}
-		got, err := s.GetActionResult(context.Background(), ad)
+		got, err := s.GetActionResult(context.Background(), ad, cas.ClientLookup)
 		if err != nil || !(bytes.Equal(got, short) || bytes.Equal(got, long)) {
 			t.Fatalf("read %d during replacement: %d bytes (%.10q...), %v; want one whole result", reads, len(got), got, err)
 		}

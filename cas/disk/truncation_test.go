@@ -97,7 +97,7 @@ func checkLostOrWhole(t *testing.T, s *Store, ds []cas.Digest, datas [][]byte) i
 	if len(lost) == 0 {
 		t.Fatal("no blob was lost to the truncation: the test damaged nothing")
 	}
-	missing, err := s.FindMissing(ctx, ds)
+	missing, err := s.FindMissing(ctx, ds, cas.ClientLookup)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestCorruptBlobFoundOnFirstReadAfterRestart(t *testing.T) {
 	if st.Corrupt != 1 || st.Blobs != 1 || st.Bytes != gd.Size {
 		t.Errorf("stats after finding the corrupt blob: %+v; want 1 corrupt, 1 blob of %d bytes left", st, gd.Size)
 	}
-	missing, err := s.FindMissing(ctx, []cas.Digest{gd, bd})
+	missing, err := s.FindMissing(ctx, []cas.Digest{gd, bd}, cas.ClientLookup)
 	if err != nil || len(missing) != 1 || missing[0] != bd {
 		t.Errorf("FindMissing after the corrupt blob was found: %v, %v; want only it", missing, err)
 	}
@@ -148,7 +148,7 @@ func TestScrubFindsRotNobodyRead(t *testing.T) {
 	if st.Corrupt != 1 || st.Blobs != 4 {
 		t.Fatalf("after a pass: %+v; want the rotten blob removed and 4 left", st)
 	}
-	missing, _ := s.FindMissing(ctx, ds)
+	missing, _ := s.FindMissing(ctx, ds, cas.ClientLookup)
 	if len(missing) != 1 || missing[0] != ds[3] {
 		t.Fatalf("FindMissing after the scrub: %v; want only the rotten blob", missing)
 	}

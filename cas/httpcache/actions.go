@@ -22,7 +22,7 @@ func (h *Handler) getActionResult(w http.ResponseWriter, r *http.Request, op ope
 	var data []byte
 	var err error
 	if h.opts.RawActionCache {
-		data, err = h.actionCache(instance).GetActionResult(r.Context(), d)
+		data, err = h.actionCache(instance).GetActionResult(r.Context(), d, cas.ClientLookup)
 	} else {
 		_, data, err = h.opts.ActionResults.LoadFrom(r.Context(), h.actionCache(instance), d)
 		if u, ok := errors.AsType[*actionresult.Unservable](err); ok {

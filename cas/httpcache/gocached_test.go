@@ -37,7 +37,7 @@ func TestGocachedProtocol(t *testing.T) {
 	c.want(400, "GET", "/action/"+a, nil) // no Want-Object: gocached's older form
 
 	// What gRPC's action cache holds for {actionID, 0}: one output file.
-	data, err := c.store.GetActionResult(context.Background(), cas.Digest{Hash: a})
+	data, err := c.store.GetActionResult(context.Background(), cas.Digest{Hash: a}, cas.ClientLookup)
 	ar := &repb.ActionResult{}
 	if err != nil || proto.Unmarshal(data, ar) != nil || len(ar.OutputFiles) != 1 || ar.OutputFiles[0].Path != "go-output" || ar.OutputFiles[0].Digest.Hash != o.Hash || ar.OutputFiles[0].Digest.SizeBytes != o.Size {
 		t.Fatalf("the action cache holds %v (%v), want an action result naming %s as go-output", ar, err, o)

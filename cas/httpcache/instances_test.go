@@ -38,7 +38,7 @@ func TestInstanceIsolationOverHTTP(t *testing.T) {
 	c.want(404, "GET", "/team-b/ac/"+action.Hash, nil)
 	c.want(404, "GET", "/ac/"+action.Hash, nil)
 	c.want(200, "HEAD", "/team-a/ac/"+action.Hash, nil)
-	if _, err := c.store.GetActionResult(t.Context(), actionresult.InstanceKey("team-a", action)); err != nil {
+	if _, err := c.store.GetActionResult(t.Context(), actionresult.InstanceKey("team-a", action), cas.ClientLookup); err != nil {
 		t.Errorf("not kept under gRPC's key for the instance: %v", err)
 	}
 	c.want(401, "PUT", "/locked/ac/"+action.Hash, ar)

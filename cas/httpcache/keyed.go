@@ -78,12 +78,13 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 // content that does not match its hash), or names another entry, is a
 // miss, logged: no client's bytes are served for another's key.
 func (h *Handler) lookupKeyed(ctx context.Context, kp keyedPath) (keyedRecord, error) {
-	return h.lookupRecord(ctx, kp, kp.recordDigest())
+	return h.lookupRecord(ctx, kp, kp.recordDigest(), cas.ClientLookup)
 }
 
-// lookupRecord is lookupKeyed of kp, whose record digest is rd.
-func (h *Handler) lookupRecord(ctx context.Context, kp keyedPath, rd cas.Digest) (keyedRecord, error) {
-	data, err := h.namespaceCache(kp.namespace).GetActionResult(ctx, rd)
+// lookupRecord is lookupKeyed of kp, whose record digest is rd, for
+// lookup: a client's, or the server's own check.
+func (h *Handler) lookupRecord(ctx context.Context, kp keyedPath, rd cas.Digest, lookup cas.Lookup) (keyedRecord, error) {
+	data, err := h.namespaceCache(kp.namespace).GetActionResult(ctx, rd, lookup)
 	if err != nil {
 		return keyedRecord{}, err
 	}
@@ -209,8 +210,7 @@ func (h *Handler) putRecord(ctx context.Context, kp keyedPath, rd cas.Digest, da
 // may be written again), nil if not.
 func (h *Handler) checkAbsent(ctx context.Context, kp keyedPath, rd cas.Digest) error {
 	// The server's own lookup: not a client's hit or miss.
-	ctx = cas.ServerCheck(ctx)
-	rec, err := h.lookupRecord(ctx, kp, rd)
+	rec, err := h.lookupRecord(ctx, kp, rd, cas.ServerCheck)
 	if errors.Is(err, cas.ErrNotFound) {
 		return nil
 	}
@@ -225,12 +225,13 @@ func (h *Handler) checkAbsent(ctx context.Context, kp keyedPath, rd cas.Digest) 
 }
 
 // contentStored reports whether rec's content is stored: in rec itself,
-// or as a CAS blob the store has.
+// or as a CAS blob the store has. It is the server's own check (of an
+// entry the client looked up or writes), not a client's lookup.
 func (h *Handler) contentStored(ctx context.Context, rec keyedRecord) (bool, error) {
 	if rec.isInline {
 		return true, nil
 	}
-	missing, err := h.store.FindMissing(ctx, []cas.Digest{rec.content})
+	missing, err := h.store.FindMissing(ctx, []cas.Digest{rec.content}, cas.ServerCheck)
 	return len(missing) == 0, err
 }
 

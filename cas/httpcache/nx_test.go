@@ -11,8 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/access/accesstest"
+	"github.com/membuf/membuf/cas/decorator"
+	"github.com/membuf/membuf/cas/disk"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/internal/testblob"
 )
@@ -185,5 +188,40 @@ func TestNxConcurrentPutsWriteOnce(t *testing.T) {
 	stored := c.want(200, "GET", "/v1/cache/77", nil)
 	if !bytes.Equal(stored, bodies[0]) && !bytes.Equal(stored, bodies[1]) {
 		t.Fatal("the entry is neither PUT's bytes")
+	}
+}
+
+// Nx's write-once check is the server's own lookup, not a client's: PUTs
+// of new entries and of ones stored already (inline, and with their
+// content in the CAS) count no hit and no miss; a client's GET counts.
+func TestNxWriteOnceCheckIsNotCounted(t *testing.T) {
+	store, err := disk.OpenStore(t.TempDir(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	counter := decorator.CountLookups(store)
+	pool, err := membuf.NewPool(membuf.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpcache.New(counter, httpcache.Options{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c := &cache{t: t, store: store, h: h, url: srv.URL}
+	small, large := testblob.Pattern(1<<10, 1), testblob.Pattern(50<<10, 2)
+	for path, entry := range map[string][]byte{"/v1/cache/1": small, "/v1/cache/2": large} {
+		c.want(200, "PUT", path, entry)
+		c.want(409, "PUT", path, entry)
+	}
+	if hits, misses := counter.Lookups(); hits != 0 || misses != 0 {
+		t.Fatalf("after write-once PUTs: %d hits, %d misses counted; want none", hits, misses)
+	}
+	c.want(200, "GET", "/v1/cache/1", nil)
+	if hits, misses := counter.Lookups(); hits != 1 || misses != 0 {
+		t.Fatalf("after a GET of an inline entry: %d hits, %d misses; want 1, 0", hits, misses)
 	}
 }

@@ -46,7 +46,7 @@ func (h *Handler) propfind(w http.ResponseWriter, r *http.Request, kp keyedPath)
 		rec, err := h.lookupKeyed(r.Context(), kp)
 		if err == nil {
 			var stored bool
-			stored, err = h.contentStored(cas.ServerCheck(r.Context()), rec)
+			stored, err = h.contentStored(r.Context(), rec)
 			if err == nil && !stored {
 				err = fmt.Errorf("%w: its content %s is no longer stored", cas.ErrNotFound, rec.content)
 			}

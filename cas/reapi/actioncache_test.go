@@ -67,7 +67,7 @@ func TestInstanceIsolationSeparatesActionResults(t *testing.T) {
 		}
 		if isolated {
 			// Kept under the instance's key, as the HTTP cache keeps it.
-			if _, err := e.store.GetActionResult(ctx, actionresult.InstanceKey("team-a", ad)); err != nil {
+			if _, err := e.store.GetActionResult(ctx, actionresult.InstanceKey("team-a", ad), cas.ClientLookup); err != nil {
 				t.Errorf("not under actionresult.InstanceKey: %v", err)
 			}
 		}
@@ -195,6 +195,7 @@ func TestGetActionResultInlinesWithinBounds(t *testing.T) {
 	}
 	got, err := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto(), InlineStdout: true,
 		InlineOutputFiles: []string{"out/a", "out/empty", "out/b", "out/c", "out/missing"}})
+
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -180,9 +180,9 @@ func (b *byteStreamService) writePlain(stream bspb.ByteStream_WriteServer, in *u
 // unless its content is known to be bad or it is done with.
 func (b *byteStreamService) receiveUpload(ctx context.Context, in *upload.Receiver, u *upload.Upload, req *grpcmem.WriteRequest, d cas.Digest) (committed int64, keep bool, err error) {
 	name := req.ResourceName
-	// The check at every message, its context and its list made once.
-	checks, one := cas.QuickCheck(ctx), []cas.Digest{d}
-	if b.storedMeanwhile(checks, one) { // by another stream, while this one waited for the upload
+	// The check at every message, its list made once.
+	one := []cas.Digest{d}
+	if b.storedMeanwhile(ctx, one) { // by another stream, while this one waited for the upload
 		return d.Size, false, nil
 	}
 	skip, err := resumeAt(req.WriteOffset, u.W.Written(), name)
@@ -208,7 +208,7 @@ func (b *byteStreamService) receiveUpload(ctx context.Context, in *upload.Receiv
 		if req.FinishWrite {
 			return b.commitUpload(ctx, in, u, name, d, next)
 		}
-		if b.storedMeanwhile(checks, one) { // by another upload
+		if b.storedMeanwhile(ctx, one) { // by another upload
 			return d.Size, false, nil
 		}
 		req, err = in.Recv()
@@ -238,11 +238,11 @@ func resumeAt(offset, committed int64, name string) (skip int64, err error) {
 
 // storedMeanwhile reports whether the blob of one (a list of its digest)
 // is stored, an upload of it having completed while this one was under
-// way (a failure to tell is not: the upload goes on). ctx is marked by
-// cas.QuickCheck. It is cas.Contains with what that makes at every call
-// made once by the caller, for a check at every message of an upload.
+// way (a failure to tell is not: the upload goes on): a cas.QuickCheck.
+// It is cas.Contains with the list it makes at every call made once by
+// the caller, for a check at every message of an upload.
 func (b *byteStreamService) storedMeanwhile(ctx context.Context, one []cas.Digest) bool {
-	missing, err := b.s.store.FindMissing(ctx, one)
+	missing, err := b.s.store.FindMissing(ctx, one, cas.QuickCheck)
 	return err == nil && len(missing) == 0
 }
 

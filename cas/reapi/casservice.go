@@ -66,7 +66,7 @@ func (c *casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissing
 		}
 		ds[i] = d
 	}
-	missing, err := c.s.store.FindMissing(ctx, ds)
+	missing, err := c.s.store.FindMissing(ctx, ds, cas.ClientLookup)
 	if err != nil {
 		return nil, rpcstatus.Store(err, "FindMissingBlobs")
 	}

@@ -76,7 +76,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	missing, _ := store.FindMissing(ctx, []cas.Digest{d})
+	missing, _ := store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup)
 	fmt.Println("committed", resp.CommittedSize, "bytes; stored:", len(missing) == 0)
 
 	r, err := bs.Read(ctx, &bspb.ReadRequest{ResourceName: "my-instance/blobs/" + d.String()})

@@ -41,7 +41,7 @@ func testFunction(t *testing.T, s cas.Storage, f cas.Function) {
 			t.Errorf("%s Open by hash: size %d, want %d", f.Title(), b.Size(), d.Size)
 		}
 		b.Close()
-		if missing, err := s.FindMissing(ctx, []cas.Digest{d}); err != nil || len(missing) != 0 {
+		if missing, err := s.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil || len(missing) != 0 {
 			t.Fatalf("%s FindMissing of a stored blob: %v, %v", f.Title(), missing, err)
 		}
 	}
@@ -55,7 +55,7 @@ func testFunction(t *testing.T, s cas.Storage, f cas.Function) {
 	if err := s.PutActionResult(ctx, action, []byte("result")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetActionResult(ctx, action); err != nil || string(got) != "result" {
+	if got, err := s.GetActionResult(ctx, action, cas.ClientLookup); err != nil || string(got) != "result" {
 		t.Fatalf("%s GetActionResult: %q, %v", f.Title(), got, err)
 	}
 }
@@ -68,7 +68,7 @@ func testOneHashTwoFunctions(t *testing.T, s cas.Storage) {
 	if err := cas.Put(ctx, s, b3, data, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
-	if missing, err := s.FindMissing(ctx, []cas.Digest{asSHA, b3}); err != nil || len(missing) != 1 || missing[0] != asSHA {
+	if missing, err := s.FindMissing(ctx, []cas.Digest{asSHA, b3}, cas.ClientLookup); err != nil || len(missing) != 1 || missing[0] != asSHA {
 		t.Fatalf("FindMissing of a BLAKE3 blob's hash as SHA-256's and as BLAKE3's: missing %v, %v; want the SHA-256 one only", missing, err)
 	}
 	// Open fails, or (a tier that opens lazily) the read does.
@@ -84,13 +84,13 @@ func testOneHashTwoFunctions(t *testing.T, s cas.Storage) {
 	if err := s.PutActionResult(ctx, b3, []byte("blake3's")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetActionResult(ctx, asSHA); !errors.Is(err, cas.ErrNotFound) {
+	if got, err := s.GetActionResult(ctx, asSHA, cas.ClientLookup); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("an action result kept under BLAKE3 read as SHA-256's: %q, %v; want ErrNotFound", got, err)
 	}
 	if err := s.PutActionResult(ctx, asSHA, []byte("sha-256's")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetActionResult(ctx, b3); err != nil || string(got) != "blake3's" {
+	if got, err := s.GetActionResult(ctx, b3, cas.ClientLookup); err != nil || string(got) != "blake3's" {
 		t.Fatalf("the BLAKE3 action result after a SHA-256 one of the same hash: %q, %v", got, err)
 	}
 }

@@ -104,7 +104,7 @@ func testEmptyBlob(t *testing.T, s cas.Storage) {
 	if ok, err := cas.Contains(ctx, s, empty); !ok || err != nil {
 		t.Errorf("Contains(empty): %v, %v", ok, err)
 	}
-	if missing, err := s.FindMissing(ctx, []cas.Digest{empty}); len(missing) != 0 || err != nil {
+	if missing, err := s.FindMissing(ctx, []cas.Digest{empty}, cas.ClientLookup); len(missing) != 0 || err != nil {
 		t.Errorf("FindMissing(empty): %v, %v", missing, err)
 	}
 	if data, err := cas.ReadAll(ctx, s, empty); len(data) != 0 || err != nil {
@@ -200,7 +200,7 @@ func testMismatch(t *testing.T, s cas.Storage) {
 		if err := cas.Put(ctx, s, d, data[:n-1], cas.Uncompressed); !errors.Is(err, cas.ErrMismatch) {
 			t.Fatalf("Put of one byte short of %d: %v, want ErrMismatch", n, err)
 		}
-		if missing, err := s.FindMissing(cas.ServerCheck(ctx), []cas.Digest{d}); err != nil || len(missing) != 1 {
+		if missing, err := s.FindMissing(ctx, []cas.Digest{d}, cas.ServerCheck); err != nil || len(missing) != 1 {
 			t.Fatalf("after refused Puts FindMissing says %v, %v", missing, err)
 		}
 	}
@@ -231,7 +231,7 @@ func testMissing(t *testing.T, s cas.Storage) {
 	if _, err := cas.Resolve(ctx, s, d.Hash); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("Resolve of a missing blob: %v", err)
 	}
-	if _, err := s.GetActionResult(ctx, d); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := s.GetActionResult(ctx, d, cas.ClientLookup); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("GetActionResult of a missing entry: %v", err)
 	}
 	if ok, err := cas.Contains(ctx, s, d); ok || err != nil {
@@ -242,7 +242,7 @@ func testMissing(t *testing.T, s cas.Storage) {
 	if err := cas.Put(ctx, s, pd, present, cas.Uncompressed); err != nil {
 		t.Fatal(err)
 	}
-	missing, err := s.FindMissing(ctx, []cas.Digest{d, pd, cas.DigestOf([]byte("another"))})
+	missing, err := s.FindMissing(ctx, []cas.Digest{d, pd, cas.DigestOf([]byte("another"))}, cas.ClientLookup)
 	if err != nil || len(missing) != 2 || missing[0] != d {
 		t.Errorf("FindMissing: %v, %v; want the two missing, in order", missing, err)
 	}
@@ -396,7 +396,7 @@ func testActionResults(t *testing.T, s cas.Storage) {
 		if err := s.PutActionResult(ctx, a, data); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.GetActionResult(ctx, a); err != nil || !bytes.Equal(got, data) {
+		if got, err := s.GetActionResult(ctx, a, cas.ClientLookup); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("GetActionResult after a Put of %d bytes: %d bytes, %v", len(data), len(got), err)
 		}
 	}

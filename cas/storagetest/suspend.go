@@ -57,7 +57,7 @@ func testSuspend(t *testing.T, s cas.Storage) {
 		}
 		w.Abort()
 		// (Open may answer lazily, a tier's way: FindMissing says.)
-		if missing, err := s.FindMissing(cas.ServerCheck(ctx), []cas.Digest{od}); err != nil || len(missing) != 1 {
+		if missing, err := s.FindMissing(ctx, []cas.Digest{od}, cas.ServerCheck); err != nil || len(missing) != 1 {
 			t.Fatalf("FindMissing of a suspended, aborted upload: %v, %v; want it missing", missing, err)
 		}
 	}

@@ -28,7 +28,7 @@ func TestAFillThatFindsTheBlobGoneForgetsItWasThere(t *testing.T) {
 		d := put(t, writer.store, []byte("in the backend, then not"))
 		drain(t, writer.store)
 		reader := startNode(t, b, tier.Config{MissingTTL: missingTTL})
-		if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}); len(missing) != 0 || err != nil {
+		if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); len(missing) != 0 || err != nil {
 			t.Fatalf("MissingTTL %v: FindMissing of a blob the backend has: %v, %v", missingTTL, missing, err)
 		}
 		if !b.Delete(tier.BlobKey(d)) {
@@ -37,7 +37,7 @@ func TestAFillThatFindsTheBlobGoneForgetsItWasThere(t *testing.T) {
 		if _, err := cas.ReadAll(ctx, reader.store, d); !errors.Is(err, cas.ErrNotFound) {
 			t.Fatalf("MissingTTL %v: a read of a blob gone from the backend: %v, want cas.ErrNotFound", missingTTL, err)
 		}
-		if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}); len(missing) != 1 || err != nil {
+		if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); len(missing) != 1 || err != nil {
 			t.Fatalf("MissingTTL %v: FindMissing after a read found the blob gone: %v, %v; want it missing", missingTTL, missing, err)
 		}
 	}
@@ -94,7 +94,7 @@ func TestAnActionResultWhoseOutputTheBackendLostIsAMiss(t *testing.T) {
 		if _, ok := errors.AsType[*actionresult.Incomplete](err); !ok || !errors.Is(err, cas.ErrNotFound) {
 			t.Fatalf("a hit 11 s after the backend's yes, its output since lost: %v; want an *actionresult.Incomplete", err)
 		}
-		if missing, err := reader.store.FindMissing(ctx, []cas.Digest{out}); len(missing) != 1 || err != nil {
+		if missing, err := reader.store.FindMissing(ctx, []cas.Digest{out}, cas.ClientLookup); len(missing) != 1 || err != nil {
 			t.Fatalf("FindMissing of the lost output after the check found it gone: %v, %v; want it missing", missing, err)
 		}
 	})

@@ -1,11 +1,10 @@
 package tier
 
 import (
-	"context"
-
-	"github.com/membuf/membuf/cas"
 	"sync/atomic"
 	"time"
+
+	"github.com/membuf/membuf/cas"
 )
 
 // Op is a kind of request to the backend.
@@ -177,10 +176,11 @@ func (c *counters) snapshot() Stats {
 	return st
 }
 
-// countLookup counts n lookups answered by tier, unless ctx is the
-// server's own check (cas.ServerCheck): the counts measure clients.
-func (t *Store) countLookup(ctx context.Context, tier Tier, n int) {
-	if n > 0 && !cas.IsServerCheck(ctx) {
+// countLookup counts n lookups answered by tier, unless they are the
+// server's own checks (cas.ServerCheck, cas.QuickCheck): the counts
+// measure clients.
+func (t *Store) countLookup(lookup cas.Lookup, tier Tier, n int) {
+	if n > 0 && lookup.Counted() {
 		t.c.lookups[tier].Add(uint64(n))
 	}
 }

@@ -66,7 +66,7 @@ type Config struct {
 	// upload is seen at once, at the cost of a HEAD per local miss.
 	ExistsTTL, MissingTTL time.Duration
 	// CheckTTL is how long a "yes" is trusted for the server's own check
-	// that an action result's outputs are stored (cas.ServerCheck): an
+	// that an action result's outputs are stored (a cas.ServerCheck): an
 	// older one is asked again, so a hit whose outputs the backend lost
 	// is served for at most this long; 0 means 10 seconds.
 	CheckTTL time.Duration
@@ -249,7 +249,7 @@ func (t *Store) TierStats() Stats {
 func (t *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) {
 	r, err := t.local.Open(ctx, d)
 	if err == nil {
-		t.countLookup(ctx, TierLocal, 1)
+		t.countLookup(cas.ClientLookup, TierLocal, 1)
 		if t.touch != nil {
 			t.touch.Touch(BlobKey(d))
 		}
@@ -261,12 +261,12 @@ func (t *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 	if d.Size < 0 {
 		// Named by its hash alone: the backend says how large it is.
 		if d, err = t.resolve(ctx, d.Function, d.Hash); err != nil {
-			t.countLookup(ctx, TierMiss, 1)
+			t.countLookup(cas.ClientLookup, TierMiss, 1)
 			return nil, err
 		}
 	}
 	if max := t.cfg.LocalMaxSize; max > 0 && d.Size > max {
-		t.countLookup(ctx, TierMiss, 1)
+		t.countLookup(cas.ClientLookup, TierMiss, 1)
 		return nil, err // the disk tier could not hold it, so it cannot be filled
 	}
 	return &fillReader{t: t, d: d}, nil
@@ -278,8 +278,8 @@ func (t *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 // cas.QuickCheck). A digest the backend could not
 // be asked about (unreachable, timed out) is reported missing: the client
 // uploads it again, which is safe.
-func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest, error) {
-	local, err := t.local.FindMissing(ctx, ds)
+func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Lookup) ([]cas.Digest, error) {
+	local, err := t.local.FindMissing(ctx, ds, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 		// write-through promises; the client uploads it again.
 		local = t.addPendingUploads(ds, local)
 	}
-	count := func(tier Tier, n int) { t.countLookup(ctx, tier, n) }
+	count := func(tier Tier, n int) { t.countLookup(lookup, tier, n) }
 	count(TierLocal, len(ds)-len(local))
 	t.touchPresent(ds, local)
 	if len(local) == 0 {
@@ -301,18 +301,18 @@ func (t *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest,
 			continue
 		}
 		exists, ok := t.exists.Get(d)
-		if cas.IsServerCheck(ctx) && !cas.IsQuickCheck(ctx) {
+		if lookup == cas.ServerCheck {
 			// An action result's outputs: a stale yes would serve it.
 			exists, ok = t.exists.Recent(d, t.cfg.CheckTTL)
 		}
-		if ok && !cas.IsQuickCheck(ctx) { // a write's own check is no lookup
+		if ok && lookup != cas.QuickCheck { // a write's own check is no lookup
 			t.c.existsCacheHits.Add(1)
 		} else {
 			ask = append(ask, d)
 		}
 		found[d] = exists
 	}
-	if cas.IsQuickCheck(ctx) {
+	if lookup == cas.QuickCheck {
 		// The server's own quick check (is this upload stored already?):
 		// what the disk holds and the existence cache remembers, no
 		// request per upload to the backend (it may be down).
@@ -500,7 +500,7 @@ func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffer
 	// recent answer; in write-through mode, not while its upload is
 	// pending): nothing to upload. One quick check for the batch.
 	var notHeld map[cas.Digest]bool
-	if missing, err := t.FindMissing(cas.QuickCheck(ctx), ds); err == nil {
+	if missing, err := t.FindMissing(ctx, ds, cas.QuickCheck); err == nil {
 		notHeld = make(map[cas.Digest]bool, len(missing))
 		for _, d := range missing {
 			notHeld[d] = true
@@ -576,11 +576,11 @@ func (t *Store) touchPresent(ds, missing []cas.Digest) {
 
 // GetActionResult returns the action result for d from disk, or else from
 // the backend (checked against the SHA-256 it was stored with, then kept on
-// disk).
-func (t *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
-	data, err := t.local.GetActionResult(ctx, d)
+// disk). A server's own check is not counted in the lookups.
+func (t *Store) GetActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup) ([]byte, error) {
+	data, err := t.local.GetActionResult(ctx, d, lookup)
 	if err == nil {
-		t.c.lookups[TierLocal].Add(1)
+		t.countLookup(lookup, TierLocal, 1)
 		if t.touch != nil {
 			t.touch.Touch(ActionKey(d))
 		}
@@ -592,11 +592,11 @@ func (t *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, erro
 	data, err = t.getActionResult(ctx, d)
 	if err != nil {
 		if errors.Is(err, cas.ErrNotFound) {
-			t.c.lookups[TierMiss].Add(1)
+			t.countLookup(lookup, TierMiss, 1)
 		}
 		return nil, err
 	}
-	t.c.lookups[TierShared].Add(1)
+	t.countLookup(lookup, TierShared, 1)
 	if err := t.local.PutActionResult(ctx, d, data); err != nil {
 		t.log.Warn("tier: could not keep an action result from the backend on disk", "action", d.String(), "err", err)
 	}
@@ -667,7 +667,7 @@ func (t *Store) Prefetched(ctx context.Context, k Key, data []byte, sum string) 
 	d := cas.Digest{Hash: k.Hash, Size: int64(len(data)), Function: k.Function}
 	if k.AC {
 		d = k.Digest() // the action's digest: the disk keys its result by the hash
-		if _, err := t.local.GetActionResult(ctx, d); !errors.Is(err, cas.ErrNotFound) {
+		if _, err := t.local.GetActionResult(ctx, d, cas.ServerCheck); !errors.Is(err, cas.ErrNotFound) {
 			return err
 		}
 		if s := sha256.Sum256(data); hex.EncodeToString(s[:]) != sum {
@@ -676,7 +676,7 @@ func (t *Store) Prefetched(ctx context.Context, k Key, data []byte, sum string) 
 		}
 		return t.local.PutActionResult(ctx, d, data)
 	}
-	if missing, err := t.local.FindMissing(ctx, []cas.Digest{d}); err != nil || len(missing) == 0 {
+	if missing, err := t.local.FindMissing(ctx, []cas.Digest{d}, cas.ServerCheck); err != nil || len(missing) == 0 {
 		return err
 	}
 	err := cas.Put(ctx, t.local, d, data, cas.Uncompressed)

@@ -278,13 +278,13 @@ func TestTheTierTouchesWhatItServesLocally(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	if _, err := n.store.FindMissing(ctx, []cas.Digest{absent, held, absent}); err != nil {
+	if _, err := n.store.FindMissing(ctx, []cas.Digest{absent, held, absent}, cas.ClientLookup); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.store.GetActionResult(ctx, action); err != nil {
+	if _, err := n.store.GetActionResult(ctx, action, cas.ClientLookup); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.store.GetActionResult(ctx, absent); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := n.store.GetActionResult(ctx, absent, cas.ClientLookup); !errors.Is(err, cas.ErrNotFound) {
 		t.Fatalf("GetActionResult of an absent action: %v", err)
 	}
 	want := []tier.Key{tier.BlobKey(held), tier.BlobKey(held), tier.ActionKey(action)}
@@ -514,7 +514,7 @@ func TestQuickCheckAsksTheBackendNothing(t *testing.T) {
 	if n := stats(); n != 0 {
 		t.Fatalf("the quick check sent %d stat requests", n)
 	}
-	if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}); len(missing) != 0 || err != nil {
+	if missing, err := reader.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); len(missing) != 0 || err != nil {
 		t.Fatalf("a client's FindMissing of a blob the backend has: %v, %v", missing, err)
 	}
 	if n := stats(); n != 1 {
@@ -523,5 +523,46 @@ func TestQuickCheckAsksTheBackendNothing(t *testing.T) {
 	// What the backend said is remembered: the quick check now knows.
 	if ok, err := cas.Contains(ctx, reader.store, d); !ok || err != nil {
 		t.Fatalf("quick check after the backend said yes: %v, %v", ok, err)
+	}
+}
+
+// The tier's lookup counts measure clients: the server's own checks
+// (ServerCheck, QuickCheck) of blobs and action results, found or not,
+// count in no tier.
+func TestTheServersOwnChecksAreNotCounted(t *testing.T) {
+	ctx := context.Background()
+	nd := startNode(t, backendtest.NewMemory(), tier.Config{})
+	d := put(t, nd.store, []byte("a stored blob"))
+	action, absent := cas.DigestOf([]byte("an action")), cas.DigestOf([]byte("absent"))
+	if err := nd.store.PutActionResult(ctx, action, []byte("a result")); err != nil {
+		t.Fatal(err)
+	}
+	lookups := func() (n uint64) {
+		for _, c := range nd.store.TierStats().Lookups {
+			n += c
+		}
+		return n
+	}
+	for _, own := range []cas.Lookup{cas.ServerCheck, cas.QuickCheck} {
+		if _, err := nd.store.FindMissing(ctx, []cas.Digest{d, absent}, own); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []cas.Digest{action, absent} {
+			if _, err := nd.store.GetActionResult(ctx, a, own); err != nil && !errors.Is(err, cas.ErrNotFound) {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := lookups(); got != 0 {
+		t.Fatalf("the server's own checks counted %d lookups", got)
+	}
+	if _, err := nd.store.FindMissing(ctx, []cas.Digest{d, absent}, cas.ClientLookup); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nd.store.GetActionResult(ctx, action, cas.ClientLookup); err != nil {
+		t.Fatal(err)
+	}
+	if got := lookups(); got != 3 {
+		t.Fatalf("a client's FindMissing of two and GetActionResult of one counted %d lookups, want 3", got)
 	}
 }

@@ -601,7 +601,7 @@ func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Uplo
 		data := e.data
 		if data == nil {
 			var err error
-			data, err = t.local.GetActionResult(ctx, k.Digest())
+			data, err = t.local.GetActionResult(ctx, k.Digest(), cas.ServerCheck) // the upload's own read
 			if errors.Is(err, cas.ErrNotFound) {
 				return Upload{}, nil, errLost
 			}

@@ -155,7 +155,7 @@ func TestHugeActionResultsAreMissesWithinTheBudget(t *testing.T) {
 		errs := make([]error, readers)
 		for i := range readers {
 			wg.Go(func() {
-				_, errs[i] = s.GetActionResult(t.Context(), digestOf(fmt.Appendf(nil, "action %d", i)))
+				_, errs[i] = s.GetActionResult(t.Context(), digestOf(fmt.Appendf(nil, "action %d", i)), cas.ClientLookup)
 			})
 		}
 		wg.Wait()

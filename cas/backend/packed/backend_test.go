@@ -447,7 +447,7 @@ func TestThousandBlobsInFewWrites(t *testing.T) {
 	}
 	b := startTier(t, newPacked(t, m, Config{}))
 	await.True(t, "node B to find A's blobs", func() bool {
-		missing, err := b.FindMissing(ctx, ds)
+		missing, err := b.FindMissing(ctx, ds, cas.ClientLookup)
 		return err == nil && len(missing) == 0
 	})
 }
@@ -462,7 +462,7 @@ func TestVisibleOnAnotherNodeWithinFiveSeconds(t *testing.T) {
 	data := testblob.Random(4<<10, 200)
 	d := cas.DigestOf(data)
 	ctx := context.Background()
-	if missing, _ := b.FindMissing(ctx, []cas.Digest{d}); len(missing) != 1 {
+	if missing, _ := b.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); len(missing) != 1 {
 		t.Fatal("B found a blob nobody wrote")
 	}
 	if err := cas.Put(ctx, a, d, data, cas.Uncompressed); err != nil {
@@ -470,7 +470,7 @@ func TestVisibleOnAnotherNodeWithinFiveSeconds(t *testing.T) {
 	}
 	acked := time.Now()
 	if !await.Within(5*time.Second, func() bool {
-		missing, err := b.FindMissing(ctx, []cas.Digest{d})
+		missing, err := b.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup)
 		return err == nil && len(missing) == 0
 	}) {
 		t.Fatal("node B did not find A's blob within 5s of A's acknowledgement")

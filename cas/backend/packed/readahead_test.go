@@ -101,7 +101,7 @@ func TestReadAheadKeepsNeighboursLocal(t *testing.T) {
 			t.Fatalf("reading blob %d: %v", i+1, err)
 		}
 	}
-	got, err := s.GetActionResult(ctx, ak.Digest())
+	got, err := s.GetActionResult(ctx, ak.Digest(), cas.ClientLookup)
 	if err != nil || string(got) != string(result) {
 		t.Fatalf("reading the action result: %v", err)
 	}
@@ -162,11 +162,11 @@ func TestReadAheadKeepsNoDamagedNeighbour(t *testing.T) {
 	if st := b.Stats(); st.RecordsReadAhead != 19 || st.ReadAheadFailures != 2 {
 		t.Fatalf("stats %+v: want 19 records kept, 2 refused", st)
 	}
-	missing, err := local.FindMissing(ctx, ds)
+	missing, err := local.FindMissing(ctx, ds, cas.ClientLookup)
 	if err != nil || len(missing) != 1 || missing[0] != ds[5] {
 		t.Fatalf("the disk misses %v (%v); want the damaged blob 5 alone", missing, err)
 	}
-	if _, err := local.GetActionResult(ctx, ak.Digest()); err == nil {
+	if _, err := local.GetActionResult(ctx, ak.Digest(), cas.ClientLookup); err == nil {
 		t.Fatal("the damaged action result is on the disk")
 	}
 	if c := s.TierStats().Corrupt; c != 2 {
@@ -273,7 +273,7 @@ func TestReadAheadKeepsTheDisksActionResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	await.True(t, "the pack's records read ahead", func() bool { return b.Stats().RecordsReadAhead == 5 })
-	if got, err := local.GetActionResult(ctx, ak.Digest()); err != nil || string(got) != string(newer) {
+	if got, err := local.GetActionResult(ctx, ak.Digest(), cas.ClientLookup); err != nil || string(got) != string(newer) {
 		t.Fatalf("the disk's action result is %q (%v); want %q", got, err, newer)
 	}
 	if err := s.Drain(ctx); err != nil {

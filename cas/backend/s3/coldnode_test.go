@@ -105,7 +105,7 @@ func rebuild(t *testing.T, s *tier.Store, as []coldAction, jobs int) {
 	for range jobs {
 		wg.Go(func() {
 			for a := range next {
-				got, err := s.GetActionResult(ctx, a.key)
+				got, err := s.GetActionResult(ctx, a.key, cas.ClientLookup)
 				if err != nil || !bytes.Equal(got, a.result) {
 					t.Errorf("action %s: %v", a.key, err)
 					continue

@@ -102,7 +102,7 @@ func TestMinIOTwoNodes(t *testing.T) {
 	if err := a.store.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	missing, err := b.store.FindMissing(ctx, []cas.Digest{d, cas.DigestOf([]byte("absent"))})
+	missing, err := b.store.FindMissing(ctx, []cas.Digest{d, cas.DigestOf([]byte("absent"))}, cas.ClientLookup)
 	if err != nil || len(missing) != 1 || missing[0] == d {
 		t.Fatalf("B's FindMissing: %v, %v; want only the absent blob", missing, err)
 	}

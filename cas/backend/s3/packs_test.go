@@ -199,7 +199,7 @@ func TestPackedVisibleOnAnotherNode(t *testing.T) {
 	for i := range 3 {
 		data := blobOf(4<<10, byte(100+i))
 		d := cas.DigestOf(data)
-		if missing, err := b.FindMissing(ctx, []cas.Digest{d}); err != nil || len(missing) != 1 {
+		if missing, err := b.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil || len(missing) != 1 {
 			t.Fatalf("B's FindMissing of a blob nobody wrote: %v, %v", missing, err)
 		}
 		if err := cas.Put(ctx, a, d, data, cas.Uncompressed); err != nil {
@@ -207,7 +207,7 @@ func TestPackedVisibleOnAnotherNode(t *testing.T) {
 		}
 		acked := time.Now()
 		if !await.Within(5*time.Second, func() bool {
-			missing, err := b.FindMissing(ctx, []cas.Digest{d})
+			missing, err := b.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup)
 			return err == nil && len(missing) == 0
 		}) {
 			t.Fatalf("blob %d: node B did not find A's blob within 5s of A's acknowledgement", i)

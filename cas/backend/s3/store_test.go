@@ -201,7 +201,7 @@ func TestSlowBucketTimesOutWithoutLeaks(t *testing.T) {
 		c.fault.Store(false)
 	}
 	s3.stall.Store(true)
-	missing, err := n.store.FindMissing(context.Background(), []cas.Digest{d})
+	missing, err := n.store.FindMissing(context.Background(), []cas.Digest{d}, cas.ClientLookup)
 	if err != nil || len(missing) != 1 {
 		t.Fatalf("FindMissing with the bucket not answering: %v, %v; want it reported missing", missing, err)
 	}
@@ -267,7 +267,7 @@ func TestUnreachableBucketAtStartServesFromDiskAndRetries(t *testing.T) {
 	}
 	n.mustRead(d, data)
 	other := cas.DigestOf([]byte("not anywhere"))
-	missing, err := n.store.FindMissing(context.Background(), []cas.Digest{d, other})
+	missing, err := n.store.FindMissing(context.Background(), []cas.Digest{d, other}, cas.ClientLookup)
 	if err != nil || len(missing) != 1 || missing[0] != other {
 		t.Fatalf("FindMissing: %v, %v; want only the blob not on disk", missing, err)
 	}
@@ -355,7 +355,7 @@ func TestWriteThroughReturnsOnlyOnceTheBucketHasIt(t *testing.T) {
 	if ok, _ := cas.Contains(context.Background(), n.store, d); ok {
 		t.Fatal("in write-through mode, a blob not yet in the bucket counts as present")
 	}
-	missing, _ := n.store.FindMissing(context.Background(), []cas.Digest{d})
+	missing, _ := n.store.FindMissing(context.Background(), []cas.Digest{d}, cas.ClientLookup)
 	if len(missing) != 1 {
 		t.Fatal("in write-through mode, FindMissing reports a blob not yet in the bucket as present")
 	}
@@ -395,7 +395,7 @@ func TestFindMissingAsksTheBucketOnlyAboutLocalMisses(t *testing.T) {
 		}
 	}
 	ds = append(ds, ds[1], ds[3]) // asked twice in one request (one in the bucket, one nowhere): one HEAD each
-	missing, err := n.store.FindMissing(context.Background(), ds)
+	missing, err := n.store.FindMissing(context.Background(), ds, cas.ClientLookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestFindMissingAsksTheBucketOnlyAboutLocalMisses(t *testing.T) {
 	if h := s3.count("HEAD"); h != 50 {
 		t.Fatalf("%d HEADs for 50 distinct local misses", h)
 	}
-	if _, err := n.store.FindMissing(context.Background(), ds); err != nil {
+	if _, err := n.store.FindMissing(context.Background(), ds, cas.ClientLookup); err != nil {
 		t.Fatal(err)
 	}
 	if h := s3.count("HEAD"); h != 50 {

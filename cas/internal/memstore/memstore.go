@@ -62,7 +62,7 @@ func (s *Store) Open(ctx context.Context, d cas.Digest) (cas.BlobReader, error) 
 }
 
 // FindMissing returns the digests of ds not stored.
-func (s *Store) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest, error) {
+func (s *Store) FindMissing(ctx context.Context, ds []cas.Digest, _ cas.Lookup) ([]cas.Digest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var missing []cas.Digest
@@ -89,7 +89,7 @@ func (s *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffer
 }
 
 // GetActionResult returns the result stored for d.
-func (s *Store) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
+func (s *Store) GetActionResult(ctx context.Context, d cas.Digest, _ cas.Lookup) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	data, ok := s.results[d]

@@ -94,7 +94,7 @@ func (s *Service) recordAssociation(ctx context.Context, uri string, qualifiers 
 // under function f, if there is one, recorded no earlier than oldest (zero: any), not
 // expired, and whose blob is still in the CAS.
 func (s *Service) lookupAssociation(ctx context.Context, uri string, qualifiers []*rapb.Qualifier, f cas.Function, oldest time.Time) (cas.Digest, association, bool, error) {
-	data, err := s.store.GetActionResult(ctx, associationKey(uri, qualifiers, f))
+	data, err := s.store.GetActionResult(ctx, associationKey(uri, qualifiers, f), cas.ClientLookup)
 	if errors.Is(err, cas.ErrNotFound) {
 		return cas.Digest{}, association{}, false, nil
 	}
@@ -114,7 +114,7 @@ func (s *Service) lookupAssociation(ctx context.Context, uri string, qualifiers 
 	if (!oldest.IsZero() && a.Recorded.Before(oldest)) || (!a.Expires.IsZero() && time.Now().After(a.Expires)) {
 		return cas.Digest{}, association{}, false, nil
 	}
-	missing, err := s.store.FindMissing(cas.ServerCheck(ctx), []cas.Digest{d})
+	missing, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ServerCheck)
 	if err != nil {
 		return cas.Digest{}, association{}, false, err
 	}

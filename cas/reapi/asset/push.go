@@ -44,7 +44,7 @@ func (p *pushService) PushBlob(ctx context.Context, req *rapb.PushBlobRequest) (
 			}
 		}
 	}
-	missing, err := s.store.FindMissing(cas.ServerCheck(ctx), []cas.Digest{d})
+	missing, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ServerCheck)
 	if err != nil {
 		return nil, rpcstatus.Store(err, "blob "+d.String())
 	}

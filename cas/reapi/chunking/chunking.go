@@ -126,13 +126,13 @@ func (s *Service) split(ctx context.Context, fn repb.DigestFunction_Value, blob 
 		return nil, status.Errorf(codes.InvalidArgument, "blob_digest: %v", err)
 	}
 	if chunks, ok := s.lookupMapping(ctx, d); ok {
-		if _, err := s.store.FindMissing(ctx, []cas.Digest{d}); err != nil { // the blob's lifetime is extended too
+		if _, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup); err != nil { // the blob's lifetime is extended too
 			return nil, rpcstatus.Store(err, "blob "+d.String())
 		}
 		return chunks, nil
 	}
 	if d.Size < int64(Params.MaxSize) {
-		missing, err := s.store.FindMissing(ctx, []cas.Digest{d})
+		missing, err := s.store.FindMissing(ctx, []cas.Digest{d}, cas.ClientLookup)
 		if err != nil {
 			return nil, rpcstatus.Store(err, "blob "+d.String())
 		}
@@ -269,7 +269,7 @@ func (s *Service) splice(ctx context.Context, fn repb.DigestFunction_Value, blob
 		record()
 		return d, nil
 	}
-	missing, err := s.store.FindMissing(ctx, chunks) // marks the chunks used
+	missing, err := s.store.FindMissing(ctx, chunks, cas.ClientLookup) // marks the chunks used
 	if err != nil {
 		return cas.Digest{}, rpcstatus.Store(err, "the chunks of "+d.String())
 	}
@@ -373,7 +373,7 @@ func (s *Service) recordMapping(ctx context.Context, d cas.Digest, chunks []cas.
 // lookupMapping returns blob d's recorded chunks, if there are any and
 // they are all still stored (chunks may be evicted before their blob).
 func (s *Service) lookupMapping(ctx context.Context, d cas.Digest) ([]cas.Digest, bool) {
-	data, err := s.store.GetActionResult(ctx, mappingKey(d))
+	data, err := s.store.GetActionResult(ctx, mappingKey(d), cas.ClientLookup)
 	if err != nil {
 		return nil, false
 	}
@@ -392,6 +392,6 @@ func (s *Service) lookupMapping(ctx context.Context, d cas.Digest) ([]cas.Digest
 	if total != d.Size {
 		return nil, false
 	}
-	missing, err := s.store.FindMissing(cas.ServerCheck(ctx), slices.Clone(chunks))
+	missing, err := s.store.FindMissing(ctx, slices.Clone(chunks), cas.ServerCheck)
 	return chunks, err == nil && len(missing) == 0
 }

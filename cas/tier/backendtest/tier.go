@@ -67,7 +67,7 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 	// the blobs', which B may list a moment after theirs.
 	var got []byte
 	if !await.Within(20*time.Second, func() bool {
-		got, err = b.GetActionResult(ctx, action)
+		got, err = b.GetActionResult(ctx, action, cas.ClientLookup)
 		return err == nil
 	}) {
 		t.Fatalf("node B's GetActionResult of A's: %v", err)
@@ -91,7 +91,7 @@ func RunTier(t *testing.T, newBackend func(t *testing.T) tier.Backend, opts Opti
 		}
 	}
 	await.True(t, "node A's uploads to fail while the backend is down", func() bool { return a.TierStats().UploadRetries >= 1 })
-	if missing, err := b.FindMissing(ctx, lds); err != nil || len(missing) != len(lds) {
+	if missing, err := b.FindMissing(ctx, lds, cas.ClientLookup); err != nil || len(missing) != len(lds) {
 		t.Fatalf("node B's FindMissing while the backend is down: %v missing, %v; want both missing, no error", missing, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -119,7 +119,7 @@ func awaitPresent(t *testing.T, s *tier.Store, ds []cas.Digest) {
 	var missing []cas.Digest
 	var err error
 	if !await.Within(20*time.Second, func() bool {
-		missing, err = s.FindMissing(ctx(t), ds)
+		missing, err = s.FindMissing(ctx(t), ds, cas.ClientLookup)
 		return err == nil && len(missing) == 0
 	}) {
 		t.Fatalf("node B's FindMissing of what A uploaded: %v missing, %v", missing, err)

@@ -123,7 +123,7 @@ func TestUnsampledCallsAllocateNothing(t *testing.T) {
 	traced := tr.Storage(bare, "cas")
 	d := cas.DigestOf(bare.data)
 	for name, call := range map[string]func(cas.Storage){
-		"GetActionResult": func(s cas.Storage) { s.GetActionResult(ctx, d) },
+		"GetActionResult": func(s cas.Storage) { s.GetActionResult(ctx, d, cas.ClientLookup) },
 		"Open":            func(s cas.Storage) { s.Open(ctx, d) },
 	} {
 		want := testing.AllocsPerRun(100, func() { call(bare) })
@@ -153,7 +153,9 @@ type fixedStore struct {
 	data []byte
 }
 
-func (s *fixedStore) GetActionResult(context.Context, cas.Digest) ([]byte, error) { return s.data, nil }
+func (s *fixedStore) GetActionResult(context.Context, cas.Digest, cas.Lookup) ([]byte, error) {
+	return s.data, nil
+}
 func (s *fixedStore) Open(context.Context, cas.Digest) (cas.BlobReader, error) {
 	return nil, cas.ErrNotFound
 }

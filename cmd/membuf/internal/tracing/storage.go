@@ -81,11 +81,11 @@ func (s *tracedStorage) Open(ctx context.Context, d cas.Digest) (cas.BlobReader,
 	return r, err
 }
 
-func (s *tracedStorage) FindMissing(ctx context.Context, ds []cas.Digest) ([]cas.Digest, error) {
+func (s *tracedStorage) FindMissing(ctx context.Context, ds []cas.Digest, lookup cas.Lookup) ([]cas.Digest, error) {
 	ctx, span := s.t.start(ctx, s.names[findMissingSpan])
-	missing, err := s.Storage.FindMissing(ctx, ds)
+	missing, err := s.Storage.FindMissing(ctx, ds, lookup)
 	if span.IsRecording() {
-		span.SetAttributes(attribute.Int("membuf.digests", len(ds)), attribute.Int("membuf.missing", len(missing)))
+		span.SetAttributes(attribute.Int("membuf.digests", len(ds)), attribute.Int("membuf.missing", len(missing)), attribute.String("membuf.lookup", lookup.String()))
 	}
 	end(span, err)
 	return missing, err
@@ -109,10 +109,13 @@ func (s *tracedStorage) PutBatch(ctx context.Context, ds []cas.Digest, data []ne
 	return errs
 }
 
-func (s *tracedStorage) GetActionResult(ctx context.Context, d cas.Digest) ([]byte, error) {
+func (s *tracedStorage) GetActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup) ([]byte, error) {
 	ctx, span := s.t.start(ctx, s.names[getActionResultSpan])
 	digestAttrs(span, d)
-	data, err := s.Storage.GetActionResult(ctx, d)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("membuf.lookup", lookup.String()))
+	}
+	data, err := s.Storage.GetActionResult(ctx, d, lookup)
 	end(span, err)
 	return data, err
 }
