@@ -116,7 +116,7 @@ func decimalLen(v int64) int {
 var placeholderHash = strings.Repeat("0", 64)
 
 // inlineRecord is a version 3 record being made in one buffer, in place:
-// the header first, its hash a placeholder, then room for the content,
+// the header first, its hash a placeholder, then space for the content,
 // which is received into Content and hashed (Seal) without being copied.
 type inlineRecord struct {
 	buf     []byte

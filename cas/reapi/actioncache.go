@@ -100,13 +100,13 @@ func (a *actionCacheService) inline(ctx context.Context, req *repb.GetActionResu
 		}
 		wanted = func(path string) bool { return set[path] }
 	}
-	room := min(a.s.opts.MaxBatchBytes, DefaultMaxBatchBytes) - int64(proto.Size(ar))
+	budget := min(a.s.opts.MaxBatchBytes, DefaultMaxBatchBytes) - int64(proto.Size(ar))
 	read := func(pd *repb.Digest) []byte {
 		d, err := cas.ParseDigest(pd)
 		// The field's tag and length, and its message's length growing
 		// by as much at most.
 		cost := fieldLen(int(d.Size)) + binary.MaxVarintLen64
-		if err != nil || d.Size == 0 || cost > room {
+		if err != nil || d.Size == 0 || cost > budget {
 			return nil
 		}
 		data, err := cas.ReadAll(ctx, a.s.store, d)
@@ -114,7 +114,7 @@ func (a *actionCacheService) inline(ctx context.Context, req *repb.GetActionResu
 			a.s.log.Debug("output not inlined", "blob", d.String(), "err", err)
 			return nil
 		}
-		room -= cost
+		budget -= cost
 		return data
 	}
 	if req.InlineStdout && ar.StdoutDigest != nil {
