@@ -64,7 +64,7 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 		}
 		return nil, rpcstatus.Store(err, "action result for "+d.String())
 	}
-	a.inline(ctx, req, ar, a.s.opts.Access.Allows(access.ReadCAS, id))
+	a.inline(ctx, req, ar, d.Function, a.s.opts.Access.Allows(access.ReadCAS, id))
 	return ar, nil
 }
 
@@ -78,8 +78,8 @@ func (a *actionCacheService) GetActionResult(ctx context.Context, req *repb.GetA
 // false), is left for the client to read by its digest. A copy stored
 // with the result (an uploader may send one) is dropped where a digest
 // names the blob: what is served inline is the CAS's bytes, read for this
-// request.
-func (a *actionCacheService) inline(ctx context.Context, req *repb.GetActionResultRequest, ar *repb.ActionResult, casRead bool) {
+// request. f is the action's digest function, and so its outputs'.
+func (a *actionCacheService) inline(ctx context.Context, req *repb.GetActionResultRequest, ar *repb.ActionResult, f cas.Function, casRead bool) {
 	if ar.StdoutDigest != nil {
 		ar.StdoutRaw = nil
 	}
@@ -102,7 +102,7 @@ func (a *actionCacheService) inline(ctx context.Context, req *repb.GetActionResu
 	}
 	budget := min(a.s.opts.MaxBatchBytes, DefaultMaxBatchBytes) - int64(proto.Size(ar))
 	read := func(pd *repb.Digest) []byte {
-		d, err := cas.ParseDigest(pd)
+		d, err := cas.ParseDigestFor(f, pd) // the blobs of the action's function
 		// The field's tag and length, and its message's length growing
 		// by as much at most.
 		cost := fieldLen(int(d.Size)) + binary.MaxVarintLen64

@@ -256,3 +256,27 @@ func TestGetActionResultInlinesOnlyForCASReaders(t *testing.T) {
 		}
 	}
 }
+
+// A result of a BLAKE3 action names BLAKE3 blobs: those are what is
+// inlined, read under the action's function.
+func TestGetActionResultInlinesUnderTheActionsFunction(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 0, Options{})
+	out := []byte("an output named by its BLAKE3 hash")
+	od := cas.BLAKE3.Digest(out)
+	if err := cas.Put(ctx, e.store, od, out, cas.Uncompressed); err != nil {
+		t.Fatal(err)
+	}
+	ad := cas.BLAKE3.Digest([]byte("a BLAKE3 action"))
+	ar := &repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "out", Digest: od.Proto()}}}
+	if _, err := e.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{ActionDigest: ad.Proto(), ActionResult: ar, DigestFunction: repb.DigestFunction_BLAKE3}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.ac.GetActionResult(ctx, &repb.GetActionResultRequest{ActionDigest: ad.Proto(), DigestFunction: repb.DigestFunction_BLAKE3, InlineOutputFiles: []string{"out"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.OutputFiles) != 1 || !bytes.Equal(got.OutputFiles[0].Contents, out) {
+		t.Errorf("output files %v, want out inlined", got.OutputFiles)
+	}
+}
