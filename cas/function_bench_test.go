@@ -12,7 +12,7 @@ import (
 // CPU a ByteStream write or a checked read spends on naming its bytes.
 // Compare BLAKE3 with SHA-256 (cpu/GiB is ns/op scaled by the size):
 //
-//	go test ./cas -run '^$' -bench 'Hasher/(sha256|blake3)' -count 6 | tee hashers.txt
+//	go test ./cas -run '^$' -bench 'Hasher/.*/function=(sha256|blake3)' -count 6 | tee hashers.txt
 //	benchstat -col /function hashers.txt
 func BenchmarkHasher(b *testing.B) {
 	for _, size := range []int{64 << 10, 16 << 20} {
