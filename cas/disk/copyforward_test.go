@@ -90,3 +90,8 @@ func TestACopyForwardIsDurableBeforeTheSyncersPass(t *testing.T) {
 		t.Fatalf("after the crash a is in segment %d, not in %d, its copy: the copy was not durable when it was indexed", seq, copied)
 	}
 }
+
+// entryLocked returns a copy of entry k without touching its recency
+// (index.Index.Get); mu held: where the tests look at what the store
+// indexed.
+func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.Get(k) }

@@ -31,10 +31,9 @@ var ErrLocked = vfs.ErrLocked
 //
 //	cas/ab/ab12...            one file per SHA-256 blob, named by its hash in hex, sharded by the first two hex characters
 //	cas/ab/ab12...-{size}.zst a blob kept compressed: zstd frames and a seek table (package zstdseek)
-//	cas-blake3/ab/ab12...     the same for another digest function, in a directory of its own (made at its first file)
 //	packs/0000000000000001.pack small blobs and action results packed as records (WithPacks; package packfile)
 //	ac/ab/ab12...             one file per action result (a serialized ActionResult), named by the action digest's hash
-//	ac-sha1/ab/ab12...        another function's action results
+//	cas-blake3/, ac-sha1/     another digest function's files, in directories of their own made at its first file
 //	tmp/                      uploads in progress; emptied at start
 //
 // A file appears under cas/ or ac/ only by a rename from tmp/ after its
@@ -282,10 +281,6 @@ func (s *Store) EvictionAges() ages.Evictions {
 	defer s.mu.Unlock()
 	return s.idx.EvictionAges(time.Now())
 }
-
-// entryLocked returns a copy of entry k without touching its recency
-// (index.Index.Get); mu held. The machine-crash test looks there.
-func (s *Store) entryLocked(k entryKey) (entry, bool) { return s.idx.Get(k) }
 
 // contains reports whether blob d is stored (the empty blob always is),
 // waiting for a commit of it to be durable, and marks it used.
