@@ -50,6 +50,7 @@ var serverTests = []func(*testing.T){
 	TestEvictionKeepsStoreUnderMaxSize,
 	TestFindMissingBlobs,
 	TestGetActionResultInlinesOnlyForCASReaders,
+	TestGetActionResultInlinesUnderTheActionsFunction,
 	TestGetActionResultInlinesWithinBounds,
 	TestGetActionResultMissesIncompleteTrees,
 	TestIdleUploadsHoldNoDescriptors,
