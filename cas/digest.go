@@ -2,7 +2,6 @@ package cas
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -76,10 +75,7 @@ func (d Digest) IsEmpty() bool {
 
 // DigestOf returns the SHA-256 digest of data (Function.Digest: any
 // function's).
-func DigestOf(data []byte) Digest {
-	sum := sha256.Sum256(data)
-	return Digest{Hash: hex.EncodeToString(sum[:]), Size: int64(len(data))}
-}
+func DigestOf(data []byte) Digest { return SHA256.Digest(data) }
 
 // ParseDigest checks a REAPI Digest message as a SHA-256 digest: a hash of
 // exactly 64 lowercase hex characters and a non-negative size. The error
@@ -115,6 +111,22 @@ func ParseHash(h string) ([32]byte, bool) {
 		sum[i] = hi<<4 | lo
 	}
 	return sum, bad&0xf0 == 0
+}
+
+// DecodeHash decodes h, lowercase hex of 2*len(dst) digits, into dst (a
+// table of records keyed by hashes of any function's length); false if h
+// is not that.
+func DecodeHash(dst []byte, h string) bool {
+	if len(h) != 2*len(dst) {
+		return false
+	}
+	var bad byte
+	for i := range dst {
+		hi, lo := hexValue[h[2*i]], hexValue[h[2*i+1]]
+		bad |= hi | lo
+		dst[i] = hi<<4 | lo
+	}
+	return bad&0xf0 == 0
 }
 
 // hexValue maps a lowercase hex digit to its value and any other byte to

@@ -198,13 +198,7 @@ func Sum(fn cas.Function, b []byte, data ...[]byte) []byte {
 }
 
 // SumHex is fn's hash of data in lowercase hex.
-func SumHex(fn cas.Function, data []byte) string {
-	if fn == cas.SHA256 {
-		sum := sha256.Sum256(data) // on the stack: no hasher, no sum to allocate
-		return hex.EncodeToString(sum[:])
-	}
-	return hex.EncodeToString(Sum(fn, nil, data))
-}
+func SumHex(fn cas.Function, data []byte) string { return fn.Digest(data).Hash }
 
 // CheckSum checks a blob received whole against d: n bytes whose hash
 // under d's function is sum (not looked at unless n is the digest's size). A mismatch is an

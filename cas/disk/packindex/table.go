@@ -80,30 +80,11 @@ func KeyOf(fn cas.Function, h []byte, ac bool) Key {
 // fn.HashLen() lowercase hex digits (fn one of cas.Functions).
 func ParseKey(fn cas.Function, hash string, ac bool) (k Key, ok bool) {
 	k.Fn, k.AC = fn, ac
-	if !fn.Valid() || len(hash) != fn.HashLen() {
+	if !fn.Valid() {
 		return k, false
 	}
-	// A table lookup, not a comparison per digit (as cas.ParseHash).
-	var bad byte
-	for i := range len(hash) / 2 {
-		hi, lo := hexValue[hash[2*i]], hexValue[hash[2*i+1]]
-		bad |= hi | lo
-		k.Hash[i] = hi<<4 | lo
-	}
-	return k, bad&0xf0 == 0
+	return k, cas.DecodeHash(k.Hash[:fn.Size()], hash)
 }
-
-// hexValue maps a lowercase hex digit to its value and any other byte to
-// 0xff.
-var hexValue = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0xff
-	}
-	for i, c := range "0123456789abcdef" {
-		t[c] = byte(i)
-	}
-	return t
-}()
 
 // Record is one record of the table, decoded: where the data of one packed
 // entry is.
