@@ -378,7 +378,13 @@ func (s *Store) indexRecordLocked(c *pendingCommit, syncErr *error) {
 		return
 	}
 	s.removeFilesLocked(s.idx.Commit(c.e, nil))
-	s.checkpoints.MaybeStartLocked()
+	if s.checkpoints.Due() {
+		s.checkpointing.Go(func() {
+			if err := s.writeCheckpoint(); err != nil {
+				s.log.Warn("writing an index checkpoint (the next start scans more segments)", "err", err)
+			}
+		})
+	}
 	s.segments.MarkWritten(c.seg)
 	s.committer.counts.commits++
 }

@@ -270,16 +270,16 @@ func TestCheckpointsWriteStaleLoad(t *testing.T) {
 	stale := func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return c.StaleLocked()
+		return c.Stale()
 	}
 	if !stale() {
 		t.Fatal("no checkpoint written yet, and it is not stale")
 	}
-	if err := c.Write(); err != nil {
+	if err := s.writeCheckpoint(); err != nil {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	covered := c.SegmentsLocked()
+	covered := c.Segments()
 	s.mu.Unlock()
 	if stale() || covered == 0 {
 		t.Fatalf("just written: stale %v, covering %d segments; want fresh, covering the finished ones", stale(), covered)
@@ -297,8 +297,8 @@ func TestCheckpointsWriteStaleLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if !r.checkpointLoaded || r.checkpoints.SegmentsLocked() != covered {
-		t.Fatalf("loaded %v, covering %d segments; want loaded, covering %d", r.checkpointLoaded, r.checkpoints.SegmentsLocked(), covered)
+	if !r.checkpointLoaded || r.checkpoints.Segments() != covered {
+		t.Fatalf("loaded %v, covering %d segments; want loaded, covering %d", r.checkpointLoaded, r.checkpoints.Segments(), covered)
 	}
 	checkAll(t, r, ds, datas)
 }

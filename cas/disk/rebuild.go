@@ -21,36 +21,14 @@ var blobDirs, blobDirKeys = func() (dirs []files.Dir, keys []entryKey) {
 	return dirs, keys
 }()
 
-// rebuild fills the index from the directories of blobs' files, oldest
-// modification first, and from the pack segments (the checkpoint's
-// records, and a scan of the segments it does not cover).
+// rebuild fills the index from the pack segments (the checkpoint's
+// records, and a scan of the segments it does not cover) and the
+// directories of blobs' files, oldest modification first, and removes the
+// files of entries that others replaced.
 func (s *Store) rebuild() error {
-	x := s.idx
 	found, err := files.Load(s.fs, s.dir, blobDirs, s.log)
 	if err != nil {
 		return err
-	}
-	for _, k := range blobDirKeys {
-		if k.Fn == cas.SHA256 {
-			s.blobFiles.madeDirs[k.Kind][k.Fn].Store(true) // at start
-		}
-	}
-	all := make([]*entry, len(found))
-	for i, f := range found {
-		k := blobDirKeys[f.Dir]
-		s.blobFiles.madeDirs[k.Kind][k.Fn].Store(true)
-		k.Hash = f.Hash
-		e := &entry{Key: k, Size: f.Size, Stored: f.Stored, Zstd: f.Zstd}
-		all[i] = e
-		if el, ok := x.File(e.Key); ok {
-			// Kept both ways: a crash between a commit's rename and its
-			// removal of the other form. Both were checked; keep the
-			// newer.
-			s.log.Info("blob stored both plain and compressed: keeping the newer", "hash", el.Key.Hash)
-			s.blobFiles.remove(el)
-			x.Drop(el)
-		}
-		x.Insert(e)
 	}
 	ck, err := s.checkpoints.Open()
 	if err != nil {
@@ -67,12 +45,20 @@ func (s *Store) rebuild() error {
 		}
 		return err
 	}
-	// Recency: files' last modification and segments' order, on one clock.
+	for _, k := range blobDirKeys {
+		if k.Fn == cas.SHA256 {
+			s.blobFiles.madeDirs[k.Kind][k.Fn].Store(true) // at start
+		}
+	}
+	all := make([]*entry, len(found))
 	modTimes := make([]time.Time, len(found))
 	for i, f := range found {
-		modTimes[i] = f.ModTime
+		k := blobDirKeys[f.Dir]
+		s.blobFiles.madeDirs[k.Kind][k.Fn].Store(true)
+		k.Hash = f.Hash
+		all[i], modTimes[i] = &entry{Key: k, Size: f.Size, Stored: f.Stored, Zstd: f.Zstd}, f.ModTime
 	}
-	x.Order(all, modTimes, s.segments.Segments())
+	s.blobFiles.removeAll(s.idx.LoadFiles(all, modTimes))
 	if ck != nil {
 		var replaced []entry
 		records, replaced, s.checkpointLoaded, err = s.checkpoints.LoadRecords(ck, records)
@@ -81,28 +67,6 @@ func (s *Store) rebuild() error {
 			return err
 		}
 	}
-	// Records in segment order: a later record of a key replaces an
-	// earlier one (an action result updated, a blob written again), and a
-	// packed entry replaces a file of the same key (written since).
-	for _, r := range records {
-		fn := cas.Function(r.Fn)
-		if entryKind(r.Kind) > kindAC || !fn.Valid() || fn.Size() != int(r.HashLen) {
-			s.log.Warn("ignoring a pack record of unknown kind or digest function", "segment", r.Seg.Seq, "kind", r.Kind, "function", r.Fn, "hash_bytes", r.HashLen)
-			continue
-		}
-		k := entryKey{Kind: entryKind(r.Kind), Fn: fn, Hash: r.HashHex()}
-		if el, ok := x.File(k); ok {
-			s.blobFiles.remove(el)
-			x.Drop(el)
-		} else if old, ok := x.Packed(k); ok {
-			if old.Seg.Seq > r.Seg.Seq {
-				continue // from the checkpoint, of a later segment
-			}
-			x.Count(&old, -1)
-		}
-		e := &entry{Key: k, Size: r.Size, Stored: r.Size, Seg: r.Seg, Off: r.Off, CRC: r.DataCRC}
-		x.PutRecord(e)
-		x.Count(e, 1)
-	}
+	s.blobFiles.removeAll(s.idx.LoadRecords(records))
 	return nil
 }

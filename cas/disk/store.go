@@ -76,6 +76,8 @@ type Store struct {
 	committer   committer
 	checkpoints *checkpoint.Checkpoints
 	scrubber    scrubber
+	// checkpointing: the index checkpoint being written in the background.
+	checkpointing sync.WaitGroup
 
 	// segments and packed are the index's segments (rebuild loads them)
 	// and table (the crash tests look at it under mu).
@@ -191,7 +193,7 @@ func (s *Store) buildParts() {
 	tmpDir := filepath.Join(s.dir, "tmp")
 	fb := &blobFiles{dir: s.dir, tmpDir: tmpDir, fs: s.fs, log: s.log, policy: s.policy, zp: s.zp, buffers: s.buffers}
 	pb := &packedBlobs{log: s.log, set: set, max: packMax}
-	ck := checkpoint.New(&s.mu, s.fs, filepath.Join(s.dir, checkpoint.Name), tmpDir, s.log, x, set, packMax)
+	ck := checkpoint.New(s.fs, filepath.Join(s.dir, checkpoint.Name), tmpDir, s.log, x, set, packMax)
 	s.idx, s.blobFiles, s.packedBlobs, s.checkpoints = x, fb, pb, ck
 	s.segments, s.packed = set, x.Table()
 }
@@ -224,9 +226,9 @@ func (s *Store) Close() error {
 	s.packedBlobs.stopRefreshesLocked()
 	s.mu.Unlock()
 	s.packedBlobs.close()
-	s.checkpoints.Wait()
+	s.checkpointing.Wait()
 	s.mu.Lock()
-	stale := s.checkpoints.StaleLocked()
+	stale := s.checkpoints.Stale()
 	s.mu.Unlock()
 	if s.packMax > 0 && stale {
 		// Every segment is finished now: the next start scans none.
@@ -241,8 +243,22 @@ func (s *Store) Close() error {
 	return err
 }
 
-// writeCheckpoint writes the index checkpoint now (checkpoint.Checkpoints.Write).
-func (s *Store) writeCheckpoint() error { return s.checkpoints.Write() }
+// writeCheckpoint writes the index checkpoint now, holding the lock for
+// one shard's copy of the table at a time.
+func (s *Store) writeCheckpoint() error {
+	s.mu.Lock()
+	segs := s.checkpoints.Begin()
+	s.mu.Unlock()
+	err := s.checkpoints.Save(segs, func(i int, dst []packindex.Record) []packindex.Record {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.packed.ShardRecords(i, dst)
+	})
+	s.mu.Lock()
+	s.checkpoints.Done(err)
+	s.mu.Unlock()
+	return err
+}
 
 // Stats returns a snapshot of the store's counters.
 func (s *Store) Stats() Stats {

@@ -8,7 +8,6 @@ package checkpoint
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/membuf/membuf/cas/disk/index"
 	"github.com/membuf/membuf/cas/disk/packindex"
@@ -44,12 +43,13 @@ const Name = "index.ckpt"
 // start after a crash scans at most that many records' headers.
 const checkpointEvery = 1 << 18
 
-// checkpoints writes and loads the index checkpoint: when one is due,
-// writing it in the background, loading it at start, and whether the last
-// one is stale. It answers "which packed entries need no scan at start?".
-// It shares the store's lock.
+// Checkpoints writes and loads the index checkpoint: when one is due,
+// loading it at start, and whether the last one is stale. It answers
+// "which packed entries need no scan at start?". It has no lock: its
+// methods, but Save, are called under the store's, which writes a
+// checkpoint as Begin, Save (with the lock taken one shard at a time),
+// Done.
 type Checkpoints struct {
-	mu     *sync.Mutex
 	fs     vfs.FS
 	path   string // the checkpoint file
 	tmpDir string // where it is written before its rename
@@ -59,65 +59,56 @@ type Checkpoints struct {
 	// packMax: a record larger than it is no record of this store's.
 	packMax int64
 
-	// Guarded by mu.
-	since    int64          // packed records indexed since the last was started
-	running  bool           // one is being written
-	writing  sync.WaitGroup // the one being written
-	segments int            // segments the last checkpoint covers
+	since    int64 // packed records indexed since the last was started
+	running  bool  // one is being written
+	segments int   // segments the last checkpoint covers
 }
 
-// New returns the checkpoints of the store whose lock is mu, index idx
-// and pack segments set: the file at path, written in tmpDir first.
-// packMax is the largest record the store packs.
-func New(mu *sync.Mutex, fsys vfs.FS, path, tmpDir string, log *slog.Logger, idx *index.Index, set *packs.Set, packMax int64) *Checkpoints {
-	return &Checkpoints{mu: mu, fs: fsys, path: path, tmpDir: tmpDir, log: log, idx: idx, set: set, packMax: packMax}
+// New returns the checkpoints of the store of index idx and pack segments
+// set: the file at path, written in tmpDir first. packMax is the largest
+// record the store packs.
+func New(fsys vfs.FS, path, tmpDir string, log *slog.Logger, idx *index.Index, set *packs.Set, packMax int64) *Checkpoints {
+	return &Checkpoints{fs: fsys, path: path, tmpDir: tmpDir, log: log, idx: idx, set: set, packMax: packMax}
 }
 
-// Wait waits for the checkpoint being written in the background, if any.
-func (c *Checkpoints) Wait() { c.writing.Wait() }
+// Segments is how many segments the last checkpoint covers.
+func (c *Checkpoints) Segments() int { return c.segments }
 
-// SegmentsLocked is how many segments the last checkpoint covers.
-func (c *Checkpoints) SegmentsLocked() int { return c.segments }
-
-// MaybeStartLocked starts a checkpoint in the background if enough
-// records were indexed since the last one and none is being taken.
-func (c *Checkpoints) MaybeStartLocked() {
+// Due counts one packed record indexed and reports whether a checkpoint
+// should be started now: enough records were indexed since the last one
+// and none is being written. When it says so, the caller starts one
+// (Begin), and Due says no until its Done.
+func (c *Checkpoints) Due() bool {
 	c.since++
 	if c.running || c.set.Closing() || c.since < max(checkpointEvery, int64(c.idx.Table().Len()/4)) {
-		return
+		return false
 	}
-	c.running = true
-	c.since = 0
-	c.writing.Go(func() {
-		if err := c.Write(); err != nil {
-			c.log.Warn("writing an index checkpoint (the next start scans more segments)", "err", err)
-		}
-		c.mu.Lock()
-		c.running = false
-		c.mu.Unlock()
-	})
+	c.running, c.since = true, 0
+	return true
 }
 
-// Write writes a checkpoint of the table (packindex.SaveCheckpoint),
-// holding the store's lock for one shard's copy at a time.
-func (c *Checkpoints) Write() error {
-	c.mu.Lock()
-	segs := c.finishedSegmentsLocked()
-	// What changes from here on is the next checkpoint's.
+// Begin returns the segments the checkpoint started now covers, for Save.
+// What changes from here on is the next checkpoint's.
+func (c *Checkpoints) Begin() []packindex.Segment {
+	segs := c.finishedSegments()
 	c.idx.SetChanged(false)
 	c.segments = len(segs)
-	c.mu.Unlock()
-	err := packindex.SaveCheckpoint(c.fs, c.path, c.tmpDir, segs, func(i int, dst []packindex.Record) []packindex.Record {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.idx.Table().ShardRecords(i, dst)
-	})
+	return segs
+}
+
+// Save writes a checkpoint of segs (packindex.SaveCheckpoint), the
+// records of shard i as copyShard returns them. It is called with no lock
+// held: copyShard takes the store's for one shard's copy.
+func (c *Checkpoints) Save(segs []packindex.Segment, copyShard func(i int, dst []packindex.Record) []packindex.Record) error {
+	return packindex.SaveCheckpoint(c.fs, c.path, c.tmpDir, segs, copyShard)
+}
+
+// Done ends the checkpoint begun last, saved with error err.
+func (c *Checkpoints) Done(err error) {
+	c.running = false
 	if err != nil {
-		c.mu.Lock()
 		c.idx.SetChanged(true) // the file on disk is the older one still
-		c.mu.Unlock()
 	}
-	return err
 }
 
 // Open opens the checkpoint file, if there is one that checks out.
@@ -234,9 +225,9 @@ func (c *Checkpoints) load(ck *packindex.CheckpointFile) (replaced []index.Entry
 	return replaced, nil
 }
 
-// finishedSegmentsLocked returns the segments a checkpoint taken now
+// finishedSegments returns the segments a checkpoint taken now
 // covers: those finished (fsynced whole, named .pack) and not evicted.
-func (c *Checkpoints) finishedSegmentsLocked() []packindex.Segment {
+func (c *Checkpoints) finishedSegments() []packindex.Segment {
 	var segs []packindex.Segment
 	for _, seg := range c.set.Finished() {
 		segs = append(segs, packindex.Segment{Seq: seg.Seq, Size: seg.Size})
@@ -244,11 +235,11 @@ func (c *Checkpoints) finishedSegmentsLocked() []packindex.Segment {
 	return segs
 }
 
-// StaleLocked reports whether the last checkpoint (written or loaded) no
+// Stale reports whether the last checkpoint (written or loaded) no
 // longer says what a new one would: a record put or dropped, a segment
 // evicted (index.changed), or a segment finished since. A store that only
 // served reads closes without rewriting it (at ten million records, half
 // a gigabyte).
-func (c *Checkpoints) StaleLocked() bool {
-	return c.idx.Changed() || len(c.finishedSegmentsLocked()) != c.segments
+func (c *Checkpoints) Stale() bool {
+	return c.idx.Changed() || len(c.finishedSegments()) != c.segments
 }

@@ -103,12 +103,12 @@ func (x *Index) EvictionAges(now time.Time) ages.Evictions {
 	return x.evicted.Snapshot(now)
 }
 
-// Order sets the recency of what a start found, on one clock:
+// order sets the recency of what a start found, on one clock:
 // files (modTimes[i] the modification time of files[i], oldest first)
 // and segments (oldest first), those older than the oldest segment first,
 // so that eviction takes the older of the two kinds. It counts the
 // segments' bytes.
-func (x *Index) Order(files []*Entry, modTimes []time.Time, segs []*packs.Segment) {
+func (x *Index) order(files []*Entry, modTimes []time.Time, segs []*packs.Segment) {
 	for _, seg := range segs {
 		x.totals.Bytes += seg.Size
 	}

@@ -94,13 +94,13 @@ func (x *Index) Get(k Key) (Entry, bool) {
 	if el, ok := x.files[k]; ok {
 		return *el, true
 	}
-	return x.Packed(k)
+	return x.packedEntry(k)
 }
 
-// Packed returns the packed entry of k, if any: its record in the
+// packedEntry returns the packed entry of k, if any: its record in the
 // table, with its segment. A record whose segment was evicted is dropped
 // from the table here (eviction leaves them to the sweep).
-func (x *Index) Packed(k Key) (Entry, bool) {
+func (x *Index) packedEntry(k Key) (Entry, bool) {
 	tk, ok := tableKey(k)
 	if !ok {
 		return Entry{}, false
@@ -131,14 +131,14 @@ func (x *Index) Commit(e *Entry, b *Batch) (removed []Entry) {
 		if old, ok := x.files[e.Key]; ok {
 			removed = append(removed, *old)
 			x.Drop(old)
-		} else if old, ok := x.Packed(e.Key); ok {
+		} else if old, ok := x.packedEntry(e.Key); ok {
 			x.totals.add(&old, -1)
 		}
-		x.PutRecord(e)
+		x.putRecord(e)
 		x.totals.add(e, 1)
 		return x.Evict(nil, removed)
 	}
-	if old, ok := x.Packed(e.Key); ok {
+	if old, ok := x.packedEntry(e.Key); ok {
 		x.Drop(&old)
 	}
 	if old, ok := x.files[e.Key]; ok {
@@ -160,7 +160,7 @@ func (x *Index) Commit(e *Entry, b *Batch) (removed []Entry) {
 		old.used = x.tick
 	} else {
 		e.Pending = b
-		x.Insert(e)
+		x.insert(e)
 	}
 	return x.Evict(x.files[e.Key], removed)
 }
@@ -173,8 +173,8 @@ func (x *Index) Settled(k Key, b *Batch) {
 	}
 }
 
-// Insert adds a new file entry as the most recently used.
-func (x *Index) Insert(e *Entry) {
+// insert adds a new file entry as the most recently used.
+func (x *Index) insert(e *Entry) {
 	x.tick++
 	x.clock.Mark(x.tick, time.Now())
 	e.used = x.tick
@@ -183,9 +183,9 @@ func (x *Index) Insert(e *Entry) {
 	x.totals.add(e, 1)
 }
 
-// PutRecord puts packed entry e in the table; its counts are the
+// putRecord puts packed entry e in the table; its counts are the
 // caller's.
-func (x *Index) PutRecord(e *Entry) {
+func (x *Index) putRecord(e *Entry) {
 	tk, _ := tableKey(e.Key) // a record is only ever made for a valid hash
 	x.clock.Mark(x.tick, time.Now())
 	x.packed.Put(&packindex.Record{Key: tk, Verified: e.Verified, Seq: uint32(e.Seg.Seq), Off: uint32(e.Off), Size: uint32(e.Size), CRC: e.CRC})
