@@ -1,12 +1,12 @@
 // Package checkpoint is the disk store's index checkpoint: when one is
-// due, writing it in the background, loading it at start, and whether the
-// last one is stale. Its format is package packindex's.
+// due, what it covers, opening it at start for the index to load
+// (index.LoadCheckpoint), and whether the last one is stale. Its format
+// is package packindex's.
 //
 // Of the cache it imports index, packindex, packs and vfs.
 package checkpoint
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/membuf/membuf/cas/disk/index"
@@ -122,7 +122,7 @@ func (c *Checkpoints) Open() (*packindex.CheckpointFile, error) {
 // order. Either way it returns the file entries its records replaced,
 // dropped from the index: their files are the caller's to remove.
 func (c *Checkpoints) LoadRecords(ck *packindex.CheckpointFile, records []packs.Scanned) (_ []packs.Scanned, replaced []index.Entry, _ bool, _ error) {
-	replaced, err := c.load(ck)
+	replaced, err := c.idx.LoadCheckpoint(ck, c.packMax)
 	if err == nil {
 		for _, seg := range c.set.Segments() {
 			if seg.FromCheckpoint {
@@ -132,97 +132,9 @@ func (c *Checkpoints) LoadRecords(ck *packindex.CheckpointFile, records []packs.
 		return records, replaced, true, nil
 	}
 	c.log.Warn("ignoring the index checkpoint: scanning the pack segments it covers", "err", err)
-	c.idx.Table().Free()
-	for _, seg := range c.set.Segments() {
-		c.idx.UncountSegment(seg)
-	}
+	c.idx.ForgetCheckpoint()
 	records, err = c.set.Rescan(records)
 	return records, replaced, false, err
-}
-
-// load reads the checkpoint's records and indexes those of the segments
-// the store loaded from it (FromCheckpoint), counting them. A block that
-// does not check out stops it with an error: the caller then empties the
-// table and scans those segments instead. It returns the file entries
-// its records replaced, dropped from the index, error or not.
-func (c *Checkpoints) load(ck *packindex.CheckpointFile) (replaced []index.Entry, err error) {
-	defer ck.Close()
-	x := c.idx
-	// A record replaces a file of its key (written since, as at a scan):
-	// the files' keys as the table has them, to look up without making
-	// a hex key per record.
-	files := make(map[packindex.Key]*index.Entry, x.Totals().Entries)
-	x.EachFile(func(e *index.Entry) {
-		if k, ok := packindex.ParseKey(e.Key.Fn, e.Key.Hash, e.Key.Kind == index.AC); ok {
-			files[k] = e
-		}
-	})
-	var recs []packindex.Record
-	// What the checkpoint names in segments no longer on disk (removed or
-	// renamed while the store was stopped): dropped, and said once.
-	var gone struct {
-		records  int
-		segments map[uint32]bool
-	}
-	defer func() {
-		if gone.records > 0 {
-			c.log.Warn("the index checkpoint names records of pack segments that are gone: their entries are dropped",
-				"entries", gone.records, "segments", len(gone.segments))
-		}
-	}()
-	// The size of each segment's file, once one of its records was found
-	// there as the checkpoint says (Segment.CheckCommitted).
-	fileSizes := make(map[*packs.Segment]int64)
-	for range packindex.Shards {
-		var i int
-		var err error
-		if i, recs, err = ck.NextShard(recs[:0]); err != nil {
-			return replaced, err
-		}
-		x.Table().Reserve(i, len(recs))
-		for _, r := range recs {
-			seg := c.set.Live(r.Seq)
-			if seg == nil || !seg.FromCheckpoint {
-				if seg == nil { // its segment is gone since: said below
-					if gone.segments == nil {
-						gone.segments = make(map[uint32]bool)
-					}
-					gone.records++
-					gone.segments[r.Seq] = true
-				}
-				continue
-			}
-			kind := index.CAS
-			if r.AC {
-				kind = index.AC
-			}
-			fileSize, checked := fileSizes[seg]
-			if !checked {
-				// One header per segment, and every record within the
-				// file: a checkpoint of another store, or of an earlier
-				// life of these files, or one of a segment cut short
-				// since is refused, and the start scans.
-				var err error
-				if fileSize, err = seg.CheckCommitted(uint8(kind), uint8(r.Fn), r.Hash[:r.Fn.Size()], int64(r.Size), r.CRC, int64(r.Off), c.packMax); err != nil {
-					return replaced, fmt.Errorf("index checkpoint: %w", err)
-				}
-				fileSizes[seg] = fileSize
-			}
-			if end := int64(r.Off) + int64(r.Size); end > fileSize {
-				return replaced, fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
-			}
-			if e, ok := files[r.Key]; ok {
-				replaced = append(replaced, *e)
-				x.Drop(e)
-			}
-			if !x.Table().Put(&r) {
-				return replaced, fmt.Errorf("index checkpoint, shard %d: a key twice", i)
-			}
-			size := int64(r.Size)
-			x.Count(&index.Entry{Key: index.Key{Kind: kind, Fn: r.Fn}, Size: size, Stored: size, Seg: seg}, 1)
-		}
-	}
-	return replaced, nil
 }
 
 // finishedSegments returns the segments a checkpoint taken now

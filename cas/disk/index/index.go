@@ -263,13 +263,6 @@ func (x *Index) File(k Key) (*Entry, bool) {
 	return e, ok
 }
 
-// EachFile calls fn with every file entry.
-func (x *Index) EachFile(fn func(e *Entry)) {
-	for _, e := range x.files {
-		fn(e)
-	}
-}
-
 // Table is the table of packed entries, for the index checkpoint to
 // write and load.
 func (x *Index) Table() *packindex.Table { return &x.packed }

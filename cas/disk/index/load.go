@@ -1,9 +1,11 @@
 package index
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/disk/packindex"
 	"github.com/membuf/membuf/cas/disk/packs"
 )
 
@@ -58,4 +60,100 @@ func (x *Index) LoadRecords(records []packs.Scanned) (replaced []Entry) {
 		x.totals.add(e, 1)
 	}
 	return replaced
+}
+
+// LoadCheckpoint indexes the records of checkpoint ck, closing it, of
+// the segments the store loaded from it (FromCheckpoint), counting them;
+// packMax is the largest record the store packs. A block that does not
+// check out stops it with an error: the caller then empties the table
+// (ForgetCheckpoint) and scans those segments instead. It returns the
+// file entries its records replaced, dropped from the index, error or
+// not.
+func (x *Index) LoadCheckpoint(ck *packindex.CheckpointFile, packMax int64) (replaced []Entry, err error) {
+	defer ck.Close()
+	// A record replaces a file of its key (written since, as at a scan):
+	// the files' keys as the table has them, to look up without making
+	// a hex key per record.
+	files := make(map[packindex.Key]*Entry, x.Totals().Entries)
+	for _, e := range x.files {
+		if k, ok := packindex.ParseKey(e.Key.Fn, e.Key.Hash, e.Key.Kind == AC); ok {
+			files[k] = e
+		}
+	}
+	var recs []packindex.Record
+	// What the checkpoint names in segments no longer on disk (removed or
+	// renamed while the store was stopped): dropped, and said once.
+	var gone struct {
+		records  int
+		segments map[uint32]bool
+	}
+	defer func() {
+		if gone.records > 0 {
+			x.log.Warn("the index checkpoint names records of pack segments that are gone: their entries are dropped",
+				"entries", gone.records, "segments", len(gone.segments))
+		}
+	}()
+	// The size of each segment's file, once one of its records was found
+	// there as the checkpoint says (Segment.CheckCommitted).
+	fileSizes := make(map[*packs.Segment]int64)
+	for range packindex.Shards {
+		var i int
+		var err error
+		if i, recs, err = ck.NextShard(recs[:0]); err != nil {
+			return replaced, err
+		}
+		x.packed.Reserve(i, len(recs))
+		for _, r := range recs {
+			seg := x.segments.Live(r.Seq)
+			if seg == nil || !seg.FromCheckpoint {
+				if seg == nil { // its segment is gone since: said below
+					if gone.segments == nil {
+						gone.segments = make(map[uint32]bool)
+					}
+					gone.records++
+					gone.segments[r.Seq] = true
+				}
+				continue
+			}
+			kind := CAS
+			if r.AC {
+				kind = AC
+			}
+			fileSize, checked := fileSizes[seg]
+			if !checked {
+				// One header per segment, and every record within the
+				// file: a checkpoint of another store, or of an earlier
+				// life of these files, or one of a segment cut short
+				// since is refused, and the start scans.
+				var err error
+				if fileSize, err = seg.CheckCommitted(uint8(kind), uint8(r.Fn), r.Hash[:r.Fn.Size()], int64(r.Size), r.CRC, int64(r.Off), packMax); err != nil {
+					return replaced, fmt.Errorf("index checkpoint: %w", err)
+				}
+				fileSizes[seg] = fileSize
+			}
+			if end := int64(r.Off) + int64(r.Size); end > fileSize {
+				return replaced, fmt.Errorf("index checkpoint: a record of pack segment %d ends at %d, past the end of its file (%d bytes)", r.Seq, end, fileSize)
+			}
+			if e, ok := files[r.Key]; ok {
+				replaced = append(replaced, *e)
+				x.Drop(e)
+			}
+			if !x.packed.Put(&r) {
+				return replaced, fmt.Errorf("index checkpoint, shard %d: a key twice", i)
+			}
+			size := int64(r.Size)
+			x.totals.add(&Entry{Key: Key{Kind: kind, Fn: r.Fn}, Size: size, Stored: size, Seg: seg}, 1)
+		}
+	}
+	return replaced, nil
+}
+
+// ForgetCheckpoint empties the table of packed entries and takes the
+// entries of every segment out of the totals: a start whose checkpoint
+// did not check out, which scans the segments instead.
+func (x *Index) ForgetCheckpoint() {
+	x.packed.Free()
+	for _, seg := range x.segments.Segments() {
+		x.totals.dropSegment(seg)
+	}
 }

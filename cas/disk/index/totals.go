@@ -46,15 +46,6 @@ func (t *Totals) dropSegment(seg *packs.Segment) {
 	seg.Entries, seg.ACEntries, seg.PlainBytes = 0, 0, 0
 }
 
-// Count adds e to the index's totals (sign 1) or takes it out (-1):
-// an entry indexed or dropped by its owner (a start's load) rather than
-// through the index.
-func (x *Index) Count(e *Entry, sign int64) { x.totals.add(e, sign) }
-
-// UncountSegment takes seg's entries out of the totals (not its
-// bytes): a start that drops the records it loaded.
-func (x *Index) UncountSegment(seg *packs.Segment) { x.totals.dropSegment(seg) }
-
 // Unreserve gives back n bytes reserved: an upload committed (its
 // entry counts its bytes now) or failed.
 func (x *Index) Unreserve(n int64) { x.totals.Partial -= n }
