@@ -59,9 +59,11 @@ type Checkpoints struct {
 	// packMax: a record larger than it is no record of this store's.
 	packMax int64
 
-	since    int64 // packed records indexed since the last was started
-	running  bool  // one is being written
-	segments int   // segments the last checkpoint covers
+	since    int64  // packed records indexed since the last was started
+	running  bool   // one is being written
+	segments int    // segments the last checkpoint covers
+	changes  uint64 // the index's Changes the last checkpoint covers
+	failed   bool   // the last could not be written: the file is older
 }
 
 // New returns the checkpoints of the store of index idx and pack segments
@@ -91,8 +93,7 @@ func (c *Checkpoints) Due() bool {
 // What changes from here on is the next checkpoint's.
 func (c *Checkpoints) Begin() []packindex.Segment {
 	segs := c.finishedSegments()
-	c.idx.SetChanged(false)
-	c.segments = len(segs)
+	c.segments, c.changes, c.failed = len(segs), c.idx.Changes(), false
 	return segs
 }
 
@@ -105,10 +106,7 @@ func (c *Checkpoints) Save(segs []packindex.Segment, copyShard func(i int, dst [
 
 // Done ends the checkpoint begun last, saved with error err.
 func (c *Checkpoints) Done(err error) {
-	c.running = false
-	if err != nil {
-		c.idx.SetChanged(true) // the file on disk is the older one still
-	}
+	c.running, c.failed = false, err != nil
 }
 
 // Open opens the checkpoint file, if there is one that checks out.
@@ -149,9 +147,9 @@ func (c *Checkpoints) finishedSegments() []packindex.Segment {
 
 // Stale reports whether the last checkpoint (written or loaded) no
 // longer says what a new one would: a record put or dropped, a segment
-// evicted (index.changed), or a segment finished since. A store that only
+// evicted (index.Changes), or a segment finished since. A store that only
 // served reads closes without rewriting it (at ten million records, half
 // a gigabyte).
 func (c *Checkpoints) Stale() bool {
-	return c.idx.Changed() || len(c.finishedSegments()) != c.segments
+	return c.failed || c.idx.Changes() != c.changes || len(c.finishedSegments()) != c.segments
 }

@@ -70,7 +70,7 @@ func (x *Index) evictSegment(seg *packs.Segment) {
 	x.totals.Evictions += seg.Entries
 	x.totals.dropSegment(seg)
 	x.totals.Bytes -= seg.Size
-	x.changed = true
+	x.changes++
 	x.segments.Evict(seg)
 }
 

@@ -44,9 +44,9 @@ type Index struct {
 	generation atomic.Uint64
 
 	totals Totals
-	// changed: a record put or dropped, or a segment evicted, since the
-	// last index checkpoint.
-	changed bool
+	// changes counts records put or dropped and segments evicted: what
+	// an index checkpoint taken at one count no longer says at another.
+	changes uint64
 }
 
 // sweepPerPut is how many slots of the table each put of a record sweeps
@@ -189,7 +189,7 @@ func (x *Index) putRecord(e *Entry) {
 	tk, _ := tableKey(e.Key) // a record is only ever made for a valid hash
 	x.clock.Mark(x.tick, time.Now())
 	x.packed.Put(&packindex.Record{Key: tk, Verified: e.Verified, Seq: uint32(e.Seg.Seq), Off: uint32(e.Off), Size: uint32(e.Size), CRC: e.CRC})
-	x.changed = true
+	x.changes++
 	x.packed.Sweep(&x.sweep, sweepPerPut, x.isLiveSeq)
 }
 
@@ -244,7 +244,7 @@ func (x *Index) Drop(e *Entry) {
 	if e.Seg != nil {
 		tk, _ := tableKey(e.Key)
 		x.packed.Delete(&tk)
-		x.changed = true
+		x.changes++
 		x.totals.add(e, -1)
 		return
 	}
@@ -267,11 +267,6 @@ func (x *Index) File(k Key) (*Entry, bool) {
 // write and load.
 func (x *Index) Table() *packindex.Table { return &x.packed }
 
-// Changed reports whether a record was put or dropped, or a segment
-// evicted, since SetChanged(false): what the last index checkpoint
-// says is stale.
-func (x *Index) Changed() bool { return x.changed }
-
-// SetChanged sets what Changed reports: false as a checkpoint
-// is taken, true again if writing it failed.
-func (x *Index) SetChanged(changed bool) { x.changed = changed }
+// Changes counts the records put or dropped and the segments evicted
+// since the index was made, those of a start's checkpoint excepted.
+func (x *Index) Changes() uint64 { return x.changes }
