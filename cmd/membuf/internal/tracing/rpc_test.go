@@ -11,6 +11,7 @@ import (
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cmd/membuf/internal/tracing"
+	"github.com/membuf/membuf/internal/testenv"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -232,6 +233,7 @@ func TestClientTraceparentDecides(t *testing.T) {
 // tracing, unary or streaming (a read's shape: one request, messages
 // back), and records nothing.
 func TestUnsampledRPCsAllocateNothing(t *testing.T) {
+	testenv.SkipUnderRace(t, "the race detector's allocations vary from call to call; slow, too")
 	tr, exported := newTracing(t, 0)
 	// membuf serve always has interceptors (metrics, latency): the server
 	// without tracing has one that passes the call on, so that what is
