@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
-	"net"
-	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
@@ -98,15 +96,7 @@ func rpcName(method string) string {
 func rpcStartOptions(ctx context.Context, method string) []trace.SpanStartOption {
 	attrs := []attribute.KeyValue{semconv.RPCSystemNameGRPC, semconv.RPCMethod(rpcName(method))}
 	if p, ok := peer.FromContext(ctx); ok && p.LocalAddr != nil {
-		addr := p.LocalAddr.String()
-		if host, port, err := net.SplitHostPort(addr); err == nil {
-			attrs = append(attrs, semconv.ServerAddress(host))
-			if n, err := strconv.Atoi(port); err == nil {
-				attrs = append(attrs, semconv.ServerPort(n))
-			}
-		} else {
-			attrs = append(attrs, semconv.ServerAddress(addr))
-		}
+		attrs = append(attrs, serverAddress(p.LocalAddr.String())...)
 	}
 	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...)}
 }
@@ -117,7 +107,7 @@ func rpcStartOptions(ctx context.Context, method string) []trace.SpanStartOption
 // not the server's error).
 func endRPC(span trace.Span, err error) {
 	s, _ := status.FromError(err)
-	span.SetAttributes(semconv.RPCResponseStatusCode(codeNames[min(s.Code(), codes.Unauthenticated+1)]))
+	span.SetAttributes(semconv.RPCResponseStatusCode(codeName(s.Code())))
 	switch s.Code() {
 	case codes.Unknown, codes.DeadlineExceeded, codes.Unimplemented, codes.Internal, codes.Unavailable, codes.DataLoss:
 		span.SetStatus(otelcodes.Error, s.Message())
@@ -125,9 +115,12 @@ func endRPC(span trace.Span, err error) {
 	span.End()
 }
 
-// codeNames are the status codes' names as gRPC's specification spells
-// them (CANCELLED, not grpc-go's Canceled), by code; past the last, a
-// code gRPC does not define.
+// codeName is c's name as gRPC's specification spells it (CANCELLED, not
+// grpc-go's Canceled); UNKNOWN for a code it does not define.
+func codeName(c codes.Code) string {
+	return codeNames[min(c, codes.Unauthenticated+1)]
+}
+
 var codeNames = [...]string{
 	codes.OK:                  "OK",
 	codes.Canceled:            "CANCELLED",

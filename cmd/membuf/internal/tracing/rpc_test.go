@@ -309,3 +309,64 @@ func TestUnsampledRPCsUpstreamFollows(t *testing.T) {
 		t.Errorf("the upstream was sent traceparent %q; want the client's trace, not sampled", upSvc.traceparent)
 	}
 }
+
+// A recorded request's upstream call is a client span under the request's,
+// with gRPC's semantic attributes (the upstream's address and port), and
+// the upstream, which records no trace it starts, records its own span
+// under it: the context went with the call. A call that fails is an error.
+func TestSampledUpstreamCallsHaveClientSpans(t *testing.T) {
+	upTr, upExported := newTracing(t, 0)
+	upSvc := &testService{store: &fixedStore{}}
+	edgeTr, edgeExported := newTracing(t, 1)
+	upstream := serveTestDialling(t, upSvc, edgeTr.DialOption(), upTr.ServerOptions()...)
+	edge := serveTest(t, &testService{store: edgeTr.Storage(&fixedStore{}, "cas"), upstream: upstream}, edgeTr.ServerOptions()...)
+	if _, err := edge.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	upSvc.fail = status.Error(grpccodes.NotFound, "not here")
+	if _, err := edge.EmptyCall(t.Context(), &testgrpc.Empty{}); status.Code(err) != grpccodes.NotFound {
+		t.Fatalf("a call the upstream fails: %v", err)
+	}
+	edgeTr.Shutdown(t.Context())
+	upTr.Shutdown(t.Context())
+
+	const name = "grpc.testing.TestService/EmptyCall"
+	servers := map[trace.SpanID]tracetest.SpanStub{}
+	var clients []tracetest.SpanStub
+	for _, s := range edgeExported.GetSpans() {
+		switch {
+		case s.Name == name && s.SpanKind == trace.SpanKindServer:
+			servers[s.SpanContext.SpanID()] = s
+		case s.Name == name && s.SpanKind == trace.SpanKindClient:
+			clients = append(clients, s)
+		}
+	}
+	upstreams := map[trace.SpanID]tracetest.SpanStub{} // by parent
+	for _, s := range upExported.GetSpans() {
+		upstreams[s.Parent.SpanID()] = s
+	}
+	if len(servers) != 2 || len(clients) != 2 || len(upstreams) != 2 {
+		t.Fatalf("%d edge server spans, %d client spans, %d upstream spans; want 2 each", len(servers), len(clients), len(upstreams))
+	}
+	for i, want := range []struct {
+		code   string
+		status codes.Code
+	}{{"OK", codes.Unset}, {"NOT_FOUND", codes.Error}} {
+		c := clients[i]
+		a := attrs(c)
+		if _, ok := servers[c.Parent.SpanID()]; !ok {
+			t.Errorf("client span %d's parent %v is not an edge server span", i, c.Parent.SpanID())
+		}
+		if a["rpc.system.name"].AsString() != "grpc" || a["rpc.method"].AsString() != name || a["rpc.response.status_code"].AsString() != want.code ||
+			a["server.address"].AsString() != "127.0.0.1" || a["server.port"].AsInt64() == 0 {
+			t.Errorf("client span %d attributes %v; want grpc, %s, %s, the upstream's address and port", i, c.Attributes, name, want.code)
+		}
+		if c.Status.Code != want.status {
+			t.Errorf("client span %d status %v; want %v", i, c.Status, want.status)
+		}
+		up, ok := upstreams[c.SpanContext.SpanID()]
+		if !ok || up.Name != name || up.SpanKind != trace.SpanKindServer || up.SpanContext.TraceID() != c.SpanContext.TraceID() {
+			t.Errorf("no upstream server span under client span %d (upstream's spans by parent: %v)", i, upstreams)
+		}
+	}
+}

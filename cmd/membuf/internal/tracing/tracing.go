@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -21,8 +20,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/stats"
 )
 
 // Config is --otlp-endpoint's and --trace-sampling's.
@@ -137,24 +134,6 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	return t.provider.Shutdown(ctx)
-}
-
-// DialOption is an upstream connection's: a span per call, whose context
-// goes to the upstream; a call on behalf of an unrecorded request carries
-// that request's decision (withCallerParent).
-func (t *Tracing) DialOption() grpc.DialOption {
-	return grpc.WithStatsHandler(callerParentHandler{otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(t.provider), otelgrpc.WithPropagators(t.propagator)), t})
-}
-
-// callerParentHandler is a client's stats handler that gives each call
-// the parent withCallerParent finds before the handler starts its span.
-type callerParentHandler struct {
-	stats.Handler
-	t *Tracing
-}
-
-func (h callerParentHandler) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	return h.Handler.TagRPC(h.t.withCallerParent(ctx), info)
 }
 
 // Handler wraps an HTTP listener's handler: a span per request, in the
