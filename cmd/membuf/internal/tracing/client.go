@@ -42,6 +42,9 @@ func (h clientHandler) TagRPC(ctx context.Context, info *stats.RPCTagInfo) conte
 	}
 	var kv []string
 	h.t.propagator.Inject(ctx, outgoingCarrier{&kv})
+	if len(kv) == 0 {
+		return ctx
+	}
 	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 

@@ -24,9 +24,10 @@ import (
 // They are interceptors, not a stats.Handler: grpc-go builds stats for
 // every message of every RPC once a server has a handler, sampled or not.
 // An RPC the sampler leaves out costs one metadata lookup and one random
-// draw (none when the client sent a traceparent; its sampled flag decides),
-// and allocates nothing: its context carries no span, which the storage
-// and backend spans read as "not sampled" (start).
+// draw, and allocates nothing: its context carries no span, which the
+// storage and backend spans read as "not sampled" (start). One whose client
+// sent a traceparent pays for parsing it instead of the draw: its sampled
+// flag decides.
 func (t *Tracing) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
