@@ -316,14 +316,15 @@ func (s *Server) newServices() error {
 func (s *Server) newGRPCServer() {
 	s.requests = &metrics.GRPCRequests{}
 	opts := append(reapi.ServerOptions(s.pool), grpc.MaxRecvMsgSize(s.msgSize), grpc.MaxSendMsgSize(max(s.msgSize, reapi.MaxAnswerSize(s.cfg.Limits.MaxBatchSize))))
+	if s.tracing != nil {
+		// Before the metrics' and access's interceptors: the span covers theirs.
+		opts = append(opts, s.tracing.ServerOptions()...)
+	}
 	opts = append(opts, s.requests.ServerOptions()...)
 	s.latency = metrics.NewLatency()
 	opts = append(opts, s.latency.GRPCServerOptions()...)
 	if s.access != nil {
 		opts = append(opts, s.access.ServerOptions()...)
-	}
-	if s.tracing != nil {
-		opts = append(opts, s.tracing.ServerOption())
 	}
 	opts = append(opts, grpcLimits(s.idleTimeout())...)
 	opts = append(opts, s.identityConns.serverOptions()...) // connidentity.go

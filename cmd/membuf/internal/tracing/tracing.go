@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -21,7 +20,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"google.golang.org/grpc"
 )
 
 // Config is --otlp-endpoint's and --trace-sampling's.
@@ -43,6 +41,9 @@ type Tracing struct {
 	provider   *sdktrace.TracerProvider
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
+	// sampling is Config.Sampling: the fraction of the RPCs with no
+	// trace context of their client's whose spans are recorded.
+	sampling float64
 	// servedNames are the served store's spans' names (Storage's "cas").
 	servedNames [6]string
 }
@@ -65,16 +66,32 @@ func New(cfg Config) (*Tracing, error) {
 	}
 	provider := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exporter),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Sampling))),
+		sdktrace.WithSampler(sdktrace.ParentBased(rootSampler{sdktrace.TraceIDRatioBased(cfg.Sampling)})),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("membuf"))),
 	)
 	return &Tracing{
 		provider:    provider,
 		tracer:      provider.Tracer("github.com/membuf/membuf/cmd/membuf"),
 		propagator:  propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		sampling:    cfg.Sampling,
 		servedNames: spanNames("cas"),
 	}, nil
 }
+
+// rootSampler decides for the spans that start a trace: those of the RPCs
+// ServerOptions chose to record (chosenRoot in their context) are
+// recorded; the others (background work: the upload queue's) by the
+// ratio.
+type rootSampler struct{ ratio sdktrace.Sampler }
+
+func (s rootSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if p.ParentContext != nil && p.ParentContext.Value(chosenRoot{}) != nil {
+		return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+	}
+	return s.ratio.ShouldSample(p)
+}
+
+func (s rootSampler) Description() string { return "RPCs drawn, else " + s.ratio.Description() }
 
 // otlpExporter is the OTLP/HTTP exporter to endpoint.
 func otlpExporter(endpoint string) (sdktrace.SpanExporter, error) {
@@ -93,13 +110,15 @@ func otlpExporter(endpoint string) (sdktrace.SpanExporter, error) {
 }
 
 // start starts a span named name, a child of ctx's; or, when ctx's span
-// is one the sampler left out, none: ctx and a span that records nothing
-// are returned, so that an unsampled request allocates no span and
-// builds no attribute (the caller sets attributes only on a span that
-// IsRecording). With no span in ctx (background work: an upload from the
-// tier's queue), the sampler decides.
+// is one the sampler left out, or ctx is a gRPC request ServerOptions
+// left unrecorded (no span at all), none: ctx and a span that records
+// nothing are returned, so that an unsampled request allocates no span
+// and builds no attribute (the caller sets attributes only on a span that
+// IsRecording). With no span in ctx outside a request (background work:
+// an upload from the tier's queue), the sampler decides.
 func (t *Tracing) start(ctx context.Context, name string) (context.Context, trace.Span) {
-	if parent := trace.SpanContextFromContext(ctx); parent.IsValid() && !parent.IsSampled() {
+	parent := trace.SpanContextFromContext(ctx)
+	if parent.IsValid() && !parent.IsSampled() || !parent.IsValid() && inUnsampledRPC(ctx) {
 		return ctx, noSpan
 	}
 	return t.tracer.Start(ctx, name)
@@ -117,18 +136,6 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 	return t.provider.Shutdown(ctx)
 }
 
-// ServerOption is the gRPC server's: a span per RPC, in the trace of the
-// context the client sent (traceparent metadata).
-func (t *Tracing) ServerOption() grpc.ServerOption {
-	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(t.provider), otelgrpc.WithPropagators(t.propagator)))
-}
-
-// DialOption is an upstream connection's: a span per call, whose context
-// goes to the upstream.
-func (t *Tracing) DialOption() grpc.DialOption {
-	return grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(t.provider), otelgrpc.WithPropagators(t.propagator)))
-}
-
 // Handler wraps an HTTP listener's handler: a span per request, in the
 // trace of the request's traceparent header.
 func (t *Tracing) Handler(h http.Handler, name string) http.Handler {
@@ -138,5 +145,19 @@ func (t *Tracing) Handler(h http.Handler, name string) http.Handler {
 // Transport wraps an upstream's HTTP transport: a span per request, whose
 // context goes to the upstream.
 func (t *Tracing) Transport(rt http.RoundTripper) http.RoundTripper {
-	return otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(t.provider), otelhttp.WithPropagators(t.propagator))
+	return &callerParentTransport{t, otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(t.provider), otelhttp.WithPropagators(t.propagator))}
+}
+
+// callerParentTransport gives a request on behalf of an unrecorded gRPC
+// request that request's decision (withCallerParent) before traced sees it.
+type callerParentTransport struct {
+	t      *Tracing
+	traced http.RoundTripper
+}
+
+func (c *callerParentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if ctx := c.t.withCallerParent(r.Context()); ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
+	return c.traced.RoundTrip(r)
 }
