@@ -43,14 +43,16 @@ type goCachePath struct {
 // parseGoCachePath reports whether p is a gocached path: /action/{hash}
 // or /{hash}/{hash}, each hash 64 lowercase hex digits.
 func parseGoCachePath(p string) (goCachePath, bool) {
+	// ParseHash, not CheckHash: every keyed path is asked first, and a
+	// miss makes no error.
 	first, second, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-	if !ok || cas.CheckHash(second) != nil {
+	if _, isHash := cas.ParseHash(second); !ok || !isHash {
 		return goCachePath{}, false
 	}
 	if first == "action" {
 		return goCachePath{actionID: second}, true
 	}
-	if cas.CheckHash(first) == nil {
+	if _, isHash := cas.ParseHash(first); isHash {
 		return goCachePath{actionID: first, outputID: second}, true
 	}
 	return goCachePath{}, false
