@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 )
 
@@ -103,11 +104,45 @@ func (r instanceResults) PutActionResult(ctx context.Context, d cas.Digest, data
 	return r.e.put(ctx, d, data, max(r.maxAge, r.e.MaxAge))
 }
 
+// ReadActionResult is GetActionResult into memory of pool
+// (cas.ActionResultReader).
+func (e *ActionResultExpiry) ReadActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	return e.read(ctx, d, lookup, pool, e.MaxAge, e.Jitter)
+}
+
+// ReadActionResult is GetActionResult into memory of pool
+// (cas.ActionResultReader).
+func (r instanceResults) ReadActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	return r.e.read(ctx, d, lookup, pool, r.maxAge, r.jitter)
+}
+
 func (e *ActionResultExpiry) get(ctx context.Context, d cas.Digest, lookup cas.Lookup, maxAge, jitter time.Duration) ([]byte, error) {
 	data, err := e.Storage.GetActionResult(ctx, d, lookup)
 	if err != nil {
 		return nil, err
 	}
+	return e.payload(d, data, maxAge, jitter)
+}
+
+// read is get into memory of pool: the entry read as it is stored, then
+// a view of its payload.
+func (e *ActionResultExpiry) read(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool, maxAge, jitter time.Duration) (membuf.Buffer, error) {
+	b, err := cas.ReadActionResult(ctx, e.Storage, d, lookup, pool)
+	if err != nil {
+		return b, err
+	}
+	payload, err := e.payload(d, b.Bytes(), maxAge, jitter)
+	if err != nil || len(payload) == b.Len() {
+		return b, err
+	}
+	view := b.Slice(b.Len()-len(payload), b.Len())
+	b.Free()
+	return view, nil
+}
+
+// payload is stored entry data without its stamp, or, with maxAge set,
+// ErrNotFound for one past its age or without a stamp.
+func (e *ActionResultExpiry) payload(d cas.Digest, data []byte, maxAge, jitter time.Duration) ([]byte, error) {
 	stored, payload, stamped := unstamp(data)
 	if maxAge <= 0 {
 		return payload, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 )
 
@@ -78,6 +79,14 @@ func (c *LookupCounter) GetActionResult(ctx context.Context, d cas.Digest, looku
 	return data, err
 }
 
+// ReadActionResult is GetActionResult into memory of pool
+// (cas.ActionResultReader), counted alike.
+func (c *LookupCounter) ReadActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	b, err := cas.ReadActionResult(ctx, c.Storage, d, lookup, pool)
+	c.countErr(lookup, err)
+	return b, err
+}
+
 // ActionCache returns ac, an action cache over this counter's store (an
 // instance's, with its own age limit), with its lookups counted here.
 func (c *LookupCounter) ActionCache(ac cas.ActionCache) cas.ActionCache {
@@ -93,4 +102,10 @@ func (r countedResults) GetActionResult(ctx context.Context, d cas.Digest, looku
 	data, err := r.ActionCache.GetActionResult(ctx, d, lookup)
 	r.c.countErr(lookup, err)
 	return data, err
+}
+
+func (r countedResults) ReadActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	b, err := cas.ReadActionResult(ctx, r.ActionCache, d, lookup, pool)
+	r.c.countErr(lookup, err)
+	return b, err
 }

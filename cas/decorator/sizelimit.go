@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 )
 
@@ -103,4 +104,14 @@ func (r limitedResults) PutActionResult(ctx context.Context, d cas.Digest, data 
 		return err
 	}
 	return r.ActionCache.PutActionResult(ctx, d, data)
+}
+
+// ReadActionResult passes the read down (cas.ActionResultReader): a
+// limit is on what is stored.
+func (l *SizeLimit) ReadActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	return cas.ReadActionResult(ctx, l.Storage, d, lookup, pool)
+}
+
+func (r limitedResults) ReadActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	return cas.ReadActionResult(ctx, r.ActionCache, d, lookup, pool)
 }

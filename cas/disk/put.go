@@ -74,12 +74,11 @@ func (s *Store) commit(c *pendingCommit) error {
 // PutBatch stores each data[i], the bytes of blob ds[i] in pieces (written
 // in order, as writev writes them: a blob received in several buffers is
 // stored without joining them), after checking each against its digest,
-// with one group commit for all
-// of them: the batch costs one round of fsyncs, not one per blob, and no
-// goroutine per blob. It returns one error per blob (nil: the blob is
-// stored, durably). Its packed blobs' records are written with one
-// pwritev. It is done with data when it returns.
-// arrived says how each blob arrived; nil: all Uncompressed.
+// with one group commit for all of them: the batch costs one round of
+// fsyncs, not one per blob, and no goroutine per blob. It returns one
+// error per blob (nil: the blob is stored, durably). Its packed blobs'
+// records are written with one pwritev. It is done with data when it
+// returns. arrived says how each blob arrived; nil: all Uncompressed.
 func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers, arrived []cas.Encoding) []error {
 	errs := make([]error, len(ds))
 	var commits []*pendingCommit
@@ -140,10 +139,11 @@ func (s *Store) PutBatch(_ context.Context, ds []cas.Digest, data []net.Buffers,
 	return errs
 }
 
-// GetActionResult returns the serialized ActionResult stored for the action
-// digest d, or an error wrapping ErrNotFound.
-func (s *Store) GetActionResult(ctx context.Context, d cas.Digest, _ cas.Lookup) ([]byte, error) {
-	return s.readAll(ctx, acKey(d), 0)
+// GetActionResult is cas.ActionCache's: ReadActionResult into fresh memory.
+func (s *Store) GetActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup) ([]byte, error) {
+	b, err := s.ReadActionResult(ctx, d, lookup, nil)
+	defer b.Free() // memory of no pool: its bytes stay valid
+	return b.Bytes(), err
 }
 
 // PutActionResult stores data, a serialized ActionResult, for the action

@@ -126,28 +126,28 @@ func (s *Store) openedFile(ctx context.Context, e entry, f vfs.File) (cas.BlobRe
 	return &storedBlob{BlobReader: files.NewBlob(f, e.Size, s.zp, checked), s: s, e: e}, nil
 }
 
-func (s *Store) readAll(ctx context.Context, k entryKey, size int64) ([]byte, error) {
-	r, err := s.open(ctx, k, size)
+// ReadActionResult is GetActionResult into memory of pool (cas.ActionResultReader).
+func (s *Store) ReadActionResult(ctx context.Context, d cas.Digest, _ cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	r, err := s.open(ctx, acKey(d), 0)
 	if err != nil {
-		return nil, s.actOn(err)
+		return membuf.Buffer{}, s.actOn(err)
 	}
 	defer r.Close()
 	if b, ok := r.(*storedBlob); ok {
 		if z, ok := b.BlobReader.(*zstdfile.Blob); ok {
 			all, err := z.ReadAll(ctx, s.buffers)
-			return all, s.verdict(&b.e, err)
+			return membuf.Wrap(all), s.verdict(&b.e, err)
 		}
 	}
 	rd, ok := r.(io.ReaderAt)
 	if !ok {
-		return nil, fmt.Errorf("disk: reading %s: a %T is no io.ReaderAt", k.Hash, r)
+		return membuf.Buffer{}, fmt.Errorf("disk: reading %s: a %T is no io.ReaderAt", d.Hash, r)
 	}
-	buf := make([]byte, r.Size())
-	// io.ReaderAt may answer a read that reaches the end with io.EOF:
-	// the whole of an empty action result (an ActionResult of defaults
-	// serializes to no bytes) is such a read.
-	if n, err := rd.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
-		return nil, fmt.Errorf("disk: reading %s: %w", k.Hash, err)
+	buf := membuf.AllocUncleared(pool, int(r.Size()))
+	// io.ReaderAt may answer a read that reaches the end with io.EOF: an
+	// empty action result (all defaults) is such a read.
+	if n, err := rd.ReadAt(buf.Bytes(), 0); err != nil && !(errors.Is(err, io.EOF) && n == buf.Len()) {
+		return buf, fmt.Errorf("disk: reading %s: %w", d.Hash, err) // freed by the caller all the same
 	}
 	return buf, nil
 }

@@ -43,14 +43,16 @@ type goCachePath struct {
 // parseGoCachePath reports whether p is a gocached path: /action/{hash}
 // or /{hash}/{hash}, each hash 64 lowercase hex digits.
 func parseGoCachePath(p string) (goCachePath, bool) {
+	// ParseHash, not CheckHash: every keyed path is asked first, and a
+	// miss makes no error.
 	first, second, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-	if !ok || cas.CheckHash(second) != nil {
+	if _, isHash := cas.ParseHash(second); !ok || !isHash {
 		return goCachePath{}, false
 	}
 	if first == "action" {
 		return goCachePath{actionID: second}, true
 	}
-	if cas.CheckHash(first) == nil {
+	if _, isHash := cas.ParseHash(first); isHash {
 		return goCachePath{actionID: first, outputID: second}, true
 	}
 	return goCachePath{}, false
@@ -98,10 +100,11 @@ func (h *Handler) serveGoCache(w http.ResponseWriter, r *http.Request, gp goCach
 	h.getBlob(w, r, op, cas.SHA256, out.Hash)
 }
 
-// goOutput returns the output the action result of go's action names;
-// an action result that is not one of go's is a miss, logged.
+// goOutput returns the output the action result of go's action names,
+// read through the empty instance's action cache (its age limit); an
+// action result that is not one of go's is a miss, logged.
 func (h *Handler) goOutput(r *http.Request, actionID string) (cas.Digest, error) {
-	ar, _, err := h.opts.ActionResults.Load(r.Context(), h.acKey("", cas.SHA256, actionID))
+	ar, _, err := h.opts.ActionResults.LoadFrom(r.Context(), h.actionCache(""), h.acKey("", cas.SHA256, actionID))
 	if err != nil {
 		return cas.Digest{}, err
 	}
@@ -115,7 +118,8 @@ func (h *Handler) goOutput(r *http.Request, actionID string) (cas.Digest, error)
 
 // putGoOutput answers PUT /{actionID}/{outputID}: the body is stored as
 // a /cas/ PUT's is, hashed as it arrives and kept only if it hashes to
-// the output ID; then the action result naming it.
+// the output ID; then the action result naming it, through the empty
+// instance's action cache, as /ac/ stores it.
 func (h *Handler) putGoOutput(w http.ResponseWriter, r *http.Request, gp goCachePath) {
 	ctx := r.Context()
 	n := r.ContentLength
@@ -139,7 +143,7 @@ func (h *Handler) putGoOutput(w http.ResponseWriter, r *http.Request, gp goCache
 	ar := &repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: goOutputPath, Digest: d.Proto()}}}
 	data, err := actionresult.Marshal(ar)
 	if err == nil {
-		err = h.store.PutActionResult(ctx, h.acKey("", cas.SHA256, gp.actionID), data)
+		err = h.actionCache("").PutActionResult(ctx, h.acKey("", cas.SHA256, gp.actionID), data)
 	}
 	if err != nil {
 		h.fail(w, r, opPutGo, what, err)

@@ -5,11 +5,13 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/access"
 	"github.com/membuf/membuf/cas/access/accesstest"
+	"github.com/membuf/membuf/cas/decorator"
 	"github.com/membuf/membuf/cas/httpcache"
 	"github.com/membuf/membuf/cas/internal/testblob"
 	"google.golang.org/protobuf/proto"
@@ -99,4 +101,25 @@ func TestGocachedAccessRules(t *testing.T) {
 	c.want(204, "PUT", put, out, basic("alice", "apw")...)
 	c.want(200, "GET", "/action/"+a, nil, basic("bob", "bpw")...)
 	c.want(401, "GET", "/action/"+a, nil, basic("bob", "wrong")...)
+}
+
+// go's entries are the empty instance's action results: an access file's
+// ac-max-age for that instance (through ActionCacheOf) bounds how long
+// they are served, as it does /ac/'s.
+func TestGocachedEntriesTakeTheInstanceAgeLimit(t *testing.T) {
+	now := time.Unix(1_000_000_000, 0)
+	var expiry *decorator.ActionResultExpiry
+	c := newCache(t, httpcache.Options{ActionCacheOf: func(instance string) cas.ActionCache { return expiry.ForInstance(instance) }})
+	expiry = &decorator.ActionResultExpiry{
+		Storage:   c.store,
+		Instances: func(instance string) (time.Duration, bool) { return time.Hour, instance == "" },
+		Now:       func() time.Time { return now },
+	}
+	a, out := goAction("aged"), []byte("an object file")
+	c.want(204, "PUT", "/"+a+"/"+cas.DigestOf(out).Hash, out)
+	if got := c.want(200, "GET", "/action/"+a, nil, "Want-Object", "1"); !bytes.Equal(got, out) {
+		t.Fatalf("GET within the limit: %q, want %q", got, out)
+	}
+	now = now.Add(2 * time.Hour)
+	c.want(404, "GET", "/action/"+a, nil, "Want-Object", "1")
 }

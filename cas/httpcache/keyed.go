@@ -58,11 +58,12 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 			h.answer(w, op, http.StatusNotFound, kp.String()+": a collection, whose entries are not listed; GET an entry")
 			return
 		}
-		rec, err := h.lookupKeyed(r.Context(), kp)
+		rec, err := h.openKeyed(r.Context(), kp)
 		if err != nil {
 			h.fail(w, r, op, kp.String(), err)
 			return
 		}
+		defer rec.release()
 		h.serveEntry(w, r, op, rec)
 	case opPutKeyed:
 		h.putKeyed(w, r, kp)
@@ -74,27 +75,45 @@ func (h *Handler) serveKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 }
 
 // lookupKeyed returns the record of the entry kp names, or an error
-// wrapping cas.ErrNotFound. A record that does not parse (or holds
-// content that does not match its hash), or names another entry, is a
-// miss, logged: no client's bytes are served for another's key.
+// wrapping cas.ErrNotFound, without its inline content (openKeyed keeps
+// it). A record that does not parse (or fails its check), or names
+// another entry, is a miss, logged: no client's bytes are served for
+// another's key.
 func (h *Handler) lookupKeyed(ctx context.Context, kp keyedPath) (keyedRecord, error) {
-	return h.lookupRecord(ctx, kp, kp.recordDigest(), cas.ClientLookup)
+	return h.lookupRecord(ctx, kp, kp.recordDigest(), cas.ClientLookup, false)
+}
+
+// openKeyed is lookupKeyed keeping the record's inline content, a view of
+// the pooled buffer the record was read into: the caller must release
+// the record (keyedRecord.release) once it has served it.
+func (h *Handler) openKeyed(ctx context.Context, kp keyedPath) (keyedRecord, error) {
+	return h.lookupRecord(ctx, kp, kp.recordDigest(), cas.ClientLookup, true)
 }
 
 // lookupRecord is lookupKeyed of kp, whose record digest is rd, for
-// lookup: a client's, or the server's own check.
-func (h *Handler) lookupRecord(ctx context.Context, kp keyedPath, rd cas.Digest, lookup cas.Lookup) (keyedRecord, error) {
-	data, err := h.namespaceCache(kp.namespace).GetActionResult(ctx, rd, lookup)
+// lookup: a client's, or the server's own check; with keep, openKeyed.
+// The record is read into a buffer of the handler's pool, not a fresh
+// slice: a small entry's GET reads its record whole.
+func (h *Handler) lookupRecord(ctx context.Context, kp keyedPath, rd cas.Digest, lookup cas.Lookup, keep bool) (keyedRecord, error) {
+	buf, err := cas.ReadActionResult(ctx, h.namespaceCache(kp.namespace), rd, lookup, h.opts.Pool)
 	if err != nil {
+		buf.Free()
 		return keyedRecord{}, err
 	}
-	rec, err := parseKeyedRecord(data)
+	rec, err := parseKeyedRecord(buf.Bytes())
 	if err == nil && (rec.namespace != kp.namespace || rec.key != kp.key) {
 		err = fmt.Errorf("the record names %q of namespace %q", rec.key, rec.namespace)
+	}
+	if err != nil || !keep || !rec.isInline {
+		buf.Free() // the header's fields are strings of their own
+		rec.inline = nil
 	}
 	if err != nil {
 		h.log.Warn("keyed entry's record not served", "namespace", kp.namespace, "key", kp.key, "err", err)
 		return keyedRecord{}, fmt.Errorf("%w (its record is damaged)", cas.ErrNotFound)
+	}
+	if keep && rec.isInline {
+		rec.buf = buf
 	}
 	return rec, nil
 }
@@ -146,7 +165,7 @@ func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 	inline := rec
 	inline.isInline = true
 	// The record must fit the store's bound too (a tiny one is for tests).
-	if max := h.opts.MaxBlobSize; n <= maxInlineContent && (max <= 0 || int64(inline.headerLen())+n <= max) {
+	if max := h.opts.MaxBlobSize; n <= maxInlineContent && (max <= 0 || int64(inline.headerLen()+recordCRCLen)+n <= max) {
 		return h.storeInline(w, r, kp, rd, inline, writeOnce)
 	}
 	if writeOnce {
@@ -171,7 +190,7 @@ func (h *Handler) storeKeyed(w http.ResponseWriter, r *http.Request, kp keyedPat
 // commit, and nothing to leave half stored.
 func (h *Handler) storeInline(w http.ResponseWriter, r *http.Request, kp keyedPath, rd cas.Digest, rec keyedRecord, writeOnce bool) error {
 	ctx := r.Context()
-	size := rec.headerLen() + int(rec.content.Size)
+	size := rec.headerLen() + int(rec.content.Size) + recordCRCLen
 	if b := h.opts.Budget; b != nil {
 		took, err := b.AcquireUpload(ctx, int64(size))
 		if err != nil {
@@ -210,7 +229,7 @@ func (h *Handler) putRecord(ctx context.Context, kp keyedPath, rd cas.Digest, da
 // may be written again), nil if not.
 func (h *Handler) checkAbsent(ctx context.Context, kp keyedPath, rd cas.Digest) error {
 	// The server's own lookup: not a client's hit or miss.
-	rec, err := h.lookupRecord(ctx, kp, rd, cas.ServerCheck)
+	rec, err := h.lookupRecord(ctx, kp, rd, cas.ServerCheck, false)
 	if errors.Is(err, cas.ErrNotFound) {
 		return nil
 	}

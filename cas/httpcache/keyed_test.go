@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -245,15 +247,22 @@ func TestKeyedReadsAreChecked(t *testing.T) {
 	}
 	c.want(404, "GET", "/gradle/victim", nil)
 
-	// A record holding its content (version 3): served while the content
-	// hashes to the record's hash, a miss once it does not.
+	// A record holding its content: served while its CRC matches, a miss
+	// once a byte of it does not, or in the format before the CRC.
+	sum = sha256.Sum256([]byte("membuf-keyed\x00gradle\x00small"))
+	rd := cas.Digest{Hash: hex.EncodeToString(sum[:])}
+	header := fmt.Sprintf("membuf-keyed 4\n%s 3 1\ngradle\nsmall\n\n", cas.DigestOf([]byte("abc")).Hash)
+	rec := binary.BigEndian.AppendUint32([]byte(header+"abc"), crc32.Checksum([]byte(header+"abc"), crc32.MakeTable(crc32.Castagnoli)))
 	for _, tc := range []struct {
-		content string
-		code    int
-	}{{"abc", 200}, {"abd", 404}} {
-		sum := sha256.Sum256([]byte("membuf-keyed\x00gradle\x00small"))
-		rec := fmt.Sprintf("membuf-keyed 3\n%s 3 1\ngradle\nsmall\n\n%s", cas.DigestOf([]byte("abc")).Hash, tc.content)
-		if err := c.store.PutActionResult(context.Background(), cas.Digest{Hash: hex.EncodeToString(sum[:])}, []byte(rec)); err != nil {
+		rec  string
+		code int
+	}{
+		{string(rec), 200},
+		{strings.Replace(string(rec), "abc", "abd", 1), 404},
+		{strings.Replace(string(rec), " 3 1\n", " 3 2\n", 1), 404}, // the header is checked too
+		{strings.Replace(header, "keyed 4", "keyed 3", 1) + "abc", 404},
+	} {
+		if err := c.store.PutActionResult(context.Background(), rd, []byte(tc.rec)); err != nil {
 			t.Fatal(err)
 		}
 		if got := c.want(tc.code, "GET", "/gradle/small", nil); tc.code == 200 && string(got) != "abc" {

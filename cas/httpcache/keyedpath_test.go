@@ -65,8 +65,12 @@ func FuzzParseKeyedRecord(f *testing.F) {
 	f.Add([]byte(recordMagicAttrs + cas.EmptyHash + " 4 1\nturbo\nk\n\n"))
 	abc := keyedRecord{content: cas.DigestOf([]byte("abc")), modified: time.Unix(0, 1), namespace: "nx", key: "1", inline: []byte("abc"), isInline: true}
 	f.Add(abc.marshal())
-	f.Add([]byte(recordMagicInline + cas.EmptyHash + " 0 1\nnx\n2\n\n"))
-	f.Add([]byte(recordMagicInline + cas.EmptyHash + " 3 1\nnx\n2\nduration=5\nabc")) // not abc's hash
+	empty := keyedRecord{content: cas.Digest{Hash: cas.EmptyHash}, modified: time.Unix(0, 1), namespace: "nx", key: "2", inline: []byte{}, isInline: true}
+	f.Add(empty.marshal())
+	f.Add([]byte(recordMagicInline + cas.EmptyHash + " 0 1\nnx\n2\n\n")) // no CRC
+	damaged := abc.marshal()
+	damaged[len(damaged)-5] ^= 1 // the content's last byte
+	f.Add(damaged)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec, err := parseKeyedRecord(b)
 		if err != nil {

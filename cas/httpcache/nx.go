@@ -95,10 +95,11 @@ func (h *Handler) serveNx(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, op, http.StatusOK, "stored")
 		return
 	}
-	rec, err := h.lookupKeyed(r.Context(), kp)
+	rec, err := h.openKeyed(r.Context(), kp)
 	if err != nil {
 		h.fail(w, r, op, what, err)
 		return
 	}
+	defer rec.release()
 	h.serveEntry(w, r, op, rec)
 }

@@ -65,3 +65,15 @@ func FuzzParseRange(f *testing.F) {
 		}
 	})
 }
+
+// Asking whether a keyed path is gocached's, as every keyed request does
+// first, allocates nothing.
+func TestParseGoCachePathOfAKeyedPathAllocatesNothing(t *testing.T) {
+	p := "/sccache/a/b/c/" + cas.EmptyHash
+	if allocs := testing.AllocsPerRun(100, func() { parseGoCachePath(p) }); allocs != 0 {
+		t.Fatalf("parseGoCachePath(%q): %v allocations; want none", p, allocs)
+	}
+	if _, ok := parseGoCachePath("/action/" + cas.EmptyHash); !ok {
+		t.Fatal("/action/{hash} is not taken for gocached's")
+	}
+}

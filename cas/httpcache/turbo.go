@@ -197,11 +197,12 @@ func (h *Handler) turboArtifact(w http.ResponseWriter, r *http.Request, op opera
 		h.answerBody(w, op, http.StatusAccepted, body)
 		return
 	}
-	rec, err := h.lookupKeyed(r.Context(), kp)
+	rec, err := h.openKeyed(r.Context(), kp)
 	if err != nil {
 		h.fail(w, r, op, what, err)
 		return
 	}
+	defer rec.release()
 	attrs, _ := url.ParseQuery(rec.attrs) // written by parseArtifactAttrs
 	if d := attrs.Get("duration"); d != "" {
 		w.Header().Set("x-artifact-duration", d)

@@ -579,17 +579,43 @@ func (t *Store) touchPresent(ds, missing []cas.Digest) {
 // disk). A server's own check is not counted in the lookups.
 func (t *Store) GetActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup) ([]byte, error) {
 	data, err := t.local.GetActionResult(ctx, d, lookup)
-	if err == nil {
-		t.countLookup(lookup, TierLocal, 1)
-		if t.touch != nil {
-			t.touch.Touch(ActionKey(d))
-		}
-		return data, nil
+	if err != nil {
+		return t.sharedActionResult(ctx, d, lookup, err)
 	}
-	if !errors.Is(err, cas.ErrNotFound) {
-		return nil, err
+	t.localActionResult(d, lookup)
+	return data, nil
+}
+
+// ReadActionResult is GetActionResult into memory of pool
+// (cas.ActionResultReader): a result on disk is read into it; one from the
+// backend is the fresh slice it arrived in.
+func (t *Store) ReadActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	b, err := cas.ReadActionResult(ctx, t.local, d, lookup, pool)
+	if err != nil {
+		b.Free()
+		data, err := t.sharedActionResult(ctx, d, lookup, err)
+		return membuf.Wrap(data), err
 	}
-	data, err = t.getActionResult(ctx, d)
+	t.localActionResult(d, lookup)
+	return b, nil
+}
+
+// localActionResult counts an action result found on disk, and touches it.
+func (t *Store) localActionResult(d cas.Digest, lookup cas.Lookup) {
+	t.countLookup(lookup, TierLocal, 1)
+	if t.touch != nil {
+		t.touch.Touch(ActionKey(d))
+	}
+}
+
+// sharedActionResult is GetActionResult of an action result the disk did
+// not answer with (localErr): from the backend if the disk does not have
+// it, kept on disk.
+func (t *Store) sharedActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, localErr error) ([]byte, error) {
+	if !errors.Is(localErr, cas.ErrNotFound) {
+		return nil, localErr
+	}
+	data, err := t.getActionResult(ctx, d)
 	if err != nil {
 		if errors.Is(err, cas.ErrNotFound) {
 			t.countLookup(lookup, TierMiss, 1)

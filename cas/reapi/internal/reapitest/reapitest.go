@@ -26,15 +26,16 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Env is a reapi.Server as membuf serve serves it, over a disk store, with
-// a client connection to it.
+// Env is a reapi.Server as membuf serve serves it, over a disk store (or
+// another, NewEnvOver), with a client connection to it.
 type Env struct {
 	T     testing.TB
-	Store *disk.Store
+	Store *disk.Store // nil under NewEnvOver
 	Srv   *reapi.Server
 	Conn  *grpc.ClientConn
 	BS    bspb.ByteStreamClient
 	CAS   repb.ContentAddressableStorageClient
+	AC    repb.ActionCacheClient
 	Caps  repb.CapabilitiesClient
 }
 
@@ -51,9 +52,19 @@ func NewEnv(t testing.TB, maxSize int64, opts reapi.Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() }) // after the server's: cleanups run last first
 	if opts.MaxBlobSize == 0 {
 		opts.MaxBlobSize = maxSize // as the server composes it: the disk's size
 	}
+	e := NewEnvOver(t, store, opts)
+	e.Store = store
+	return e
+}
+
+// NewEnvOver is NewEnv over store, which the caller closes (the protocols'
+// in-memory store, which keeps every digest function's blobs apart).
+func NewEnvOver(t testing.TB, store cas.Storage, opts reapi.Options) *Env {
+	t.Helper()
 	srv, err := reapi.NewServer(store, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -77,10 +88,9 @@ func NewEnv(t testing.TB, maxSize int64, opts reapi.Options) *Env {
 		conn.Close()
 		g.Stop()
 		srv.Close()
-		store.Close()
 	})
-	return &Env{T: t, Store: store, Srv: srv, Conn: conn, BS: bspb.NewByteStreamClient(conn),
-		CAS: repb.NewContentAddressableStorageClient(conn), Caps: repb.NewCapabilitiesClient(conn)}
+	return &Env{T: t, Srv: srv, Conn: conn, BS: bspb.NewByteStreamClient(conn),
+		CAS: repb.NewContentAddressableStorageClient(conn), AC: repb.NewActionCacheClient(conn), Caps: repb.NewCapabilitiesClient(conn)}
 }
 
 // RunPlain runs each of tests again as a subtest of t, under which NewEnv
@@ -96,11 +106,20 @@ func RunPlain(t *testing.T, tests ...func(*testing.T)) {
 }
 
 // ReadName is the ByteStream resource name that reads blob d.
-func ReadName(d cas.Digest) string { return "inst/blobs/" + d.String() }
+func ReadName(d cas.Digest) string { return "inst/blobs/" + BlobPart(d) }
 
 // WriteName is the ByteStream resource name of upload uuid of blob d.
 func WriteName(uuid string, d cas.Digest) string {
-	return "inst/uploads/" + uuid + "/blobs/" + d.String()
+	return "inst/uploads/" + uuid + "/blobs/" + BlobPart(d)
+}
+
+// BlobPart names d from blobs/ on as REAPI's clients do: with its digest
+// function's segment only where the hash's length does not imply it.
+func BlobPart(d cas.Digest) string {
+	if cas.FunctionOfLength(len(d.Hash)) == d.Function {
+		return d.String()
+	}
+	return d.Function.String() + "/" + d.String()
 }
 
 // Write uploads data under name in messages of chunk bytes and returns
