@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/s3"
 	"github.com/membuf/membuf/cas/disk"
@@ -193,3 +194,40 @@ type touchedBackend struct {
 }
 
 func (b *touchedBackend) Touch(k tier.Key) { b.touched = append(b.touched, k) }
+
+// The traced store and action cache pass a pooled read of an action
+// result down (cas.ActionResultReader): a keyed entry's GET stays pooled
+// with tracing on.
+func TestTracedActionCachesReadIntoThePool(t *testing.T) {
+	tr, err := tracing.New(tracing.Config{Exporter: tracetest.NewInMemoryExporter(), Sampling: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(context.Background())
+	for name, wrap := range map[string]func(*pooledResults) cas.ActionCache{
+		"Storage":     func(r *pooledResults) cas.ActionCache { return tr.Storage(r, "cas") },
+		"ActionCache": func(r *pooledResults) cas.ActionCache { return tr.ActionCache(r) },
+	} {
+		r := &pooledResults{}
+		b, err := cas.ReadActionResult(context.Background(), wrap(r), cas.DigestOf([]byte("action")), cas.ClientLookup, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := string(b.Bytes()); r.reads != 1 || got != "result" {
+			t.Errorf("%s: %d pooled reads reached the store, read %q; want 1, %q", name, r.reads, got, "result")
+		}
+		b.Free()
+	}
+}
+
+// pooledResults is a store whose action results are read only through
+// the pooled read (GetActionResult is the nil interface's: it panics).
+type pooledResults struct {
+	cas.Storage
+	reads int
+}
+
+func (r *pooledResults) ReadActionResult(context.Context, cas.Digest, cas.Lookup, membuf.BufferPool) (membuf.Buffer, error) {
+	r.reads++
+	return membuf.Wrap([]byte("result")), nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 
+	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -120,6 +121,20 @@ func (s *tracedStorage) GetActionResult(ctx context.Context, d cas.Digest, looku
 	return data, err
 }
 
+// ReadActionResult is GetActionResult into memory of pool
+// (cas.ActionResultReader), under the same span, so that a keyed entry's
+// read stays pooled with tracing on.
+func (s *tracedStorage) ReadActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	ctx, span := s.t.start(ctx, s.names[getActionResultSpan])
+	digestAttrs(span, d)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("membuf.lookup", lookup.String()))
+	}
+	b, err := cas.ReadActionResult(ctx, s.Storage, d, lookup, pool)
+	end(span, err)
+	return b, err
+}
+
 func (s *tracedStorage) PutActionResult(ctx context.Context, d cas.Digest, data []byte) error {
 	ctx, span := s.t.start(ctx, s.names[putActionResultSpan])
 	digestAttrs(span, d)
@@ -139,4 +154,10 @@ func (t *Tracing) ActionCache(ac cas.ActionCache) cas.ActionCache {
 type actionCacheOnly struct {
 	cas.ActionCache
 	cas.BlobStore // nil: never called
+}
+
+// ReadActionResult passes the pooled read down: the embedded interface
+// would hide it.
+func (a actionCacheOnly) ReadActionResult(ctx context.Context, d cas.Digest, lookup cas.Lookup, pool membuf.BufferPool) (membuf.Buffer, error) {
+	return cas.ReadActionResult(ctx, a.ActionCache, d, lookup, pool)
 }
