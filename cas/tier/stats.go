@@ -91,6 +91,10 @@ type Stats struct {
 	// the backend hold now (Config.ActionResultBytes bounds it);
 	// ActionResultBytesPeak, the most they held at once.
 	ActionResultBytes, ActionResultBytesPeak int64
+	// UploadMemory is the bytes of blobs held in memory for their uploads
+	// now (Config.UploadMemory bounds it); UploadMemoryPeak, the most
+	// held at once.
+	UploadMemory, UploadMemoryPeak int64
 	// PutCalls counts the backend's Puts: requests, each carrying one
 	// upload or a batch of small ones (Uploaded/PutCalls is the batch
 	// size).

@@ -17,6 +17,8 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier/chunkstream"
+	"github.com/membuf/membuf/cas/tier/uploadmem"
 )
 
 // uploader is the bounded background queue that copies committed entries
@@ -70,7 +72,8 @@ const probeEvery = time.Second
 // pendingUpload is an entry the backend does not have yet.
 type pendingUpload struct {
 	key  Key
-	data []byte // an action result's bytes, when known (not after a restart)
+	data []byte          // an action result's bytes, when known (not after a restart)
+	held *uploadmem.Blob // a blob's bytes, when held (held.go); nil while a worker has them
 
 	version  uint64 // counts commits of key; an upload covers the version it read
 	attempt  uint64 // the version of the last attempt that ended
@@ -124,10 +127,10 @@ func (u *uploader) beginCommit(key Key) {
 }
 
 // endCommit ends a commit of key. If it stored the entry (ok), key is
-// queued (with data for an action result), at the front if first (a
-// write-through client waits for it), and the version it made is returned
-// for wait.
-func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendingUpload, uint64) {
+// queued (with data for an action result, held for a blob held in
+// memory), at the front if first (a write-through client waits for it),
+// and the version it made is returned for wait. It owns held.
+func (u *uploader) endCommit(key Key, ok bool, data []byte, held *uploadmem.Blob, first bool) (*pendingUpload, uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.committing[key]--; u.committing[key] == 0 {
@@ -135,6 +138,7 @@ func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendin
 	}
 	p := u.items[key]
 	if !ok {
+		held.Free()
 		if p != nil {
 			u.settleLocked(p)
 		} else if u.committing[key] == 0 {
@@ -152,6 +156,15 @@ func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendin
 	p.version++
 	if key.AC {
 		p.data = data
+	}
+	if held != nil {
+		// A blob's bytes are those of every version (its name is their
+		// hash): the ones held already do as well.
+		if p.held == nil {
+			p.held = held
+		} else {
+			held.Free()
+		}
 	}
 	u.bytes += p.size()
 	u.countSmallLocked(p, 1)
@@ -171,7 +184,7 @@ func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendin
 // queueReplayed queues key, pending from a previous run.
 func (u *uploader) queueReplayed(key Key) {
 	u.beginCommit(key)
-	u.endCommit(key, true, nil, false)
+	u.endCommit(key, true, nil, nil, false)
 }
 
 // settleLocked decides what becomes of p when nothing is working on it:
@@ -185,6 +198,8 @@ func (u *uploader) settleLocked(p *pendingUpload) {
 	case p.uploaded >= p.version && u.committing[p.key] == 0:
 		delete(u.items, p.key)
 		u.bytes -= p.size()
+		p.held.Free()
+		p.held = nil
 		u.t.journal.done(p.key)
 	case p.uploaded < p.version:
 		p.queued, p.queuedAt = true, u.now()
@@ -222,11 +237,13 @@ func (u *uploader) signalLocked() {
 }
 
 // taken is an entry a worker took from the queue: the version it
-// uploads, and an action result's data (nil: read it from disk).
+// uploads, an action result's data, a blob's bytes held (nil: read it
+// from disk), which the worker owns until its attempt ends.
 type taken struct {
 	p       *pendingUpload
 	version uint64
 	data    []byte
+	held    *uploadmem.Blob
 }
 
 // Batches: a worker that takes a small entry takes the other small
@@ -362,7 +379,9 @@ func (u *uploader) takeLocked(i int, now time.Time) taken {
 	u.countSmallLocked(q, -1)
 	q.queued, q.running = false, true
 	u.lastStart = now
-	return taken{p: q, version: q.version, data: q.data}
+	e := taken{p: q, version: q.version, data: q.data, held: q.held}
+	q.held = nil
+	return e
 }
 
 // retryDelay is the backoff after an entry's failures-th failure in a
@@ -400,9 +419,15 @@ func (u *uploader) failures() (int64, bool) {
 // (a drained store read one upload short, and the recovery line missing,
 // in CI). It returns p's failures in a row if this attempt failed without
 // a line: the caller's to log at debug, outside the lock.
-func (u *uploader) finish(ctx context.Context, p *pendingUpload, version uint64, err error) (quietFailures int) {
+func (u *uploader) finish(ctx context.Context, e taken, err error) (quietFailures int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	p, version := e.p, e.version
+	if e.held != nil && p.held == nil && err != nil && !errors.Is(err, errLost) && !errors.Is(err, ErrNotKept) {
+		p.held = e.held // for the next attempt
+	} else {
+		e.held.Free() // the pack (or object) it went into is sent
+	}
 	p.running = false
 	p.attempt, p.lastErr = version, err
 	switch lost := errors.Is(err, errLost); {
@@ -504,6 +529,17 @@ func (u *uploader) close() {
 	u.mu.Unlock()
 }
 
+// releaseHeld frees the blobs held for uploads that did not run, once
+// the workers have stopped: the journal has them for the next start.
+func (u *uploader) releaseHeld() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, p := range u.items {
+		p.held.Free()
+		p.held = nil
+	}
+}
+
 // work is one upload worker, until ctx is done or the uploader closes.
 // It never waits out a failure: the entry that failed does (finish).
 func (u *uploader) work(ctx context.Context) {
@@ -526,7 +562,7 @@ func (u *uploader) work(ctx context.Context) {
 // debug. A line per entry flooded the log with thousands a second while
 // writes went on during an outage.
 func (u *uploader) ended(ctx context.Context, e taken, err error) {
-	if failures := u.finish(ctx, e.p, e.version, err); failures > 0 {
+	if failures := u.finish(ctx, e, err); failures > 0 {
 		u.t.log.Log(ctx, slog.LevelDebug, failedLine, "entry", e.p.key.String(), "failures", failures, "err", err)
 	}
 }
@@ -615,6 +651,15 @@ func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Uplo
 	if exists, ok := t.exists.Get(k.Digest()); ok && exists {
 		return Upload{}, nil, nil // the shared tier said it has it; a put would change nothing
 	}
+	if e.held != nil {
+		data := e.held.Bytes() // checked against k by the disk's commit
+		sum := k.Hash
+		if k.Function != cas.SHA256 {
+			s := sha256.Sum256(data)
+			sum = hex.EncodeToString(s[:])
+		}
+		return Upload{Key: k, Body: bytes.NewReader(data), Size: k.Size, SHA256: sum}, func() {}, nil
+	}
 	b, err := t.local.Open(ctx, k.Digest())
 	if errors.Is(err, cas.ErrNotFound) {
 		return Upload{}, nil, errLost
@@ -632,7 +677,7 @@ func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Uplo
 			return Upload{}, nil, err
 		}
 	}
-	body := newChunkStream(ctx, b, t.cfg.Pool, t.cfg.ChunkSize, progress)
+	body := chunkstream.New(ctx, b, t.cfg.Pool, t.cfg.ChunkSize, progress)
 	return Upload{Key: k, Body: body, Size: k.Size, SHA256: sum}, func() {
 		body.Close()
 		b.Close()
