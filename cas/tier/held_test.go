@@ -51,7 +51,10 @@ func heldNode(t *testing.T, dir string, b tier.Backend, cfg tier.Config) (*tier.
 	}
 	local := &openCounter{Storage: d}
 	cfg.Backend, cfg.Dir = b, dir
-	cfg.RetryBackoff, cfg.BatchLinger = 5*time.Millisecond, time.Millisecond
+	cfg.RetryBackoff = 5 * time.Millisecond
+	if cfg.BatchLinger == 0 {
+		cfg.BatchLinger = time.Millisecond
+	}
 	s, err := tier.Open(context.Background(), local, cfg)
 	if err != nil {
 		d.Close()
@@ -228,4 +231,28 @@ func TestHeldBlobsPendingAtAStopAreUploadedAfterTheRestart(t *testing.T) {
 	if opens := local.opens.Load(); opens != int64(len(blobs)) {
 		t.Errorf("the restarted node read %d blobs back from the disk, want %d", opens, len(blobs))
 	}
+}
+
+// Small entries stop lingering for a batch once a quarter of a batch's
+// bytes is due, not only a quarter of its entries: entries of 64 KiB
+// lingering until a quarter of a packed batch's 4,096 entries was queued
+// held four batches' bytes in memory.
+func TestAQuarterOfABatchsBytesEndsTheLinger(t *testing.T) {
+	b := backendtest.NewMemory()
+	s, _, _ := heldNode(t, t.TempDir(), b, tier.Config{BatchEntries: 4096, BatchBytes: 1 << 20, BatchLinger: time.Hour})
+	var blobs [][]byte
+	var ds []cas.Digest
+	var data []net.Buffers
+	for i := range 4 { // 256 KiB: a quarter of BatchBytes, in 4 of 4,096 entries
+		blob := testblob.Random(64<<10, uint64(400+i))
+		blobs = append(blobs, blob)
+		ds, data = append(ds, cas.DigestOf(blob)), append(data, net.Buffers{blob})
+	}
+	for i, err := range s.PutBatch(context.Background(), ds, data, nil) {
+		if err != nil {
+			t.Fatalf("PutBatch's blob %d: %v", i, err)
+		}
+	}
+	drain(t, s) // 10 s: well before the hour of linger
+	wantInBackend(t, b, blobs)
 }

@@ -56,6 +56,7 @@ type uploader struct {
 	committing map[Key]int      // commits under way, between beginCommit and endCommit
 	queue      []*pendingUpload // waiting, oldest first; write-through ones go first
 	smallQueue int              // how many of the queue are small
+	smallBytes int64            // and their bytes
 	bytes      int64            // of the items
 	closed     bool
 	wake       chan struct{} // a token when there is queued work, for the workers
@@ -209,10 +210,12 @@ func (u *uploader) settleLocked(p *pendingUpload) {
 	}
 }
 
-// countSmallLocked adds d to smallQueue if p is queued and small.
+// countSmallLocked adds d to smallQueue, and d times p's size to
+// smallBytes, if p is queued and small.
 func (u *uploader) countSmallLocked(p *pendingUpload, d int) {
 	if p.queued && p.small() {
 		u.smallQueue += d
+		u.smallBytes += int64(d) * p.size()
 	}
 }
 
@@ -222,7 +225,7 @@ func (u *uploader) countSmallLocked(p *pendingUpload, d int) {
 // one for every small write cost a wait and a timer each (a tenth of an
 // edge's CPU under 4 KiB writes, with a scan of the queue, profiled).
 func (u *uploader) signalQueuedLocked(p *pendingUpload) {
-	if u.failing == 0 && !p.urgent && p.small() && len(u.queue) > 1 && u.smallQueue < u.batchFull() {
+	if u.failing == 0 && !p.urgent && p.small() && len(u.queue) > 1 && !u.quarterQueuedLocked() {
 		return
 	}
 	u.signalLocked()
@@ -253,7 +256,10 @@ type taken struct {
 // bucket's pack). A small entry that is not urgent waits up to
 // Config.BatchLinger from when it was queued for others to join it, so
 // that a steady stream of small writes goes up in batches rather than one
-// by one; a quarter of a batch due is enough not to wait for more.
+// by one; a quarter of a batch due (of its entries or of its bytes) is
+// enough not to wait for more. By bytes too: the entries of 64 KiB that
+// make a quarter of a packed batch's count are four batches' bytes, held
+// in memory (held.go) while they wait.
 const (
 	batchEntryBytes = 256 << 10
 	batchEntries    = 64
@@ -261,8 +267,17 @@ const (
 	batchLinger     = 20 * time.Millisecond
 )
 
-// batchFull is how many small entries due end a linger.
+// batchFull and batchFullBytes are how many small entries, or their
+// bytes, due end a linger.
 func (u *uploader) batchFull() int { return max(1, u.t.cfg.BatchEntries/4) }
+
+func (u *uploader) batchFullBytes() int64 { return max(1, u.t.cfg.BatchBytes/4) }
+
+// quarterQueuedLocked reports whether the small entries queued, due or
+// not, are a quarter of a batch.
+func (u *uploader) quarterQueuedLocked() bool {
+	return u.smallQueue >= u.batchFull() || u.smallBytes >= u.batchFullBytes()
+}
 
 // small reports whether p may share a batch.
 func (p *pendingUpload) small() bool { return p.size() <= batchEntryBytes }
@@ -299,7 +314,7 @@ func (u *uploader) next(ctx context.Context) []taken {
 			if head := u.queue[take]; head.small() && !head.urgent && u.failing == 0 {
 				// smallQueue bounds the scan's count: under a write load
 				// the queue is long and the scan ran at every wake.
-				if lingerEnd := head.queuedAt.Add(u.t.cfg.BatchLinger); now.Before(lingerEnd) && (u.smallQueue < u.batchFull() || u.dueSmallLocked(now) < u.batchFull()) {
+				if lingerEnd := head.queuedAt.Add(u.t.cfg.BatchLinger); now.Before(lingerEnd) && (!u.quarterQueuedLocked() || !u.quarterDueLocked(now)) {
 					soonest = lingerEnd
 					goto wait
 				}
@@ -351,17 +366,19 @@ func (u *uploader) next(ctx context.Context) []taken {
 	}
 }
 
-// dueSmallLocked counts the small entries queued and due.
-func (u *uploader) dueSmallLocked(now time.Time) int {
-	n := 0
+// quarterDueLocked reports whether the small entries queued and due are
+// a quarter of a batch.
+func (u *uploader) quarterDueLocked(now time.Time) bool {
+	n, bytes := 0, int64(0)
 	for _, q := range u.queue {
 		if !q.notBefore.After(now) && q.small() {
-			if n++; n >= u.batchFull() {
-				break
+			n, bytes = n+1, bytes+q.size()
+			if n >= u.batchFull() || bytes >= u.batchFullBytes() {
+				return true
 			}
 		}
 	}
-	return n
+	return false
 }
 
 // takeLocked takes the queue's entry i for a worker.
