@@ -148,6 +148,9 @@ func TestSmallBlobsAreUploadedFromMemory(t *testing.T) {
 				t.Errorf("the uploads read %d blobs back from the disk, want %d", opens, want)
 			}
 			st := s.TierStats()
+			if st.UploadsReadBack != uint64(want) {
+				t.Errorf("UploadsReadBack %d, want %d", st.UploadsReadBack, want)
+			}
 			if st.UploadMemory != 0 || pool.out.Load() != 0 {
 				t.Errorf("after the uploads: %d bytes held, %d buffers out of the pool; want none", st.UploadMemory, pool.out.Load())
 			}

@@ -677,6 +677,7 @@ func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Uplo
 		}
 		return Upload{Key: k, Body: bytes.NewReader(data), Size: k.Size, SHA256: sum}, func() {}, nil
 	}
+	t.c.uploadsReadBack.Add(1)
 	b, err := t.local.Open(ctx, k.Digest())
 	if errors.Is(err, cas.ErrNotFound) {
 		return Upload{}, nil, errLost
