@@ -91,6 +91,14 @@ type Stats struct {
 	// the backend hold now (Config.ActionResultBytes bounds it);
 	// ActionResultBytesPeak, the most they held at once.
 	ActionResultBytes, ActionResultBytesPeak int64
+	// UploadMemory is the bytes of blobs held in memory for their uploads
+	// now (Config.UploadMemory bounds it); UploadMemoryPeak, the most
+	// held at once.
+	UploadMemory, UploadMemoryPeak int64
+	// UploadsReadBack counts blob uploads read back from the disk, not
+	// held in memory: larger than a batch's entries, past UploadMemory,
+	// pending at start, or suspended while they waited.
+	UploadsReadBack uint64
 	// PutCalls counts the backend's Puts: requests, each carrying one
 	// upload or a batch of small ones (Uploaded/PutCalls is the batch
 	// size).
@@ -125,6 +133,7 @@ type counters struct {
 	putCalls        atomic.Uint64
 	uploadRetries   atomic.Uint64
 	uploadsLost     atomic.Uint64
+	uploadsReadBack atomic.Uint64
 }
 
 type latencyCounter struct {
@@ -173,6 +182,7 @@ func (c *counters) snapshot() Stats {
 	st.PutCalls = c.putCalls.Load()
 	st.UploadRetries = c.uploadRetries.Load()
 	st.UploadsLost = c.uploadsLost.Load()
+	st.UploadsReadBack = c.uploadsReadBack.Load()
 	return st
 }
 

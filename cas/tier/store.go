@@ -18,6 +18,7 @@ import (
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/tier/acbudget"
 	"github.com/membuf/membuf/cas/tier/existence"
+	"github.com/membuf/membuf/cas/tier/uploadmem"
 	"github.com/membuf/membuf/internal/lograte"
 )
 
@@ -84,6 +85,11 @@ type Config struct {
 	BatchEntries int
 	BatchBytes   int64
 	BatchLinger  time.Duration
+	// UploadMemory bounds the bytes of small blobs (256 KiB or less)
+	// held in memory, from their write until their upload, so that the
+	// upload need not read them back from the disk; a blob past it is
+	// read back. 0 means 64 MiB; a negative value holds none.
+	UploadMemory int64
 	// RetryBackoff is the wait after the first failed upload attempt,
 	// doubling while they keep failing, up to a minute; 0 means 1s.
 	RetryBackoff time.Duration
@@ -104,8 +110,9 @@ type Store struct {
 	journal *journal
 	uploads *uploader
 	exists  *existence.Cache
-	results *acbudget.Budget // the action results being read from the backend
-	touch   Toucher          // cfg.Backend, if it is one
+	results *acbudget.Budget  // the action results being read from the backend
+	held    *uploadmem.Budget // the blobs held in memory for their uploads (held.go)
+	touch   Toucher           // cfg.Backend, if it is one
 
 	probe startProbe // the start's probe: down until the backend answers (startprobe.go)
 
@@ -151,6 +158,7 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 	setDefault(&cfg.BatchEntries, batchEntries)
 	setDefault(&cfg.BatchBytes, batchBytes)
 	setDefault(&cfg.BatchLinger, batchLinger)
+	setDefault(&cfg.UploadMemory, defaultUploadMemory)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	} else {
@@ -170,6 +178,7 @@ func Open(ctx context.Context, local Local, cfg Config) (*Store, error) {
 		resultCap = min(resultCap, cfg.LocalMaxSize)
 	}
 	t.results = acbudget.New(cfg.ActionResultBytes, resultCap)
+	t.held = uploadmem.New(cfg.UploadMemory)
 	t.backend = metered{b: cfg.Backend, c: &t.c}
 	t.touch, _ = cfg.Backend.(Toucher)
 	// Whether the backend answers, before anything starts: a
@@ -229,6 +238,7 @@ func (t *Store) Close() error {
 	t.uploads.close()
 	t.cancel()
 	t.wg.Wait()
+	t.uploads.releaseHeld()
 	return t.journal.close()
 }
 
@@ -238,6 +248,7 @@ func (t *Store) TierStats() Stats {
 	st := t.c.snapshot()
 	st.UploadQueueLength, st.UploadQueueBytes = t.uploads.length()
 	st.ActionResultBytes, st.ActionResultBytesPeak = t.results.Held(), t.results.Peak()
+	st.UploadMemory, st.UploadMemoryPeak = t.held.Held(), t.held.Peak()
 	st.FailedInARow, st.BackendDown = t.uploads.failures()
 	st.BackendDown = st.BackendDown || t.probeDown(&st)
 	return st
@@ -409,7 +420,9 @@ func (t *Store) resolve(ctx context.Context, f cas.Function, hash string) (cas.D
 // NewWriter starts writing blob d to the disk tier (which may keep it
 // compressed, as arrived allows; the backend gets it plain); its Commit
 // journals, commits and queues the upload. An unnamed blob's (d.Hash
-// empty) is journalled under the hash it learns, before its commit.
+// empty) is journalled under the hash it learns, before its commit. A
+// small blob that arrives plain is also held in memory for its upload,
+// as Config.UploadMemory allows.
 func (t *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encoding) (cas.BlobWriter, error) {
 	w, err := t.local.NewWriter(ctx, d, arrived)
 	if err != nil {
@@ -418,17 +431,22 @@ func (t *Store) NewWriter(ctx context.Context, d cas.Digest, arrived cas.Encodin
 	if d.Hash == "" { // unnamed: journalled under the name it learns
 		return &unnamedWriter{BlobWriter: w, t: t}, nil
 	}
-	return &writer{BlobWriter: w, t: t}, nil
+	hw := &writer{Writer: uploadmem.Writer{BlobWriter: w}, t: t}
+	if holdable(d, arrived) {
+		hw.Held = t.held.Hold(t.cfg.Pool, d.Size)
+	}
+	return hw, nil
 }
 
-// writer is a disk store writer whose Commit also queues the upload.
+// writer is a disk store writer whose Commit also queues the upload,
+// with the blob's bytes if it held them.
 type writer struct {
-	cas.BlobWriter
+	uploadmem.Writer
 	t *Store
 }
 
 func (w *writer) Commit(ctx context.Context) error {
-	return w.t.commit(ctx, BlobKey(w.Digest()), nil, func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
+	return w.t.commit(ctx, BlobKey(w.Digest()), nil, w.Take(), func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
 }
 
 // unnamedWriter is a disk store's writer of an unnamed blob whose Commit
@@ -446,24 +464,25 @@ func (w *unnamedWriter) Commit(ctx context.Context) error {
 	if ok, _ := cas.Contains(ctx, w.t, d); ok {
 		return w.BlobWriter.Commit(ctx) // held already: nothing to upload, as in PutBatch
 	}
-	return w.t.commit(ctx, BlobKey(d), nil, func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
+	return w.t.commit(ctx, BlobKey(d), nil, nil, func() error { return w.BlobWriter.Commit(ctx) }, w.BlobWriter.Abort)
 }
 
 // commit runs store, the disk tier's commit of k, between journalling k
-// and queueing its upload; in write-through mode it then waits for the
-// upload. abort, if not nil, discards the uncommitted entry when the
-// journal fails.
-func (t *Store) commit(ctx context.Context, k Key, data []byte, store func() error, abort func()) error {
+// and queueing its upload (with held, if not nil, which it owns); in
+// write-through mode it then waits for the upload. abort, if not nil,
+// discards the uncommitted entry when the journal fails.
+func (t *Store) commit(ctx context.Context, k Key, data []byte, held *uploadmem.Blob, store func() error, abort func()) error {
 	t.uploads.beginCommit(k)
 	if err := t.journal.add(k); err != nil {
-		t.uploads.endCommit(k, false, nil, false)
+		held.Free()
+		t.uploads.endCommit(k, false, nil, nil, false)
 		if abort != nil {
 			abort()
 		}
 		return err
 	}
 	err := store()
-	p, version := t.uploads.endCommit(k, err == nil, data, t.cfg.WriteThrough)
+	p, version := t.uploads.endCommit(k, err == nil, data, held, t.cfg.WriteThrough)
 	if err != nil || !t.cfg.WriteThrough {
 		return err
 	}
@@ -521,16 +540,20 @@ func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffer
 	for i := range ds {
 		if journalled[i] && journalErr != nil {
 			errs[i] = journalErr
-			t.uploads.endCommit(BlobKey(ds[i]), false, nil, false)
+			t.uploads.endCommit(BlobKey(ds[i]), false, nil, nil, false)
 			continue
 		}
 		todo = append(todo, i)
 	}
 	subDs, subData, subArrived := make([]cas.Digest, len(todo)), make([]net.Buffers, len(todo)), make([]cas.Encoding, len(todo))
+	held := make([]*uploadmem.Blob, len(todo)) // the small blobs' bytes, for their uploads
 	for j, i := range todo {
 		subDs[j], subData[j] = ds[i], data[i]
 		if arrived != nil {
 			subArrived[j] = arrived[i]
+		}
+		if journalled[i] && holdable(ds[i], subArrived[j]) {
+			held[j] = t.held.HoldCopy(t.cfg.Pool, data[i], ds[i].Size)
 		}
 	}
 	type wait struct {
@@ -547,7 +570,7 @@ func (t *Store) PutBatch(ctx context.Context, ds []cas.Digest, data []net.Buffer
 			continue
 		}
 		k := BlobKey(ds[i])
-		p, version := t.uploads.endCommit(k, err == nil, nil, t.cfg.WriteThrough)
+		p, version := t.uploads.endCommit(k, err == nil, nil, held[j], t.cfg.WriteThrough)
 		if err == nil && t.cfg.WriteThrough {
 			waits = append(waits, wait{i, k, p, version})
 		}
@@ -676,7 +699,7 @@ func (t *Store) getActionResult(ctx context.Context, d cas.Digest) ([]byte, erro
 // its upload.
 func (t *Store) PutActionResult(ctx context.Context, d cas.Digest, data []byte) error {
 	data = bytes.Clone(data) // the upload keeps it; the caller may reuse its buffer
-	return t.commit(ctx, ActionKey(d), data, func() error { return t.local.PutActionResult(ctx, d, data) }, nil)
+	return t.commit(ctx, ActionKey(d), data, nil, func() error { return t.local.PutActionResult(ctx, d, data) }, nil)
 }
 
 // Prefetched keeps entry k, which the backend read ahead beside an entry

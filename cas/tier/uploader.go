@@ -17,6 +17,8 @@ import (
 
 	"github.com/membuf/membuf"
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/tier/chunkstream"
+	"github.com/membuf/membuf/cas/tier/uploadmem"
 )
 
 // uploader is the bounded background queue that copies committed entries
@@ -54,6 +56,7 @@ type uploader struct {
 	committing map[Key]int      // commits under way, between beginCommit and endCommit
 	queue      []*pendingUpload // waiting, oldest first; write-through ones go first
 	smallQueue int              // how many of the queue are small
+	smallBytes int64            // and their bytes
 	bytes      int64            // of the items
 	closed     bool
 	wake       chan struct{} // a token when there is queued work, for the workers
@@ -70,7 +73,8 @@ const probeEvery = time.Second
 // pendingUpload is an entry the backend does not have yet.
 type pendingUpload struct {
 	key  Key
-	data []byte // an action result's bytes, when known (not after a restart)
+	data []byte          // an action result's bytes, when known (not after a restart)
+	held *uploadmem.Blob // a blob's bytes, when held (held.go); nil while a worker has them
 
 	version  uint64 // counts commits of key; an upload covers the version it read
 	attempt  uint64 // the version of the last attempt that ended
@@ -124,10 +128,10 @@ func (u *uploader) beginCommit(key Key) {
 }
 
 // endCommit ends a commit of key. If it stored the entry (ok), key is
-// queued (with data for an action result), at the front if first (a
-// write-through client waits for it), and the version it made is returned
-// for wait.
-func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendingUpload, uint64) {
+// queued (with data for an action result, held for a blob held in
+// memory), at the front if first (a write-through client waits for it),
+// and the version it made is returned for wait. It owns held.
+func (u *uploader) endCommit(key Key, ok bool, data []byte, held *uploadmem.Blob, first bool) (*pendingUpload, uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.committing[key]--; u.committing[key] == 0 {
@@ -135,6 +139,7 @@ func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendin
 	}
 	p := u.items[key]
 	if !ok {
+		held.Free()
 		if p != nil {
 			u.settleLocked(p)
 		} else if u.committing[key] == 0 {
@@ -152,6 +157,15 @@ func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendin
 	p.version++
 	if key.AC {
 		p.data = data
+	}
+	if held != nil {
+		// A blob's bytes are those of every version (its name is their
+		// hash): the ones held already do as well.
+		if p.held == nil {
+			p.held = held
+		} else {
+			held.Free()
+		}
 	}
 	u.bytes += p.size()
 	u.countSmallLocked(p, 1)
@@ -171,7 +185,7 @@ func (u *uploader) endCommit(key Key, ok bool, data []byte, first bool) (*pendin
 // queueReplayed queues key, pending from a previous run.
 func (u *uploader) queueReplayed(key Key) {
 	u.beginCommit(key)
-	u.endCommit(key, true, nil, false)
+	u.endCommit(key, true, nil, nil, false)
 }
 
 // settleLocked decides what becomes of p when nothing is working on it:
@@ -185,6 +199,8 @@ func (u *uploader) settleLocked(p *pendingUpload) {
 	case p.uploaded >= p.version && u.committing[p.key] == 0:
 		delete(u.items, p.key)
 		u.bytes -= p.size()
+		p.held.Free()
+		p.held = nil
 		u.t.journal.done(p.key)
 	case p.uploaded < p.version:
 		p.queued, p.queuedAt = true, u.now()
@@ -194,10 +210,12 @@ func (u *uploader) settleLocked(p *pendingUpload) {
 	}
 }
 
-// countSmallLocked adds d to smallQueue if p is queued and small.
+// countSmallLocked adds d to smallQueue, and d times p's size to
+// smallBytes, if p is queued and small.
 func (u *uploader) countSmallLocked(p *pendingUpload, d int) {
 	if p.queued && p.small() {
 		u.smallQueue += d
+		u.smallBytes += int64(d) * p.size()
 	}
 }
 
@@ -207,7 +225,7 @@ func (u *uploader) countSmallLocked(p *pendingUpload, d int) {
 // one for every small write cost a wait and a timer each (a tenth of an
 // edge's CPU under 4 KiB writes, with a scan of the queue, profiled).
 func (u *uploader) signalQueuedLocked(p *pendingUpload) {
-	if u.failing == 0 && !p.urgent && p.small() && len(u.queue) > 1 && u.smallQueue < u.batchFull() {
+	if u.failing == 0 && !p.urgent && p.small() && len(u.queue) > 1 && !u.quarterQueuedLocked() {
 		return
 	}
 	u.signalLocked()
@@ -222,11 +240,13 @@ func (u *uploader) signalLocked() {
 }
 
 // taken is an entry a worker took from the queue: the version it
-// uploads, and an action result's data (nil: read it from disk).
+// uploads, an action result's data, a blob's bytes held (nil: read it
+// from disk), which the worker owns until its attempt ends.
 type taken struct {
 	p       *pendingUpload
 	version uint64
 	data    []byte
+	held    *uploadmem.Blob
 }
 
 // Batches: a worker that takes a small entry takes the other small
@@ -236,7 +256,10 @@ type taken struct {
 // bucket's pack). A small entry that is not urgent waits up to
 // Config.BatchLinger from when it was queued for others to join it, so
 // that a steady stream of small writes goes up in batches rather than one
-// by one; a quarter of a batch due is enough not to wait for more.
+// by one; a quarter of a batch due (of its entries or of its bytes) is
+// enough not to wait for more. By bytes too: the entries of 64 KiB that
+// make a quarter of a packed batch's count are four batches' bytes, held
+// in memory (held.go) while they wait.
 const (
 	batchEntryBytes = 256 << 10
 	batchEntries    = 64
@@ -244,8 +267,17 @@ const (
 	batchLinger     = 20 * time.Millisecond
 )
 
-// batchFull is how many small entries due end a linger.
+// batchFull and batchFullBytes are how many small entries, or their
+// bytes, due end a linger.
 func (u *uploader) batchFull() int { return max(1, u.t.cfg.BatchEntries/4) }
+
+func (u *uploader) batchFullBytes() int64 { return max(1, u.t.cfg.BatchBytes/4) }
+
+// quarterQueuedLocked reports whether the small entries queued, due or
+// not, are a quarter of a batch.
+func (u *uploader) quarterQueuedLocked() bool {
+	return u.smallQueue >= u.batchFull() || u.smallBytes >= u.batchFullBytes()
+}
 
 // small reports whether p may share a batch.
 func (p *pendingUpload) small() bool { return p.size() <= batchEntryBytes }
@@ -282,7 +314,7 @@ func (u *uploader) next(ctx context.Context) []taken {
 			if head := u.queue[take]; head.small() && !head.urgent && u.failing == 0 {
 				// smallQueue bounds the scan's count: under a write load
 				// the queue is long and the scan ran at every wake.
-				if lingerEnd := head.queuedAt.Add(u.t.cfg.BatchLinger); now.Before(lingerEnd) && (u.smallQueue < u.batchFull() || u.dueSmallLocked(now) < u.batchFull()) {
+				if lingerEnd := head.queuedAt.Add(u.t.cfg.BatchLinger); now.Before(lingerEnd) && (!u.quarterQueuedLocked() || !u.quarterDueLocked(now)) {
 					soonest = lingerEnd
 					goto wait
 				}
@@ -334,17 +366,19 @@ func (u *uploader) next(ctx context.Context) []taken {
 	}
 }
 
-// dueSmallLocked counts the small entries queued and due.
-func (u *uploader) dueSmallLocked(now time.Time) int {
-	n := 0
+// quarterDueLocked reports whether the small entries queued and due are
+// a quarter of a batch.
+func (u *uploader) quarterDueLocked(now time.Time) bool {
+	n, bytes := 0, int64(0)
 	for _, q := range u.queue {
 		if !q.notBefore.After(now) && q.small() {
-			if n++; n >= u.batchFull() {
-				break
+			n, bytes = n+1, bytes+q.size()
+			if n >= u.batchFull() || bytes >= u.batchFullBytes() {
+				return true
 			}
 		}
 	}
-	return n
+	return false
 }
 
 // takeLocked takes the queue's entry i for a worker.
@@ -362,7 +396,9 @@ func (u *uploader) takeLocked(i int, now time.Time) taken {
 	u.countSmallLocked(q, -1)
 	q.queued, q.running = false, true
 	u.lastStart = now
-	return taken{p: q, version: q.version, data: q.data}
+	e := taken{p: q, version: q.version, data: q.data, held: q.held}
+	q.held = nil
+	return e
 }
 
 // retryDelay is the backoff after an entry's failures-th failure in a
@@ -400,9 +436,15 @@ func (u *uploader) failures() (int64, bool) {
 // (a drained store read one upload short, and the recovery line missing,
 // in CI). It returns p's failures in a row if this attempt failed without
 // a line: the caller's to log at debug, outside the lock.
-func (u *uploader) finish(ctx context.Context, p *pendingUpload, version uint64, err error) (quietFailures int) {
+func (u *uploader) finish(ctx context.Context, e taken, err error) (quietFailures int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	p, version := e.p, e.version
+	if e.held != nil && p.held == nil && err != nil && !errors.Is(err, errLost) && !errors.Is(err, ErrNotKept) {
+		p.held = e.held // for the next attempt
+	} else {
+		e.held.Free() // the pack (or object) it went into is sent
+	}
 	p.running = false
 	p.attempt, p.lastErr = version, err
 	switch lost := errors.Is(err, errLost); {
@@ -504,6 +546,17 @@ func (u *uploader) close() {
 	u.mu.Unlock()
 }
 
+// releaseHeld frees the blobs held for uploads that did not run, once
+// the workers have stopped: the journal has them for the next start.
+func (u *uploader) releaseHeld() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, p := range u.items {
+		p.held.Free()
+		p.held = nil
+	}
+}
+
 // work is one upload worker, until ctx is done or the uploader closes.
 // It never waits out a failure: the entry that failed does (finish).
 func (u *uploader) work(ctx context.Context) {
@@ -526,7 +579,7 @@ func (u *uploader) work(ctx context.Context) {
 // debug. A line per entry flooded the log with thousands a second while
 // writes went on during an outage.
 func (u *uploader) ended(ctx context.Context, e taken, err error) {
-	if failures := u.finish(ctx, e.p, e.version, err); failures > 0 {
+	if failures := u.finish(ctx, e, err); failures > 0 {
 		u.t.log.Log(ctx, slog.LevelDebug, failedLine, "entry", e.p.key.String(), "failures", failures, "err", err)
 	}
 }
@@ -615,6 +668,16 @@ func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Uplo
 	if exists, ok := t.exists.Get(k.Digest()); ok && exists {
 		return Upload{}, nil, nil // the shared tier said it has it; a put would change nothing
 	}
+	if e.held != nil {
+		data := e.held.Bytes() // checked against k by the disk's commit
+		sum := k.Hash
+		if k.Function != cas.SHA256 {
+			s := sha256.Sum256(data)
+			sum = hex.EncodeToString(s[:])
+		}
+		return Upload{Key: k, Body: bytes.NewReader(data), Size: k.Size, SHA256: sum}, func() {}, nil
+	}
+	t.c.uploadsReadBack.Add(1)
 	b, err := t.local.Open(ctx, k.Digest())
 	if errors.Is(err, cas.ErrNotFound) {
 		return Upload{}, nil, errLost
@@ -632,7 +695,7 @@ func (u *uploader) uploadOf(ctx context.Context, e taken, progress func()) (Uplo
 			return Upload{}, nil, err
 		}
 	}
-	body := newChunkStream(ctx, b, t.cfg.Pool, t.cfg.ChunkSize, progress)
+	body := chunkstream.New(ctx, b, t.cfg.Pool, t.cfg.ChunkSize, progress)
 	return Upload{Key: k, Body: body, Size: k.Size, SHA256: sum}, func() {
 		body.Close()
 		b.Close()

@@ -58,8 +58,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // WriteObject stores data as object name in one request, with a CRC-32C
 // the service checks.
 func (b *Backend) WriteObject(ctx context.Context, name string, data []byte) error {
+	return b.WriteObjectCRC32C(ctx, name, data, crc32.Checksum(data, castagnoli))
+}
+
+// WriteObjectCRC32C is WriteObject with data's CRC-32C given
+// (packed.CRC32CWriter): a pack's, taken as it was filled.
+func (b *Backend) WriteObjectCRC32C(ctx context.Context, name string, data []byte, crc uint32) error {
 	var sum [4]byte
-	binary.BigEndian.PutUint32(sum[:], crc32.Checksum(data, castagnoli))
+	binary.BigEndian.PutUint32(sum[:], crc)
 	res := objectResource{Name: b.loc.Prefix + name, ContentType: "application/octet-stream", CRC32C: base64.StdEncoding.EncodeToString(sum[:])}
 	if err := b.c.uploadOnce(ctx, res, data); err != nil {
 		return b.failNamed(ctx, "write", name, err)

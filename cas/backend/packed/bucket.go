@@ -37,3 +37,12 @@ type Bucket interface {
 	// DeleteObject removes object name; an absent one is not an error.
 	DeleteObject(ctx context.Context, name string) error
 }
+
+// CRC32CWriter is a Bucket that takes an object's CRC-32C from the caller
+// instead of computing it over the whole object again: a pack's is
+// computed as its records are copied in, while their bytes are in cache.
+type CRC32CWriter interface {
+	// WriteObjectCRC32C is WriteObject with crc, the CRC-32C
+	// (Castagnoli) of data, which the store checks as the bytes arrive.
+	WriteObjectCRC32C(ctx context.Context, name string, data []byte, crc uint32) error
+}

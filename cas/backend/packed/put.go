@@ -3,6 +3,7 @@ package packed
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"sync"
 	"time"
@@ -90,13 +91,16 @@ func acFlag(k tier.Key) byte {
 	return 0
 }
 
-// packBuild is a pack being made: its bytes, its index, and which
-// uploads its records are.
+// packBuild is a pack being made: its bytes, their CRC-32C, its index,
+// and which uploads its records are.
 type packBuild struct {
 	data    []byte
+	crc     uint32
 	ix      index
 	members []int
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // packBuffers keeps the buffers of packs written, for the next packs:
 // fresh ones cost a clear of up to BatchBytes each, and appending to
@@ -116,7 +120,9 @@ func packBuffer(n int64) []byte {
 // MaxPackBytes and maxPackRecords, setting errs for those that fail. It
 // does not hash what it reads: the tier's bodies yield bytes that match
 // their SHA-256 or fail (tier.Upload), and every read of a record checks
-// it against its hash.
+// it against its hash. It takes the pack's CRC-32C (the bucket's check of
+// the transfer) of each record just read, in cache: the one pass of a
+// checksum over the pack's bytes.
 func (b *Backend) buildPacks(uploads []tier.Upload, packable []int, errs []error) []*packBuild {
 	// Which pack each upload goes to first, so that each pack's buffer is
 	// taken once, at its whole size.
@@ -158,6 +164,7 @@ func (b *Backend) buildPacks(uploads []tier.Upload, packable []int, errs []error
 				errs[i] = fmt.Errorf("packed: reading %s for its pack: %w", u.Key, err)
 				continue
 			}
+			p.crc = crc32.Update(p.crc, castagnoli, p.data[start:])
 			h, _ := hashOf(u.Key)
 			p.ix.records = append(p.ix.records, indexRecord{flags: acFlag(u.Key), hash: h, size: u.Size, offset: start})
 			read = append(read, i)
@@ -179,7 +186,13 @@ func (b *Backend) writePack(ctx context.Context, p *packBuild) error {
 		return b.writeIndexed(ctx, &p.ix, 0, nil)
 	}
 	return b.writeIndexed(ctx, &p.ix, int64(len(p.data)), func(ctx context.Context, name string) error {
-		if err := b.bucket.WriteObject(ctx, name, p.data); err != nil {
+		var err error
+		if cw, ok := b.bucket.(CRC32CWriter); ok {
+			err = cw.WriteObjectCRC32C(ctx, name, p.data, p.crc)
+		} else {
+			err = b.bucket.WriteObject(ctx, name, p.data)
+		}
+		if err != nil {
 			return err
 		}
 		buf := p.data[:0] // the pool's own pointer: p.data is let go of below

@@ -76,7 +76,13 @@ func (b *Backend) ReadRange(ctx context.Context, name string, off, n int64) (io.
 // the whole pack (the largest CPU cost of an upload, measured), and the
 // records in it are checked against their own SHA-256s by every read.
 func (b *Backend) WriteObject(ctx context.Context, name string, data []byte) error {
-	crc := binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, castagnoli))
+	return b.WriteObjectCRC32C(ctx, name, data, crc32.Checksum(data, castagnoli))
+}
+
+// WriteObjectCRC32C is WriteObject with data's CRC-32C given
+// (packed.CRC32CWriter): a pack's, taken as it was filled.
+func (b *Backend) WriteObjectCRC32C(ctx context.Context, name string, data []byte, sum uint32) error {
+	crc := binary.BigEndian.AppendUint32(nil, sum)
 	_, err := b.api.PutObject(ctx, &awss3.PutObjectInput{
 		Bucket:         &b.name,
 		Key:            aws.String(b.prefix + name),

@@ -37,6 +37,11 @@ func (c *countingBucket) WriteObject(ctx context.Context, name string, data []by
 	return c.Backend.WriteObject(ctx, name, data)
 }
 
+func (c *countingBucket) WriteObjectCRC32C(ctx context.Context, name string, data []byte, crc uint32) error {
+	c.writes.Add(1)
+	return c.Backend.WriteObjectCRC32C(ctx, name, data, crc)
+}
+
 func (c *countingBucket) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
 	c.writes.Add(1)
 	return c.Backend.WriteStream(ctx, name, body, size, sum)

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 	"sync"
@@ -52,6 +53,31 @@ func RunBucket(t *testing.T, newBucket func(t *testing.T) packed.Bucket) {
 				body.Close()
 			}
 			t.Fatalf("ReadRange of an absent object: %v, want cas.ErrNotFound", err)
+		}
+	})
+	t.Run("CRC32C", func(t *testing.T) {
+		b := newBucket(t)
+		cw, ok := b.(packed.CRC32CWriter)
+		if !ok {
+			t.Skip("the bucket computes its own CRC-32C (not a packed.CRC32CWriter)")
+		}
+		data := []byte("a pack's bytes, with the CRC-32C they were sent with")
+		crc := crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
+		if err := cw.WriteObjectCRC32C(ctx(t), "packs/data/crc", data, crc); err != nil {
+			t.Fatalf("WriteObjectCRC32C with the right CRC-32C: %v", err)
+		}
+		if got := read(t, b, "packs/data/crc", 0, -1); !bytes.Equal(got, data) {
+			t.Fatalf("read back %q, want %q", got, data)
+		}
+		// The store checks it: bytes that do not match it are not kept.
+		if err := cw.WriteObjectCRC32C(ctx(t), "packs/data/badcrc", data, crc^1); err == nil {
+			t.Fatal("WriteObjectCRC32C with a wrong CRC-32C succeeded")
+		}
+		if body, err := b.ReadRange(ctx(t), "packs/data/badcrc", 0, -1); !errors.Is(err, cas.ErrNotFound) {
+			if err == nil {
+				body.Close()
+			}
+			t.Fatalf("an object written with a wrong CRC-32C: %v, want cas.ErrNotFound", err)
 		}
 	})
 	t.Run("EmptyObject", func(t *testing.T) {

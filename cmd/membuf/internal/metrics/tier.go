@@ -19,6 +19,7 @@ type tierCollector struct {
 	requests, latency, bytes, lookups, corrupt, cacheHits *prometheus.Desc
 	fills, queueLength, queueBytes, uploads, lost         *prometheus.Desc
 	putCalls, acBytes, acBytesPeak                        *prometheus.Desc
+	heldBytes, readBack                                   *prometheus.Desc
 }
 
 func newTierCollector(tiered TierStats) *tierCollector {
@@ -41,12 +42,15 @@ func newTierCollector(tiered TierStats) *tierCollector {
 		acBytes:     d("action_result_bytes", "Bytes of the budget held by action results being read from the shared tier now: the budget bounds them whatever the backend answers."),
 		acBytesPeak: d("action_result_bytes_peak", "The most bytes action results being read from the shared tier held at once since the start."),
 		lost:        d("uploads_lost_total", "Pending uploads whose local copy was gone (evicted while the shared tier was unreachable) before they were sent."),
+		heldBytes:   d("upload_memory_bytes", "Bytes of small blobs held in memory from their write to their upload, now (tier.Config.UploadMemory bounds them)."),
+		readBack:    d("uploads_read_back_total", "Blob uploads read back from the disk rather than held in memory: larger than 256 KiB, past the memory bound, or pending at start."),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.latency, c.bytes, c.lookups, c.corrupt, c.cacheHits,
-		c.fills, c.queueLength, c.queueBytes, c.uploads, c.lost, c.putCalls, c.acBytes, c.acBytesPeak} {
+		c.fills, c.queueLength, c.queueBytes, c.uploads, c.lost, c.putCalls, c.acBytes, c.acBytesPeak,
+		c.heldBytes, c.readBack} {
 		ch <- d
 	}
 }
@@ -88,4 +92,6 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.putCalls, st.PutCalls)
 	gauge(c.acBytes, st.ActionResultBytes)
 	gauge(c.acBytesPeak, st.ActionResultBytesPeak)
+	gauge(c.heldBytes, st.UploadMemory)
+	counter(c.readBack, st.UploadsReadBack)
 }

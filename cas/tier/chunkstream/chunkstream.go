@@ -1,4 +1,6 @@
-package tier
+// Package chunkstream reads a blob from a cas.BlobReader as an
+// io.Reader, in pooled chunks: the body of a tier's upload.
+package chunkstream
 
 import (
 	"context"
@@ -11,12 +13,12 @@ import (
 	"github.com/membuf/membuf/cas"
 )
 
-// chunkStream is an io.Reader over a BlobReader's ReadChunks: the body of
+// Stream is an io.Reader over a BlobReader's ReadChunks: the body of
 // an upload. It reads through the disk store's reader (so an upload sees
 // what a client would: the store's own checks on read, its on-disk
 // format), in pooled chunks, and pulls them with iter.Pull, so that no
 // goroutine or pipe stands between the disk and the HTTP request.
-type chunkStream struct {
+type Stream struct {
 	// mu serialises Read and Close: net/http may still read a request's
 	// body after RoundTrip has returned (its documentation allows it), so
 	// the uploader's Close can race the transport's last Read.
@@ -33,8 +35,11 @@ type chunkStream struct {
 // errStopped ends ReadChunks when the stream is closed before its end.
 var errStopped = errors.New("upload body closed")
 
-func newChunkStream(ctx context.Context, b cas.BlobReader, pool membuf.BufferPool, chunkSize int, onRead func()) *chunkStream {
-	s := &chunkStream{onRead: onRead}
+// New returns a Stream of b's bytes, read in chunks of chunkSize from
+// pool; onRead, if not nil, is called after every read that made
+// progress. The caller closes it.
+func New(ctx context.Context, b cas.BlobReader, pool membuf.BufferPool, chunkSize int, onRead func()) *Stream {
+	s := &Stream{onRead: onRead}
 	if b.Size() <= int64(chunkSize) {
 		// One chunk: read when first asked for, with no coroutine
 		// between (iter.Pull starts one per body, a goroutine's cost
@@ -77,7 +82,7 @@ func newChunkStream(ctx context.Context, b cas.BlobReader, pool membuf.BufferPoo
 	return s
 }
 
-func (s *chunkStream) Read(p []byte) (int, error) {
+func (s *Stream) Read(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -106,8 +111,8 @@ func (s *chunkStream) Read(p []byte) (int, error) {
 }
 
 // Close ends the stream and frees what it holds; later Reads fail. The
-// uploader calls it when the upload is over.
-func (s *chunkStream) Close() error {
+// caller calls it when the upload is over.
+func (s *Stream) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
