@@ -86,6 +86,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		region = "us-east-1" // what S3-compatible stores expect when they do not care
 	}
 	transport := objstore.NewTransport(requestTimeout, concurrency)
+	// An object's bytes as stored: never a body decompressed on the way,
+	// whose length and bytes are not the object's.
+	transport.DisableCompression = true
 	if bundle := os.Getenv("AWS_CA_BUNDLE"); bundle != "" {
 		pem, err := os.ReadFile(bundle)
 		if err != nil {

@@ -33,12 +33,14 @@ func newBucketURL(endpoint, region, bucket string, pathStyle bool) (string, erro
 	if endpoint == "" {
 		endpoint = "https://s3." + region + ".amazonaws.com" + chinaSuffix(region)
 	}
-	if pathStyle {
-		return endpoint + "/" + bucket, nil
-	}
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return "", err
+	}
+	// A name with dots is not one label of the certificate's wildcard:
+	// over TLS, such a bucket is addressed in the path, as the SDKs do.
+	if pathStyle || u.Scheme == "https" && strings.Contains(bucket, ".") {
+		return endpoint + "/" + bucket, nil
 	}
 	u.Host = bucket + "." + u.Host
 	return strings.TrimSuffix(u.String(), "/"), nil

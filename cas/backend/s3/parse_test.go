@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/membuf/membuf/cas/tier"
 )
 
 func TestParseListPage(t *testing.T) {
@@ -156,4 +158,52 @@ func TestListAfterPaginates(t *testing.T) {
 	if err != nil || len(names) != 2500 || len(asked) != 3 {
 		t.Fatalf("to the end: %d names in %d requests, %v", len(names), len(asked), err)
 	}
+}
+
+func TestBucketURL(t *testing.T) {
+	for _, c := range []struct {
+		endpoint, region, bucket string
+		pathStyle                bool
+		want                     string
+	}{
+		{"", "eu-west-1", "cache", false, "https://cache.s3.eu-west-1.amazonaws.com"},
+		{"", "cn-north-1", "cache", false, "https://cache.s3.cn-north-1.amazonaws.com.cn"},
+		{"", "us-east-1", "my.cache", false, "https://s3.us-east-1.amazonaws.com/my.cache"},
+		{"", "us-east-1", "cache", true, "https://s3.us-east-1.amazonaws.com/cache"},
+		{"http://127.0.0.1:9000", "us-east-1", "cache", true, "http://127.0.0.1:9000/cache"},
+		{"http://minio.local:9000", "us-east-1", "my.cache", false, "http://my.cache.minio.local:9000"},
+	} {
+		if got, err := newBucketURL(c.endpoint, c.region, c.bucket, c.pathStyle); err != nil || got != c.want {
+			t.Errorf("%+v: %q, %v", c, got, err)
+		}
+	}
+}
+
+// A GET asks for the object's bytes as stored: a body compressed on the
+// way would be decompressed by net/http, its length no longer the
+// object's.
+func TestGetAsksForNoCompression(t *testing.T) {
+	isolateAWS(t, "key", "secret")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			http.Error(w, "<Error><Code>InvalidRequest</Code></Error>", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("X-Amz-Meta-Sha256", "abc")
+		fmt.Fprint(w, "bytes")
+	}))
+	defer srv.Close()
+	loc, err := ParseURL("s3://bucket?endpoint=" + srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(context.Background(), Config{Location: loc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := b.Get(context.Background(), tier.Key{Hash: strings.Repeat("a", 64), Size: 5, AC: true}, 0)
+	if err != nil || obj.Size != 5 || obj.SHA256 != "abc" {
+		t.Fatalf("%+v, %v", obj, err)
+	}
+	obj.Body.Close()
 }
