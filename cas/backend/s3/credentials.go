@@ -37,7 +37,15 @@ type credentialSource struct {
 
 	mu     sync.Mutex
 	cached credentials
+	// failed is the last fetch's error until retryFetch after it, so
+	// that requests waiting on a source that does not answer fail
+	// together, not each after its own timeout.
+	failed     error
+	failedTime time.Time
 }
+
+// retryFetch is how long a failed fetch's error stands.
+const retryFetch = 5 * time.Second
 
 // refreshBefore is how long before their expiry credentials are fetched
 // again: a request signed with them must reach the store in time.
@@ -51,10 +59,18 @@ func (s *credentialSource) get(ctx context.Context) (credentials, error) {
 	if s.cached.AccessKeyID != "" && (s.cached.Expires.IsZero() || time.Until(s.cached.Expires) > refreshBefore) {
 		return s.cached, nil
 	}
+	if s.failed != nil && time.Since(s.failedTime) < retryFetch {
+		return credentials{}, s.failed
+	}
 	c, err := s.fetch(ctx)
 	if err != nil {
-		return credentials{}, fmt.Errorf("s3: credentials (%s): %w", s.name, err)
+		err = fmt.Errorf("s3: credentials (%s): %w", s.name, err)
+		if ctx.Err() == nil {
+			s.failed, s.failedTime = err, time.Now()
+		}
+		return credentials{}, err
 	}
+	s.failed = nil
 	if c.AccessKeyID == "" || c.SecretAccessKey == "" {
 		return credentials{}, fmt.Errorf("s3: credentials (%s): no access key or secret", s.name)
 	}
@@ -107,7 +123,11 @@ func findCredentials(profileName string, p profile, hc *http.Client, region stri
 	if endpoint == "" {
 		endpoint = "http://169.254.169.254"
 	}
-	return &credentialSource{name: "EC2 instance metadata", fetch: instanceMetadata(hc, strings.TrimSuffix(endpoint, "/"))}, nil
+	// Off EC2 nothing answers: a request waits for it no longer than
+	// this (the SDKs wait a second, and retry).
+	imds := *hc
+	imds.Timeout = min(hc.Timeout, 5*time.Second)
+	return &credentialSource{name: "EC2 instance metadata", fetch: instanceMetadata(&imds, strings.TrimSuffix(endpoint, "/"))}, nil
 }
 
 // cmpEnv is the first of the environment variables names that is set.

@@ -178,6 +178,16 @@ func TestWebIdentityCredentialsAndTheirRefresh(t *testing.T) {
 	if _, err := b.c.creds.get(context.Background()); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("a refused token: %v", err)
 	}
+	// The failure stands a moment for the requests waiting on it, then
+	// the source is asked again.
+	writeFile(t, filepath.Join(dir, "token"), "jwt-token")
+	if _, err := b.c.creds.get(context.Background()); err == nil {
+		t.Fatal("a fetch just after a failure was sent")
+	}
+	b.c.creds.failedTime = time.Now().Add(-retryFetch)
+	if c, err := b.c.creds.get(context.Background()); err != nil || c.AccessKeyID != "WEB3" {
+		t.Fatalf("after the failure's time: %+v, %v", c, err)
+	}
 }
 
 func TestContainerCredentials(t *testing.T) {
