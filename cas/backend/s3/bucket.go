@@ -3,40 +3,37 @@ package s3
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go"
-	"github.com/aws/smithy-go/middleware"
-	"golang.org/x/sync/errgroup"
-
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/backend/internal/objstore"
+	"github.com/membuf/membuf/cas/internal/fanout"
 	"github.com/membuf/membuf/cas/tier"
 )
 
-// Backend is a tier.Backend over one bucket and a key prefix, through the
-// AWS SDK. Objects are named {prefix}cas/{hash} (a blob's raw bytes, so
+// Backend is a tier.Backend over one bucket and a key prefix, on
+// net/http. Objects are named {prefix}cas/{hash} (a blob's raw bytes, so
 // the object's SHA-256 checksum is the digest's hash) and {prefix}ac/{hash}
 // (a serialized ActionResult, its SHA-256 in the object's metadata).
 // Failures wrap cas.ErrNotFound (the object does not exist) or
 // cas.ErrUnavailable (anything else: the bucket could not be reached,
 // refused, or failed), as *tier.RequestError.
 type Backend struct {
-	api         *awss3.Client
+	c *client
+	// transport holds the connections, under the stall guard.
+	transport   *http.Transport
 	name        string
 	prefix      string
 	concurrency int
@@ -49,72 +46,82 @@ type Config struct {
 	// Location is the bucket and prefix (ParseURL reads it from an
 	// s3:// URL).
 	Location Location
-	// RequestTimeout bounds connecting and waiting for a response's
-	// headers; 0 means 30s.
+	// RequestTimeout bounds connecting, waiting for a response's headers
+	// and a transfer's progress (the connection taking or giving bytes);
+	// 0 means 30s.
 	RequestTimeout time.Duration
 	// Concurrency is how many requests one Stat or Put has in flight at
 	// once (and the connections kept to reuse); 0 means 32.
 	Concurrency int
-	// WrapTransport, if not nil, wraps the SDK's HTTP transport (a
-	// tracer's: a span per request the SDK sends, retries included).
+	// Logger receives which credentials are used (nil discards).
+	Logger *slog.Logger
+	// WrapTransport, if not nil, wraps the client's HTTP transport (a
+	// tracer's: a span per request sent, retries included).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
-// New makes the SDK client for cfg.Location. Credentials, and the region
-// when the location has none, come from the standard AWS environment
-// variables and shared configuration files, as config.LoadDefaultConfig
-// finds them; nothing is sent over the network here.
+// New makes the client for cfg.Location. The region, when the location
+// has none, and the credentials come from the standard AWS environment
+// variables and shared files, or the container's or instance's metadata
+// endpoint, as the AWS SDKs find them (findCredentials); nothing is sent
+// over the network here.
 func New(ctx context.Context, cfg Config) (*Backend, error) {
-	loc, concurrency, requestTimeout := cfg.Location, cmp.Or(cfg.Concurrency, 32), cmp.Or(cfg.RequestTimeout, 30*time.Second)
-	concurrency = max(concurrency, 1)
-	httpClient := awshttp.NewBuildableClient().
-		WithDialerOptions(func(d *net.Dialer) { d.Timeout = requestTimeout }).
-		WithTransportOptions(func(t *http.Transport) {
-			// Stat's HEADs and the uploads run concurrently: keep that
-			// many connections to reuse.
-			t.MaxIdleConnsPerHost = concurrency
-			t.ResponseHeaderTimeout = requestTimeout
-		})
-	opts := []func(*config.LoadOptions) error{
-		config.WithHTTPClient(httpClient),
-		// The blob's own SHA-256 is the checksum: sent with every upload
-		// and checked by the tier on every read. The SDK computing and
-		// validating CRC32s besides would hash every byte twice more.
-		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
-		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
+	loc, concurrency, requestTimeout := cfg.Location, max(cmp.Or(cfg.Concurrency, 32), 1), cmp.Or(cfg.RequestTimeout, 30*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if loc.Region != "" {
-		opts = append(opts, config.WithRegion(loc.Region))
-	}
-	if loc.Profile != "" {
-		opts = append(opts, config.WithSharedConfigProfile(loc.Profile))
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	profileName := cmp.Or(loc.Profile, os.Getenv("AWS_PROFILE"), "default")
+	p, found, err := loadProfile(profileName)
 	if err != nil {
 		return nil, fmt.Errorf("s3: AWS configuration: %w", err)
 	}
-	if awsCfg.Region == "" {
+	if !found && profileName != "default" {
+		return nil, fmt.Errorf("s3: AWS configuration: no profile %q in the shared files", profileName)
+	}
+	region := cmp.Or(loc.Region, os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION"), p["region"])
+	if region == "" {
 		if loc.Endpoint == "" {
 			return nil, errors.New("s3: no region: add region=... to the s3 URL, or set AWS_REGION")
 		}
-		awsCfg.Region = "us-east-1" // what S3-compatible stores expect when they do not care
+		region = "us-east-1" // what S3-compatible stores expect when they do not care
 	}
-	if built, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok && cfg.WrapTransport != nil {
-		// The client as the configuration left it (AWS_CA_BUNDLE's roots
-		// added), its transport wrapped.
-		awsCfg.HTTPClient = &http.Client{
-			Transport: cfg.WrapTransport(built.GetTransport()),
-			// As the SDK's own client: a redirect is an answer.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	transport := objstore.NewTransport(requestTimeout, concurrency)
+	// An object's bytes as stored: never a body decompressed on the way,
+	// whose length and bytes are not the object's.
+	transport.DisableCompression = true
+	if bundle := os.Getenv("AWS_CA_BUNDLE"); bundle != "" {
+		pem, err := os.ReadFile(bundle)
+		if err != nil {
+			return nil, fmt.Errorf("s3: AWS_CA_BUNDLE: %w", err)
 		}
+		roots, err := x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool()
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("s3: AWS_CA_BUNDLE %s holds no PEM certificate", bundle)
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: roots}
 	}
-	api := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
-		if loc.Endpoint != "" {
-			o.BaseEndpoint = aws.String(loc.Endpoint)
-		}
-		o.UsePathStyle = loc.PathStyle
-	})
-	return &Backend{api: api, name: loc.Bucket, prefix: loc.Prefix, concurrency: concurrency}, nil
+	var rt http.RoundTripper = objstore.StallGuard(transport, requestTimeout)
+	if cfg.WrapTransport != nil {
+		rt = cfg.WrapTransport(rt)
+	}
+	// A redirect (a bucket in another region) is an answer.
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	creds, err := findCredentials(profileName, p, &http.Client{Transport: transport, Timeout: requestTimeout, CheckRedirect: noRedirect}, region)
+	if err != nil {
+		return nil, err
+	}
+	bucketURL, err := newBucketURL(loc.Endpoint, region, loc.Bucket, loc.PathStyle)
+	if err != nil {
+		return nil, fmt.Errorf("s3: endpoint: %w", err)
+	}
+	// Which credentials are used is the one thing about the configuration
+	// no request error says.
+	cfg.Logger.Info("S3 backend", "url", loc.String(), "region", region, "credentials", creds.name)
+	c := &client{http: &http.Client{Transport: rt, CheckRedirect: noRedirect}, bucketURL: bucketURL, region: region, creds: creds}
+	return &Backend{c: c, transport: transport, name: loc.Bucket, prefix: loc.Prefix, concurrency: concurrency}, nil
 }
 
 // key returns the object key of k.
@@ -125,12 +132,11 @@ func (b *Backend) key(k tier.Key) string { return b.prefix + k.ObjectPath() }
 // the key, nor the endpoint: it reaches clients. Logged, it says all of
 // them (tier.RequestError.LogValue).
 func (b *Backend) fail(ctx context.Context, op string, k tier.Key, err error) error {
-	var re interface{ HTTPStatusCode() int }
 	// A bucket that is gone is the tier failing, not the object missing.
-	if api, ok := errors.AsType[smithy.APIError](err); ok && api.ErrorCode() == "NoSuchBucket" {
+	if codeOf(err) == "NoSuchBucket" {
 		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier's bucket is gone (a %s of %s)", op, k), Where: "s3://" + b.name, Cause: err}
 	}
-	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
+	if statusOf(err) == http.StatusNotFound {
 		return &tier.RequestError{Kind: cas.ErrNotFound, Public: fmt.Sprintf("%s is not in the shared tier", k), Where: "s3://" + b.name + "/" + b.key(k), Cause: err}
 	}
 	if ctx.Err() != nil {
@@ -138,45 +144,54 @@ func (b *Backend) fail(ctx context.Context, op string, k tier.Key, err error) er
 		// closing, reads better than "context canceled".
 		err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 	}
-	return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier did not answer a %s of %s", op, k), Where: "s3://" + b.name + "/" + b.key(k), Cause: err}
+	return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier did not answer a %s of %s", op, k), Where: "s3://" + b.name + "/" + b.key(k), Cause: objstore.Redact(err)}
 }
 
 // Stat sends a HEAD per key, concurrency at a time.
 func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
-	var g errgroup.Group
-	g.SetLimit(b.concurrency)
-	var mu sync.Mutex
-	var failed error
-	for i, k := range ks {
+	errs := make([]error, len(ks))
+	fanout.Each(len(ks), b.concurrency, func(i int) {
 		sizes[i] = -1
-		g.Go(func() error {
-			out, err := b.api.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))})
-			if err == nil {
-				sizes[i] = aws.ToInt64(out.ContentLength)
-				return nil
-			}
-			if err := b.fail(ctx, "HEAD", k, err); !errors.Is(err, cas.ErrNotFound) {
-				mu.Lock()
-				failed = cmp.Or(failed, err)
-				mu.Unlock()
-			}
-			return nil
-		})
+		res, err := b.c.do(ctx, request{method: http.MethodHead, key: b.key(ks[i]), payloadHash: emptySHA256, retry: true}, http.StatusOK)
+		if err == nil {
+			res.Body.Close()
+			sizes[i] = res.ContentLength
+			return
+		}
+		if err := b.fail(ctx, "HEAD", ks[i], err); !errors.Is(err, cas.ErrNotFound) {
+			errs[i] = err
+		}
+	})
+	return objstore.FirstError(errs)
+}
+
+// getObject GETs key, the bytes from off to its end, or n of them if n
+// > 0; the answer's body is the range asked for.
+func (b *Backend) getObject(ctx context.Context, key string, off, n int64) (*http.Response, error) {
+	h := http.Header{}
+	switch {
+	case n > 0:
+		h.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+n-1, 10))
+	case off > 0:
+		h.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
 	}
-	g.Wait()
-	return failed
+	res, err := b.c.do(ctx, request{method: http.MethodGet, key: key, header: h, payloadHash: emptySHA256, retry: true}, http.StatusOK, http.StatusPartialContent)
+	if err != nil {
+		return nil, err
+	}
+	if (off > 0 || n > 0) && res.StatusCode != http.StatusPartialContent {
+		// The range was not honoured: the body is not what was asked for.
+		res.Body.Close()
+		return nil, fmt.Errorf("s3: a ranged GET from %d answered %s", off, res.Status)
+	}
+	return res, nil
 }
 
 // Get reads k's object from off: a ranged GET when off > 0.
 func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
-	in := &awss3.GetObjectInput{Bucket: &b.name, Key: aws.String(b.key(k))}
-	if off > 0 {
-		in.Range = aws.String("bytes=" + strconv.FormatInt(off, 10) + "-")
-	}
-	out, err := b.api.GetObject(ctx, in)
+	res, err := b.getObject(ctx, b.key(k), off, -1)
 	if err != nil {
-		var re interface{ HTTPStatusCode() int }
-		if off > 0 && errors.As(err, &re) && re.HTTPStatusCode() == http.StatusRequestedRangeNotSatisfiable {
+		if off > 0 && statusOf(err) == http.StatusRequestedRangeNotSatisfiable {
 			// A range from the object's end: nothing to read if the
 			// object is that long.
 			sizes := []int64{-1}
@@ -187,55 +202,47 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 		}
 		return tier.Object{}, b.fail(ctx, "GET", k, err)
 	}
-	size := aws.ToInt64(out.ContentLength) + off
-	if r := aws.ToString(out.ContentRange); r != "" {
+	size := res.ContentLength + off
+	if r := res.Header.Get("Content-Range"); r != "" {
 		// "bytes 10-99/100": the whole size follows the slash.
 		if n, err := strconv.ParseInt(r[strings.LastIndexByte(r, '/')+1:], 10, 64); err == nil {
 			size = n
 		}
 	}
-	return tier.Object{Body: out.Body, Size: size, SHA256: b.sum(k, out.Metadata)}, nil
+	return tier.Object{Body: res.Body, Size: size, SHA256: b.sum(k, res.Header)}, nil
 }
 
 // sum is the SHA-256 k's object was stored with: an action result's from
 // its metadata, a blob's its name.
-func (b *Backend) sum(k tier.Key, metadata map[string]string) string {
+func (b *Backend) sum(k tier.Key, h http.Header) string {
 	if k.AC {
-		return metadata[sha256Metadata]
+		return h.Get(sha256Metadata)
 	}
 	return k.Hash
 }
 
-// sha256Metadata is the user metadata (x-amz-meta-sha256) holding an
-// action result's SHA-256 in hex, checked when it is read back: unlike a
-// blob's, its name is not its hash.
-const sha256Metadata = "sha256"
+// sha256Metadata is the user metadata header holding an action result's
+// SHA-256 in hex, checked when it is read back: unlike a blob's, its name
+// is not its hash.
+const sha256Metadata = "X-Amz-Meta-" + objstore.SHA256Metadata
 
 // Put stores each upload as an object, a PUT each, concurrency at a time.
 // The SHA-256 goes with each as its checksum (x-amz-checksum-sha256), so
 // the store refuses an upload whose bytes differ, and as the signature's
-// payload hash, so the SDK does not read the body a second time to
-// compute it. Action results also carry it as metadata.
+// payload hash, so the body is read once. Action results also carry it
+// as metadata.
 func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	errs := make([]error, len(uploads))
-	var g errgroup.Group
-	g.SetLimit(b.concurrency)
-	for i, u := range uploads {
-		g.Go(func() error {
-			errs[i] = b.putObject(ctx, u)
-			return nil
-		})
-	}
-	g.Wait()
+	fanout.Each(len(uploads), b.concurrency, func(i int) { errs[i] = b.putObject(ctx, uploads[i]) })
 	return errs
 }
 
 func (b *Backend) putObject(ctx context.Context, u tier.Upload) error {
-	var meta map[string]string
+	h := http.Header{}
 	if u.Key.AC {
-		meta = map[string]string{sha256Metadata: u.SHA256}
+		h.Set(sha256Metadata, u.SHA256)
 	}
-	if err := b.putChecked(ctx, b.key(u.Key), u.Body, u.Size, u.SHA256, meta); err != nil {
+	if err := b.putChecked(ctx, b.key(u.Key), u.Body, u.Size, u.SHA256, h); err != nil {
 		if errors.Is(err, errBadSum) {
 			return fmt.Errorf("s3: bad SHA-256 %q for %s", u.SHA256, u.Key)
 		}
@@ -248,70 +255,60 @@ var errBadSum = errors.New("not a SHA-256 in hex")
 
 // putChecked stores size bytes from body as key in one PUT, with their
 // SHA-256, sum, as the checksum the store checks and as the signature's
-// payload hash; it returns the SDK's error as it is.
-func (b *Backend) putChecked(ctx context.Context, key string, body io.Reader, size int64, sum string, meta map[string]string) error {
+// payload hash, and the headers h; it returns the store's error as it
+// is.
+func (b *Backend) putChecked(ctx context.Context, key string, body io.Reader, size int64, sum string, h http.Header) error {
 	raw, err := hex.DecodeString(sum)
 	if err != nil || len(raw) != 32 {
 		return errBadSum
 	}
-	_, err = b.api.PutObject(ctx, &awss3.PutObjectInput{
-		Bucket:         &b.name,
-		Key:            aws.String(key),
-		Body:           body,
-		ContentLength:  aws.Int64(size),
-		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(raw)),
-		Metadata:       meta,
-	}, func(o *awss3.Options) {
-		o.RetryMaxAttempts = 1 // the tier retries
-		o.APIOptions = append(o.APIOptions, presetPayloadHash(sum))
-	})
-	return err
+	h.Set("X-Amz-Checksum-Sha256", base64.StdEncoding.EncodeToString(raw))
+	return b.send(ctx, key, body, size, strings.ToLower(sum), h)
 }
 
-// presetPayloadHash gives the signer the payload's SHA-256, which the
-// caller knows already, before the SDK's own middleware would read the
-// body to compute it (its ComputePayloadSHA256 keeps a hash set earlier).
-func presetPayloadHash(sum string) func(*middleware.Stack) error {
-	return func(stack *middleware.Stack) error {
-		return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("membufPresetPayloadHash",
-			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-				return next.HandleFinalize(v4.SetPayloadHash(ctx, sum), in)
-			}), "ComputePayloadHash", middleware.Before)
+// send PUTs size bytes from body as key, with the headers h, signed with
+// payloadHash. Not retried: the body is a stream, and the tier retries.
+func (b *Backend) send(ctx context.Context, key string, body io.Reader, size int64, payloadHash string, h http.Header) error {
+	res, err := b.c.do(ctx, request{method: http.MethodPut, key: key, header: h, body: objstore.ExactBody(body, size), size: size, payloadHash: payloadHash}, http.StatusOK)
+	if err != nil {
+		return err
 	}
+	res.Body.Close()
+	return nil
 }
 
 // Probe asks for an object that does not exist under the prefix, a GET so
 // that a refusal comes with its code: NoSuchKey is a bucket that answers,
 // and the credentials work for it. It returns nil then, an
 // *ErrMisconfigured when the answer says the configuration is wrong (the
-// bucket does not exist; the credentials are refused), and the error
-// otherwise (unreachable, timed out, a 5xx, a refusal that may be a
-// missing permission: AccessDenied is what S3 answers a GET of a missing
-// key without s3:ListBucket).
+// bucket does not exist; the credentials are refused; the region is
+// wrong), and the error otherwise (unreachable, timed out, a 5xx, a
+// refusal that may be a missing permission: AccessDenied is what S3
+// answers a GET of a missing key without s3:ListBucket).
 func (b *Backend) Probe(ctx context.Context) error {
-	key := b.prefix + "cas/" + strings.Repeat("0", 64)
-	out, err := b.api.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.name, Key: &key})
+	res, err := b.getObject(ctx, b.prefix+"cas/"+strings.Repeat("0", 64), 0, -1)
 	if err == nil {
-		out.Body.Close()
+		res.Body.Close()
 		return nil
 	}
-	var api smithy.APIError
-	if !errors.As(err, &api) {
-		return err
-	}
-	switch code := api.ErrorCode(); code {
+	switch code := codeOf(err); code {
 	case "NoSuchKey":
 		return nil
 	case "NoSuchBucket":
 		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("bucket %q does not exist at the endpoint", b.name)}
 	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId":
 		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("the credentials are refused (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile", code)}
+	case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
+		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("bucket %q is not in region %s (%s): set region= in the s3 URL", b.name, b.c.region, code)}
 	}
-	return err
+	return objstore.Redact(err)
 }
 
-// Close releases nothing: the SDK's client holds idle connections only.
-func (b *Backend) Close() error { return nil }
+// Close releases the client's idle connections.
+func (b *Backend) Close() error {
+	b.transport.CloseIdleConnections()
+	return nil
+}
 
 // String names the bucket for logs.
 func (b *Backend) String() string { return "s3://" + b.name + "/" + b.prefix }

@@ -13,5 +13,7 @@
 // docs/cas.md describes the design, what is durable where and when, and
 // how each failure is answered.
 //
-// Its own module, so that the AWS SDK stays out of the others.
+// It speaks S3 on net/http, signing with SigV4 itself, and finds
+// credentials as the AWS SDKs do, without linking one (client.go says
+// why).
 package s3

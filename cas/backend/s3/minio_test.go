@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"testing"
 	"time"
 
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -163,7 +163,7 @@ func TestMinIOActionResultWithoutItsChecksumIsAMiss(t *testing.T) {
 	loc, b := minioBucket(t, "acmeta")
 	ad := cas.DigestOf([]byte("archive baz"))
 	key := b.key(tier.ActionKey(ad))
-	if _, err := b.api.PutObject(context.Background(), &awss3.PutObjectInput{Bucket: &b.name, Key: &key, Body: bytes.NewReader([]byte{0x08, 0x01})}); err != nil {
+	if err := b.send(context.Background(), key, bytes.NewReader([]byte{0x08, 0x01}), 2, unsignedPayload, http.Header{}); err != nil {
 		t.Fatal(err)
 	}
 	n := startNode(t, "", loc, fastRetries)
