@@ -1,0 +1,290 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/backend/packed"
+	"github.com/membuf/membuf/cas/tier"
+)
+
+// Config configures a Backend.
+type Config struct {
+	// Objects and Bucket are the object store's per-object layout and
+	// its named objects (the same bucket).
+	Objects tier.Backend
+	Bucket  packed.Bucket
+	// Want is the layout the configuration forces; "" takes the
+	// bucket's (Decide).
+	Want Kind
+	// Packed configures the packs, if the bucket is in their layout;
+	// Open sets its Objects and Bucket.
+	Packed packed.Config
+	// RequestTimeout bounds each attempt to read the layout; 0 means
+	// 30s.
+	RequestTimeout time.Duration
+	// RetryEvery is how long after a failed attempt the next may start;
+	// 0 means 1s.
+	RetryEvery time.Duration
+	// Logger receives the decision; nil discards it.
+	Logger *slog.Logger
+}
+
+// Backend is a tier.Backend over the layout a bucket is in: the packs
+// (a packed.Backend) or the per-object layout (Config.Objects), chosen by
+// Decide when the bucket first answers. Until then every call fails as
+// a backend that is down does, and the next call after RetryEvery asks
+// again; a layout that contradicts the configuration fails every call,
+// and Probe says it is misconfigured (the server does not start).
+type Backend struct {
+	cfg    Config
+	log    *slog.Logger
+	chosen atomic.Pointer[choice]
+
+	mu      sync.Mutex // one decision at a time
+	retryAt time.Time  // mu: no attempt before
+	lastErr error      // mu: the last attempt's
+	sink    packed.ReadAheadSink
+	closed  bool
+
+	ctx  context.Context // done at Close
+	stop context.CancelFunc
+}
+
+// choice is a Backend's decision: a backend, or why there is none.
+type choice struct {
+	kind    Kind
+	backend tier.Backend
+	packs   *packed.Backend // with Packs
+	err     error           // misconfigured: every call fails with it
+}
+
+var (
+	_ tier.Backend = (*Backend)(nil)
+	_ tier.Toucher = (*Backend)(nil)
+)
+
+// Open returns a Backend over cfg's bucket and asks for its layout,
+// waiting at most wait for the answer (Kind says whether it came).
+func Open(cfg Config, wait time.Duration) (*Backend, error) {
+	if cfg.Objects == nil || cfg.Bucket == nil {
+		return nil, errors.New("layout: Config needs Objects and Bucket")
+	}
+	if cfg.Want != "" && cfg.Want != Packs && cfg.Want != Objects {
+		return nil, fmt.Errorf("layout: Want %q: want %q, %q or none", cfg.Want, Packs, Objects)
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.RetryEvery <= 0 {
+		cfg.RetryEvery = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Packed.Objects, cfg.Packed.Bucket = cfg.Objects, cfg.Bucket
+	b := &Backend{cfg: cfg, log: cfg.Logger}
+	b.ctx, b.stop = context.WithCancel(context.Background())
+	decided := make(chan struct{})
+	go func() {
+		defer close(decided)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.decideLocked()
+	}()
+	select {
+	case <-decided:
+	case <-time.After(wait):
+	}
+	return b, nil
+}
+
+// Kind is the layout chosen; "" until the bucket has answered, or if its
+// layout contradicts the configuration.
+func (b *Backend) Kind() Kind {
+	if c := b.chosen.Load(); c != nil && c.err == nil {
+		return c.kind
+	}
+	return ""
+}
+
+// Packs is the packed backend, once the bucket's layout is known to be
+// packs; nil before, or in the per-object layout.
+func (b *Backend) Packs() *packed.Backend {
+	if c := b.chosen.Load(); c != nil {
+		return c.packs
+	}
+	return nil
+}
+
+// Stats is the packs' statistics; zero without packs.
+func (b *Backend) Stats() packed.Stats {
+	if p := b.Packs(); p != nil {
+		return p.Stats()
+	}
+	return packed.Stats{}
+}
+
+// SetReadAhead names the sink of the packs' read-ahead
+// (packed.Backend.SetReadAhead), now or once they are chosen.
+func (b *Backend) SetReadAhead(sink packed.ReadAheadSink) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sink = sink
+	if p := b.Packs(); p != nil {
+		p.SetReadAhead(sink)
+	}
+}
+
+// decideLocked asks for the bucket's layout and opens the backend for
+// it; b.mu is held.
+func (b *Backend) decideLocked() {
+	if b.chosen.Load() != nil || b.closed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.RequestTimeout)
+	defer cancel()
+	kind, err := Decide(ctx, b.cfg.Bucket, b.cfg.Want)
+	var mis *tier.ErrMisconfigured
+	switch {
+	case errors.As(err, &mis):
+		b.log.Error("tier: the bucket's layout contradicts the configuration", "err", err)
+		b.chosen.Store(&choice{err: mis})
+		return
+	case err != nil:
+		b.retryAt, b.lastErr = time.Now().Add(b.cfg.RetryEvery), err
+		return
+	case kind == Objects && b.cfg.Packed.Retention > 0:
+		mis = &tier.ErrMisconfigured{Cause: "retention= is for packs, and the bucket is in the per-object layout (nothing would be deleted): remove retention=, or convert the bucket: membuf bucket convert --to packs URL"}
+		b.log.Error("tier: the bucket's layout contradicts the configuration", "err", mis)
+		b.chosen.Store(&choice{err: mis})
+		return
+	case kind == Objects:
+		b.log.Info("tier: the bucket's layout", "layout", kind)
+		b.chosen.Store(&choice{kind: kind, backend: b.cfg.Objects})
+		return
+	}
+	p, err := packed.New(b.cfg.Packed)
+	if err != nil {
+		b.chosen.Store(&choice{err: &tier.ErrMisconfigured{Cause: err.Error()}})
+		return
+	}
+	p.SetReadAhead(b.sink)
+	b.log.Info("tier: the bucket's layout", "layout", kind, "format", Format)
+	b.chosen.Store(&choice{kind: kind, backend: p, packs: p})
+}
+
+// backend returns the chosen backend; until there is one, a call that
+// may wait (Probe) asks the bucket, another asks only if no attempt is
+// under way and the last is RetryEvery old, else fails at once.
+func (b *Backend) backend(wait bool) (tier.Backend, error) {
+	if c := b.chosen.Load(); c != nil {
+		return c.backend, c.err
+	}
+	if wait {
+		b.mu.Lock()
+	} else if !b.mu.TryLock() {
+		return nil, notYet(errors.New("the bucket's layout is being read"))
+	}
+	defer b.mu.Unlock()
+	if wait || !time.Now().Before(b.retryAt) {
+		b.decideLocked()
+	}
+	if c := b.chosen.Load(); c != nil {
+		return c.backend, c.err
+	}
+	if b.closed {
+		return nil, notYet(errors.New("closed"))
+	}
+	return nil, notYet(b.lastErr)
+}
+
+// notYet is the error of a call made before the layout is known: the
+// backend is as good as down.
+func notYet(cause error) error {
+	return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "the shared tier's layout is not known yet (the bucket has not answered)", Where: ObjectName, Cause: cause}
+}
+
+// unusable is the error of a call to a backend whose layout contradicts
+// the configuration.
+func unusable(err error) error {
+	return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "the shared tier cannot be used as configured", Where: ObjectName, Cause: err}
+}
+
+// Get implements tier.Backend.
+func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
+	be, err := b.backend(false)
+	if err != nil {
+		return tier.Object{}, callError(err)
+	}
+	return be.Get(ctx, k, off)
+}
+
+// Put implements tier.Backend.
+func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
+	be, err := b.backend(false)
+	if err != nil {
+		errs := make([]error, len(uploads))
+		for i := range errs {
+			errs[i] = callError(err)
+		}
+		return errs
+	}
+	return be.Put(ctx, uploads)
+}
+
+// Stat implements tier.Backend.
+func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error {
+	be, err := b.backend(false)
+	if err != nil {
+		for i := range sizes {
+			sizes[i] = -1
+		}
+		return callError(err)
+	}
+	return be.Stat(ctx, ks, sizes)
+}
+
+// Probe implements tier.Backend: it waits for the layout, and then
+// probes the backend of it.
+func (b *Backend) Probe(ctx context.Context) error {
+	be, err := b.backend(true)
+	if err != nil {
+		return err // an *tier.ErrMisconfigured, or the bucket's
+	}
+	return be.Probe(ctx)
+}
+
+// callError is err as a call other than Probe returns it.
+func callError(err error) error {
+	if mis, ok := errors.AsType[*tier.ErrMisconfigured](err); ok {
+		return unusable(mis)
+	}
+	return err
+}
+
+// Touch implements tier.Toucher: the packs' (their retention's).
+func (b *Backend) Touch(k tier.Key) {
+	if p := b.Packs(); p != nil {
+		p.Touch(k)
+	}
+}
+
+// Close stops the packs, if chosen, and any decision under way. It
+// closes neither Objects nor Bucket.
+func (b *Backend) Close() error {
+	b.stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	if p := b.Packs(); p != nil {
+		return p.Close()
+	}
+	return nil
+}
