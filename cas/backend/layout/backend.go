@@ -50,8 +50,12 @@ type Backend struct {
 	mu      sync.Mutex // one decision at a time
 	retryAt time.Time  // mu: no attempt before
 	lastErr error      // mu: the last attempt's
-	sink    packed.ReadAheadSink
-	closed  bool
+	closed  bool       // mu
+
+	// sinkMu guards sink, and the packs' read-ahead sink set from it: not
+	// mu, which a decision holds while the bucket answers.
+	sinkMu sync.Mutex
+	sink   packed.ReadAheadSink
 
 	ctx  context.Context // done at Close
 	stop context.CancelFunc
@@ -134,8 +138,8 @@ func (b *Backend) Stats() packed.Stats {
 // SetReadAhead names the sink of the packs' read-ahead
 // (packed.Backend.SetReadAhead), now or once they are chosen.
 func (b *Backend) SetReadAhead(sink packed.ReadAheadSink) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.sinkMu.Lock()
+	defer b.sinkMu.Unlock()
 	b.sink = sink
 	if p := b.Packs(); p != nil {
 		p.SetReadAhead(sink)
@@ -175,9 +179,11 @@ func (b *Backend) decideLocked() {
 		b.chosen.Store(&choice{err: &tier.ErrMisconfigured{Cause: err.Error()}})
 		return
 	}
+	b.sinkMu.Lock()
 	p.SetReadAhead(b.sink)
-	b.log.Info("tier: the bucket's layout", "layout", kind, "format", Format)
 	b.chosen.Store(&choice{kind: kind, backend: p, packs: p})
+	b.sinkMu.Unlock()
+	b.log.Info("tier: the bucket's layout", "layout", kind, "format", Format)
 }
 
 // backend returns the chosen backend; until there is one, a call that
