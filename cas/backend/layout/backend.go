@@ -165,7 +165,7 @@ func (b *Backend) decideLocked() {
 		b.retryAt, b.lastErr = time.Now().Add(b.cfg.RetryEvery), err
 		return
 	case kind == Objects && b.cfg.Packed.Retention > 0:
-		mis = &tier.ErrMisconfigured{Cause: "retention= is for packs, and the bucket is in the per-object layout (nothing would be deleted): remove retention=, or convert the bucket: membuf bucket convert --to packs URL"}
+		mis = &tier.ErrMisconfigured{Cause: "retention= is for packs, and the bucket is in the per-object layout (nothing would be deleted): remove retention=, or convert the bucket: membuf bucket --convert-to packs URL"}
 		b.log.Error("tier: the bucket's layout contradicts the configuration", "err", mis)
 		b.chosen.Store(&choice{err: mis})
 		return

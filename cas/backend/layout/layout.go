@@ -194,7 +194,7 @@ func contradiction(found Found, want Kind) error {
 	}
 	fix := "remove packs= from the URL to use the bucket's layout"
 	if want == Packs && found.Kind == Objects {
-		fix += ", or convert the bucket to packs: membuf bucket convert --to packs URL"
+		fix += ", or convert the bucket to packs: membuf bucket --convert-to packs URL"
 	}
 	return &tier.ErrMisconfigured{Cause: fmt.Sprintf("%s, but the bucket's layout is %s: %s", forced, found, fix)}
 }

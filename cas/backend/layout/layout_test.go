@@ -84,7 +84,7 @@ func TestPerObjectBucketStaysUnrecorded(t *testing.T) {
 	if w := b.written(); len(w) != 0 {
 		t.Fatalf("wrote %v to a bucket of the per-object layout", w)
 	}
-	if _, err := decide(t, b, layout.Packs); !misconfigured(err) || !strings.Contains(err.Error(), "membuf bucket convert --to packs") {
+	if _, err := decide(t, b, layout.Packs); !misconfigured(err) || !strings.Contains(err.Error(), "membuf bucket --convert-to packs") {
 		t.Fatalf("packs=true on a bucket of the per-object layout: %v; want a misconfiguration naming the conversion", err)
 	}
 }

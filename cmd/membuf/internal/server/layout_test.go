@@ -222,7 +222,7 @@ func TestPerObjectBucketIsKeptUntilConverted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := startFails(t, raw+"&packs=true"); !strings.Contains(err.Error(), "bucket convert") {
+	if err := startFails(t, raw+"&packs=true"); !strings.Contains(err.Error(), "bucket --convert-to packs") {
 		t.Fatalf("packs=true over a bucket of the per-object layout: %v; want an error naming the conversion", err)
 	}
 	c := serveUpstream(t, raw)
