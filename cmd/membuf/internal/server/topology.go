@@ -154,7 +154,7 @@ var backendKinds = []backendKind{
 }
 
 // packsHelp is --upstream's help for what an object store's URL adds.
-const packsHelp = "an object store's bucket keeps small entries many to an object (packs: a request per thousands of blobs) if it is empty or in packs already, and one object each if it holds that layout (convert it: membuf bucket --convert-to packs URL); packs=true or packs=false forces one, and the start fails if the bucket's differs; packs=only: packs, and FindMissing asks the bucket nothing, for a bucket only nodes with packs write; retention=DURATION (72h; at least 1m): packs older than that are deleted from the bucket by every node, and an entry read within half of it is copied forward first (docs/packs.md)"
+const packsHelp = "an object store's bucket keeps small entries many to an object (packs) if empty or in packs, else one object each (membuf bucket --convert-to packs URL converts it); packs=true|false forces one (the start fails if the bucket's differs); packs=only: and FindMissing asks the bucket nothing; retention=DURATION (72h; at least 1m): packs older than that are deleted by every node, an entry read within half of it copied forward first (docs/packs.md)"
 
 // UpstreamSchemes lists the schemes --upstream accepts, with the
 // parameters each takes, for the flag's help text.
