@@ -47,10 +47,11 @@ type Backend struct {
 	log    *slog.Logger
 	chosen atomic.Pointer[choice]
 
-	mu      sync.Mutex // one decision at a time
-	retryAt time.Time  // mu: no attempt before
-	lastErr error      // mu: the last attempt's
-	closed  bool       // mu
+	mu       sync.Mutex            // one decision at a time
+	deciding atomic.Bool           // a decision in the background is under way (kick)
+	retryAt  atomic.Int64          // no attempt before, in Unix nanoseconds
+	lastErr  atomic.Pointer[error] // the last attempt's
+	closed   bool                  // mu
 
 	// sinkMu guards sink, and the packs' read-ahead sink set from it: not
 	// mu, which a decision holds while the bucket answers.
@@ -95,18 +96,30 @@ func Open(cfg Config, wait time.Duration) (*Backend, error) {
 	cfg.Packed.Objects, cfg.Packed.Bucket = cfg.Objects, cfg.Bucket
 	b := &Backend{cfg: cfg, log: cfg.Logger}
 	b.ctx, b.stop = context.WithCancel(context.Background())
-	decided := make(chan struct{})
-	go func() {
-		defer close(decided)
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.decideLocked()
-	}()
+	decided := b.kick()
 	select {
 	case <-decided:
 	case <-time.After(wait):
 	}
 	return b, nil
+}
+
+// kick starts a decision in the background, unless one is under way or
+// the last failed less than RetryEvery ago; the channel is closed when it
+// ends (nil if none started).
+func (b *Backend) kick() <-chan struct{} {
+	if time.Now().UnixNano() < b.retryAt.Load() || !b.deciding.CompareAndSwap(false, true) {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer b.deciding.Store(false)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.decideLocked()
+	}()
+	return done
 }
 
 // Kind is the layout chosen; "" until the bucket has answered, or if its
@@ -162,7 +175,8 @@ func (b *Backend) decideLocked() {
 		b.chosen.Store(&choice{err: mis})
 		return
 	case err != nil:
-		b.retryAt, b.lastErr = time.Now().Add(b.cfg.RetryEvery), err
+		b.lastErr.Store(&err)
+		b.retryAt.Store(time.Now().Add(b.cfg.RetryEvery).UnixNano())
 		return
 	case kind == Objects && b.cfg.Packed.Retention > 0:
 		mis = &tier.ErrMisconfigured{Cause: "retention= is for packs, and the bucket is in the per-object layout (nothing would be deleted): remove retention=, or convert the bucket: membuf bucket --convert-to packs URL"}
@@ -186,29 +200,33 @@ func (b *Backend) decideLocked() {
 	b.log.Info("tier: the bucket's layout", "layout", kind, "format", Format)
 }
 
-// backend returns the chosen backend; until there is one, a call that
-// may wait (Probe) asks the bucket, another asks only if no attempt is
-// under way and the last is RetryEvery old, else fails at once.
+// backend returns the chosen backend. Until there is one, a call that
+// may wait (Probe) asks the bucket; another fails at once, asking it in
+// the background (kick), so that no client's request waits on a bucket
+// that does not answer.
 func (b *Backend) backend(wait bool) (tier.Backend, error) {
 	if c := b.chosen.Load(); c != nil {
 		return c.backend, c.err
 	}
-	if wait {
-		b.mu.Lock()
-	} else if !b.mu.TryLock() {
-		return nil, notYet(errors.New("the bucket's layout is being read"))
+	if !wait {
+		b.kick()
+		return nil, notYet(b.lastCause())
 	}
+	b.mu.Lock()
 	defer b.mu.Unlock()
-	if wait || !time.Now().Before(b.retryAt) {
-		b.decideLocked()
-	}
+	b.decideLocked()
 	if c := b.chosen.Load(); c != nil {
 		return c.backend, c.err
 	}
-	if b.closed {
-		return nil, notYet(errors.New("closed"))
+	return nil, notYet(b.lastCause())
+}
+
+// lastCause is the last failed attempt's error, or why there is none.
+func (b *Backend) lastCause() error {
+	if err := b.lastErr.Load(); err != nil {
+		return *err
 	}
-	return nil, notYet(b.lastErr)
+	return errors.New("the bucket has not answered yet")
 }
 
 // notYet is the error of a call made before the layout is known: the

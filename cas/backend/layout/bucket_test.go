@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/tier"
@@ -27,6 +28,10 @@ type memBucket struct {
 	writes      int      // WriteObject and WriteStream calls
 	names       []string // their names, in order
 	beforeWrite func(name string)
+	// hang, if not nil, holds every ReadRange until it is closed or the
+	// call's context is done: a bucket that accepts and never answers.
+	hang    chan struct{}
+	hanging atomic.Int32 // ReadRange calls held by hang now
 }
 
 func newMemBucket() *memBucket {
@@ -65,6 +70,14 @@ func (m *memBucket) Put(ctx context.Context, uploads []tier.Upload) []error {
 }
 
 func (m *memBucket) ReadRange(ctx context.Context, name string, off, n int64) (io.ReadCloser, error) {
+	if m.hang != nil {
+		m.hanging.Add(1)
+		defer m.hanging.Add(-1)
+		select {
+		case <-m.hang:
+		case <-ctx.Done():
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx, name); err != nil {

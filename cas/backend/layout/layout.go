@@ -97,17 +97,9 @@ func (f Found) String() string {
 // error is the bucket's (it did not answer: the caller may ask again)
 // or a layout object that cannot be read, an *tier.ErrMisconfigured.
 func Read(ctx context.Context, bucket packed.Bucket) (Found, error) {
-	body, err := bucket.ReadRange(ctx, ObjectName, 0, -1)
-	if err == nil {
-		defer body.Close()
-		data, err := io.ReadAll(io.LimitReader(body, maxRecordBytes+1))
-		if err != nil {
-			return Found{}, err
-		}
-		return parse(data)
-	}
+	found, err := readRecord(ctx, bucket)
 	if !errors.Is(err, cas.ErrNotFound) {
-		return Found{}, err
+		return found, err
 	}
 	names, err := bucket.ListAfter(ctx, "packs/", "", 1)
 	if err != nil {
@@ -125,10 +117,27 @@ func Read(ctx context.Context, bucket packed.Bucket) (Found, error) {
 			return Found{Kind: Objects}, nil
 		}
 	}
-	if len(names) > 0 {
-		return Read(ctx, bucket) // the layout object appeared: read it
+	if len(names) > 0 { // the layout object appeared since: read it
+		if found, err := readRecord(ctx, bucket); !errors.Is(err, cas.ErrNotFound) {
+			return found, err
+		}
 	}
 	return Found{}, nil
+}
+
+// readRecord reads the layout object; an error wrapping cas.ErrNotFound
+// if there is none.
+func readRecord(ctx context.Context, bucket packed.Bucket) (Found, error) {
+	body, err := bucket.ReadRange(ctx, ObjectName, 0, -1)
+	if err != nil {
+		return Found{}, err
+	}
+	defer body.Close()
+	data, err := io.ReadAll(io.LimitReader(body, maxRecordBytes+1))
+	if err != nil {
+		return Found{}, err
+	}
+	return parse(data)
 }
 
 // parse reads a layout object's content.

@@ -320,6 +320,9 @@ func TestBackendChoosesWhenTheBucketAnswers(t *testing.T) {
 		t.Fatalf("Probe of a bucket down: %v; want it down, not misconfigured", err)
 	}
 	b.setDown(false)
+	if err := lb.Probe(context.Background()); err != nil {
+		t.Fatalf("Probe of the bucket back: %v", err)
+	}
 	putObject(t, lb, []byte("x"))
 	if lb.Kind() != layout.Packs || string(b.get(layout.ObjectName)) != packsRecord {
 		t.Fatalf("after the bucket answered: layout %q, record %q; want packs, recorded", lb.Kind(), b.get(layout.ObjectName))
@@ -336,5 +339,45 @@ func TestBackendChoosesWhenTheBucketAnswers(t *testing.T) {
 	}
 	if forced.Kind() != "" || len(objects.written()) != 0 {
 		t.Fatalf("misconfigured: layout %q, wrote %v", forced.Kind(), objects.written())
+	}
+}
+
+// While the bucket holds the start's read of the layout unanswered, the
+// calls the server makes at its start (SetReadAhead, Kind, Stat) return
+// at once, and Close ends the read.
+func TestASilentBucketHoldsNoCall(t *testing.T) {
+	b := newMemBucket()
+	b.hang = make(chan struct{})
+	defer close(b.hang)
+	lb, err := layout.Open(layout.Config{Objects: b, Bucket: b, RequestTimeout: time.Hour}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, "the start's read of the layout held by the bucket", func() bool { return b.hanging.Load() == 1 })
+	var returned atomic.Bool
+	go func() {
+		lb.SetReadAhead(nil)
+		sizes := []int64{0}
+		if lb.Kind() == "" && lb.Stat(context.Background(), []tier.Key{tier.BlobKey(cas.DigestOf(nil))}, sizes) != nil {
+			returned.Store(true)
+		}
+	}()
+	if !await.Within(10*time.Second, returned.Load) {
+		t.Fatal("SetReadAhead, Kind or Stat waited for the silent bucket")
+	}
+	closed := make(chan struct{})
+	go func() {
+		lb.Close()
+		close(closed)
+	}()
+	if !await.Within(10*time.Second, func() bool {
+		select {
+		case <-closed:
+			return true
+		default:
+			return false
+		}
+	}) {
+		t.Fatal("Close waited for the silent bucket")
 	}
 }
