@@ -27,6 +27,7 @@ import (
 	"github.com/membuf/membuf/cas/tier"
 	"github.com/membuf/membuf/cmd/membuf/internal/server"
 	"github.com/membuf/membuf/internal/await"
+	"github.com/membuf/membuf/internal/fakegcstest"
 	"github.com/membuf/membuf/internal/miniotest"
 )
 
@@ -311,4 +312,31 @@ func TestPacksWrittenBeforeRecordsAreRead(t *testing.T) {
 	if err := startFails(t, raw+"&packs=false"); !strings.Contains(err.Error(), "packs=false") {
 		t.Fatalf("packs=false over a bucket of packs: %v; want an error naming packs=false", err)
 	}
+}
+
+// gs:// with no option: a Cloud Storage bucket (fake-gcs-server) found
+// empty is recorded as packs, and what one server writes another reads.
+func TestBareGCSURLWritesPacks(t *testing.T) {
+	f := fakegcstest.Start(t)
+	res, err := http.Post(f.Endpoint+"/storage/v1/b?project=membuf", "application/json", strings.NewReader(`{"name":"layout"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("creating the bucket: %s", res.Status)
+	}
+	raw := "gs://layout/bare?endpoint=" + f.Endpoint
+	data := blob(7, 4096)
+	upload(t, serveUpstream(t, raw), [][]byte{data})
+	found, err := server.BucketLayout(context.Background(), raw, 10*time.Second)
+	if err != nil || found.Kind != layout.Packs || !found.Recorded {
+		t.Fatalf("the bucket's layout: %v, %v; want packs, recorded", found, err)
+	}
+	other := serveUpstream(t, raw)
+	await.True(t, "the blob found by another server", func() bool {
+		res, err := other.FindMissingBlobs(context.Background(), &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{cas.DigestOf(data).Proto()}})
+		return err == nil && len(res.MissingBlobDigests) == 0
+	})
+	readAll(t, other, [][]byte{data})
 }
