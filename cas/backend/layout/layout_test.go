@@ -381,3 +381,18 @@ func TestASilentBucketHoldsNoCall(t *testing.T) {
 		t.Fatal("Close waited for the silent bucket")
 	}
 }
+
+// retention= over a bucket of the per-object layout would delete
+// nothing: the start says so rather than ignore it.
+func TestRetentionOverPerObjectIsMisconfigured(t *testing.T) {
+	b := newMemBucket()
+	putObject(t, b, []byte("per-object"))
+	lb, err := layout.Open(layout.Config{Objects: b, Bucket: b, Packed: packed.Config{Retention: time.Hour}}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	if err := lb.Probe(context.Background()); !misconfigured(err) || !strings.Contains(err.Error(), "retention=") {
+		t.Fatalf("retention= over a bucket of the per-object layout: %v; want a misconfiguration naming retention=", err)
+	}
+}
