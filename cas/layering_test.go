@@ -48,6 +48,9 @@ func TestImportsRunOneWay(t *testing.T) {
 		// Packs in any object store's bucket, over the store's own
 		// backend and Bucket: no store's client.
 		"backend/packed": {mod, mod + "/tier", mod + "/internal/offheap", mod + "/internal/fanout"},
+		// The bucket's layout (packs or one object each), read and
+		// recorded at start, and the backend over it.
+		"backend/layout": {mod, mod + "/tier", mod + "/backend/packed"},
 		// Test support: the suite every packed.Bucket passes.
 		"backend/packed/packedtest": {mod, mod + "/backend/packed"},
 		"storagetest":               {mod, mod + "/internal/testblob"},

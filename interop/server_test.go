@@ -123,7 +123,7 @@ func startTiered(t *testing.T, dir string, m *miniotest.Server) *server {
 	t.Helper()
 	node := func(name string, extra ...string) *serveprocess.Process {
 		cmd := exec.Command(binary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--http", "",
-			"--dir", filepath.Join(dir, name), "--log-level", "debug", "--s3", m.URL("interop")}, extra...)...)
+			"--dir", filepath.Join(dir, name), "--log-level", "debug", "--s3", m.URL("interop") + "&packs=false"}, extra...)...)
 		cmd.Env = append(os.Environ(), m.Env(t.TempDir())...)
 		return serveprocess.StartTest(t, cmd)
 	}

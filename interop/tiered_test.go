@@ -26,7 +26,7 @@ func TestTwoNodesShareABucket(t *testing.T) {
 	m := miniotest.Start(t)
 	node := func(extra ...string) *serveprocess.Process {
 		cmd := exec.Command(binary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
-			"--dir", t.TempDir(), "--s3", m.URL("two-nodes")}, extra...)...)
+			"--dir", t.TempDir(), "--s3", m.URL("two-nodes") + "&packs=false"}, extra...)...)
 		cmd.Env = append(os.Environ(), m.Env(t.TempDir())...)
 		return serveprocess.StartTest(t, cmd)
 	}

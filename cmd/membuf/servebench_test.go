@@ -60,7 +60,7 @@ func BenchmarkServeRead(b *testing.B) {
 		cmd.Env = append(append(os.Environ(), env...), m.Env(b.TempDir())...)
 		return serveprocess.StartTest(b, cmd)
 	}
-	url := m.URL("bench")
+	url := m.URL("bench") + "&packs=false" // the figures are the per-object layout's
 	plain := start()
 	writer, reader := plain, plain
 	if !older {

@@ -78,7 +78,7 @@ func (s *Server) openStores(ctx context.Context) error {
 		if s.tracing != nil {
 			tierBackend, local = s.tracing.Backend(backend.Backend), s.tracing.Storage(store, "disk")
 		}
-		t, err := tier.Open(ctx, local, tierConfig(u.Parsed, tier.Config{
+		t, err := tier.Open(ctx, local, backend.tierConfig(tier.Config{
 			Backend:        tierBackend,
 			Name:           u.Parsed.Scheme,
 			Dir:            dir,

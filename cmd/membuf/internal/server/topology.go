@@ -15,6 +15,7 @@ import (
 	"github.com/membuf/membuf/cas/backend/gcs"
 	"github.com/membuf/membuf/cas/backend/grpcupstream"
 	"github.com/membuf/membuf/cas/backend/httpupstream"
+	"github.com/membuf/membuf/cas/backend/layout"
 	"github.com/membuf/membuf/cas/backend/packed"
 	"github.com/membuf/membuf/cas/backend/s3"
 	"github.com/membuf/membuf/cas/tier"
@@ -31,11 +32,14 @@ type Upstream struct {
 	kind     *backendKind
 	location location // the backend package's parsed Location
 	shown    string   // the URL for logs and /status (no secrets)
-	// packs: an object store's small entries go many to an object
-	// (cas/backend/packed), from the URL's packs=true; packsOnly, from
-	// packs=only: what no pack index names is absent to FindMissing,
-	// without a HEAD (a bucket only nodes with packs write).
-	packs, packsOnly bool
+	// forced is the layout the URL's packs= forces on an object store's
+	// bucket: layout.Packs (packs=true or only), layout.Objects
+	// (packs=false), or "": the bucket's own (cas/backend/layout: packs
+	// for a bucket found empty). packsOnly, from packs=only: what no pack
+	// index names is absent to FindMissing, without a HEAD (a bucket only
+	// nodes with packs write).
+	forced    layout.Kind
+	packsOnly bool
 	// retention: with packs, how long packs live in the bucket (the
 	// URL's retention=, packed.Config.Retention); 0 keeps them for good.
 	retention time.Duration
@@ -150,7 +154,7 @@ var backendKinds = []backendKind{
 }
 
 // packsHelp is --upstream's help for what an object store's URL adds.
-const packsHelp = "an object store's URL takes packs=true too: small entries go to the bucket many to an object, a request per thousands of blobs; packs=only: and FindMissing asks the bucket nothing, for a bucket only nodes with packs write; with either, retention=DURATION (72h; at least 1m): packs older than that are deleted from the bucket by every node, and an entry read within half of it is copied forward first (docs/packs.md; experimental)"
+const packsHelp = "an object store's bucket keeps small entries many to an object (packs) if empty or in packs, else one object each (membuf bucket --convert-to packs URL converts it); packs=true|false forces one (the start fails if the bucket's differs); packs=only: and FindMissing asks the bucket nothing; retention=DURATION (72h; at least 1m): packs older than that are deleted by every node, an entry read within half of it copied forward first (docs/packs.md)"
 
 // UpstreamSchemes lists the schemes --upstream accepts, with the
 // parameters each takes, for the flag's help text.
@@ -163,30 +167,42 @@ var UpstreamSchemes = func() []string {
 }()
 
 // ParseUpstream parses an --upstream URL, by its scheme; an object
-// store's may say packs=true, and with it retention=.
+// store's may say packs= and retention=.
 func ParseUpstream(raw string) (Upstream, error) {
 	raw, packs, retention, err := cutPackParams(raw)
 	if err != nil {
 		return Upstream{}, err
 	}
-	if retention > 0 && packs == "" {
-		return Upstream{}, fmt.Errorf("%q: retention= is for packs in the bucket: add packs=true (without packs, nothing is deleted from the bucket)", clip(raw))
+	if retention > 0 && packs == "false" {
+		return Upstream{}, fmt.Errorf("%q: retention= is for packs in the bucket, and packs=false says none (without packs, nothing is deleted from the bucket)", clip(raw))
 	}
 	u, err := parseUpstream(raw)
-	if err != nil || packs == "" {
+	if err != nil || packs == "" && retention == 0 {
 		return u, err
 	}
 	if !u.kind.objectStore {
-		return Upstream{}, fmt.Errorf("%q: packs=true is for an object store's bucket (s3://, gs://, azblob://), not %s://", clip(raw), u.Scheme)
+		return Upstream{}, fmt.Errorf("%q: packs= and retention= are for an object store's bucket (s3://, gs://, azblob://), not %s://", clip(raw), u.Scheme)
 	}
-	u.packs, u.packsOnly, u.retention = true, packs == "only", retention
-	sep := "?"
-	if strings.Contains(u.shown, "?") {
-		sep = "&"
+	u.packsOnly, u.retention = packs == "only", retention
+	switch packs {
+	case "true", "only":
+		u.forced = layout.Packs
+	case "false":
+		u.forced = layout.Objects
 	}
-	u.shown += sep + "packs=" + packs
+	var shown []string
+	if packs != "" {
+		shown = append(shown, "packs="+packs)
+	}
 	if retention > 0 {
-		u.shown += "&retention=" + retention.String()
+		shown = append(shown, "retention="+retention.String())
+	}
+	if len(shown) > 0 {
+		sep := "?"
+		if strings.Contains(u.shown, "?") {
+			sep = "&"
+		}
+		u.shown += sep + strings.Join(shown, "&")
 	}
 	return u, nil
 }
@@ -198,8 +214,8 @@ const minRetention = time.Minute
 
 // cutPackParams takes the packs and retention parameters out of raw, the
 // backends' own parsers knowing nothing of them, and returns packs as
-// "true", "only" or "" (off), and retention (0 if absent or 0: packs are
-// kept for good).
+// "true", "only", "false" or "" (absent: the bucket's layout), and
+// retention (0 if absent or 0: packs are kept for good).
 func cutPackParams(raw string) (base, packs string, retention time.Duration, err error) {
 	base, query, ok := strings.Cut(raw, "?")
 	if !ok {
@@ -218,10 +234,7 @@ func cutPackParams(raw string) (base, packs string, retention time.Duration, err
 			if err != nil {
 				return "", "", 0, fmt.Errorf("%q: packs=%q is not true, false or only", clip(raw), clip(value))
 			}
-			packs = ""
-			if b {
-				packs = "true"
-			}
+			packs = strconv.FormatBool(b)
 		case "retention":
 			d, err := time.ParseDuration(value)
 			switch {
@@ -281,22 +294,26 @@ func clip(s string) string {
 	return s
 }
 
-// tierConfig is c as u's backend wants it: with packs, batches of
-// thousands and no "no" remembered by the tier (packed.TierConfig).
-func tierConfig(u Upstream, c tier.Config) tier.Config {
-	if u.packs {
+// tierConfig is c as b's layout wants it: with packs, or a layout not
+// known yet (a bucket that has not answered: packs unless forced off),
+// batches of thousands and no "no" remembered by the tier
+// (packed.TierConfig).
+func (b sharedBackend) tierConfig(c tier.Config) tier.Config {
+	if b.layout != nil && b.layout.Kind() != layout.Objects && !(b.layout.Kind() == "" && b.forced == layout.Objects) {
 		return packed.TierConfig(c)
 	}
 	return c
 }
 
 // sharedBackend is the backend --upstream names, ready for the tier: the
-// backend itself, or with packs=true the packed backend over it (packs),
-// whose read-ahead and statistics the server wires.
+// backend itself, or for an object store the layout's backend over it
+// (packs, or the per-object layout, as the bucket says), whose
+// read-ahead and statistics the server wires.
 type sharedBackend struct {
 	tier.Backend
-	packs *packed.Backend // nil without packs=true
-	close func() error
+	layout *layout.Backend // nil: not an object store
+	forced layout.Kind
+	close  func() error
 }
 
 // readAheadBytes is the largest pack a node reads whole when it reads one
@@ -305,23 +322,31 @@ type sharedBackend struct {
 // at most 16 MiB (packed.TierConfig).
 const readAheadBytes = 16 << 20
 
+// layoutWait is how long the start waits for the bucket's layout: a
+// bucket that answers (within milliseconds) is served in its layout from
+// the start; one that does not is served around, as it is down, until it
+// answers.
+const layoutWait = time.Second
+
 // readAheadInto makes t's disk the sink of b's read-ahead, if b has packs.
 func (b sharedBackend) readAheadInto(t *tier.Store) {
-	if b.packs != nil {
-		b.packs.SetReadAhead(t.Prefetched)
+	if b.layout != nil {
+		b.layout.SetReadAhead(t.Prefetched)
 	}
 }
 
-// packStats is b's packs' statistics, for /metrics; nil without packs.
+// packStats is b's packs' statistics, for /metrics; nil without packs
+// (an upstream cache, or a bucket of the per-object layout).
 func (b sharedBackend) packStats() metrics.PackedStats {
-	if b.packs == nil {
+	if b.layout == nil || b.layout.Kind() == layout.Objects {
 		return nil
 	}
-	return b.packs
+	return b.layout
 }
 
 // newBackend makes the backend u names; it sends nothing over the network
-// (tier.Open probes it), but for packs' listing, which starts here.
+// but for an object store's layout (waiting at most layoutWait for it)
+// and packs' listing, which start here (tier.Open probes it).
 // concurrency bounds each backend's requests in flight; close releases
 // what it holds.
 func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurrency int, log *slog.Logger, tr *tracing.Tracing) (sharedBackend, error) {
@@ -329,18 +354,19 @@ func newBackend(ctx context.Context, u Upstream, timeout time.Duration, concurre
 	if err != nil {
 		return sharedBackend{}, err
 	}
-	if !u.packs {
+	if o.named == nil {
 		return sharedBackend{Backend: o.backend, close: o.closer.Close}, nil
 	}
-	// ParseUpstream takes packs= only for an object store, which has
-	// named objects.
-	p, err := packed.New(packed.Config{Objects: o.backend, Bucket: o.named, IndexedOnly: u.packsOnly, Retention: u.retention, ReadAheadBytes: readAheadBytes, Logger: log})
+	lb, err := layout.Open(layout.Config{
+		Objects: o.backend, Bucket: o.named, Want: u.forced, RequestTimeout: timeout, Logger: log,
+		Packed: packed.Config{IndexedOnly: u.packsOnly, Retention: u.retention, ReadAheadBytes: readAheadBytes, Logger: log},
+	}, layoutWait)
 	if err != nil {
 		o.closer.Close()
 		return sharedBackend{}, err
 	}
-	return sharedBackend{Backend: p, packs: p, close: func() error {
-		p.Close()
+	return sharedBackend{Backend: lb, layout: lb, forced: u.forced, close: func() error {
+		lb.Close()
 		return o.closer.Close()
 	}}, nil
 }

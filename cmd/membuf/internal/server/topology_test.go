@@ -5,37 +5,34 @@ import (
 	"testing"
 	"time"
 
-	"github.com/membuf/membuf/cas/tier"
+	"github.com/membuf/membuf/cas/backend/layout"
 )
 
-// packs=true is taken off an object store's URL before its own parser
-// sees it, shown in the URL logs print, and refused elsewhere.
+// packs= is taken off an object store's URL before its own parser sees
+// it, forces a layout (none without it: the bucket's), is shown in the
+// URL logs print, and is refused elsewhere.
 func TestParseUpstreamPacks(t *testing.T) {
 	for _, c := range []struct {
-		raw   string
-		packs bool
-		shown string
+		raw    string
+		forced layout.Kind
+		shown  string
 	}{
-		{"s3://bucket/pre?endpoint=http://127.0.0.1:9000&packs=true", true, "s3://bucket/pre/?endpoint=http%3A%2F%2F127.0.0.1%3A9000&packs=true"},
-		{"s3://bucket/pre?packs=true", true, "s3://bucket/pre/?packs=true"},
-		{"s3://bucket/pre?packs=false", false, "s3://bucket/pre/"},
-		{"gs://bucket/pre?packs=1", true, "gs://bucket/pre/?packs=true"},
-		{"s3://bucket/pre", false, "s3://bucket/pre/"},
-		{"azblob://acct/cont/pre?packs=only", true, "azblob://acct/cont/pre/?packs=only"},
+		{"s3://bucket/pre?endpoint=http://127.0.0.1:9000&packs=true", layout.Packs, "s3://bucket/pre/?endpoint=http%3A%2F%2F127.0.0.1%3A9000&packs=true"},
+		{"s3://bucket/pre?packs=true", layout.Packs, "s3://bucket/pre/?packs=true"},
+		{"s3://bucket/pre?packs=false", layout.Objects, "s3://bucket/pre/?packs=false"},
+		{"gs://bucket/pre?packs=1", layout.Packs, "gs://bucket/pre/?packs=true"},
+		{"s3://bucket/pre", "", "s3://bucket/pre/"},
+		{"azblob://acct/cont/pre?packs=only", layout.Packs, "azblob://acct/cont/pre/?packs=only"},
 	} {
 		u, err := ParseUpstream(c.raw)
 		if err != nil {
 			t.Fatalf("%s: %v", c.raw, err)
 		}
-		if u.packs != c.packs || u.String() != c.shown {
-			t.Errorf("%s: packs %v, shown %q; want %v, %q", c.raw, u.packs, u.String(), c.packs, c.shown)
+		if u.forced != c.forced || u.String() != c.shown {
+			t.Errorf("%s: forced %q, shown %q; want %q, %q", c.raw, u.forced, u.String(), c.forced, c.shown)
 		}
-		cfg := tierConfig(u, tier.Config{MissingTTL: time.Minute})
 		if u.packsOnly != strings.HasSuffix(c.raw, "packs=only") {
 			t.Errorf("%s: packsOnly %v", c.raw, u.packsOnly)
-		}
-		if packedCfg := cfg.MissingTTL < 0 && cfg.BatchEntries > 1000; packedCfg != c.packs {
-			t.Errorf("%s: the tier's config %+v", c.raw, cfg)
 		}
 	}
 	for _, raw := range []string{"grpc://host:1?packs=true", "http://host:1/x?packs=true", "s3://bucket?packs=maybe"} {
@@ -57,6 +54,7 @@ func TestParseUpstreamRetention(t *testing.T) {
 		{"s3://bucket/pre?retention=90m&endpoint=http://127.0.0.1:9000&packs=only", 90 * time.Minute, "s3://bucket/pre/?endpoint=http%3A%2F%2F127.0.0.1%3A9000&packs=only&retention=1h30m0s"},
 		{"gs://bucket/pre?packs=true&retention=0", 0, "gs://bucket/pre/?packs=true"},
 		{"azblob://acct/cont/pre?packs=true&retention=1m", time.Minute, "azblob://acct/cont/pre/?packs=true&retention=1m0s"},
+		{"s3://bucket/pre?retention=72h", 72 * time.Hour, "s3://bucket/pre/?retention=72h0m0s"}, // packs by default
 	} {
 		u, err := ParseUpstream(c.raw)
 		if err != nil {
@@ -67,8 +65,8 @@ func TestParseUpstreamRetention(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{
-		"s3://bucket?retention=72h",               // without packs
 		"s3://bucket?packs=false&retention=72h",   // without packs
+		"grpc://host:1?retention=72h",             // not an object store
 		"s3://bucket?packs=true&retention=30s",    // below a minute
 		"s3://bucket?packs=true&retention=-1h",    // negative
 		"s3://bucket?packs=true&retention=soon",   // not a duration
@@ -100,14 +98,14 @@ func FuzzCutPackParams(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if packs != "" && packs != "true" && packs != "only" || retention < 0 || retention > 0 && retention < minRetention {
+		if packs != "" && packs != "true" && packs != "false" && packs != "only" || retention < 0 || retention > 0 && retention < minRetention {
 			t.Fatalf("%q: packs %q, retention %v", raw, packs, retention)
 		}
 		if again, p, r, err := cutPackParams(base); err != nil || again != base || p != "" || r != 0 {
 			t.Fatalf("%q: what is left, %q, cuts again to %q, %q, %v, %v", raw, base, again, p, r, err)
 		}
 		u, err := ParseUpstream(raw)
-		if err != nil || !u.packs {
+		if err != nil {
 			return
 		}
 		if _, p, r, err := cutPackParams(u.String()); err != nil || p != packs || r != retention {
