@@ -39,12 +39,14 @@ func TestImportsRunOneWay(t *testing.T) {
 		// The tier machinery knows no backend and no local store but
 		// through their interfaces; a backend knows the tier's contract
 		// and nothing else of the cache.
-		"tier":           {mod, mod + "/tier/existence", mod + "/tier/acbudget"},
-		"tier/existence": {mod},
-		"tier/acbudget":  {},
+		"tier":             {mod, mod + "/tier/existence", mod + "/tier/acbudget", mod + "/tier/uploadmem", mod + "/tier/chunkstream"},
+		"tier/existence":   {mod},
+		"tier/acbudget":    {},
+		"tier/uploadmem":   {mod},
+		"tier/chunkstream": {mod},
 		// Test support: a backend behind a real tier on a real disk.
 		"tier/backendtest": {mod, mod + "/tier", mod + "/disk", mod + "/internal/testblob"},
-		"backend/s3":       {mod, mod + "/tier"},
+		"backend/s3":       {mod, mod + "/tier", mod + "/backend/internal/objstore", mod + "/internal/fanout"},
 		// Packs in any object store's bucket, over the store's own
 		// backend and Bucket: no store's client.
 		"backend/packed": {mod, mod + "/tier", mod + "/internal/offheap", mod + "/internal/fanout"},
