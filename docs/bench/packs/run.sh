@@ -25,8 +25,8 @@ run() { # config size
 	for _ in $(seq 50); do curl -sf http://127.0.0.1:19000/minio/health/ready >/dev/null && break; sleep 0.2; done
 	local flags=(--listen 127.0.0.1:18990 --http 127.0.0.1:18991 --dir "$base/store" --scrub-rate 0)
 	local url="s3://membuf/p?endpoint=http://127.0.0.1:19000&region=us-east-1"
-	[ "$config" = objects ] && flags+=(--upstream "$url")
-	[ "$config" = packs ] && flags+=(--upstream "$url&packs=true")
+	[ "$config" = objects ] && flags+=(--upstream "$url&packs=false")
+	[ "$config" = packs ] && flags+=(--upstream "$url") # a bucket's layout by default
 	"$bin" serve "${flags[@]}" >"$out/$config-$size-serve.log" 2>&1 &
 	local spid=$!
 	for _ in $(seq 50); do curl -sf http://127.0.0.1:18991/healthz >/dev/null && break; sleep 0.2; done
