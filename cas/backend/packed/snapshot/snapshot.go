@@ -212,9 +212,9 @@ func cmp(err, otherwise error) error {
 	return otherwise
 }
 
-// NewPart returns the start of a part object, to which AppendRecord
-// appends and FinishPart ends.
-func NewPart(capacity int) []byte { return append(make([]byte, 0, capacity), partMagic...) }
+// NewPart returns the start of a part object in buf's memory, to which
+// AppendRecord appends and FinishPart ends.
+func NewPart(buf []byte) []byte { return append(buf[:0], partMagic...) }
 
 // AppendRecord appends r to a part.
 func AppendRecord(b []byte, r Record) []byte {

@@ -29,7 +29,7 @@ func sampleRecords() []Record {
 }
 
 func samplePart() ([]byte, Part) {
-	b := NewPart(0)
+	b := NewPart(nil)
 	for _, r := range sampleRecords() {
 		b = AppendRecord(b, r)
 	}
@@ -118,7 +118,7 @@ func FuzzParseManifest(f *testing.F) {
 func FuzzParsePart(f *testing.F) {
 	data, _ := samplePart()
 	f.Add(data, 2)
-	empty, _ := FinishPart(NewPart(0))
+	empty, _ := FinishPart(NewPart(nil))
 	f.Add(empty, 0)
 	f.Fuzz(func(t *testing.T, data []byte, packs int) {
 		if len(data) < 4 {
@@ -126,7 +126,7 @@ func FuzzParsePart(f *testing.F) {
 		}
 		// The part its manifest would name if the trailer is right.
 		part := Part{Size: int64(len(data)), CRC: Checksum(data[:len(data)-4])}
-		again := NewPart(0)
+		again := NewPart(nil)
 		r, err := open(data, partMagic)
 		if err == nil {
 			part.Records, err = r.records(packs, nil)

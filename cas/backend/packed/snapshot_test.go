@@ -1,0 +1,287 @@
+package packed
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/internal/testblob"
+	"github.com/membuf/membuf/cas/tier"
+)
+
+// putBatches puts n batches of 3 blobs and an action result each through
+// b (n packs, n indexes) and returns the uploads' keys and bytes.
+func putBatches(t testing.TB, b *Backend, n int, seed uint64) ([]tier.Key, [][]byte) {
+	t.Helper()
+	var keys []tier.Key
+	var data [][]byte
+	for i := range n {
+		var ups []tier.Upload
+		for j := range 3 {
+			blob := testblob.Random(100+j, seed*1000+uint64(i*3+j))
+			ups = append(ups, blobUpload(blob))
+			data = append(data, blob)
+		}
+		result := testblob.Random(200, seed*1000+500+uint64(i))
+		ups = append(ups, uploadOf(tier.ActionKey(cas.DigestOf(result[:8])), result))
+		data = append(data, result)
+		putAll(t, b, ups...)
+		for _, u := range ups {
+			keys = append(keys, u.Key)
+		}
+	}
+	return keys, data
+}
+
+func writeSnapshot(t testing.TB, b *Backend) {
+	t.Helper()
+	if err := b.WriteSnapshot(context.Background()); err != nil {
+		t.Fatalf("WriteSnapshot: %v", err)
+	}
+}
+
+// named counts the names under prefix in names.
+func named(names []string, prefix string) int {
+	n := 0
+	for _, name := range names {
+		if strings.HasPrefix(name, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// A node that starts reads the newest snapshot and the indexes written
+// after it, not every index, and knows every record, blobs and action
+// results.
+func TestStartReadsTheSnapshotAndTheIndexesAfter(t *testing.T) {
+	m := newMemBucket()
+	w := newManual(t, m, Config{})
+	keys, data := putBatches(t, w, 40, 1)
+	refresh(t, w)
+	writeSnapshot(t, w)
+	lateKeys, lateData := putBatches(t, w, 2, 2)
+	keys, data = append(keys, lateKeys...), append(data, lateData...)
+
+	before := len(m.readNames())
+	r := newManual(t, m, Config{})
+	refresh(t, r)
+	reads := m.readNames()[before:]
+	if got := named(reads, indexPrefix); got != 2 {
+		t.Errorf("the start read %d indexes; want the 2 written after the snapshot (reads %q)", got, reads)
+	}
+	if len(reads) != 4 {
+		t.Errorf("the start made %d reads; want 4: the manifest, its one part, 2 indexes (%q)", len(reads), reads)
+	}
+	if st := r.Stats(); st.SnapshotsRead != 1 || st.Records != int64(len(keys)) || st.Packs != 42 {
+		t.Errorf("Stats %+v; want a snapshot read, %d records in 42 packs", st, len(keys))
+	}
+	for i, k := range keys {
+		readsBack(t, r, k, data[i])
+	}
+}
+
+// A snapshot whose write stopped before its manifest is not read; one
+// with a damaged part is refused whole and the one before it read; the
+// start still knows every record.
+func TestASnapshotCutShortOrDamagedIsNotRead(t *testing.T) {
+	m := newMemBucket()
+	w := newManual(t, m, Config{})
+	keys, data := putBatches(t, w, 5, 1)
+	refresh(t, w)
+	writeSnapshot(t, w) // good
+	more, moreData := putBatches(t, w, 5, 2)
+	keys, data = append(keys, more...), append(data, moreData...)
+	m.corrupt = func(name string, data []byte) []byte {
+		if strings.HasPrefix(name, snapshotPartPrefix) {
+			data[len(data)/2] ^= 1
+		}
+		return data
+	}
+	writeSnapshot(t, w) // damaged
+	m.corrupt = nil
+	m.beforeWrite = func(name string) {
+		if strings.HasPrefix(name, snapshotPrefix) {
+			m.setDown(true) // a crash: the manifest is never written
+		}
+	}
+	if err := w.WriteSnapshot(context.Background()); err == nil {
+		t.Fatal("WriteSnapshot succeeded with its manifest's write failing")
+	}
+	m.beforeWrite = nil
+	m.setDown(false)
+	if n := len(m.withPrefix(snapshotPrefix)); n != 2 {
+		t.Fatalf("%d manifests in the bucket; want 2", n)
+	}
+
+	before := len(m.readNames())
+	r := newManual(t, m, Config{})
+	refresh(t, r)
+	reads := m.readNames()[before:]
+	if got := named(reads, indexPrefix); got != 5 {
+		t.Errorf("the start read %d indexes; want the 5 after the good snapshot (reads %q)", got, reads)
+	}
+	if st := r.Stats(); st.SnapshotsRead != 1 || st.BadSnapshots != 1 || st.Records != int64(len(keys)) {
+		t.Errorf("Stats %+v; want 1 snapshot read, 1 bad, %d records", st, len(keys))
+	}
+	for i, k := range keys {
+		readsBack(t, r, k, data[i])
+	}
+}
+
+// A node whose chosen snapshot is deleted while it reads it (it listed
+// just before a delete) reads an older one or every index, and knows
+// every record.
+func TestSnapshotDeletedWhileAStartReadsIt(t *testing.T) {
+	m := newMemBucket()
+	w := newManual(t, m, Config{})
+	keys, data := putBatches(t, w, 5, 1)
+	refresh(t, w)
+	writeSnapshot(t, w)
+	manifest := m.withPrefix(snapshotPrefix)[0]
+	m.failRead = func(name string) error {
+		if name == manifest {
+			m.failRead = nil
+			delete(m.named, manifest) // ReadRange holds m.mu
+		}
+		return nil
+	}
+	r := newManual(t, m, Config{})
+	refresh(t, r)
+	if st := r.Stats(); st.SnapshotsRead != 0 || st.BadSnapshots != 0 || st.Records != int64(len(keys)) {
+		t.Errorf("Stats %+v; want no snapshot read, none bad, %d records", st, len(keys))
+	}
+	for i, k := range keys {
+		readsBack(t, r, k, data[i])
+	}
+}
+
+// Old snapshots are deleted only once a newer one has been complete for
+// the grace, each manifest before its parts; a crashed write's parts go
+// once older than snapshotMaxWrite and the grace; the newest stays and
+// is read.
+func TestOldSnapshotsAreDeletedManifestFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemBucket()
+		w := newManual(t, m, Config{SnapshotEvery: time.Hour})
+		putBatches(t, w, 3, 1)
+		refresh(t, w)
+		writeSnapshot(t, w)
+		first := m.withPrefix(snapshotPrefix)
+		firstParts := m.withPrefix(snapshotPartPrefix)
+		time.Sleep(time.Hour)
+		keys, data := putBatches(t, w, 3, 2)
+		writeSnapshot(t, w)
+		m.beforeWrite = func(name string) {
+			if strings.HasPrefix(name, snapshotPrefix) {
+				m.setDown(true)
+			}
+		}
+		if err := w.WriteSnapshot(context.Background()); err == nil {
+			t.Fatal("WriteSnapshot succeeded with its manifest's write failing")
+		}
+		m.beforeWrite = nil
+		m.setDown(false)
+		prune := func() {
+			t.Helper()
+			if err := w.pruneSnapshots(context.Background()); err != nil {
+				t.Fatalf("pruneSnapshots: %v", err)
+			}
+		}
+		prune()
+		if d := m.deleted(); len(d) != 0 {
+			t.Fatalf("deleted %q before the newer snapshot was complete for the grace", d)
+		}
+		time.Sleep(w.snapshotGrace())
+		prune()
+		d := m.deleted()
+		if len(d) != 1+len(firstParts) || d[0] != first[0] || !slices.Equal(d[1:], firstParts) {
+			t.Fatalf("deleted %q; want %s, then its parts %q", d, first[0], firstParts)
+		}
+		parts := len(m.withPrefix(snapshotPartPrefix))
+		time.Sleep(snapshotMaxWrite + time.Second)
+		prune()
+		if got := len(m.withPrefix(snapshotPartPrefix)); got != parts-1 {
+			t.Errorf("%d parts left of %d; want the crashed write's one deleted", got, parts)
+		}
+		r := newManual(t, m, Config{})
+		refresh(t, r)
+		if st := r.Stats(); st.SnapshotsRead != 1 || st.BadSnapshots != 0 {
+			t.Errorf("Stats %+v; want the newest snapshot read", st)
+		}
+		for i, k := range keys {
+			readsBack(t, r, k, data[i])
+		}
+	})
+}
+
+// A pack no record names is forgotten, whether its records expired or
+// were replaced, and its number serves a new pack a round later.
+func TestPacksNoRecordNamesAreForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemBucket()
+		b := newManual(t, m, Config{Retention: time.Hour})
+		putBatches(t, b, 5, 1)
+		action := tier.ActionKey(cas.DigestOf([]byte("an action")))
+		older, newer := testblob.Random(300, 1), testblob.Random(300, 2)
+		putAll(t, b, uploadOf(action, older))
+		putAll(t, b, uploadOf(action, newer)) // the pack of the older names nothing now
+		if st := b.Stats(); st.Packs != 7 {
+			t.Fatalf("%d packs known; want 7", st.Packs)
+		}
+		b.forgetUnusedPacks()
+		if st := b.Stats(); st.Packs != 6 {
+			t.Fatalf("%d packs known after the older result's pack names nothing; want 6", st.Packs)
+		}
+		time.Sleep(2 * time.Hour)
+		keys, data := putBatches(t, b, 1, 3)
+		evict(t, b)
+		if st := b.Stats(); st.Packs != 1 {
+			t.Fatalf("%d packs known after the others expired; want 1", st.Packs)
+		}
+		evict(t, b) // the numbers freed a round ago are free now
+		held := len(b.packs)
+		more, moreData := putBatches(t, b, held-1, 4)
+		keys, data = append(keys, more...), append(data, moreData...)
+		if st := b.Stats(); st.Packs != int64(held) || len(b.packs) != held {
+			t.Fatalf("%d packs known in %d numbers; want the %d numbers held before, reused", st.Packs, len(b.packs), held)
+		}
+		for i, k := range keys {
+			readsBack(t, b, k, data[i])
+		}
+		if _, _, err := readAll(b, action); err == nil {
+			t.Error("an expired action result was read")
+		}
+	})
+}
+
+// An action result over PackEntryBytes goes in a pack (evicted and
+// copied forward as any record), and a blob over 1 GiB in a solo pack
+// named later by the time its upload may take.
+func TestLargeEntriesArePacked(t *testing.T) {
+	m := newMemBucket()
+	b := newManual(t, m, Config{Retention: time.Hour, PackEntryBytes: 1 << 10})
+	action := tier.ActionKey(cas.DigestOf([]byte("a large result")))
+	result := testblob.Random(64<<10, 7)
+	putAll(t, b, uploadOf(action, result))
+	if got := len(m.withPrefix("ac/")); got != 0 {
+		t.Errorf("the large action result is %d objects of the per-object layout", got)
+	}
+	if got := len(m.withPrefix(dataPrefix)); got != 1 {
+		t.Errorf("%d packs; want the large action result's", got)
+	}
+	readsBack(t, b, action, result)
+	if a, want := soloWriteAllowance(3<<30), 1024*time.Second; a != want {
+		t.Errorf("a 3 GiB solo pack is named %v ahead; want %v (2 GiB past 1 GiB at 2 MiB/s)", a, want)
+	}
+	if a := soloWriteAllowance(1 << 30); a != 0 {
+		t.Errorf("a 1 GiB solo pack is named %v ahead; want 0", a)
+	}
+	if !b.solo(tier.Upload{Key: tier.BlobKey(cas.Digest{Hash: strings.Repeat("a", 64), Size: 2 << 30}), Size: 2 << 30}) {
+		t.Error("a 2 GiB blob is not a solo pack")
+	}
+}
