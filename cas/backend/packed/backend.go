@@ -111,6 +111,7 @@ type Backend struct {
 	// freePacks are numbers no slot names, given to new packs;
 	// freeingPacks, those found so a round ago, given next round.
 	freePacks, freeingPacks []uint32
+	freeingSince            time.Time // when freeingPacks were found
 	// applyMu is held to read while records are put with their pack's
 	// number, and to write while numbers no slot names are looked for.
 	applyMu sync.RWMutex

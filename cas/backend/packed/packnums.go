@@ -1,14 +1,22 @@
 package packed
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Pack numbers. The table's slots name a pack by a number, its place in
 // Backend.packs, so that a slot holds 4 bytes, not a name. A number no
 // slot names any more (its records expired, were replaced or found
 // gone) is freed by forgetUnusedPacks, so that a node's memory follows
 // the records it knows, not every pack it ever learnt of; it is given to
-// a new pack only a round later, so that a read that took a slot's
-// number just before the slot went still finds that slot's pack.
+// a new pack only a round later, and at least packQuarantine after, so
+// that a read that took a slot's number just before the slot went still
+// finds that slot's pack.
+
+// packQuarantine is the least time from a number found unused to its
+// reuse.
+const packQuarantine = time.Second
 
 // registerPack gives pack a number for the table's slots. The caller
 // holds applyMu to read until the records naming it are in the table.
@@ -43,9 +51,13 @@ func (b *Backend) forgetUnusedPacks() {
 	b.packsMu.RLock()
 	n := len(b.packs)
 	b.packsMu.RUnlock()
+	if len(b.freeingPacks) > 0 && time.Since(b.freeingSince) < packQuarantine {
+		return // a round too soon after the last
+	}
 	used := b.table.PacksInUse(n)
 	b.packsMu.Lock()
 	defer b.packsMu.Unlock()
+	b.freeingSince = time.Now()
 	for _, num := range b.freeingPacks {
 		b.packs[num] = packInfo{free: true}
 	}

@@ -246,7 +246,8 @@ func TestPacksNoRecordNamesAreForgotten(t *testing.T) {
 		if st := b.Stats(); st.Packs != 1 {
 			t.Fatalf("%d packs known after the others expired; want 1", st.Packs)
 		}
-		evict(t, b) // the numbers freed a round ago are free now
+		time.Sleep(packQuarantine)
+		evict(t, b) // the numbers found unused a round ago are free now
 		held := len(b.packs)
 		more, moreData := putBatches(t, b, held-1, 4)
 		keys, data = append(keys, more...), append(data, moreData...)
