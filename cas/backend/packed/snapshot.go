@@ -216,7 +216,7 @@ func (b *Backend) readSnapshot(ctx context.Context, name string) error {
 		return err
 	}
 	resume, ok := indexTime(m.Resume)
-	if !ok {
+	if !ok && m.Resume != "" { // "": no index was listed, the next listing starts at the first
 		return fmt.Errorf("%w: its Resume %q is no index's name", snapshot.ErrBad, m.Resume)
 	}
 	b.applyMu.RLock()

@@ -2,6 +2,7 @@ package packed
 
 import (
 	"context"
+	"encoding/binary"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -338,5 +339,55 @@ func TestBucketWrittenBeforeSnapshotsIsRead(t *testing.T) {
 	}
 	for i, k := range keys {
 		readsBack(t, next, k, data[i])
+	}
+}
+
+// A snapshot of more records than a part holds is several parts, read at
+// once, and every record comes back where it was: its pack (by name, not
+// number), offset, size and kind.
+func TestSnapshotOfManyParts(t *testing.T) {
+	m := newMemBucket()
+	w := newManual(t, m, Config{})
+	const packs, records = 5_000, 600_000 // about 25 MB of records: 2 parts
+	for p := range packs {
+		if _, err := w.registerPack(packInfo{id: packID{nanos: int64(1e18 + p), random: uint64(p)}, indexed: int64(1e18 + p)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(i int) ([32]byte, bool, location) {
+		var h [32]byte
+		binary.LittleEndian.PutUint64(h[:], uint64(i))
+		h[31] = 0xa5
+		loc := location{Size: int64(i % 5000), Pack: uint32(i % packs), Offset: uint32(i * 7)}
+		if i%97 == 0 {
+			loc = location{Size: int64(i), Object: true}
+		}
+		return h, i%3 == 0, loc
+	}
+	for i := range records {
+		h, ac, loc := want(i)
+		w.table.Put(&h, ac, loc)
+	}
+	w.c.refreshes.Store(1) // as if listed: the bucket has no index
+	writeSnapshot(t, w)
+	if n := len(m.withPrefix(snapshotPartPrefix)); n < 2 {
+		t.Fatalf("%d parts; want several", n)
+	}
+	r := newManual(t, m, Config{})
+	refresh(t, r)
+	if st := r.Stats(); st.Records != records || st.Packs != packs {
+		t.Fatalf("Stats %+v; want %d records in %d packs", st, records, packs)
+	}
+	for i := range records {
+		h, ac, loc := want(i)
+		got, ok := r.table.Get(&h, ac)
+		if ok && !loc.Object {
+			ok = got.Offset == loc.Offset && got.Size == loc.Size && r.pack(got.Pack).id == w.pack(loc.Pack).id
+		} else if ok {
+			ok = got == loc
+		}
+		if !ok {
+			t.Fatalf("record %d: %+v, %v; want %+v in pack %v", i, got, ok, loc, w.pack(loc.Pack).id)
+		}
 	}
 }
