@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -36,7 +35,7 @@ import (
 // them with their packs, past Retention: read-ahead reads a pack's
 // index, and a node that reads no snapshot reads them all.
 const (
-	snapshotPrefix     = "packs/snapshots/"      // manifests, {nanos:020d}-{random:016x}
+	snapshotPrefix     = "packs/snapshots/"      // manifests, {nanos:020d}-{random:016x}, its parts' random
 	snapshotPartPrefix = "packs/snapshot-parts/" // parts, {nanos:020d}-{random:016x}-{n:06d}
 	snapshotPartBytes  = 16 << 20
 	maxManifestBytes   = 256 << 20
@@ -164,7 +163,7 @@ func (b *Backend) WriteSnapshot(ctx context.Context) error {
 	}
 	mctx, cancel := context.WithTimeout(ctx, b.cfg.IndexTimeout)
 	defer cancel()
-	if err := b.bucket.WriteObject(mctx, fmt.Sprintf("%s%020d-%016x", snapshotPrefix, now.UnixNano(), rand.Uint64()), data); err != nil {
+	if err := b.bucket.WriteObject(mctx, fmt.Sprintf("%s%020d-%016x", snapshotPrefix, now.UnixNano(), id.random), data); err != nil {
 		return err
 	}
 	b.c.snapshotsWritten.Add(1)
@@ -299,9 +298,14 @@ func (b *Backend) readObject(ctx context.Context, name string, size, limit int64
 // pruneSnapshots deletes the snapshots older than the newest complete
 // for snapshotGrace (each manifest before its parts), and the parts of a
 // crashed write: older than snapshotMaxWrite and snapshotGrace, and
-// named by no manifest left.
+// named by no manifest left. A manifest's name carries its parts' random
+// part, so that this takes two listings and no read.
 func (b *Backend) pruneSnapshots(ctx context.Context) error {
 	names, err := b.listAll(ctx, snapshotPrefix)
+	if err != nil {
+		return err
+	}
+	parts, err := b.listAll(ctx, snapshotPartPrefix)
 	if err != nil {
 		return err
 	}
@@ -312,54 +316,44 @@ func (b *Backend) pruneSnapshots(ctx context.Context) error {
 			keep = i
 		}
 	}
-	if keep < 0 {
-		return nil
-	}
-	named := make(map[string]bool)
-	for _, name := range names[:keep+1] {
-		data, err := b.readObject(ctx, name, -1, maxManifestBytes)
-		var m *snapshot.Manifest
-		if err == nil {
-			m, err = snapshot.ParseManifest(data)
-		}
-		switch {
-		case errors.Is(err, cas.ErrNotFound):
-			continue
-		case errors.Is(err, cas.ErrUnavailable) || ctx.Err() != nil:
-			return err
-		}
-		if name == names[keep] {
-			for _, p := range m.Parts {
-				named[p.Name] = true
-			}
+	named := make(map[string]bool) // the random parts of the manifests listed
+	for i, name := range names {
+		r := nameRandom(snapshotPrefix, name)
+		named[r] = true
+		if i >= keep || r == "" {
 			continue
 		}
 		if err := b.bucket.DeleteObject(ctx, name); err != nil {
 			return err
 		}
-		if m != nil { // a damaged manifest's parts go as a crashed write's
-			parts := make([]string, len(m.Parts))
-			for i, p := range m.Parts {
-				parts[i] = p.Name
-			}
-			if err := b.each(ctx, parts, b.bucket.DeleteObject); err != nil {
-				return err
+		var its []string
+		for _, p := range parts {
+			if nameRandom(snapshotPartPrefix, p) == r {
+				its = append(its, p)
 			}
 		}
+		if err := b.each(ctx, its, b.bucket.DeleteObject); err != nil {
+			return err // the rest are deleted as a crashed write's
+		}
 		b.c.snapshotsDeleted.Add(1)
-	}
-	parts, err := b.listAll(ctx, snapshotPartPrefix)
-	if err != nil {
-		return err
 	}
 	cut := now.Add(-snapshotMaxWrite - grace).UnixNano()
 	var orphans []string
 	for _, p := range parts {
-		if t, ok := nameNanos(snapshotPartPrefix, p); ok && t < cut && !named[p] {
+		if t, ok := nameNanos(snapshotPartPrefix, p); ok && t < cut && !named[nameRandom(snapshotPartPrefix, p)] {
 			orphans = append(orphans, p)
 		}
 	}
 	return b.each(ctx, orphans, b.bucket.DeleteObject)
+}
+
+// nameRandom is the random part of a snapshot's manifest or part name
+// (its parts'), or "" if a node did not write it.
+func nameRandom(prefix, name string) string {
+	if _, ok := nameNanos(prefix, name); !ok {
+		return ""
+	}
+	return name[len(prefix)+21 : len(prefix)+37]
 }
 
 // listAll lists every name under prefix.
