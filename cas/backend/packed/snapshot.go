@@ -53,8 +53,9 @@ func (b *Backend) snapshotGrace() time.Duration {
 	return max(b.cfg.SnapshotEvery, 2*b.cfg.ListWindow, time.Minute)
 }
 
-// snapshotRound writes a snapshot if the newest in the bucket is
-// SnapshotEvery old or none is there, then deletes the old ones.
+// snapshotRound writes a snapshot if none is in the bucket, or the
+// newest is SnapshotEvery old and an index was named since, then deletes
+// the old ones.
 func (b *Backend) snapshotRound(ctx context.Context) error {
 	names, err := b.listAll(ctx, snapshotPrefix)
 	if err != nil {
@@ -63,7 +64,13 @@ func (b *Backend) snapshotRound(ctx context.Context) error {
 	due := true
 	if n := len(names); n > 0 {
 		if t, ok := nameNanos(snapshotPrefix, names[n-1]); ok {
-			due = time.Since(time.Unix(0, t)) >= b.cfg.SnapshotEvery
+			// And an index named since it began: an idle bucket's
+			// snapshot is not written again (expiry alone changes
+			// nothing a reader keeps).
+			b.refreshMu.Lock()
+			newest, _ := indexTime(b.resume)
+			b.refreshMu.Unlock()
+			due = time.Since(time.Unix(0, t)) >= b.cfg.SnapshotEvery && newest.UnixNano() > t-int64(snapshotMaxWrite+2*b.cfg.ListWindow)
 		}
 	}
 	if due && b.c.refreshes.Load() > 0 {

@@ -391,3 +391,46 @@ func TestSnapshotOfManyParts(t *testing.T) {
 		}
 	}
 }
+
+// A round writes a snapshot when none is there, or the newest is
+// SnapshotEvery old and an index was named since; not for an idle
+// bucket.
+func TestSnapshotRoundWritesOnlyWhatIsNew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemBucket()
+		b := newManual(t, m, Config{SnapshotEvery: time.Hour})
+		round := func() int {
+			t.Helper()
+			if err := b.snapshotRound(context.Background()); err != nil {
+				t.Fatalf("snapshotRound: %v", err)
+			}
+			return int(b.Stats().SnapshotsWritten)
+		}
+		putBatches(t, b, 2, 1)
+		refresh(t, b)
+		if n := round(); n != 1 {
+			t.Fatalf("%d snapshots written into a bucket with none; want 1", n)
+		}
+		time.Sleep(30 * time.Minute)
+		if n := round(); n != 1 {
+			t.Fatalf("%d snapshots written before the newest was SnapshotEvery old; want 1", n)
+		}
+		// The index is within snapshotMaxWrite of the first snapshot's
+		// manifest, so perhaps named while it was written: once more.
+		time.Sleep(3 * time.Hour)
+		refresh(t, b)
+		if n := round(); n != 2 {
+			t.Fatalf("%d snapshots written; want 2", n)
+		}
+		time.Sleep(3 * time.Hour)
+		refresh(t, b)
+		if n := round(); n != 2 {
+			t.Fatalf("%d snapshots written for an idle bucket; want 2", n)
+		}
+		putBatches(t, b, 1, 2)
+		refresh(t, b)
+		if n := round(); n != 3 {
+			t.Fatalf("%d snapshots written after an index was named; want 3", n)
+		}
+	})
+}
