@@ -49,7 +49,11 @@ func TestImportsRunOneWay(t *testing.T) {
 		"backend/s3":       {mod, mod + "/tier", mod + "/backend/internal/objstore", mod + "/internal/fanout"},
 		// Packs in any object store's bucket, over the store's own
 		// backend and Bucket: no store's client.
-		"backend/packed": {mod, mod + "/tier", mod + "/internal/offheap", mod + "/internal/fanout"},
+		"backend/packed": {mod, mod + "/tier", mod + "/internal/fanout", mod + "/backend/packed/snapshot", mod + "/backend/packed/packtable"},
+		// The snapshots' format, and the records' table: neither knows
+		// the other nor packed.
+		"backend/packed/snapshot":  {},
+		"backend/packed/packtable": {mod + "/internal/offheap"},
 		// The bucket's layout (packs or one object each), read and
 		// recorded at start, and the backend over it.
 		"backend/layout": {mod, mod + "/tier", mod + "/backend/packed"},

@@ -15,8 +15,12 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/backend/packed/packtable"
 	"github.com/membuf/membuf/cas/tier"
 )
+
+// location is where an entry's bytes are, as the table keeps it.
+type location = packtable.Location
 
 // Config configures a Backend. Zero fields take the defaults named.
 type Config struct {
@@ -73,6 +77,12 @@ type Config struct {
 	// EvictEvery is how often Evict runs with a Retention; 0 means an
 	// eighth of it, between a second and a minute.
 	EvictEvery time.Duration
+	// SnapshotEvery is how old the bucket's newest snapshot of the
+	// records may be before this node writes one (snapshot.go): a node
+	// that starts reads the newest, and the indexes named since, not
+	// every index. Every node checks every quarter of it; 0 means 10
+	// minutes, a negative value writes none (snapshots are still read).
+	SnapshotEvery time.Duration
 	// ReadAheadBytes turns read-ahead on (readahead.go): a Get of a
 	// packed record whose pack is at most this size, and which this node
 	// has not read ahead lately, reads the whole pack and its index in
@@ -93,11 +103,18 @@ type Backend struct {
 	objects tier.Backend
 	bucket  Bucket
 	log     *slog.Logger
-	table   *table
+	table   *packtable.Table
 	misses  *missCache
 
 	packsMu sync.RWMutex
-	packs   []packInfo // by number, as the table's slots name them
+	packs   []packInfo // by number, as the table's slots name them (packnums.go)
+	// freePacks are numbers no slot names, given to new packs;
+	// freeingPacks, those found so a round ago, given next round.
+	freePacks, freeingPacks []uint32
+	freeingSince            time.Time // when freeingPacks were found
+	// applyMu is held to read while records are put with their pack's
+	// number, and to write while numbers no slot names are looked for.
+	applyMu sync.RWMutex
 
 	refreshMu sync.Mutex // one listing at a time
 	// resume is the index name the next listing starts ListWindow
@@ -107,6 +124,9 @@ type Backend struct {
 	// ignored is the last listing's names that are no index a node's
 	// clock named (Refresh: maxIndexSkew), each logged once. refreshMu.
 	ignored map[string]bool
+	// snapshotRead is set once the first listing has read a snapshot, or
+	// found none readable (snapshot.go). refreshMu.
+	snapshotRead bool
 
 	seenMu sync.Mutex
 	seen   map[string]time.Time // index names read or written, within the window
@@ -132,6 +152,7 @@ type Backend struct {
 		refreshes, indexesRead, badIndexes, packsWritten, indexesWritten                 atomic.Int64
 		packsDeleted, orphansDeleted, indexesDeleted, recordsForwarded, recordsForgotten atomic.Int64
 		packsReadAhead, recordsReadAhead, readAheadFailures, readsHeld                   atomic.Int64
+		snapshotsWritten, snapshotsRead, badSnapshots, snapshotsDeleted                  atomic.Int64
 	}
 }
 
@@ -173,8 +194,9 @@ func newBackend(cfg Config, listing bool) (*Backend, error) {
 	setDefault(&cfg.IndexTimeout, 10*time.Second)
 	setDefault(&cfg.MissingTTL, 10*time.Second)
 	setDefault(&cfg.Concurrency, 8)
+	setDefault(&cfg.SnapshotEvery, 10*time.Minute)
 	switch {
-	case cfg.PackEntryBytes < 0 || cfg.MaxPackBytes < cfg.PackEntryBytes+acHeader || cfg.MaxPackBytes > maxPackOffset:
+	case cfg.PackEntryBytes < 0 || cfg.MaxPackBytes < cfg.PackEntryBytes+acHeader || cfg.MaxPackBytes > packtable.MaxPackOffset:
 		return nil, fmt.Errorf("packed: PackEntryBytes %d and MaxPackBytes %d: want 0 < entry < pack <= 4 GiB", cfg.PackEntryBytes, cfg.MaxPackBytes)
 	case cfg.RefreshEvery < 0 || cfg.MissingTTL < 0 || cfg.Concurrency < 0 || cfg.Retention < 0 || cfg.EvictEvery < 0 || cfg.ReadAheadBytes < 0:
 		return nil, fmt.Errorf("packed: a negative Config field: %+v", cfg)
@@ -194,7 +216,7 @@ func newBackend(cfg Config, listing bool) (*Backend, error) {
 		objects: cfg.Objects,
 		bucket:  cfg.Bucket,
 		log:     cfg.Logger,
-		table:   newTable(),
+		table:   packtable.New(),
 		misses:  newMissCache(cfg.MissingTTL),
 		seen:    make(map[string]time.Time),
 
@@ -213,6 +235,13 @@ func newBackend(cfg Config, listing bool) (*Backend, error) {
 			"packed: listing the shared tier's pack indexes failed; other nodes' packs are not seen until it succeeds",
 			"packed: listing the shared tier's pack indexes succeeds again")
 	})
+	if cfg.SnapshotEvery > 0 {
+		b.loops.Go(func() {
+			b.repeat(ctx, b.cfg.SnapshotEvery/4, nil, false, b.snapshotRound,
+				"packed: writing or deleting a snapshot of the shared tier's pack indexes failed; a node that starts reads more indexes until it succeeds",
+				"packed: writing snapshots of the pack indexes succeeds again")
+		})
+	}
 	if cfg.Retention > 0 {
 		b.loops.Go(func() {
 			b.repeat(ctx, b.cfg.EvictEvery, nil, false, b.Evict,
@@ -261,7 +290,7 @@ func (b *Backend) Close() error {
 	b.stop()
 	b.ahead.mu.Unlock()
 	b.loops.Wait()
-	b.table.release()
+	b.table.Release()
 	return nil
 }
 
@@ -287,14 +316,17 @@ type Stats struct {
 	// ReadsHeld counts the Gets served from the bytes of a pack being
 	// read ahead, while its records go to the sink: no request.
 	ReadsHeld int64
+	// Snapshots (snapshot.go): written by this node, read at its start
+	// (0 or 1), found unreadable (damaged), and old ones deleted.
+	SnapshotsWritten, SnapshotsRead, BadSnapshots, SnapshotsDeleted int64
 }
 
 // Stats returns a snapshot of the counters.
 func (b *Backend) Stats() Stats {
 	var st Stats
-	st.Records, st.TableBytes = b.table.stats()
+	st.Records, st.TableBytes = b.table.Stats()
 	b.packsMu.RLock()
-	st.Packs = int64(len(b.packs))
+	st.Packs = int64(len(b.packs) - len(b.freePacks) - len(b.freeingPacks))
 	b.packsMu.RUnlock()
 	st.Refreshes = b.c.refreshes.Load()
 	st.IndexesRead = b.c.indexesRead.Load()
@@ -310,6 +342,10 @@ func (b *Backend) Stats() Stats {
 	st.RecordsReadAhead = b.c.recordsReadAhead.Load()
 	st.ReadAheadFailures = b.c.readAheadFailures.Load()
 	st.ReadsHeld = b.c.readsHeld.Load()
+	st.SnapshotsWritten = b.c.snapshotsWritten.Load()
+	st.SnapshotsRead = b.c.snapshotsRead.Load()
+	st.BadSnapshots = b.c.badSnapshots.Load()
+	st.SnapshotsDeleted = b.c.snapshotsDeleted.Load()
 	return st
 }
 
@@ -345,7 +381,7 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 		sizes[i] = -1
 		if h, ok := hashOf(k); ok {
 			if loc, pack, ok := b.lookup(&h, k.AC, now); ok {
-				sizes[i] = loc.size
+				sizes[i] = loc.Size
 				b.refresh(k, loc, pack, now)
 				continue
 			}
@@ -387,10 +423,10 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 	if !ok {
 		return b.objects.Get(ctx, k, off)
 	}
-	if loc.object {
+	if loc.Object {
 		obj, err := b.objects.Get(ctx, k, off)
 		if errors.Is(err, cas.ErrNotFound) {
-			b.table.markDead(&h, k.AC, loc)
+			b.table.MarkDead(&h, k.AC, loc)
 		}
 		return obj, err
 	}
@@ -400,14 +436,14 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 		obj, err = b.getPacked(ctx, k, loc, pack.id.name(), off)
 	}
 	if errors.Is(err, cas.ErrNotFound) {
-		b.table.markDead(&h, k.AC, loc)
+		b.table.MarkDead(&h, k.AC, loc)
 		b.log.Warn("packed: a record's pack is gone or short; a miss", "entry", k.String(), "pack", pack.id.name())
 		return b.objects.Get(ctx, k, off)
 	}
 	if err != nil {
 		return obj, err
 	}
-	b.readAheadOf(loc.pack, pack, loc)
+	b.readAheadOf(loc.Pack, pack, loc)
 	if off == 0 && b.forwardDue(pack, now) {
 		obj = b.forwarding(k, loc, pack.id.name(), obj)
 	}
@@ -418,13 +454,13 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 // it and its pack is not past Retention; a record whose pack is, is
 // marked dead (absent from now on, whatever the bucket still holds).
 func (b *Backend) lookup(h *[32]byte, ac bool, now time.Time) (location, packInfo, bool) {
-	loc, ok := b.table.get(h, ac)
-	if !ok || loc.object {
+	loc, ok := b.table.Get(h, ac)
+	if !ok || loc.Object {
 		return loc, packInfo{}, ok
 	}
-	pack := b.pack(loc.pack)
+	pack := b.pack(loc.Pack)
 	if b.expired(pack, now) {
-		b.table.markDead(h, ac, loc)
+		b.table.MarkDead(h, ac, loc)
 		return location{}, packInfo{}, false
 	}
 	return loc, pack, true
@@ -432,21 +468,21 @@ func (b *Backend) lookup(h *[32]byte, ac bool, now time.Time) (location, packInf
 
 // getPacked reads k's record at loc, in pack, from off.
 func (b *Backend) getPacked(ctx context.Context, k tier.Key, loc location, pack string, off int64) (tier.Object, error) {
-	if off < 0 || off > loc.size {
+	if off < 0 || off > loc.Size {
 		// The caller's mistake, not the record's: not a miss.
-		return tier.Object{}, fmt.Errorf("packed: %s read from %d, outside its %d bytes", k, off, loc.size)
+		return tier.Object{}, fmt.Errorf("packed: %s read from %d, outside its %d bytes", k, off, loc.Size)
 	}
 	if !k.AC {
-		if off == loc.size {
-			return tier.Object{Body: io.NopCloser(bytes.NewReader(nil)), Size: loc.size, SHA256: k.Hash}, nil
+		if off == loc.Size {
+			return tier.Object{Body: io.NopCloser(bytes.NewReader(nil)), Size: loc.Size, SHA256: k.Hash}, nil
 		}
-		body, err := b.bucket.ReadRange(ctx, pack, int64(loc.offset)+off, loc.size-off)
+		body, err := b.bucket.ReadRange(ctx, pack, int64(loc.Offset)+off, loc.Size-off)
 		if err != nil {
 			return tier.Object{}, err
 		}
-		return tier.Object{Body: body, Size: loc.size, SHA256: k.Hash}, nil
+		return tier.Object{Body: body, Size: loc.Size, SHA256: k.Hash}, nil
 	}
-	body, err := b.bucket.ReadRange(ctx, pack, int64(loc.offset), acHeader+loc.size)
+	body, err := b.bucket.ReadRange(ctx, pack, int64(loc.Offset), acHeader+loc.Size)
 	if err != nil {
 		return tier.Object{}, err
 	}
@@ -459,7 +495,7 @@ func (b *Backend) getPacked(ctx context.Context, k tier.Key, loc location, pack 
 		body.Close()
 		return tier.Object{}, &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("reading %s from the shared tier failed", k), Where: pack, Cause: err}
 	}
-	return tier.Object{Body: body, Size: loc.size, SHA256: hex.EncodeToString(sum[:])}, nil
+	return tier.Object{Body: body, Size: loc.Size, SHA256: hex.EncodeToString(sum[:])}, nil
 }
 
 // packID names a pack: its object is packs/data/{nanos:020d}-{random:016x}.
@@ -478,6 +514,7 @@ type packInfo struct {
 	indexed int64
 	index   uint64
 	size    int64
+	free    bool // no slot names it (packnums.go)
 }
 
 func (p packID) name() string { return fmt.Sprintf("%s%020d-%016x", dataPrefix, p.nanos, p.random) }
@@ -562,27 +599,12 @@ func cutPrefix(s, prefix string) (string, bool) {
 	return s[len(prefix):], true
 }
 
-// registerPack gives pack a number for the table's slots.
-func (b *Backend) registerPack(p packInfo) (uint32, error) {
-	b.packsMu.Lock()
-	defer b.packsMu.Unlock()
-	if len(b.packs) >= 1<<32-1 {
-		return 0, errors.New("packed: 4 billion packs known; restart to forget the gone ones")
-	}
-	b.packs = append(b.packs, p)
-	return uint32(len(b.packs) - 1), nil
-}
-
-func (b *Backend) pack(n uint32) packInfo {
-	b.packsMu.RLock()
-	defer b.packsMu.RUnlock()
-	return b.packs[n]
-}
-
 // apply puts the records of index object name, named at indexed, in the
 // table; its packed records not at all if its pack is past Retention (a
 // node that starts may list indexes the janitor has not deleted yet).
 func (b *Backend) apply(ix *index, name string, indexed time.Time) error {
+	b.applyMu.RLock()
+	defer b.applyMu.RUnlock()
 	var pack uint32
 	live := true
 	if ix.pack != "" {
@@ -602,14 +624,14 @@ func (b *Backend) apply(ix *index, name string, indexed time.Time) error {
 		}
 	}
 	for _, r := range ix.records {
-		if r.size > maxTableSize || r.flags&flagObject == 0 && !live {
+		if r.size > packtable.MaxSize || r.flags&flagObject == 0 && !live {
 			continue
 		}
-		loc := location{size: r.size, object: r.flags&flagObject != 0}
-		if !loc.object {
-			loc.pack, loc.offset = pack, uint32(r.offset)
+		loc := location{Size: r.size, Object: r.flags&flagObject != 0}
+		if !loc.Object {
+			loc.Pack, loc.Offset = pack, uint32(r.offset)
 		}
-		b.table.put(&r.hash, r.flags&flagAC != 0, loc)
+		b.table.Put(&r.hash, r.flags&flagAC != 0, loc)
 	}
 	return nil
 }

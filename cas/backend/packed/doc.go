@@ -29,7 +29,10 @@
 // one record of a pack reads the whole pack in the background and hands
 // its other records to a sink (SetReadAhead: the tier's disk), so that a
 // cold node's reads of its neighbours are local (readahead.go).
+// A node that starts reads the newest snapshot of the records that a
+// node wrote (snapshot.go) and the indexes after it, not every index.
 // docs/packs.md has the design.
 //
-// It imports cas and cas/tier only, and no object store's client.
+// It imports cas, cas/tier and its own packages (packtable: the table;
+// snapshot: the snapshots' format), and no object store's client.
 package packed

@@ -56,6 +56,7 @@ func (b *Backend) Evict(ctx context.Context) error {
 	defer b.evictMu.Unlock()
 	now := time.Now()
 	b.forgetExpired(now)
+	b.forgetUnusedPacks()
 	cut := now.Add(-b.cfg.Retention - b.cfg.IndexTimeout)
 	if err := b.evictOld(ctx, indexPrefix, cut, b.deleteIndex); err != nil {
 		return err
@@ -74,8 +75,8 @@ func (b *Backend) forgetExpired(now time.Time) {
 		expired[n] = b.expired(p, now)
 	}
 	b.packsMu.RUnlock()
-	n := b.table.forget(func(loc location) bool {
-		return !loc.object && int(loc.pack) < len(expired) && expired[loc.pack]
+	n := b.table.Forget(func(loc location) bool {
+		return !loc.Object && int(loc.Pack) < len(expired) && expired[loc.Pack]
 	})
 	b.c.recordsForgotten.Add(n)
 }

@@ -52,7 +52,7 @@ type forwardID struct {
 // PackEntryBytes is not held: it is copied from its pack, in the
 // background (forwardSolo).
 func (b *Backend) forwarding(k tier.Key, from location, pack string, obj tier.Object) tier.Object {
-	if obj.Size > b.cfg.PackEntryBytes {
+	if obj.Size > b.cfg.PackEntryBytes && !k.AC { // an action result fits in a pack
 		b.forwardSolo(k, from, pack)
 		return obj
 	}
@@ -140,7 +140,7 @@ func (b *Backend) flushForwards(ctx context.Context) error {
 	ups := make([]tier.Upload, 0, len(queued))
 	for _, c := range queued {
 		h, _ := hashOf(c.key) // a key Get found in the table
-		if loc, ok := b.table.get(&h, c.key.AC); !ok || loc != c.from {
+		if loc, ok := b.table.Get(&h, c.key.AC); !ok || loc != c.from {
 			continue
 		}
 		ups = append(ups, tier.Upload{Key: c.key, Body: bytes.NewReader(c.data), Size: int64(len(c.data)), SHA256: c.sha256})
@@ -188,10 +188,10 @@ func (b *Backend) Touch(k tier.Key) {
 
 // refresh is Touch of k, found in the table at loc in pack.
 func (b *Backend) refresh(k tier.Key, loc location, pack packInfo, now time.Time) {
-	if loc.object || !b.forwardDue(pack, now) {
+	if loc.Object || !b.forwardDue(pack, now) {
 		return
 	}
-	if loc.size > b.cfg.PackEntryBytes {
+	if loc.Size > b.cfg.PackEntryBytes {
 		b.forwardSolo(k, loc, pack.id.name())
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/membuf/membuf/cas/backend/packed/packtable"
 )
 
 // An index object names the records of one pack, and the entries stored
@@ -159,7 +161,7 @@ func parseIndex(data []byte) (*index, error) {
 			}
 		case ix.pack == "":
 			return nil, fmt.Errorf("%w: record %d is in a pack the index does not name", errBadIndex, i)
-		case r.offset > ix.packSize || r.extent() > ix.packSize-r.offset || r.offset > maxPackOffset:
+		case r.offset > ix.packSize || r.extent() > ix.packSize-r.offset || r.offset > packtable.MaxPackOffset:
 			return nil, fmt.Errorf("%w: record %d (%d bytes at %d) is beyond its pack's %d bytes", errBadIndex, i, r.extent(), r.offset, ix.packSize)
 		}
 	}

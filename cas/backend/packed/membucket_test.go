@@ -25,7 +25,7 @@ type memBucket struct {
 	writes   int      // WriteObject calls
 	deletes  []string // DeleteObject calls' names, in order
 	lists    int
-	afters   []string                              // ListAfter calls' after, in order
+	afters   []string                              // ListAfter calls' after under the index prefix, in order
 	reads    []string                              // ReadRange calls' names, in order
 	corrupt  func(name string, data []byte) []byte // if not nil, applied to what is written
 	failRead func(name string) error               // if not nil and it returns an error, ReadRange fails with it
@@ -113,7 +113,9 @@ func (m *memBucket) ListAfter(ctx context.Context, prefix, after string, limit i
 		return nil, err
 	}
 	m.lists++
-	m.afters = append(m.afters, after)
+	if prefix == indexPrefix {
+		m.afters = append(m.afters, after)
+	}
 	var names []string
 	for name := range m.named {
 		if strings.HasPrefix(name, prefix) && name > after {

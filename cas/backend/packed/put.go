@@ -25,7 +25,7 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 	for i, u := range uploads {
 		_, ok := hashOf(u.Key)
 		switch {
-		case ok && u.Size >= 0 && u.Size <= b.cfg.PackEntryBytes:
+		case ok && b.packable(u):
 			packable = append(packable, i)
 		case ok && b.solo(u):
 			solos = append(solos, i)
@@ -209,6 +209,7 @@ func (b *Backend) writeIndexed(ctx context.Context, ix *index, packSize int64, w
 	var packNamed time.Time
 	if write != nil {
 		id := newPackID()
+		id.nanos += int64(soloWriteAllowance(packSize))
 		packNamed = time.Unix(0, id.nanos)
 		ix.pack, ix.packSize = id.name(), packSize
 		if err := write(ctx, ix.pack); err != nil {
@@ -236,8 +237,11 @@ func (b *Backend) writeIndexed(ctx context.Context, ix *index, packSize int64, w
 		return err
 	}
 	b.c.indexesWritten.Add(1)
+	// Seen once applied: a snapshot that holds the name holds its
+	// records.
+	err := b.apply(ix, name, now)
 	b.seenMu.Lock()
 	b.seen[name] = now
 	b.seenMu.Unlock()
-	return b.apply(ix, name, now)
+	return err
 }

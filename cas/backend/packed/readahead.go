@@ -71,7 +71,7 @@ func (b *Backend) SetReadAhead(sink ReadAheadSink) {
 // small enough, holds more than the record read, has not been read ahead
 // lately, and a read-ahead is free.
 func (b *Backend) readAheadOf(n uint32, pack packInfo, read location) {
-	if pack.size <= 0 || pack.size > b.cfg.ReadAheadBytes || pack.size <= read.size+acHeader {
+	if pack.size <= 0 || pack.size > b.cfg.ReadAheadBytes || pack.size <= read.Size+acHeader {
 		return // a pack with nothing beside the record read (a solo pack) has nothing to read ahead
 	}
 	a := &b.ahead
@@ -142,8 +142,8 @@ func (b *Backend) readPackAhead(ctx context.Context, n uint32, pack packInfo, si
 			continue
 		}
 		ac := r.flags&flagAC != 0
-		loc, ok := b.table.get(&r.hash, ac)
-		if !ok || loc.object || loc.pack != n || int64(loc.offset) != r.offset || loc.size != r.size {
+		loc, ok := b.table.Get(&r.hash, ac)
+		if !ok || loc.Object || loc.Pack != n || int64(loc.Offset) != r.offset || loc.Size != r.size {
 			continue // written again elsewhere since (a newer action result), or dead
 		}
 		rec := data[r.offset : r.offset+r.extent()]
@@ -192,13 +192,13 @@ func (b *Backend) hold(n uint32, data []byte) {
 // if a read-ahead holds them.
 func (b *Backend) heldRecord(k tier.Key, loc location, off int64) (tier.Object, bool) {
 	b.ahead.mu.Lock()
-	data, ok := b.ahead.held[loc.pack]
+	data, ok := b.ahead.held[loc.Pack]
 	b.ahead.mu.Unlock()
-	start, end := int64(loc.offset), int64(loc.offset)+loc.size
+	start, end := int64(loc.Offset), int64(loc.Offset)+loc.Size
 	if k.AC {
 		end += acHeader
 	}
-	if !ok || end > int64(len(data)) || off < 0 || off > loc.size {
+	if !ok || end > int64(len(data)) || off < 0 || off > loc.Size {
 		return tier.Object{}, false
 	}
 	sum := k.Hash
@@ -206,5 +206,5 @@ func (b *Backend) heldRecord(k tier.Key, loc location, off int64) (tier.Object, 
 		sum, start = hex.EncodeToString(data[start:start+acHeader]), start+acHeader
 	}
 	b.c.readsHeld.Add(1)
-	return tier.Object{Body: io.NopCloser(bytes.NewReader(data[start+off : end])), Size: loc.size, SHA256: sum}, true
+	return tier.Object{Body: io.NopCloser(bytes.NewReader(data[start+off : end])), Size: loc.Size, SHA256: sum}, true
 }

@@ -24,6 +24,12 @@ import (
 func (b *Backend) Refresh(ctx context.Context) error {
 	b.refreshMu.Lock()
 	defer b.refreshMu.Unlock()
+	if !b.snapshotRead {
+		if err := b.loadSnapshot(ctx); err != nil {
+			return err
+		}
+		b.snapshotRead = true
+	}
 	after := ""
 	if t, ok := indexTime(b.resume); ok {
 		from := t.Add(-b.cfg.ListWindow).UnixNano()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"time"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/tier"
@@ -24,16 +25,32 @@ import (
 // Retention large blobs stay objects of the per-object layout, where a
 // node without packs finds them.
 
-// maxSoloBytes is the largest blob put in a solo pack; larger ones are
-// objects of the per-object layout (not evicted). Its index must follow
-// within maxPackWrite of the pack's name: at 1 GiB, an upload at 3.6
-// MB/s or more.
-const maxSoloBytes = 1 << 30
+// packable reports whether u goes in a pack: a blob of PackEntryBytes or
+// less, or an action result that fits in a pack (the tier reads none
+// larger than a few MiB, and a pack holds its bytes with its sum), so
+// that action results are evicted and copied forward as blobs are.
+func (b *Backend) packable(u tier.Upload) bool {
+	return u.Size >= 0 && (u.Size <= b.cfg.PackEntryBytes || u.Key.AC && u.Size <= b.cfg.MaxPackBytes-acHeader)
+}
 
 // solo reports whether u, a blob larger than PackEntryBytes, goes up as
-// a solo pack.
+// a solo pack: with a Retention, whatever its size.
 func (b *Backend) solo(u tier.Upload) bool {
-	return b.cfg.Retention > 0 && !u.Key.AC && u.Size > b.cfg.PackEntryBytes && u.Size <= maxSoloBytes
+	return b.cfg.Retention > 0 && !u.Key.AC && u.Size > b.cfg.PackEntryBytes
+}
+
+// A pack's index must follow within maxPackWrite of the time its name
+// carries, or the janitor may delete it as an orphan first: enough for
+// 1 GiB at 3.6 MB/s. A larger solo pack is named later than its write
+// starts, by soloWriteAllowance: its name is dated when the bytes past
+// 1 GiB would be up at soloMinRate. Nothing reads a pack's name as its
+// age (that counts from its index's).
+const soloMinRate = 2 << 20 // bytes a second
+
+// soloWriteAllowance is how far ahead of the clock a pack of size bytes
+// is named.
+func soloWriteAllowance(size int64) time.Duration {
+	return time.Duration(max(size-1<<30, 0)/soloMinRate) * time.Second
 }
 
 // putSolo stores u as a solo pack and its index.
@@ -57,7 +74,7 @@ func (b *Backend) forwardSolo(k tier.Key, from location, pack string) {
 	}
 	b.loops.Go(func() {
 		defer b.soloForwarding.Store(false)
-		ctx, cancel := context.WithTimeout(b.ctx, maxPackWrite)
+		ctx, cancel := context.WithTimeout(b.ctx, maxPackWrite+soloWriteAllowance(from.Size))
 		defer cancel()
 		if err := b.copySolo(ctx, k, from, pack); err != nil && ctx.Err() == nil {
 			b.log.Warn("packed: copying a large record forward failed; its next read copies it", "entry", k.String(), "err", err)
@@ -67,16 +84,16 @@ func (b *Backend) forwardSolo(k tier.Key, from location, pack string) {
 
 func (b *Backend) copySolo(ctx context.Context, k tier.Key, from location, pack string) error {
 	h, _ := hashOf(k)
-	if loc, ok := b.table.get(&h, false); !ok || loc != from {
+	if loc, ok := b.table.Get(&h, false); !ok || loc != from {
 		return nil // written again meanwhile, or gone: nothing to copy
 	}
-	body, err := b.bucket.ReadRange(ctx, pack, int64(from.offset), from.size)
+	body, err := b.bucket.ReadRange(ctx, pack, int64(from.Offset), from.Size)
 	if err != nil {
 		return err
 	}
 	defer body.Close()
-	k.Size = from.size // a read by hash alone has -1
-	up := tier.Upload{Key: k, Body: &checkedBody{r: body, h: sha256.New(), want: k.Hash}, Size: from.size, SHA256: k.Hash}
+	k.Size = from.Size // a read by hash alone has -1
+	up := tier.Upload{Key: k, Body: &checkedBody{r: body, h: sha256.New(), want: k.Hash}, Size: from.Size, SHA256: k.Hash}
 	if err := b.Put(ctx, []tier.Upload{up})[0]; err != nil {
 		return err
 	}

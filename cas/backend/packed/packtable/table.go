@@ -1,4 +1,9 @@
-package packed
+// Package packtable is the table of a packed bucket's records on a node:
+// for each entry an index names, where its bytes are (a pack's number and
+// an offset, or an object of its own) and its size, in pointer-free slots
+// off the Go heap. It knows nothing of packs but their numbers, which its
+// owner gives (cas/backend/packed). Imports cas/internal/offheap only.
+package packtable
 
 import (
 	"encoding/binary"
@@ -9,24 +14,24 @@ import (
 	"github.com/membuf/membuf/cas/internal/offheap"
 )
 
-// table is every entry this node knows the bucket's indexes name: where
+// Table is every entry this node knows the bucket's indexes name: where
 // its bytes are (a pack and an offset, or an object of its own) and its
 // size. Ten million entries must fit in well under a gigabyte on every
 // node, and the garbage collector must not scan them: the records are
 // fixed-size slots in byte slices, no pointers, open addressing with
 // linear probing; a shard's slots past 64 KiB are mapped outside the Go
-// heap (mem_unix.go), so that they count neither towards the collector's
+// heap (cas/internal/offheap), so that they count neither towards the collector's
 // goal (which would let the heap grow to twice them) nor as its garbage
 // when a shard grows.
 //
 // It is split into tableShards shards, each growing on its own by a
-// quarter when it is 80% full: a table that doubled as a whole would hold
+// quarter when it is 80% full: a Table that doubled as a whole would hold
 // 2x its records' bytes just after doubling; shards that grow by a
 // quarter keep every shard between 64% and 80% full (60-75 bytes a
 // record), and only one shard's slots are copied at a time. Where a key
 // lands is a maphash of it with a seed of this process: action keys are
 // chosen by clients, who must not be able to pile them into one run.
-type table struct {
+type Table struct {
 	seed   maphash.Seed
 	shards [tableShards]tableShard
 }
@@ -49,11 +54,11 @@ const (
 	slotDead   = 1 << 3 // read and found missing: absent until put again
 )
 
-// maxTableSize is the largest entry size a slot holds; maxPackOffset the
+// MaxSize is the largest entry size a slot holds; MaxPackOffset the
 // largest offset.
 const (
-	maxTableSize  = 1<<48 - 1
-	maxPackOffset = 1<<32 - 1
+	MaxSize       = 1<<48 - 1
+	MaxPackOffset = 1<<32 - 1
 )
 
 // tableShard is one shard: its slots and how many are used.
@@ -63,19 +68,19 @@ type tableShard struct {
 	used  int
 }
 
-// location is where an entry's bytes are.
-type location struct {
-	size   int64
-	object bool // an object of its own; pack and offset unused
-	pack   uint32
-	offset uint32
+// Location is where an entry's bytes are.
+type Location struct {
+	Size   int64
+	Object bool // an object of its own; pack and offset unused
+	Pack   uint32
+	Offset uint32
 }
 
-func newTable() *table { return &table{seed: maphash.MakeSeed()} }
+func New() *Table { return &Table{seed: maphash.MakeSeed()} }
 
 // place returns k's shard and the slot its probe starts at, given the
 // shard's capacity in slots.
-func (t *table) place(hash *[32]byte, ac bool) (*tableShard, uint64) {
+func (t *Table) place(hash *[32]byte, ac bool) (*tableShard, uint64) {
 	h := maphash.Bytes(t.seed, hash[:])
 	if ac {
 		h = bits.RotateLeft64(h, 17) ^ 0x9e3779b97f4a7c15
@@ -106,40 +111,40 @@ func (s *tableShard) find(h uint64, hash *[32]byte, ac bool) (int, bool) {
 	}
 }
 
-// get returns where k's bytes are, if the table knows and they have not
+// Get returns where k's bytes are, if the table knows and they have not
 // been found missing.
-func (t *table) get(hash *[32]byte, ac bool) (location, bool) {
+func (t *Table) Get(hash *[32]byte, ac bool) (Location, bool) {
 	s, h := t.place(hash, ac)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.used == 0 {
-		return location{}, false
+		return Location{}, false
 	}
 	i, ok := s.find(h, hash, ac)
 	if !ok {
-		return location{}, false
+		return Location{}, false
 	}
 	slot := s.slots[i*slotBytes : (i+1)*slotBytes]
 	if slot[38]&slotDead != 0 {
-		return location{}, false
+		return Location{}, false
 	}
 	return slotLocation(slot), true
 }
 
 // slotLocation decodes a used slot's location.
-func slotLocation(slot []byte) location {
-	return location{
-		size:   int64(binary.LittleEndian.Uint64(slot[32:40]) & maxTableSize),
-		object: slot[38]&slotObject != 0,
-		pack:   binary.LittleEndian.Uint32(slot[40:44]),
-		offset: binary.LittleEndian.Uint32(slot[44:48]),
+func slotLocation(slot []byte) Location {
+	return Location{
+		Size:   int64(binary.LittleEndian.Uint64(slot[32:40]) & MaxSize),
+		Object: slot[38]&slotObject != 0,
+		Pack:   binary.LittleEndian.Uint32(slot[40:44]),
+		Offset: binary.LittleEndian.Uint32(slot[44:48]),
 	}
 }
 
-// put records where k's bytes are, replacing what was known of k: a
-// later record of the same entry is as good, and one put after a read
+// Put records where k's bytes are, replacing what was known of k: a
+// later record of the same entry is as good, and one Put after a read
 // found the earlier missing is better.
-func (t *table) put(hash *[32]byte, ac bool, loc location) {
+func (t *Table) Put(hash *[32]byte, ac bool, loc Location) {
 	s, h := t.place(hash, ac)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -156,19 +161,19 @@ func (t *table) put(hash *[32]byte, ac bool, loc location) {
 	if ac {
 		flags |= slotAC
 	}
-	if loc.object {
+	if loc.Object {
 		flags |= slotObject
 	}
-	binary.LittleEndian.PutUint64(slot[32:40], uint64(loc.size)&maxTableSize)
+	binary.LittleEndian.PutUint64(slot[32:40], uint64(loc.Size)&MaxSize)
 	slot[38], slot[39] = flags, 0
-	binary.LittleEndian.PutUint32(slot[40:44], loc.pack)
-	binary.LittleEndian.PutUint32(slot[44:48], loc.offset)
+	binary.LittleEndian.PutUint32(slot[40:44], loc.Pack)
+	binary.LittleEndian.PutUint32(slot[44:48], loc.Offset)
 }
 
-// markDead records that k's bytes were found missing where the table
+// MarkDead records that k's bytes were found missing where the table
 // said, if it still says so (a put meanwhile moved it): absent until it
 // is put again.
-func (t *table) markDead(hash *[32]byte, ac bool, at location) {
+func (t *Table) MarkDead(hash *[32]byte, ac bool, at Location) {
 	s, h := t.place(hash, ac)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -180,14 +185,14 @@ func (t *table) markDead(hash *[32]byte, ac bool, at location) {
 		return
 	}
 	slot := s.slots[i*slotBytes : (i+1)*slotBytes]
-	if binary.LittleEndian.Uint32(slot[40:44]) == at.pack && binary.LittleEndian.Uint32(slot[44:48]) == at.offset && (slot[38]&slotObject != 0) == at.object {
+	if binary.LittleEndian.Uint32(slot[40:44]) == at.Pack && binary.LittleEndian.Uint32(slot[44:48]) == at.Offset && (slot[38]&slotObject != 0) == at.Object {
 		slot[38] |= slotDead
 	}
 }
 
 // grow makes s a quarter larger (at least 64 slots) and moves its
 // records there. The caller holds s.mu.
-func (s *tableShard) grow(t *table) {
+func (s *tableShard) grow(t *Table) {
 	old := s.slots
 	n := max(64, len(old)/slotBytes*5/4)
 	s.slots = offheap.Bytes(n*slotBytes, mapAbove)
@@ -201,20 +206,20 @@ func (s *tableShard) grow(t *table) {
 
 // insert copies a used slot from elsewhere into s, whose slots have space
 // and do not hold its key. The caller holds s.mu.
-func (s *tableShard) insert(t *table, slot []byte) {
+func (s *tableShard) insert(t *Table, slot []byte) {
 	hash := (*[32]byte)(slot[:32])
 	_, h := t.place(hash, slot[38]&slotAC != 0)
 	j, _ := s.find(h, hash, slot[38]&slotAC != 0)
 	copy(s.slots[j*slotBytes:], slot)
 }
 
-// forget removes the records drop says to, and those marked dead, and
+// Forget removes the records drop says to, and those marked dead, and
 // returns how many it removed. Linear probing has no cheap delete (a
 // hole would cut the probe of a key placed past it), so a shard with
 // records to remove is rebuilt from those it keeps, at 70% full, one
 // shard at a time: the memory of a quarter of a shard's records, never
 // the table's.
-func (t *table) forget(drop func(location) bool) int64 {
+func (t *Table) Forget(drop func(Location) bool) int64 {
 	var removed int64
 	for i := range t.shards {
 		s := &t.shards[i]
@@ -225,7 +230,7 @@ func (t *table) forget(drop func(location) bool) int64 {
 	return removed
 }
 
-func (s *tableShard) forget(t *table, drop func(location) bool) int {
+func (s *tableShard) forget(t *Table, drop func(Location) bool) int {
 	gone := func(slot []byte) bool {
 		return slot[38]&slotDead != 0 || drop(slotLocation(slot))
 	}
@@ -253,9 +258,9 @@ func (s *tableShard) forget(t *table, drop func(location) bool) int {
 	return n
 }
 
-// release returns the slots' memory (mapped outside the Go heap: the
+// Release returns the slots' memory (mapped outside the Go heap: the
 // collector would not free it): the table is empty after.
-func (t *table) release() {
+func (t *Table) Release() {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
@@ -265,8 +270,8 @@ func (t *table) release() {
 	}
 }
 
-// stats returns the records the table holds and the bytes of its slots.
-func (t *table) stats() (records, bytes int64) {
+// Stats returns the records the table holds and the bytes of its slots.
+func (t *Table) Stats() (records, bytes int64) {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.RLock()
@@ -275,4 +280,60 @@ func (t *table) stats() (records, bytes int64) {
 		s.mu.RUnlock()
 	}
 	return records, bytes
+}
+
+// PacksInUse reports, for each pack number below n, whether a slot names
+// it.
+func (t *Table) PacksInUse(n int) []bool {
+	used := make([]bool, n)
+	t.Each(func(_ *[32]byte, _ bool, loc Location) {
+		if !loc.Object && int(loc.Pack) < n {
+			used[loc.Pack] = true
+		}
+	}, nil)
+	return used
+}
+
+// Each calls fn on every record that is not dead, a shard at a time,
+// holding that shard to read (fn must not call the table), and after
+// Each shard, holding none, between (if not nil); it returns between's
+// first error, having stopped there.
+func (t *Table) Each(fn func(hash *[32]byte, ac bool, loc Location), between func() error) error {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.RLock()
+		for j := 0; j < len(s.slots); j += slotBytes {
+			if slot := s.slots[j : j+slotBytes]; slot[38]&slotUsed != 0 && slot[38]&slotDead == 0 {
+				fn((*[32]byte)(slot[:32]), slot[38]&slotAC != 0, slotLocation(slot))
+			}
+		}
+		s.mu.RUnlock()
+		if between != nil {
+			if err := between(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Reserve makes room for about n more records, spread over the shards,
+// so that loading them does not grow each shard many times.
+func (t *Table) Reserve(n int64) {
+	per := int(n/tableShards) + 1
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		if want := (s.used+per)*10/7 + 1; len(s.slots)/slotBytes < want {
+			old := s.slots
+			s.slots = offheap.Bytes(want*slotBytes, mapAbove)
+			for j := 0; j < len(old); j += slotBytes {
+				if slot := old[j : j+slotBytes]; slot[38]&slotUsed != 0 {
+					s.insert(t, slot)
+				}
+			}
+			offheap.Release(old, mapAbove)
+		}
+		s.mu.Unlock()
+	}
 }

@@ -1,4 +1,4 @@
-package packed
+package packtable
 
 // mapAbove is the size from which a shard's slots are mapped outside the
 // Go heap: a page. The table has 256 shards, so heap slices up to 64 KiB

@@ -1,4 +1,4 @@
-package packed
+package packtable
 
 import (
 	"crypto/sha256"
@@ -21,42 +21,42 @@ func keyHash(i int) [32]byte {
 // The table agrees with a map through growth, replacement, action keys
 // of a blob's hash, and dead marks.
 func TestTableAgreesWithAMap(t *testing.T) {
-	tb := newTable()
+	tb := New()
 	type key struct {
 		h  [32]byte
 		ac bool
 	}
-	want := make(map[key]location)
+	want := make(map[key]Location)
 	for i := range 20_000 {
 		k := key{keyHash(i % 15_000), i%7 == 0}
-		loc := location{size: int64(i), pack: uint32(i / 100), offset: uint32(i * 3), object: i%11 == 0}
-		tb.put(&k.h, k.ac, loc)
+		loc := Location{Size: int64(i), Pack: uint32(i / 100), Offset: uint32(i * 3), Object: i%11 == 0}
+		tb.Put(&k.h, k.ac, loc)
 		want[k] = loc
 	}
 	for i := range 30 {
 		k := key{keyHash(i), false}
 		if loc, ok := want[k]; ok {
-			tb.markDead(&k.h, false, location{pack: loc.pack + 1, offset: loc.offset}) // not where it is: kept
-			tb.markDead(&k.h, false, loc)
+			tb.MarkDead(&k.h, false, Location{Pack: loc.Pack + 1, Offset: loc.Offset}) // not where it is: kept
+			tb.MarkDead(&k.h, false, loc)
 			delete(want, k)
 		}
 	}
 	for k, loc := range want {
-		if got, ok := tb.get(&k.h, k.ac); !ok || got != loc {
+		if got, ok := tb.Get(&k.h, k.ac); !ok || got != loc {
 			t.Fatalf("get(%x, %v): %+v, %v; want %+v", k.h[:4], k.ac, got, ok, loc)
 		}
 	}
 	for i := range 30 {
 		h := keyHash(i)
-		if _, ok := tb.get(&h, false); ok {
+		if _, ok := tb.Get(&h, false); ok {
 			t.Fatalf("key %d marked dead is still found", i)
 		}
 	}
 	absent := keyHash(-1)
-	if _, ok := tb.get(&absent, false); ok {
+	if _, ok := tb.Get(&absent, false); ok {
 		t.Fatal("an absent key is found")
 	}
-	if n, _ := tb.stats(); n != int64(len(want))+30 {
+	if n, _ := tb.Stats(); n != int64(len(want))+30 {
 		t.Fatalf("%d records, want %d (dead ones keep their slots)", n, len(want)+30)
 	}
 }
@@ -83,15 +83,15 @@ func TestTableBytesPerRecord(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	rssBefore := residentBytes()
-	tb := newTable()
+	tb := New()
 	for i := range n {
 		h := keyHash(i)
-		tb.put(&h, false, location{size: 4096, pack: uint32(i / 1000), offset: uint32(i)})
+		tb.Put(&h, false, Location{Size: 4096, Pack: uint32(i / 1000), Offset: uint32(i)})
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	rss := residentBytes() - rssBefore
-	records, slots := tb.stats()
+	records, slots := tb.Stats()
 	heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
 	t.Logf("%d records: %.1f bytes each in slots, %.1f on the Go heap, %.1f of resident set growth", records, float64(slots)/float64(n), heap/float64(n), float64(rss)/float64(n))
 	if per := float64(slots) / float64(n); per > 80 {
@@ -103,7 +103,7 @@ func TestTableBytesPerRecord(t *testing.T) {
 	if per := heap / float64(n); per > 8 {
 		t.Fatalf("%.1f bytes of Go heap per record; want the slots outside it", per)
 	}
-	tb.release()
+	tb.Release()
 }
 
 // residentBytes is the process's resident set (VmRSS), 0 where /proc
@@ -126,35 +126,35 @@ func residentBytes() int64 {
 // others findable, and shrinks the shards it rebuilds; the table takes
 // records again after.
 func TestTableForgets(t *testing.T) {
-	tb := newTable()
-	defer tb.release()
+	tb := New()
+	defer tb.Release()
 	for i := range 50_000 {
 		h := keyHash(i)
-		tb.put(&h, false, location{size: int64(i), pack: uint32(i % 10), offset: uint32(i)})
+		tb.Put(&h, false, Location{Size: int64(i), Pack: uint32(i % 10), Offset: uint32(i)})
 	}
 	dead := keyHash(1)
-	tb.markDead(&dead, false, location{size: 1, pack: 1, offset: 1})
-	_, before := tb.stats()
-	if n := tb.forget(func(loc location) bool { return loc.pack%2 == 0 }); n != 25_001 {
+	tb.MarkDead(&dead, false, Location{Size: 1, Pack: 1, Offset: 1})
+	_, before := tb.Stats()
+	if n := tb.Forget(func(loc Location) bool { return loc.Pack%2 == 0 }); n != 25_001 {
 		t.Fatalf("forget removed %d records; want 25,001 (the even packs' and a dead one)", n)
 	}
-	records, after := tb.stats()
+	records, after := tb.Stats()
 	if records != 24_999 || after >= before {
 		t.Fatalf("after forget: %d records in %d bytes (%d before); want 24,999 in fewer", records, after, before)
 	}
 	for i := range 50_000 {
 		h := keyHash(i)
-		loc, ok := tb.get(&h, false)
-		if want := i%2 == 1 && i != 1; ok != want || ok && loc.size != int64(i) {
+		loc, ok := tb.Get(&h, false)
+		if want := i%2 == 1 && i != 1; ok != want || ok && loc.Size != int64(i) {
 			t.Fatalf("record %d after forget: %+v, %v; want found %v", i, loc, ok, want)
 		}
 	}
-	if n := tb.forget(func(location) bool { return true }); n != 24_999 {
+	if n := tb.Forget(func(Location) bool { return true }); n != 24_999 {
 		t.Fatalf("forgetting all: %d", n)
 	}
 	h := keyHash(7)
-	tb.put(&h, true, location{size: 7})
-	if loc, ok := tb.get(&h, true); !ok || loc.size != 7 {
+	tb.Put(&h, true, Location{Size: 7})
+	if loc, ok := tb.Get(&h, true); !ok || loc.Size != 7 {
 		t.Fatalf("a record put after the table was emptied: %+v, %v", loc, ok)
 	}
 }
