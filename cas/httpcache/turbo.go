@@ -180,7 +180,6 @@ func (h *Handler) serveTurbo(w http.ResponseWriter, r *http.Request) {
 // turboArtifact answers GET, HEAD or PUT of an artifact.
 func (h *Handler) turboArtifact(w http.ResponseWriter, r *http.Request, op operation, tr turboRequest) {
 	kp := tr.key(tr.hash)
-	what := "artifact " + tr.hash
 	if op == opPutKeyed {
 		attrs, err := parseArtifactAttrs(r.Header)
 		if err != nil {
@@ -188,7 +187,7 @@ func (h *Handler) turboArtifact(w http.ResponseWriter, r *http.Request, op opera
 			return
 		}
 		if err := h.storeKeyed(w, r, kp, attrs, true); err != nil {
-			h.failKeyed(w, r, op, what, err)
+			h.failKeyed(w, r, op, "artifact "+tr.hash, err) // made only on failure: a PUT allocates little
 			return
 		}
 		// {"urls": [path]}, written as json.Marshal would: the hash is hex.
@@ -199,7 +198,7 @@ func (h *Handler) turboArtifact(w http.ResponseWriter, r *http.Request, op opera
 	}
 	rec, err := h.openKeyed(r.Context(), kp)
 	if err != nil {
-		h.fail(w, r, op, what, err)
+		h.fail(w, r, op, "artifact "+tr.hash, err)
 		return
 	}
 	defer rec.release()
@@ -318,10 +317,15 @@ func (h *Handler) answerJSON(w http.ResponseWriter, op operation, code int, v an
 	h.answerBody(w, op, code, body)
 }
 
+// jsonContentType is every JSON answer's Content-Type, one slice for all:
+// a header's values are replaced or appended to (which copies a full
+// slice), never written in place.
+var jsonContentType = []string{"application/json"}
+
 // answerBody ends a request with code and body, JSON.
 func (h *Handler) answerBody(w http.ResponseWriter, op operation, code int, body []byte) {
 	h.stats.count(op, code)
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(code)
 	w.Write(body)
