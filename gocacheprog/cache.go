@@ -68,6 +68,14 @@ type Cache struct {
 	stopCtx   context.Context
 	stop      context.CancelFunc
 
+	// fetches are the remote gets running; fetching ahead runs in ahead,
+	// at most maxAhead at once (aheadSlots), until aheadStop.
+	fetches    fetches
+	ahead      sync.WaitGroup
+	aheadSlots chan struct{}
+	aheadCtx   context.Context
+	aheadStop  context.CancelFunc
+
 	stats Stats
 }
 
@@ -76,6 +84,9 @@ type Stats struct {
 	Gets, LocalHits, RemoteHits, Misses   atomic.Int64
 	Puts, Uploaded, UploadsDropped        atomic.Int64
 	RemoteErrors, Mismatches, UploadFails atomic.Int64
+	// FetchedAhead counts the outputs fetched before go asked for them
+	// (stdoutKey).
+	FetchedAhead atomic.Int64
 }
 
 type upload struct {
@@ -105,8 +116,9 @@ func Open(opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{opts: opts, dir: dir, log: opts.Logger}
+	c := &Cache{opts: opts, dir: dir, log: opts.Logger, aheadSlots: make(chan struct{}, maxAhead)}
 	c.stopCtx, c.stop = context.WithCancel(context.Background())
+	c.aheadCtx, c.aheadStop = context.WithCancel(context.Background())
 	if opts.Remote != nil && !opts.ReadOnly {
 		c.uploads = make(chan upload, opts.UploadQueue)
 		for range opts.Uploaders {
@@ -133,21 +145,61 @@ func (c *Cache) remoteFailed(what string, err error) {
 // the remote, checked and kept in the directory. A miss is false, never
 // an error: go builds what it does not get.
 func (c *Cache) Get(ctx context.Context, actionID ID) (Entry, bool) {
+	var e Entry
+	var ok bool
+	c.get(ctx, actionID, func(ge Entry, gok bool) { e, ok = ge, gok })
+	return e, ok
+}
+
+// get is Get answering go through answer as soon as it can: for a remote
+// hit, once the output's file is in place, before the entry naming it is
+// written (which only later go commands need). It returns when that is
+// written too.
+func (c *Cache) get(ctx context.Context, actionID ID, answer func(Entry, bool)) {
 	c.stats.Gets.Add(1)
 	if e, ok := c.dir.Get(actionID); ok {
 		c.stats.LocalHits.Add(1)
-		return e, true
+		answer(e, true)
+		return
 	}
 	if c.opts.Remote == nil || c.remoteOff.Load() {
 		c.stats.Misses.Add(1)
-		return Entry{}, false
+		answer(Entry{}, false)
+		return
 	}
+	f, running := c.fetches.start(actionID)
+	if running {
+		// Fetched ahead (or asked by two go commands' worth of gets at
+		// once): the answer is that fetch's.
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+		}
+		ok := f.ok && ctx.Err() == nil
+		c.countGet(ok)
+		answer(f.e, ok)
+		return
+	}
+	c.fetch(ctx, actionID, f, answer, true)
+}
+
+func (c *Cache) countGet(hit bool) {
+	if hit {
+		c.stats.RemoteHits.Add(1)
+	} else {
+		c.stats.Misses.Add(1)
+	}
+}
+
+// fetch gets actionID from the remote into the directory for f (and go,
+// through answer, if go asked). After a hit of a get go asked, it fetches
+// ahead the compiler output go asks for next (stdoutKey): its round trip
+// runs while go reads the answer and this writes the entry.
+func (c *Cache) fetch(ctx context.Context, actionID ID, f *fetch, answer func(Entry, bool), asked bool) {
 	e, err := c.getRemote(ctx, actionID)
 	var local localError
 	switch {
 	case err == nil:
-		c.stats.RemoteHits.Add(1)
-		return e, true
 	case errors.Is(err, ErrMiss):
 	case errors.As(err, &local):
 		// The directory failed (a full disk), not the remote.
@@ -158,12 +210,58 @@ func (c *Cache) Get(ctx context.Context, actionID ID) (Entry, bool) {
 	default:
 		c.remoteFailed("get "+actionID.String(), err)
 	}
-	c.stats.Misses.Add(1)
-	return Entry{}, false
+	ok := err == nil
+	f.e, f.ok = e, ok
+	close(f.done)
+	if ok && asked {
+		c.fetchAhead(stdoutKey(actionID))
+	}
+	if asked {
+		c.countGet(ok)
+		answer(e, ok)
+	} else if ok {
+		c.stats.FetchedAhead.Add(1)
+	}
+	if ok {
+		if err := c.dir.putEntry(actionID, e); err != nil {
+			// go has its output; only a later go command misses it.
+			c.log.Warn("gocache: the local directory failed", "dir", c.opts.Dir, "err", err)
+		}
+	}
+	c.fetches.finish(actionID, !asked && !ok)
+}
+
+// fetchAhead fetches actionID in the background, unless it is being
+// fetched, or as many fetches ahead as maxAhead are running.
+func (c *Cache) fetchAhead(actionID ID) {
+	if c.remoteOff.Load() {
+		return
+	}
+	select {
+	case c.aheadSlots <- struct{}{}:
+	default:
+		return
+	}
+	f, running := c.fetches.start(actionID)
+	if running || c.aheadCtx.Err() != nil {
+		<-c.aheadSlots
+		return
+	}
+	c.ahead.Go(func() {
+		defer func() { <-c.aheadSlots }()
+		if e, ok := c.dir.Get(actionID); ok {
+			f.e, f.ok = e, true
+			close(f.done)
+			c.fetches.finish(actionID, false)
+			return
+		}
+		c.fetch(c.aheadCtx, actionID, f, nil, false)
+	})
 }
 
 // getRemote fetches actionID's output into the directory, giving the
-// remote GetTimeout for each step (the answer, then each read).
+// remote GetTimeout for each step (the answer, then each read). It writes
+// the output's file, not the entry naming it.
 func (c *Cache) getRemote(ctx context.Context, actionID ID) (Entry, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -181,7 +279,7 @@ func (c *Cache) getRemote(ctx context.Context, actionID ID) (Entry, error) {
 	var readErr error
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
-	e, err := c.dir.Put(actionID, outputID, size, func(w io.Writer) (int64, error) {
+	e, err := c.dir.putOutput(outputID, size, func(w io.Writer) (int64, error) {
 		// One byte past size: a longer body is caught, not cut to fit.
 		n, err := io.CopyBuffer(w, io.LimitReader(r, size+1), *buf)
 		readErr = r.err
@@ -271,6 +369,9 @@ func (c *Cache) upload(u upload) error {
 // Close waits for the queued uploads, at most UploadWait, then trims the
 // directory to MaxSize and closes the remote.
 func (c *Cache) Close() error {
+	// What is fetched ahead now, go will not ask for.
+	c.aheadStop()
+	c.ahead.Wait()
 	if c.uploads != nil {
 		close(c.uploads)
 		done := make(chan struct{})

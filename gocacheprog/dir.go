@@ -148,6 +148,16 @@ var ErrMismatch = errors.New("gocacheprog: the output's bytes do not match its o
 // reads body into w; it is how the caller's body is read (go's base64
 // string, a remote's stream).
 func (d *Dir) Put(actionID, outputID ID, size int64, write func(w io.Writer) (int64, error)) (Entry, error) {
+	e, err := d.putOutput(outputID, size, write)
+	if err != nil {
+		return Entry{}, err
+	}
+	return e, d.putEntry(actionID, e)
+}
+
+// putOutput is Put's first half: the output's file, all go needs to be
+// handed the entry it returns. Until putEntry, nothing names it.
+func (d *Dir) putOutput(outputID ID, size int64, write func(w io.Writer) (int64, error)) (Entry, error) {
 	op := d.path("o", outputID)
 	if fi, err := os.Stat(op); err == nil && fi.Size() == size {
 		// Held already: read the body only to pass it by, unchecked (its
@@ -158,14 +168,16 @@ func (d *Dir) Put(actionID, outputID ID, size int64, write func(w io.Writer) (in
 	} else if err := d.writeOutput(op, outputID, size, write); err != nil {
 		return Entry{}, err
 	}
-	e := Entry{OutputID: outputID, Size: size, Time: time.Now(), DiskPath: op}
-	if err := d.writeFile(d.path("a", actionID), func(w io.Writer) error {
+	return Entry{OutputID: outputID, Size: size, Time: time.Now(), DiskPath: op}, nil
+}
+
+// putEntry is Put's second half: the entry naming e's output under
+// actionID, which later gets find.
+func (d *Dir) putEntry(actionID ID, e Entry) error {
+	return d.writeFile(d.path("a", actionID), func(w io.Writer) error {
 		_, err := w.Write(e.marshal())
 		return err
-	}); err != nil {
-		return Entry{}, err
-	}
-	return e, nil
+	})
 }
 
 // writeOutput writes the output to path, hashing it as it goes.
