@@ -173,11 +173,12 @@ func (c *Cache) get(ctx context.Context, actionID ID, answer func(Entry, bool)) 
 		// once): the answer is that fetch's.
 		select {
 		case <-f.done:
+			c.countGet(f.ok)
+			answer(f.e, f.ok)
 		case <-ctx.Done():
+			c.countGet(false)
+			answer(Entry{}, false)
 		}
-		ok := f.ok && ctx.Err() == nil
-		c.countGet(ok)
-		answer(f.e, ok)
 		return
 	}
 	c.fetch(ctx, actionID, f, answer, true)
@@ -207,6 +208,8 @@ func (c *Cache) fetch(ctx context.Context, actionID ID, f *fetch, answer func(En
 	case errors.Is(err, ErrMismatch):
 		c.stats.Mismatches.Add(1)
 		c.remoteFailed("get "+actionID.String(), err)
+	case !asked && ctx.Err() != nil:
+		// A fetch ahead that Close ended: nothing failed.
 	default:
 		c.remoteFailed("get "+actionID.String(), err)
 	}

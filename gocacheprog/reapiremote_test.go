@@ -338,3 +338,33 @@ func countFiles(b *testing.B, dir string) int {
 	}
 	return n
 }
+
+// Close ends a fetch ahead still waiting for the remote without counting
+// it the remote's failure (nor logging one).
+func TestCloseEndsFetchesAheadQuietly(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	stdout := hex.EncodeToString(stdoutKey(actionID("compile")))
+	f := &fakeREAPI{inline: true, asked: func(hash string) {
+		if hash == stdout {
+			close(arrived)
+			<-release
+		}
+	}}
+	c := openCache(t, gocacheprog.Options{Remote: newFakeREAPI(t, f)})
+	defer close(release) // before the server stops
+	f.store("compile", []byte("an object file"))
+	if _, ok := c.Get(context.Background(), id(actionID("compile"))); !ok {
+		t.Fatal("a miss")
+	}
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the compiler output was never fetched ahead")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Stats().RemoteErrors.Load(); n != 0 {
+		t.Errorf("closing during a fetch ahead counted %d remote errors, want 0", n)
+	}
+}
