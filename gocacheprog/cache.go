@@ -84,9 +84,9 @@ type Stats struct {
 	Gets, LocalHits, RemoteHits, Misses   atomic.Int64
 	Puts, Uploaded, UploadsDropped        atomic.Int64
 	RemoteErrors, Mismatches, UploadFails atomic.Int64
-	// FetchedAhead counts the outputs fetched before go asked for them
-	// (stdoutKey).
-	FetchedAhead atomic.Int64
+	// AheadTries counts the fetches ahead started (stdoutKey), of which
+	// FetchedAhead got an output before go asked for it.
+	AheadTries, FetchedAhead atomic.Int64
 }
 
 type upload struct {
@@ -193,11 +193,12 @@ func (c *Cache) countGet(hit bool) {
 }
 
 // fetch gets actionID from the remote into the directory for f (and go,
-// through answer, if go asked). After a hit of a get go asked, it fetches
-// ahead the compiler output go asks for next (stdoutKey): its round trip
-// runs while go reads the answer and this writes the entry.
+// through answer, if go asked). After a hit of a get go asked for a
+// compiled package, it fetches ahead the compiler output go asks for next
+// (stdoutKey): its round trip runs while go reads the answer and this
+// writes the entry.
 func (c *Cache) fetch(ctx context.Context, actionID ID, f *fetch, answer func(Entry, bool), asked bool) {
-	e, err := c.getRemote(ctx, actionID)
+	e, archive, err := c.getRemote(ctx, actionID)
 	var local localError
 	switch {
 	case err == nil:
@@ -216,7 +217,7 @@ func (c *Cache) fetch(ctx context.Context, actionID ID, f *fetch, answer func(En
 	ok := err == nil
 	f.e, f.ok = e, ok
 	close(f.done)
-	if ok && asked {
+	if ok && asked && archive {
 		c.fetchAhead(stdoutKey(actionID))
 	}
 	if asked {
@@ -250,6 +251,7 @@ func (c *Cache) fetchAhead(actionID ID) {
 		<-c.aheadSlots
 		return
 	}
+	c.stats.AheadTries.Add(1)
 	c.ahead.Go(func() {
 		defer func() { <-c.aheadSlots }()
 		if e, ok := c.dir.Get(actionID); ok {
@@ -262,10 +264,16 @@ func (c *Cache) fetchAhead(actionID ID) {
 	})
 }
 
+// archiveMagic starts a compiled package's output (an ar archive); the
+// go command keeps other outputs in its cache (its module index, test
+// results), which have no compiler output to fetch ahead.
+const archiveMagic = "!<arch>\n"
+
 // getRemote fetches actionID's output into the directory, giving the
-// remote GetTimeout for each step (the answer, then each read). It writes
-// the output's file, not the entry naming it.
-func (c *Cache) getRemote(ctx context.Context, actionID ID) (Entry, error) {
+// remote GetTimeout for each step (the answer, then each read), and says
+// whether it is a compiled package's (archiveMagic). It writes the
+// output's file, not the entry naming it.
+func (c *Cache) getRemote(ctx context.Context, actionID ID) (_ Entry, archive bool, _ error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stall := time.AfterFunc(c.opts.GetTimeout, cancel)
@@ -275,23 +283,43 @@ func (c *Cache) getRemote(ctx context.Context, actionID ID) (Entry, error) {
 		if ctx.Err() != nil && !errors.Is(err, ErrMiss) {
 			err = fmt.Errorf("no answer within %v: %w", c.opts.GetTimeout, err)
 		}
-		return Entry{}, err
+		return Entry{}, false, err
 	}
 	defer body.Close()
 	r := &stallReader{r: body, stall: stall, d: c.opts.GetTimeout}
 	var readErr error
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
+	head := &headWriter{}
 	e, err := c.dir.putOutput(outputID, size, func(w io.Writer) (int64, error) {
+		head.w = w
 		// One byte past size: a longer body is caught, not cut to fit.
-		n, err := io.CopyBuffer(w, io.LimitReader(r, size+1), *buf)
+		n, err := io.CopyBuffer(head, io.LimitReader(r, size+1), *buf)
 		readErr = r.err
 		return n, err
 	})
 	if err != nil && readErr == nil && !errors.Is(err, ErrMismatch) {
-		return Entry{}, localError{err}
+		return Entry{}, false, localError{err}
 	}
-	return e, err
+	return e, head.isArchive(), err
+}
+
+// headWriter writes to w, keeping the first bytes written, as many as
+// archiveMagic has.
+type headWriter struct {
+	w    io.Writer
+	head [len(archiveMagic)]byte
+	n    int
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	h.n += copy(h.head[h.n:], p)
+	return h.w.Write(p)
+}
+
+// isArchive reports whether what was written starts with archiveMagic.
+func (h *headWriter) isArchive() bool {
+	return h.n == len(archiveMagic) && string(h.head[:]) == archiveMagic
 }
 
 // copyBuffers lend getRemote the buffer it copies an output through,

@@ -163,9 +163,11 @@ func stdoutKey(action []byte) []byte {
 	return h[:]
 }
 
-// After a remote hit, the compiler output go asks for next is fetched
-// ahead, in the background: go's get of it costs no round trip of its
-// own, whether the remote holds it or not. A miss fetches nothing ahead.
+// After a remote hit of a compiled package (an archive), the compiler
+// output go asks for next is fetched ahead, in the background: go's get
+// of it costs no round trip of its own, whether the remote holds it or
+// not. A miss, or an output of another kind (go's module index), fetches
+// nothing ahead.
 func TestGetFetchesCompilerOutputAhead(t *testing.T) {
 	arrived := make(chan string, 8)
 	f := &fakeREAPI{inline: true, asked: func(hash string) { arrived <- hash }}
@@ -185,7 +187,7 @@ func TestGetFetchesCompilerOutputAhead(t *testing.T) {
 			}
 		}
 	}
-	body := []byte("an object file")
+	body := []byte("!<arch>\n__.PKGDEF an object file")
 	f.store("compile", body)
 	f.storeID(stdoutKey(actionID("compile")), nil) // go keeps an empty compiler output too
 	if _, ok := c.Get(context.Background(), id(actionID("compile"))); !ok {
@@ -198,7 +200,7 @@ func TestGetFetchesCompilerOutputAhead(t *testing.T) {
 	if n := f.rpcs.Load(); n != 2 {
 		t.Errorf("go's two gets took %d RPCs, want 2", n)
 	}
-	f.store("no output kept", body)
+	f.store("no output kept", append(body, '2'))
 	if _, ok := c.Get(context.Background(), id(actionID("no output kept"))); !ok {
 		t.Fatal("a miss")
 	}
@@ -209,14 +211,22 @@ func TestGetFetchesCompilerOutputAhead(t *testing.T) {
 	if n := f.rpcs.Load(); n != 4 {
 		t.Errorf("after a miss fetched ahead, go's get of it took %d RPCs, want none", n-3)
 	}
+	if n := c.Stats().AheadTries.Load(); n != 2 {
+		t.Fatalf("%d fetches ahead for 2 packages", n)
+	}
 	if _, ok := c.Get(context.Background(), id(actionID("never built"))); ok {
 		t.Fatal("a hit of what the remote does not hold")
 	}
+	f.store("module index", []byte("go index v2 of a module"))
+	f.storeID(stdoutKey(actionID("module index")), nil)
+	if _, ok := c.Get(context.Background(), id(actionID("module index"))); !ok {
+		t.Fatal("a miss")
+	}
+	if n := c.Stats().AheadTries.Load(); n != 2 {
+		t.Errorf("a miss or a module index fetched %d more ahead, want none", n-2)
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
-	}
-	if n := f.rpcs.Load(); n != 5 {
-		t.Errorf("a miss fetched %d more ahead, want none", n-5)
 	}
 	if n := c.Stats().FetchedAhead.Load(); n != 1 {
 		t.Errorf("%d outputs fetched ahead, want 1", n)
@@ -274,7 +284,7 @@ func TestREAPIInlinedLieIsRefused(t *testing.T) {
 // directory (machine B). files/op counts the files (inodes) a package
 // leaves in the directory: making one is the dearest syscall of a get.
 func BenchmarkGet(b *testing.B) {
-	body := bytes.Repeat([]byte("an object file "), 4<<10) // 60 KiB
+	body := append([]byte("!<arch>\n"), bytes.Repeat([]byte("an object file "), 4<<10)...) // 60 KiB
 	for _, from := range []string{"local", "remote"} {
 		b.Run(from, func(b *testing.B) {
 			f := &fakeREAPI{inline: true}
@@ -282,7 +292,7 @@ func BenchmarkGet(b *testing.B) {
 			actions := make([]gocacheprog.ID, b.N)
 			for i := range actions {
 				name := fmt.Sprint("compile ", i)
-				f.store(name, append(body, name...))
+				f.store(name, slices.Concat(body, []byte(name)))
 				f.storeID(stdoutKey(actionID(name)), nil)
 				actions[i] = id(actionID(name))
 			}
@@ -352,7 +362,7 @@ func TestCloseEndsFetchesAheadQuietly(t *testing.T) {
 	}}
 	c := openCache(t, gocacheprog.Options{Remote: newFakeREAPI(t, f)})
 	defer close(release) // before the server stops
-	f.store("compile", []byte("an object file"))
+	f.store("compile", []byte("!<arch>\nan object file"))
 	if _, ok := c.Get(context.Background(), id(actionID("compile"))); !ok {
 		t.Fatal("a miss")
 	}
