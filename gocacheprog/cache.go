@@ -68,6 +68,14 @@ type Cache struct {
 	stopCtx   context.Context
 	stop      context.CancelFunc
 
+	// fetches are the remote gets running; fetching ahead runs in ahead,
+	// at most maxAhead at once (aheadSlots), until aheadStop.
+	fetches    fetches
+	ahead      sync.WaitGroup
+	aheadSlots chan struct{}
+	aheadCtx   context.Context
+	aheadStop  context.CancelFunc
+
 	stats Stats
 }
 
@@ -76,6 +84,9 @@ type Stats struct {
 	Gets, LocalHits, RemoteHits, Misses   atomic.Int64
 	Puts, Uploaded, UploadsDropped        atomic.Int64
 	RemoteErrors, Mismatches, UploadFails atomic.Int64
+	// AheadTries counts the fetches ahead started (stdoutKey), of which
+	// FetchedAhead got an output before go asked for it.
+	AheadTries, FetchedAhead atomic.Int64
 }
 
 type upload struct {
@@ -105,8 +116,9 @@ func Open(opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{opts: opts, dir: dir, log: opts.Logger}
+	c := &Cache{opts: opts, dir: dir, log: opts.Logger, aheadSlots: make(chan struct{}, maxAhead)}
 	c.stopCtx, c.stop = context.WithCancel(context.Background())
+	c.aheadCtx, c.aheadStop = context.WithCancel(context.Background())
 	if opts.Remote != nil && !opts.ReadOnly {
 		c.uploads = make(chan upload, opts.UploadQueue)
 		for range opts.Uploaders {
@@ -133,21 +145,63 @@ func (c *Cache) remoteFailed(what string, err error) {
 // the remote, checked and kept in the directory. A miss is false, never
 // an error: go builds what it does not get.
 func (c *Cache) Get(ctx context.Context, actionID ID) (Entry, bool) {
+	var e Entry
+	var ok bool
+	c.get(ctx, actionID, func(ge Entry, gok bool) { e, ok = ge, gok })
+	return e, ok
+}
+
+// get is Get answering go through answer as soon as it can: for a remote
+// hit, once the output's file is in place, before the entry naming it is
+// written (which only later go commands need). It returns when that is
+// written too.
+func (c *Cache) get(ctx context.Context, actionID ID, answer func(Entry, bool)) {
 	c.stats.Gets.Add(1)
 	if e, ok := c.dir.Get(actionID); ok {
 		c.stats.LocalHits.Add(1)
-		return e, true
+		answer(e, true)
+		return
 	}
 	if c.opts.Remote == nil || c.remoteOff.Load() {
 		c.stats.Misses.Add(1)
-		return Entry{}, false
+		answer(Entry{}, false)
+		return
 	}
-	e, err := c.getRemote(ctx, actionID)
+	f, running := c.fetches.start(actionID)
+	if running {
+		// Fetched ahead (or asked by two go commands' worth of gets at
+		// once): the answer is that fetch's.
+		select {
+		case <-f.done:
+			c.countGet(f.ok)
+			answer(f.e, f.ok)
+		case <-ctx.Done():
+			c.countGet(false)
+			answer(Entry{}, false)
+		}
+		return
+	}
+	c.fetch(ctx, actionID, f, answer, true)
+}
+
+func (c *Cache) countGet(hit bool) {
+	if hit {
+		c.stats.RemoteHits.Add(1)
+	} else {
+		c.stats.Misses.Add(1)
+	}
+}
+
+// fetch gets actionID from the remote into the directory for f (and go,
+// through answer, if go asked). After a hit of a get go asked for a
+// compiled package, it fetches ahead the compiler output go asks for next
+// (stdoutKey): its round trip runs while go reads the answer and this
+// writes the entry.
+func (c *Cache) fetch(ctx context.Context, actionID ID, f *fetch, answer func(Entry, bool), asked bool) {
+	e, archive, err := c.getRemote(ctx, actionID)
 	var local localError
 	switch {
 	case err == nil:
-		c.stats.RemoteHits.Add(1)
-		return e, true
 	case errors.Is(err, ErrMiss):
 	case errors.As(err, &local):
 		// The directory failed (a full disk), not the remote.
@@ -155,16 +209,71 @@ func (c *Cache) Get(ctx context.Context, actionID ID) (Entry, bool) {
 	case errors.Is(err, ErrMismatch):
 		c.stats.Mismatches.Add(1)
 		c.remoteFailed("get "+actionID.String(), err)
+	case !asked && ctx.Err() != nil:
+		// A fetch ahead that Close ended: nothing failed.
 	default:
 		c.remoteFailed("get "+actionID.String(), err)
 	}
-	c.stats.Misses.Add(1)
-	return Entry{}, false
+	ok := err == nil
+	f.e, f.ok = e, ok
+	close(f.done)
+	if ok && asked && archive {
+		c.fetchAhead(stdoutKey(actionID))
+	}
+	if asked {
+		c.countGet(ok)
+		answer(e, ok)
+	} else if ok {
+		c.stats.FetchedAhead.Add(1)
+	}
+	if ok {
+		if err := c.dir.putEntry(actionID, e); err != nil {
+			// go has its output; only a later go command misses it.
+			c.log.Warn("gocache: the local directory failed", "dir", c.opts.Dir, "err", err)
+		}
+	}
+	c.fetches.finish(actionID, !asked && !ok)
 }
 
+// fetchAhead fetches actionID in the background, unless it is being
+// fetched, or as many fetches ahead as maxAhead are running.
+func (c *Cache) fetchAhead(actionID ID) {
+	if c.remoteOff.Load() {
+		return
+	}
+	select {
+	case c.aheadSlots <- struct{}{}:
+	default:
+		return
+	}
+	f, running := c.fetches.start(actionID)
+	if running || c.aheadCtx.Err() != nil {
+		<-c.aheadSlots
+		return
+	}
+	c.stats.AheadTries.Add(1)
+	c.ahead.Go(func() {
+		defer func() { <-c.aheadSlots }()
+		if e, ok := c.dir.Get(actionID); ok {
+			f.e, f.ok = e, true
+			close(f.done)
+			c.fetches.finish(actionID, false)
+			return
+		}
+		c.fetch(c.aheadCtx, actionID, f, nil, false)
+	})
+}
+
+// archiveMagic starts a compiled package's output (an ar archive); the
+// go command keeps other outputs in its cache (its module index, test
+// results), which have no compiler output to fetch ahead.
+const archiveMagic = "!<arch>\n"
+
 // getRemote fetches actionID's output into the directory, giving the
-// remote GetTimeout for each step (the answer, then each read).
-func (c *Cache) getRemote(ctx context.Context, actionID ID) (Entry, error) {
+// remote GetTimeout for each step (the answer, then each read), and says
+// whether it is a compiled package's (archiveMagic). It writes the
+// output's file, not the entry naming it.
+func (c *Cache) getRemote(ctx context.Context, actionID ID) (_ Entry, archive bool, _ error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stall := time.AfterFunc(c.opts.GetTimeout, cancel)
@@ -174,23 +283,43 @@ func (c *Cache) getRemote(ctx context.Context, actionID ID) (Entry, error) {
 		if ctx.Err() != nil && !errors.Is(err, ErrMiss) {
 			err = fmt.Errorf("no answer within %v: %w", c.opts.GetTimeout, err)
 		}
-		return Entry{}, err
+		return Entry{}, false, err
 	}
 	defer body.Close()
 	r := &stallReader{r: body, stall: stall, d: c.opts.GetTimeout}
 	var readErr error
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
-	e, err := c.dir.Put(actionID, outputID, size, func(w io.Writer) (int64, error) {
+	head := &headWriter{}
+	e, err := c.dir.putOutput(outputID, size, func(w io.Writer) (int64, error) {
+		head.w = w
 		// One byte past size: a longer body is caught, not cut to fit.
-		n, err := io.CopyBuffer(w, io.LimitReader(r, size+1), *buf)
+		n, err := io.CopyBuffer(head, io.LimitReader(r, size+1), *buf)
 		readErr = r.err
 		return n, err
 	})
 	if err != nil && readErr == nil && !errors.Is(err, ErrMismatch) {
-		return Entry{}, localError{err}
+		return Entry{}, false, localError{err}
 	}
-	return e, err
+	return e, head.isArchive(), err
+}
+
+// headWriter writes to w, keeping the first bytes written, as many as
+// archiveMagic has.
+type headWriter struct {
+	w    io.Writer
+	head [len(archiveMagic)]byte
+	n    int
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	h.n += copy(h.head[h.n:], p)
+	return h.w.Write(p)
+}
+
+// isArchive reports whether what was written starts with archiveMagic.
+func (h *headWriter) isArchive() bool {
+	return h.n == len(archiveMagic) && string(h.head[:]) == archiveMagic
 }
 
 // copyBuffers lend getRemote the buffer it copies an output through,
@@ -271,6 +400,9 @@ func (c *Cache) upload(u upload) error {
 // Close waits for the queued uploads, at most UploadWait, then trims the
 // directory to MaxSize and closes the remote.
 func (c *Cache) Close() error {
+	// What is fetched ahead now, go will not ask for.
+	c.aheadStop()
+	c.ahead.Wait()
 	if c.uploads != nil {
 		close(c.uploads)
 		done := make(chan struct{})

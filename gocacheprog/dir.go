@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,6 +34,15 @@ type Dir struct {
 	// goes by) only if its mark is older than this, as go's own cache
 	// does, so that a hit costs no write.
 	touchAfter time.Duration
+
+	// emptyEntry is a file under tmp/ holding an entry of the empty
+	// output (every compiled package's compiler output, mostly), made at
+	// the first such entry and removed by Close: each later one is a hard
+	// link to it, which makes no inode, the dearest part of writing a
+	// file (on ext4 without a journal, after many files were deleted, a
+	// search through the inodes deleted lately).
+	emptyMu    sync.Mutex
+	emptyEntry string
 }
 
 // entryMagic starts an entry file's format.
@@ -69,7 +79,15 @@ func OpenDir(root string) (*Dir, error) {
 }
 
 // Close releases the directory's lock.
-func (d *Dir) Close() error { return d.lock.Close() }
+func (d *Dir) Close() error {
+	d.emptyMu.Lock()
+	if d.emptyEntry != "" {
+		os.Remove(d.emptyEntry) // its links are entries
+		d.emptyEntry = ""
+	}
+	d.emptyMu.Unlock()
+	return d.lock.Close()
+}
 
 func (d *Dir) path(kind string, id ID) string {
 	h := id.String()
@@ -148,6 +166,16 @@ var ErrMismatch = errors.New("gocacheprog: the output's bytes do not match its o
 // reads body into w; it is how the caller's body is read (go's base64
 // string, a remote's stream).
 func (d *Dir) Put(actionID, outputID ID, size int64, write func(w io.Writer) (int64, error)) (Entry, error) {
+	e, err := d.putOutput(outputID, size, write)
+	if err != nil {
+		return Entry{}, err
+	}
+	return e, d.putEntry(actionID, e)
+}
+
+// putOutput is Put's first half: the output's file, all go needs to be
+// handed the entry it returns. Until putEntry, nothing names it.
+func (d *Dir) putOutput(outputID ID, size int64, write func(w io.Writer) (int64, error)) (Entry, error) {
 	op := d.path("o", outputID)
 	if fi, err := os.Stat(op); err == nil && fi.Size() == size {
 		// Held already: read the body only to pass it by, unchecked (its
@@ -158,14 +186,54 @@ func (d *Dir) Put(actionID, outputID ID, size int64, write func(w io.Writer) (in
 	} else if err := d.writeOutput(op, outputID, size, write); err != nil {
 		return Entry{}, err
 	}
-	e := Entry{OutputID: outputID, Size: size, Time: time.Now(), DiskPath: op}
-	if err := d.writeFile(d.path("a", actionID), func(w io.Writer) error {
+	return Entry{OutputID: outputID, Size: size, Time: time.Now(), DiskPath: op}, nil
+}
+
+// putEntry is Put's second half: the entry naming e's output under
+// actionID, which later gets find.
+func (d *Dir) putEntry(actionID ID, e Entry) error {
+	path := d.path("a", actionID)
+	if e.Size == 0 && e.OutputID == emptyOutputID && d.linkEmptyEntry(path) == nil {
+		return nil
+	}
+	// Another output's, or an entry to replace (a link does not).
+	return d.writeFile(path, func(w io.Writer) error {
 		_, err := w.Write(e.marshal())
 		return err
-	}); err != nil {
-		return Entry{}, err
+	})
+}
+
+// emptyOutputID is the output ID of the empty output.
+var emptyOutputID = ID(sha256.Sum256(nil))
+
+// linkEmptyEntry makes path an entry of the empty output, a link to
+// emptyEntry (made if need be). It fails if path exists.
+func (d *Dir) linkEmptyEntry(path string) error {
+	d.emptyMu.Lock()
+	tmpl := d.emptyEntry
+	if tmpl == "" {
+		e := Entry{OutputID: emptyOutputID, Time: time.Now()}
+		f, err := createTemp(filepath.Join(d.root, "tmp"))
+		if err != nil {
+			d.emptyMu.Unlock()
+			return err
+		}
+		_, err = f.Write(e.marshal())
+		if cerr := f.Close(); err != nil || cerr != nil {
+			os.Remove(f.Name())
+			d.emptyMu.Unlock()
+			return errors.Join(err, cerr)
+		}
+		tmpl, d.emptyEntry = f.Name(), f.Name()
 	}
-	return e, nil
+	d.emptyMu.Unlock()
+	err := os.Link(tmpl, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			err = os.Link(tmpl, path)
+		}
+	}
+	return err
 }
 
 // writeOutput writes the output to path, hashing it as it goes.

@@ -225,3 +225,58 @@ func TestPutLeavesNoTemporaryFiles(t *testing.T) {
 		t.Fatalf("tmp/ holds %v (%v), want nothing", left, err)
 	}
 }
+
+// The entries of the empty output (go's compiler output of most
+// packages) are links to one file: no inode made each. Each is found by
+// another program, replaces an entry and is replaced as a file is, and
+// tmp/ holds nothing once the directory is closed.
+func TestEmptyOutputEntriesShareAFile(t *testing.T) {
+	root := t.TempDir()
+	d, err := gocacheprog.OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("an object file")
+	putDir(t, d, "was not empty", body)
+	putDir(t, d, "was empty", nil)
+	for i := range 4 {
+		putDir(t, d, fmt.Sprint("stdout ", i), nil)
+	}
+	putDir(t, d, "was not empty", nil)
+	putDir(t, d, "was empty", body)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := os.ReadDir(filepath.Join(root, "tmp")); err != nil || len(left) > 0 {
+		t.Fatalf("tmp/ holds %v (%v), want nothing", left, err)
+	}
+	other, err := gocacheprog.OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	want := map[string][]byte{"was not empty": nil, "was empty": body}
+	for i := range 4 {
+		want[fmt.Sprint("stdout ", i)] = nil
+	}
+	var first os.FileInfo
+	for action, body := range want {
+		e, ok := other.Get(id(actionID(action)))
+		if !ok || e.OutputID != id(outputID(body)) || e.Size != int64(len(body)) {
+			t.Fatalf("%q: %+v, %v; want the output %q", action, e, ok, body)
+		}
+		if len(body) > 0 || action == "was not empty" { // a replaced entry is a file of its own
+			continue
+		}
+		a := fmt.Sprintf("%x", actionID(action))
+		fi, err := os.Stat(filepath.Join(root, "a", a[:2], a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = fi
+		} else if !os.SameFile(first, fi) {
+			t.Errorf("the entry of %q is a file of its own", action)
+		}
+	}
+}

@@ -55,7 +55,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, c *Cache) (err erro
 			sem <- struct{}{}
 			gets.Go(func() {
 				defer func() { <-sem }()
-				respond(get(ctx, c, req))
+				// Answered once the output is in place; the entry
+				// naming it is written after.
+				c.get(ctx, req.ActionID, func(e Entry, ok bool) { respond(getResponse(req.ID, e, ok)) })
 			})
 		case CommandPut:
 			res, err := put(c, rr, req)
@@ -76,13 +78,12 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, c *Cache) (err erro
 	}
 }
 
-func get(ctx context.Context, c *Cache, req Request) *Response {
-	e, ok := c.Get(ctx, req.ActionID)
+func getResponse(id int64, e Entry, ok bool) *Response {
 	if !ok {
-		return &Response{ID: req.ID, Miss: true}
+		return &Response{ID: id, Miss: true}
 	}
 	t := e.Time
-	return &Response{ID: req.ID, OutputID: e.OutputID[:], Size: e.Size, Time: &t, DiskPath: e.DiskPath}
+	return &Response{ID: id, OutputID: e.OutputID[:], Size: e.Size, Time: &t, DiskPath: e.DiskPath}
 }
 
 // put keeps a put's body; an error the response carries is the

@@ -107,9 +107,9 @@ func run(args []string) error {
 	err = gocacheprog.Serve(ctx, os.Stdin, os.Stdout, c)
 	if *verbose {
 		st := c.Stats()
-		fmt.Fprintf(os.Stderr, "membuf-gocache: %v: %d gets (%d local, %d remote, %d misses), %d puts (%d uploaded, %d not), %d remote errors, %d mismatches\n",
+		fmt.Fprintf(os.Stderr, "membuf-gocache: %v: %d gets (%d local, %d remote, %d misses), %d puts (%d uploaded, %d not), %d remote errors, %d mismatches, %d of %d fetches ahead hit\n",
 			time.Since(start).Round(time.Millisecond), st.Gets.Load(), st.LocalHits.Load(), st.RemoteHits.Load(), st.Misses.Load(),
-			st.Puts.Load(), st.Uploaded.Load(), st.UploadsDropped.Load()+st.UploadFails.Load(), st.RemoteErrors.Load(), st.Mismatches.Load())
+			st.Puts.Load(), st.Uploaded.Load(), st.UploadsDropped.Load()+st.UploadFails.Load(), st.RemoteErrors.Load(), st.Mismatches.Load(), st.FetchedAhead.Load(), st.AheadTries.Load())
 	}
 	return err
 }
