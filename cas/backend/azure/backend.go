@@ -90,6 +90,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	transport := objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency)
+	// A blob's bytes as stored: never a body decompressed on the way,
+	// whose length and bytes are not the blob's.
+	transport.DisableCompression = true
 	rt := objstore.StallGuard(transport, cfg.RequestTimeout)
 	if cfg.WrapTransport != nil {
 		rt = cfg.WrapTransport(rt)

@@ -91,7 +91,8 @@ type namedFunc struct {
 }
 
 // firstOf tries each source in turn until one gives a token, and keeps to
-// that one from then on.
+// that one from then on. Its function is called under the tokenSource's
+// lock, never twice at once.
 func firstOf(sources ...namedFunc) tokenFunc {
 	chosen := -1
 	return func(ctx context.Context) (accessToken, error) {
