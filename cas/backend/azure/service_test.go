@@ -1,6 +1,7 @@
 package azure
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/membuf/membuf/cas"
+	"github.com/membuf/membuf/cas/backend/internal/objstore"
 	"github.com/membuf/membuf/cas/tier"
 )
 
@@ -138,5 +140,60 @@ func TestSASQuery(t *testing.T) {
 	t.Setenv(envSAS, "sv=2020-12-06&sp=rl")
 	if _, err := New(t.Context(), Config{Location: Location{Account: "acct1", Container: "cont"}}); err == nil || !strings.Contains(err.Error(), envSAS) {
 		t.Fatalf("New with a SAS token without sig=: %v", err)
+	}
+}
+
+// TestStalls: a service that stops answering, before its headers or in
+// the middle of a body, fails the request after RequestTimeout (and its
+// one retry) as unavailable, rather than holding the tier's fill
+// forever: the shared transport and stall guard are under the client.
+func TestStalls(t *testing.T) {
+	noAzure(t)
+	t.Setenv(envKey, "a2V5")
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/ac/") { // no answer at all
+			<-release
+			return
+		}
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusOK)
+		w.Write(make([]byte, 10))
+		w.(http.Flusher).Flush()
+		<-release // the rest never comes
+	}))
+	defer srv.Close()
+	defer close(release)
+	const timeout = 200 * time.Millisecond
+	b, err := New(t.Context(), Config{Location: Location{Account: "acct1", Container: "cont", Endpoint: srv.URL}, RequestTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	h := strings.Repeat("e", 64)
+	// Without the bounds under test, the requests would wait for this
+	// context, and the checks of how long they waited fail.
+	ctx, cancel := context.WithTimeout(t.Context(), 40*timeout)
+	defer cancel()
+
+	start := time.Now()
+	if _, err := b.Get(ctx, tier.Key{AC: true, Hash: h}, 0); !errors.Is(err, cas.ErrUnavailable) {
+		t.Fatalf("Get from a service that does not answer: %v, want cas.ErrUnavailable", err)
+	}
+	if waited := time.Since(start); waited > 20*timeout {
+		t.Fatalf("Get from a service that does not answer gave up after %v (RequestTimeout %v)", waited, timeout)
+	}
+	obj, err := b.Get(ctx, tier.Key{Hash: h, Size: 1000}, 0)
+	if err != nil {
+		t.Fatalf("Get of a body that stalls: %v", err)
+	}
+	start = time.Now()
+	_, err = io.ReadAll(obj.Body)
+	obj.Body.Close()
+	if !errors.Is(err, objstore.ErrStalled) {
+		t.Fatalf("reading a body that stalls: %v, want objstore.ErrStalled", err)
+	}
+	if waited := time.Since(start); waited > 20*timeout {
+		t.Fatalf("reading a body that stalls gave up after %v (RequestTimeout %v)", waited, timeout)
 	}
 }
