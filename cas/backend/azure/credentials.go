@@ -17,15 +17,16 @@ import (
 )
 
 // DefaultAzureCredential's chain, as the Azure SDKs look in it and in
-// this order: a service principal's secret in the environment; workload
-// identity (a federated token file, as AKS mounts it); managed identity
-// (App Service's and Container Apps' endpoint, else the instance
-// metadata service); the Azure CLI's login. The first two apply when
+// this order: a service principal's secret or certificate (a PEM file)
+// in the environment; workload identity (a federated token file, as AKS
+// mounts it); managed identity (App Service's and Container Apps'
+// endpoint, else the instance metadata service); the Azure CLI's login. The first two apply when
 // their variables are set; managed identity and the CLI are tried in
 // turn at the first request, and the one that answers is kept. Each
 // gives a bearer token for the storage service, fetched again before it
-// expires. A certificate or a user's password in the environment, Azure
-// Arc's and Service Fabric's managed identity are refused at start.
+// expires. A PKCS #12 or password-protected certificate, a user's
+// password, Azure Arc's and Service Fabric's managed identity are refused
+// at start.
 
 // The storage service's token scope (a Microsoft Entra ID token
 // request's) and resource (a managed identity's).
@@ -35,7 +36,7 @@ const (
 )
 
 // unsupported is the advice of an error refusing a credential.
-const unsupported = "membuf supports a client secret (AZURE_CLIENT_SECRET), workload identity, managed identity, the Azure CLI's login, " + envKey + " and " + envSAS
+const unsupported = "membuf supports a client secret (AZURE_CLIENT_SECRET) or PEM certificate, workload identity, managed identity, the Azure CLI's login, " + envKey + " and " + envSAS
 
 // findToken picks the first source of the chain that applies; it reads
 // the environment but sends nothing. hc is the client the fetches use.
@@ -50,7 +51,23 @@ func findToken(hc *http.Client) (*tokenSource, error) {
 				return entraToken(ctx, hc, authority, tenant, url.Values{"client_id": {clientID}, "client_secret": {secret}})
 			}), nil
 		case os.Getenv("AZURE_CLIENT_CERTIFICATE_PATH") != "":
-			return nil, errors.New("azure: a client certificate (AZURE_CLIENT_CERTIFICATE_PATH) is not supported: " + unsupported)
+			path := os.Getenv("AZURE_CLIENT_CERTIFICATE_PATH")
+			if os.Getenv("AZURE_CLIENT_CERTIFICATE_PASSWORD") != "" {
+				return nil, errors.New("azure: a password-protected client certificate (AZURE_CLIENT_CERTIFICATE_PASSWORD) is not supported: give AZURE_CLIENT_CERTIFICATE_PATH a PEM file with an unencrypted key; " + unsupported)
+			}
+			cert, err := loadCertificate(path)
+			if err != nil {
+				return nil, fmt.Errorf("azure: AZURE_CLIENT_CERTIFICATE_PATH %s: %v", path, err)
+			}
+			tokenURL := entraTokenURL(authority, tenant)
+			return newTokenSource("a client certificate (AZURE_CLIENT_CERTIFICATE_PATH)", func(ctx context.Context) (accessToken, error) {
+				assertion, err := cert.assertion(clientID, tokenURL, time.Now())
+				if err != nil {
+					return accessToken{}, err
+				}
+				return entraToken(ctx, hc, authority, tenant, url.Values{"client_id": {clientID},
+					"client_assertion_type": {jwtBearer}, "client_assertion": {assertion}})
+			}), nil
 		case os.Getenv("AZURE_USERNAME") != "":
 			return nil, errors.New("azure: a user's password (AZURE_USERNAME) is not supported: " + unsupported)
 		}
@@ -62,7 +79,7 @@ func findToken(hc *http.Client) (*tokenSource, error) {
 				return accessToken{}, err
 			}
 			return entraToken(ctx, hc, authority, tenant, url.Values{"client_id": {clientID},
-				"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
+				"client_assertion_type": {jwtBearer},
 				"client_assertion":      {strings.TrimSpace(string(assertion))}})
 		}), nil
 	}
@@ -120,6 +137,14 @@ func cmpEnv(name, fallback string) string {
 		return v
 	}
 	return fallback
+}
+
+// jwtBearer is the type of a client assertion that is a JWT.
+const jwtBearer = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+// entraTokenURL is Microsoft Entra ID's token endpoint for tenant.
+func entraTokenURL(authority, tenant string) string {
+	return authority + "/" + url.PathEscape(tenant) + "/oauth2/v2.0/token"
 }
 
 // maxTokenAnswer bounds what is read of an answer with a token.
@@ -207,7 +232,7 @@ func fetchToken(hc *http.Client, req *http.Request) (accessToken, error) {
 func entraToken(ctx context.Context, hc *http.Client, authority, tenant string, form url.Values) (accessToken, error) {
 	form.Set("grant_type", "client_credentials")
 	form.Set("scope", storageScope)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, authority+"/"+url.PathEscape(tenant)+"/oauth2/v2.0/token", strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, entraTokenURL(authority, tenant), strings.NewReader(form.Encode()))
 	if err != nil {
 		return accessToken{}, err
 	}

@@ -2,8 +2,19 @@ package azure
 
 import (
 	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -227,7 +238,7 @@ func TestUnsupportedCredentials(t *testing.T) {
 		env  map[string]string
 		says string
 	}{
-		{map[string]string{"AZURE_TENANT_ID": "t", "AZURE_CLIENT_ID": "c", "AZURE_CLIENT_CERTIFICATE_PATH": "/cert.pem"}, "AZURE_CLIENT_CERTIFICATE_PATH"},
+		{map[string]string{"AZURE_TENANT_ID": "t", "AZURE_CLIENT_ID": "c", "AZURE_CLIENT_CERTIFICATE_PATH": "/cert.pfx", "AZURE_CLIENT_CERTIFICATE_PASSWORD": "p"}, "AZURE_CLIENT_CERTIFICATE_PASSWORD"},
 		{map[string]string{"AZURE_TENANT_ID": "t", "AZURE_CLIENT_ID": "c", "AZURE_USERNAME": "u"}, "AZURE_USERNAME"},
 		{map[string]string{"IDENTITY_ENDPOINT": "http://localhost:40342/metadata/identity/oauth2/token", "IMDS_ENDPOINT": "http://localhost:40342"}, "Azure Arc"},
 		{map[string]string{"IDENTITY_ENDPOINT": "https://localhost:2377/", "IDENTITY_HEADER": "h", "IDENTITY_SERVER_THUMBPRINT": "ab"}, "Service Fabric"},
@@ -283,4 +294,84 @@ func TestTokenRefresh(t *testing.T) {
 	fail = nil
 	now = now.Add(retryFetch)
 	get("t4", 4)
+}
+
+// TestClientCertificate: the token request carries a JWT signed with the
+// certificate's key, naming the certificate by its thumbprint and the
+// endpoint as its audience, which the fake endpoint checks with the
+// certificate's public key.
+func TestClientCertificate(t *testing.T) {
+	noAzure(t)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "membuf-test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "cert.pem")
+	pemData := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	if err := os.WriteFile(file, pemData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var entraURL string
+	entra := tokenEndpoint(t, func(r *http.Request) error {
+		if r.PostForm.Get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+			return errors.New("wrong assertion type")
+		}
+		parts := strings.Split(r.PostForm.Get("client_assertion"), ".")
+		if len(parts) != 3 {
+			return errors.New("the assertion is not a JWT")
+		}
+		var header struct{ Alg, X5t string }
+		var claims struct {
+			Aud, Iss, Sub string
+			Exp           int64
+		}
+		for i, v := range []any{&header, &claims} {
+			b, err := base64.RawURLEncoding.DecodeString(parts[i])
+			if err != nil || json.Unmarshal(b, v) != nil {
+				return fmt.Errorf("part %d of the JWT: %v", i, err)
+			}
+		}
+		thumb := sha1.Sum(der)
+		if header.Alg != "RS256" || header.X5t != base64.RawURLEncoding.EncodeToString(thumb[:]) {
+			return fmt.Errorf("header %+v", header)
+		}
+		if claims.Aud != entraURL+"/tenant1/oauth2/v2.0/token" || claims.Iss != "client1" || claims.Sub != "client1" || claims.Exp < time.Now().Unix() {
+			return fmt.Errorf("claims %+v", claims)
+		}
+		sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+		if err != nil {
+			return err
+		}
+		digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+		return rsa.VerifyPKCS1v15(&key.PublicKey, crypto.SHA256, digest[:], sig)
+	}, "token-from-certificate")
+	entraURL = entra.URL
+	t.Setenv("AZURE_AUTHORITY_HOST", entra.URL)
+	t.Setenv("AZURE_TENANT_ID", "tenant1")
+	t.Setenv("AZURE_CLIENT_ID", "client1")
+	t.Setenv("AZURE_CLIENT_CERTIFICATE_PATH", file)
+	service, auth := blobService(t)
+	if _, err := probeWith(t, service.URL); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	if got := auth.Load(); got != "Bearer token-from-certificate" {
+		t.Fatalf("the service got Authorization %q", got)
+	}
+
+	// A file without the key is refused at start.
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(t.Context(), Config{Location: Location{Account: "acct1", Container: "cont"}}); err == nil || !strings.Contains(err.Error(), "AZURE_CLIENT_CERTIFICATE_PATH") || !strings.Contains(err.Error(), "PEM") {
+		t.Fatalf("New with a certificate without its key: %v", err)
+	}
 }

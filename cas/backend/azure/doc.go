@@ -8,10 +8,10 @@
 // back as Object.SHA256. Credentials come from the environment, never the
 // URL: a shared key (AZURE_STORAGE_KEY), a SAS token
 // (AZURE_STORAGE_SAS_TOKEN), else DefaultAzureCredential's chain as the
-// Azure SDKs follow it: a client secret, workload identity, managed
-// identity, the Azure CLI (a certificate, a user's password, Azure Arc's
-// and Service Fabric's managed identity are refused at start, naming
-// what to use).
+// Azure SDKs follow it: a client secret or certificate, workload
+// identity, managed identity, the Azure CLI (a PKCS #12 certificate, a
+// user's password, Azure Arc's and Service Fabric's managed identity are
+// refused at start, naming what to use).
 //
 // Its own module, as the other object stores are; it imports cas,
 // cas/tier and cas/backend/internal/objstore, and no SDK.
