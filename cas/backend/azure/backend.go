@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -125,6 +126,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A bearer token in clear text is anyone's on the way, as the
+		// SDKs hold too; loopback (an emulator, a test) is no way.
+		if u, err := url.Parse(loc.serviceURL()); err != nil || u.Scheme != "https" && !isLoopback(u.Hostname()) {
+			return nil, fmt.Errorf("azure: %s gives a bearer token, sent only over https: the endpoint is %s", src.name, loc.serviceURL())
+		}
 		b.auth = "DefaultAzureCredential: " + src.name
 		b.c.token = src
 	}
@@ -132,6 +138,14 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	// configuration no request error says.
 	cfg.Logger.Info("Azure Blob backend", "url", loc.String(), "credential", b.auth)
 	return b, nil
+}
+
+// isLoopback reports whether host is a loopback address or localhost.
+func isLoopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost"
 }
 
 // Close releases the client's idle connections.
@@ -331,6 +345,7 @@ func (b *Backend) write(ctx context.Context, name string, r io.Reader, size int6
 		list = append(list, "<Latest>"+blockID+"</Latest>"...)
 	}
 	list = append(list, "</BlockList>"...)
+	h.Set("Content-Type", "application/xml")
 	res, err := b.c.do(ctx, request{method: http.MethodPut, blob: name, query: url.Values{"comp": {"blocklist"}}, header: h, body: list}, http.StatusCreated)
 	if err != nil {
 		return nil, err

@@ -188,7 +188,9 @@ func (c *client) send(ctx context.Context, r request, target string) (*http.Resp
 	}
 	if r.body != nil {
 		req.ContentLength = int64(len(r.body))
-		req.Header.Set("Content-Type", "application/octet-stream")
+		if req.Header.Get("Content-Type") == "" {
+			req.Header.Set("Content-Type", "application/octet-stream")
+		}
 	}
 	req.Header.Set("User-Agent", "membuf")
 	req.Header.Set("x-ms-version", serviceVersion)

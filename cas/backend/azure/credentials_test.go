@@ -375,3 +375,32 @@ func TestClientCertificate(t *testing.T) {
 		t.Fatalf("New with a certificate without its key: %v", err)
 	}
 }
+
+// TestBearerNeedsTLS: a bearer token is never sent in clear text beyond
+// loopback (a shared key's signature may be).
+func TestBearerNeedsTLS(t *testing.T) {
+	noAzure(t)
+	t.Setenv("AZURE_TENANT_ID", "tenant1")
+	t.Setenv("AZURE_CLIENT_ID", "client1")
+	t.Setenv("AZURE_CLIENT_SECRET", "s3cret")
+	loc := Location{Account: "acct1", Container: "cont", Endpoint: "http://storage.example.com/acct1"}
+	if _, err := New(t.Context(), Config{Location: loc}); err == nil || !strings.Contains(err.Error(), "https") {
+		t.Fatalf("New with a token and an http endpoint: %v, want an error saying https", err)
+	}
+	for _, endpoint := range []string{"https://storage.example.com/acct1", "http://127.0.0.1:10000/acct1", "http://localhost:10000/acct1", ""} {
+		loc.Endpoint = endpoint
+		b, err := New(t.Context(), Config{Location: loc})
+		if err != nil {
+			t.Fatalf("New with a token and endpoint %q: %v", endpoint, err)
+		}
+		b.Close()
+	}
+	t.Setenv("AZURE_CLIENT_SECRET", "")
+	t.Setenv(envKey, "a2V5")
+	loc.Endpoint = "http://storage.example.com/acct1"
+	b, err := New(t.Context(), Config{Location: loc})
+	if err != nil {
+		t.Fatalf("New with a shared key and an http endpoint: %v", err)
+	}
+	b.Close()
+}
