@@ -1,11 +1,9 @@
 package azure_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-
+	"github.com/membuf/membuf/cas/backend/azure"
 	"github.com/membuf/membuf/internal/azuritetest"
 )
 
@@ -22,16 +20,8 @@ const (
 func startAzurite(t *testing.T, containers ...string) *azuritetest.Server {
 	t.Helper()
 	a := azuritetest.Start(t)
-	cred, err := container.NewSharedKeyCredential(devAccount, devKey)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range containers {
-		c, err := container.NewClientWithSharedKeyCredential(a.Endpoint+"/"+name, cred, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Create(context.Background(), nil); err != nil {
+		if err := azure.CreateContainer(t.Context(), a.Endpoint, devAccount, devKey, name); err != nil {
 			t.Fatalf("creating container %s: %v", name, err)
 		}
 	}

@@ -2,23 +2,20 @@ package azure
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/internal/objstore"
@@ -39,8 +36,8 @@ type Config struct {
 	Concurrency int
 	// Logger receives what the operator needs (nil discards).
 	Logger *slog.Logger
-	// WrapTransport, if not nil, wraps the SDK's HTTP transport (a
-	// tracer's: a span per request the SDK sends, retries included).
+	// WrapTransport, if not nil, wraps the client's HTTP transport (a
+	// tracer's: a span per request sent, retries included).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
@@ -64,7 +61,7 @@ const (
 // Backend is a tier.Backend on one Azure Blob container and prefix. It is
 // safe for concurrent use.
 type Backend struct {
-	container *container.Client
+	c         *client
 	loc       Location
 	auth      string // which credential, for the probe's advice
 	timeout   time.Duration
@@ -94,51 +91,61 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	transport := objstore.NewTransport(cfg.RequestTimeout, cfg.Concurrency)
+	// A blob's bytes as stored: never a body decompressed on the way,
+	// whose length and bytes are not the blob's.
+	transport.DisableCompression = true
 	rt := objstore.StallGuard(transport, cfg.RequestTimeout)
 	if cfg.WrapTransport != nil {
 		rt = cfg.WrapTransport(rt)
 	}
-	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: &http.Client{Transport: rt},
-		// One quick retry of a request that met a dropped connection or a
-		// 5xx; not a long series: the tier's backoff is the policy. The
-		// SDK retries an upload only from a buffer it holds, so a body is
-		// still read once.
-		Retry:     policy.RetryOptions{MaxRetries: 1, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second},
-		Telemetry: policy.TelemetryOptions{ApplicationID: "membuf"},
-	}}
-	containerURL := loc.serviceURL() + "/" + loc.Container
-	key, sas := os.Getenv(envKey), os.Getenv(envSAS)
 	b := &Backend{loc: loc, timeout: cfg.RequestTimeout, limit: cfg.Concurrency, transport: transport}
+	b.c = &client{http: &http.Client{Transport: rt}, containerURL: loc.serviceURL() + "/" + loc.Container}
+	key, sas := os.Getenv(envKey), os.Getenv(envSAS)
 	switch {
 	case key != "" && sas != "":
 		return nil, fmt.Errorf("azure: both %s and %s are set; set one", envKey, envSAS)
 	case key != "":
 		b.auth = "the shared key in " + envKey
-		cred, cerr := container.NewSharedKeyCredential(loc.Account, key)
-		if cerr != nil {
-			// The SDK's error may quote the key: say only what is wrong.
+		k, err := base64.StdEncoding.DecodeString(key)
+		if err != nil || len(k) == 0 {
+			// Never quote the key.
 			return nil, fmt.Errorf("azure: %s is not a storage account key (base64)", envKey)
 		}
-		b.container, err = container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
+		b.c.key = &sharedKey{account: loc.Account, key: k}
 	case sas != "":
 		b.auth = "the SAS token in " + envSAS
-		b.container, err = container.NewClientWithNoCredential(containerURL+"?"+strings.TrimPrefix(sas, "?"), opts)
-	default:
-		b.auth = "DefaultAzureCredential"
-		cred, cerr := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: opts.ClientOptions})
-		if cerr != nil {
-			return nil, fmt.Errorf("azure: no credential: set %s or %s, or configure DefaultAzureCredential: %w", envKey, envSAS, cerr)
+		q, err := url.ParseQuery(strings.TrimPrefix(sas, "?"))
+		if err != nil || q.Get("sig") == "" {
+			return nil, fmt.Errorf("azure: %s is not a SAS token (a query with sig=)", envSAS)
 		}
-		b.container, err = container.NewClient(containerURL, cred, opts)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("azure: %v", objstore.Redact(err))
+		b.c.sas = q
+	default:
+		// The token requests go straight to the transport: they are not
+		// the store's, and carry secrets a tracer need not see.
+		src, err := findToken(&http.Client{Transport: transport, Timeout: cfg.RequestTimeout})
+		if err != nil {
+			return nil, err
+		}
+		// A bearer token in clear text is anyone's on the way, as the
+		// SDKs hold too; loopback (an emulator, a test) is no way.
+		if u, err := url.Parse(loc.serviceURL()); err != nil || u.Scheme != "https" && !isLoopback(u.Hostname()) {
+			return nil, fmt.Errorf("azure: %s gives a bearer token, sent only over https: the endpoint is %s", src.name, loc.serviceURL())
+		}
+		b.auth = "DefaultAzureCredential: " + src.name
+		b.c.token = src
 	}
 	// Which credential the environment gave is the one thing about the
 	// configuration no request error says.
 	cfg.Logger.Info("Azure Blob backend", "url", loc.String(), "credential", b.auth)
 	return b, nil
+}
+
+// isLoopback reports whether host is a loopback address or localhost.
+func isLoopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost"
 }
 
 // Close releases the client's idle connections.
@@ -150,23 +157,26 @@ func (b *Backend) Close() error {
 // String names the backend for logs: its URL, which holds no secret.
 func (b *Backend) String() string { return b.loc.String() }
 
-func (b *Backend) blob(k tier.Key) *blockblob.Client {
-	return b.container.NewBlockBlobClient(objstore.ObjectName(b.loc.Prefix, k))
-}
-
 func (b *Backend) where(k tier.Key) string {
 	return b.loc.serviceURL() + "/" + b.loc.Container + "/" + objstore.ObjectName(b.loc.Prefix, k)
 }
+
+// The Blob service's error codes the backend tells apart.
+const (
+	codeBlobNotFound      = "BlobNotFound"
+	codeContainerNotFound = "ContainerNotFound"
+	codeInvalidRange      = "InvalidRange"
+)
 
 // fail wraps err, from a request about k, as a tier.RequestError: its
 // message names the entry and the operation, never the account, the
 // container nor the endpoint; its log value names them, and never a SAS
 // token.
 func (b *Backend) fail(ctx context.Context, op string, k tier.Key, err error) error {
-	switch {
-	case bloberror.HasCode(err, bloberror.BlobNotFound):
+	switch codeOf(err) {
+	case codeBlobNotFound:
 		return &tier.RequestError{Kind: cas.ErrNotFound, Public: k.String() + " is not in the shared tier", Where: b.where(k), Cause: objstore.Redact(err)}
-	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+	case codeContainerNotFound:
 		// A container that is gone is the tier failing, not the entry
 		// missing.
 		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier's container is gone (a %s of %s)", op, k), Where: b.where(k), Cause: objstore.Redact(err)}
@@ -179,20 +189,44 @@ func (b *Backend) fail(ctx context.Context, op string, k tier.Key, err error) er
 	return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier did not answer a %s of %s", op, k), Where: b.where(k), Cause: objstore.Redact(err)}
 }
 
+// download sends Get Blob for blob name from off, n bytes (n <= 0: to
+// its end; off 0 and n <= 0: the whole blob, without a range).
+func (b *Backend) download(ctx context.Context, name string, off, n int64) (*http.Response, error) {
+	h := http.Header{}
+	switch {
+	case n > 0:
+		h.Set("x-ms-range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
+	case off > 0:
+		h.Set("x-ms-range", fmt.Sprintf("bytes=%d-", off))
+	}
+	return b.c.do(ctx, request{method: http.MethodGet, blob: name, header: h}, http.StatusOK, http.StatusPartialContent)
+}
+
+// properties sends Get Blob Properties for blob name.
+func (b *Backend) properties(ctx context.Context, name string) (*http.Response, error) {
+	res, err := b.c.do(ctx, request{method: http.MethodHead, blob: name}, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	res.Body.Close()
+	return res, nil
+}
+
 // Get implements tier.Backend: a ranged read from off, the blob's
 // metadata giving its SHA-256.
 func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
 	if off < 0 {
 		return tier.Object{}, fmt.Errorf("azure: negative offset %d of %s", off, k)
 	}
-	res, err := b.blob(k).DownloadStream(ctx, &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: off}})
+	name := objstore.ObjectName(b.loc.Prefix, k)
+	res, err := b.download(ctx, name, off, 0)
 	if err != nil {
-		if off > 0 && bloberror.HasCode(err, bloberror.InvalidRange) {
+		if off > 0 && codeOf(err) == codeInvalidRange {
 			return b.getEnd(ctx, k, off)
 		}
 		return tier.Object{}, b.fail(ctx, "read", k, err)
 	}
-	obj := tier.Object{Size: size(res), SHA256: metadataSum(res.Metadata)}
+	obj := tier.Object{Size: size(res), SHA256: metadataSum(res.Header)}
 	if obj.Size < 0 || k.AC && obj.Size > maxActionResult {
 		res.Body.Close()
 		return tier.Object{}, &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("%s in the shared tier has a size of %d bytes (an action result may have %d)", k, obj.Size, maxActionResult), Where: b.where(k)}
@@ -203,44 +237,35 @@ func (b *Backend) Get(ctx context.Context, k tier.Key, off int64) (tier.Object, 
 
 // size is a download's whole blob size: the total of its Content-Range
 // for a ranged read, its length otherwise; -1 if the answer has neither.
-func size(res blob.DownloadStreamResponse) int64 {
-	if res.ContentRange != nil {
-		_, total, ok := strings.Cut(*res.ContentRange, "/")
+func size(res *http.Response) int64 {
+	if cr := res.Header.Get("Content-Range"); cr != "" {
+		_, total, ok := strings.Cut(cr, "/")
 		if n, err := strconv.ParseInt(total, 10, 64); ok && err == nil {
 			return n
 		}
 		return -1
 	}
-	if res.ContentLength != nil {
-		return *res.ContentLength
-	}
-	return -1
+	return res.ContentLength
 }
 
 // getEnd answers a read from off, where the service refused the range:
 // from the blob's very end, it is an empty read.
 func (b *Backend) getEnd(ctx context.Context, k tier.Key, off int64) (tier.Object, error) {
-	props, err := b.blob(k).GetProperties(ctx, nil)
+	res, err := b.properties(ctx, objstore.ObjectName(b.loc.Prefix, k))
 	if err != nil {
 		return tier.Object{}, b.fail(ctx, "read", k, err)
 	}
-	if props.ContentLength == nil || *props.ContentLength != off {
+	if res.ContentLength != off {
 		return tier.Object{}, fmt.Errorf("azure: offset %d is past the end of %s", off, k)
 	}
-	return tier.Object{Body: io.NopCloser(strings.NewReader("")), Size: off, SHA256: metadataSum(props.Metadata)}, nil
+	return tier.Object{Body: io.NopCloser(strings.NewReader("")), Size: off, SHA256: metadataSum(res.Header)}, nil
 }
 
+// metadataHeader is the header holding the SHA-256 metadata.
+const metadataHeader = "x-ms-meta-" + objstore.SHA256Metadata
+
 // metadataSum is the SHA-256 kept in a blob's metadata, empty if none.
-func metadataSum(md map[string]*string) string {
-	for name, v := range md {
-		// The SDK gives names back as the HTTP header had them
-		// (canonicalized: Sha256).
-		if strings.EqualFold(name, objstore.SHA256Metadata) && v != nil {
-			return *v
-		}
-	}
-	return ""
-}
+func metadataSum(h http.Header) string { return h.Get(metadataHeader) }
 
 // Put implements tier.Backend: one upload per entry, Concurrency at a
 // time. An entry up to blockSize is one Put Blob; a larger one is staged
@@ -254,7 +279,7 @@ func (b *Backend) Put(ctx context.Context, uploads []tier.Upload) []error {
 }
 
 func (b *Backend) put(ctx context.Context, u tier.Upload) error {
-	bodyErr, err := write(ctx, b.blob(u.Key), u.Body, u.Size, map[string]*string{objstore.SHA256Metadata: &u.SHA256})
+	bodyErr, err := b.write(ctx, objstore.ObjectName(b.loc.Prefix, u.Key), u.Body, u.Size, u.SHA256)
 	if bodyErr != nil {
 		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("uploading %s to the shared tier failed", u.Key), Where: b.where(u.Key), Cause: bodyErr}
 	}
@@ -264,36 +289,79 @@ func (b *Backend) put(ctx context.Context, u tier.Upload) error {
 	return nil
 }
 
-// write stores size bytes from body as blob c. It returns the body's
-// error if the body failed or had the wrong length (nothing is stored),
-// or the service's.
-func write(ctx context.Context, c *blockblob.Client, r io.Reader, size int64, meta map[string]*string) (bodyErr, err error) {
-	// A block one byte larger than an upload that fits makes the SDK send
-	// it in one request, and buffer no more than it.
-	bs := min(size+1, blockSize)
-	body := &uploadBody{r: objstore.ExactBody(r, size)}
-	_, err = c.UploadStream(ctx, body, &blockblob.UploadStreamOptions{
-		BlockSize:   bs,
-		Concurrency: 1,
-		Metadata:    meta,
-		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: new("application/octet-stream")},
-	})
-	return body.err, err
-}
-
-// uploadBody is an upload's body, remembering its error: the SDK's own
-// says only that the upload failed.
-type uploadBody struct {
-	r   io.Reader
-	err error
-}
-
-func (w *uploadBody) Read(p []byte) (int, error) {
-	n, err := w.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		w.err = err
+// write stores size bytes from r as blob name, with sum as its SHA-256
+// metadata if not empty. It returns the body's error if the body failed
+// or had the wrong length (nothing is stored), or the service's. Each
+// request's body is a buffer of at most blockSize, so that the one retry
+// can send it again.
+func (b *Backend) write(ctx context.Context, name string, r io.Reader, size int64, sum string) (bodyErr, err error) {
+	if size < 0 {
+		return fmt.Errorf("negative size %d", size), nil
 	}
-	return n, err
+	body := objstore.ExactBody(r, size)
+	buf := make([]byte, min(size, blockSize))
+	h := http.Header{"x-ms-blob-content-type": {"application/octet-stream"}}
+	if sum != "" {
+		h.Set(metadataHeader, sum)
+	}
+	if size <= blockSize {
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return err, nil
+		}
+		if err := atEnd(body); err != nil {
+			return err, nil
+		}
+		h.Set("x-ms-blob-type", "BlockBlob")
+		res, err := b.c.do(ctx, request{method: http.MethodPut, blob: name, header: h, body: buf}, http.StatusCreated)
+		if err != nil {
+			return nil, err
+		}
+		res.Body.Close()
+		return nil, nil
+	}
+	// Block IDs are this upload's own (another node may stage blocks of
+	// the same blob at the same time), all of one length, as the service
+	// requires.
+	var id [12]byte
+	rand.Read(id[:8])
+	list := []byte(`<?xml version="1.0" encoding="utf-8"?><BlockList>`)
+	for i, left := uint32(0), size; left > 0; i++ {
+		n := min(left, blockSize)
+		if _, err := io.ReadFull(body, buf[:n]); err != nil {
+			return err, nil
+		}
+		if left -= n; left == 0 {
+			if err := atEnd(body); err != nil {
+				return err, nil
+			}
+		}
+		binary.BigEndian.PutUint32(id[8:], i)
+		blockID := base64.StdEncoding.EncodeToString(id[:])
+		res, err := b.c.do(ctx, request{method: http.MethodPut, blob: name, query: url.Values{"comp": {"block"}, "blockid": {blockID}}, body: buf[:n]}, http.StatusCreated)
+		if err != nil {
+			return nil, err
+		}
+		res.Body.Close()
+		list = append(list, "<Latest>"+blockID+"</Latest>"...)
+	}
+	list = append(list, "</BlockList>"...)
+	h.Set("Content-Type", "application/xml")
+	res, err := b.c.do(ctx, request{method: http.MethodPut, blob: name, query: url.Values{"comp": {"blocklist"}}, header: h, body: list}, http.StatusCreated)
+	if err != nil {
+		return nil, err
+	}
+	res.Body.Close()
+	return nil, nil
+}
+
+// atEnd reads r, an ExactBody whose bytes have all been read, to its end:
+// nil if it ends there, its error if it goes on or fails.
+func atEnd(r io.Reader) error {
+	var one [1]byte
+	if _, err := r.Read(one[:]); !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
 }
 
 // Stat implements tier.Backend: a properties request per key,
@@ -305,11 +373,11 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 		sizes[i] = -1
 		c, cancel := context.WithTimeout(ctx, b.timeout)
 		defer cancel()
-		props, err := b.blob(ks[i]).GetProperties(c, nil)
+		res, err := b.properties(c, objstore.ObjectName(b.loc.Prefix, ks[i]))
 		switch {
-		case err == nil && props.ContentLength != nil:
-			sizes[i] = *props.ContentLength
-		case err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound):
+		case err == nil:
+			sizes[i] = res.ContentLength
+		case codeOf(err) != codeBlobNotFound:
 			errs[i] = b.fail(c, "properties request", ks[i], err)
 		}
 	})
@@ -318,24 +386,24 @@ func (b *Backend) Stat(ctx context.Context, ks []tier.Key, sizes []int64) error 
 
 // Probe implements tier.Backend: it asks for the properties of a blob
 // that does not exist under the prefix. BlobNotFound is a container that
-// answers to these credentials; ContainerNotFound and a refused
-// credential are misconfigurations; anything else may pass (an outage).
+// answers to these credentials; ContainerNotFound, a refused credential
+// and one that gives no token are misconfigurations; anything else may
+// pass (an outage).
 func (b *Backend) Probe(ctx context.Context) error {
 	c, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	k := tier.Key{Hash: strings.Repeat("0", 64), Size: -1}
-	_, err := b.blob(k).GetProperties(c, nil)
-	var authErr *azidentity.AuthenticationFailedError
-	var re *azcore.ResponseError
-	switch {
-	case err == nil, bloberror.HasCode(err, bloberror.BlobNotFound):
+	_, err := b.properties(c, objstore.ObjectName(b.loc.Prefix, k))
+	_, noToken := errors.AsType[*tokenError](err)
+	switch status := statusOf(err); {
+	case err == nil, codeOf(err) == codeBlobNotFound:
 		return nil
-	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+	case codeOf(err) == codeContainerNotFound:
 		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("container %q does not exist in Azure storage account %q", b.loc.Container, b.loc.Account)}
-	case errors.As(err, &authErr):
-		return &tier.ErrMisconfigured{Cause: "DefaultAzureCredential could not get a token: configure it, or set " + envKey + " or " + envSAS}
-	case errors.As(err, &re) && (re.StatusCode == http.StatusForbidden || re.StatusCode == http.StatusUnauthorized):
-		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("Azure storage account %q refused %s for container %q (%s)", b.loc.Account, b.auth, b.loc.Container, re.ErrorCode)}
+	case noToken:
+		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("%v: configure it, or set %s or %s", err, envKey, envSAS)}
+	case status == http.StatusForbidden || status == http.StatusUnauthorized:
+		return &tier.ErrMisconfigured{Cause: fmt.Sprintf("Azure storage account %q refused %s for container %q (%s)", b.loc.Account, b.auth, b.loc.Container, codeOf(err))}
 	}
 	return b.fail(c, "probe", k, err)
 }

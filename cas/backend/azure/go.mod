@@ -11,30 +11,17 @@ replace (
 )
 
 require (
-	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.23.3
-	github.com/Azure/azure-sdk-for-go/sdk/azidentity v1.15.0
-	// Held at v1.8.0: v1.8.1 and later link Apache Arrow into every membuf
-	// binary (for an Arrow list format this backend never asks for), 7 MB
-	// of it and about 1 MiB of an idle server's memory.
-	github.com/Azure/azure-sdk-for-go/sdk/storage/azblob v1.8.0
 	github.com/membuf/membuf v0.0.0-00010101000000-000000000000
 	github.com/membuf/membuf/cas v0.0.0-00010101000000-000000000000
 )
 
 require (
 	cloud.google.com/go/longrunning v0.8.0 // indirect
-	github.com/Azure/azure-sdk-for-go/sdk/internal v1.13.0 // indirect
-	github.com/AzureAD/microsoft-authentication-library-for-go v1.10.1 // indirect
 	github.com/bazelbuild/remote-apis v0.0.0-20260908115904-76ddd98e1f92 // indirect
-	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
-	github.com/kylelemons/godebug v1.1.0 // indirect
-	github.com/pkg/browser v0.0.0-20240102092130-5ac0b6a4141c // indirect
 	github.com/zeebo/assert v1.3.0 // indirect
 	github.com/zeebo/blake3 v0.2.4 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

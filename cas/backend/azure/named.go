@@ -1,17 +1,13 @@
 package azure
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/membuf/membuf/cas"
 	"github.com/membuf/membuf/cas/backend/internal/objstore"
@@ -29,10 +25,10 @@ func (b *Backend) whereNamed(name string) string {
 
 // failNamed is fail for a named blob.
 func (b *Backend) failNamed(ctx context.Context, op, name string, err error) error {
-	switch {
-	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.InvalidRange):
+	switch codeOf(err) {
+	case codeBlobNotFound, codeInvalidRange:
 		return &tier.RequestError{Kind: cas.ErrNotFound, Public: "a pack object is not in the shared tier", Where: b.whereNamed(name), Cause: objstore.Redact(err)}
-	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+	case codeContainerNotFound:
 		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: fmt.Sprintf("the shared tier's container is gone (a %s)", op), Where: b.whereNamed(name), Cause: objstore.Redact(err)}
 	}
 	if ctx.Err() != nil {
@@ -44,33 +40,29 @@ func (b *Backend) failNamed(ctx context.Context, op, name string, err error) err
 // ReadRange reads n bytes of blob name from off (n < 0: to its end), one
 // ranged read. A blob shorter than off+n is cas.ErrNotFound.
 func (b *Backend) ReadRange(ctx context.Context, name string, off, n int64) (io.ReadCloser, error) {
-	r := blob.HTTPRange{Offset: off}
-	if n > 0 {
-		r.Count = n
-	}
-	res, err := b.container.NewBlobClient(b.loc.Prefix+name).DownloadStream(ctx, &blob.DownloadStreamOptions{Range: r})
+	res, err := b.download(ctx, b.loc.Prefix+name, off, n)
 	if err != nil {
 		return nil, b.failNamed(ctx, "read", name, err)
 	}
-	if n > 0 && (res.ContentLength == nil || *res.ContentLength != n) {
+	if n > 0 && res.ContentLength != n {
 		res.Body.Close()
 		return nil, &tier.RequestError{Kind: cas.ErrNotFound, Public: "a pack object is shorter than its index says", Where: b.whereNamed(name),
-			Cause: fmt.Errorf("asked for %d bytes at %d", n, off)}
+			Cause: fmt.Errorf("asked for %d bytes at %d, got %d", n, off, res.ContentLength)}
 	}
 	return res.Body, nil
 }
 
 // WriteObject stores data as blob name, one Put Blob. It sends no
-// checksum: the service takes an MD5 or a CRC-64, which the SDK computes
-// in Go from tables (CRC-32C has a CPU instruction; they have none here),
-// and what a pack holds is checked against its SHA-256s by every read.
+// checksum: the service takes an MD5 or a CRC-64, which cost a pass over
+// the pack without a CPU instruction for either (CRC-32C has one), and
+// what a pack holds is checked against its SHA-256s by every read.
 func (b *Backend) WriteObject(ctx context.Context, name string, data []byte) error {
-	_, err := b.container.NewBlockBlobClient(b.loc.Prefix+name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
-		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: new("application/octet-stream")},
-	})
+	h := http.Header{"x-ms-blob-type": {"BlockBlob"}, "x-ms-blob-content-type": {"application/octet-stream"}}
+	res, err := b.c.do(ctx, request{method: http.MethodPut, blob: b.loc.Prefix + name, header: h, body: data}, http.StatusCreated)
 	if err != nil {
 		return b.failNamed(ctx, "write", name, err)
 	}
+	res.Body.Close()
 	return nil
 }
 
@@ -79,7 +71,7 @@ func (b *Backend) WriteObject(ctx context.Context, name string, data []byte) err
 // its block list is committed, after the body's end). Every read of the
 // pack's record checks its SHA-256, sum.
 func (b *Backend) WriteStream(ctx context.Context, name string, body io.Reader, size int64, sum string) error {
-	bodyErr, err := write(ctx, b.container.NewBlockBlobClient(b.loc.Prefix+name), body, size, nil)
+	bodyErr, err := b.write(ctx, b.loc.Prefix+name, body, size, "")
 	if bodyErr != nil {
 		return &tier.RequestError{Kind: cas.ErrUnavailable, Public: "uploading a pack to the shared tier failed", Where: b.whereNamed(name), Cause: bodyErr}
 	}
@@ -90,38 +82,60 @@ func (b *Backend) WriteStream(ctx context.Context, name string, body io.Reader, 
 }
 
 // ListAfter lists up to limit names under prefix after after: the
-// service lists in byte order from StartFrom (which includes it; a
+// service lists in byte order from startFrom (which includes it; a
 // service that ignores it lists from the start, and the names up to
-// after are skipped here).
+// after are skipped here), a page per request, NextMarker to the next.
 func (b *Backend) ListAfter(ctx context.Context, prefix, after string, limit int) ([]string, error) {
-	opts := &container.ListBlobsFlatOptions{Prefix: new(b.loc.Prefix + prefix)}
+	q := url.Values{"restype": {"container"}, "comp": {"list"}, "prefix": {b.loc.Prefix + prefix}}
 	if after != "" {
-		opts.StartFrom = new(b.loc.Prefix + after)
+		q.Set("startFrom", b.loc.Prefix+after)
 	}
-	pager := b.container.NewListBlobsFlatPager(opts)
 	var names []string
-	for len(names) < limit && pager.More() {
-		page, err := pager.NextPage(ctx)
+	for len(names) < limit {
+		q.Set("maxresults", strconv.Itoa(min(limit-len(names), 5000)))
+		page, err := b.listPage(ctx, q)
 		if err != nil {
 			return nil, b.failNamed(ctx, "list", prefix, err)
 		}
-		for _, item := range page.Segment.BlobItems {
-			if item.Name == nil || len(names) >= limit {
-				continue
-			}
-			if name, ok := strings.CutPrefix(*item.Name, b.loc.Prefix); ok && name > after {
+		for _, full := range page.Names {
+			if name, ok := strings.CutPrefix(full, b.loc.Prefix); ok && name > after && len(names) < limit {
 				names = append(names, name)
 			}
 		}
+		if page.NextMarker == "" {
+			break
+		}
+		q.Set("marker", page.NextMarker)
 	}
 	return names, nil
 }
 
+// listPage sends one List Blobs with the query q and reads its answer.
+func (b *Backend) listPage(ctx context.Context, q url.Values) (listPage, error) {
+	res, err := b.c.do(ctx, request{method: http.MethodGet, query: q}, http.StatusOK)
+	if err != nil {
+		return listPage{}, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxListPage+1))
+	if err != nil {
+		return listPage{}, err
+	}
+	if len(body) > maxListPage {
+		return listPage{}, fmt.Errorf("azure: a listing's page is over %d bytes", maxListPage)
+	}
+	return parseListPage(body)
+}
+
 // DeleteObject deletes blob name; an absent one is not an error.
 func (b *Backend) DeleteObject(ctx context.Context, name string) error {
-	_, err := b.container.NewBlobClient(b.loc.Prefix+name).Delete(ctx, nil)
-	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
+	res, err := b.c.do(ctx, request{method: http.MethodDelete, blob: b.loc.Prefix + name}, http.StatusAccepted)
+	if err != nil {
+		if codeOf(err) == codeBlobNotFound {
+			return nil
+		}
 		return b.failNamed(ctx, "delete", name, err)
 	}
+	res.Body.Close()
 	return nil
 }
