@@ -118,7 +118,7 @@ var backendKinds = []backendKind{
 	},
 	{
 		schemes: []string{"azblob"}, objectStore: true,
-		help:  "azblob://ACCOUNT/CONTAINER[/PREFIX] (an Azure Blob Storage container; " + azure.URLParameters + "; credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, else azidentity's default chain)",
+		help:  "azblob://ACCOUNT/CONTAINER[/PREFIX] (an Azure Blob Storage container; " + azure.URLParameters + "; credentials from AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, else DefaultAzureCredential's chain)",
 		parse: func(raw string) (location, error) { return azure.ParseURL(raw) },
 		open: func(ctx context.Context, loc location, o backendOptions) (opened, error) {
 			b, err := azure.New(ctx, azure.Config{Location: loc.(azure.Location), RequestTimeout: o.timeout, Concurrency: o.concurrency, Logger: o.log, WrapTransport: o.objectStoreTransport("azure")})
