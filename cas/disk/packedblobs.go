@@ -235,7 +235,7 @@ type refresh struct {
 }
 
 // queueRefresh queues packed entry e (a copy), whose segment is among
-// the oldest quarter (packs.Set.IsOld), for copying forward; mu held. A
+// the oldest quarter (packs.Set.LiveOld), for copying forward; mu held. A
 // full queue drops it: a lookup is never held up for a copy.
 func (p *packedBlobs) queueRefresh(e entry) {
 	if p.refreshes == nil {

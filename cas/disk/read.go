@@ -52,7 +52,7 @@ func (s *Store) open(ctx context.Context, k entryKey, size int64) (cas.BlobReade
 	}
 	if e.Seg != nil {
 		rec := s.segments.OpenRecord(e.Seg, e.Off, e.Size, e.CRC, !s.noReadChecks)
-		if rec.InOldSegment() {
+		if e.InOldSegment {
 			s.packedBlobs.queueRefresh(e)
 		}
 		s.mu.Unlock()

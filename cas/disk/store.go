@@ -321,10 +321,8 @@ func (s *Store) lookup(k entryKey, size int64) (entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.idx.Lookup(k, size)
-	if ok && e.Seg != nil {
-		if s.segments.IsOld(e.Seg) {
-			s.packedBlobs.queueRefresh(e)
-		}
+	if ok && e.InOldSegment {
+		s.packedBlobs.queueRefresh(e)
 	}
 	return e, ok
 }

@@ -111,6 +111,10 @@ type Entry struct {
 	// name (a segment's time says nothing of a record).
 	Verified bool
 	Zstd     bool // kept compressed, in a file named by files.ZstdPath
+	// InOldSegment: a packed entry's segment was old when the entry was
+	// looked up (packs.Set.LiveOld): its reads queue it to be copied
+	// forward.
+	InOldSegment bool
 }
 
 // Verification is a re-hash in progress: others that need the same blob

@@ -109,13 +109,13 @@ func (x *Index) packedEntry(k Key) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	seg := x.segments.Live(r.Seq)
+	seg, old := x.segments.LiveOld(r.Seq)
 	if seg == nil {
 		x.packed.Delete(&tk)
 		return Entry{}, false
 	}
 	size := int64(r.Size)
-	return Entry{Key: k, Size: size, Stored: size, Seg: seg, Off: int64(r.Off), CRC: r.CRC, Verified: r.Verified}, true
+	return Entry{Key: k, Size: size, Stored: size, Seg: seg, Off: int64(r.Off), CRC: r.CRC, Verified: r.Verified, InOldSegment: old}, true
 }
 
 // Commit indexes e, just renamed into place by batch b (or

@@ -24,7 +24,6 @@ type Blob struct {
 	crc  uint32 // the record's
 	// checked: every read checks the whole record against crc first.
 	checked bool
-	old     bool // its segment was old when it was opened (IsOld)
 }
 
 // OpenRecord opens the record of size bytes whose data is at off in seg,
@@ -37,14 +36,9 @@ type Blob struct {
 func (s *Set) OpenRecord(seg *Segment, off, size int64, crc uint32, checked bool) *Blob {
 	s.mu.Lock()
 	s.holdLocked(seg)
-	old := s.isOldLocked(seg)
 	s.mu.Unlock()
-	return &Blob{set: s, seg: seg, off: off, size: size, crc: crc, checked: checked, old: old}
+	return &Blob{set: s, seg: seg, off: off, size: size, crc: crc, checked: checked}
 }
-
-// InOldSegment reports whether the record's segment was old (IsOld) when
-// it was opened: asked in the same hold of the set's lock.
-func (b *Blob) InOldSegment() bool { return b.old }
 
 // Size returns the blob's size in bytes.
 func (b *Blob) Size() int64 { return b.size }

@@ -171,15 +171,9 @@ func (s *Set) Finished() []SegmentSize {
 	return segs
 }
 
-// IsOld reports whether seg is sealed and among the oldest quarter of the
-// set's segments (of four or more): those whose hot records are copied
-// forward, before eviction takes them.
-func (s *Set) IsOld(seg *Segment) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.isOldLocked(seg)
-}
-
+// isOldLocked reports whether seg is sealed and among the oldest quarter
+// of the set's segments (of four or more): those whose hot records are
+// copied forward, before eviction takes them.
 func (s *Set) isOldLocked(seg *Segment) bool {
 	n := len(s.segments)
 	return n >= 4 && seg.Sealed && seg.Seq < s.segments[0].Seq+uint64(n/4)
@@ -189,13 +183,21 @@ func (s *Set) isOldLocked(seg *Segment) bool {
 // (or never existed: a record loaded from an index checkpoint whose
 // segment went since).
 func (s *Set) Live(seq uint32) *Segment {
+	seg, _ := s.LiveOld(seq)
+	return seg
+}
+
+// LiveOld is Live, and whether the segment is old (sealed and among the
+// oldest quarter, whose hot records are copied forward before eviction
+// takes them), in one hold of the set's lock: a lookup's.
+func (s *Set) LiveOld(seq uint32) (seg *Segment, old bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i, ok := slices.BinarySearchFunc(s.segments, uint64(seq), func(seg *Segment, seq uint64) int { return cmp.Compare(seg.Seq, seq) })
 	if !ok || s.segments[i].Evicted {
-		return nil
+		return nil, false
 	}
-	return s.segments[i]
+	return s.segments[i], s.isOldLocked(s.segments[i])
 }
 
 // Closing reports whether Close has begun.
