@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/membuf/membuf/cas/backend/internal/objstore"
 )
 
 // client speaks the little of the Blob service's REST API the backend
@@ -34,41 +36,11 @@ type client struct {
 // for (x-ms-version).
 const serviceVersion = "2026-06-06"
 
-// apiError is an answer that is not a success: its status, and the
-// service's error code (the x-ms-error-code header, else the body's) and
-// message (a HEAD's has none).
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-}
+// apiError is an answer that is not a success (objstore.APIError).
+type apiError = objstore.APIError
 
-func (e *apiError) Error() string {
-	s := fmt.Sprintf("azure: %d %s", e.Status, http.StatusText(e.Status))
-	if e.Code != "" {
-		s += ": " + e.Code
-	}
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	return s
-}
-
-// codeOf is the Blob service's error code err reports, or "".
-func codeOf(err error) string {
-	if ae, ok := errors.AsType[*apiError](err); ok {
-		return ae.Code
-	}
-	return ""
-}
-
-// statusOf is the status of the answer err reports, or 0.
-func statusOf(err error) int {
-	if ae, ok := errors.AsType[*apiError](err); ok {
-		return ae.Status
-	}
-	return 0
-}
+// statusOf and codeOf read an *apiError's status and error code.
+var statusOf, codeOf = objstore.StatusOf, objstore.CodeOf
 
 // maxErrorBody bounds what is read of an error's body.
 const maxErrorBody = 16 << 10
@@ -78,7 +50,7 @@ const maxErrorBody = 16 << 10
 func readError(res *http.Response) error {
 	defer res.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	e := &apiError{Status: res.StatusCode}
+	e := &apiError{Store: "azure", Status: res.StatusCode}
 	code, message := parseErrorBody(body)
 	e.Code, e.Message = strings.TrimSpace(res.Header.Get("x-ms-error-code")), message
 	if e.Code == "" {

@@ -3,13 +3,14 @@ package s3
 import (
 	"context"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/membuf/membuf/cas/backend/internal/objstore"
 )
 
 // client speaks the little of the S3 API the backend needs (HEAD, GET,
@@ -46,40 +47,11 @@ func newBucketURL(endpoint, region, bucket string, pathStyle bool) (string, erro
 	return strings.TrimSuffix(u.String(), "/"), nil
 }
 
-// apiError is an answer that is not a success: its status, and the
-// error's code and message from its body (a HEAD's has none).
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-}
+// apiError is an answer that is not a success (objstore.APIError).
+type apiError = objstore.APIError
 
-func (e *apiError) Error() string {
-	s := fmt.Sprintf("s3: %d %s", e.Status, http.StatusText(e.Status))
-	if e.Code != "" {
-		s += ": " + e.Code
-	}
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	return s
-}
-
-// statusOf is the status of the answer err reports, or 0.
-func statusOf(err error) int {
-	if ae, ok := errors.AsType[*apiError](err); ok {
-		return ae.Status
-	}
-	return 0
-}
-
-// codeOf is the S3 error code err reports, or "".
-func codeOf(err error) string {
-	if ae, ok := errors.AsType[*apiError](err); ok {
-		return ae.Code
-	}
-	return ""
-}
+// statusOf and codeOf read an *apiError's status and error code.
+var statusOf, codeOf = objstore.StatusOf, objstore.CodeOf
 
 // maxErrorBody bounds what is read of an error's body.
 const maxErrorBody = 16 << 10
@@ -89,7 +61,7 @@ const maxErrorBody = 16 << 10
 func readError(res *http.Response) error {
 	defer res.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	e := &apiError{Status: res.StatusCode}
+	e := &apiError{Store: "s3", Status: res.StatusCode}
 	e.Code, e.Message = parseErrorBody(body)
 	if e.Code == "" && e.Message == "" && len(body) > 0 && res.Request != nil && res.Request.Method != http.MethodHead {
 		e.Message = strings.TrimSpace(string(body[:min(len(body), 200)]))
