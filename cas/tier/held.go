@@ -18,7 +18,7 @@ import "github.com/membuf/membuf/cas"
 const defaultUploadMemory = 64 << 20
 
 // holdable reports whether a blob of digest d, arriving as arrived, is
-// held for its upload when the budget has room.
+// held for its upload when the budget can hold it.
 func holdable(d cas.Digest, arrived cas.Encoding) bool {
 	return d.Hash != "" && d.Size > 0 && d.Size <= batchEntryBytes && arrived == cas.Uncompressed
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // HoldCopy returns a copy of data, the size bytes of a blob, held under
-// the budget in memory from pool, or nil (no room, or not size bytes).
+// the budget in memory from pool, or nil (over the budget, or not size bytes).
 func (m *Budget) HoldCopy(pool membuf.BufferPool, data [][]byte, size int64) *Blob {
 	var n int64
 	for _, p := range data {

@@ -317,8 +317,8 @@ func (t *Table) Each(fn func(hash *[32]byte, ac bool, loc Location), between fun
 	return nil
 }
 
-// Reserve makes room for about n more records, spread over the shards,
-// so that loading them does not grow each shard many times.
+// Reserve grows the table to hold about n more records, spread over the
+// shards, so that loading them does not grow each shard many times.
 func (t *Table) Reserve(n int64) {
 	per := int(n/tableShards) + 1
 	for i := range t.shards {
