@@ -90,13 +90,10 @@ type request struct {
 	body   []byte
 }
 
-// retryDelay is the wait before the one retry of a request.
-const retryDelay = 100 * time.Millisecond
-
 // do sends r, authorized, and returns the answer if its status is one of
-// ok, else the error. One quick retry of a request that met a dropped
-// connection or an answer saying the service is busy or failed, not a
-// series: the tier's backoff is the policy.
+// ok, else the error; one quick retry of a request that met a dropped
+// connection or an answer saying the service is busy or failed
+// (objstore.Send), none of one that found no token.
 func (c *client) do(ctx context.Context, r request, ok ...int) (*http.Response, error) {
 	target := c.containerURL
 	if r.blob != "" {
@@ -114,32 +111,17 @@ func (c *client) do(ctx context.Context, r request, ok ...int) (*http.Response, 
 	if len(q) > 0 {
 		target += "?" + q.Encode()
 	}
-	for attempt := 0; ; attempt++ {
-		res, err := c.send(ctx, r, target)
-		if err == nil {
-			for _, code := range ok {
-				if res.StatusCode == code {
-					return res, nil
-				}
-			}
-			err = readError(res)
-		}
-		if _, isToken := errors.AsType[*tokenError](err); isToken {
-			return nil, err
-		}
-		code := statusOf(err)
-		transient := code == 0 || code == http.StatusTooManyRequests || code >= 500
-		if attempt > 0 || !transient || ctx.Err() != nil {
-			return nil, err
-		}
-		t := time.NewTimer(retryDelay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
+	return objstore.Send(ctx, true, func() (*http.Response, error) { return c.send(ctx, r, target) }, readError, retryStatus, ok...)
+}
+
+// retryStatus is the status objstore.Send retries by: an *apiError's, or
+// 401 for a token that could not be had (its source has had its own
+// chance to retry).
+func retryStatus(err error) int {
+	if _, isToken := errors.AsType[*tokenError](err); isToken {
+		return http.StatusUnauthorized
 	}
+	return statusOf(err)
 }
 
 // send sends r to target once.

@@ -13,7 +13,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
+
+	"github.com/membuf/membuf/cas/backend/internal/objstore"
 )
 
 // client speaks the little of Cloud Storage's APIs the backend needs, on
@@ -104,44 +105,19 @@ func readError(res *http.Response) error {
 	return e
 }
 
-// retryDelay is the wait before the one retry of a request.
-const retryDelay = 100 * time.Millisecond
-
 // do sends the request newRequest makes and returns the answer if its
-// status is one of ok, else an *apiError. A request that may be repeated
-// (retry) is sent once more after a dropped connection or an answer
-// saying the service is busy or failed: one quick retry, not a series,
-// since the tier's backoff is the policy.
+// status is one of ok, else an *apiError; a request that may be repeated
+// (retry) is retried once (objstore.Send).
 func (c *client) do(ctx context.Context, retry bool, newRequest func() (*http.Request, error), ok ...int) (*http.Response, error) {
-	for attempt := 0; ; attempt++ {
+	return objstore.Send(ctx, retry, func() (*http.Response, error) {
 		req, err := newRequest()
 		if err != nil {
 			return nil, err
 		}
 		req = req.WithContext(ctx)
 		req.Header.Set("User-Agent", "membuf")
-		res, err := c.http.Do(req)
-		if err == nil {
-			for _, code := range ok {
-				if res.StatusCode == code {
-					return res, nil
-				}
-			}
-			err = readError(res)
-		}
-		code := httpCode(err)
-		transient := code == 0 || code == http.StatusTooManyRequests || code >= 500
-		if !retry || attempt > 0 || !transient || ctx.Err() != nil {
-			return nil, err
-		}
-		t := time.NewTimer(retryDelay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
+		return c.http.Do(req)
+	}, readError, httpCode, ok...)
 }
 
 // get sends a GET (retried once) of rawURL with header, and wants one of

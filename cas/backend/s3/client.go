@@ -101,12 +101,9 @@ type request struct {
 	retry bool
 }
 
-// retryDelay is the wait before the one retry of a request.
-const retryDelay = 100 * time.Millisecond
-
 // do sends r, signed, and returns the answer if its status is one of ok,
-// else the error. One quick retry of a request that allows it, not a
-// series: the tier's backoff is the policy.
+// else the error; one quick retry of a request that allows it
+// (objstore.Send).
 func (c *client) do(ctx context.Context, r request, ok ...int) (*http.Response, error) {
 	creds, err := c.creds.get(ctx)
 	if err != nil {
@@ -116,7 +113,7 @@ func (c *client) do(ctx context.Context, r request, ok ...int) (*http.Response, 
 	if len(r.query) > 0 {
 		target += "?" + r.query.Encode()
 	}
-	for attempt := 0; ; attempt++ {
+	return objstore.Send(ctx, r.retry, func() (*http.Response, error) {
 		body := r.body
 		if body != nil && r.size == 0 {
 			body = http.NoBody // a zero ContentLength with a body would be sent chunked
@@ -133,28 +130,8 @@ func (c *client) do(ctx context.Context, r request, ok ...int) (*http.Response, 
 		}
 		req.Header.Set("User-Agent", "membuf")
 		sign(req, creds, c.region, "s3", r.payloadHash, time.Now())
-		res, err := c.http.Do(req)
-		if err == nil {
-			for _, code := range ok {
-				if res.StatusCode == code {
-					return res, nil
-				}
-			}
-			err = readError(res)
-		}
-		code := statusOf(err)
-		transient := code == 0 || code == http.StatusTooManyRequests || code >= 500
-		if !r.retry || attempt > 0 || !transient || ctx.Err() != nil {
-			return nil, err
-		}
-		t := time.NewTimer(retryDelay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
+		return c.http.Do(req)
+	}, readError, statusOf, ok...)
 }
 
 // listPage is what the backend reads of a ListObjectsV2 answer.
